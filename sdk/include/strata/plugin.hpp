@@ -1,0 +1,124 @@
+// Header-only C++ helpers for plugin authors. Everything here compiles into the plugin; nothing C++ crosses the ABI.
+#pragma once
+
+#include <strata/plugin_abi.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace strata::plugin {
+
+// Writes code and a printf-style message into a caller-owned status; returns code so `return fail(...)` reads well.
+inline int32_t fail(strata_status *st, int32_t code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+inline int32_t fail(strata_status *st, int32_t code, const char *fmt, ...) {
+    if (st != nullptr) {
+        st->code = code;
+        va_list ap;
+        va_start(ap, fmt);
+        std::vsnprintf(st->message, sizeof st->message, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+inline void ok(strata_status *st) {
+    if (st != nullptr) {
+        st->code = STRATA_OK;
+        st->message[0] = '\0';
+    }
+}
+
+// Runs f() and turns any exception into a status, so none crosses the C boundary. f returns int32_t (a strata_code).
+template <class F> int32_t guarded(strata_status *st, F &&f) noexcept {
+    try {
+        return std::forward<F>(f)();
+    } catch (const std::bad_alloc &) {
+        return fail(st, STRATA_ERR_OUT_OF_MEMORY, "out of memory");
+    } catch (const std::exception &e) {
+        return fail(st, STRATA_ERR_INTERNAL, "%s", e.what());
+    } catch (...) {
+        return fail(st, STRATA_ERR_INTERNAL, "unknown exception");
+    }
+}
+
+// Same for functions returning a pointer (create): nullptr plus a status on failure.
+template <class T, class F> T *guarded_create(strata_status *st, F &&f) noexcept {
+    try {
+        return std::forward<F>(f)();
+    } catch (const std::bad_alloc &) {
+        fail(st, STRATA_ERR_OUT_OF_MEMORY, "out of memory");
+    } catch (const std::exception &e) {
+        fail(st, STRATA_ERR_INTERNAL, "%s", e.what());
+    } catch (...) {
+        fail(st, STRATA_ERR_INTERNAL, "unknown exception");
+    }
+    return nullptr;
+}
+
+// Typed access to the plugin's validated config table.
+class config {
+  public:
+    explicit config(const strata_config_view *v) : v_(v) {}
+    std::optional<bool> get_bool(const char *key) const {
+        int32_t out = 0;
+        if (v_ && v_->get_bool && v_->get_bool(v_->ctx, key, &out)) return out != 0;
+        return std::nullopt;
+    }
+    std::optional<int64_t> get_int(const char *key) const {
+        int64_t out = 0;
+        if (v_ && v_->get_int && v_->get_int(v_->ctx, key, &out)) return out;
+        return std::nullopt;
+    }
+    std::optional<double> get_float(const char *key) const {
+        double out = 0;
+        if (v_ && v_->get_float && v_->get_float(v_->ctx, key, &out)) return out;
+        return std::nullopt;
+    }
+    std::optional<std::string> get_string(const char *key) const {
+        const char *out = nullptr;
+        if (v_ && v_->get_string && v_->get_string(v_->ctx, key, &out) && out) return std::string(out);
+        return std::nullopt;
+    }
+
+  private:
+    const strata_config_view *v_;
+};
+
+// Logs through the host (stderr, with the plugin's name).
+inline void log(const strata_host_services *host, int32_t level, const char *plugin, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+inline void log(const strata_host_services *host, int32_t level, const char *plugin, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (host != nullptr && host->log != nullptr) {
+        host->log(host->ctx, level, plugin, buf);
+    } else {
+        std::fprintf(stderr, "[%s] %s\n", plugin, buf);
+    }
+}
+
+// Fills a descriptor header: required_size is the offset of the first optional slot.
+template <class Desc> constexpr strata_descriptor_header make_header(strata_kind kind, const char *name, size_t required_size) {
+    return strata_descriptor_header{static_cast<uint32_t>(sizeof(Desc)), static_cast<uint32_t>(required_size),
+                                    static_cast<uint32_t>(kind), 0u, name};
+}
+
+} // namespace strata::plugin
+
+// Defines the exported entry point returning `info` (a static strata_plugin_info). Checks the host's major.
+#define STRATA_PLUGIN_DEFINE(info_expr)                                                                              \
+    extern "C" STRATA_EXPORT const strata_plugin_info *strata_plugin_entry(const strata_host_services *host,         \
+                                                                            strata_status *st) {                     \
+        (void)host;                                                                                                  \
+        (void)st;                                                                                                    \
+        return &(info_expr);                                                                                         \
+    }

@@ -1,0 +1,488 @@
+/* Strata plugin ABI — the only contract between the runtime (the "host") and a plugin.
+ *
+ * Rules (see docs/ARCHITECTURE.md, "ABI rules"):
+ *  - Pure C. Only <stddef.h>/<stdint.h> types cross the boundary; no C++ exceptions, no STL.
+ *  - Versioned: STRATA_ABI_MAJOR must be equal between host and plugin; the plugin's MINOR must be <= the host's.
+ *    A minor bump only appends optional slots at the end of a descriptor or struct, never reorders.
+ *  - Sized: every descriptor and argument struct starts with `struct_size`. Fields up to `required_size` (descriptor
+ *    header) are required and must be non-NULL; later ("optional") slots are tested with STRATA_HAS_SLOT.
+ *  - Errors: functions that can fail return a strata_code and fill a caller-owned strata_status (code + message).
+ *    On error, outputs are left untouched. Release/destroy functions return void and never fail.
+ *  - Ownership is written on every function: "caller owns" means the caller frees it with the named function;
+ *    "borrowed" pointers stay valid only for the call unless stated.
+ *  - One exported symbol per library: strata_plugin_entry (STRATA_PLUGIN_ENTRY_SYMBOL).
+ */
+#ifndef STRATA_PLUGIN_ABI_H
+#define STRATA_PLUGIN_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STRATA_ABI_MAJOR 1
+#define STRATA_ABI_MINOR 0
+#define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
+
+#if defined(_WIN32)
+#define STRATA_EXPORT __declspec(dllexport)
+#else
+#define STRATA_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* True when the sized struct `p` is large enough to contain `field` and that slot is set. */
+#define STRATA_HAS_SLOT(p, field)                                                                         \
+    ((p) != NULL && (size_t)((p)->header.struct_size) >= offsetof(__typeof__(*(p)), field) + sizeof((p)->field) && \
+     (p)->field != NULL)
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Status                                                                                                        */
+
+typedef enum strata_code {
+    STRATA_OK = 0,
+    STRATA_ERR_INVALID_ARGUMENT = 1,
+    STRATA_ERR_OUT_OF_MEMORY = 2,
+    STRATA_ERR_UNSUPPORTED = 3,
+    STRATA_ERR_IO = 4,
+    STRATA_ERR_NOT_FOUND = 5,
+    STRATA_ERR_CANCELLED = 6,
+    STRATA_ERR_INTERNAL = 7,
+} strata_code;
+
+#define STRATA_STATUS_MESSAGE_MAX 512
+
+/* Caller-owned; the callee writes `code` and a NUL-terminated `message` when it fails. */
+typedef struct strata_status {
+    int32_t code;
+    char message[STRATA_STATUS_MESSAGE_MAX];
+} strata_status;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Plugin kinds and the common descriptor header                                                                  */
+
+typedef enum strata_kind {
+    STRATA_KIND_MODEL_ARCH = 1,
+    STRATA_KIND_QUANT = 2,
+    STRATA_KIND_DEVICE = 3,
+    STRATA_KIND_TIER = 4,
+    STRATA_KIND_FRONTEND = 5,
+} strata_kind;
+
+typedef struct strata_descriptor_header {
+    uint32_t struct_size;   /* sizeof the whole kind descriptor as the plugin was compiled */
+    uint32_t required_size; /* offset just past the last required slot (host checks both) */
+    uint32_t kind;          /* strata_kind */
+    uint32_t reserved;
+    const char *name; /* unique within a kind, e.g. "cpu", "llama", "q8_0"; static storage */
+} strata_descriptor_header;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Configuration: plugins declare their keys; the host validates the TOML table named after the plugin and      */
+/* hands a read-only view to create().                                                                           */
+
+typedef enum strata_config_type {
+    STRATA_CONFIG_BOOL = 1,
+    STRATA_CONFIG_INT = 2,
+    STRATA_CONFIG_FLOAT = 3,
+    STRATA_CONFIG_STRING = 4,
+    STRATA_CONFIG_BYTES = 5,       /* integer bytes or a unit string such as "16GiB" */
+    STRATA_CONFIG_STRING_LIST = 6, /* array of strings */
+} strata_config_type;
+
+typedef struct strata_config_key {
+    const char *name;          /* key within the plugin's table */
+    uint32_t type;             /* strata_config_type */
+    const char *default_value; /* textual default as TOML would write it, e.g. "0", "\"text\"" ; NULL = none */
+    double min_value;          /* inclusive range for INT/FLOAT/BYTES when min_value < max_value */
+    double max_value;
+    const char *help;  /* one line for `runtime --help` */
+    const char *flag;  /* optional command-line flag, e.g. "--threads"; NULL = only --set */
+    const char *choices; /* optional for STRING: '|'-separated allowed values, e.g. "text|json" */
+} strata_config_key;
+
+/* Read-only, borrowed view; valid during create() and for the lifetime of the created object. */
+typedef struct strata_config_view {
+    uint32_t struct_size;
+    void *ctx;
+    /* Each getter returns 1 and writes *out when the key is set (or has a default), else 0. */
+    int32_t (*get_bool)(void *ctx, const char *key, int32_t *out);
+    int32_t (*get_int)(void *ctx, const char *key, int64_t *out);
+    int32_t (*get_float)(void *ctx, const char *key, double *out);
+    /* *out is borrowed, NUL-terminated. */
+    int32_t (*get_string)(void *ctx, const char *key, const char **out);
+    /* Number of strings in a STRING_LIST key (0 when unset); get_list_item returns a borrowed string. */
+    int32_t (*get_list_size)(void *ctx, const char *key);
+    const char *(*get_list_item)(void *ctx, const char *key, int32_t index);
+} strata_config_view;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Logging from plugins goes through the host so it lands on stderr with the rest.                                */
+
+typedef enum strata_log_level { STRATA_LOG_DEBUG = 0, STRATA_LOG_INFO = 1, STRATA_LOG_WARN = 2, STRATA_LOG_ERROR = 3 } strata_log_level;
+
+typedef struct strata_host_services {
+    uint32_t struct_size;
+    uint32_t host_abi_major;
+    uint32_t host_abi_minor;
+    void *ctx;
+    void (*log)(void *ctx, int32_t level, const char *plugin, const char *message);
+    /* Host topology facts a plugin may want (from hwloc). */
+    int32_t (*physical_cores)(void *ctx);
+    int32_t (*logical_cpus)(void *ctx);
+    /* Writes the OS cpu ids of the PUs to pin worker i to; returns count written (<= cap). */
+    int32_t (*pinning_cpus)(void *ctx, int32_t *cpus, int32_t cap);
+} strata_host_services;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Tensors as seen by devices and model architectures                                                             */
+
+struct strata_quant_desc;
+
+/* Borrowed view of a 2-D (or 1-D: rows = 1) weight tensor in a quant format. Row-major: `rows` rows of `cols`
+ * elements, each row `row_bytes` bytes long. `data` may live in any tier the device can read. */
+typedef struct strata_tensor_view {
+    uint32_t struct_size;
+    uint32_t ggml_type; /* GGUF tensor type id */
+    const struct strata_quant_desc *quant;
+    const void *data;
+    int64_t rows;
+    int64_t cols;
+    int64_t row_bytes;
+    const char *name; /* borrowed, for messages */
+} strata_tensor_view;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* quant: a block format                                                                                           */
+
+typedef struct strata_quant_desc {
+    strata_descriptor_header header;
+    /* required */
+    uint32_t ggml_type;   /* GGUF type id: 0 F32, 1 F16, 2 Q4_0, 8 Q8_0, 30 BF16 */
+    uint32_t block_elems; /* elements per block (1 for F32/F16/BF16) */
+    uint32_t block_bytes; /* bytes per block */
+    uint32_t reserved;
+    /* Reference conversions; n is a multiple of block_elems. Thread-safe, no allocation. */
+    void (*dequantize_row)(const void *src, float *dst, int64_t n);
+    void (*quantize_row)(const float *src, void *dst, int64_t n);
+    /* Dot product of one quantized row with float activations, using the fastest kernel this CPU supports
+     * (chosen once at load). Thread-safe, no allocation. */
+    float (*dot_f32)(const void *row, const float *x, int64_t n);
+    /* optional */
+    const char *(*kernel_name)(void); /* e.g. "avx2+fma" or "scalar" */
+} strata_quant_desc;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* device: memory and the op kernels                                                                               */
+
+typedef struct strata_device strata_device; /* opaque, plugin-owned */
+
+typedef enum strata_rope_mode { STRATA_ROPE_PAIRS = 0, STRATA_ROPE_NEOX = 2 } strata_rope_mode;
+
+typedef struct strata_device_create_args {
+    uint32_t struct_size;
+    const strata_host_services *host;  /* borrowed; outlives the device */
+    const strata_config_view *config;  /* borrowed; the plugin's own table */
+} strata_device_create_args;
+
+/* Attention over a contiguous per-layer KV cache for one sequence. K and V rows are n_kv_heads*head_dim floats,
+ * `kv_row_stride` floats apart; query token t sits at absolute position positions[t] and attends to cache rows
+ * 0..positions[t] (causal). */
+typedef struct strata_attention_args {
+    uint32_t struct_size;
+    int32_t n_tokens;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t head_dim;
+    int32_t kv_row_stride;
+    const int32_t *positions; /* n_tokens */
+    const float *q;           /* n_tokens x n_heads*head_dim */
+    const float *k_cache;
+    const float *v_cache;
+    float scale;
+    float *out; /* n_tokens x n_heads*head_dim */
+} strata_attention_args;
+
+typedef struct strata_device_desc {
+    strata_descriptor_header header;
+    /* required */
+    /* 0 = cannot run on this machine; higher = better. No side effects. */
+    int32_t (*score)(void);
+    /* Caller owns the result; free with destroy. */
+    strata_device *(*create)(const strata_device_create_args *args, strata_status *st);
+    void (*destroy)(strata_device *dev);
+    /* Device memory: caller owns, frees with mem_free. Host-addressable for the CPU device. */
+    void *(*mem_alloc)(strata_device *dev, uint64_t bytes, strata_status *st);
+    void (*mem_free)(strata_device *dev, void *ptr);
+    /* Ops. All pointers are borrowed for the call; activations are row-major float, one row per token. No op
+     * allocates memory. */
+    /* y[t][r] = dot(W row r, x[t]) for t < n_tokens; x is n_tokens x W.cols, y is n_tokens x W.rows. */
+    int32_t (*matmul)(strata_device *dev, const strata_tensor_view *w, const float *x, int32_t n_tokens, float *y,
+                      strata_status *st);
+    /* out[t] = dequantized row tokens[t] of the table. */
+    int32_t (*embedding)(strata_device *dev, const strata_tensor_view *table, const int32_t *tokens, int32_t n_tokens,
+                         float *out, strata_status *st);
+    /* out[t] = x[t] / rms(x[t]) * weight (weight is F32, dim elements). out may equal x. */
+    int32_t (*rms_norm)(strata_device *dev, const float *x, const float *weight, int32_t n_tokens, int32_t dim,
+                        float eps, float *out, strata_status *st);
+    /* Rotates the first rot_dims of each head of x in place (x is n_tokens x n_heads*head_dim). */
+    int32_t (*rope)(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim,
+                    int32_t rot_dims, const int32_t *positions, float theta_base, int32_t mode, strata_status *st);
+    int32_t (*attention)(strata_device *dev, const strata_attention_args *args, strata_status *st);
+    /* out = silu(gate) * up, n elements; out may equal gate. */
+    int32_t (*swiglu)(strata_device *dev, const float *gate, const float *up, int64_t n, float *out, strata_status *st);
+    /* out = a + b, n elements; out may equal a. */
+    int32_t (*add)(strata_device *dev, const float *a, const float *b, int64_t n, float *out, strata_status *st);
+    /* In-place softmax over each of n_rows rows of n_cols. */
+    int32_t (*softmax)(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, strata_status *st);
+    /* optional */
+    int32_t (*thread_count)(strata_device *dev);
+} strata_device_desc;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* model_arch: recognises a model and runs its forward pass with a device's ops                                    */
+
+typedef struct strata_model strata_model; /* opaque, plugin-owned */
+
+/* Borrowed accessors over the model file, valid during create() and for the model's lifetime. */
+typedef struct strata_model_source {
+    uint32_t struct_size;
+    void *ctx;
+    /* Metadata getters: return 1 and write *out when the key exists with a compatible type, else 0. */
+    int32_t (*get_u64)(void *ctx, const char *key, uint64_t *out); /* any unsigned/signed integer type */
+    int32_t (*get_f64)(void *ctx, const char *key, double *out);   /* float32/float64 */
+    int32_t (*get_str)(void *ctx, const char *key, const char **out); /* borrowed */
+    /* Fills *out with the named weight; returns 1 when found, 0 otherwise. */
+    int32_t (*get_tensor)(void *ctx, const char *name, strata_tensor_view *out);
+    const strata_host_services *host;
+} strata_model_source;
+
+typedef struct strata_model_hparams {
+    uint32_t struct_size;
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;
+    int32_t n_ff;
+    float norm_eps;
+    float rope_theta;
+    int32_t rope_dims;
+    int32_t rope_mode;
+} strata_model_hparams;
+
+/* Everything one forward step needs; the host owns every buffer. */
+typedef struct strata_forward_args {
+    uint32_t struct_size;
+    const strata_device_desc *device_ops;
+    strata_device *device;
+    const int32_t *tokens;    /* n_tokens */
+    const int32_t *positions; /* n_tokens, absolute positions in the sequence */
+    int32_t n_tokens;
+    /* KV cache of this sequence: per layer, k[l] and v[l] each hold n_ctx rows of n_head_kv*head_dim floats. */
+    float *const *k_cache;
+    float *const *v_cache;
+    int32_t n_ctx;
+    /* Workspace of at least workspace_bytes(n_tokens) bytes (see strata_model_arch_desc). */
+    void *workspace;
+    uint64_t workspace_size;
+    /* Logits of the last token (n_vocab floats). */
+    float *logits;
+    /* Called before layer l's weights are used, so the host can wait for their prefetch; may be NULL. */
+    int32_t (*layer_begin)(void *user, int32_t layer, strata_status *st);
+    void *user;
+} strata_forward_args;
+
+typedef struct strata_model_arch_desc {
+    strata_descriptor_header header;
+    /* required */
+    /* 1 when this plugin handles GGUF general.architecture `arch`. */
+    int32_t (*matches)(const char *arch);
+    /* Reads hyperparameters and resolves every weight; caller owns the result (destroy). */
+    strata_model *(*create)(const strata_model_source *src, strata_status *st);
+    void (*destroy)(strata_model *model);
+    void (*get_hparams)(const strata_model *model, strata_model_hparams *out);
+    /* Bytes of workspace forward() needs for a batch of n_tokens. */
+    uint64_t (*workspace_bytes)(const strata_model *model, int32_t n_tokens);
+    int32_t (*forward)(strata_model *model, const strata_forward_args *args, strata_status *st);
+    /* optional */
+    /* Number of weight tensors and their views, in use order (for the memory planner). */
+    int32_t (*tensor_count)(const strata_model *model);
+    int32_t (*tensor_at)(const strata_model *model, int32_t index, strata_tensor_view *out, int32_t *layer);
+} strata_model_arch_desc;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* tier: a place to keep bytes (pinned RAM, NUMA RAM, NVMe)                                                        */
+
+typedef struct strata_tier strata_tier; /* opaque, plugin-owned */
+
+typedef struct strata_tier_create_args {
+    uint32_t struct_size;
+    const strata_host_services *host;
+    const strata_config_view *config;
+    uint64_t capacity_bytes; /* budget the planner gives this tier */
+} strata_tier_create_args;
+
+typedef struct strata_tier_desc {
+    strata_descriptor_header header;
+    /* required */
+    strata_tier *(*create)(const strata_tier_create_args *args, strata_status *st); /* caller owns; destroy */
+    void (*destroy)(strata_tier *tier); /* frees every region still live */
+    uint64_t (*capacity)(strata_tier *tier);
+    /* Reserves `bytes`; writes an opaque region id. Exhaustion is STRATA_ERR_OUT_OF_MEMORY, never a crash. */
+    int32_t (*region_alloc)(strata_tier *tier, uint64_t bytes, uint64_t *region, strata_status *st);
+    void (*region_free)(strata_tier *tier, uint64_t region);
+    /* Synchronous copies in and out of a region (thread-safe for distinct or identical regions). */
+    int32_t (*write)(strata_tier *tier, uint64_t region, uint64_t offset, const void *src, uint64_t bytes,
+                     strata_status *st);
+    int32_t (*read)(strata_tier *tier, uint64_t region, uint64_t offset, void *dst, uint64_t bytes, strata_status *st);
+    /* optional */
+    /* Host address of a region when the CPU can compute on it in place, else NULL. */
+    void *(*map)(strata_tier *tier, uint64_t region);
+} strata_tier_desc;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Engine API: the only thing a frontend calls                                                                     */
+
+typedef struct strata_engine strata_engine; /* opaque, host-owned */
+typedef uint64_t strata_request_id;
+
+typedef enum strata_finish_reason {
+    STRATA_FINISH_NONE = 0,   /* still running */
+    STRATA_FINISH_STOP = 1,   /* EOS or a stop sequence */
+    STRATA_FINISH_LENGTH = 2, /* max_tokens or max_model_len reached */
+    STRATA_FINISH_CANCELLED = 3,
+    STRATA_FINISH_ERROR = 4,
+} strata_finish_reason;
+
+typedef struct strata_sampling_params {
+    uint32_t struct_size;
+    float temperature; /* 0 = greedy */
+    int32_t top_k;     /* <= 0: off */
+    float top_p;       /* 1: off */
+    float min_p;       /* 0: off */
+    float repetition_penalty; /* 1: off */
+    int32_t repetition_last_n;
+    uint64_t seed;
+    int32_t max_tokens;
+    int32_t ignore_eos;
+} strata_sampling_params;
+
+/* One event per generated token, then a final one with finish != NONE. Called on an engine thread; `piece` is
+ * borrowed for the call. Must not block for long and must not call back into the engine except cancel(). */
+typedef struct strata_token_event {
+    uint32_t struct_size;
+    strata_request_id id;
+    int32_t token;       /* -1 on the final event */
+    const char *piece;   /* UTF-8 bytes of this token (may be a partial character), length piece_len */
+    int32_t piece_len;
+    int32_t finish;      /* strata_finish_reason */
+    const char *error;   /* when finish == ERROR */
+} strata_token_event;
+
+typedef void (*strata_token_callback)(void *user, const strata_token_event *ev);
+
+typedef struct strata_request {
+    uint32_t struct_size;
+    const char *prompt;    /* UTF-8 text, or NULL when prompt_tokens is set */
+    const int32_t *prompt_tokens;
+    int32_t n_prompt_tokens;
+    int32_t add_bos;       /* for text prompts */
+    strata_sampling_params sampling;
+    strata_token_callback on_token;
+    void *user;
+} strata_request;
+
+typedef struct strata_request_result {
+    uint32_t struct_size;
+    int32_t finish;          /* strata_finish_reason */
+    int32_t n_prompt_tokens;
+    int32_t n_completion_tokens;
+    double prefill_seconds;
+    double decode_seconds;
+} strata_request_result;
+
+typedef struct strata_engine_stats {
+    uint32_t struct_size;
+    int64_t requests_running;
+    int64_t requests_waiting;
+    int64_t requests_finished;
+    int64_t prompt_tokens_total;
+    int64_t generation_tokens_total;
+} strata_engine_stats;
+
+typedef struct strata_engine_api {
+    uint32_t struct_size;
+    strata_engine *engine;
+    /* Queues a request; the ids of the prompt tokens are fixed at submit. Writes *id. */
+    int32_t (*submit)(strata_engine *e, const strata_request *req, strata_request_id *id, strata_status *st);
+    /* Blocks until the request finishes; fills *result (may be NULL). Each id may be waited once. */
+    int32_t (*wait)(strata_engine *e, strata_request_id id, strata_request_result *result, strata_status *st);
+    /* Asks the request to stop; its final event reports CANCELLED. Safe from any thread, also from callbacks. */
+    void (*cancel)(strata_engine *e, strata_request_id id);
+    void (*get_stats)(strata_engine *e, strata_engine_stats *out);
+    /* Tokenize: writes up to cap ids, sets *n to the full count (call again with a bigger buffer if > cap). */
+    int32_t (*tokenize)(strata_engine *e, const char *text, int32_t add_bos, int32_t *ids, int32_t cap, int32_t *n,
+                        strata_status *st);
+    /* Detokenize: writes up to cap bytes (not NUL-terminated), sets *n to the full length. */
+    int32_t (*detokenize)(strata_engine *e, const int32_t *ids, int32_t n_ids, char *text, int32_t cap, int32_t *n,
+                          strata_status *st);
+    const char *(*model_name)(strata_engine *e);
+    int32_t (*max_model_len)(strata_engine *e);
+} strata_engine_api;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* frontend: how users reach the engine                                                                            */
+
+typedef struct strata_frontend strata_frontend; /* opaque, plugin-owned */
+
+typedef struct strata_frontend_create_args {
+    uint32_t struct_size;
+    const strata_host_services *host;
+    const strata_config_view *config;
+    const strata_engine_api *engine; /* borrowed; outlives the frontend */
+    const strata_sampling_params *default_sampling; /* from the [sampling] table */
+} strata_frontend_create_args;
+
+typedef struct strata_frontend_desc {
+    strata_descriptor_header header;
+    /* required */
+    strata_frontend *(*create)(const strata_frontend_create_args *args, strata_status *st); /* caller owns */
+    /* Serves until done or request_stop(); returns the process exit code (0 = success). */
+    int32_t (*run)(strata_frontend *fe, strata_status *st);
+    void (*request_stop)(strata_frontend *fe); /* thread-safe, async-signal-safe not required */
+    void (*destroy)(strata_frontend *fe);
+} strata_frontend_desc;
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* The plugin library                                                                                              */
+
+typedef struct strata_plugin_info {
+    uint32_t struct_size;
+    uint32_t abi_major; /* STRATA_ABI_MAJOR the plugin was built with */
+    uint32_t abi_minor;
+    uint32_t n_descriptors;
+    const char *name;        /* library name, e.g. "cpu" */
+    const char *version;     /* plugin's own version, e.g. "0.1.0" */
+    const char *license;     /* SPDX id */
+    const char *description; /* one line */
+    /* Descriptors this library provides (static storage). Each points to a kind descriptor starting with
+     * strata_descriptor_header. */
+    const strata_descriptor_header *const *descriptors;
+    /* Config keys of the plugin's TOML table `[<name>]` (static storage). */
+    const strata_config_key *config_keys;
+    uint32_t n_config_keys;
+} strata_plugin_info;
+
+/* The one exported symbol. Returns static storage (never freed), or NULL with *st filled when the plugin cannot
+ * run against this host. Must not throw; must be cheap (no device initialisation here). */
+typedef const strata_plugin_info *(*strata_plugin_entry_fn)(const strata_host_services *host, strata_status *st);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* STRATA_PLUGIN_ABI_H */
