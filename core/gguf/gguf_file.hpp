@@ -1,0 +1,141 @@
+// GGUF (v2/v3, little-endian) reader and writer. The reader treats every file as untrusted: each count,
+// length and offset is checked against the buffer before use, and every defect becomes one strata::error
+// that names the file, the defect, the byte offset where it was found and a hint.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::gguf {
+
+enum class value_type : uint32_t {
+    u8 = 0,
+    i8 = 1,
+    u16 = 2,
+    i16 = 3,
+    u32 = 4,
+    i32 = 5,
+    f32 = 6,
+    boolean = 7,
+    string = 8,
+    array = 9,
+    u64 = 10,
+    i64 = 11,
+    f64 = 12
+};
+
+// "u32", "string", ...; "unknown" for values outside the enum.
+const char *value_type_name(value_type t);
+
+// Storage of one ggml tensor type: a row of ne[0] elements is ne[0] / block_elems blocks of block_bytes each.
+struct type_traits {
+    const char *name;
+    uint32_t block_elems;
+    uint32_t block_bytes;
+};
+
+// ggml tensor type table (F32=0, F16=1, Q4_0=2, Q4_1=3, Q5_0=6, Q5_1=7, Q8_0=8, Q8_1=9, Q2_K..Q8_K=10..15,
+// IQ*, I8..I64=24..27, F64=28, BF16=30, TQ1_0/TQ2_0=34/35, MXFP4=39); nullptr when unknown or retired.
+const type_traits *ggml_type_traits(uint32_t ggml_type);
+
+struct tensor_info {
+    std::string name;
+    uint32_t n_dims = 0;
+    std::array<int64_t, 4> ne{1, 1, 1, 1}; // ne[0] = row length; dimensions past n_dims are 1
+    uint32_t type = 0;                     // ggml type
+    uint64_t offset = 0;                   // within the data section
+    const uint8_t *data = nullptr;         // points into the mapped/borrowed buffer
+    uint64_t n_bytes = 0;
+    int64_t n_elements() const;
+};
+
+// A parsed GGUF file. Movable, not copyable; a moved-from file must not be used.
+// Scalar getters: nullopt when the key is missing, strata::error when it holds an incompatible type.
+class file {
+  public:
+    // Maps the file read-only (MAP_PRIVATE) for the lifetime of the object; throws strata::error.
+    static file open(const std::string &path);
+    // Borrows the buffer: it must outlive the returned object. `name` is used in error messages.
+    static file parse(const void *data, size_t size, std::string name = "<memory>");
+
+    file(file &&) noexcept;
+    file &operator=(file &&) noexcept;
+    file(const file &) = delete;
+    file &operator=(const file &) = delete;
+    ~file();
+
+    uint32_t version() const;
+    uint64_t alignment() const;
+    const std::string &name() const;
+
+    size_t kv_count() const;
+    std::string_view kv_key(size_t i) const;
+    value_type kv_type(size_t i) const;
+    // Printable value: strings quoted and escaped, arrays shortened, at most about max_len characters.
+    std::string kv_summary(size_t i, size_t max_len = 60) const;
+
+    bool has(std::string_view key) const;
+    std::optional<value_type> type_of(std::string_view key) const;
+    std::optional<uint64_t> get_uint(std::string_view key) const; // any integer type with a non-negative value; bool
+    std::optional<int64_t> get_int(std::string_view key) const;   // any integer type that fits; bool
+    std::optional<double> get_float(std::string_view key) const;  // f32/f64 and integers
+    std::optional<bool> get_bool(std::string_view key) const;
+    std::optional<std::string_view> get_string(std::string_view key) const; // view into owned, NUL-terminated storage
+
+    // Arrays: nullopt when missing; throws strata::error when present with another (element) type.
+    std::optional<std::vector<std::string_view>> get_string_array(std::string_view key) const; // NUL-terminated views
+    std::optional<std::vector<float>> get_float_array(std::string_view key) const;             // f32 or f64 elements
+    std::optional<std::vector<int64_t>> get_int_array(std::string_view key) const;             // any integer elements
+
+    const std::vector<tensor_info> &tensors() const;
+    const tensor_info *find_tensor(std::string_view name) const; // nullptr when absent
+
+    uint64_t data_offset() const; // start of the data section (aligned)
+    uint64_t file_size() const;
+
+    struct impl;
+
+  private:
+    explicit file(std::unique_ptr<impl> p);
+    std::unique_ptr<impl> impl_;
+};
+
+// Builds a GGUF v3 file (for tools/make-model and tests). Every add_* validates its input and throws
+// strata::error on a defect (duplicate key or tensor, bad shape, wrong byte count).
+class writer {
+  public:
+    writer();
+    ~writer();
+    writer(writer &&) noexcept;
+    writer &operator=(writer &&) noexcept;
+
+    void set_alignment(uint32_t a); // power of two; also writes general.alignment when != 32
+
+    void add_u32(std::string key, uint32_t v); // add_u32("general.alignment", a) is set_alignment(a)
+    void add_i32(std::string key, int32_t v);
+    void add_u64(std::string key, uint64_t v);
+    void add_f32(std::string key, float v);
+    void add_bool(std::string key, bool v);
+    void add_string(std::string key, std::string v);
+    void add_string_array(std::string key, std::vector<std::string> v);
+    void add_f32_array(std::string key, std::vector<float> v);
+    void add_i32_array(std::string key, std::vector<int32_t> v);
+
+    // ne[0] is the row length; bytes.size() must equal the size implied by type and shape.
+    void add_tensor(std::string name, uint32_t ggml_type, std::vector<int64_t> ne, std::vector<uint8_t> bytes);
+
+    void write(const std::string &path) const; // writes path.tmp then renames: no half-written file on error
+    std::vector<uint8_t> to_bytes() const;     // the same content in memory
+
+  private:
+    struct state;
+    std::unique_ptr<state> s_;
+};
+
+} // namespace strata::gguf
