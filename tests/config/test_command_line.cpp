@@ -1,0 +1,115 @@
+#include "common/error.hpp"
+#include "config/command_line.hpp"
+#include "example_schema.hpp"
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+
+using namespace strata::config;
+
+namespace {
+
+command_line parse(std::initializer_list<const char *> args) {
+    std::vector<const char *> argv{"runtime"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+std::vector<std::string> resolve(std::initializer_list<const char *> args) {
+    return resolve_flags(parse(args), test_support::example_schema());
+}
+
+std::string resolve_error(std::initializer_list<const char *> args) {
+    try {
+        resolve(args);
+    } catch (const strata::error &e) {
+        return e.what();
+    }
+    return "";
+}
+
+} // namespace
+
+TEST(CommandLine, BuiltInOptionsAndSubcommand) {
+    const command_line cl = parse({"plan", "--config", "a.toml", "--set", "sampling.top_k=3", "--set=engine.seed=1",
+                                   "--json", "-h", "--version"});
+    EXPECT_EQ(cl.subcommand, "plan");
+    EXPECT_EQ(cl.config_path, "a.toml");
+    EXPECT_EQ(cl.set_assignments, (std::vector<std::string>{"sampling.top_k=3", "engine.seed=1"}));
+    EXPECT_TRUE(cl.json);
+    EXPECT_TRUE(cl.help);
+    EXPECT_TRUE(cl.version);
+    EXPECT_TRUE(cl.flags.empty());
+
+    EXPECT_EQ(parse({"-c", "b.toml"}).config_path, "b.toml");
+    EXPECT_EQ(parse({"--config=c.toml"}).config_path, "c.toml");
+    EXPECT_EQ(parse({}).subcommand, "");
+    EXPECT_TRUE(parse({"help"}).help);
+}
+
+TEST(CommandLine, RejectsStrayWordsAndMissingValues) {
+    EXPECT_THROW(parse({"serve"}), strata::error);
+    EXPECT_THROW(parse({"--config"}), strata::error);
+    EXPECT_THROW(parse({"--set"}), strata::error);
+    EXPECT_THROW(parse({"-x"}), strata::error);
+    try {
+        parse({"topolgy"});
+        FAIL();
+    } catch (const strata::error &e) {
+        EXPECT_NE(std::string(e.what()).find("did you mean the subcommand 'topology'?"), std::string::npos) << e.what();
+    }
+}
+
+TEST(CommandLine, RecordsFlagsProvisionallyInOrder) {
+    const command_line cl = parse({"--threads", "4", "--stream", "--no-stream", "--output=json", "plan"});
+    ASSERT_EQ(cl.flags.size(), 4U);
+    EXPECT_EQ(cl.flags[0], (std::pair<std::string, std::string>{"--threads", "4"}));
+    EXPECT_EQ(cl.flags[1], (std::pair<std::string, std::string>{"--stream", "true"}));
+    EXPECT_EQ(cl.flags[2], (std::pair<std::string, std::string>{"--no-stream", "false"}));
+    EXPECT_EQ(cl.flags[3], (std::pair<std::string, std::string>{"--output", "json"}));
+    EXPECT_EQ(cl.subcommand, "plan"); // a subcommand word is never taken as a flag's value
+}
+
+TEST(CommandLine, ResolvesValueFlags) {
+    EXPECT_EQ(resolve({"--threads", "4", "--temperature=0.2", "--model", "m.gguf"}),
+              (std::vector<std::string>{"engine.threads=4", "sampling.temperature=0.2", "model.path=m.gguf"}));
+    // The next element is the value even when it starts with '-' (validation then rejects it).
+    EXPECT_EQ(resolve({"--temperature", "-1"}), (std::vector<std::string>{"sampling.temperature=-1"}));
+    EXPECT_NE(resolve_error({"--threads"}).find("--threads needs a value"), std::string::npos);
+}
+
+TEST(CommandLine, ResolvesBoolFlags) {
+    EXPECT_EQ(resolve({"--stream"}), (std::vector<std::string>{"cli.stream=true"}));
+    EXPECT_EQ(resolve({"--no-stream"}), (std::vector<std::string>{"cli.stream=false"}));
+    EXPECT_EQ(resolve({"--stream=false"}), (std::vector<std::string>{"cli.stream=false"}));
+    EXPECT_EQ(resolve({"--stream", "false"}), (std::vector<std::string>{"cli.stream=false"}));
+    EXPECT_EQ(resolve({"--stream", "--threads", "2"}), (std::vector<std::string>{"cli.stream=true", "engine.threads=2"}));
+    EXPECT_EQ(resolve({"--stream", "-c", "x.toml"}), (std::vector<std::string>{"cli.stream=true"}));
+    // A switch does not swallow the word after it.
+    EXPECT_NE(resolve_error({"--stream", "hello"}).find("unexpected argument 'hello'"), std::string::npos);
+    EXPECT_NE(resolve_error({"--no-threads"}).find("is not a switch"), std::string::npos);
+}
+
+TEST(CommandLine, UnknownFlagsGetSuggestions) {
+    EXPECT_EQ(resolve_error({"--temprature", "0.5"}), "unknown option --temprature; did you mean --temperature?");
+    EXPECT_EQ(resolve_error({"--no-streem"}), "unknown option --no-streem; did you mean --no-stream?");
+    EXPECT_NE(resolve_error({"--frobnicate"}).find("run with --help"), std::string::npos);
+}
+
+TEST(CommandLine, AppliedFlagsBeatSetAndAreValidated) {
+    const schema s = test_support::example_schema();
+    document doc = document::from_string("[sampling]\ntemperature = 0.1\n", "x.toml");
+    apply_command_line(doc, parse({"--set", "sampling.temperature=0.3", "--temperature", "0.4"}), s);
+    doc.validate(s);
+    EXPECT_DOUBLE_EQ(*doc.get_float("sampling", "temperature", s), 0.4);
+
+    document bad = document::empty();
+    apply_command_line(bad, parse({"--temperature", "-1"}), s);
+    try {
+        bad.validate(s);
+        FAIL();
+    } catch (const strata::error &e) {
+        EXPECT_EQ(std::string(e.what()), "--temperature: [sampling] temperature = -1 is out of range [0, 2]");
+    }
+}
