@@ -5,7 +5,7 @@ function(strata_add_plugin target)
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE strata::sdk)
   set_target_properties(${target} PROPERTIES
-    PREFIX "libstrata_"
+    PREFIX "lib"
     CXX_VISIBILITY_PRESET hidden
     C_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
