@@ -1,0 +1,32 @@
+// Byte layouts of ggml's block formats, identical to ggml's block_q8_0 / block_q4_0 (GGUF stores them verbatim).
+#pragma once
+
+#include <cstdint>
+
+namespace strata::quants {
+
+inline constexpr int64_t qk8_0 = 32; // elements per Q8_0 block
+inline constexpr int64_t qk4_0 = 32; // elements per Q4_0 block
+
+// GGUF tensor type ids.
+inline constexpr uint32_t ggml_type_f32 = 0;
+inline constexpr uint32_t ggml_type_f16 = 1;
+inline constexpr uint32_t ggml_type_q4_0 = 2;
+inline constexpr uint32_t ggml_type_q8_0 = 8;
+inline constexpr uint32_t ggml_type_bf16 = 30;
+
+// Q8_0: x[j] ~= d * qs[j].
+struct block_q8_0 {
+    uint16_t d; // binary16 scale
+    int8_t qs[qk8_0];
+};
+static_assert(sizeof(block_q8_0) == 34, "Q8_0 block must be 34 bytes like ggml's");
+
+// Q4_0: byte j holds element j in its low nibble and element j+16 in its high nibble; x ~= d * (nibble - 8).
+struct block_q4_0 {
+    uint16_t d; // binary16 scale
+    uint8_t qs[qk4_0 / 2];
+};
+static_assert(sizeof(block_q4_0) == 18, "Q4_0 block must be 18 bytes like ggml's");
+
+} // namespace strata::quants

@@ -1,0 +1,103 @@
+// Run-time choice between the AVX2 and the scalar kernels, and the two descriptor tables that carry them.
+//
+// STRATA_FORCE_SCALAR: when this environment variable is set to anything but "" or "0" before the plugin is loaded,
+// the scalar kernels are used even on an AVX2 CPU (for debugging and for tests that compare both paths).
+#include "ggml_quants.hpp"
+
+#include <strata/plugin.hpp>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
+
+namespace strata::quants {
+namespace {
+
+const char *kernel_name_scalar() { return "scalar"; }
+const char *kernel_name_avx2() { return "avx2+fma"; }
+
+using dot_fn = float (*)(const void *, const float *, int64_t);
+
+struct kernel_row {
+    dot_fn f32, f16, bf16, q8_0, q4_0;
+    const char *(*name)();
+};
+
+constexpr strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_elems, uint32_t block_bytes,
+                                     void (*dequantize)(const void *, float *, int64_t),
+                                     void (*quantize)(const float *, void *, int64_t), dot_fn dot,
+                                     const char *(*kernel_name)()) {
+    return strata_quant_desc{
+        plugin::make_header<strata_quant_desc>(STRATA_KIND_QUANT, name, offsetof(strata_quant_desc, kernel_name)),
+        ggml_type, block_elems, block_bytes, 0u, dequantize, quantize, dot, kernel_name};
+}
+
+constexpr kernel_row scalar_kernels{dot_f32_scalar, dot_f16_scalar, dot_bf16_scalar, dot_q8_0_scalar, dot_q4_0_scalar,
+                                    kernel_name_scalar};
+constexpr kernel_row avx2_kernels{dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2, dot_q8_0_avx2, dot_q4_0_avx2,
+                                  kernel_name_avx2};
+
+constexpr strata_quant_desc make_table_entry(const kernel_row &k, int index) {
+    switch (index) {
+    case 0: return describe("f32", ggml_type_f32, 1, 4, dequantize_row_f32, quantize_row_f32, k.f32, k.name);
+    case 1: return describe("f16", ggml_type_f16, 1, 2, dequantize_row_f16, quantize_row_f16, k.f16, k.name);
+    case 2: return describe("bf16", ggml_type_bf16, 1, 2, dequantize_row_bf16, quantize_row_bf16, k.bf16, k.name);
+    case 3:
+        return describe("q8_0", ggml_type_q8_0, qk8_0, sizeof(block_q8_0), dequantize_row_q8_0, quantize_row_q8_0,
+                        k.q8_0, k.name);
+    default:
+        return describe("q4_0", ggml_type_q4_0, qk4_0, sizeof(block_q4_0), dequantize_row_q4_0, quantize_row_q4_0,
+                        k.q4_0, k.name);
+    }
+}
+
+constexpr strata_quant_desc scalar_table[descriptor_count] = {
+    make_table_entry(scalar_kernels, 0), make_table_entry(scalar_kernels, 1), make_table_entry(scalar_kernels, 2),
+    make_table_entry(scalar_kernels, 3), make_table_entry(scalar_kernels, 4)};
+constexpr strata_quant_desc avx2_table[descriptor_count] = {
+    make_table_entry(avx2_kernels, 0), make_table_entry(avx2_kernels, 1), make_table_entry(avx2_kernels, 2),
+    make_table_entry(avx2_kernels, 3), make_table_entry(avx2_kernels, 4)};
+
+bool scalar_forced_by_environment() {
+    const char *v = std::getenv("STRATA_FORCE_SCALAR");
+    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
+} // namespace
+
+bool cpu_has_avx2_fma() {
+#if defined(__x86_64__) || defined(_M_X64)
+    // __builtin_cpu_supports also checks that the OS saves YMM state; clang 14 does not know "f16c", so that bit
+    // comes from CPUID leaf 1 directly (F16C needs the same YMM state as AVX2, already checked).
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
+    return false;
+#endif
+}
+
+kernel_set select_kernel_set() {
+    if (scalar_forced_by_environment() || !cpu_has_avx2_fma()) return kernel_set::scalar;
+    return kernel_set::avx2_fma;
+}
+
+const char *kernel_set_name(kernel_set set) {
+    return set == kernel_set::avx2_fma ? kernel_name_avx2() : kernel_name_scalar();
+}
+
+const strata_quant_desc *descriptors(kernel_set set) { return set == kernel_set::avx2_fma ? avx2_table : scalar_table; }
+
+const strata_quant_desc *descriptors() {
+    static const strata_quant_desc *const chosen = descriptors(select_kernel_set());
+    return chosen;
+}
+
+int n_descriptors() { return descriptor_count; }
+
+} // namespace strata::quants
