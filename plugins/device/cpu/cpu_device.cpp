@@ -1,0 +1,181 @@
+// The "cpu" device descriptor and plugin info: creation from config + host topology, memory, and the op table.
+#include "cpu_device.hpp"
+
+#include "cpu_device_state.hpp"
+#include "cpu_ops.hpp"
+
+#include <strata/plugin.hpp>
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+strata_device::strata_device(int n_threads, std::span<const int> pin_cpus, const strata::cpu::kernels &k,
+                             const strata_host_services *h)
+    : pool(n_threads, pin_cpus), kern(k), host(h) {
+    reserve_scores(strata::cpu::initial_score_positions);
+}
+
+void strata_device::reserve_scores(int64_t n_positions) {
+    if (n_positions <= scores_per_thread) return;
+    // Round to whole cache lines so threads never share one.
+    const int64_t per_thread = (std::max(n_positions, scores_per_thread * 2) + 15) / 16 * 16;
+    scores = std::make_unique<float[]>(static_cast<size_t>(per_thread * pool.size()));
+    scores_per_thread = per_thread;
+}
+
+namespace {
+
+using strata::plugin::fail;
+
+constexpr const char *plugin_name = "cpu";
+constexpr int64_t max_threads = 1024;
+// Large buffers (weights, KV cache) get 2 MiB alignment so transparent huge pages can back them.
+constexpr uint64_t huge_alignment = 2u << 20;
+constexpr uint64_t huge_threshold = 4u << 20;
+constexpr uint64_t line_alignment = 64;
+
+// Host service slots are optional by size: a NULL host or an older, shorter struct means "not offered".
+template <class Fn> bool host_offers(const strata_host_services *host, Fn strata_host_services::*slot, size_t offset) {
+    return host != nullptr && host->struct_size >= offset + sizeof(Fn) && host->*slot != nullptr;
+}
+
+int default_thread_count(const strata_host_services *host) {
+    if (host_offers(host, &strata_host_services::physical_cores, offsetof(strata_host_services, physical_cores))) {
+        const int32_t cores = host->physical_cores(host->ctx);
+        if (cores > 0) return static_cast<int>(std::min<int64_t>(cores, max_threads));
+    }
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw > 0 ? static_cast<int>(std::min<unsigned>(hw, max_threads)) : 1;
+}
+
+std::vector<int> pinning_cpus(const strata_host_services *host, int n_threads) {
+    std::vector<int> cpus;
+    if (!host_offers(host, &strata_host_services::pinning_cpus, offsetof(strata_host_services, pinning_cpus))) return cpus;
+    cpus.resize(static_cast<size_t>(n_threads));
+    const int32_t n = host->pinning_cpus(host->ctx, cpus.data(), n_threads);
+    cpus.resize(static_cast<size_t>(std::clamp<int32_t>(n, 0, n_threads)));
+    return cpus;
+}
+
+int32_t score() { return 1; } // the CPU can always run the ops
+
+strata_device *create(const strata_device_create_args *args, strata_status *st) {
+    return strata::plugin::guarded_create<strata_device>(st, [&]() -> strata_device * {
+        if (args != nullptr && args->struct_size < offsetof(strata_device_create_args, config) + sizeof(args->config)) {
+            fail(st, STRATA_ERR_INVALID_ARGUMENT, "cpu create: args.struct_size = %u is too small (expected %zu)",
+                 args->struct_size, sizeof(strata_device_create_args));
+            return nullptr;
+        }
+        const strata_host_services *host = args != nullptr ? args->host : nullptr;
+        const strata::plugin::config cfg(args != nullptr ? args->config : nullptr);
+
+        const int64_t threads_key = cfg.get_int("threads").value_or(0);
+        if (threads_key < 0 || threads_key > max_threads) {
+            fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                 "cpu create: [cpu] threads = %lld is out of range; use 0 (one per physical core) to %lld",
+                 static_cast<long long>(threads_key), static_cast<long long>(max_threads));
+            return nullptr;
+        }
+        const int threads = threads_key > 0 ? static_cast<int>(threads_key) : default_thread_count(host);
+        const bool pin = cfg.get_bool("pin_threads").value_or(true);
+        const std::vector<int> cpus = pin ? pinning_cpus(host, threads) : std::vector<int>{};
+
+        auto dev = std::make_unique<strata_device>(threads, cpus, strata::cpu::select_kernels(), host);
+        if (host != nullptr) {
+            strata::plugin::log(host, STRATA_LOG_INFO, plugin_name, "%d threads, %s kernels, %s", threads,
+                                dev->kern.name, cpus.empty() ? "unpinned" : "workers pinned");
+            if (dev->pool.pin_failures() > 0)
+                strata::plugin::log(host, STRATA_LOG_WARN, plugin_name,
+                                    "could not pin %d of %d workers (pthread_setaffinity_np failed); running unpinned",
+                                    dev->pool.pin_failures(), threads - 1);
+        }
+        strata::plugin::ok(st);
+        return dev.release();
+    });
+}
+
+void destroy(strata_device *dev) { delete dev; }
+
+void *mem_alloc(strata_device *dev, uint64_t bytes, strata_status *st) {
+    if (dev == nullptr) {
+        fail(st, STRATA_ERR_INVALID_ARGUMENT, "cpu mem_alloc: device is NULL");
+        return nullptr;
+    }
+    if (bytes == 0) {
+        fail(st, STRATA_ERR_INVALID_ARGUMENT, "cpu mem_alloc: 0 bytes requested");
+        return nullptr;
+    }
+    const uint64_t align = bytes >= huge_threshold ? huge_alignment : line_alignment;
+    if (bytes > UINT64_MAX - align) {
+        fail(st, STRATA_ERR_OUT_OF_MEMORY, "cpu mem_alloc: %llu bytes cannot be allocated",
+             static_cast<unsigned long long>(bytes));
+        return nullptr;
+    }
+    const uint64_t rounded = (bytes + align - 1) / align * align;
+    void *p = std::aligned_alloc(align, rounded);
+    if (p == nullptr) {
+        fail(st, STRATA_ERR_OUT_OF_MEMORY, "cpu mem_alloc: out of host memory allocating %llu bytes",
+             static_cast<unsigned long long>(bytes));
+        return nullptr;
+    }
+    if (align == huge_alignment) (void)madvise(p, rounded, MADV_HUGEPAGE); // a hint; failure is harmless
+    strata::plugin::ok(st);
+    return p;
+}
+
+void mem_free(strata_device *, void *ptr) { std::free(ptr); }
+
+int32_t thread_count(strata_device *dev) { return dev != nullptr ? dev->pool.size() : 0; }
+
+const strata_device_desc cpu_device_desc = {
+    strata::plugin::make_header<strata_device_desc>(STRATA_KIND_DEVICE, "cpu",
+                                                    offsetof(strata_device_desc, thread_count)),
+    score,
+    create,
+    destroy,
+    mem_alloc,
+    mem_free,
+    strata::cpu::matmul,
+    strata::cpu::embedding,
+    strata::cpu::rms_norm,
+    strata::cpu::rope,
+    strata::cpu::attention,
+    strata::cpu::swiglu,
+    strata::cpu::add,
+    strata::cpu::softmax,
+    thread_count,
+};
+
+const strata_descriptor_header *const descriptors[] = {&cpu_device_desc.header};
+
+const strata_config_key config_keys[] = {
+    {"threads", STRATA_CONFIG_INT, "0", 0.0, static_cast<double>(max_threads),
+     "worker threads for CPU compute (0 = one per physical core)", "--threads", nullptr},
+    {"pin_threads", STRATA_CONFIG_BOOL, "true", 0.0, 0.0, "pin each worker to one core reported by hwloc",
+     "--pin-threads", nullptr},
+};
+
+const strata_plugin_info plugin_info = {
+    sizeof(strata_plugin_info),
+    STRATA_ABI_MAJOR,
+    STRATA_ABI_MINOR,
+    static_cast<uint32_t>(std::size(descriptors)),
+    plugin_name,
+    "0.1.0",
+    "MIT",
+    "CPU device: a persistent thread pool running AVX2+FMA (or scalar) float kernels",
+    descriptors,
+    config_keys,
+    static_cast<uint32_t>(std::size(config_keys)),
+};
+
+} // namespace
+
+const strata_device_desc *strata_cpu_device_descriptor() { return &cpu_device_desc; }
+const strata_plugin_info *strata_cpu_plugin_info() { return &plugin_info; }
+const char *strata_cpu_device_kernel_name(const strata_device *dev) { return dev != nullptr ? dev->kern.name : ""; }

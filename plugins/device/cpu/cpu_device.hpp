@@ -1,0 +1,19 @@
+// The CPU device plugin ("cpu"): memory is plain host memory, ops run on a persistent thread pool with AVX2+FMA
+// kernels when the CPU has them (scalar otherwise, or when STRATA_FORCE_SCALAR is set to anything but "" or "0").
+//
+// Threading: a device owns `threads` workers including the thread that calls an op (it joins the work), so an op
+// wakes threads-1 helpers. Ops on one device are serialised by a mutex; use one device per concurrent caller.
+//
+// Memory: no op allocates, with one documented exception: attention keeps a per-thread score buffer (preallocated
+// for 4096 positions in create()) and grows it the first time it sees a longer context. Growth at least doubles the
+// buffer, so it happens O(log n_ctx) times per device, never per token.
+#pragma once
+
+#include <strata/plugin_abi.h>
+
+// The device descriptor ("cpu") and the plugin library info ("cpu", one descriptor, config table [cpu]).
+const strata_device_desc *strata_cpu_device_descriptor();
+const strata_plugin_info *strata_cpu_plugin_info();
+
+// Not part of the ABI, for tests and diagnostics: the kernel set a device uses ("avx2+fma" or "scalar").
+const char *strata_cpu_device_kernel_name(const strata_device *dev);

@@ -1,0 +1,37 @@
+// What a strata_device is for the CPU plugin (internal to the plugin).
+#pragma once
+
+#include "cpu_kernels.hpp"
+#include "thread_pool.hpp"
+
+#include <strata/plugin_abi.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+
+struct strata_device {
+    strata_device(int n_threads, std::span<const int> pin_cpus, const strata::cpu::kernels &k,
+                  const strata_host_services *h);
+
+    // Makes every thread's attention score buffer hold at least n_positions floats. Grows by at least 2x, so only
+    // O(log n_ctx) allocations happen in a device's life; never shrinks.
+    void reserve_scores(int64_t n_positions);
+    float *scores_of(int thread) { return scores.get() + thread * scores_per_thread; }
+
+    strata::cpu::thread_pool pool;
+    const strata::cpu::kernels &kern;
+    const strata_host_services *host; // borrowed, may be null
+    std::mutex op_mutex;              // serialises ops: the pool and the scratch serve one op at a time
+
+    std::unique_ptr<float[]> scores;
+    int64_t scores_per_thread = 0;
+};
+
+namespace strata::cpu {
+
+// Positions the score scratch covers from create() on, so typical contexts never allocate in an op.
+constexpr int64_t initial_score_positions = 4096;
+
+} // namespace strata::cpu

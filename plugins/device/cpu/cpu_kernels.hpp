@@ -1,0 +1,38 @@
+// The hot float loops of the CPU device, as a table of function pointers so one op implementation can run on the
+// scalar or the AVX2+FMA set (chosen per device at create()).
+#pragma once
+
+#include <cstdint>
+
+namespace strata::cpu {
+
+struct kernels {
+    const char *name;
+    // sum_i a[i] * b[i]
+    float (*dot)(const float *a, const float *b, int64_t n);
+    // y[i] += a * x[i]
+    void (*axpy)(float a, const float *x, float *y, int64_t n);
+    // x[i] *= s
+    void (*scale)(float *x, float s, int64_t n);
+    // sum_i (double)(x[i] * x[i]) — squares in float, sum in double, as ggml's rms_norm does.
+    double (*sum_squares)(const float *x, int64_t n);
+    // out[i] = (x[i] * s) * w[i]  (rms_norm's scale-then-weight, same rounding order as ggml)
+    void (*scale_mul)(const float *x, float s, const float *w, float *out, int64_t n);
+    // out[i] = silu(g[i]) * u[i], silu(v) = v / (1 + exp(-v)); out may alias g or u.
+    void (*swiglu)(const float *g, const float *u, float *out, int64_t n);
+    // out[i] = a[i] + b[i]; out may alias a or b.
+    void (*add)(const float *a, const float *b, float *out, int64_t n);
+    // max_i x[i] (n >= 1)
+    float (*max)(const float *x, int64_t n);
+    // out[i] = exp(x[i] - m); returns the sum of out in double. out may alias x.
+    double (*exp_sub_sum)(const float *x, float m, float *out, int64_t n);
+};
+
+const kernels &scalar_kernels();
+// nullptr when this build has no AVX2 translation unit (non-x86).
+const kernels *avx2_kernels();
+// avx2_kernels() when the CPU supports AVX2 and FMA and STRATA_FORCE_SCALAR is unset, "" or "0"; else scalar.
+// Reads the environment on every call (devices call it once, in create()).
+const kernels &select_kernels();
+
+} // namespace strata::cpu

@@ -1,0 +1,330 @@
+// Op implementations: argument checks, then a split of the work over the device's thread pool. The float math sits
+// in the kernel table (scalar or AVX2); matmul's inner loop is the quant plugin's dot_f32.
+#include "cpu_ops.hpp"
+
+#include "cpu_device_state.hpp"
+
+#include <strata/plugin.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+namespace strata::cpu {
+namespace {
+
+using strata::plugin::fail;
+using strata::plugin::guarded;
+using strata::plugin::ok;
+
+constexpr int32_t invalid = STRATA_ERR_INVALID_ARGUMENT;
+
+// Below this many float operations an op runs on the calling thread: waking workers would cost more than it saves.
+constexpr int64_t parallel_min_work = 1 << 15;
+// Tokens whose activations are reused against one weight row while it sits in L1 (matmul cache blocking).
+constexpr int32_t matmul_token_block = 16;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Chunk size for an elementwise loop over n floats: a few chunks per thread, whole cache lines, and everything on
+// the calling thread when n is small.
+int64_t elementwise_grain(int64_t n, int threads) {
+    if (n < parallel_min_work || threads <= 1) return n;
+    const int64_t grain = ceil_div(n, int64_t{threads} * 4);
+    return std::max<int64_t>(4096, ceil_div(grain, 16) * 16);
+}
+
+// Checks a weight view the way matmul and embedding need it; `what` names the op in messages.
+int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_dot, strata_status *st) {
+    if (w == nullptr) return fail(st, invalid, "cpu %s: the tensor view is NULL", what);
+    const char *name = w->name != nullptr ? w->name : "(unnamed)";
+    if (w->struct_size < offsetof(strata_tensor_view, name) + sizeof(w->name))
+        return fail(st, invalid, "cpu %s: tensor '%s' view has struct_size %u, smaller than this plugin's %zu; "
+                                 "rebuild the host against the current plugin_abi.h",
+                    what, name, w->struct_size, sizeof(strata_tensor_view));
+    const strata_quant_desc *q = w->quant;
+    if (q == nullptr) return fail(st, invalid, "cpu %s: tensor '%s' has no quant descriptor", what, name);
+    if (need_dot ? q->dot_f32 == nullptr : q->dequantize_row == nullptr)
+        return fail(st, invalid, "cpu %s: tensor '%s': quant format %u lacks %s", what, name, q->ggml_type,
+                    need_dot ? "dot_f32" : "dequantize_row");
+    if (w->ggml_type != q->ggml_type)
+        return fail(st, invalid, "cpu %s: tensor '%s' has ggml type %u but its quant descriptor is for type %u", what,
+                    name, w->ggml_type, q->ggml_type);
+    if (w->data == nullptr) return fail(st, invalid, "cpu %s: tensor '%s' has no data", what, name);
+    if (w->rows <= 0 || w->cols <= 0)
+        return fail(st, invalid, "cpu %s: tensor '%s' has shape %lld x %lld; both must be > 0", what, name,
+                    static_cast<long long>(w->rows), static_cast<long long>(w->cols));
+    if (q->block_elems == 0 || w->cols % q->block_elems != 0)
+        return fail(st, invalid, "cpu %s: tensor '%s' has %lld columns, not a multiple of its block size %u", what,
+                    name, static_cast<long long>(w->cols), q->block_elems);
+    const int64_t min_row_bytes = w->cols / q->block_elems * q->block_bytes;
+    if (w->row_bytes < min_row_bytes)
+        return fail(st, invalid, "cpu %s: tensor '%s' has row_bytes %lld but %lld columns need %lld", what, name,
+                    static_cast<long long>(w->row_bytes), static_cast<long long>(w->cols),
+                    static_cast<long long>(min_row_bytes));
+    return STRATA_OK;
+}
+
+int32_t check_positions(const int32_t *positions, int32_t n_tokens, const char *what, strata_status *st) {
+    if (positions == nullptr) return fail(st, invalid, "cpu %s: positions is NULL", what);
+    for (int32_t t = 0; t < n_tokens; ++t)
+        if (positions[t] < 0)
+            return fail(st, invalid, "cpu %s: positions[%d] = %d; positions must be >= 0", what, t, positions[t]);
+    return STRATA_OK;
+}
+
+} // namespace
+
+int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, int32_t n_tokens, float *y,
+               strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu matmul: device is NULL");
+        if (int32_t rc = check_tensor(w, "matmul", true, st); rc != STRATA_OK) return rc;
+        if (x == nullptr || y == nullptr) return fail(st, invalid, "cpu matmul: x or y is NULL");
+        if (n_tokens <= 0) return fail(st, invalid, "cpu matmul: n_tokens = %d; must be > 0", n_tokens);
+
+        const auto dot = w->quant->dot_f32;
+        const auto *data = static_cast<const unsigned char *>(w->data);
+        const int64_t rows = w->rows, cols = w->cols, row_bytes = w->row_bytes;
+        // Rows x all tokens per chunk: a weight row is read from memory once and reused for a block of tokens.
+        auto body = [&](int64_t r0, int64_t r1, int) noexcept {
+            for (int32_t t0 = 0; t0 < n_tokens; t0 += matmul_token_block) {
+                const int32_t t1 = std::min(n_tokens, t0 + matmul_token_block);
+                for (int64_t r = r0; r < r1; ++r) {
+                    const void *row = data + r * row_bytes;
+                    for (int32_t t = t0; t < t1; ++t) y[t * rows + r] = dot(row, x + t * cols, cols);
+                }
+            }
+        };
+
+        std::lock_guard lock(dev->op_mutex);
+        const int threads = dev->pool.size();
+        int64_t grain = rows;
+        if (threads > 1 && rows * cols * n_tokens >= parallel_min_work) {
+            // A few chunks per thread for balance; smaller chunks when many tokens so a chunk stays in L2.
+            const int64_t cap = n_tokens > 1 ? 32 : 256;
+            grain = std::clamp<int64_t>(rows / (int64_t{threads} * 4), 1, cap);
+        }
+        dev->pool.parallel_for(rows, grain, body);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+int32_t embedding(strata_device *dev, const strata_tensor_view *table, const int32_t *tokens, int32_t n_tokens,
+                  float *out, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu embedding: device is NULL");
+        if (int32_t rc = check_tensor(table, "embedding", false, st); rc != STRATA_OK) return rc;
+        if (tokens == nullptr || out == nullptr) return fail(st, invalid, "cpu embedding: tokens or out is NULL");
+        if (n_tokens <= 0) return fail(st, invalid, "cpu embedding: n_tokens = %d; must be > 0", n_tokens);
+        // Check every id before writing anything, so a bad one leaves out untouched.
+        for (int32_t t = 0; t < n_tokens; ++t)
+            if (tokens[t] < 0 || tokens[t] >= table->rows)
+                return fail(st, invalid, "cpu embedding: token id %d at index %d is outside the vocabulary [0, %lld) "
+                                         "of '%s'",
+                            tokens[t], t, static_cast<long long>(table->rows),
+                            table->name != nullptr ? table->name : "(unnamed)");
+        const auto *data = static_cast<const unsigned char *>(table->data);
+        for (int32_t t = 0; t < n_tokens; ++t)
+            table->quant->dequantize_row(data + tokens[t] * table->row_bytes, out + t * table->cols, table->cols);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+int32_t rms_norm(strata_device *dev, const float *x, const float *weight, int32_t n_tokens, int32_t dim, float eps,
+                 float *out, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu rms_norm: device is NULL");
+        if (x == nullptr || weight == nullptr || out == nullptr)
+            return fail(st, invalid, "cpu rms_norm: x, weight or out is NULL");
+        if (n_tokens <= 0 || dim <= 0)
+            return fail(st, invalid, "cpu rms_norm: n_tokens = %d, dim = %d; both must be > 0", n_tokens, dim);
+        if (!(eps >= 0.0f) || !std::isfinite(eps))
+            return fail(st, invalid, "cpu rms_norm: eps = %g; must be finite and >= 0", static_cast<double>(eps));
+
+        const kernels &k = dev->kern;
+        auto body = [&](int64_t t0, int64_t t1, int) noexcept {
+            for (int64_t t = t0; t < t1; ++t) {
+                const float *xt = x + t * dim;
+                // Same rounding steps as ggml: mean in double, narrowed to float before adding eps.
+                const float mean = static_cast<float>(k.sum_squares(xt, dim) / dim);
+                const float scale = 1.0f / std::sqrt(mean + eps);
+                k.scale_mul(xt, scale, weight, out + t * dim, dim);
+            }
+        };
+        std::lock_guard lock(dev->op_mutex);
+        const int64_t grain = std::max<int64_t>(1, parallel_min_work / dim);
+        dev->pool.parallel_for(n_tokens, grain, body);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
+             const int32_t *positions, float theta_base, int32_t mode, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu rope: device is NULL");
+        if (x == nullptr) return fail(st, invalid, "cpu rope: x is NULL");
+        if (n_tokens <= 0 || n_heads <= 0 || head_dim <= 0)
+            return fail(st, invalid, "cpu rope: n_tokens = %d, n_heads = %d, head_dim = %d; all must be > 0", n_tokens,
+                        n_heads, head_dim);
+        if (rot_dims <= 0 || rot_dims > head_dim || rot_dims % 2 != 0)
+            return fail(st, invalid, "cpu rope: rot_dims = %d; must be even and in [2, head_dim = %d]", rot_dims,
+                        head_dim);
+        if (mode != STRATA_ROPE_PAIRS && mode != STRATA_ROPE_NEOX)
+            return fail(st, invalid, "cpu rope: mode %d is unknown; use STRATA_ROPE_PAIRS (0) or STRATA_ROPE_NEOX (2)",
+                        mode);
+        if (!(theta_base > 0.0f) || !std::isfinite(theta_base))
+            return fail(st, invalid, "cpu rope: theta_base = %g; must be finite and > 0",
+                        static_cast<double>(theta_base));
+        if (int32_t rc = check_positions(positions, n_tokens, "rope", st); rc != STRATA_OK) return rc;
+
+        // ggml's recipe, in float, for output identical to llama.cpp: theta_i = pos * theta_scale^i built by repeated
+        // multiplication, then cosf/sinf. Each (cos, sin) pair is computed once per token and applied to all heads.
+        const float theta_scale = std::pow(theta_base, -2.0f / static_cast<float>(rot_dims));
+        const int32_t half = rot_dims / 2;
+        const int64_t row = int64_t{n_heads} * head_dim;
+        const int32_t pair_stride = mode == STRATA_ROPE_NEOX ? 1 : 2;
+        const int32_t partner = mode == STRATA_ROPE_NEOX ? half : 1;
+        auto body = [&](int64_t t0, int64_t t1, int) noexcept {
+            for (int64_t t = t0; t < t1; ++t) {
+                float *xt = x + t * row;
+                float theta = static_cast<float>(positions[t]);
+                for (int32_t i = 0; i < half; ++i) {
+                    const float c = std::cos(theta), s = std::sin(theta);
+                    for (int32_t h = 0; h < n_heads; ++h) {
+                        float *v = xt + int64_t{h} * head_dim + int64_t{i} * pair_stride;
+                        const float x0 = v[0], x1 = v[partner];
+                        v[0] = x0 * c - x1 * s;
+                        v[partner] = x0 * s + x1 * c;
+                    }
+                    theta *= theta_scale;
+                }
+            }
+        };
+        std::lock_guard lock(dev->op_mutex);
+        const int64_t grain = std::max<int64_t>(1, parallel_min_work / (row * 4));
+        dev->pool.parallel_for(n_tokens, grain, body);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+int32_t attention(strata_device *dev, const strata_attention_args *a, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu attention: device is NULL");
+        if (a == nullptr) return fail(st, invalid, "cpu attention: args is NULL");
+        if (a->struct_size < sizeof(strata_attention_args))
+            return fail(st, invalid, "cpu attention: args.struct_size = %u, expected >= %zu", a->struct_size,
+                        sizeof(strata_attention_args));
+        if (a->n_tokens <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 || a->head_dim <= 0)
+            return fail(st, invalid,
+                        "cpu attention: n_tokens = %d, n_heads = %d, n_kv_heads = %d, head_dim = %d; all must be > 0",
+                        a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim);
+        if (a->n_heads % a->n_kv_heads != 0)
+            return fail(st, invalid, "cpu attention: n_heads = %d is not a multiple of n_kv_heads = %d", a->n_heads,
+                        a->n_kv_heads);
+        if (int64_t{a->kv_row_stride} < int64_t{a->n_kv_heads} * a->head_dim)
+            return fail(st, invalid, "cpu attention: kv_row_stride = %d is less than n_kv_heads * head_dim = %lld",
+                        a->kv_row_stride, static_cast<long long>(int64_t{a->n_kv_heads} * a->head_dim));
+        if (a->q == nullptr || a->k_cache == nullptr || a->v_cache == nullptr || a->out == nullptr)
+            return fail(st, invalid, "cpu attention: q, k_cache, v_cache or out is NULL");
+        if (!std::isfinite(a->scale))
+            return fail(st, invalid, "cpu attention: scale = %g; must be finite", static_cast<double>(a->scale));
+        if (int32_t rc = check_positions(a->positions, a->n_tokens, "attention", st); rc != STRATA_OK) return rc;
+
+        int64_t n_positions = 0;
+        for (int32_t t = 0; t < a->n_tokens; ++t) n_positions = std::max<int64_t>(n_positions, int64_t{a->positions[t]} + 1);
+
+        std::lock_guard lock(dev->op_mutex);
+        dev->reserve_scores(n_positions);
+
+        const kernels &k = dev->kern;
+        const int32_t n_heads = a->n_heads, head_dim = a->head_dim;
+        const int32_t group = a->n_heads / a->n_kv_heads;
+        const int64_t stride = a->kv_row_stride;
+        const float scale = a->scale;
+        // One item per (token, head); consecutive heads share a KV head, so neighbouring items reuse cached K/V.
+        auto body = [&](int64_t i0, int64_t i1, int thread) noexcept {
+            float *scores = dev->scores_of(thread);
+            for (int64_t item = i0; item < i1; ++item) {
+                const int64_t t = item / n_heads;
+                const int32_t h = static_cast<int32_t>(item % n_heads);
+                const int64_t n_kv = int64_t{a->positions[t]} + 1;
+                const float *q = a->q + item * head_dim;
+                const float *keys = a->k_cache + int64_t{h / group} * head_dim;
+                const float *values = a->v_cache + int64_t{h / group} * head_dim;
+                for (int64_t j = 0; j < n_kv; ++j) scores[j] = k.dot(q, keys + j * stride, head_dim) * scale;
+                const float m = k.max(scores, n_kv);
+                const float inv_sum = static_cast<float>(1.0 / k.exp_sub_sum(scores, m, scores, n_kv));
+                // q is fully consumed above, so out may alias q.
+                float *out = a->out + item * head_dim;
+                std::memset(out, 0, sizeof(float) * static_cast<size_t>(head_dim));
+                for (int64_t j = 0; j < n_kv; ++j) k.axpy(scores[j] * inv_sum, values + j * stride, out, head_dim);
+            }
+        };
+        const int64_t n_items = int64_t{a->n_tokens} * n_heads;
+        const int64_t work_per_item = n_positions * head_dim * 2;
+        const int64_t grain = std::max<int64_t>(1, parallel_min_work / std::max<int64_t>(1, work_per_item));
+        dev->pool.parallel_for(n_items, grain, body);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+int32_t swiglu(strata_device *dev, const float *gate, const float *up, int64_t n, float *out, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu swiglu: device is NULL");
+        if (gate == nullptr || up == nullptr || out == nullptr)
+            return fail(st, invalid, "cpu swiglu: gate, up or out is NULL");
+        if (n <= 0) return fail(st, invalid, "cpu swiglu: n = %lld; must be > 0", static_cast<long long>(n));
+        const kernels &k = dev->kern;
+        auto body = [&](int64_t i0, int64_t i1, int) noexcept { k.swiglu(gate + i0, up + i0, out + i0, i1 - i0); };
+        std::lock_guard lock(dev->op_mutex);
+        dev->pool.parallel_for(n, elementwise_grain(n, dev->pool.size()), body);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+int32_t add(strata_device *dev, const float *a, const float *b, int64_t n, float *out, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu add: device is NULL");
+        if (a == nullptr || b == nullptr || out == nullptr) return fail(st, invalid, "cpu add: a, b or out is NULL");
+        if (n <= 0) return fail(st, invalid, "cpu add: n = %lld; must be > 0", static_cast<long long>(n));
+        const kernels &k = dev->kern;
+        auto body = [&](int64_t i0, int64_t i1, int) noexcept { k.add(a + i0, b + i0, out + i0, i1 - i0); };
+        std::lock_guard lock(dev->op_mutex);
+        dev->pool.parallel_for(n, elementwise_grain(n, dev->pool.size()), body);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu softmax: device is NULL");
+        if (x == nullptr) return fail(st, invalid, "cpu softmax: x is NULL");
+        if (n_rows <= 0 || n_cols <= 0)
+            return fail(st, invalid, "cpu softmax: n_rows = %d, n_cols = %d; both must be > 0", n_rows, n_cols);
+        const kernels &k = dev->kern;
+        auto body = [&](int64_t r0, int64_t r1, int) noexcept {
+            for (int64_t r = r0; r < r1; ++r) {
+                float *row = x + r * n_cols;
+                const float m = k.max(row, n_cols);
+                // ggml's order: exponentials summed in double, then one multiply by the float reciprocal.
+                k.scale(row, static_cast<float>(1.0 / k.exp_sub_sum(row, m, row, n_cols)), n_cols);
+            }
+        };
+        std::lock_guard lock(dev->op_mutex);
+        const int64_t grain = std::max<int64_t>(1, parallel_min_work / n_cols);
+        dev->pool.parallel_for(n_rows, grain, body);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+} // namespace strata::cpu

@@ -1,0 +1,66 @@
+// Portable versions of the hot loops; the reference the AVX2 set is tested against.
+#include "cpu_kernels.hpp"
+
+#include <cmath>
+
+namespace strata::cpu {
+namespace {
+
+float dot(const float *a, const float *b, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+    return sum;
+}
+
+void axpy(float a, const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void scale(float *x, float s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+double sum_squares(const float *x, int64_t n) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+    return sum;
+}
+
+void scale_mul(const float *x, float s, const float *w, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] * s) * w[i];
+}
+
+void swiglu(const float *g, const float *u, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = g[i];
+        out[i] = v / (1.0f + std::exp(-v)) * u[i];
+    }
+}
+
+void add(const float *a, const float *b, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+float max(const float *x, int64_t n) {
+    float m = x[0];
+    for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+double exp_sub_sum(const float *x, float m, float *out, int64_t n) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        const float e = std::exp(x[i] - m);
+        out[i] = e;
+        sum += static_cast<double>(e);
+    }
+    return sum;
+}
+
+constexpr kernels scalar_set{"scalar", dot, axpy, scale, sum_squares, scale_mul, swiglu, add, max, exp_sub_sum};
+
+} // namespace
+
+const kernels &scalar_kernels() { return scalar_set; }
+
+} // namespace strata::cpu

@@ -1,0 +1,102 @@
+// The AVX2+FMA kernel set against the scalar one: same results within 1e-6 relative, on every op that uses them.
+#include "cpu_test_support.hpp"
+
+namespace {
+
+using namespace cpu_test;
+
+constexpr double paths_tolerance = 1e-6;
+
+class CpuKernelPaths : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        scalar_ = make_device(2, /*force_scalar=*/true);
+        fast_ = make_device(2, /*force_scalar=*/false);
+        ASSERT_NE(scalar_, nullptr);
+        ASSERT_NE(fast_, nullptr);
+        ASSERT_STREQ(strata_cpu_device_kernel_name(scalar_.get()), "scalar");
+        if (std::strcmp(strata_cpu_device_kernel_name(fast_.get()), "avx2+fma") != 0)
+            GTEST_SKIP() << "this CPU or build has no AVX2+FMA kernels";
+    }
+    device_ptr scalar_, fast_;
+    strata_status st_{};
+};
+
+TEST(CpuKernelSelection, ForceScalarEnvironmentVariableSelectsScalar) {
+    EXPECT_STREQ(strata_cpu_device_kernel_name(make_device(1, true).get()), "scalar");
+    const std::string name = strata_cpu_device_kernel_name(make_device(1, false).get());
+    EXPECT_TRUE(name == "scalar" || name == "avx2+fma") << name;
+}
+
+TEST_F(CpuKernelPaths, RmsNormAgrees) {
+    const int n_tokens = 3, dim = 4099; // odd: exercises the vector tails
+    const auto x = random_floats(static_cast<size_t>(n_tokens) * dim, 1, -4.0f, 4.0f);
+    const auto w = random_floats(dim, 2, 0.5f, 1.5f);
+    std::vector<float> a(x.size()), b(x.size());
+    ASSERT_EQ(ops().rms_norm(scalar_.get(), x.data(), w.data(), n_tokens, dim, 1e-6f, a.data(), &st_), STRATA_OK);
+    ASSERT_EQ(ops().rms_norm(fast_.get(), x.data(), w.data(), n_tokens, dim, 1e-6f, b.data(), &st_), STRATA_OK);
+    EXPECT_LT(elementwise_error(a, b), paths_tolerance);
+}
+
+TEST_F(CpuKernelPaths, SwigluAgrees) {
+    const int64_t n = 70001;
+    const auto g = random_floats(static_cast<size_t>(n), 3, -30.0f, 30.0f);
+    const auto u = random_floats(static_cast<size_t>(n), 4, -3.0f, 3.0f);
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    ASSERT_EQ(ops().swiglu(scalar_.get(), g.data(), u.data(), n, a.data(), &st_), STRATA_OK);
+    ASSERT_EQ(ops().swiglu(fast_.get(), g.data(), u.data(), n, b.data(), &st_), STRATA_OK);
+    EXPECT_LT(elementwise_error(a, b), paths_tolerance);
+}
+
+TEST_F(CpuKernelPaths, AddAgreesExactly) {
+    const int64_t n = 100005;
+    const auto x = random_floats(static_cast<size_t>(n), 5);
+    const auto y = random_floats(static_cast<size_t>(n), 6);
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    ASSERT_EQ(ops().add(scalar_.get(), x.data(), y.data(), n, a.data(), &st_), STRATA_OK);
+    ASSERT_EQ(ops().add(fast_.get(), x.data(), y.data(), n, b.data(), &st_), STRATA_OK);
+    EXPECT_EQ(a, b);
+}
+
+TEST_F(CpuKernelPaths, SoftmaxAgrees) {
+    const int rows = 4, cols = 32003;
+    const auto x = random_floats(static_cast<size_t>(rows) * cols, 7, -30.0f, 30.0f);
+    auto a = x, b = x;
+    ASSERT_EQ(ops().softmax(scalar_.get(), a.data(), rows, cols, &st_), STRATA_OK);
+    ASSERT_EQ(ops().softmax(fast_.get(), b.data(), rows, cols, &st_), STRATA_OK);
+    // Probabilities below ~1e-30 are noise relative to the row; compare everything above that elementwise.
+    for (auto *v : {&a, &b})
+        for (auto &p : *v) p = p < 1e-30f ? 0.0f : p;
+    EXPECT_LT(elementwise_error(a, b), paths_tolerance);
+}
+
+TEST_F(CpuKernelPaths, AttentionAgrees) {
+    for (int head_dim : {128, 20}) {
+        const attention_case c{5, 8, 2, head_dim, 300};
+        const attention_data d = make_attention_data(c, 8);
+        std::vector<float> a(d.q.size()), b(d.q.size());
+        const strata_attention_args aa = attention_args(c, d, a.data());
+        const strata_attention_args ab = attention_args(c, d, b.data());
+        ASSERT_EQ(ops().attention(scalar_.get(), &aa, &st_), STRATA_OK);
+        ASSERT_EQ(ops().attention(fast_.get(), &ab, &st_), STRATA_OK);
+        EXPECT_LT(normwise_error(b, a), paths_tolerance) << "head_dim " << head_dim;
+    }
+}
+
+TEST_F(CpuKernelPaths, RopeAndMatmulDoNotDependOnTheKernelSet) {
+    auto a = random_floats(5 * 4 * 64, 9), b = a;
+    const std::vector<int32_t> pos = {100, 101, 102, 103, 104};
+    ASSERT_EQ(ops().rope(scalar_.get(), a.data(), 5, 4, 64, 64, pos.data(), 10000.0f, STRATA_ROPE_NEOX, &st_), 0);
+    ASSERT_EQ(ops().rope(fast_.get(), b.data(), 5, 4, 64, 64, pos.data(), 10000.0f, STRATA_ROPE_NEOX, &st_), 0);
+    EXPECT_EQ(a, b);
+
+    const auto w = random_floats(65 * 48, 10);
+    const auto x = random_floats(3 * 48, 11);
+    const strata_tensor_view view = f32_view(w, 65, 48);
+    std::vector<float> ya(65 * 3), yb(65 * 3);
+    ASSERT_EQ(ops().matmul(scalar_.get(), &view, x.data(), 3, ya.data(), &st_), STRATA_OK);
+    ASSERT_EQ(ops().matmul(fast_.get(), &view, x.data(), 3, yb.data(), &st_), STRATA_OK);
+    EXPECT_EQ(ya, yb);
+}
+
+} // namespace

@@ -1,0 +1,296 @@
+// Every op of the CPU device against a naive float64 reference, on 1, 2 and 7 threads.
+#include "cpu_test_support.hpp"
+
+namespace {
+
+using namespace cpu_test;
+
+constexpr double f32_tolerance = 1e-5;
+
+class CpuOps : public ::testing::TestWithParam<int> {
+  protected:
+    void SetUp() override {
+        dev_ = make_device(GetParam());
+        ASSERT_NE(dev_, nullptr);
+        ASSERT_EQ(ops().thread_count(dev_.get()), GetParam());
+    }
+    strata_device *dev() { return dev_.get(); }
+    strata_status st_{};
+
+  private:
+    device_ptr dev_;
+};
+
+// ---- references ----
+
+std::vector<double> ref_matmul(const std::vector<float> &w, int64_t rows, int64_t cols, const std::vector<float> &x,
+                               int n_tokens) {
+    std::vector<double> y(static_cast<size_t>(rows) * n_tokens);
+    for (int t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+            double s = 0.0;
+            for (int64_t c = 0; c < cols; ++c) s += double{w[r * cols + c]} * x[t * cols + c];
+            y[t * rows + r] = s;
+        }
+    return y;
+}
+
+std::vector<double> ref_rms_norm(const std::vector<float> &x, const std::vector<float> &w, int n_tokens, int dim,
+                                 double eps) {
+    std::vector<double> out(x.size());
+    for (int t = 0; t < n_tokens; ++t) {
+        double ss = 0.0;
+        for (int i = 0; i < dim; ++i) ss += double{x[t * dim + i]} * x[t * dim + i];
+        const double inv = 1.0 / std::sqrt(ss / dim + eps);
+        for (int i = 0; i < dim; ++i) out[t * dim + i] = x[t * dim + i] * inv * w[i];
+    }
+    return out;
+}
+
+std::vector<double> ref_rope(const std::vector<float> &x, int n_tokens, int n_heads, int head_dim, int rot_dims,
+                             const std::vector<int32_t> &pos, double base, int mode) {
+    std::vector<double> out(x.begin(), x.end());
+    for (int t = 0; t < n_tokens; ++t)
+        for (int h = 0; h < n_heads; ++h)
+            for (int i = 0; i < rot_dims / 2; ++i) {
+                const double theta = pos[t] * std::pow(base, -2.0 * i / rot_dims);
+                const size_t base_idx = (static_cast<size_t>(t) * n_heads + h) * head_dim;
+                const size_t i0 = base_idx + (mode == STRATA_ROPE_NEOX ? i : 2 * i);
+                const size_t i1 = i0 + (mode == STRATA_ROPE_NEOX ? rot_dims / 2 : 1);
+                const double x0 = x[i0], x1 = x[i1];
+                out[i0] = x0 * std::cos(theta) - x1 * std::sin(theta);
+                out[i1] = x0 * std::sin(theta) + x1 * std::cos(theta);
+            }
+    return out;
+}
+
+std::vector<double> ref_attention(const attention_case &c, const attention_data &d) {
+    std::vector<double> out(d.q.size(), 0.0);
+    const int group = c.n_heads / c.n_kv_heads;
+    for (int t = 0; t < c.n_tokens; ++t)
+        for (int h = 0; h < c.n_heads; ++h) {
+            const int kvh = h / group;
+            const int n_kv = d.positions[t] + 1;
+            const float *q = d.q.data() + (static_cast<size_t>(t) * c.n_heads + h) * c.head_dim;
+            std::vector<double> s(n_kv);
+            double m = -INFINITY;
+            for (int j = 0; j < n_kv; ++j) {
+                const float *k = d.k.data() + static_cast<size_t>(j) * c.stride() + kvh * c.head_dim;
+                double dot = 0.0;
+                for (int i = 0; i < c.head_dim; ++i) dot += double{q[i]} * k[i];
+                s[j] = dot * d.scale;
+                m = std::max(m, s[j]);
+            }
+            double sum = 0.0;
+            for (auto &v : s) sum += (v = std::exp(v - m));
+            double *o = out.data() + (static_cast<size_t>(t) * c.n_heads + h) * c.head_dim;
+            for (int j = 0; j < n_kv; ++j) {
+                const float *v = d.v.data() + static_cast<size_t>(j) * c.stride() + kvh * c.head_dim;
+                for (int i = 0; i < c.head_dim; ++i) o[i] += s[j] / sum * v[i];
+            }
+        }
+    return out;
+}
+
+// ---- tests ----
+
+TEST_P(CpuOps, MatmulMatchesFloat64ReferenceForOddShapesAndTokenCounts) {
+    const int64_t shapes[][2] = {{1, 16}, {7, 33}, {33, 100}, {257, 320}, {1031, 64}};
+    for (const auto &shape : shapes) {
+        const int64_t rows = shape[0], cols = shape[1];
+        const auto w = random_floats(static_cast<size_t>(rows * cols), static_cast<uint32_t>(rows + cols));
+        const strata_tensor_view view = f32_view(w, rows, cols);
+        for (int n_tokens = 1; n_tokens <= 9; ++n_tokens) {
+            const auto x = random_floats(static_cast<size_t>(n_tokens * cols), static_cast<uint32_t>(n_tokens));
+            std::vector<float> y(static_cast<size_t>(rows * n_tokens), NAN);
+            ASSERT_EQ(ops().matmul(dev(), &view, x.data(), n_tokens, y.data(), &st_), STRATA_OK) << st_.message;
+            EXPECT_LT(normwise_error(y, ref_matmul(w, rows, cols, x, n_tokens)), f32_tolerance)
+                << rows << "x" << cols << ", " << n_tokens << " tokens";
+        }
+    }
+}
+
+TEST_P(CpuOps, MatmulWithManyTokensCoversEveryTokenBlock) {
+    const int64_t rows = 45, cols = 40;
+    const int n_tokens = 37; // more than two token blocks, with a remainder
+    const auto w = random_floats(static_cast<size_t>(rows * cols), 5);
+    const auto x = random_floats(static_cast<size_t>(n_tokens * cols), 6);
+    const strata_tensor_view view = f32_view(w, rows, cols);
+    std::vector<float> y(static_cast<size_t>(rows * n_tokens), NAN);
+    ASSERT_EQ(ops().matmul(dev(), &view, x.data(), n_tokens, y.data(), &st_), STRATA_OK) << st_.message;
+    EXPECT_LT(normwise_error(y, ref_matmul(w, rows, cols, x, n_tokens)), f32_tolerance);
+}
+
+TEST_P(CpuOps, EmbeddingCopiesTheRowsOfTheTokens) {
+    const int64_t vocab = 50, dim = 24;
+    const auto table = random_floats(static_cast<size_t>(vocab * dim), 11);
+    const strata_tensor_view view = f32_view(table, vocab, dim);
+    const std::vector<int32_t> tokens = {0, 49, 7, 7, 23};
+    std::vector<float> out(tokens.size() * dim, NAN);
+    ASSERT_EQ(ops().embedding(dev(), &view, tokens.data(), 5, out.data(), &st_), STRATA_OK) << st_.message;
+    for (size_t t = 0; t < tokens.size(); ++t)
+        for (int64_t i = 0; i < dim; ++i) ASSERT_EQ(out[t * dim + i], table[tokens[t] * dim + i]);
+}
+
+TEST_P(CpuOps, RmsNormMatchesFloat64Reference) {
+    for (int n_tokens : {1, 5, 40}) {
+        for (int dim : {37, 4096}) {
+            const auto x = random_floats(static_cast<size_t>(n_tokens) * dim, 21, -3.0f, 3.0f);
+            const auto w = random_floats(static_cast<size_t>(dim), 22, 0.5f, 1.5f);
+            std::vector<float> out(x.size(), NAN);
+            ASSERT_EQ(ops().rms_norm(dev(), x.data(), w.data(), n_tokens, dim, 1e-5f, out.data(), &st_), STRATA_OK)
+                << st_.message;
+            EXPECT_LT(normwise_error(out, ref_rms_norm(x, w, n_tokens, dim, 1e-5)), f32_tolerance);
+            // In place (out == x) gives the same result.
+            auto inplace = x;
+            ASSERT_EQ(ops().rms_norm(dev(), inplace.data(), w.data(), n_tokens, dim, 1e-5f, inplace.data(), &st_),
+                      STRATA_OK);
+            EXPECT_EQ(inplace, out);
+        }
+    }
+}
+
+TEST_P(CpuOps, RopeMatchesFloat64ReferenceInBothModes) {
+    struct shape { int n_heads, head_dim, rot_dims; };
+    for (int mode : {STRATA_ROPE_PAIRS, STRATA_ROPE_NEOX}) {
+        for (const shape s : {shape{4, 64, 64}, shape{3, 20, 12}}) {
+            for (int n_tokens : {1, 5}) {
+                // Positions continue a cache (prefill after 9 tokens); kept small so float theta stays exact enough.
+                std::vector<int32_t> pos;
+                for (int t = 0; t < n_tokens; ++t) pos.push_back(9 + t);
+                const auto x = random_floats(static_cast<size_t>(n_tokens) * s.n_heads * s.head_dim, 31);
+                auto got = x;
+                ASSERT_EQ(ops().rope(dev(), got.data(), n_tokens, s.n_heads, s.head_dim, s.rot_dims, pos.data(),
+                                     10000.0f, mode, &st_),
+                          STRATA_OK)
+                    << st_.message;
+                EXPECT_LT(normwise_error(got, ref_rope(x, n_tokens, s.n_heads, s.head_dim, s.rot_dims, pos, 10000.0,
+                                                       mode)),
+                          f32_tolerance)
+                    << "mode " << mode << ", rot_dims " << s.rot_dims << ", " << n_tokens << " tokens";
+                // Dimensions past rot_dims (in the first head) are left alone.
+                for (size_t i = static_cast<size_t>(s.rot_dims); i < static_cast<size_t>(s.head_dim); ++i) {
+                    EXPECT_EQ(got[i], x[i]);
+                }
+            }
+        }
+    }
+}
+
+// The exact float recipe of ggml's rope (theta *= theta_scale per pair, cosf/sinf), which greedy decoding parity with
+// llama.cpp depends on; checked at a large position where a different recipe would differ in the last bits.
+TEST_P(CpuOps, RopeFollowsGgmlFloatRecipe) {
+    const int n_heads = 2, head_dim = 128, rot_dims = 128;
+    const std::vector<int32_t> pos = {4093};
+    for (int mode : {STRATA_ROPE_PAIRS, STRATA_ROPE_NEOX}) {
+        const auto x = random_floats(static_cast<size_t>(n_heads) * head_dim, 41);
+        auto got = x;
+        ASSERT_EQ(ops().rope(dev(), got.data(), 1, n_heads, head_dim, rot_dims, pos.data(), 500000.0f, mode, &st_),
+                  STRATA_OK);
+        auto want = x;
+        const float theta_scale = powf(500000.0f, -2.0f / rot_dims);
+        for (int h = 0; h < n_heads; ++h) {
+            float theta = static_cast<float>(pos[0]);
+            for (int i = 0; i < rot_dims / 2; ++i) {
+                const float c = cosf(theta), s = sinf(theta);
+                float *v = want.data() + h * head_dim + (mode == STRATA_ROPE_NEOX ? i : 2 * i);
+                const int partner = mode == STRATA_ROPE_NEOX ? rot_dims / 2 : 1;
+                const float x0 = v[0], x1 = v[partner];
+                v[0] = x0 * c - x1 * s;
+                v[partner] = x0 * s + x1 * c;
+                theta *= theta_scale;
+            }
+        }
+        for (size_t i = 0; i < got.size(); ++i) ASSERT_FLOAT_EQ(got[i], want[i]) << "element " << i;
+    }
+}
+
+TEST_P(CpuOps, AttentionMatchesFloat64ReferenceWithGqaAndCacheOffsets) {
+    for (int ratio : {1, 2, 4}) {
+        for (int n_tokens : {1, 5}) {
+            for (int head_dim : {64, 20}) {
+                const attention_case c{n_tokens, 8, 8 / ratio, head_dim, 11};
+                const attention_data d = make_attention_data(c, static_cast<uint32_t>(ratio * 100 + n_tokens));
+                std::vector<float> out(d.q.size(), NAN);
+                const strata_attention_args a = attention_args(c, d, out.data());
+                ASSERT_EQ(ops().attention(dev(), &a, &st_), STRATA_OK) << st_.message;
+                EXPECT_LT(normwise_error(out, ref_attention(c, d)), f32_tolerance)
+                    << "GQA ratio " << ratio << ", " << n_tokens << " tokens, head_dim " << head_dim;
+            }
+        }
+    }
+}
+
+TEST_P(CpuOps, AttentionGrowsItsScratchForLongContexts) {
+    // Longer than the 4096 positions preallocated at create(), so the score buffers must grow.
+    const attention_case c{2, 4, 2, 16, 6000};
+    const attention_data d = make_attention_data(c, 77);
+    std::vector<float> out(d.q.size(), NAN);
+    const strata_attention_args a = attention_args(c, d, out.data());
+    ASSERT_EQ(ops().attention(dev(), &a, &st_), STRATA_OK) << st_.message;
+    EXPECT_LT(normwise_error(out, ref_attention(c, d)), f32_tolerance);
+}
+
+TEST_P(CpuOps, SwigluMatchesFloat64Reference) {
+    for (int64_t n : {int64_t{13}, int64_t{100003}}) {
+        const auto g = random_floats(static_cast<size_t>(n), 51, -12.0f, 12.0f);
+        const auto u = random_floats(static_cast<size_t>(n), 52, -2.0f, 2.0f);
+        std::vector<double> want(static_cast<size_t>(n));
+        for (size_t i = 0; i < want.size(); ++i) want[i] = g[i] / (1.0 + std::exp(-double{g[i]})) * u[i];
+        std::vector<float> out(static_cast<size_t>(n), NAN);
+        ASSERT_EQ(ops().swiglu(dev(), g.data(), u.data(), n, out.data(), &st_), STRATA_OK) << st_.message;
+        EXPECT_LT(normwise_error(out, want), f32_tolerance);
+        for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(out[i], want[i], 1e-5 * std::fabs(want[i]) + 1e-30) << "element " << i;
+        auto inplace = g; // out == gate
+        ASSERT_EQ(ops().swiglu(dev(), inplace.data(), u.data(), n, inplace.data(), &st_), STRATA_OK);
+        EXPECT_EQ(inplace, out);
+    }
+}
+
+TEST_P(CpuOps, AddIsExact) {
+    for (int64_t n : {int64_t{1}, int64_t{13}, int64_t{100003}}) {
+        const auto a = random_floats(static_cast<size_t>(n), 61);
+        const auto b = random_floats(static_cast<size_t>(n), 62);
+        std::vector<float> out(static_cast<size_t>(n), NAN);
+        ASSERT_EQ(ops().add(dev(), a.data(), b.data(), n, out.data(), &st_), STRATA_OK) << st_.message;
+        for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], a[i] + b[i]);
+        auto inplace = a; // out == a
+        ASSERT_EQ(ops().add(dev(), inplace.data(), b.data(), n, inplace.data(), &st_), STRATA_OK);
+        EXPECT_EQ(inplace, out);
+    }
+}
+
+TEST_P(CpuOps, SoftmaxMatchesFloat64Reference) {
+    struct shape { int rows, cols; };
+    for (const shape s : {shape{1, 1}, shape{5, 37}, shape{3, 32000}, shape{200, 300}}) {
+        const auto x = random_floats(static_cast<size_t>(s.rows) * s.cols, 71, -20.0f, 20.0f);
+        std::vector<double> want(x.size());
+        for (int r = 0; r < s.rows; ++r) {
+            const float *row = x.data() + static_cast<size_t>(r) * s.cols;
+            const double m = *std::max_element(row, row + s.cols);
+            double sum = 0.0;
+            for (int i = 0; i < s.cols; ++i) sum += std::exp(row[i] - m);
+            for (int i = 0; i < s.cols; ++i) want[static_cast<size_t>(r) * s.cols + i] = std::exp(row[i] - m) / sum;
+        }
+        auto got = x;
+        ASSERT_EQ(ops().softmax(dev(), got.data(), s.rows, s.cols, &st_), STRATA_OK) << st_.message;
+        EXPECT_LT(normwise_error(got, want), f32_tolerance) << s.rows << "x" << s.cols;
+    }
+}
+
+TEST_P(CpuOps, SoftmaxTreatsMinusInfinityAsZeroProbability) {
+    std::vector<float> x = {1.0f, -INFINITY, 2.0f, -INFINITY, 0.5f, 3.0f, -1.0f, 0.0f, -INFINITY, 1.5f};
+    ASSERT_EQ(ops().softmax(dev(), x.data(), 1, static_cast<int32_t>(x.size()), &st_), STRATA_OK);
+    EXPECT_EQ(x[1], 0.0f);
+    EXPECT_EQ(x[3], 0.0f);
+    EXPECT_EQ(x[8], 0.0f);
+    double sum = 0.0;
+    for (float v : x) sum += v;
+    EXPECT_NEAR(sum, 1.0, 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, CpuOps, ::testing::Values(1, 2, 7),
+                         [](const ::testing::TestParamInfo<int> &info) { return std::to_string(info.param) + "threads"; });
+
+} // namespace

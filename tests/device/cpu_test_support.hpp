@@ -1,0 +1,218 @@
+// Shared helpers for the CPU device tests: a config view and host stand-ins, an F32 quant format, devices with a
+// chosen thread count / kernel set, random data and error metrics.
+#pragma once
+
+#include "cpu_device.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cpu_test {
+
+inline const strata_device_desc &ops() { return *strata_cpu_device_descriptor(); }
+
+// A [cpu] table with optional values; unset keys report "not set" so the plugin uses its defaults.
+struct fake_config {
+    std::optional<int64_t> threads;
+    std::optional<bool> pin_threads;
+
+    strata_config_view view() {
+        strata_config_view v{};
+        v.struct_size = sizeof v;
+        v.ctx = this;
+        v.get_bool = [](void *ctx, const char *key, int32_t *out) -> int32_t {
+            auto *self = static_cast<fake_config *>(ctx);
+            if (std::strcmp(key, "pin_threads") != 0 || !self->pin_threads) return 0;
+            *out = *self->pin_threads ? 1 : 0;
+            return 1;
+        };
+        v.get_int = [](void *ctx, const char *key, int64_t *out) -> int32_t {
+            auto *self = static_cast<fake_config *>(ctx);
+            if (std::strcmp(key, "threads") != 0 || !self->threads) return 0;
+            *out = *self->threads;
+            return 1;
+        };
+        return v;
+    }
+};
+
+// Host services with a chosen core count and pinning list.
+struct fake_host {
+    int32_t cores = 2;
+    std::vector<int32_t> pin_cpus;
+
+    strata_host_services services() {
+        strata_host_services h{};
+        h.struct_size = sizeof h;
+        h.host_abi_major = STRATA_ABI_MAJOR;
+        h.host_abi_minor = STRATA_ABI_MINOR;
+        h.ctx = this;
+        h.log = [](void *, int32_t, const char *, const char *) {};
+        h.physical_cores = [](void *ctx) -> int32_t { return static_cast<fake_host *>(ctx)->cores; };
+        h.logical_cpus = [](void *ctx) -> int32_t { return static_cast<fake_host *>(ctx)->cores; };
+        h.pinning_cpus = [](void *ctx, int32_t *cpus, int32_t cap) -> int32_t {
+            const auto &list = static_cast<fake_host *>(ctx)->pin_cpus;
+            const int32_t n = std::min<int32_t>(cap, static_cast<int32_t>(list.size()));
+            std::copy_n(list.begin(), n, cpus);
+            return n;
+        };
+        return h;
+    }
+};
+
+struct device_deleter {
+    void operator()(strata_device *d) const { ops().destroy(d); }
+};
+using device_ptr = std::unique_ptr<strata_device, device_deleter>;
+
+// A device with `threads` workers (config key) and the given kernel set (through STRATA_FORCE_SCALAR, restored).
+inline device_ptr make_device(int threads, bool force_scalar = false) {
+    const char *old = std::getenv("STRATA_FORCE_SCALAR");
+    const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
+    if (force_scalar) setenv("STRATA_FORCE_SCALAR", "1", 1);
+    else unsetenv("STRATA_FORCE_SCALAR");
+
+    fake_config cfg;
+    cfg.threads = threads;
+    cfg.pin_threads = false;
+    const strata_config_view view = cfg.view();
+    strata_device_create_args args{};
+    args.struct_size = sizeof args;
+    args.config = &view;
+    strata_status st{};
+    device_ptr dev(ops().create(&args, &st));
+
+    if (saved) setenv("STRATA_FORCE_SCALAR", saved->c_str(), 1);
+    else unsetenv("STRATA_FORCE_SCALAR");
+    EXPECT_NE(dev, nullptr) << st.message;
+    return dev;
+}
+
+// F32 weights as a quant format: block of 1 element, 4 bytes; dot accumulates in float like a real kernel.
+inline const strata_quant_desc &f32_quant() {
+    static const strata_quant_desc desc = [] {
+        strata_quant_desc d{};
+        d.header.struct_size = sizeof d;
+        d.header.required_size = offsetof(strata_quant_desc, kernel_name);
+        d.header.kind = STRATA_KIND_QUANT;
+        d.header.name = "f32";
+        d.ggml_type = 0;
+        d.block_elems = 1;
+        d.block_bytes = 4;
+        d.dequantize_row = [](const void *src, float *dst, int64_t n) {
+            std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+        };
+        d.quantize_row = [](const float *src, void *dst, int64_t n) {
+            std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(n));
+        };
+        d.dot_f32 = [](const void *row, const float *x, int64_t n) {
+            const auto *w = static_cast<const float *>(row);
+            float sum = 0.0f;
+            for (int64_t i = 0; i < n; ++i) sum += w[i] * x[i];
+            return sum;
+        };
+        return d;
+    }();
+    return desc;
+}
+
+inline strata_tensor_view f32_view(const std::vector<float> &data, int64_t rows, int64_t cols) {
+    strata_tensor_view v{};
+    v.struct_size = sizeof v;
+    v.ggml_type = 0;
+    v.quant = &f32_quant();
+    v.data = data.data();
+    v.rows = rows;
+    v.cols = cols;
+    v.row_bytes = cols * 4;
+    v.name = "test.weight";
+    return v;
+}
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (auto &x : v) x = dist(rng);
+    return v;
+}
+
+// max |got - want| / max |want|: the error relative to the output's scale (elementwise relative error is
+// meaningless for outputs that cancel to ~0).
+inline double normwise_error(const std::vector<float> &got, const std::vector<double> &want) {
+    EXPECT_EQ(got.size(), want.size());
+    double err = 0.0, scale = 0.0;
+    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+        err = std::max(err, std::fabs(static_cast<double>(got[i]) - want[i]));
+        scale = std::max(scale, std::fabs(want[i]));
+    }
+    return scale > 0.0 ? err / scale : err;
+}
+
+inline double normwise_error(const std::vector<float> &got, const std::vector<float> &want) {
+    return normwise_error(got, std::vector<double>(want.begin(), want.end()));
+}
+
+// Largest elementwise relative difference (with a tiny absolute floor for values that underflow to ~0).
+inline double elementwise_error(const std::vector<float> &a, const std::vector<float> &b) {
+    EXPECT_EQ(a.size(), b.size());
+    double worst = 0.0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+        const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+        const double m = std::max(std::fabs(static_cast<double>(a[i])), std::fabs(static_cast<double>(b[i])));
+        worst = std::max(worst, d / std::max(m, 1e-30));
+    }
+    return worst;
+}
+
+// Attention problem over a KV cache whose rows are padded (stride > n_kv_heads * head_dim).
+struct attention_case {
+    int32_t n_tokens, n_heads, n_kv_heads, head_dim, first_pos;
+    int32_t stride() const { return n_kv_heads * head_dim + 3; }
+    int32_t n_ctx() const { return first_pos + n_tokens; }
+};
+
+struct attention_data {
+    std::vector<float> q, k, v;
+    std::vector<int32_t> positions;
+    float scale;
+};
+
+inline attention_data make_attention_data(const attention_case &c, uint32_t seed) {
+    attention_data d;
+    d.q = random_floats(static_cast<size_t>(c.n_tokens) * c.n_heads * c.head_dim, seed, -2.0f, 2.0f);
+    d.k = random_floats(static_cast<size_t>(c.n_ctx()) * c.stride(), seed + 1, -2.0f, 2.0f);
+    d.v = random_floats(static_cast<size_t>(c.n_ctx()) * c.stride(), seed + 2);
+    for (int32_t t = 0; t < c.n_tokens; ++t) d.positions.push_back(c.first_pos + t);
+    d.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    return d;
+}
+
+inline strata_attention_args attention_args(const attention_case &c, const attention_data &d, float *out) {
+    strata_attention_args a{};
+    a.struct_size = sizeof a;
+    a.n_tokens = c.n_tokens;
+    a.n_heads = c.n_heads;
+    a.n_kv_heads = c.n_kv_heads;
+    a.head_dim = c.head_dim;
+    a.kv_row_stride = c.stride();
+    a.positions = d.positions.data();
+    a.q = d.q.data();
+    a.k_cache = d.k.data();
+    a.v_cache = d.v.data();
+    a.scale = d.scale;
+    a.out = out;
+    return a;
+}
+
+} // namespace cpu_test
