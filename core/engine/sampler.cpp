@@ -1,0 +1,139 @@
+#include "engine/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/error.hpp"
+
+namespace strata {
+
+namespace {
+
+// Descending logit; equal logits keep the lower id first, so the result never depends on the sort algorithm.
+bool higher_logit(float la, int32_t ia, float lb, int32_t ib) { return la > lb || (la == lb && ia < ib); }
+
+} // namespace
+
+sampler::sampler(int32_t n_vocab, sampling_config cfg) : n_vocab_(n_vocab), cfg_(cfg), rng_(cfg.seed) {
+    if (n_vocab <= 0) fail("sampler: n_vocab is {}; it must be the model's vocabulary size (> 0)", n_vocab);
+    if (!std::isfinite(cfg.temperature))
+        fail("sampler: temperature is {}; use a finite value (<= 0 for greedy)", cfg.temperature);
+    if (!(cfg.top_p >= 0.f && cfg.top_p <= 1.f)) fail("sampler: top_p is {}; it must be in [0, 1]", cfg.top_p);
+    if (!(cfg.min_p >= 0.f && cfg.min_p <= 1.f)) fail("sampler: min_p is {}; it must be in [0, 1]", cfg.min_p);
+    if (!(cfg.repetition_penalty > 0.f) || !std::isfinite(cfg.repetition_penalty))
+        fail("sampler: repetition_penalty is {}; it must be > 0 (1 turns it off)", cfg.repetition_penalty);
+    if (!std::isfinite(cfg.presence_penalty) || !std::isfinite(cfg.frequency_penalty))
+        fail("sampler: presence_penalty {} / frequency_penalty {} must be finite", cfg.presence_penalty,
+             cfg.frequency_penalty);
+    candidates_.resize(static_cast<size_t>(n_vocab));
+    probs_.resize(static_cast<size_t>(n_vocab));
+    counts_.assign(static_cast<size_t>(n_vocab), 0);
+}
+
+void sampler::reset(uint64_t seed) {
+    cfg_.seed = seed;
+    rng_.seed(seed);
+}
+
+double sampler::uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+
+void sampler::apply_penalties(float *logits, std::span<const int32_t> history) {
+    if (cfg_.repetition_last_n == 0) return;
+    if (cfg_.repetition_penalty == 1.f && cfg_.presence_penalty == 0.f && cfg_.frequency_penalty == 0.f) return;
+    size_t window = history.size();
+    if (cfg_.repetition_last_n > 0) window = std::min(window, static_cast<size_t>(cfg_.repetition_last_n));
+    const std::span<const int32_t> recent = history.last(window);
+    for (const int32_t t : recent) {
+        if (t < 0 || t >= n_vocab_) {
+            for (const int32_t u : recent) // undo the partial count so the next call starts clean
+                if (u >= 0 && u < n_vocab_) counts_[static_cast<size_t>(u)] = 0;
+            fail("sampler: history holds token id {}, outside the vocabulary (0..{})", t, n_vocab_ - 1);
+        }
+        ++counts_[static_cast<size_t>(t)];
+    }
+    // Each distinct token is penalised once (by its count), then its counter goes back to zero.
+    for (const int32_t t : recent) {
+        int32_t &count = counts_[static_cast<size_t>(t)];
+        if (count == 0) continue;
+        float &l = logits[t];
+        // Dividing a negative logit would raise it, so negative ones are multiplied (as llama.cpp does).
+        l = l <= 0.f ? l * cfg_.repetition_penalty : l / cfg_.repetition_penalty;
+        l -= static_cast<float>(count) * cfg_.frequency_penalty + cfg_.presence_penalty;
+        count = 0;
+    }
+}
+
+int32_t sampler::argmax(const float *logits) const {
+    int32_t best = 0;
+    float best_logit = -std::numeric_limits<float>::infinity();
+    for (int32_t i = 0; i < n_vocab_; ++i) {
+        if (logits[i] > best_logit) { // strict: the lowest id wins ties; NaN never wins
+            best_logit = logits[i];
+            best = i;
+        }
+    }
+    return best;
+}
+
+int32_t sampler::sample(float *logits, std::span<const int32_t> history) {
+    if (logits == nullptr) fail("sampler: logits pointer is null");
+    apply_penalties(logits, history);
+    if (cfg_.temperature <= 0.f) return argmax(logits);
+
+    constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+    for (int32_t i = 0; i < n_vocab_; ++i)
+        candidates_[static_cast<size_t>(i)] = {std::isnan(logits[i]) ? neg_inf : logits[i], i};
+    const auto order = [](const candidate &a, const candidate &b) { return higher_logit(a.logit, a.id, b.logit, b.id); };
+
+    // top-k; the survivors end up sorted, which top-p and min-p rely on.
+    size_t n = candidates_.size();
+    const size_t k = cfg_.top_k > 0 ? std::min(n, static_cast<size_t>(cfg_.top_k)) : n;
+    if (k < n)
+        std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(k), candidates_.end(),
+                          order);
+    else
+        std::sort(candidates_.begin(), candidates_.end(), order);
+    n = k;
+    // All -inf: nothing is possible; +inf: certain. Either way softmax would be NaN, so take the first.
+    if (!std::isfinite(candidates_[0].logit)) return candidates_[0].id;
+
+    // top-p on the untempered distribution: the smallest prefix whose mass reaches top_p.
+    if (cfg_.top_p < 1.f) {
+        const float max_logit = candidates_[0].logit;
+        double sum = 0.0;
+        for (size_t i = 0; i < n; ++i) sum += probs_[i] = std::exp(static_cast<double>(candidates_[i].logit - max_logit));
+        double cumulative = 0.0;
+        for (size_t i = 0; i < n; ++i) {
+            cumulative += probs_[i] / sum;
+            if (cumulative >= cfg_.top_p) {
+                n = i + 1;
+                break;
+            }
+        }
+    }
+
+    // min-p: keep tokens with p >= min_p * p_max, i.e. logit >= max_logit + log(min_p).
+    if (cfg_.min_p > 0.f) {
+        const float threshold = candidates_[0].logit + std::log(cfg_.min_p);
+        size_t keep = 1;
+        while (keep < n && candidates_[keep].logit >= threshold) ++keep;
+        n = keep;
+    }
+
+    // temperature, softmax, draw.
+    const double inv_temp = 1.0 / static_cast<double>(cfg_.temperature);
+    const double max_scaled = static_cast<double>(candidates_[0].logit) * inv_temp;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i)
+        sum += probs_[i] = std::exp(static_cast<double>(candidates_[i].logit) * inv_temp - max_scaled);
+    const double target = uniform01() * sum;
+    double cumulative = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        cumulative += probs_[i];
+        if (target < cumulative) return candidates_[i].id;
+    }
+    return candidates_[n - 1].id; // rounding left target at the very top
+}
+
+} // namespace strata
