@@ -1,0 +1,145 @@
+// The memory planner: for every weight tensor of a model, where it lives and how the device reaches it, and how much
+// KV cache fits. vLLM's knobs (gpu_memory_utilization, cpu_offload_gb, kv_cache_memory, max_model_len) and
+// llama.cpp's (-ngl, here cpu_offload_layers) are inputs to this one planner, not separate mechanisms.
+//
+// Rules (pure logic: no I/O, no allocation of device memory; make_plan is deterministic):
+//
+// Device budget
+//   cuda (and any device kind other than "cpu"): min(gpu_memory_utilization x device_total, limit_gpu_memory);
+//         utilization defaults to 0.9.
+//   cpu:  device_memory; default = device_total (all RAM available), so nothing is offloaded unless asked.
+//   Knobs of the other device kind are ignored with a note (one config file may serve both).
+//
+// Which layers leave the device (like llama.cpp -ngl N, which keeps the FIRST N layers on the device)
+//   cpu_offload_layers = k   offloads the last k layers.
+//   cpu_offload_gb = G       offloads whole layers from the end until at least G GiB are offloaded (rounds up to
+//                            whole layers; all layers when G exceeds the layer weights).
+//   both set                 allowed only when they name the same number of layers.
+//   enable_cpu_offload       offloads the fewest layers (from the end) such that resident weights + KV for
+//                            max_model_len x max_num_seqs (or kv_cache_memory) + activations + overhead + staging
+//                            ring fit the device budget and the tiers hold the rest. Only when even offloading every
+//                            layer does not fit do the embedding and output tensors (layer -1 and n_layer) leave
+//                            too (said in the notes). Explicit cpu_offload_layers/_gb take precedence over it.
+//   Embedding and output tensors otherwise stay on the device.
+//
+// Where an offloaded tensor lives
+//   The first tier in `tiers` (preference order) with room left for the whole tensor, filling in layer order and
+//   spilling to the next tier. No tier with room -> problem "weights need N more bytes: add a tier or raise
+//   <tier>.size".
+//
+// How the device reaches it
+//   home is the device                                 -> resident (copied into device memory at load)
+//   tier addressable, device "cpu", !prefer_streaming  -> in_place (the CPU computes on the tier's bytes)
+//   otherwise                                          -> streamed (copied into the staging ring before its layer
+//                                                         runs; always so for cuda until hybrid compute, issue #6)
+//   staging_ring_bytes = (prefetch_depth + 1) x the largest per-layer streamed bytes (0 if nothing is streamed).
+//
+// KV cache
+//   kv_bytes_per_token = 2 (K and V) x n_layer x n_head_kv x head_dim x kv_dtype_bytes (GQA-aware).
+//   device_kv = kv_cache_memory when set (a problem if it exceeds what is left; device_kv is then what is left),
+//               else everything left after weights, activations, overhead and staging ring.
+//   kv_capacity_tokens = device_kv / kv_bytes_per_token.
+//   max_model_len 0 -> model_context_length.
+//   fits needs kv_capacity_tokens >= max_model_len x max_num_seqs. Otherwise a problem names the largest
+//   max_model_len that fits (kv_capacity_tokens / max_num_seqs) and the knobs to change.
+//   max_fitting_model_len = min(kv_capacity_tokens / max_num_seqs, max(model_context_length, max_model_len));
+//   max_fitting_concurrency = kv_capacity_tokens / max_model_len (sequences of the full length).
+//
+// Errors (strata::error naming the key) for invalid knobs: out-of-range counts and fractions, conflicting
+// cpu_offload_gb/cpu_offload_layers, a budget above the machine's RAM or the GPU's memory, a RAM tier above physical
+// RAM, numa_ram above a NUMA node's memory, pinned_ram above RLIMIT_MEMLOCK. Physical limits of 0 mean "unknown"
+// and are not checked. Things that are valid but do not fit are problems (fits == false), not errors.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace strata::planner {
+
+enum class mode { resident, streamed, in_place };
+std::string_view to_string(mode m);
+
+struct tensor_req {
+    std::string name;
+    int32_t layer = 0; // -1 = before the layers (embedding), n_layer = after them (output norm, lm head)
+    uint64_t bytes = 0;
+};
+
+struct tier_info {
+    std::string name;             // plugin name: "pinned_ram", "numa_ram", "nvme"; also the config table (<name>.size)
+    uint64_t capacity = 0;        // budget for this tier
+    double read_bandwidth = 0;    // bytes/s measured (0 = unknown)
+    bool addressable = false;     // the CPU can compute in place on it (map() != NULL)
+    std::optional<int> numa_node; // numa_ram: the node it binds to (unset: checked against the largest node)
+};
+
+struct inputs {
+    // model
+    int32_t n_layer = 0, n_head_kv = 0, head_dim = 0;
+    uint32_t kv_dtype_bytes = 4;
+    int32_t max_model_len = 0; // 0 = model_context_length
+    int32_t max_num_seqs = 1;
+    int32_t model_context_length = 0;
+    std::vector<tensor_req> tensors;
+    uint64_t activation_bytes = 0; // forward workspace
+    uint64_t overhead_bytes = 64ull << 20;
+    // device
+    std::string device_kind;                      // "cpu" or "cuda"
+    uint64_t device_total = 0;                    // CPU: physical RAM available; GPU: cudaMemGetInfo total
+    std::optional<double> gpu_memory_utilization; // fraction of device_total (GPU)
+    std::optional<uint64_t> limit_gpu_memory;     // absolute (GPU)
+    std::optional<uint64_t> device_memory;        // CPU device: RAM compute may keep resident
+    // knobs
+    std::optional<double> cpu_offload_gb;
+    std::optional<int32_t> cpu_offload_layers;
+    bool enable_cpu_offload = false;
+    std::optional<uint64_t> kv_cache_memory;
+    int32_t prefetch_depth = 2;
+    bool prefer_streaming = false; // stream even when in_place is possible
+    std::vector<tier_info> tiers;  // configured tiers in preference order
+    // physical limits to check budgets against (0 = unknown)
+    uint64_t physical_ram = 0;
+    std::vector<std::pair<int, uint64_t>> numa_node_memory; // (node, bytes)
+    uint64_t mlock_limit = UINT64_MAX;                      // RLIMIT_MEMLOCK (UINT64_MAX = unlimited)
+};
+
+struct placement {
+    std::string tensor;
+    int32_t layer = 0;
+    uint64_t bytes = 0;
+    std::string home; // "device", a tier name, or "" when no tier had room (see plan::problems)
+    mode how = mode::resident;
+};
+
+struct plan {
+    std::vector<placement> placements; // in the order of inputs::tensors
+    std::string device_kind;
+    uint64_t device_budget = 0, device_weights = 0, device_kv = 0, device_activation = 0, device_overhead = 0;
+    uint64_t staging_ring_bytes = 0;           // (prefetch_depth + 1) x largest streamed layer; 0 if nothing streamed
+    std::map<std::string, uint64_t> tier_used; // bytes of weights per configured tier (0 included)
+    uint64_t kv_bytes_per_token = 0;
+    int64_t kv_capacity_tokens = 0; // KV tokens the device budget holds
+    int32_t max_model_len = 0;      // effective
+    int32_t max_num_seqs = 1;
+    int32_t max_fitting_model_len = 0;
+    int32_t max_fitting_concurrency = 0;
+    uint64_t offloaded_bytes = 0; // weights not on the device ("Using CPU offload with N GiB")
+    int32_t offloaded_layers = 0; // layers (0..n_layer-1) with any tensor off the device
+    bool embedding_output_offloaded = false;
+    bool fits = false;
+    std::vector<std::string> problems; // when !fits: what does not fit and the knob to change
+    std::vector<std::string> notes;
+};
+
+// 2 x n_layer x n_kv_heads x head_dim x dtype_bytes. Throws strata::error on non-positive inputs or overflow.
+uint64_t kv_bytes_per_token(int32_t n_layer, int32_t n_kv_heads, int32_t head_dim, uint32_t dtype_bytes);
+
+// Throws strata::error for invalid knobs (see the rules above); everything else is reported in the plan.
+plan make_plan(const inputs &in);
+
+} // namespace strata::planner

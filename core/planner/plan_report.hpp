@@ -1,0 +1,34 @@
+// The memory plan as people and programs read it: an aligned table printed at start-up and the JSON of
+// `runtime plan --json`.
+#pragma once
+
+#include "planner/memory_planner.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace strata::planner {
+
+// Consecutive layers that share one home and mode collapse into one row ("layers 0-15"); a layer split across two
+// tiers gets one row per part ("layer 17"). Embedding (layer -1) and output (layer n_layer) rows are labelled so.
+struct layer_group {
+    std::string what;        // "embedding", "layers 0-15", "layer 17", "output"
+    int32_t first_layer = 0; // -1 for the embedding, n_layer for the output
+    int32_t last_layer = 0;
+    std::string home; // "device", a tier name, or "" when no tier had room
+    mode how = mode::resident;
+    uint64_t bytes = 0;
+};
+std::vector<layer_group> group_layers(const plan &p, const inputs &in);
+
+// Rows for weights, KV cache, activations, staging ring, overhead, totals per tier against its budget, the KV
+// capacity line, problems and notes, and "Using CPU offload with N GiB" (two decimals) when anything is offloaded.
+std::string to_table(const plan &p, const inputs &in);
+
+// Every plan field under its plan name, plus "groups" (the table's weight rows) and "tiers" (the configured tiers
+// with capacity, use, bandwidth and addressability). Unplaced tensors have "home": null.
+nlohmann::json to_json(const plan &p, const inputs &in);
+
+} // namespace strata::planner

@@ -1,0 +1,171 @@
+// Invalid knobs and budgets above what the machine has are errors naming the key; the plan is never made.
+#include "common/error.hpp"
+#include "planner/memory_planner.hpp"
+#include "planner_test_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace strata::planner;
+using namespace strata::planner::test;
+
+namespace {
+
+// The strata::error message make_plan throws, or "" when it does not throw.
+std::string error_of(const inputs &in) {
+    try {
+        (void)make_plan(in);
+    } catch (const strata::error &e) {
+        return e.what();
+    }
+    return "";
+}
+
+#define EXPECT_PLAN_ERROR(in, part)                                                                                    \
+    do {                                                                                                               \
+        const std::string message = error_of(in);                                                                      \
+        EXPECT_NE(message.find(part), std::string::npos)                                                               \
+            << "expected an error containing '" << (part) << "', got '" << message << "'";                             \
+    } while (0)
+
+inputs cpu_model() {
+    auto in = small_model();
+    in.device_kind = "cpu";
+    in.device_total = 16 * GiB;
+    return in;
+}
+
+} // namespace
+
+TEST(PhysicalLimits, DeviceMemoryAboveRam) {
+    auto in = cpu_model();
+    in.physical_ram = 25125558682; // 23.4 GiB
+    in.device_memory = 64 * GiB;
+    EXPECT_PLAN_ERROR(in, "device_memory 64.0 GiB exceeds the machine's 23.4 GiB of RAM");
+    in.device_memory = 20 * GiB;
+    EXPECT_EQ(error_of(in), "");
+}
+
+TEST(PhysicalLimits, RamTierAboveRam) {
+    auto in = small_model();
+    in.tiers = {{"pinned_ram", 128 * GiB, 0, true}};
+    EXPECT_PLAN_ERROR(in, "pinned_ram.size 128.0 GiB exceeds the machine's 64.0 GiB of RAM");
+    in.tiers = {{"nvme", 4096 * GiB, 0, false}}; // disks are not bounded by RAM
+    EXPECT_EQ(error_of(in), "");
+}
+
+TEST(PhysicalLimits, PinnedRamAboveMlockLimit) {
+    auto in = small_model();
+    in.tiers = {{"pinned_ram", 8 * GiB, 0, true}};
+    in.mlock_limit = 64 * MiB;
+    EXPECT_PLAN_ERROR(in, "pinned_ram.size 8.0 GiB exceeds the locked-memory limit (RLIMIT_MEMLOCK) of 64.0 MiB");
+    in.mlock_limit = std::numeric_limits<uint64_t>::max(); // unlimited
+    EXPECT_EQ(error_of(in), "");
+    in.tiers = {{"numa_ram", 8 * GiB, 0, true}}; // only pinned memory is locked
+    in.mlock_limit = 64 * MiB;
+    EXPECT_EQ(error_of(in), "");
+}
+
+TEST(PhysicalLimits, NumaRamAboveNode) {
+    auto in = small_model();
+    in.numa_node_memory = {{0, 32 * GiB}, {1, 16 * GiB}};
+    in.tiers = {{"numa_ram", 40 * GiB, 0, true}};
+    EXPECT_PLAN_ERROR(in, "numa_ram.size 40.0 GiB exceeds the largest NUMA node's memory (32.0 GiB on node 0)");
+    in.tiers[0].capacity = 20 * GiB;
+    EXPECT_EQ(error_of(in), "");
+    in.tiers[0].numa_node = 1;
+    EXPECT_PLAN_ERROR(in, "numa_ram.size 20.0 GiB exceeds NUMA node 1's 16.0 GiB");
+    in.tiers[0].numa_node = 3;
+    EXPECT_PLAN_ERROR(in, "NUMA node 3, which this machine does not have");
+}
+
+TEST(PhysicalLimits, LimitGpuMemoryAboveDevice) {
+    auto in = small_model();
+    in.limit_gpu_memory = 100 * GiB;
+    EXPECT_PLAN_ERROR(in, "limit_gpu_memory 100.0 GiB exceeds the 80.0 GiB");
+}
+
+TEST(InvalidKnobs, CpuOffloadLayersOutOfRange) {
+    auto in = small_model();
+    in.cpu_offload_layers = 9;
+    EXPECT_PLAN_ERROR(in, "cpu_offload_layers 9 must be between 0 and the model's 8 layers");
+    in.cpu_offload_layers = -1;
+    EXPECT_PLAN_ERROR(in, "cpu_offload_layers -1");
+}
+
+TEST(InvalidKnobs, GpuMemoryUtilizationOutsideZeroOne) {
+    auto in = small_model();
+    for (double bad : {0.0, -0.5, 1.5, std::nan("")}) {
+        in.gpu_memory_utilization = bad;
+        EXPECT_PLAN_ERROR(in, "gpu_memory_utilization");
+    }
+    in.gpu_memory_utilization = 1.0;
+    EXPECT_EQ(error_of(in), "");
+}
+
+TEST(InvalidKnobs, CpuOffloadGb) {
+    auto in = small_model();
+    in.cpu_offload_gb = -1.0;
+    EXPECT_PLAN_ERROR(in, "cpu_offload_gb -1 must be a non-negative");
+    in.cpu_offload_gb = std::numeric_limits<double>::infinity();
+    EXPECT_PLAN_ERROR(in, "cpu_offload_gb");
+}
+
+TEST(InvalidKnobs, OffloadGbAndLayersDisagree) {
+    auto in = small_model();
+    in.cpu_offload_gb = 0.25; // 3 layers
+    in.cpu_offload_layers = 2;
+    EXPECT_PLAN_ERROR(in, "cpu_offload_gb 0.25 offloads 3 layers but cpu_offload_layers is 2: set only one of them");
+}
+
+TEST(InvalidKnobs, CountsAndSizes) {
+    auto in = small_model();
+    in.max_num_seqs = 0;
+    EXPECT_PLAN_ERROR(in, "max_num_seqs 0");
+    in = small_model();
+    in.max_model_len = -1;
+    EXPECT_PLAN_ERROR(in, "max_model_len -1");
+    in = small_model();
+    in.max_model_len = 0;
+    in.model_context_length = 0;
+    EXPECT_PLAN_ERROR(in, "--max-model-len");
+    in = small_model();
+    in.prefetch_depth = -1;
+    EXPECT_PLAN_ERROR(in, "prefetch_depth -1");
+    in = small_model();
+    in.limit_gpu_memory = 0;
+    EXPECT_PLAN_ERROR(in, "limit_gpu_memory is 0");
+    in = cpu_model();
+    in.device_memory = 0;
+    EXPECT_PLAN_ERROR(in, "device_memory is 0");
+}
+
+TEST(InvalidInputs, ModelAndTiers) {
+    auto in = small_model();
+    in.tensors.push_back({"blk.99.attn", 99, MiB});
+    EXPECT_PLAN_ERROR(in, "tensor 'blk.99.attn' has layer 99");
+    in = small_model();
+    in.tensors.clear();
+    EXPECT_PLAN_ERROR(in, "no weight tensors");
+    in = small_model();
+    in.n_head_kv = 0;
+    EXPECT_PLAN_ERROR(in, "n_head_kv");
+    in = small_model();
+    in.tiers.push_back(in.tiers[0]);
+    EXPECT_PLAN_ERROR(in, "tier 'nvme' is configured twice");
+    in = small_model();
+    in.device_kind.clear();
+    EXPECT_PLAN_ERROR(in, "device kind");
+    in = small_model();
+    in.device_total = 0;
+    EXPECT_PLAN_ERROR(in, "reports no memory");
+}
+
+TEST(InvalidInputs, KvBytesPerToken) {
+    EXPECT_THROW(kv_bytes_per_token(0, 8, 128, 2), strata::error);
+    EXPECT_THROW(kv_bytes_per_token(32, 8, 128, 0), strata::error);
+    constexpr int32_t big = std::numeric_limits<int32_t>::max();
+    EXPECT_THROW(kv_bytes_per_token(big, big, big, 4), strata::error);
+}
