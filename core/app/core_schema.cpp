@@ -1,0 +1,97 @@
+#include "app/core_schema.hpp"
+
+namespace strata::app {
+
+namespace {
+
+config::key_spec key(std::string name, strata_config_type type, std::optional<std::string> def, std::string help,
+                     std::string flag = "", double lo = 0, double hi = 0, std::string choices = "") {
+    config::key_spec k;
+    k.name = std::move(name);
+    k.type = type;
+    k.default_value = std::move(def);
+    k.help = std::move(help);
+    k.flag = std::move(flag);
+    k.min_value = lo;
+    k.max_value = hi;
+    k.choices = std::move(choices);
+    return k;
+}
+
+config::key_spec later(std::string name, strata_config_type type, std::string flag, std::string help,
+                       std::string why) {
+    config::key_spec k = key(std::move(name), type, std::nullopt, std::move(help), std::move(flag));
+    k.not_supported = std::move(why);
+    return k;
+}
+
+} // namespace
+
+config::schema core_schema() {
+    using namespace std::string_literals;
+    config::schema s;
+    s.add_table({"model", "the model to serve", {
+        key("path", STRATA_CONFIG_STRING, std::nullopt,
+            "GGUF model file; relative paths in a config file resolve against the file's folder", "--model"),
+        key("max_model_len", STRATA_CONFIG_INT, "0",
+            "context length in tokens (prompt + output); 0 = the model's trained context", "--max-model-len", 0,
+            1 << 24),
+    }});
+    s.add_table({"engine", "what runs the model and how users reach it", {
+        key("device", STRATA_CONFIG_STRING, "\"auto\"", "compute device plugin, or auto for the best available",
+            "--device"),
+        key("frontend", STRATA_CONFIG_STRING, "\"cli\"", "frontend plugin: cli (or any loaded frontend)",
+            "--frontend"),
+        key("prefill_chunk", STRATA_CONFIG_INT, "256", "prompt tokens per forward pass during prefill",
+            "--prefill-chunk", 1, 65536),
+        key("log_level", STRATA_CONFIG_STRING, "\"info\"", "stderr log level", "--log-level", 0, 0,
+            "debug|info|warn|error"),
+    }});
+    s.add_table({"plugins", "where plugins are found", {
+        key("paths", STRATA_CONFIG_STRING_LIST, "[]",
+            "extra plugin folders (searched before the built-in ones); relative to the config file"),
+    }});
+    s.add_table({"sampling", "default sampling for every request", {
+        key("temperature", STRATA_CONFIG_FLOAT, "0.8", "0 = greedy", "--temperature", 0, 100),
+        key("top_k", STRATA_CONFIG_INT, "40", "keep the k most likely tokens (0 = off)", "--top-k", 0, 1 << 24),
+        key("top_p", STRATA_CONFIG_FLOAT, "0.95", "nucleus sampling mass (1 = off)", "--top-p", 0, 1),
+        key("min_p", STRATA_CONFIG_FLOAT, "0.05", "drop tokens below min_p x the top probability (0 = off)",
+            "--min-p", 0, 1),
+        key("repetition_penalty", STRATA_CONFIG_FLOAT, "1.0", "penalise recently seen tokens (1 = off)",
+            "--repetition-penalty", 0, 10),
+        key("repetition_last_n", STRATA_CONFIG_INT, "64", "how many recent tokens the penalty looks at",
+            "--repeat-last-n", 0, 1 << 24),
+        key("seed", STRATA_CONFIG_INT, "-1", "random seed (-1 = a random seed per run)", "--seed", -1,
+            9.2e18),
+        key("max_tokens", STRATA_CONFIG_INT, "256", "tokens to generate per request", "--max-tokens", 1, 1 << 24),
+        key("ignore_eos", STRATA_CONFIG_BOOL, "false", "keep generating past the end-of-sequence token",
+            "--ignore-eos"),
+    }});
+    const std::string tiers = "weights and KV cache across memory tiers arrive with issue #3 (tiered weights)";
+    const std::string kv = "the paged KV cache and continuous batching arrive with issue #4";
+    s.add_table({"memory", "placement of weights and KV cache across tiers", {
+        later("cpu_offload_gb", STRATA_CONFIG_FLOAT, "--cpu-offload-gb", "GiB of weights kept in host tiers", tiers),
+        later("cpu_offload_layers", STRATA_CONFIG_INT, "--cpu-offload-layers", "layers kept off the device", tiers),
+        later("enable_cpu_offload", STRATA_CONFIG_BOOL, "--enable-cpu-offload", "place what does not fit automatically",
+              tiers),
+        later("gpu_memory_utilization", STRATA_CONFIG_FLOAT, "--gpu-memory-utilization", "fraction of GPU memory",
+              tiers),
+        later("limit_gpu_memory", STRATA_CONFIG_BYTES, "--limit-gpu-memory", "absolute GPU memory budget", tiers),
+        later("device_memory", STRATA_CONFIG_BYTES, "--device-memory", "RAM the CPU device keeps resident", tiers),
+        later("kv_cache_memory", STRATA_CONFIG_BYTES, "--kv-cache-memory", "bytes for the KV cache", kv),
+        later("prefetch_depth", STRATA_CONFIG_INT, "--prefetch-depth", "layers prefetched ahead", tiers),
+        later("swap_space", STRATA_CONFIG_FLOAT, "--swap-space", "GiB of host RAM for swapped KV blocks", kv),
+    }});
+    s.add_table({"scheduler", "continuous batching and the KV block manager", {
+        later("block_size", STRATA_CONFIG_INT, "--block-size", "tokens per KV block", kv),
+        later("max_num_seqs", STRATA_CONFIG_INT, "--max-num-seqs", "sequences per batch", kv),
+        later("max_num_batched_tokens", STRATA_CONFIG_INT, "--max-num-batched-tokens", "tokens per step", kv),
+        later("preemption_mode", STRATA_CONFIG_STRING, "--preemption-mode", "swap | recompute | auto", kv),
+        later("enable_prefix_caching", STRATA_CONFIG_BOOL, "--enable-prefix-caching", "reuse KV of shared prefixes",
+              kv),
+    }});
+    (void)tiers;
+    return s;
+}
+
+} // namespace strata::app

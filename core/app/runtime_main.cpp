@@ -1,0 +1,217 @@
+// `runtime`: loads plugins, reads the config, then runs a subcommand (plugins, topology) or the configured frontend.
+#include "app/core_schema.hpp"
+#include "app/host_services.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "config/command_line.hpp"
+#include "config/config_view.hpp"
+#include "config/document.hpp"
+#include "engine/engine.hpp"
+#include "engine/engine_api.hpp"
+#include "plugin_host/registry.hpp"
+#include "topology/topology.hpp"
+
+#include <boost/dll/runtime_symbol_info.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <pthread.h>
+#include <random>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace strata::app {
+
+namespace {
+
+const char *k_usage = R"(usage: runtime [--config FILE] [options]          run the configured frontend (default: cli)
+       runtime plugins [--config FILE]              list loaded plugins (kind, name, version, ABI, license, path)
+       runtime topology [--json]                    show CPUs, NUMA nodes, caches, GPUs and memory (hwloc)
+
+Every config key can be set with --set table.key=value; the familiar flags below map to keys.
+)";
+
+// Plugin folders: [plugins] paths (relative to the config file), $STRATA_PLUGIN_PATH, then the ones next to the
+// executable (build tree: <build>/plugins; installed: <prefix>/lib/strata/plugins).
+std::vector<fs::path> plugin_dirs(const config::document &doc, const config::schema &s) {
+    std::vector<fs::path> dirs;
+    for (const std::string &p : doc.get_string_list("plugins", "paths", s)) {
+        fs::path path(p);
+        dirs.push_back(path.is_absolute() ? path : doc.base_dir() / path);
+    }
+    if (const char *env = std::getenv("STRATA_PLUGIN_PATH")) {
+        std::string all(env);
+        size_t start = 0;
+        while (start <= all.size()) {
+            size_t end = all.find(':', start);
+            if (end == std::string::npos) end = all.size();
+            if (end > start) dirs.emplace_back(all.substr(start, end - start));
+            start = end + 1;
+        }
+    }
+    const fs::path exe_dir = boost::dll::program_location().parent_path().string();
+    dirs.push_back(exe_dir.parent_path() / "plugins");
+    dirs.push_back(exe_dir.parent_path() / "lib" / "strata" / "plugins");
+    return dirs;
+}
+
+log::level parse_level(const std::string &s) {
+    if (s == "debug") return log::level::debug;
+    if (s == "warn") return log::level::warn;
+    if (s == "error") return log::level::error;
+    return log::level::info;
+}
+
+strata_sampling_params sampling_from(const config::document &doc, const config::schema &s) {
+    strata_sampling_params p{};
+    p.struct_size = sizeof p;
+    p.temperature = static_cast<float>(doc.get_float("sampling", "temperature", s).value_or(0.8));
+    p.top_k = static_cast<int32_t>(doc.get_int("sampling", "top_k", s).value_or(40));
+    p.top_p = static_cast<float>(doc.get_float("sampling", "top_p", s).value_or(0.95));
+    p.min_p = static_cast<float>(doc.get_float("sampling", "min_p", s).value_or(0.05));
+    p.repetition_penalty = static_cast<float>(doc.get_float("sampling", "repetition_penalty", s).value_or(1.0));
+    p.repetition_last_n = static_cast<int32_t>(doc.get_int("sampling", "repetition_last_n", s).value_or(64));
+    const int64_t seed = doc.get_int("sampling", "seed", s).value_or(-1);
+    p.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+    p.max_tokens = static_cast<int32_t>(doc.get_int("sampling", "max_tokens", s).value_or(256));
+    p.ignore_eos = doc.get_bool("sampling", "ignore_eos", s).value_or(false) ? 1 : 0;
+    return p;
+}
+
+// SIGINT/SIGTERM are blocked in every thread and received here, so stopping the frontend runs in normal context.
+std::atomic<const strata_frontend_desc *> g_fe_desc{nullptr};
+std::atomic<strata_frontend *> g_fe{nullptr};
+
+void start_signal_thread() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    std::thread([set]() {
+        for (;;) {
+            int sig = 0;
+            if (sigwait(&set, &sig) != 0) return;
+            const strata_frontend_desc *d = g_fe_desc.load();
+            strata_frontend *fe = g_fe.load();
+            if (d != nullptr && fe != nullptr) {
+                log::info("runtime", "signal {}: stopping", sig);
+                d->request_stop(fe);
+            } else {
+                std::_Exit(130);
+            }
+        }
+    }).detach();
+}
+
+int run_frontend(const plugins::registry &registry, const strata_host_services *host, const config::document &doc,
+                 const config::schema &s) {
+    engine::engine_options opts;
+    if (auto p = doc.get_string("model", "path", s)) {
+        fs::path path(*p);
+        opts.model_path = (path.is_absolute() ? path : doc.base_dir() / path).lexically_normal().string();
+    }
+    opts.max_model_len = static_cast<int32_t>(doc.get_int("model", "max_model_len", s).value_or(0));
+    opts.prefill_chunk = static_cast<int32_t>(doc.get_int("engine", "prefill_chunk", s).value_or(256));
+    opts.device = doc.get_string("engine", "device", s).value_or("auto");
+    const std::string frontend_name = doc.get_string("engine", "frontend", s).value_or("cli");
+    auto fe_handle = registry.find_frontend(frontend_name);
+    if (fe_handle.desc == nullptr) {
+        fail("frontend '{}' is not provided by any loaded plugin (available: {}); set [engine] frontend or --frontend",
+             frontend_name, fmt::join(registry.names(STRATA_KIND_FRONTEND), ", "));
+    }
+    // Each plugin reads only its own table; the device's table is named after the plugin that provides it.
+    std::unique_ptr<config::plugin_config_view> device_view;
+    if (opts.device != "auto" || registry.best_device().desc != nullptr) {
+        const std::string dev = opts.device != "auto" ? opts.device : registry.best_device().desc->header.name;
+        if (s.find_table(dev) != nullptr) device_view = std::make_unique<config::plugin_config_view>(doc, s, dev);
+    }
+    opts.device_config = device_view ? device_view->view() : nullptr;
+
+    engine::engine eng(registry, host, opts);
+    strata_engine_api api = engine::make_engine_api(eng);
+    strata_sampling_params sampling = sampling_from(doc, s);
+    std::unique_ptr<config::plugin_config_view> fe_view;
+    if (s.find_table(frontend_name) != nullptr) fe_view = std::make_unique<config::plugin_config_view>(doc, s, frontend_name);
+    strata_frontend_create_args args{};
+    args.struct_size = sizeof args;
+    args.host = host;
+    args.config = fe_view ? fe_view->view() : nullptr;
+    args.engine = &api;
+    args.default_sampling = &sampling;
+    strata_status st{};
+    strata_frontend *fe = fe_handle.desc->create(&args, &st);
+    if (fe == nullptr) fail("frontend '{}' failed to start: {}", frontend_name, st.message);
+    g_fe_desc = fe_handle.desc;
+    g_fe = fe;
+    const int32_t rc = fe_handle.desc->run(fe, &st);
+    g_fe = nullptr;
+    fe_handle.desc->destroy(fe);
+    if (rc != 0 && st.code != STRATA_OK) log::error(frontend_name, "{}", st.message);
+    return rc;
+}
+
+int main_impl(int argc, char **argv) {
+    config::command_line cl = config::parse_command_line(argc, argv);
+    if (cl.version) {
+        std::printf("strata runtime %s (plugin ABI %d.%d)\n", STRATA_VERSION, STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
+        return 0;
+    }
+    const topology::machine machine = topology::discover();
+    if (cl.subcommand == "topology") {
+        if (cl.json) std::cout << topology::to_json(machine).dump(2) << "\n";
+        else std::cout << topology::to_text(machine);
+        return 0;
+    }
+    start_signal_thread();
+    strata_host_services host = make_host_services(&machine);
+
+    config::schema schema = core_schema();
+    config::document doc = cl.config_path ? config::document::from_file(*cl.config_path) : config::document::empty();
+    for (const std::string &a : cl.set_assignments) doc.set_override(a, "--set");
+    // Core flags are known before plugins load: apply them now so log level and plugin paths take effect.
+    log::set_level(parse_level(doc.get_string("engine", "log_level", schema).value_or("info")));
+
+    plugins::registry registry(&host);
+    for (const fs::path &dir : plugin_dirs(doc, schema)) registry.load_directory(dir);
+    for (const auto &[name, keys] : registry.config_tables()) schema.add_plugin_table(name, keys.first, keys.second);
+
+    if (cl.help || cl.subcommand == "help") {
+        std::cout << k_usage << "\n" << schema.help_text();
+        return 0;
+    }
+    for (std::string a : config::resolve_flags(cl, schema)) {
+        // A model path given on the command line is relative to the working directory, not the config file.
+        if (a.rfind("model.path=", 0) == 0) {
+            fs::path p(a.substr(11));
+            if (!p.is_absolute()) a = "model.path=" + fs::absolute(p).lexically_normal().string();
+        }
+        doc.set_override(a, "command line");
+    }
+    doc.validate(schema);
+    log::set_level(parse_level(doc.get_string("engine", "log_level", schema).value_or("info")));
+
+    if (cl.subcommand == "plugins") {
+        std::cout << registry.format_listing();
+        for (const auto &r : registry.rejections()) std::cout << "refused: " << r.path << ": " << r.reason << "\n";
+        return 0;
+    }
+    return run_frontend(registry, &host, doc, schema);
+}
+
+} // namespace
+
+} // namespace strata::app
+
+int main(int argc, char **argv) {
+    try {
+        return strata::app::main_impl(argc, argv);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 2;
+    }
+}

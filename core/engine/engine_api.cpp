@@ -1,0 +1,99 @@
+#include "engine/engine_api.hpp"
+
+#include <cstring>
+#include <exception>
+
+namespace strata::engine {
+
+namespace {
+
+engine &self(strata_engine *e) { return *reinterpret_cast<engine *>(e); }
+
+int32_t report(strata_status *st, int32_t code, const char *what) {
+    if (st != nullptr) {
+        st->code = code;
+        std::snprintf(st->message, sizeof st->message, "%s", what);
+    }
+    return code;
+}
+
+// Runs f, turning exceptions into a status so none crosses into the frontend plugin.
+template <class F> int32_t guard(strata_status *st, F &&f) noexcept {
+    try {
+        f();
+        return STRATA_OK;
+    } catch (const std::exception &e) {
+        return report(st, STRATA_ERR_INVALID_ARGUMENT, e.what());
+    } catch (...) {
+        return report(st, STRATA_ERR_INTERNAL, "unknown error");
+    }
+}
+
+int32_t api_submit(strata_engine *e, const strata_request *req, strata_request_id *id, strata_status *st) {
+    if (req == nullptr || id == nullptr) return report(st, STRATA_ERR_INVALID_ARGUMENT, "submit: null request");
+    return guard(st, [&] { *id = self(e).submit(*req); });
+}
+
+int32_t api_wait(strata_engine *e, strata_request_id id, strata_request_result *result, strata_status *st) {
+    return guard(st, [&] {
+        strata_request_result r = self(e).wait(id);
+        if (result != nullptr) *result = r;
+    });
+}
+
+void api_cancel(strata_engine *e, strata_request_id id) {
+    try {
+        self(e).cancel(id);
+    } catch (...) {
+    }
+}
+
+void api_get_stats(strata_engine *e, strata_engine_stats *out) {
+    if (out != nullptr) *out = self(e).stats();
+}
+
+int32_t api_tokenize(strata_engine *e, const char *text, int32_t add_bos, int32_t *ids, int32_t cap, int32_t *n,
+                     strata_status *st) {
+    return guard(st, [&] {
+        std::vector<int32_t> toks = self(e).tokenizer().encode(text ? text : "", add_bos != 0);
+        const int32_t count = static_cast<int32_t>(toks.size());
+        if (ids != nullptr) std::memcpy(ids, toks.data(), sizeof(int32_t) * static_cast<size_t>(std::min(count, cap)));
+        if (n != nullptr) *n = count;
+    });
+}
+
+int32_t api_detokenize(strata_engine *e, const int32_t *ids, int32_t n_ids, char *text, int32_t cap, int32_t *n,
+                       strata_status *st) {
+    return guard(st, [&] {
+        const auto &tok = self(e).tokenizer();
+        for (int32_t i = 0; i < n_ids; ++i) {
+            if (ids[i] < 0 || ids[i] >= tok.n_vocab()) throw std::runtime_error("token id out of range");
+        }
+        std::string s = tok.decode(std::span<const int32_t>(ids, static_cast<size_t>(n_ids)));
+        const int32_t len = static_cast<int32_t>(s.size());
+        if (text != nullptr) std::memcpy(text, s.data(), static_cast<size_t>(std::min(len, cap)));
+        if (n != nullptr) *n = len;
+    });
+}
+
+const char *api_model_name(strata_engine *e) { return self(e).model_name().c_str(); }
+int32_t api_max_model_len(strata_engine *e) { return self(e).max_model_len(); }
+
+} // namespace
+
+strata_engine_api make_engine_api(engine &e) {
+    strata_engine_api api{};
+    api.struct_size = sizeof api;
+    api.engine = reinterpret_cast<strata_engine *>(&e);
+    api.submit = api_submit;
+    api.wait = api_wait;
+    api.cancel = api_cancel;
+    api.get_stats = api_get_stats;
+    api.tokenize = api_tokenize;
+    api.detokenize = api_detokenize;
+    api.model_name = api_model_name;
+    api.max_model_len = api_max_model_len;
+    return api;
+}
+
+} // namespace strata::engine

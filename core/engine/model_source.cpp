@@ -1,0 +1,66 @@
+#include "engine/model_source.hpp"
+
+namespace strata::engine {
+
+model_source::model_source(const gguf::file &file, const plugins::registry &registry, const strata_host_services *host)
+    : file_(file), registry_(registry) {
+    view_.struct_size = sizeof view_;
+    view_.ctx = this;
+    view_.get_u64 = &model_source::get_u64;
+    view_.get_f64 = &model_source::get_f64;
+    view_.get_str = &model_source::get_str;
+    view_.get_tensor = &model_source::get_tensor;
+    view_.host = host;
+}
+
+int32_t model_source::get_u64(void *ctx, const char *key, uint64_t *out) {
+    auto *self = static_cast<model_source *>(ctx);
+    if (auto v = self->file_.get_uint(key)) {
+        *out = *v;
+        return 1;
+    }
+    return 0;
+}
+
+int32_t model_source::get_f64(void *ctx, const char *key, double *out) {
+    auto *self = static_cast<model_source *>(ctx);
+    if (auto v = self->file_.get_float(key)) {
+        *out = *v;
+        return 1;
+    }
+    return 0;
+}
+
+int32_t model_source::get_str(void *ctx, const char *key, const char **out) {
+    auto *self = static_cast<model_source *>(ctx);
+    if (auto v = self->file_.get_string(key)) {
+        *out = v->data(); // the reader keeps strings NUL-terminated
+        return 1;
+    }
+    return 0;
+}
+
+int32_t model_source::get_tensor(void *ctx, const char *name, strata_tensor_view *out) {
+    auto *self = static_cast<model_source *>(ctx);
+    const gguf::tensor_info *t = self->file_.find_tensor(name);
+    if (t == nullptr) return 0;
+    strata_tensor_view v{};
+    v.struct_size = sizeof v;
+    v.ggml_type = t->type;
+    v.data = t->data;
+    v.cols = t->ne[0];
+    v.rows = 1;
+    for (uint32_t i = 1; i < t->n_dims; ++i) v.rows *= t->ne[i];
+    v.name = t->name.c_str();
+    auto q = self->registry_.find_quant_by_type(t->type);
+    v.quant = q.desc; // nullptr when no plugin provides the type; the architecture reports it
+    if (q.desc != nullptr) {
+        v.row_bytes = v.cols / q.desc->block_elems * q.desc->block_bytes;
+    } else if (const gguf::type_traits *tr = gguf::ggml_type_traits(t->type)) {
+        v.row_bytes = v.cols / tr->block_elems * tr->block_bytes;
+    }
+    *out = v;
+    return 1;
+}
+
+} // namespace strata::engine

@@ -1,0 +1,28 @@
+// Adapts an open GGUF file plus the quant plugins to the C `strata_model_source` a model_arch plugin reads.
+#pragma once
+
+#include "gguf/gguf_file.hpp"
+#include "plugin_host/registry.hpp"
+
+#include <strata/plugin_abi.h>
+
+namespace strata::engine {
+
+class model_source {
+  public:
+    // Both references are borrowed and must outlive this object (and the model created from it).
+    model_source(const gguf::file &file, const plugins::registry &registry, const strata_host_services *host);
+    const strata_model_source *view() const { return &view_; }
+
+  private:
+    static int32_t get_u64(void *ctx, const char *key, uint64_t *out);
+    static int32_t get_f64(void *ctx, const char *key, double *out);
+    static int32_t get_str(void *ctx, const char *key, const char **out);
+    static int32_t get_tensor(void *ctx, const char *name, strata_tensor_view *out);
+
+    const gguf::file &file_;
+    const plugins::registry &registry_;
+    strata_model_source view_{};
+};
+
+} // namespace strata::engine

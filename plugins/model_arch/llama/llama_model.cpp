@@ -1,0 +1,256 @@
+#include "llama_model.hpp"
+
+#include <strata/plugin.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace strata::llama {
+
+namespace {
+
+std::string fmt_shape(const strata_tensor_view &t) {
+    return "[" + std::to_string(t.cols) + ", " + std::to_string(t.rows) + "]";
+}
+
+uint64_t meta_u64(const strata_model_source *src, const std::string &key, bool required, uint64_t fallback) {
+    uint64_t v = 0;
+    if (src->get_u64(src->ctx, key.c_str(), &v)) return v;
+    if (required) throw std::runtime_error("missing required metadata key '" + key + "'");
+    return fallback;
+}
+
+double meta_f64(const strata_model_source *src, const std::string &key, double fallback) {
+    double v = 0;
+    if (src->get_f64(src->ctx, key.c_str(), &v)) return v;
+    return fallback;
+}
+
+// Looks up a weight and checks its GGUF shape [cols (ne0), rows (ne1)].
+strata_tensor_view tensor(const strata_model_source *src, const std::string &name, int64_t cols, int64_t rows,
+                          bool required = true, bool *found = nullptr) {
+    strata_tensor_view t{};
+    t.struct_size = sizeof t;
+    if (!src->get_tensor(src->ctx, name.c_str(), &t)) {
+        if (found) *found = false;
+        if (!required) return t;
+        throw std::runtime_error("missing tensor '" + name + "'; the file is not a complete Llama model");
+    }
+    if (found) *found = true;
+    if (t.cols != cols || t.rows != rows) {
+        throw std::runtime_error("tensor '" + name + "' has shape " + fmt_shape(t) + ", expected [" +
+                                 std::to_string(cols) + ", " + std::to_string(rows) +
+                                 "] from the model's hyperparameters");
+    }
+    if (t.quant == nullptr) throw std::runtime_error("tensor '" + name + "' has a type no quant plugin provides");
+    return t;
+}
+
+} // namespace
+
+model *load(const strata_model_source *src) {
+    auto m = std::make_unique<model>();
+    const char *arch_c = nullptr;
+    std::string arch = "llama";
+    if (src->get_str(src->ctx, "general.architecture", &arch_c) && arch_c) arch = arch_c;
+    const std::string p = arch + ".";
+    strata_model_hparams &hp = m->hp;
+    hp.struct_size = sizeof hp;
+    hp.n_embd = static_cast<int32_t>(meta_u64(src, p + "embedding_length", true, 0));
+    hp.n_layer = static_cast<int32_t>(meta_u64(src, p + "block_count", true, 0));
+    hp.n_head = static_cast<int32_t>(meta_u64(src, p + "attention.head_count", true, 0));
+    hp.n_head_kv = static_cast<int32_t>(meta_u64(src, p + "attention.head_count_kv", false, hp.n_head));
+    hp.n_ff = static_cast<int32_t>(meta_u64(src, p + "feed_forward_length", true, 0));
+    hp.n_ctx_train = static_cast<int32_t>(meta_u64(src, p + "context_length", false, 2048));
+    hp.norm_eps = static_cast<float>(meta_f64(src, p + "attention.layer_norm_rms_epsilon", 1e-5));
+    hp.rope_theta = static_cast<float>(meta_f64(src, p + "rope.freq_base", 10000.0));
+    if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_ff <= 0 ||
+        hp.n_embd > (1 << 20) || hp.n_layer > 4096 || hp.n_ff > (1 << 22)) {
+        throw std::runtime_error("implausible hyperparameters (embedding_length " + std::to_string(hp.n_embd) +
+                                 ", block_count " + std::to_string(hp.n_layer) + ", head_count " +
+                                 std::to_string(hp.n_head) + ", feed_forward_length " + std::to_string(hp.n_ff) + ")");
+    }
+    if (hp.n_embd % hp.n_head != 0 || hp.n_head % hp.n_head_kv != 0) {
+        throw std::runtime_error("head_count " + std::to_string(hp.n_head) + " must divide embedding_length " +
+                                 std::to_string(hp.n_embd) + " and be a multiple of head_count_kv " +
+                                 std::to_string(hp.n_head_kv));
+    }
+    hp.head_dim = static_cast<int32_t>(meta_u64(src, p + "attention.key_length", false, hp.n_embd / hp.n_head));
+    hp.rope_dims = static_cast<int32_t>(meta_u64(src, p + "rope.dimension_count", false, hp.head_dim));
+    if (hp.rope_dims <= 0 || hp.rope_dims > hp.head_dim || hp.rope_dims % 2 != 0) {
+        throw std::runtime_error("rope.dimension_count " + std::to_string(hp.rope_dims) +
+                                 " must be even and at most the head size " + std::to_string(hp.head_dim));
+    }
+    // Llama GGUFs store Q/K permuted for adjacent-pair rotation (llama.cpp's LLAMA_ROPE_TYPE_NORM).
+    hp.rope_mode = STRATA_ROPE_PAIRS;
+
+    const int64_t d = hp.n_embd;
+    const int64_t dq = static_cast<int64_t>(hp.n_head) * hp.head_dim;
+    const int64_t dkv = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
+    strata_tensor_view probe{};
+    probe.struct_size = sizeof probe;
+    if (!src->get_tensor(src->ctx, "token_embd.weight", &probe)) {
+        throw std::runtime_error("missing tensor 'token_embd.weight'; the file is not a complete Llama model");
+    }
+    uint64_t n_vocab = meta_u64(src, p + "vocab_size", false, static_cast<uint64_t>(probe.rows));
+    hp.n_vocab = static_cast<int32_t>(n_vocab);
+    m->tok_embd = tensor(src, "token_embd.weight", d, hp.n_vocab);
+    m->output_norm = tensor(src, "output_norm.weight", d, 1);
+    bool has_output = false;
+    m->output = tensor(src, "output.weight", d, hp.n_vocab, false, &has_output);
+    if (!has_output) m->output = m->tok_embd; // tied classifier, as llama.cpp does when output.weight is absent
+    m->layers.resize(static_cast<size_t>(hp.n_layer));
+    for (int32_t l = 0; l < hp.n_layer; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        layer_weights &w = m->layers[static_cast<size_t>(l)];
+        w.attn_norm = tensor(src, b + "attn_norm.weight", d, 1);
+        w.wq = tensor(src, b + "attn_q.weight", d, dq);
+        w.wk = tensor(src, b + "attn_k.weight", d, dkv);
+        w.wv = tensor(src, b + "attn_v.weight", d, dkv);
+        w.wo = tensor(src, b + "attn_output.weight", dq, d);
+        w.ffn_norm = tensor(src, b + "ffn_norm.weight", d, 1);
+        w.w_gate = tensor(src, b + "ffn_gate.weight", d, hp.n_ff);
+        w.w_up = tensor(src, b + "ffn_up.weight", d, hp.n_ff);
+        w.w_down = tensor(src, b + "ffn_down.weight", hp.n_ff, d);
+        for (const strata_tensor_view *norm : {&w.attn_norm, &w.ffn_norm}) {
+            if (norm->ggml_type != 0) throw std::runtime_error(b + " norm weights must be F32");
+        }
+    }
+    if (m->output_norm.ggml_type != 0) throw std::runtime_error("output_norm.weight must be F32");
+    return m.release();
+}
+
+namespace {
+
+// Offsets (in floats) of each activation buffer inside the host-provided workspace.
+struct workspace_layout {
+    size_t x, xb, q, k, v, attn, gate, up, last, total;
+};
+
+workspace_layout layout(const strata_model_hparams &hp, int32_t n) {
+    const size_t N = static_cast<size_t>(n);
+    const size_t d = static_cast<size_t>(hp.n_embd);
+    const size_t dq = static_cast<size_t>(hp.n_head) * static_cast<size_t>(hp.head_dim);
+    const size_t dkv = static_cast<size_t>(hp.n_head_kv) * static_cast<size_t>(hp.head_dim);
+    const size_t ff = static_cast<size_t>(hp.n_ff);
+    workspace_layout w{};
+    size_t off = 0;
+    // Each buffer starts on a 64-byte boundary (16 floats) for aligned SIMD loads.
+    auto take = [&](size_t floats) {
+        size_t at = off;
+        off += (floats + 15) / 16 * 16;
+        return at;
+    };
+    w.x = take(N * d);
+    w.xb = take(N * std::max(d, dq));
+    w.q = take(N * dq);
+    w.k = take(N * dkv);
+    w.v = take(N * dkv);
+    w.attn = take(N * dq);
+    w.gate = take(N * ff);
+    w.up = take(N * ff);
+    w.last = take(d);
+    w.total = off;
+    return w;
+}
+
+} // namespace
+
+uint64_t workspace_bytes(const model &m, int32_t n_tokens) {
+    return static_cast<uint64_t>(layout(m.hp, n_tokens).total) * sizeof(float) + 64;
+}
+
+int32_t forward(const model &m, const strata_forward_args *a, strata_status *st) {
+    using strata::plugin::fail;
+    const strata_model_hparams &hp = m.hp;
+    if (a == nullptr || a->device_ops == nullptr || a->tokens == nullptr || a->positions == nullptr ||
+        a->n_tokens <= 0 || a->k_cache == nullptr || a->v_cache == nullptr || a->logits == nullptr) {
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: missing arguments");
+    }
+    const int32_t n = a->n_tokens;
+    if (a->workspace == nullptr || a->workspace_size < workspace_bytes(m, n)) {
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: workspace of %llu bytes is smaller than %llu",
+                    static_cast<unsigned long long>(a->workspace_size),
+                    static_cast<unsigned long long>(workspace_bytes(m, n)));
+    }
+    for (int32_t t = 0; t < n; ++t) {
+        if (a->positions[t] < 0 || a->positions[t] >= a->n_ctx) {
+            return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: position %d outside the KV cache of %d",
+                        a->positions[t], a->n_ctx);
+        }
+    }
+    const strata_device_desc *ops = a->device_ops;
+    strata_device *dev = a->device;
+    const workspace_layout L = layout(hp, n);
+    float *base = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(a->workspace) + 63) & ~uintptr_t{63});
+    float *x = base + L.x, *xb = base + L.xb, *q = base + L.q, *k = base + L.k, *v = base + L.v;
+    float *attn = base + L.attn, *gate = base + L.gate, *up = base + L.up, *last = base + L.last;
+    const int32_t d = hp.n_embd;
+    const int32_t dq = hp.n_head * hp.head_dim;
+    const int32_t dkv = hp.n_head_kv * hp.head_dim;
+    const int64_t nd = static_cast<int64_t>(n) * d;
+
+#define STRATA_TRY(call)                                                                                               \
+    do {                                                                                                               \
+        int32_t rc_ = (call);                                                                                          \
+        if (rc_ != STRATA_OK) return rc_;                                                                              \
+    } while (0)
+
+    STRATA_TRY(ops->embedding(dev, &m.tok_embd, a->tokens, n, x, st));
+    for (int32_t l = 0; l < hp.n_layer; ++l) {
+        if (a->layer_begin) STRATA_TRY(a->layer_begin(a->user, l, st));
+        const layer_weights &w = m.layers[static_cast<size_t>(l)];
+        // Attention block.
+        STRATA_TRY(ops->rms_norm(dev, x, static_cast<const float *>(w.attn_norm.data), n, d, hp.norm_eps, xb, st));
+        STRATA_TRY(ops->matmul(dev, &w.wq, xb, n, q, st));
+        STRATA_TRY(ops->matmul(dev, &w.wk, xb, n, k, st));
+        STRATA_TRY(ops->matmul(dev, &w.wv, xb, n, v, st));
+        STRATA_TRY(ops->rope(dev, q, n, hp.n_head, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta,
+                             hp.rope_mode, st));
+        STRATA_TRY(ops->rope(dev, k, n, hp.n_head_kv, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta,
+                             hp.rope_mode, st));
+        float *kc = a->k_cache[l];
+        float *vc = a->v_cache[l];
+        for (int32_t t = 0; t < n; ++t) {
+            const size_t row = static_cast<size_t>(a->positions[t]) * static_cast<size_t>(dkv);
+            std::memcpy(kc + row, k + static_cast<size_t>(t) * dkv, sizeof(float) * static_cast<size_t>(dkv));
+            std::memcpy(vc + row, v + static_cast<size_t>(t) * dkv, sizeof(float) * static_cast<size_t>(dkv));
+        }
+        strata_attention_args aa{};
+        aa.struct_size = sizeof aa;
+        aa.n_tokens = n;
+        aa.n_heads = hp.n_head;
+        aa.n_kv_heads = hp.n_head_kv;
+        aa.head_dim = hp.head_dim;
+        aa.kv_row_stride = dkv;
+        aa.positions = a->positions;
+        aa.q = q;
+        aa.k_cache = kc;
+        aa.v_cache = vc;
+        aa.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+        aa.out = attn;
+        STRATA_TRY(ops->attention(dev, &aa, st));
+        STRATA_TRY(ops->matmul(dev, &w.wo, attn, n, xb, st));
+        STRATA_TRY(ops->add(dev, x, xb, nd, x, st));
+        // Feed-forward block (SwiGLU).
+        STRATA_TRY(ops->rms_norm(dev, x, static_cast<const float *>(w.ffn_norm.data), n, d, hp.norm_eps, xb, st));
+        STRATA_TRY(ops->matmul(dev, &w.w_gate, xb, n, gate, st));
+        STRATA_TRY(ops->matmul(dev, &w.w_up, xb, n, up, st));
+        STRATA_TRY(ops->swiglu(dev, gate, up, static_cast<int64_t>(n) * hp.n_ff, gate, st));
+        STRATA_TRY(ops->matmul(dev, &w.w_down, gate, n, xb, st));
+        STRATA_TRY(ops->add(dev, x, xb, nd, x, st));
+    }
+    // Only the last token's logits are needed for generation.
+    const float *x_last = x + static_cast<size_t>(n - 1) * d;
+    STRATA_TRY(ops->rms_norm(dev, x_last, static_cast<const float *>(m.output_norm.data), 1, d, hp.norm_eps, last, st));
+    STRATA_TRY(ops->matmul(dev, &m.output, last, 1, a->logits, st));
+#undef STRATA_TRY
+    (void)dq;
+    return STRATA_OK;
+}
+
+} // namespace strata::llama

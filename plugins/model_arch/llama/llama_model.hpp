@@ -1,0 +1,30 @@
+// The Llama forward pass expressed in a device's ops. Shapes and names follow llama.cpp's GGUF conventions.
+#pragma once
+
+#include <strata/plugin_abi.h>
+
+#include <string>
+#include <vector>
+
+namespace strata::llama {
+
+struct layer_weights {
+    strata_tensor_view attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down;
+};
+
+struct model {
+    strata_model_hparams hp{};
+    strata_tensor_view tok_embd{}, output_norm{}, output{};
+    std::vector<layer_weights> layers;
+    std::vector<std::string> tensor_names; // storage for names handed out in views
+};
+
+// Reads hyperparameters and resolves every tensor, checking shapes; throws std::runtime_error with a clear message.
+model *load(const strata_model_source *src);
+
+uint64_t workspace_bytes(const model &m, int32_t n_tokens);
+
+// Returns a strata_code; fills st on failure.
+int32_t forward(const model &m, const strata_forward_args *args, strata_status *st);
+
+} // namespace strata::llama

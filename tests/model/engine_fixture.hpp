@@ -1,0 +1,87 @@
+// Shared set-up for tests that run real models: a registry over the built plugins and an engine on a GGUF file.
+#pragma once
+
+#include "engine/engine.hpp"
+#include "plugin_host/registry.hpp"
+
+#include <strata/plugin_abi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace strata::testing {
+
+inline std::string shared_path(const std::string &rel) { return std::string(STRATA_SHARED_DIR) + "/" + rel; }
+
+inline const strata_host_services *test_host() {
+    static strata_host_services h = [] {
+        strata_host_services x{};
+        x.struct_size = sizeof x;
+        x.host_abi_major = STRATA_ABI_MAJOR;
+        x.host_abi_minor = STRATA_ABI_MINOR;
+        return x;
+    }();
+    return &h;
+}
+
+inline plugins::registry &test_registry() {
+    static plugins::registry r = [] {
+        plugins::registry reg(test_host());
+        reg.load_directory(STRATA_PLUGIN_DIR);
+        return reg;
+    }();
+    return r;
+}
+
+struct generation_result {
+    std::vector<int32_t> prompt;
+    std::vector<int32_t> tokens;
+    std::string text;
+    strata_request_result result{};
+};
+
+inline void collect(void *user, const strata_token_event *ev) {
+    auto *g = static_cast<generation_result *>(user);
+    if (ev->token < 0) return;
+    g->tokens.push_back(ev->token);
+    g->text.append(ev->piece, static_cast<size_t>(ev->piece_len));
+}
+
+inline strata_sampling_params greedy(int32_t max_tokens) {
+    strata_sampling_params p{};
+    p.struct_size = sizeof p;
+    p.temperature = 0.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.repetition_penalty = 1.0f;
+    p.max_tokens = max_tokens;
+    return p;
+}
+
+inline generation_result generate(engine::engine &e, const std::string &prompt, strata_sampling_params sp) {
+    generation_result g;
+    g.prompt = e.tokenizer().encode(prompt, true);
+    strata_request req{};
+    req.struct_size = sizeof req;
+    req.prompt_tokens = g.prompt.data();
+    req.n_prompt_tokens = static_cast<int32_t>(g.prompt.size());
+    req.sampling = sp;
+    req.on_token = collect;
+    req.user = &g;
+    g.result = e.wait(e.submit(req));
+    return g;
+}
+
+inline std::unique_ptr<engine::engine> make_engine(const std::string &model, int32_t max_model_len = 0,
+                                                   int32_t prefill_chunk = 256) {
+    engine::engine_options o;
+    o.model_path = model;
+    o.max_model_len = max_model_len;
+    o.prefill_chunk = prefill_chunk;
+    o.device = "cpu";
+    return std::make_unique<engine::engine>(test_registry(), test_host(), o);
+}
+
+} // namespace strata::testing

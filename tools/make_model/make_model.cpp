@@ -1,0 +1,208 @@
+// make-model: writes a Llama-shaped GGUF with seeded random weights, for tests and benchmarks at sizes the real model
+// lacks. Quantized types go through the quant plugins' reference quantizers, so the file is what the runtime reads.
+//
+//   make-model --out F.gguf [--dim 768 --layers 12 --heads 12 --kv-heads 12 --ff 2048 --ctx 1024]
+//              [--type f32|f16|bf16|q8_0|q4_0] [--seed 1] [--vocab-from VOCAB.gguf] [--untied]
+//
+// The vocabulary (tokens, scores, types, BOS/EOS) is copied from --vocab-from (default: llama.cpp's Llama 2 SPM
+// vocab in ../shared/models/vocab), which also fixes the vocabulary size.
+#include "common/error.hpp"
+#include "gguf/gguf_file.hpp"
+#include "plugin_host/registry.hpp"
+
+#include <boost/dll/runtime_symbol_info.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct options {
+    std::string out;
+    int64_t dim = 768, layers = 12, heads = 12, kv_heads = 12, ff = 2048, ctx = 1024;
+    std::string type = "q8_0";
+    uint64_t seed = 1;
+    std::string vocab_from;
+    bool untied = false;
+};
+
+// splitmix64: fast, seedable, identical everywhere (std distributions are not).
+struct rng {
+    uint64_t s;
+    uint64_t next() {
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; } // [-1, 1)
+};
+
+[[noreturn]] void usage(const char *why) {
+    std::fprintf(stderr,
+                 "make-model: %s\nusage: make-model --out F.gguf [--dim N --layers N --heads N --kv-heads N --ff N "
+                 "--ctx N] [--type f32|f16|bf16|q8_0|q4_0] [--seed N] [--vocab-from VOCAB.gguf] [--untied]\n",
+                 why);
+    std::exit(2);
+}
+
+options parse(int argc, char **argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) usage(("missing value for " + a).c_str());
+            return argv[++i];
+        };
+        auto num = [&]() -> int64_t {
+            std::string v = val();
+            char *end = nullptr;
+            long long n = std::strtoll(v.c_str(), &end, 10);
+            if (end == v.c_str() || *end != '\0' || n <= 0) usage((a + " needs a positive integer, got " + v).c_str());
+            return n;
+        };
+        if (a == "--out") o.out = val();
+        else if (a == "--dim") o.dim = num();
+        else if (a == "--layers") o.layers = num();
+        else if (a == "--heads") o.heads = num();
+        else if (a == "--kv-heads") o.kv_heads = num();
+        else if (a == "--ff") o.ff = num();
+        else if (a == "--ctx") o.ctx = num();
+        else if (a == "--type") o.type = val();
+        else if (a == "--seed") o.seed = static_cast<uint64_t>(num());
+        else if (a == "--vocab-from") o.vocab_from = val();
+        else if (a == "--untied") o.untied = true;
+        else if (a == "--help" || a == "-h") usage("help");
+        else usage(("unknown option " + a).c_str());
+    }
+    if (o.out.empty()) usage("--out is required");
+    if (o.dim % o.heads != 0 || o.heads % o.kv_heads != 0) usage("heads must divide dim and be a multiple of kv-heads");
+    if ((o.dim / o.heads) % 2 != 0) usage("head size (dim / heads) must be even for RoPE");
+    return o;
+}
+
+uint32_t ggml_type_of(const std::string &t) {
+    static const std::map<std::string, uint32_t> types = {{"f32", 0}, {"f16", 1}, {"q4_0", 2}, {"q8_0", 8}, {"bf16", 30}};
+    auto it = types.find(t);
+    if (it == types.end()) usage(("unknown --type " + t + " (f32, f16, bf16, q8_0, q4_0)").c_str());
+    return it->second;
+}
+
+} // namespace
+
+int main(int argc, char **argv) try {
+    options o = parse(argc, argv);
+    namespace fs = std::filesystem;
+    const fs::path exe_dir = boost::dll::program_location().parent_path().string();
+    if (o.vocab_from.empty()) {
+        o.vocab_from = (exe_dir / ".." / ".." / ".." / "shared" / "models" / "vocab" / "ggml-vocab-llama-spm.gguf").string();
+#ifdef STRATA_SHARED_DIR
+        o.vocab_from = std::string(STRATA_SHARED_DIR) + "/models/vocab/ggml-vocab-llama-spm.gguf";
+#endif
+    }
+    strata_host_services host{};
+    host.struct_size = sizeof host;
+    host.host_abi_major = STRATA_ABI_MAJOR;
+    host.host_abi_minor = STRATA_ABI_MINOR;
+    strata::plugins::registry registry(&host);
+    registry.load_directory(exe_dir.parent_path() / "plugins");
+    if (const char *env = std::getenv("STRATA_PLUGIN_PATH")) registry.load_directory(env);
+
+    const uint32_t wtype = ggml_type_of(o.type);
+    auto quant = registry.find_quant_by_type(wtype);
+    auto f32 = registry.find_quant_by_type(0);
+    if (quant.desc == nullptr || f32.desc == nullptr) {
+        strata::fail("no quant plugin provides type {} (looked in {}/plugins and $STRATA_PLUGIN_PATH)", o.type,
+                     exe_dir.parent_path().string());
+    }
+
+    strata::gguf::file vocab = strata::gguf::file::open(o.vocab_from);
+    auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
+    auto scores = vocab.get_float_array("tokenizer.ggml.scores");
+    auto types = vocab.get_int_array("tokenizer.ggml.token_type");
+    if (!tokens || !scores || !types) strata::fail("{}: no SPM vocabulary (tokenizer.ggml.tokens/scores/token_type)", o.vocab_from);
+    const int64_t n_vocab = static_cast<int64_t>(tokens->size());
+
+    strata::gguf::writer w;
+    w.add_string("general.architecture", "llama");
+    w.add_string("general.name", "strata-make-model-" + o.type);
+    w.add_u32("general.file_type", wtype == 0 ? 0 : wtype == 1 ? 1 : wtype == 8 ? 7 : wtype == 2 ? 2 : 32);
+    w.add_u32("general.quantization_version", 2);
+    w.add_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+    w.add_u32("llama.context_length", static_cast<uint32_t>(o.ctx));
+    w.add_u32("llama.embedding_length", static_cast<uint32_t>(o.dim));
+    w.add_u32("llama.block_count", static_cast<uint32_t>(o.layers));
+    w.add_u32("llama.feed_forward_length", static_cast<uint32_t>(o.ff));
+    w.add_u32("llama.attention.head_count", static_cast<uint32_t>(o.heads));
+    w.add_u32("llama.attention.head_count_kv", static_cast<uint32_t>(o.kv_heads));
+    w.add_u32("llama.rope.dimension_count", static_cast<uint32_t>(o.dim / o.heads));
+    w.add_f32("llama.rope.freq_base", 10000.0f);
+    w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    w.add_string("tokenizer.ggml.model", "llama");
+    w.add_string_array("tokenizer.ggml.tokens", std::vector<std::string>(tokens->begin(), tokens->end()));
+    w.add_f32_array("tokenizer.ggml.scores", *scores);
+    std::vector<int32_t> types32(types->begin(), types->end());
+    w.add_i32_array("tokenizer.ggml.token_type", types32);
+    for (const char *k : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id"}) {
+        if (auto v = vocab.get_uint(k)) w.add_u32(k, static_cast<uint32_t>(*v));
+    }
+    w.add_bool("tokenizer.ggml.add_bos_token", true);
+    w.add_bool("tokenizer.ggml.add_eos_token", false);
+
+    rng r{o.seed};
+    std::vector<float> row;
+    // A matrix of `rows` rows of `cols`: uniform in ±1/sqrt(cols) so activations keep unit scale through the layers.
+    auto matrix = [&](const std::string &name, int64_t cols, int64_t rows, uint32_t type) {
+        auto q = type == 0 ? f32 : quant;
+        if (cols % q.desc->block_elems != 0) q = registry.find_quant_by_type(1); // like llama.cpp: F16 when blocks don't fit
+        const int64_t row_bytes = cols / q.desc->block_elems * q.desc->block_bytes;
+        std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes * rows));
+        row.resize(static_cast<size_t>(cols));
+        const float scale = 1.0f / std::sqrt(static_cast<float>(cols));
+        for (int64_t i = 0; i < rows; ++i) {
+            for (auto &x : row) x = r.uniform() * scale * 1.7f;
+            q.desc->quantize_row(row.data(), bytes.data() + i * row_bytes, cols);
+        }
+        w.add_tensor(name, q.desc->ggml_type, {cols, rows}, std::move(bytes));
+    };
+    auto norm = [&](const std::string &name) {
+        std::vector<uint8_t> bytes(static_cast<size_t>(o.dim) * 4);
+        for (int64_t i = 0; i < o.dim; ++i) {
+            float v = 1.0f + 0.1f * r.uniform();
+            std::memcpy(bytes.data() + i * 4, &v, 4);
+        }
+        w.add_tensor(name, 0, {o.dim}, std::move(bytes));
+    };
+    const int64_t head_dim = o.dim / o.heads;
+    std::fprintf(stderr, "make-model: %s, %ld layers, dim %ld, ff %ld, vocab %ld, type %s\n", o.out.c_str(),
+                 static_cast<long>(o.layers), static_cast<long>(o.dim), static_cast<long>(o.ff),
+                 static_cast<long>(n_vocab), o.type.c_str());
+    matrix("token_embd.weight", o.dim, n_vocab, wtype);
+    for (int64_t l = 0; l < o.layers; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        norm(b + "attn_norm.weight");
+        matrix(b + "attn_q.weight", o.dim, o.dim, wtype);
+        matrix(b + "attn_k.weight", o.dim, o.kv_heads * head_dim, wtype);
+        matrix(b + "attn_v.weight", o.dim, o.kv_heads * head_dim, wtype);
+        matrix(b + "attn_output.weight", o.dim, o.dim, wtype);
+        norm(b + "ffn_norm.weight");
+        matrix(b + "ffn_gate.weight", o.dim, o.ff, wtype);
+        matrix(b + "ffn_down.weight", o.ff, o.dim, wtype);
+        matrix(b + "ffn_up.weight", o.dim, o.ff, wtype);
+        std::fprintf(stderr, "\rmake-model: layer %ld/%ld", static_cast<long>(l + 1), static_cast<long>(o.layers));
+    }
+    std::fprintf(stderr, "\n");
+    norm("output_norm.weight");
+    if (o.untied) matrix("output.weight", o.dim, n_vocab, wtype);
+    w.write(o.out);
+    std::fprintf(stderr, "make-model: wrote %s\n", o.out.c_str());
+    return 0;
+} catch (const std::exception &e) {
+    std::fprintf(stderr, "make-model: error: %s\n", e.what());
+    return 1;
+}
