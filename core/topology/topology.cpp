@@ -165,8 +165,10 @@ machine discover() {
         m.numa.push_back({static_cast<int>(node->os_index), node->attr->numanode.local_memory, os_ids(node->cpuset)});
     }
 
-    m.total_ram = hwloc_get_root_obj(topo)->total_memory;
-    if (m.total_ram == 0) m.total_ram = meminfo_bytes("MemTotal");
+    // Some VMs and sandboxes report less memory per NUMA node than the kernel gives the process; the kernel's
+    // MemTotal is what allocations can actually use, so the larger figure wins (and a single node gets all of it).
+    m.total_ram = std::max<uint64_t>(hwloc_get_root_obj(topo)->total_memory, meminfo_bytes("MemTotal"));
+    if (m.numa.size() == 1) m.numa[0].memory_bytes = std::max(m.numa[0].memory_bytes, m.total_ram);
     if (m.numa.empty()) {
         numa_node whole{0, m.total_ram, os_ids(hwloc_get_root_obj(topo)->cpuset)};
         m.numa.push_back(std::move(whole));
