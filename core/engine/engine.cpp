@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/progress.hpp"
 #include "engine/model_source.hpp"
 #include "tokenizer/vocab_from_gguf.hpp"
 
@@ -78,6 +79,7 @@ engine::engine(const plugins::registry &registry, const strata_host_services *ho
     if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
     hp_.struct_size = sizeof hp_;
     arch_.desc->get_hparams(model_, &hp_);
+    prefault_weights();
     if (hp_.n_vocab != tokenizer_->n_vocab()) {
         fail("{}: the model has {} vocabulary rows but the tokenizer has {} tokens", opts_.model_path, hp_.n_vocab,
              tokenizer_->n_vocab());
@@ -128,6 +130,20 @@ engine::~engine() {
     }
     if (model_ != nullptr) arch_.desc->destroy(model_);
     if (device_ != nullptr) device_desc_.desc->destroy(device_);
+}
+
+// The weights are mmapped; reading them once up front (with progress) keeps page faults out of the first tokens.
+void engine::prefault_weights() {
+    const auto &ts = file_->tensors();
+    if (ts.empty()) return;
+    const uint8_t *lo = ts.front().data, *hi = ts.front().data + ts.front().n_bytes;
+    for (const auto &t : ts) {
+        lo = std::min(lo, t.data);
+        hi = std::max(hi, t.data + t.n_bytes);
+    }
+    const uint64_t bytes = static_cast<uint64_t>(hi - lo);
+    if (bytes < (uint64_t{32} << 20)) return; // small models load instantly; no progress noise
+    prefault_with_progress(lo, bytes, fmt::format("loading {:.1f} MiB of weights", static_cast<double>(bytes) / 1048576.0));
 }
 
 int32_t engine::device_threads() const {

@@ -59,6 +59,7 @@ class engine {
     const float *forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n);
 
   private:
+    void prefault_weights();
     void worker_loop();
     void run_request(request_state &r);
     void forward(const int32_t *tokens, const int32_t *positions, int32_t n);
