@@ -1,0 +1,173 @@
+// End-to-end tests of the `runtime` executable: the CLI frontend's text and JSON modes, subcommands, and the
+// errors users see for bad configs and flags. Each test runs the real binary with the real plugins.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct run_result {
+    int exit_code;
+    std::string out; // stdout only (stderr goes to a file)
+    std::string err;
+};
+
+std::string read_file(const fs::path &p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs `runtime ARGS` from the source dir with stdin from /dev/null (not a terminal: no interactive loop).
+run_result run(const std::string &args) {
+    const fs::path err = fs::temp_directory_path() / ("strata_cli_err_" + std::to_string(::getpid()));
+    const std::string cmd = "cd " STRATA_SOURCE_DIR " && " STRATA_BINARY_DIR "/bin/runtime " + args + " </dev/null 2>" +
+                            err.string();
+    run_result r{};
+    FILE *p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) return {-1, "", "popen failed"};
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    const int status = ::pclose(p);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.err = read_file(err);
+    fs::remove(err);
+    return r;
+}
+
+fs::path write_config(const std::string &name, const std::string &text) {
+    const fs::path dir = fs::path(STRATA_BINARY_DIR) / "test-configs";
+    fs::create_directories(dir);
+    const fs::path p = dir / name;
+    std::ofstream(p) << text;
+    return p;
+}
+
+const std::string k_model = std::string(STRATA_SHARED_DIR) + "/models/stories260K-f32.gguf";
+
+TEST(RuntimeCli, DemoConfigPrintsTheReferenceStory) {
+    run_result r = run("--config configs/cpu_offload.toml");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind(", there was a little girl named Lily. She loved to play outside in the park.", 0), 0u)
+        << r.out;
+}
+
+TEST(RuntimeCli, JsonOutputHasTokenIdsTextFinishReasonAndTimings) {
+    run_result r = run("--model " + k_model + " --prompt \"Once upon a time\" --temperature 0 --max-tokens 12 --output json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["prompt_tokens"], nlohmann::json({1, 403, 407, 261, 378}));
+    EXPECT_EQ(j["completion_tokens"].size(), 12u);
+    EXPECT_EQ(j["finish_reason"], "length");
+    EXPECT_EQ(j["text"].get<std::string>().rfind(", there was a little girl", 0), 0u) << j["text"];
+    EXPECT_GT(j["timings"]["decode_tokens_per_second"].get<double>(), 0.0);
+    EXPECT_GT(j["timings"]["prefill_tokens_per_second"].get<double>(), 0.0);
+}
+
+TEST(RuntimeCli, SameSeedSameTextDifferentSeedDifferentText) {
+    const std::string base = "--model " + k_model + " --prompt \"Lily\" --temperature 1.0 --max-tokens 40 --output json";
+    run_result a = run(base + " --seed 1"), b = run(base + " --seed 1"), c = run(base + " --seed 2");
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    auto ta = nlohmann::json::parse(a.out)["completion_tokens"];
+    EXPECT_EQ(ta, nlohmann::json::parse(b.out)["completion_tokens"]);
+    EXPECT_NE(ta, nlohmann::json::parse(c.out)["completion_tokens"]);
+}
+
+TEST(RuntimeCli, EmptyPromptWithoutTerminalGeneratesFromBos) {
+    run_result r = run("--model " + k_model + " --temperature 0 --max-tokens 4 --output json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["prompt_tokens"], nlohmann::json({1}));
+    EXPECT_EQ(j["text"], "Once upon a time");
+}
+
+TEST(RuntimeCli, UnknownKeyNamesFileLineAndClosestKey) {
+    fs::path cfg = write_config("typo.toml", "[model]\npath = \"x.gguf\"\n\n[sampling]\ntemprature = 0.5\n");
+    run_result r = run("--config " + cfg.string());
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("typo.toml:5"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("did you mean 'temperature'"), std::string::npos) << r.err;
+}
+
+TEST(RuntimeCli, PluginTableKeysAreValidatedToo) {
+    fs::path cfg = write_config("cpu.toml", "[cpu]\nthreds = 2\n");
+    run_result r = run("--config " + cfg.string() + " --model " + k_model);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("did you mean 'threads'"), std::string::npos) << r.err;
+}
+
+TEST(RuntimeCli, KeysOfUnbuiltMechanismsAreRejectedNotIgnored) {
+    run_result r = run("--model " + k_model + " --cpu-offload-gb 4");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("not supported yet"), std::string::npos) << r.err;
+    fs::path cfg = write_config("offload.toml", "[memory]\ncpu_offload_layers = 2\n");
+    r = run("--config " + cfg.string() + " --model " + k_model);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("offload.toml:2"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("not supported yet"), std::string::npos) << r.err;
+}
+
+TEST(RuntimeCli, UnknownFlagSuggestsTheClosest) {
+    run_result r = run("--model " + k_model + " --temprature 0");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("--temperature"), std::string::npos) << r.err;
+}
+
+TEST(RuntimeCli, SetOverridesTheConfigFile) {
+    run_result r = run("--config configs/cpu_offload.toml --set sampling.max_tokens=3 --output json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["completion_tokens"].size(), 3u);
+}
+
+TEST(RuntimeCli, MissingOrBrokenModelFileIsAClearError) {
+    run_result r = run("--model /nonexistent/model.gguf --prompt x");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+    fs::path bad = write_config("not_a_model.gguf", "this is not a gguf file at all, just text");
+    r = run("--model " + bad.string() + " --prompt x");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("not_a_model.gguf"), std::string::npos) << r.err;
+}
+
+TEST(RuntimeCli, VocabOnlyGgufIsRefusedWithAReason) {
+    run_result r = run("--model " + std::string(STRATA_SHARED_DIR) + "/models/vocab/ggml-vocab-llama-spm.gguf --prompt x");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("error:"), std::string::npos) << r.err;
+}
+
+TEST(RuntimeCli, PluginsSubcommandListsEveryKind) {
+    run_result r = run("plugins");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char *s : {"model_arch", "quant", "device", "frontend", "llama", "q8_0", "cpu", "cli", "MIT"}) {
+        EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+    }
+}
+
+TEST(RuntimeCli, TopologySubcommandPrintsTextAndJson) {
+    run_result t = run("topology");
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    EXPECT_NE(t.out.find("NUMA"), std::string::npos) << t.out;
+    run_result j = run("topology --json");
+    ASSERT_EQ(j.exit_code, 0) << j.err;
+    nlohmann::json parsed = nlohmann::json::parse(j.out);
+    EXPECT_GE(parsed["cores"].get<int>(), 1);
+}
+
+TEST(RuntimeCli, HelpListsFlagsWithDefaults) {
+    run_result r = run("--help");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char *s : {"--model", "--max-model-len", "--seed", "--frontend", "--threads", "--prompt", "--temperature"}) {
+        EXPECT_NE(r.out.find(s), std::string::npos) << s;
+    }
+}
+
+} // namespace
