@@ -1,0 +1,162 @@
+// tier `pinned_ram`: page-locked host memory, so weights kept here are never swapped out and a GPU device could DMA
+// from them directly.
+//
+// Key decisions:
+//  - One arena of the whole budget, mapped with mmap(MAP_POPULATE) and locked with mlock at create. Locking at
+//    create (not per region) makes the budget a promise: if the RAM cannot be locked, the user hears it at start-up
+//    with the reason (RLIMIT_MEMLOCK, usually) instead of a slow, swapping run later.
+//  - The budget is the planner's capacity_bytes; [pinned_ram] size is used only when the planner gives 0, which lets
+//    the tier be used stand-alone. It is rounded up to whole pages.
+//  - Regions are carved from the arena with the shared first-fit allocator (../common/region_allocator.hpp), aligned
+//    to 4096 bytes; map() returns their address so the CPU can compute on them in place.
+#include "../common/host_arena.hpp"
+
+#include <strata/plugin.hpp>
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <string>
+
+namespace {
+
+constexpr const char *plugin_name = "pinned_ram";
+
+using strata::tier::byte_text;
+
+struct pinned_tier {
+    void *mapping = nullptr;
+    size_t length = 0;
+    std::unique_ptr<strata::tier::host_arena> arena;
+
+    ~pinned_tier() {
+        if (mapping != nullptr) {
+            munlock(mapping, length);
+            munmap(mapping, length);
+        }
+    }
+};
+
+pinned_tier *as_tier(strata_tier *t) { return reinterpret_cast<pinned_tier *>(t); }
+
+std::string memlock_limit_text() {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0) return "unknown";
+    if (lim.rlim_cur == RLIM_INFINITY) return "unlimited";
+    return byte_text(static_cast<uint64_t>(lim.rlim_cur));
+}
+
+strata_tier *create(const strata_tier_create_args *args, strata_status *st) {
+    return strata::plugin::guarded_create<strata_tier>(st, [&]() -> strata_tier * {
+        if (args == nullptr) {
+            strata::plugin::fail(st, STRATA_ERR_INVALID_ARGUMENT, "pinned_ram: create: args is NULL");
+            return nullptr;
+        }
+        uint64_t bytes = args->capacity_bytes;
+        if (bytes == 0) bytes = static_cast<uint64_t>(strata::plugin::config(args->config).get_int("size").value_or(0));
+        if (bytes == 0) {
+            strata::plugin::fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                                 "pinned_ram: no budget: the planner gave 0 bytes and [pinned_ram] size is 0; set "
+                                 "size (e.g. size = \"8GiB\") or give this tier a budget");
+            return nullptr;
+        }
+        const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+        if (bytes > UINT64_MAX - page) bytes = UINT64_MAX - page; // mmap will refuse it below, with a clear message
+        const uint64_t length = (bytes + page - 1) / page * page;
+
+        auto t = std::make_unique<pinned_tier>();
+        void *p = mmap(nullptr, static_cast<size_t>(length), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+        if (p == MAP_FAILED) {
+            const int err = errno;
+            strata::plugin::fail(st, STRATA_ERR_OUT_OF_MEMORY, "pinned_ram: cannot map %s of RAM: %s (lower the budget)",
+                                 byte_text(length).c_str(), std::strerror(err));
+            return nullptr;
+        }
+        if (mlock(p, static_cast<size_t>(length)) != 0) {
+            const int err = errno;
+            munmap(p, static_cast<size_t>(length));
+            if (err == EPERM || err == ENOMEM || err == EAGAIN) {
+                strata::plugin::fail(st, STRATA_ERR_OUT_OF_MEMORY,
+                                     "pinned_ram: cannot lock %s of RAM: RLIMIT_MEMLOCK is %s; raise it (ulimit -l, or "
+                                     "LimitMEMLOCK= for systemd) or lower the budget (%s)",
+                                     byte_text(length).c_str(), memlock_limit_text().c_str(), std::strerror(err));
+            } else {
+                strata::plugin::fail(st, STRATA_ERR_INTERNAL, "pinned_ram: mlock of %s failed: %s",
+                                     byte_text(length).c_str(), std::strerror(err));
+            }
+            return nullptr;
+        }
+        t->mapping = p;
+        t->length = static_cast<size_t>(length);
+        t->arena = std::make_unique<strata::tier::host_arena>(plugin_name, static_cast<unsigned char *>(p), length);
+        strata::plugin::log(args->host, STRATA_LOG_DEBUG, plugin_name, "locked %s of RAM", byte_text(length).c_str());
+        strata::plugin::ok(st);
+        return reinterpret_cast<strata_tier *>(t.release()); // caller owns; frees with destroy
+    });
+}
+
+// Unmapping the arena frees every live region with it.
+void destroy(strata_tier *t) { delete as_tier(t); }
+
+uint64_t capacity(strata_tier *t) { return as_tier(t)->arena->capacity(); }
+
+int32_t region_alloc(strata_tier *t, uint64_t bytes, uint64_t *region, strata_status *st) {
+    return as_tier(t)->arena->alloc(bytes, region, st);
+}
+
+void region_free(strata_tier *t, uint64_t region) { as_tier(t)->arena->free(region); }
+
+int32_t region_write(strata_tier *t, uint64_t region, uint64_t offset, const void *src, uint64_t bytes,
+                     strata_status *st) {
+    return as_tier(t)->arena->write(region, offset, src, bytes, st);
+}
+
+int32_t region_read(strata_tier *t, uint64_t region, uint64_t offset, void *dst, uint64_t bytes, strata_status *st) {
+    return as_tier(t)->arena->read(region, offset, dst, bytes, st);
+}
+
+void *region_map(strata_tier *t, uint64_t region) { return as_tier(t)->arena->map(region); }
+
+const strata_tier_desc tier_desc = {
+    strata::plugin::make_header<strata_tier_desc>(STRATA_KIND_TIER, plugin_name, offsetof(strata_tier_desc, map)),
+    create,
+    destroy,
+    capacity,
+    region_alloc,
+    region_free,
+    region_write,
+    region_read,
+    region_map,
+};
+
+const strata_descriptor_header *const descriptors[] = {&tier_desc.header};
+
+const strata_config_key config_keys[] = {
+    {"size", STRATA_CONFIG_BYTES, "0", 0.0, 0.0,
+     "bytes of page-locked RAM when the planner gives this tier no budget (0 = use the planner's budget)", nullptr,
+     nullptr},
+};
+
+const strata_plugin_info plugin_info = {
+    sizeof(strata_plugin_info),
+    STRATA_ABI_MAJOR,
+    STRATA_ABI_MINOR,
+    static_cast<uint32_t>(std::size(descriptors)),
+    plugin_name,
+    "0.1.0",
+    "MIT",
+    "Page-locked (mlock'ed) host RAM: weights that must never be swapped out",
+    descriptors,
+    config_keys,
+    static_cast<uint32_t>(std::size(config_keys)),
+};
+
+} // namespace
+
+STRATA_PLUGIN_DEFINE(plugin_info)
