@@ -107,4 +107,39 @@ TEST_F(QuantPlugin, DotThroughThePluginMatchesReference) {
     }
 }
 
+// ABI 1.1: the block formats export the integer path; the float formats do not. Through the loaded module, the
+// integer dot of a row with quantized activations tracks the float dot (activations lose ~8 bits, as in llama.cpp).
+TEST_F(QuantPlugin, IntegerPathThroughThePlugin) {
+    EXPECT_GE(info_->abi_minor, 1u);
+    for (const char *name : {"f32", "f16", "bf16"}) {
+        const strata_quant_desc *d = find(name);
+        ASSERT_NE(d, nullptr);
+        EXPECT_FALSE(STRATA_HAS_SLOT(d, dot_act)) << name;
+        EXPECT_EQ(d->act_block_bytes, 0u) << name;
+    }
+    const int64_t n = 4096;
+    std::vector<float> w(n), x(n);
+    for (int64_t i = 0; i < n; ++i) {
+        w[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+        x[i] = std::cos(0.11f * static_cast<float>(i));
+    }
+    for (const char *name : {"q8_0", "q4_0"}) {
+        const strata_quant_desc *d = find(name);
+        ASSERT_NE(d, nullptr);
+        ASSERT_TRUE(STRATA_HAS_SLOT(d, dot_act)) << name;
+        ASSERT_TRUE(STRATA_HAS_SLOT(d, quantize_activations)) << name;
+        ASSERT_GT(d->act_block_bytes, 0u) << name;
+        std::vector<uint8_t> row(static_cast<size_t>(n / d->block_elems * d->block_bytes));
+        d->quantize_row(w.data(), row.data(), n);
+        std::vector<uint64_t> xq(static_cast<size_t>(n / d->block_elems * d->act_block_bytes / 8 + 1)); // aligned
+        d->quantize_activations(x.data(), xq.data(), n);
+        double magnitude = 0;
+        std::vector<float> deq(n);
+        d->dequantize_row(row.data(), deq.data(), n);
+        for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(static_cast<double>(deq[i]) * x[i]);
+        EXPECT_NEAR(d->dot_act(row.data(), xq.data(), n), d->dot_f32(row.data(), x.data(), n), 1e-2 * magnitude)
+            << name;
+    }
+}
+
 } // namespace

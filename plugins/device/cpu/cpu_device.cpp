@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -18,6 +19,7 @@ strata_device::strata_device(int n_threads, std::span<const int> pin_cpus, const
                              const strata_host_services *h)
     : pool(n_threads, pin_cpus), kern(k), host(h) {
     reserve_scores(strata::cpu::initial_score_positions);
+    reserve_activations(strata::cpu::initial_activation_bytes);
 }
 
 void strata_device::reserve_scores(int64_t n_positions) {
@@ -26,6 +28,15 @@ void strata_device::reserve_scores(int64_t n_positions) {
     const int64_t per_thread = (std::max(n_positions, scores_per_thread * 2) + 15) / 16 * 16;
     scores = std::make_unique<float[]>(static_cast<size_t>(per_thread * pool.size()));
     scores_per_thread = per_thread;
+}
+
+void strata_device::reserve_activations(int64_t bytes) {
+    if (bytes <= activation_bytes) return;
+    const int64_t size = (std::max(bytes, activation_bytes * 2) + 63) / 64 * 64;
+    auto *p = static_cast<unsigned char *>(std::aligned_alloc(64, static_cast<size_t>(size)));
+    if (p == nullptr) throw std::bad_alloc(); // ops report it as STRATA_ERR_OUT_OF_MEMORY through guarded()
+    activations.reset(p);
+    activation_bytes = size;
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <strata/plugin_abi.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -19,6 +20,8 @@ struct strata_device {
     // O(log n_ctx) allocations happen in a device's life; never shrinks.
     void reserve_scores(int64_t n_positions);
     float *scores_of(int thread) { return scores.get() + thread * scores_per_thread; }
+    // Makes the quantized-activation scratch (matmul's integer path) hold at least `bytes`; same growth rule.
+    void reserve_activations(int64_t bytes);
 
     strata::cpu::thread_pool pool;
     const strata::cpu::kernels &kern;
@@ -27,11 +30,21 @@ struct strata_device {
 
     std::unique_ptr<float[]> scores;
     int64_t scores_per_thread = 0;
+    // The activations of the current matmul in the weight format's activation blocks, one row per token. 64-byte
+    // aligned (the ABI asks for 16).
+    struct free_deleter {
+        void operator()(void *p) const noexcept { std::free(p); }
+    };
+    std::unique_ptr<unsigned char[], free_deleter> activations;
+    int64_t activation_bytes = 0;
 };
 
 namespace strata::cpu {
 
 // Positions the score scratch covers from create() on, so typical contexts never allocate in an op.
 constexpr int64_t initial_score_positions = 4096;
+// Quantized-activation bytes preallocated in create(): a decode step of any model up to ~60k columns (Q8_0 blocks)
+// and small batches never allocate.
+constexpr int64_t initial_activation_bytes = 64 << 10;
 
 } // namespace strata::cpu

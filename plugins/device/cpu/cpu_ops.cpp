@@ -1,5 +1,6 @@
 // Op implementations: argument checks, then a split of the work over the device's thread pool. The float math sits
-// in the kernel table (scalar or AVX2); matmul's inner loop is the quant plugin's dot_f32.
+// in the kernel table (scalar or AVX2); matmul's inner loop is the quant plugin's dot_act (integer path, when the
+// format has one) or dot_f32.
 #include "cpu_ops.hpp"
 
 #include "cpu_device_state.hpp"
@@ -76,6 +77,36 @@ int32_t check_positions(const int32_t *positions, int32_t n_tokens, const char *
 
 } // namespace
 
+namespace {
+
+// True when the weight's format offers the integer dot path (ABI 1.1): quantize x once, then integer block dots.
+bool has_integer_path(const strata_quant_desc *q) {
+    return STRATA_HAS_SLOT(q, quantize_activations) && q->act_block_bytes > 0;
+}
+
+// Splits weight rows across the pool; dot(row, t) computes y[t][row]. Rows x all tokens per chunk: a weight row is
+// read from memory once and reused for a block of tokens.
+template <class Dot>
+void run_rows(strata_device *dev, int64_t rows, int64_t cols, int32_t n_tokens, float *y, const Dot &dot) {
+    auto body = [&](int64_t r0, int64_t r1, int) noexcept {
+        for (int32_t t0 = 0; t0 < n_tokens; t0 += matmul_token_block) {
+            const int32_t t1 = std::min(n_tokens, t0 + matmul_token_block);
+            for (int64_t r = r0; r < r1; ++r)
+                for (int32_t t = t0; t < t1; ++t) y[t * rows + r] = dot(r, t);
+        }
+    };
+    const int threads = dev->pool.size();
+    int64_t grain = rows;
+    if (threads > 1 && rows * cols * n_tokens >= parallel_min_work) {
+        // A few chunks per thread for balance; smaller chunks when many tokens so a chunk stays in L2.
+        const int64_t cap = n_tokens > 1 ? 32 : 256;
+        grain = std::clamp<int64_t>(rows / (int64_t{threads} * 4), 1, cap);
+    }
+    dev->pool.parallel_for(rows, grain, body);
+}
+
+} // namespace
+
 int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, int32_t n_tokens, float *y,
                strata_status *st) {
     return guarded(st, [&]() -> int32_t {
@@ -84,29 +115,33 @@ int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, 
         if (x == nullptr || y == nullptr) return fail(st, invalid, "cpu matmul: x or y is NULL");
         if (n_tokens <= 0) return fail(st, invalid, "cpu matmul: n_tokens = %d; must be > 0", n_tokens);
 
-        const auto dot = w->quant->dot_f32;
+        const strata_quant_desc *q = w->quant;
         const auto *data = static_cast<const unsigned char *>(w->data);
         const int64_t rows = w->rows, cols = w->cols, row_bytes = w->row_bytes;
-        // Rows x all tokens per chunk: a weight row is read from memory once and reused for a block of tokens.
-        auto body = [&](int64_t r0, int64_t r1, int) noexcept {
-            for (int32_t t0 = 0; t0 < n_tokens; t0 += matmul_token_block) {
-                const int32_t t1 = std::min(n_tokens, t0 + matmul_token_block);
-                for (int64_t r = r0; r < r1; ++r) {
-                    const void *row = data + r * row_bytes;
-                    for (int32_t t = t0; t < t1; ++t) y[t * rows + r] = dot(row, x + t * cols, cols);
-                }
-            }
-        };
-
         std::lock_guard lock(dev->op_mutex);
-        const int threads = dev->pool.size();
-        int64_t grain = rows;
-        if (threads > 1 && rows * cols * n_tokens >= parallel_min_work) {
-            // A few chunks per thread for balance; smaller chunks when many tokens so a chunk stays in L2.
-            const int64_t cap = n_tokens > 1 ? 32 : 256;
-            grain = std::clamp<int64_t>(rows / (int64_t{threads} * 4), 1, cap);
+
+        if (!has_integer_path(q)) {
+            const auto dot = q->dot_f32;
+            run_rows(dev, rows, cols, n_tokens, y,
+                     [&](int64_t r, int32_t t) { return dot(data + r * row_bytes, x + t * cols, cols); });
+            ok(st);
+            return STRATA_OK;
         }
-        dev->pool.parallel_for(rows, grain, body);
+
+        // Integer path, as llama.cpp: each token's activations are quantized once into the device scratch, then
+        // every row is dotted with them in integers.
+        const int64_t act_row_bytes = cols / q->block_elems * q->act_block_bytes;
+        dev->reserve_activations(act_row_bytes * n_tokens);
+        unsigned char *xq = dev->activations.get();
+        const auto quantize = q->quantize_activations;
+        auto quantize_tokens = [&](int64_t t0, int64_t t1, int) noexcept {
+            for (int64_t t = t0; t < t1; ++t) quantize(x + t * cols, xq + t * act_row_bytes, cols);
+        };
+        dev->pool.parallel_for(n_tokens, std::max<int64_t>(1, parallel_min_work / cols), quantize_tokens);
+
+        const auto dot = q->dot_act;
+        run_rows(dev, rows, cols, n_tokens, y,
+                 [&](int64_t r, int32_t t) { return dot(data + r * row_bytes, xq + t * act_row_bytes, cols); });
         ok(st);
         return STRATA_OK;
     });

@@ -58,11 +58,19 @@ void thread_pool::stop_workers() noexcept {
     workers_.clear();
 }
 
-void thread_pool::run_chunks(int thread) noexcept {
+void thread_pool::run_chunks(int thread, uint32_t generation) noexcept {
+    uint64_t state = claim_.load(std::memory_order_acquire);
     for (;;) {
-        const int64_t begin = next_item_.fetch_add(grain_, std::memory_order_relaxed);
-        if (begin >= n_items_) return;
+        const uint32_t left = static_cast<uint32_t>(state);
+        if (static_cast<uint32_t>(state >> 32) != generation || left == 0) return;
+        if (!claim_.compare_exchange_weak(state, state - 1, std::memory_order_acq_rel, std::memory_order_acquire))
+            continue;
+        // The claimed chunk is unfinished, so the caller is still inside run() and the task fields are this task's.
+        const uint32_t total = n_chunks_;
+        const int64_t begin = static_cast<int64_t>(left - 1) * grain_;
         body_(ctx_, begin, std::min(begin + grain_, n_items_), thread);
+        if (done_chunks_.fetch_add(1, std::memory_order_acq_rel) + 1 == total) done_chunks_.notify_one();
+        state = claim_.load(std::memory_order_acquire);
     }
 }
 
@@ -80,8 +88,7 @@ void thread_pool::worker_main(int index) noexcept {
         }
         seen = gen;
         if (stopping_) return;
-        run_chunks(index);
-        if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+        run_chunks(index, gen);
     }
 }
 
@@ -92,27 +99,34 @@ void thread_pool::run(int64_t n_items, int64_t grain, body_fn body, void *ctx) n
         body(ctx, 0, n_items, 0);
         return;
     }
+    // The claim counter holds 32 bits; a loop with more chunks than that gets bigger chunks.
+    constexpr int64_t max_chunks = int64_t{1} << 30;
+    if ((n_items + grain - 1) / grain > max_chunks) grain = (n_items + max_chunks - 1) / max_chunks;
+    const auto n_chunks = static_cast<uint32_t>((n_items + grain - 1) / grain);
+
     body_ = body;
     ctx_ = ctx;
     n_items_ = n_items;
     grain_ = grain;
-    next_item_.store(0, std::memory_order_relaxed);
-    pending_.store(static_cast<int32_t>(workers_.size()), std::memory_order_relaxed);
-    // The release publishes the task fields above to every worker that observes the new generation.
-    generation_.fetch_add(1, std::memory_order_release);
+    n_chunks_ = n_chunks;
+    done_chunks_.store(0, std::memory_order_relaxed);
+    const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1; // only this thread writes it
+    // The release publishes the task fields to every thread whose claim reads this value (or a later one).
+    claim_.store(uint64_t{gen} << 32 | n_chunks, std::memory_order_release);
+    generation_.store(gen, std::memory_order_release);
     generation_.notify_all();
 
-    run_chunks(0);
+    run_chunks(0, gen);
 
-    // Wait for every worker to leave the task (not just for the items), so the caller's ctx can go out of scope.
-    int32_t left = pending_.load(std::memory_order_acquire);
-    for (int i = 0; left != 0 && i < spin_iterations; ++i) {
+    // Wait for the chunks other threads claimed; once all are done no worker can touch ctx again.
+    uint32_t done = done_chunks_.load(std::memory_order_acquire);
+    for (int i = 0; done != n_chunks && i < spin_iterations; ++i) {
         cpu_relax();
-        left = pending_.load(std::memory_order_acquire);
+        done = done_chunks_.load(std::memory_order_acquire);
     }
-    while (left != 0) {
-        pending_.wait(left, std::memory_order_acquire);
-        left = pending_.load(std::memory_order_acquire);
+    while (done != n_chunks) {
+        done_chunks_.wait(done, std::memory_order_acquire);
+        done = done_chunks_.load(std::memory_order_acquire);
     }
 }
 

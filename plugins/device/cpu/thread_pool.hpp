@@ -1,6 +1,7 @@
 // A fixed pool of worker threads for data-parallel loops, built for many tiny dispatches (an op ~10 times per layer
 // per token): workers wait on a generation counter, spinning briefly before sleeping in a futex (std::atomic::wait),
-// and the calling thread joins in as worker 0. Dispatch allocates nothing: the loop body is a function pointer plus
+// and the calling thread joins in as worker 0; it returns as soon as every chunk is done, whether or not every worker
+// woke up for the task. Dispatch allocates nothing: the loop body is a function pointer plus
 // a pointer to the caller's (stack) lambda.
 #pragma once
 
@@ -43,23 +44,27 @@ class thread_pool {
   private:
     void worker_main(int index) noexcept;
     void stop_workers() noexcept;
-    void run_chunks(int thread) noexcept;
+    void run_chunks(int thread, uint32_t generation) noexcept;
 
     int n_threads_;
     int pin_failures_ = 0;
     std::vector<std::thread> workers_;
 
-    // The current task; written by the caller before `generation_` is bumped, read-only while workers run it.
+    // The current task; written by the caller before claim_ publishes it, read-only while any chunk is unfinished.
     body_fn body_ = nullptr;
     void *ctx_ = nullptr;
     int64_t n_items_ = 0;
     int64_t grain_ = 1;
-    bool stopping_ = false;
+    uint32_t n_chunks_ = 0;
+    std::atomic<bool> stopping_{false}; // read by workers that may wake late, while the destructor sets it
 
-    // Separate cache lines: workers hammer next_item_ while the caller polls pending_.
-    alignas(64) std::atomic<int64_t> next_item_{0};
-    alignas(64) std::atomic<uint32_t> generation_{0};
-    alignas(64) std::atomic<int32_t> pending_{0};
+    // (generation << 32) | chunks not yet claimed. A thread takes chunk c = left - 1 by compare-exchange, and only
+    // if the generation is its task's, so a worker that wakes late can never run a chunk of a finished task: the
+    // caller waits for the chunks to finish (done_chunks_), not for every worker to show up. On a loaded machine a
+    // descheduled worker therefore costs nothing; the caller runs its share.
+    alignas(64) std::atomic<uint64_t> claim_{0};
+    alignas(64) std::atomic<uint32_t> generation_{0}; // bumped per task; workers sleep on it
+    alignas(64) std::atomic<uint32_t> done_chunks_{0};
 };
 
 } // namespace strata::cpu

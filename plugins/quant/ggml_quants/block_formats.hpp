@@ -29,4 +29,16 @@ struct block_q4_0 {
 };
 static_assert(sizeof(block_q4_0) == 18, "Q4_0 block must be 18 bytes like ggml's");
 
+// Activations quantized for the integer dot path (not a GGUF format; private to this plugin and the devices that
+// call it through quantize_activations/dot_act). The values are ggml's Q8_0 (quantize_row_q8_0_ref, bit for bit:
+// x[j] ~= d * qs[j] with d the binary16-rounded scale), in a layout cheaper to consume: d already widened to float
+// (exactly the value of the binary16 scale ggml stores) and 8 times the sum of the quants, which lets the Q4_0 kernel
+// apply its -8 offset as one integer subtraction per block instead of one per element.
+struct block_q8_act {
+    int8_t qs[qk8_0];
+    float d;
+    int32_t sum_x8; // 8 * (sum of qs): what Q4_0's -8 offset takes off a block's integer dot
+};
+static_assert(sizeof(block_q8_act) == 40, "activation block must stay packed (40 bytes)");
+
 } // namespace strata::quants

@@ -41,6 +41,20 @@ float dot_bf16_avx2(const void *row, const float *x, int64_t n);
 float dot_q8_0_avx2(const void *row, const float *x, int64_t n);
 float dot_q4_0_avx2(const void *row, const float *x, int64_t n);
 
+// ---- integer dot path (ABI 1.1 slots act_block_bytes / quantize_activations / dot_act) ----
+// Activations are quantized once per matmul to Q8_0 values, as llama.cpp does (stored as block_q8_act), and each
+// weight row is dotted with them in integers: one exact int32 sum per 32-element block, scaled by the product of the
+// two block scales and accumulated in float.
+inline constexpr uint32_t act_block_bytes_q8 = sizeof(block_q8_act);
+// x -> block_q8_act; qs and d equal quantize_row_q8_0's bit for bit for finite input (the AVX2 version included).
+void quantize_activations_q8_scalar(const float *x, void *xq, int64_t n);
+void quantize_activations_q8_avx2(const float *x, void *xq, int64_t n);
+// sum over blocks of d_row * d_act * (integer dot of the 32 quants); xq holds block_q8_act.
+float dot_act_q8_0_scalar(const void *row, const void *xq, int64_t n);
+float dot_act_q4_0_scalar(const void *row, const void *xq, int64_t n);
+float dot_act_q8_0_avx2(const void *row, const void *xq, int64_t n);
+float dot_act_q4_0_avx2(const void *row, const void *xq, int64_t n);
+
 // ---- kernel selection ----
 enum class kernel_set { scalar, avx2_fma };
 

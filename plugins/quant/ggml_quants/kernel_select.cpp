@@ -21,24 +21,59 @@ const char *kernel_name_scalar() { return "scalar"; }
 const char *kernel_name_avx2() { return "avx2+fma"; }
 
 using dot_fn = float (*)(const void *, const float *, int64_t);
+using quantize_fn = void (*)(const float *, void *, int64_t);
+using dot_act_fn = float (*)(const void *, const void *, int64_t);
 
 struct kernel_row {
     dot_fn f32, f16, bf16, q8_0, q4_0;
+    quantize_fn quantize_activations_q8; // Q8_0 and Q4_0 both take block_q8_act activations
+    dot_act_fn dot_act_q8_0, dot_act_q4_0;
     const char *(*name)();
 };
 
+// The integer dot path of one format; the float formats have none (all zero / NULL).
+struct int_path {
+    uint32_t act_block_bytes = 0;
+    quantize_fn quantize_activations = nullptr;
+    dot_act_fn dot_act = nullptr;
+};
+
 constexpr strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_elems, uint32_t block_bytes,
-                                     void (*dequantize)(const void *, float *, int64_t),
-                                     void (*quantize)(const float *, void *, int64_t), dot_fn dot,
-                                     const char *(*kernel_name)()) {
+                                     void (*dequantize)(const void *, float *, int64_t), quantize_fn quantize,
+                                     dot_fn dot, const char *(*kernel_name)(), int_path path = {}) {
     return strata_quant_desc{
         plugin::make_header<strata_quant_desc>(STRATA_KIND_QUANT, name, offsetof(strata_quant_desc, kernel_name)),
-        ggml_type, block_elems, block_bytes, 0u, dequantize, quantize, dot, kernel_name};
+        ggml_type,
+        block_elems,
+        block_bytes,
+        0u,
+        dequantize,
+        quantize,
+        dot,
+        kernel_name,
+        path.act_block_bytes,
+        0u,
+        path.quantize_activations,
+        path.dot_act};
 }
 
-constexpr kernel_row scalar_kernels{dot_f32_scalar, dot_f16_scalar, dot_bf16_scalar, dot_q8_0_scalar, dot_q4_0_scalar,
+constexpr kernel_row scalar_kernels{dot_f32_scalar,
+                                    dot_f16_scalar,
+                                    dot_bf16_scalar,
+                                    dot_q8_0_scalar,
+                                    dot_q4_0_scalar,
+                                    quantize_activations_q8_scalar,
+                                    dot_act_q8_0_scalar,
+                                    dot_act_q4_0_scalar,
                                     kernel_name_scalar};
-constexpr kernel_row avx2_kernels{dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2, dot_q8_0_avx2, dot_q4_0_avx2,
+constexpr kernel_row avx2_kernels{dot_f32_avx2,
+                                  dot_f16_avx2,
+                                  dot_bf16_avx2,
+                                  dot_q8_0_avx2,
+                                  dot_q4_0_avx2,
+                                  quantize_activations_q8_avx2,
+                                  dot_act_q8_0_avx2,
+                                  dot_act_q4_0_avx2,
                                   kernel_name_avx2};
 
 constexpr strata_quant_desc make_table_entry(const kernel_row &k, int index) {
@@ -48,10 +83,10 @@ constexpr strata_quant_desc make_table_entry(const kernel_row &k, int index) {
     case 2: return describe("bf16", ggml_type_bf16, 1, 2, dequantize_row_bf16, quantize_row_bf16, k.bf16, k.name);
     case 3:
         return describe("q8_0", ggml_type_q8_0, qk8_0, sizeof(block_q8_0), dequantize_row_q8_0, quantize_row_q8_0,
-                        k.q8_0, k.name);
+                        k.q8_0, k.name, {act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q8_0});
     default:
         return describe("q4_0", ggml_type_q4_0, qk4_0, sizeof(block_q4_0), dequantize_row_q4_0, quantize_row_q4_0,
-                        k.q4_0, k.name);
+                        k.q4_0, k.name, {act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q4_0});
     }
 }
 

@@ -21,7 +21,7 @@ const strata_plugin_info &ggml_quants_plugin_info() {
         "ggml_quants",
         "0.1.0",
         "MIT",
-        "ggml block formats F32, F16, BF16, Q8_0, Q4_0 with AVX2 and scalar dot kernels",
+        "ggml block formats F32, F16, BF16, Q8_0, Q4_0 with AVX2 and scalar float and integer dot kernels",
         headers,
         nullptr,
         0,

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 0
+#define STRATA_ABI_MINOR 1
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -171,6 +171,18 @@ typedef struct strata_quant_desc {
     float (*dot_f32)(const void *row, const float *x, int64_t n);
     /* optional */
     const char *(*kernel_name)(void); /* e.g. "avx2+fma" or "scalar" */
+    /* optional, since 1.1: integer dot path (llama.cpp's scheme). The activation vector is quantized once per
+     * matmul into blocks of block_elems elements, act_block_bytes bytes each (0 = no integer path), and each weight
+     * row is dotted with those blocks. A device uses the path only when act_block_bytes > 0 and both functions are
+     * set (test the functions with STRATA_HAS_SLOT; act_block_bytes is valid whenever dot_act is). n is a multiple of
+     * block_elems. Thread-safe, no allocation. */
+    uint32_t act_block_bytes;
+    uint32_t reserved_1_1; /* 0 */
+    /* x (n floats) -> n / block_elems activation blocks at xq (caller-owned, n / block_elems * act_block_bytes
+     * bytes, 16-byte aligned). The block layout is private to the quant plugin. */
+    void (*quantize_activations)(const float *x, void *xq, int64_t n);
+    /* Dot product of one quantized row with dequant(xq), xq as written by quantize_activations. */
+    float (*dot_act)(const void *row, const void *xq, int64_t n);
 } strata_quant_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */

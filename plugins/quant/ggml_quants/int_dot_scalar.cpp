@@ -1,0 +1,66 @@
+// Portable integer dot path: activations quantized to Q8_0 blocks, then one exact int32 sum per block. The fallback
+// on CPUs without AVX2, and the baseline the AVX2 kernels are tested against (their per-block integer sums are
+// identical; only the float accumulation order across blocks differs).
+#include "ggml_quants.hpp"
+
+#include <cstring>
+
+namespace strata::quants {
+namespace {
+
+float block_scale(const uint16_t *d) {
+    uint16_t h;
+    std::memcpy(&h, d, sizeof h); // rows are only guaranteed byte-aligned by the ABI
+    return fp16_to_fp32(h);
+}
+
+} // namespace
+
+// Each block goes through the reference Q8_0 quantizer, so the values are ggml's bit for bit.
+void quantize_activations_q8_scalar(const float *x, void *xq, int64_t n) {
+    auto *out = static_cast<block_q8_act *>(xq);
+    for (int64_t b = 0; b < n / qk8_0; ++b) {
+        block_q8_0 ref;
+        quantize_row_q8_0(x + b * qk8_0, &ref, qk8_0);
+        int32_t sum = 0;
+        for (int64_t j = 0; j < qk8_0; ++j) {
+            out[b].qs[j] = ref.qs[j];
+            sum += ref.qs[j];
+        }
+        out[b].d = block_scale(&ref.d);
+        out[b].sum_x8 = 8 * sum;
+    }
+}
+
+float dot_act_q8_0_scalar(const void *row, const void *xq, int64_t n) {
+    const auto *w = static_cast<const block_q8_0 *>(row);
+    const auto *a = static_cast<const block_q8_act *>(xq);
+    const int64_t nb = n / qk8_0;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+        int32_t sumi = 0;
+        for (int64_t j = 0; j < qk8_0; ++j) sumi += int32_t{w[b].qs[j]} * int32_t{a[b].qs[j]};
+        sum += static_cast<float>(sumi) * (block_scale(&w[b].d) * a[b].d);
+    }
+    return sum;
+}
+
+float dot_act_q4_0_scalar(const void *row, const void *xq, int64_t n) {
+    const auto *w = static_cast<const block_q4_0 *>(row);
+    const auto *a = static_cast<const block_q8_act *>(xq);
+    const int64_t nb = n / qk4_0;
+    constexpr int64_t half = qk4_0 / 2;
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+        int32_t sumi = 0;
+        for (int64_t j = 0; j < half; ++j) {
+            const int32_t lo = (w[b].qs[j] & 0x0f) - 8;
+            const int32_t hi = (w[b].qs[j] >> 4) - 8;
+            sumi += lo * a[b].qs[j] + hi * a[b].qs[half + j];
+        }
+        sum += static_cast<float>(sumi) * (block_scale(&w[b].d) * a[b].d);
+    }
+    return sum;
+}
+
+} // namespace strata::quants

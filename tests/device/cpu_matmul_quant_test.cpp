@@ -1,0 +1,139 @@
+// Matmul and embedding over the ggml_quants plugin's Q8_0 and Q4_0 formats (built only when strata_ggml_quants_impl
+// exists). Both formats offer the integer dot path (ABI 1.1), so the device must quantize each token's activations
+// once and call dot_act; the F32 test format in cpu_test_support.hpp keeps covering the float path.
+#include "cpu_test_support.hpp"
+
+#include "ggml_quants.hpp"
+
+namespace {
+
+using namespace cpu_test;
+
+const strata_quant_desc *find_format(strata::quants::kernel_set set, const char *name) {
+    const strata_quant_desc *all = strata::quants::descriptors(set);
+    for (int i = 0; i < strata::quants::n_descriptors(); ++i)
+        if (std::strcmp(all[i].header.name, name) == 0) return &all[i];
+    return nullptr;
+}
+
+struct quant_matrix {
+    std::vector<unsigned char> bytes;
+    strata_tensor_view view{};
+};
+
+quant_matrix quantize(const strata_quant_desc &q, const std::vector<float> &w, int64_t rows, int64_t cols) {
+    quant_matrix m;
+    const int64_t row_bytes = cols / q.block_elems * q.block_bytes;
+    m.bytes.resize(static_cast<size_t>(rows * row_bytes));
+    for (int64_t r = 0; r < rows; ++r) q.quantize_row(w.data() + r * cols, m.bytes.data() + r * row_bytes, cols);
+    m.view.struct_size = sizeof m.view;
+    m.view.ggml_type = q.ggml_type;
+    m.view.quant = &q;
+    m.view.data = m.bytes.data();
+    m.view.rows = rows;
+    m.view.cols = cols;
+    m.view.row_bytes = row_bytes;
+    m.view.name = "test.quant";
+    return m;
+}
+
+struct matmul_case {
+    const char *format;
+    int threads;
+};
+
+class CpuQuantMatmul : public ::testing::TestWithParam<matmul_case> {};
+
+// y must be exactly dot_act(row, quantize_activations(x)) for every row and token (the device adds nothing of its
+// own), and close to the float64 product of the dequantized weights with the float activations.
+TEST_P(CpuQuantMatmul, IntegerPathEqualsRowDotsAndApproximatesFloat64) {
+    std::vector<strata::quants::kernel_set> sets = {strata::quants::kernel_set::scalar};
+    if (strata::quants::cpu_has_avx2_fma()) sets.push_back(strata::quants::kernel_set::avx2_fma);
+    device_ptr dev = make_device(GetParam().threads);
+    ASSERT_NE(dev, nullptr);
+    for (auto set : sets) {
+        const strata_quant_desc *q = find_format(set, GetParam().format);
+        ASSERT_NE(q, nullptr);
+        ASSERT_TRUE(STRATA_HAS_SLOT(q, dot_act));
+        // 40 tokens x 2048 columns need 100 KiB of quantized activations: more than the device preallocates, so the
+        // scratch grows once here; the 20-token case crosses the 16-token blocking of the row loop.
+        for (const auto &[rows, cols] : {std::pair<int64_t, int64_t>{67, 256}, {29, 2048}}) {
+            const auto w = random_floats(static_cast<size_t>(rows * cols), 3);
+            const quant_matrix m = quantize(*q, w, rows, cols);
+            std::vector<float> deq(static_cast<size_t>(rows * cols));
+            for (int64_t r = 0; r < rows; ++r)
+                q->dequantize_row(m.bytes.data() + r * m.view.row_bytes, deq.data() + r * cols, cols);
+            const int64_t act_row_bytes = cols / q->block_elems * q->act_block_bytes;
+            std::vector<uint64_t> xq(static_cast<size_t>(act_row_bytes / 8 + 1)); // 8-byte aligned scratch
+
+            for (int n_tokens : {1, 4, 9, 20, 40}) {
+                const auto x = random_floats(static_cast<size_t>(n_tokens * cols), 4, -2.0f, 2.0f);
+                std::vector<float> y(static_cast<size_t>(rows * n_tokens), NAN);
+                strata_status st{};
+                ASSERT_EQ(ops().matmul(dev.get(), &m.view, x.data(), n_tokens, y.data(), &st), STRATA_OK)
+                    << st.message;
+                std::vector<double> want(y.size());
+                for (int t = 0; t < n_tokens; ++t) {
+                    q->quantize_activations(x.data() + t * cols, xq.data(), cols);
+                    for (int64_t r = 0; r < rows; ++r) {
+                        ASSERT_EQ(y[t * rows + r], q->dot_act(m.bytes.data() + r * m.view.row_bytes, xq.data(), cols))
+                            << q->header.name << " row " << r << " token " << t << " of " << n_tokens;
+                        double s = 0.0;
+                        for (int64_t c = 0; c < cols; ++c) s += double{deq[r * cols + c]} * x[t * cols + c];
+                        want[t * rows + r] = s;
+                    }
+                }
+                // Activations quantized to 8 bits, as llama.cpp does: ~1% of the output's scale.
+                EXPECT_LT(normwise_error(y, want), 2e-2)
+                    << q->header.name << " " << strata::quants::kernel_set_name(set) << " " << n_tokens << " tokens";
+            }
+        }
+    }
+}
+
+// A quant descriptor built against ABI 1.0 (struct_size ends at kernel_name) has no integer path: the device must
+// use dot_f32 and never read the slots past the struct's end.
+TEST_P(CpuQuantMatmul, OlderDescriptorUsesTheFloatPath) {
+    device_ptr dev = make_device(GetParam().threads);
+    ASSERT_NE(dev, nullptr);
+    strata_quant_desc old = *find_format(strata::quants::kernel_set::scalar, GetParam().format);
+    old.header.struct_size = static_cast<uint32_t>(offsetof(strata_quant_desc, kernel_name) + sizeof(old.kernel_name));
+    old.dot_act = nullptr; // would crash if called anyway
+    const int64_t rows = 33, cols = 512;
+    quant_matrix m = quantize(old, random_floats(static_cast<size_t>(rows * cols), 8), rows, cols);
+    m.view.quant = &old;
+    const int n_tokens = 3;
+    const auto x = random_floats(static_cast<size_t>(n_tokens * cols), 9);
+    std::vector<float> y(static_cast<size_t>(rows * n_tokens), NAN);
+    strata_status st{};
+    ASSERT_EQ(ops().matmul(dev.get(), &m.view, x.data(), n_tokens, y.data(), &st), STRATA_OK) << st.message;
+    for (int t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < rows; ++r)
+            ASSERT_EQ(y[t * rows + r], old.dot_f32(m.bytes.data() + r * m.view.row_bytes, x.data() + t * cols, cols));
+}
+
+TEST_P(CpuQuantMatmul, EmbeddingDequantizesRows) {
+    device_ptr dev = make_device(GetParam().threads);
+    const strata_quant_desc *q = find_format(strata::quants::kernel_set::scalar, GetParam().format);
+    ASSERT_NE(q, nullptr);
+    const int64_t vocab = 20, dim = 64;
+    const quant_matrix m = quantize(*q, random_floats(static_cast<size_t>(vocab * dim), 5), vocab, dim);
+    const int32_t tokens[3] = {19, 0, 7};
+    std::vector<float> out(3 * dim), want(dim);
+    strata_status st{};
+    ASSERT_EQ(ops().embedding(dev.get(), &m.view, tokens, 3, out.data(), &st), STRATA_OK) << st.message;
+    for (int t = 0; t < 3; ++t) {
+        q->dequantize_row(m.bytes.data() + tokens[t] * m.view.row_bytes, want.data(), dim);
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), out.begin() + t * dim)) << "token " << tokens[t];
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(FormatsAndThreads, CpuQuantMatmul,
+                         ::testing::Values(matmul_case{"q8_0", 1}, matmul_case{"q8_0", 3}, matmul_case{"q4_0", 1},
+                                           matmul_case{"q4_0", 3}),
+                         [](const ::testing::TestParamInfo<matmul_case> &info) {
+                             return std::string(info.param.format) + "_" + std::to_string(info.param.threads) +
+                                    "threads";
+                         });
+
+} // namespace
