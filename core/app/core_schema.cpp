@@ -67,19 +67,34 @@ config::schema core_schema() {
         key("ignore_eos", STRATA_CONFIG_BOOL, "false", "keep generating past the end-of-sequence token",
             "--ignore-eos"),
     }});
-    const std::string tiers = "weights and KV cache across memory tiers arrive with issue #3 (tiered weights)";
     const std::string kv = "the paged KV cache and continuous batching arrive with issue #4";
-    s.add_table({"memory", "placement of weights and KV cache across tiers", {
-        later("cpu_offload_gb", STRATA_CONFIG_FLOAT, "--cpu-offload-gb", "GiB of weights kept in host tiers", tiers),
-        later("cpu_offload_layers", STRATA_CONFIG_INT, "--cpu-offload-layers", "layers kept off the device", tiers),
-        later("enable_cpu_offload", STRATA_CONFIG_BOOL, "--enable-cpu-offload", "place what does not fit automatically",
-              tiers),
-        later("gpu_memory_utilization", STRATA_CONFIG_FLOAT, "--gpu-memory-utilization", "fraction of GPU memory",
-              tiers),
-        later("limit_gpu_memory", STRATA_CONFIG_BYTES, "--limit-gpu-memory", "absolute GPU memory budget", tiers),
-        later("device_memory", STRATA_CONFIG_BYTES, "--device-memory", "RAM the CPU device keeps resident", tiers),
-        later("kv_cache_memory", STRATA_CONFIG_BYTES, "--kv-cache-memory", "bytes for the KV cache", kv),
-        later("prefetch_depth", STRATA_CONFIG_INT, "--prefetch-depth", "layers prefetched ahead", tiers),
+    s.add_table({"memory", "placement of weights across the device and memory tiers (one planner for every byte)", {
+        key("device_memory", STRATA_CONFIG_BYTES, std::nullopt,
+            "RAM the CPU device keeps resident (default: all available RAM)", "--device-memory"),
+        key("cpu_offload_gb", STRATA_CONFIG_FLOAT, std::nullopt,
+            "GiB of weights kept in host tiers (whole layers, from the last)", "--cpu-offload-gb", 0, 1e6),
+        key("cpu_offload_layers", STRATA_CONFIG_INT, std::nullopt,
+            "layers kept off the device, from the last (llama.cpp: n_layer - ngl)", "--cpu-offload-layers", 0, 1e6),
+        key("enable_cpu_offload", STRATA_CONFIG_BOOL, "false", "offload whatever does not fit the device budget",
+            "--enable-cpu-offload"),
+        key("gpu_memory_utilization", STRATA_CONFIG_FLOAT, std::nullopt,
+            "fraction of GPU memory to use (GPU devices; noted and unused on the CPU device)",
+            "--gpu-memory-utilization", 0, 1),
+        key("limit_gpu_memory", STRATA_CONFIG_BYTES, std::nullopt, "absolute GPU memory budget (GPU devices)",
+            "--limit-gpu-memory"),
+        key("kv_cache_memory", STRATA_CONFIG_BYTES, std::nullopt, "bytes of device memory for the KV cache",
+            "--kv-cache-memory"),
+        key("prefetch_depth", STRATA_CONFIG_INT, "2", "streamed layers read ahead of compute (0 = none)",
+            "--prefetch-depth", 0, 64),
+        key("tiers", STRATA_CONFIG_STRING_LIST, "[\"numa_ram\"]",
+            "tier plugins offloaded weights may use; the fastest measured is filled first", "--tiers"),
+        key("stream_weights", STRATA_CONFIG_BOOL, "false",
+            "copy offloaded layers into a staging ring ahead of use even from RAM tiers the CPU could read in place",
+            "--stream-weights"),
+        key("io_threads", STRATA_CONFIG_INT, "2", "threads reading streamed layers from their tiers", "--io-threads",
+            1, 64),
+        key("remeasure", STRATA_CONFIG_BOOL, "false", "measure tier bandwidths again instead of using the cache",
+            "--remeasure"),
         later("swap_space", STRATA_CONFIG_FLOAT, "--swap-space", "GiB of host RAM for swapped KV blocks", kv),
     }});
     s.add_table({"scheduler", "continuous batching and the KV block manager", {
@@ -90,7 +105,6 @@ config::schema core_schema() {
         later("enable_prefix_caching", STRATA_CONFIG_BOOL, "--enable-prefix-caching", "reuse KV of shared prefixes",
               kv),
     }});
-    (void)tiers;
     return s;
 }
 

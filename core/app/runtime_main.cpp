@@ -8,6 +8,8 @@
 #include "config/document.hpp"
 #include "engine/engine.hpp"
 #include "engine/engine_api.hpp"
+#include "engine/plan_model.hpp"
+#include "planner/plan_report.hpp"
 #include "plugin_host/registry.hpp"
 #include "topology/topology.hpp"
 
@@ -31,6 +33,7 @@ namespace {
 const char *k_usage = R"(usage: runtime [--config FILE] [options]          run the configured frontend (default: cli)
        runtime plugins [--config FILE]              list loaded plugins (kind, name, version, ABI, license, path)
        runtime topology [--json]                    show CPUs, NUMA nodes, caches, GPUs and memory (hwloc)
+       runtime plan [--config FILE] [--json]        print the memory plan without loading weights
 
 Every config key can be set with --set table.key=value; the familiar flags below map to keys.
 )";
@@ -82,6 +85,30 @@ strata_sampling_params sampling_from(const config::document &doc, const config::
     return p;
 }
 
+// [memory] plus each tier's own table; the views must outlive the engine (they are kept in `views`).
+engine::offload_options offload_from(const config::document &doc, const config::schema &s,
+                                     std::vector<std::unique_ptr<config::plugin_config_view>> &views) {
+    engine::offload_options o;
+    o.device_memory = doc.get_bytes("memory", "device_memory", s);
+    o.cpu_offload_gb = doc.get_float("memory", "cpu_offload_gb", s);
+    if (auto v = doc.get_int("memory", "cpu_offload_layers", s)) o.cpu_offload_layers = static_cast<int32_t>(*v);
+    o.enable_cpu_offload = doc.get_bool("memory", "enable_cpu_offload", s).value_or(false);
+    o.gpu_memory_utilization = doc.get_float("memory", "gpu_memory_utilization", s);
+    o.limit_gpu_memory = doc.get_bytes("memory", "limit_gpu_memory", s);
+    o.kv_cache_memory = doc.get_bytes("memory", "kv_cache_memory", s);
+    o.prefetch_depth = static_cast<int32_t>(doc.get_int("memory", "prefetch_depth", s).value_or(2));
+    o.tiers = doc.get_string_list("memory", "tiers", s);
+    o.stream_weights = doc.get_bool("memory", "stream_weights", s).value_or(false);
+    o.io_threads = static_cast<int32_t>(doc.get_int("memory", "io_threads", s).value_or(2));
+    o.remeasure = doc.get_bool("memory", "remeasure", s).value_or(false);
+    for (const std::string &t : o.tiers) {
+        if (s.find_table(t) == nullptr) continue; // unknown tier: reported with the list of available ones later
+        views.push_back(std::make_unique<config::plugin_config_view>(doc, s, t));
+        o.tier_configs[t] = views.back()->view();
+    }
+    return o;
+}
+
 // SIGINT/SIGTERM are blocked in every thread and received here, so stopping the frontend runs in normal context.
 std::atomic<const strata_frontend_desc *> g_fe_desc{nullptr};
 std::atomic<strata_frontend *> g_fe{nullptr};
@@ -108,8 +135,9 @@ void start_signal_thread() {
     }).detach();
 }
 
-int run_frontend(const plugins::registry &registry, const strata_host_services *host, const config::document &doc,
-                 const config::schema &s) {
+// Everything the engine reads from the config; `views` keeps the tier tables' views alive as long as the options.
+engine::engine_options engine_options_from(const config::document &doc, const config::schema &s,
+                                           std::vector<std::unique_ptr<config::plugin_config_view>> &views) {
     engine::engine_options opts;
     if (auto p = doc.get_string("model", "path", s)) {
         fs::path path(*p);
@@ -118,6 +146,24 @@ int run_frontend(const plugins::registry &registry, const strata_host_services *
     opts.max_model_len = static_cast<int32_t>(doc.get_int("model", "max_model_len", s).value_or(0));
     opts.prefill_chunk = static_cast<int32_t>(doc.get_int("engine", "prefill_chunk", s).value_or(256));
     opts.device = doc.get_string("engine", "device", s).value_or("auto");
+    opts.offload = offload_from(doc, s, views);
+    return opts;
+}
+
+int print_plan(const plugins::registry &registry, const strata_host_services *host, const config::document &doc,
+               const config::schema &s, bool json) {
+    std::vector<std::unique_ptr<config::plugin_config_view>> views;
+    engine::engine_options opts = engine_options_from(doc, s, views);
+    engine::model_plan mp = engine::plan_model(registry, host, opts);
+    if (json) std::cout << planner::to_json(mp.plan, mp.inputs).dump(2) << "\n";
+    else std::cout << planner::to_table(mp.plan, mp.inputs);
+    return mp.plan.fits ? 0 : 1;
+}
+
+int run_frontend(const plugins::registry &registry, const strata_host_services *host, const config::document &doc,
+                 const config::schema &s) {
+    std::vector<std::unique_ptr<config::plugin_config_view>> tier_views;
+    engine::engine_options opts = engine_options_from(doc, s, tier_views);
     const std::string frontend_name = doc.get_string("engine", "frontend", s).value_or("cli");
     auto fe_handle = registry.find_frontend(frontend_name);
     if (fe_handle.desc == nullptr) {
@@ -200,6 +246,7 @@ int main_impl(int argc, char **argv) {
         for (const auto &r : registry.rejections()) std::cout << "refused: " << r.path << ": " << r.reason << "\n";
         return 0;
     }
+    if (cl.subcommand == "plan") return print_plan(registry, &host, doc, schema, cl.json);
     return run_frontend(registry, &host, doc, schema);
 }
 

@@ -36,20 +36,26 @@ void progress::finish() {
     else log::info("load", "{}: done", what_);
 }
 
-void prefault_with_progress(const void *data, uint64_t size, const std::string &what) {
+void prefault(const void *data, uint64_t size) {
     const auto *p = static_cast<const volatile unsigned char *>(data);
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    const uint64_t step = uint64_t{64} << 20; // report every 64 MiB
-    // Ask the kernel to read ahead; then touch one byte per page so the data is resident before the first token.
-    madvise(const_cast<void *>(data), size, MADV_WILLNEED);
-    progress bar(what, size);
+    // madvise needs a page-aligned start; the kernel reads ahead, then one byte per page makes it resident.
+    const uint64_t start = reinterpret_cast<uint64_t>(data) / page * page;
+    madvise(reinterpret_cast<void *>(start), size + (reinterpret_cast<uint64_t>(data) - start), MADV_WILLNEED);
     unsigned char sink = 0;
+    for (uint64_t i = 0; i < size; i += page) sink ^= p[i];
+    (void)sink;
+}
+
+void prefault_with_progress(const void *data, uint64_t size, const std::string &what) {
+    const auto *p = static_cast<const unsigned char *>(data);
+    const uint64_t step = uint64_t{64} << 20; // report every 64 MiB
+    progress bar(what, size);
     for (uint64_t off = 0; off < size; off += step) {
         const uint64_t end = std::min(size, off + step);
-        for (uint64_t i = off; i < end; i += page) sink ^= p[i];
+        prefault(p + off, end - off);
         bar.update(end);
     }
-    (void)sink;
     bar.finish();
 }
 

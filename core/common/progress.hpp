@@ -21,6 +21,9 @@ class progress {
     bool finished_ = false;
 };
 
+// Reads one byte of every page of a memory-mapped range so it is resident (after asking the kernel to read ahead).
+void prefault(const void *data, uint64_t size);
+
 // Reads every page of a memory-mapped range once so later compute does not stall on page faults, showing progress.
 void prefault_with_progress(const void *data, uint64_t size, const std::string &what);
 

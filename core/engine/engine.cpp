@@ -4,6 +4,8 @@
 #include "common/log.hpp"
 #include "common/progress.hpp"
 #include "engine/model_source.hpp"
+#include "engine/plan_inputs.hpp"
+#include "planner/plan_report.hpp"
 #include "tokenizer/vocab_from_gguf.hpp"
 
 #include <chrono>
@@ -79,19 +81,19 @@ engine::engine(const plugins::registry &registry, const strata_host_services *ho
     if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
     hp_.struct_size = sizeof hp_;
     arch_.desc->get_hparams(model_, &hp_);
-    prefault_weights();
     if (hp_.n_vocab != tokenizer_->n_vocab()) {
         fail("{}: the model has {} vocabulary rows but the tokenizer has {} tokens", opts_.model_path, hp_.n_vocab,
              tokenizer_->n_vocab());
     }
 
     n_ctx_ = opts_.max_model_len > 0 ? opts_.max_model_len : hp_.n_ctx_train;
+    if (opts_.prefill_chunk <= 0) opts_.prefill_chunk = 256;
+    opts_.prefill_chunk = std::min(opts_.prefill_chunk, n_ctx_);
+    place_weights();
     if (opts_.max_model_len > hp_.n_ctx_train) {
         log::warn("engine", "max_model_len {} exceeds the model's trained context {}; quality may degrade",
                   opts_.max_model_len, hp_.n_ctx_train);
     }
-    if (opts_.prefill_chunk <= 0) opts_.prefill_chunk = 256;
-    opts_.prefill_chunk = std::min(opts_.prefill_chunk, n_ctx_);
 
     auto alloc = [&](uint64_t bytes) {
         void *p = device_desc_.desc->mem_alloc(device_, bytes, &st);
@@ -129,21 +131,60 @@ engine::~engine() {
         for (void *p : device_allocations_) device_desc_.desc->mem_free(device_, p);
     }
     if (model_ != nullptr) arch_.desc->destroy(model_);
+    weights_.reset(); // stops the prefetch threads and frees the ring before the device goes
     if (device_ != nullptr) device_desc_.desc->destroy(device_);
 }
 
-// The weights are mmapped; reading them once up front (with progress) keeps page faults out of the first tokens.
-void engine::prefault_weights() {
-    const auto &ts = file_->tensors();
-    if (ts.empty()) return;
-    const uint8_t *lo = ts.front().data, *hi = ts.front().data + ts.front().n_bytes;
-    for (const auto &t : ts) {
-        lo = std::min(lo, t.data);
-        hi = std::max(hi, t.data + t.n_bytes);
+// Plans every weight's place (device, or a tier in place, or a tier streamed through the prefetch ring), prints the
+// plan, and when anything leaves the device copies it to its tier and re-creates the model on the new addresses.
+void engine::place_weights() {
+    model_shape shape;
+    shape.arch = arch_.desc;
+    shape.model = model_;
+    shape.hp = hp_;
+    shape.max_model_len = n_ctx_;
+    shape.activation_bytes = arch_.desc->workspace_bytes(model_, opts_.prefill_chunk) +
+                             sizeof(float) * static_cast<uint64_t>(hp_.n_vocab);
+    planner::inputs in = make_plan_inputs(shape, opts_.offload, registry_, host_, device_name_);
+    plan_ = planner::make_plan(in);
+    if (opts_.print_plan) std::fprintf(stderr, "%s", planner::to_table(plan_, in).c_str());
+    if (!plan_.fits) {
+        std::string all;
+        for (const auto &p : plan_.problems) all += "\n  " + p;
+        fail("the model does not fit as configured:{}", all);
     }
-    const uint64_t bytes = static_cast<uint64_t>(hi - lo);
+    bool moved = false;
+    for (const auto &p : plan_.placements) moved = moved || p.home != "device";
+    if (moved) {
+        weights_ = std::make_unique<tiered_weights>(*file_, registry_, host_, opts_.offload, plan_, hp_.n_layer,
+                                                    device_desc_.desc, device_);
+        // The architecture resolved its weights against the file; resolve them again against their new homes.
+        arch_.desc->destroy(model_);
+        model_ = nullptr;
+        source_->set_placement(weights_.get());
+        strata_status st{};
+        model_ = arch_.desc->create(source_->view(), &st);
+        if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
+    }
+    prefault_weights();
+}
+
+// The weights are mmapped; reading the resident ones once up front (with progress) keeps page faults out of the
+// first tokens. Offloaded tensors are skipped: their bytes now live in their tiers.
+void engine::prefault_weights() {
+    uint64_t bytes = 0;
+    for (const auto &t : file_->tensors()) {
+        if (!weights_ || weights_->address_of(t.name) == nullptr) bytes += t.n_bytes;
+    }
     if (bytes < (uint64_t{32} << 20)) return; // small models load instantly; no progress noise
-    prefault_with_progress(lo, bytes, fmt::format("loading {:.1f} MiB of weights", static_cast<double>(bytes) / 1048576.0));
+    progress bar(fmt::format("loading {:.1f} MiB of weights", static_cast<double>(bytes) / 1048576.0), bytes);
+    uint64_t done = 0;
+    for (const auto &t : file_->tensors()) {
+        if (weights_ && weights_->address_of(t.name) != nullptr) continue;
+        prefault(t.data, t.n_bytes);
+        done += t.n_bytes;
+        bar.update(done);
+    }
 }
 
 int32_t engine::device_threads() const {
@@ -264,8 +305,17 @@ void engine::forward(const int32_t *tokens, const int32_t *positions, int32_t n)
     a.workspace = workspace_;
     a.workspace_size = workspace_size_;
     a.logits = logits_;
+    prefetch_ring *ring = weights_ ? weights_->ring() : nullptr;
+    if (ring != nullptr) {
+        a.layer_begin = [](void *user, int32_t layer, strata_status *st) {
+            return static_cast<prefetch_ring *>(user)->layer_begin(layer, st);
+        };
+        a.user = ring;
+    }
     strata_status st{};
-    if (arch_.desc->forward(model_, &a, &st) != STRATA_OK) fail("forward pass failed: {}", status_text(st));
+    const int32_t rc = arch_.desc->forward(model_, &a, &st);
+    if (ring != nullptr) ring->forward_done();
+    if (rc != STRATA_OK) fail("forward pass failed: {}", status_text(st));
 }
 
 const float *engine::forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n) {

@@ -3,6 +3,8 @@
 #pragma once
 
 #include "engine/sampler.hpp"
+#include "engine/tiered_weights.hpp"
+#include "planner/memory_planner.hpp"
 #include "gguf/gguf_file.hpp"
 #include "plugin_host/registry.hpp"
 #include "tokenizer/spm_tokenizer.hpp"
@@ -29,6 +31,8 @@ struct engine_options {
     int32_t prefill_chunk = 256;  // tokens per prefill forward pass (workspace is sized for this)
     std::string device = "auto";  // device plugin name, or "auto" for the best scoring one
     const strata_config_view *device_config = nullptr; // the device plugin's table (borrowed)
+    offload_options offload;                           // [memory] and the tiers' tables
+    bool print_plan = true;                            // the memory plan table on stderr at start-up
 };
 
 struct request_state;
@@ -51,6 +55,10 @@ class engine {
     int32_t max_model_len() const { return n_ctx_; }
     const std::string &model_name() const { return model_name_; }
     const std::string &device_name() const { return device_name_; }
+    const planner::plan &memory_plan() const { return plan_; }
+    // Per-tier bytes, streamed bytes per token, read bandwidth and prefetch stalls (empty without offload).
+    std::string offload_report() const { return weights_ ? weights_->report() : std::string(); }
+    ring_stats offload_stats() const { return weights_ && const_cast<tiered_weights &>(*weights_).ring() ? const_cast<tiered_weights &>(*weights_).ring()->stats() : ring_stats{}; }
     int32_t device_threads() const;
 
     // Runs one forward pass over `tokens` at `positions` into the KV cache of the single sequence slot and returns
@@ -59,6 +67,7 @@ class engine {
     const float *forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n);
 
   private:
+    void place_weights();
     void prefault_weights();
     void worker_loop();
     void run_request(request_state &r);
@@ -75,6 +84,8 @@ class engine {
     strata_device *device_ = nullptr;
     strata_model *model_ = nullptr;
     strata_model_hparams hp_{};
+    planner::plan plan_;
+    std::unique_ptr<tiered_weights> weights_;
     std::string model_name_;
     std::string device_name_;
     int32_t n_ctx_ = 0;

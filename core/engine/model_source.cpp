@@ -1,5 +1,7 @@
 #include "engine/model_source.hpp"
 
+#include "engine/tiered_weights.hpp"
+
 namespace strata::engine {
 
 model_source::model_source(const gguf::file &file, const plugins::registry &registry, const strata_host_services *host)
@@ -48,6 +50,9 @@ int32_t model_source::get_tensor(void *ctx, const char *name, strata_tensor_view
     v.struct_size = sizeof v;
     v.ggml_type = t->type;
     v.data = t->data;
+    if (self->placement_ != nullptr) {
+        if (const void *moved = self->placement_->address_of(t->name)) v.data = moved;
+    }
     v.cols = t->ne[0];
     v.rows = 1;
     for (uint32_t i = 1; i < t->n_dims; ++i) v.rows *= t->ne[i];

@@ -8,11 +8,15 @@
 
 namespace strata::engine {
 
+class tiered_weights;
+
 class model_source {
   public:
     // Both references are borrowed and must outlive this object (and the model created from it).
     model_source(const gguf::file &file, const plugins::registry &registry, const strata_host_services *host);
     const strata_model_source *view() const { return &view_; }
+    // From now on tensors the placement moved resolve to their new address (tier memory or a ring slot).
+    void set_placement(const class tiered_weights *placement) { placement_ = placement; }
 
   private:
     static int32_t get_u64(void *ctx, const char *key, uint64_t *out);
@@ -22,6 +26,7 @@ class model_source {
 
     const gguf::file &file_;
     const plugins::registry &registry_;
+    const tiered_weights *placement_ = nullptr;
     strata_model_source view_{};
 };
 

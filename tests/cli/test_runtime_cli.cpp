@@ -106,14 +106,52 @@ TEST(RuntimeCli, PluginTableKeysAreValidatedToo) {
 }
 
 TEST(RuntimeCli, KeysOfUnbuiltMechanismsAreRejectedNotIgnored) {
-    run_result r = run("--model " + k_model + " --cpu-offload-gb 4");
+    run_result r = run("--model " + k_model + " --swap-space 4");
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("not supported yet"), std::string::npos) << r.err;
-    fs::path cfg = write_config("offload.toml", "[memory]\ncpu_offload_layers = 2\n");
+    fs::path cfg = write_config("kv.toml", "[scheduler]\nmax_num_seqs = 8\n");
     r = run("--config " + cfg.string() + " --model " + k_model);
     EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find("offload.toml:2"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("kv.toml:2"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("not supported yet"), std::string::npos) << r.err;
+}
+
+TEST(RuntimeCli, StartupPrintsTheMemoryPlanAndOffloadLine) {
+    run_result r = run("--model " + k_model + " --prompt Lily --temperature 0 --max-tokens 4 --cpu-offload-layers 3");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("Memory plan for the cpu device"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("layers 2-4"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Using CPU offload with 0.00 GiB"), std::string::npos) << r.err;
+}
+
+TEST(RuntimeCli, PlanSubcommandPrintsWithoutLoadingAndNamesWhatFits) {
+    run_result r = run("plan --config configs/cpu_offload.toml");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("Memory plan"), std::string::npos) << r.out;
+    r = run("plan --config configs/cpu_offload.toml --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j["fits"].get<bool>());
+    EXPECT_EQ(j["offloaded_layers"].get<int>(), 3);
+    // A context that cannot fit: exit 1, and the plan names the largest max_model_len that fits and the knob.
+    r = run("plan --model " + k_model + " --device-memory 8MiB --max-model-len 4000 --cpu-offload-layers 0");
+    EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+    EXPECT_NE(r.out.find("largest max_model_len"), std::string::npos) << r.out;
+}
+
+TEST(RuntimeCli, BadPlacementInputIsOneClearError) {
+    run_result r = run("--model " + k_model + " --device-memory 100TiB");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("device_memory"), std::string::npos) << r.err;
+    r = run("--model " + k_model + " --cpu-offload-layers 2 --tiers nvme --set nvme.path=/nonexistent/dir/w.bin");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("/nonexistent/dir"), std::string::npos) << r.err;
+    r = run("--model " + k_model + " --cpu-offload-layers 2 --tiers numa_ram --set numa_ram.nodes=99");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("99"), std::string::npos) << r.err;
+    r = run("--model " + k_model + " --cpu-offload-layers 2 --tiers ramdisk");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("ramdisk"), std::string::npos) << r.err;
 }
 
 TEST(RuntimeCli, UnknownFlagSuggestsTheClosest) {

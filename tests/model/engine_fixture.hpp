@@ -75,12 +75,17 @@ inline generation_result generate(engine::engine &e, const std::string &prompt, 
 }
 
 inline std::unique_ptr<engine::engine> make_engine(const std::string &model, int32_t max_model_len = 0,
-                                                   int32_t prefill_chunk = 256) {
+                                                   int32_t prefill_chunk = 256,
+                                                   engine::offload_options offload = engine::offload_options{}) {
     engine::engine_options o;
     o.model_path = model;
     o.max_model_len = max_model_len;
     o.prefill_chunk = prefill_chunk;
     o.device = "cpu";
+    o.print_plan = false;
+    offload.measure_bandwidth = false; // tests keep start-up fast and leave the user's bandwidth cache alone
+    offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
+    o.offload = std::move(offload);
     return std::make_unique<engine::engine>(test_registry(), test_host(), o);
 }
 

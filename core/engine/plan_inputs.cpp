@@ -1,0 +1,168 @@
+#include "engine/plan_inputs.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "planner/bandwidth_cache.hpp"
+#include "topology/topology.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include <vector>
+
+namespace strata::engine {
+
+namespace {
+
+std::optional<int64_t> config_int(const strata_config_view *v, const char *key) {
+    int64_t out = 0;
+    if (v != nullptr && v->get_int != nullptr && v->get_int(v->ctx, key, &out)) return out;
+    return std::nullopt;
+}
+
+std::optional<std::string> config_string(const strata_config_view *v, const char *key) {
+    const char *out = nullptr;
+    if (v != nullptr && v->get_string != nullptr && v->get_string(v->ctx, key, &out) && out) return std::string(out);
+    return std::nullopt;
+}
+
+// What a tier can hold when its table sets no size: RAM tiers up to the RAM available, nvme up to the free space
+// of the folder its file goes in.
+uint64_t default_capacity(const std::string &name, const strata_config_view *cfg, const topology::machine &m) {
+    if (auto size = config_int(cfg, "size"); size && *size > 0) return static_cast<uint64_t>(*size);
+    if (name == "nvme") {
+        std::filesystem::path p(config_string(cfg, "path").value_or("."));
+        std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+        struct statvfs fs {};
+        if (statvfs(dir.c_str(), &fs) == 0) return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+        return 0;
+    }
+    if (name == "pinned_ram") {
+        // Locked memory cannot exceed RLIMIT_MEMLOCK (unless the process may ignore it).
+        struct rlimit rl {};
+        if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && geteuid() != 0) {
+            return std::min<uint64_t>(m.available_ram, rl.rlim_cur);
+        }
+    }
+    return m.available_ram;
+}
+
+// Best-of-three read bandwidth of a 64 MiB region of a fresh instance of the tier.
+planner::bandwidth_entry measure_tier(const plugins::registry &registry, const strata_host_services *host,
+                                      const std::string &name, const strata_config_view *cfg, const std::string &key) {
+    constexpr uint64_t bytes = 64ull << 20;
+    auto tier = create_tier(registry, host, name, cfg, bytes + (1 << 20));
+    auto h = registry.find_tier(name);
+    strata_status st{};
+    uint64_t region = 0;
+    if (h.desc->region_alloc(tier.get(), bytes, &region, &st) != STRATA_OK) {
+        fail("measuring tier '{}': {}", name, st.message);
+    }
+    std::vector<uint8_t> buf(bytes, 0x5a);
+    planner::bandwidth_entry e;
+    e.key = key;
+    e.write_bps = planner::measure([&](uint64_t off, uint64_t n) {
+        if (h.desc->write(tier.get(), region, off, buf.data() + off, n, &st) != STRATA_OK) fail("measuring tier '{}': {}", name, st.message);
+    }, bytes, 8ull << 20);
+    e.read_bps = planner::measure([&](uint64_t off, uint64_t n) {
+        if (h.desc->read(tier.get(), region, off, buf.data() + off, n, &st) != STRATA_OK) fail("measuring tier '{}': {}", name, st.message);
+    }, bytes, 8ull << 20);
+    e.measured_at = planner::utc_timestamp();
+    h.desc->region_free(tier.get(), region);
+    return e;
+}
+
+} // namespace
+
+planner::inputs make_plan_inputs(const model_shape &m, const offload_options &opts, const plugins::registry &registry,
+                                 const strata_host_services *host, const std::string &device_kind) {
+    const topology::machine machine = topology::discover();
+    planner::inputs in;
+    in.n_layer = m.hp.n_layer;
+    in.n_head_kv = m.hp.n_head_kv;
+    in.head_dim = m.hp.head_dim;
+    in.kv_dtype_bytes = 4; // the KV cache is F32 today
+    in.max_model_len = m.max_model_len;
+    in.model_context_length = m.hp.n_ctx_train;
+    in.activation_bytes = m.activation_bytes;
+    // A GPU context costs tens of MiB before any tensor; the CPU device's own bookkeeping is small.
+    in.overhead_bytes = device_kind == "cpu" ? (4ull << 20) : (64ull << 20);
+    if (!STRATA_HAS_SLOT(m.arch, tensor_at) || !STRATA_HAS_SLOT(m.arch, tensor_count)) {
+        fail("model_arch '{}' does not list its tensors (tensor_count/tensor_at), so its weights cannot be planned",
+             m.arch->header.name);
+    }
+    const int32_t n = m.arch->tensor_count(m.model);
+    std::vector<std::string> seen;
+    for (int32_t i = 0; i < n; ++i) {
+        strata_tensor_view v{};
+        v.struct_size = sizeof v;
+        int32_t layer = 0;
+        if (m.arch->tensor_at(m.model, i, &v, &layer) != STRATA_OK || v.name == nullptr) continue;
+        // A tied classifier is the embedding again: count its bytes once.
+        if (std::find(seen.begin(), seen.end(), v.name) != seen.end()) continue;
+        seen.emplace_back(v.name);
+        in.tensors.push_back({v.name, layer, static_cast<uint64_t>(v.row_bytes * v.rows)});
+    }
+    in.device_kind = device_kind;
+    in.device_total = machine.available_ram;
+    in.device_memory = opts.device_memory;
+    in.gpu_memory_utilization = opts.gpu_memory_utilization;
+    in.limit_gpu_memory = opts.limit_gpu_memory;
+    in.cpu_offload_gb = opts.cpu_offload_gb;
+    in.cpu_offload_layers = opts.cpu_offload_layers;
+    in.enable_cpu_offload = opts.enable_cpu_offload;
+    in.kv_cache_memory = opts.kv_cache_memory;
+    in.prefetch_depth = opts.prefetch_depth;
+    in.prefer_streaming = opts.stream_weights;
+    in.physical_ram = machine.total_ram;
+    for (const auto &node : machine.numa) in.numa_node_memory.push_back({node.os_index, node.memory_bytes});
+    struct rlimit rl {};
+    // root (CAP_IPC_LOCK) may lock past RLIMIT_MEMLOCK; everyone else is held to it.
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && geteuid() != 0) in.mlock_limit = rl.rlim_cur;
+
+    const bool offloading = opts.cpu_offload_gb.value_or(0) > 0 || opts.cpu_offload_layers.value_or(0) > 0 ||
+                            opts.enable_cpu_offload;
+    planner::bandwidth_cache cache(opts.bandwidth_cache_path.empty() ? planner::default_bandwidth_cache_path()
+                                                                     : std::filesystem::path(opts.bandwidth_cache_path));
+    bool cache_dirty = false;
+    for (const std::string &name : opts.tiers) {
+        auto h = registry.find_tier(name);
+        if (!h) {
+            fail("[memory] tiers names '{}', which no loaded plugin provides (available: {})", name,
+                 fmt::join(registry.names(STRATA_KIND_TIER), ", "));
+        }
+        auto it = opts.tier_configs.find(name);
+        const strata_config_view *cfg = it == opts.tier_configs.end() ? nullptr : it->second;
+        planner::tier_info t;
+        t.name = name;
+        t.capacity = default_capacity(name, cfg, machine);
+        t.addressable = STRATA_HAS_SLOT(h.desc, map);
+        // Bandwidth matters only when something is offloaded; measuring costs a second or two, once per machine.
+        const std::string key = name + (name == "nvme" ? ":" + config_string(cfg, "path").value_or("") : "");
+        std::optional<planner::bandwidth_entry> e = opts.remeasure ? std::nullopt : cache.get(key);
+        if (!e && opts.measure_bandwidth && (offloading || opts.remeasure)) {
+            log::info("planner", "measuring the read bandwidth of tier '{}' (cached in {})", name, cache.path().string());
+            e = measure_tier(registry, host, name, cfg, key);
+            cache.put(*e);
+            cache_dirty = true;
+        }
+        if (e) t.read_bandwidth = e->read_bps;
+        in.tiers.push_back(t);
+    }
+    if (cache_dirty) {
+        try {
+            cache.save();
+        } catch (const std::exception &ex) {
+            log::warn("planner", "could not save measured bandwidths: {}", ex.what());
+        }
+    }
+    // Fastest tier first: the planner fills tiers in order.
+    std::stable_sort(in.tiers.begin(), in.tiers.end(),
+                     [](const planner::tier_info &a, const planner::tier_info &b) { return a.read_bandwidth > b.read_bandwidth; });
+    return in;
+}
+
+} // namespace strata::engine

@@ -1,0 +1,26 @@
+// Gathers what the memory planner needs: the model's tensors by layer (from the model_arch plugin), its KV shape,
+// the device budget knobs, the tiers with their capacities and measured bandwidths, and the machine's limits.
+#pragma once
+
+#include "engine/tiered_weights.hpp"
+#include "planner/memory_planner.hpp"
+#include "plugin_host/registry.hpp"
+
+#include <strata/plugin_abi.h>
+
+namespace strata::engine {
+
+struct model_shape {
+    const strata_model_arch_desc *arch = nullptr;
+    const strata_model *model = nullptr;
+    strata_model_hparams hp{};
+    int32_t max_model_len = 0;
+    uint64_t activation_bytes = 0;
+};
+
+// Tier bandwidths come from the cache, or are measured on a small temporary instance of each tier (and cached)
+// when opts.measure_bandwidth is set and the cache has none or opts.remeasure asks.
+planner::inputs make_plan_inputs(const model_shape &m, const offload_options &opts, const plugins::registry &registry,
+                                 const strata_host_services *host, const std::string &device_kind);
+
+} // namespace strata::engine

@@ -1,0 +1,95 @@
+// The prefetch ring: streamed layers are copied from their tiers into a fixed ring of staging slots on I/O threads
+// while earlier layers compute.
+//
+// Streamed layers are numbered by ordinal k (0..K-1, in layer order) and layer k always uses slot k % S, so the
+// weight views the model holds never change. A slot's occupants cycle k, k+S, k+2S, ... and back; when a layer has
+// finished (observed at the next layer_begin or at forward_done) its slot is released and the next occupant's load
+// is queued at once, so up to S-1 = prefetch_depth layers load ahead of compute. A slot with a single occupant is
+// loaded once and stays (that layer then costs no I/O per token). Nothing is allocated per token.
+#pragma once
+
+#include <strata/plugin_abi.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace strata::engine {
+
+struct tier_read {
+    const strata_tier_desc *desc = nullptr;
+    strata_tier *tier = nullptr;
+    std::string tier_name;
+    uint64_t region = 0;
+    uint64_t bytes = 0;
+    uint64_t slot_offset = 0; // where in the slot the bytes go
+};
+
+struct streamed_layer {
+    int32_t layer = 0;
+    std::vector<tier_read> reads;
+};
+
+struct tier_counters {
+    uint64_t bytes_read = 0;
+    double read_seconds = 0; // summed over I/O threads
+};
+
+struct ring_stats {
+    std::map<std::string, tier_counters> tiers;
+    double stall_seconds = 0; // compute waiting for a slot
+    uint64_t layer_loads = 0;
+    uint64_t forwards = 0;
+};
+
+class prefetch_ring {
+  public:
+    // `slots` points to slot_count x slot_bytes bytes (borrowed; device memory that outlives the ring).
+    prefetch_ring(std::vector<streamed_layer> layers, int32_t n_layer, uint8_t *slots, uint64_t slot_bytes,
+                  int32_t slot_count, int32_t io_threads);
+    ~prefetch_ring();
+    prefetch_ring(const prefetch_ring &) = delete;
+    prefetch_ring &operator=(const prefetch_ring &) = delete;
+
+    // Base address of the slot the given layer computes from (fixed for the ring's life), or nullptr.
+    uint8_t *slot_for_layer(int32_t layer) const;
+    static int32_t slots_needed(int32_t n_streamed, int32_t prefetch_depth);
+
+    // Queues the first occupant of every slot. Call once, after the tiers hold the weights.
+    void start();
+    // Before layer `layer` runs: releases the previous streamed layer's slot and waits until this layer's weights
+    // are in place. Returns a strata_code; an I/O error is reported through st.
+    int32_t layer_begin(int32_t layer, strata_status *st);
+    // After a forward pass: releases the last slot so the next token's first streamed layer loads during sampling.
+    void forward_done();
+
+    ring_stats stats() const;
+
+  private:
+    void release(int32_t ordinal);
+    void io_loop();
+
+    std::vector<streamed_layer> layers_;
+    std::vector<int32_t> ordinal_of_layer_;
+    uint8_t *slots_;
+    uint64_t slot_bytes_;
+    int32_t slot_count_;
+
+    mutable std::mutex mu_;
+    std::condition_variable cv_;
+    std::vector<int32_t> loaded_;  // per slot: ordinal whose bytes are in place, -1 while loading or empty
+    std::deque<int32_t> queue_;    // ordinals to load
+    std::string io_error_;
+    int32_t last_executed_ = -1;
+    bool stopping_ = false;
+    ring_stats stats_;
+    std::vector<std::thread> io_threads_;
+};
+
+} // namespace strata::engine

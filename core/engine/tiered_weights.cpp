@@ -1,0 +1,181 @@
+#include "engine/tiered_weights.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/progress.hpp"
+
+#include <fmt/format.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace strata::engine {
+
+namespace {
+
+constexpr uint64_t k_align = 4096; // tier regions and slot offsets: O_DIRECT reads land straight in place
+
+uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+std::string status_text(const strata_status &st) {
+    return st.message[0] != '\0' ? std::string(st.message) : "error code " + std::to_string(st.code);
+}
+
+// Offloaded tensors must not stay in this process's memory through the file mapping: drop their pages.
+void drop_mapped_pages(const uint8_t *data, uint64_t bytes) {
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t begin = round_up(reinterpret_cast<uint64_t>(data), page);
+    const uint64_t end = (reinterpret_cast<uint64_t>(data) + bytes) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
+}
+
+} // namespace
+
+plugins::plugin_ptr<strata_tier> create_tier(const plugins::registry &registry, const strata_host_services *host,
+                                             const std::string &name, const strata_config_view *config,
+                                             uint64_t capacity) {
+    auto h = registry.find_tier(name);
+    if (!h) {
+        fail("tier '{}' is not provided by any loaded plugin (available: {}); fix [memory] tiers", name,
+             fmt::join(registry.names(STRATA_KIND_TIER), ", "));
+    }
+    strata_tier_create_args args{};
+    args.struct_size = sizeof args;
+    args.host = host;
+    args.config = config;
+    args.capacity_bytes = capacity;
+    return plugins::create_guarded(h, [&](strata_status *st) { return h.desc->create(&args, st); }, h.desc->destroy);
+}
+
+tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &registry,
+                               const strata_host_services *host, const offload_options &opts,
+                               const planner::plan &plan, int32_t n_layer, const strata_device_desc *device_desc,
+                               strata_device *device)
+    : device_desc_(device_desc), device_(device) {
+    // 1. One instance per tier that holds anything, sized for its tensors (regions are 4 KiB aligned).
+    std::map<std::string, uint64_t> need;
+    uint64_t offloaded = 0;
+    for (const auto &p : plan.placements) {
+        if (p.home == "device") continue;
+        if (p.home.empty()) fail("tensor '{}' has no home in the plan", p.tensor);
+        need[p.home] += round_up(p.bytes, k_align);
+        offloaded += p.bytes;
+    }
+    for (const auto &[name, bytes] : need) {
+        auto it = opts.tier_configs.find(name);
+        const strata_config_view *cfg = it == opts.tier_configs.end() ? nullptr : it->second;
+        tier_instance ti;
+        ti.handle = registry.find_tier(name);
+        ti.tier = create_tier(registry, host, name, cfg, bytes + k_align);
+        tiers_.emplace(name, std::move(ti));
+    }
+
+    // 2. Copy each offloaded tensor into a region of its tier.
+    progress bar(fmt::format("placing {:.1f} MiB of weights in tiers", static_cast<double>(offloaded) / 1048576.0),
+                 offloaded);
+    uint64_t done = 0;
+    std::map<int32_t, std::vector<std::pair<const planner::placement *, uint64_t>>> streamed; // layer -> (tensor, region)
+    for (const auto &p : plan.placements) {
+        if (p.home == "device") continue;
+        const gguf::tensor_info *t = file.find_tensor(p.tensor);
+        if (t == nullptr) fail("planned tensor '{}' is not in {}", p.tensor, file.name());
+        tier_instance &ti = tiers_.at(p.home);
+        strata_status st{};
+        uint64_t region = 0;
+        if (ti.handle.desc->region_alloc(ti.tier.get(), t->n_bytes, &region, &st) != STRATA_OK) {
+            fail("tier '{}' could not hold tensor '{}' ({} bytes): {}", p.home, p.tensor, t->n_bytes, status_text(st));
+        }
+        regions_.push_back({p.tensor, {p.home, region}});
+        if (ti.handle.desc->write(ti.tier.get(), region, 0, t->data, t->n_bytes, &st) != STRATA_OK) {
+            fail("writing tensor '{}' to tier '{}' failed: {}", p.tensor, p.home, status_text(st));
+        }
+        ti.bytes += t->n_bytes;
+        drop_mapped_pages(t->data, t->n_bytes);
+        if (p.how == planner::mode::in_place) {
+            void *addr = STRATA_HAS_SLOT(ti.handle.desc, map) ? ti.handle.desc->map(ti.tier.get(), region) : nullptr;
+            if (addr == nullptr) fail("tier '{}' cannot be computed on in place (no map); use streaming", p.home);
+            address_[p.tensor] = addr;
+        } else if (p.how == planner::mode::streamed) {
+            streamed[p.layer].push_back({&p, region});
+        }
+        done += t->n_bytes;
+        bar.update(done);
+    }
+    bar.finish();
+
+    // 3. The staging ring for streamed layers: each layer's tensors at fixed, aligned offsets within its slot.
+    if (streamed.empty()) return;
+    for (const auto &[layer, list] : streamed) {
+        if (layer < 0 || layer >= n_layer) {
+            fail("the plan streams '{}', which is outside the layers; only layer weights can be streamed",
+                 list.front().first->tensor);
+        }
+    }
+    std::vector<streamed_layer> layers;
+    std::map<std::string, std::pair<int32_t, uint64_t>> slot_offset; // tensor -> (layer, offset)
+    uint64_t slot_bytes = 0;
+    for (const auto &[layer, list] : streamed) {
+        streamed_layer sl;
+        sl.layer = layer;
+        uint64_t off = 0;
+        for (const auto &[p, region] : list) {
+            const auto &ti = tiers_.at(p->home);
+            tier_read r;
+            r.desc = ti.handle.desc;
+            r.tier = ti.tier.get();
+            r.tier_name = p->home;
+            r.region = region;
+            r.bytes = file.find_tensor(p->tensor)->n_bytes;
+            r.slot_offset = off;
+            slot_offset[p->tensor] = {layer, off};
+            off = round_up(off + r.bytes, k_align);
+            sl.reads.push_back(r);
+        }
+        slot_bytes = std::max(slot_bytes, off);
+        layers.push_back(std::move(sl));
+    }
+    const int32_t slot_count = prefetch_ring::slots_needed(static_cast<int32_t>(layers.size()), opts.prefetch_depth);
+    strata_status st{};
+    slots_ = device_desc_->mem_alloc(device_, slot_bytes * static_cast<uint64_t>(slot_count), &st);
+    if (slots_ == nullptr) fail("could not allocate the {}-slot staging ring ({} bytes): {}", slot_count,
+                                slot_bytes * static_cast<uint64_t>(slot_count), status_text(st));
+    ring_ = std::make_unique<prefetch_ring>(std::move(layers), n_layer, static_cast<uint8_t *>(slots_), slot_bytes,
+                                            slot_count, opts.io_threads);
+    for (const auto &[tensor, lo] : slot_offset) address_[tensor] = ring_->slot_for_layer(lo.first) + lo.second;
+    ring_->start();
+    log::info("offload", "streaming {} layers through a {}-slot ring of {:.1f} MiB per slot (prefetch_depth {})",
+              streamed.size(), slot_count, static_cast<double>(slot_bytes) / 1048576.0, opts.prefetch_depth);
+}
+
+tiered_weights::~tiered_weights() {
+    ring_.reset(); // joins the I/O threads before the slots and tiers go
+    if (slots_ != nullptr) device_desc_->mem_free(device_, slots_);
+    for (const auto &[tensor, home] : regions_) {
+        auto &ti = tiers_.at(home.tier);
+        ti.handle.desc->region_free(ti.tier.get(), home.region);
+    }
+}
+
+const void *tiered_weights::address_of(const std::string &tensor) const {
+    auto it = address_.find(tensor);
+    return it == address_.end() ? nullptr : it->second;
+}
+
+std::string tiered_weights::report() const {
+    std::string out;
+    for (const auto &[name, ti] : tiers_) {
+        out += fmt::format("tier {:<10} holds {:.1f} MiB of weights\n", name, static_cast<double>(ti.bytes) / 1048576.0);
+    }
+    if (ring_) {
+        const ring_stats s = ring_->stats();
+        for (const auto &[name, c] : s.tiers) {
+            out += fmt::format("tier {:<10} streamed {:.1f} MiB/token, read at {:.2f} GB/s\n", name,
+                               s.forwards ? static_cast<double>(c.bytes_read) / 1048576.0 / static_cast<double>(s.forwards) : 0.0,
+                               c.read_seconds > 0 ? static_cast<double>(c.bytes_read) / c.read_seconds / 1e9 : 0.0);
+        }
+        out += fmt::format("prefetch stall {:.3f} s over {} forward passes\n", s.stall_seconds, s.forwards);
+    }
+    return out;
+}
+
+} // namespace strata::engine

@@ -1,0 +1,82 @@
+// Carries out a memory plan for the weights: creates the tier plugins it names, copies each offloaded tensor into
+// its tier, and gives every tensor the address the device computes from — the mmap for resident tensors, the tier's
+// own memory for in-place ones, a prefetch-ring slot for streamed ones.
+#pragma once
+
+#include "engine/prefetch_ring.hpp"
+#include "gguf/gguf_file.hpp"
+#include "planner/memory_planner.hpp"
+#include "plugin_host/registry.hpp"
+
+#include <strata/plugin_abi.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace strata::engine {
+
+// Everything about weight placement the user can set ([memory] and each tier's own table).
+struct offload_options {
+    std::optional<uint64_t> device_memory;
+    std::optional<double> cpu_offload_gb;
+    std::optional<int32_t> cpu_offload_layers;
+    bool enable_cpu_offload = false;
+    std::optional<double> gpu_memory_utilization;
+    std::optional<uint64_t> limit_gpu_memory;
+    std::optional<uint64_t> kv_cache_memory;
+    int32_t prefetch_depth = 2;
+    bool stream_weights = false;                  // stream even from tiers the CPU could compute on in place
+    std::vector<std::string> tiers{"numa_ram"};   // preference order; re-sorted by measured read bandwidth
+    std::map<std::string, const strata_config_view *> tier_configs; // each tier's table (borrowed)
+    int32_t io_threads = 2;
+    bool measure_bandwidth = true;
+    bool remeasure = false;
+    std::string bandwidth_cache_path; // "" = the default cache file
+};
+
+// Builds one tier instance; capacity 0 lets the tier use its own `size` key.
+plugins::plugin_ptr<strata_tier> create_tier(const plugins::registry &registry, const strata_host_services *host,
+                                             const std::string &name, const strata_config_view *config,
+                                             uint64_t capacity);
+
+class tiered_weights {
+  public:
+    // The plan's placements name tensors of `file`; `tensor_layers` gives each tensor's layer (for the ring).
+    tiered_weights(const gguf::file &file, const plugins::registry &registry, const strata_host_services *host,
+                   const offload_options &opts, const planner::plan &plan, int32_t n_layer,
+                   const strata_device_desc *device_desc, strata_device *device);
+    ~tiered_weights();
+    tiered_weights(const tiered_weights &) = delete;
+    tiered_weights &operator=(const tiered_weights &) = delete;
+
+    // Address the device should compute from, or nullptr when the tensor stays where the file maps it.
+    const void *address_of(const std::string &tensor) const;
+    prefetch_ring *ring() { return ring_.get(); }
+    // One line per tier: bytes held, bytes streamed per token, achieved read bandwidth; plus stall time.
+    std::string report() const;
+
+  private:
+    struct tier_instance {
+        plugins::handle<strata_tier_desc> handle;
+        plugins::plugin_ptr<strata_tier> tier;
+        uint64_t bytes = 0;
+    };
+    struct tensor_home {
+        std::string tier;
+        uint64_t region = 0;
+    };
+
+    std::map<std::string, tier_instance> tiers_;
+    std::unordered_map<std::string, const void *> address_;
+    std::vector<std::pair<std::string, tensor_home>> regions_;
+    const strata_device_desc *device_desc_;
+    strata_device *device_;
+    void *slots_ = nullptr;
+    std::unique_ptr<prefetch_ring> ring_;
+};
+
+} // namespace strata::engine

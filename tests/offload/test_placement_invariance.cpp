@@ -1,0 +1,177 @@
+// The heart of the suite: greedy tokens must not change when only placement changes — which tier a weight lives in,
+// offload on or off, streamed or computed in place, prefetch depth. Run on the real stories260K and on a make-model
+// model at least four times the configured device budget.
+#include "engine_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace {
+
+using namespace strata::testing;
+using strata::engine::offload_options;
+namespace fs = std::filesystem;
+
+// A string config view for a tier's table (nvme needs a path; RAM tiers take their defaults).
+struct table_view {
+    std::map<std::string, std::string> strings;
+    std::map<std::string, int64_t> ints;
+    strata_config_view view{};
+    table_view() {
+        view.struct_size = sizeof view;
+        view.ctx = this;
+        view.get_string = [](void *ctx, const char *key, const char **out) -> int32_t {
+            auto *self = static_cast<table_view *>(ctx);
+            auto it = self->strings.find(key);
+            if (it == self->strings.end()) return 0;
+            *out = it->second.c_str();
+            return 1;
+        };
+        view.get_int = [](void *ctx, const char *key, int64_t *out) -> int32_t {
+            auto *self = static_cast<table_view *>(ctx);
+            auto it = self->ints.find(key);
+            if (it == self->ints.end()) return 0;
+            *out = it->second;
+            return 1;
+        };
+    }
+};
+
+table_view &nvme_table() {
+    static table_view t = [] {
+        table_view v;
+        fs::create_directories(fs::path(STRATA_BINARY_DIR) / "test-nvme");
+        v.strings["path"] = std::string(STRATA_BINARY_DIR) + "/test-nvme/weights.bin";
+        return v;
+    }();
+    return t;
+}
+
+offload_options with_tier(offload_options o, const std::string &tier) {
+    o.tiers = {tier};
+    if (tier == "nvme") o.tier_configs["nvme"] = &nvme_table().view;
+    return o;
+}
+
+struct variant {
+    std::string name;
+    offload_options opts;
+};
+
+std::vector<int32_t> greedy_tokens(const std::string &model, int32_t ctx, const offload_options &o, int32_t n,
+                                   int64_t *offloaded_layers = nullptr) {
+    auto e = make_engine(model, ctx, 16, o);
+    if (offloaded_layers) *offloaded_layers = e->memory_plan().offloaded_layers;
+    return generate(*e, "Once upon a time", greedy(n)).tokens;
+}
+
+offload_options layers(int32_t k) {
+    offload_options o;
+    o.cpu_offload_layers = k;
+    return o;
+}
+
+TEST(PlacementInvariance, Stories260KGreedyTokensAreTheSameWherseverTheWeightsLive) {
+    const std::string model = shared_path("models/stories260K-f32.gguf");
+    const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, 120);
+    ASSERT_EQ(want.size(), 120u);
+    std::vector<variant> vs;
+    vs.push_back({"cpu_offload_layers=1", layers(1)});
+    vs.push_back({"cpu_offload_layers=half", layers(2)});
+    vs.push_back({"cpu_offload_layers=all", layers(5)});
+    offload_options gb;
+    gb.cpu_offload_gb = 0.0003; // about two layers of this tiny model
+    vs.push_back({"cpu_offload_gb", gb});
+    for (const char *tier : {"numa_ram", "pinned_ram", "nvme"}) {
+        vs.push_back({std::string("tier ") + tier + " in place or streamed", with_tier(layers(5), tier)});
+        offload_options s = with_tier(layers(5), tier);
+        s.stream_weights = true;
+        vs.push_back({std::string("tier ") + tier + " streamed", s});
+    }
+    for (int depth : {0, 1, 3}) {
+        offload_options s = layers(5);
+        s.stream_weights = true;
+        s.prefetch_depth = depth;
+        vs.push_back({"streamed prefetch_depth=" + std::to_string(depth), s});
+    }
+    for (const variant &v : vs) {
+        int64_t off = -1;
+        EXPECT_EQ(greedy_tokens(model, 256, v.opts, 120, &off), want) << v.name;
+        EXPECT_GT(off, 0) << v.name << ": nothing was offloaded, so the variant tested nothing";
+    }
+}
+
+// A model at least 4x the device budget: only the embedding and output stay resident.
+std::string big_model() {
+    const fs::path file = fs::path(STRATA_BINARY_DIR) / "test-models" / "llama-34l-f32.gguf";
+    if (!fs::exists(file)) {
+        fs::create_directories(file.parent_path());
+        const std::string cmd = std::string(STRATA_BINARY_DIR) + "/bin/make-model --out " + file.string() +
+                                " --dim 256 --layers 34 --heads 8 --kv-heads 4 --ff 704 --ctx 128 --type f32 --seed 3"
+                                " --vocab-from " + shared_path("models/stories260K-f32.gguf");
+        if (std::system(cmd.c_str()) != 0) return {};
+    }
+    return file.string();
+}
+
+TEST(PlacementInvariance, ModelFourTimesTheDeviceBudgetGivesTheSameTokens) {
+    const std::string model = big_model();
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    const uint64_t budget = 20ull << 20;
+    ASSERT_GE(fs::file_size(model), 4 * budget);
+    const std::vector<int32_t> want = greedy_tokens(model, 64, offload_options{}, 40);
+    ASSERT_EQ(want.size(), 40u);
+
+    std::vector<variant> vs;
+    offload_options automatic;
+    automatic.device_memory = budget;
+    automatic.enable_cpu_offload = true;
+    vs.push_back({"enable_cpu_offload in place", automatic});
+    for (int depth : {0, 1, 3}) {
+        offload_options s = automatic;
+        s.stream_weights = true;
+        s.prefetch_depth = depth;
+        vs.push_back({"enable_cpu_offload streamed depth " + std::to_string(depth), s});
+    }
+    offload_options nv = with_tier(automatic, "nvme");
+    vs.push_back({"nvme streamed", nv});
+    offload_options pinned = with_tier(automatic, "pinned_ram");
+    vs.push_back({"pinned_ram in place", pinned});
+    for (const variant &v : vs) {
+        int64_t off = -1;
+        EXPECT_EQ(greedy_tokens(model, 64, v.opts, 40, &off), want) << v.name;
+        EXPECT_GE(off, 20) << v.name << ": expected most layers off the 20 MiB device";
+    }
+}
+
+TEST(PlacementInvariance, TooSmallABudgetIsAClearErrorNamingTheKnob) {
+    offload_options o;
+    o.device_memory = 1ull << 20; // 1 MiB cannot even hold the overhead
+    try {
+        make_engine(shared_path("models/stories260K-f32.gguf"), 256, 16, o);
+        FAIL() << "expected the plan to be refused";
+    } catch (const std::exception &e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("does not fit"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("--device-memory"), std::string::npos) << msg;
+    }
+}
+
+TEST(PlacementInvariance, StreamingCountsBytesPerTierAndReturnsTheRingToRest) {
+    offload_options s = layers(5);
+    s.stream_weights = true;
+    s.prefetch_depth = 1;
+    auto e = make_engine(shared_path("models/stories260K-f32.gguf"), 256, 16, s);
+    generate(*e, "Once upon a time", greedy(20));
+    const auto st = e->offload_stats();
+    ASSERT_EQ(st.tiers.count("numa_ram"), 1u);
+    EXPECT_GT(st.tiers.at("numa_ram").bytes_read, 0u);
+    EXPECT_GT(st.forwards, 0u);
+    // 5 streamed layers through 2 slots: every layer is reloaded each token (no slot has a single occupant).
+    EXPECT_GE(st.layer_loads, st.forwards * 4);
+    EXPECT_NE(e->offload_report().find("numa_ram"), std::string::npos);
+}
+
+} // namespace
