@@ -2,10 +2,19 @@
 // same machine with the same thread count.
 //
 //   bench --model F.gguf [--threads N] [--prompt-tokens 128] [--decode-tokens 64] [--repeat 3]
+//         [--offload-layers N|all --tier numa_ram|pinned_ram|nvme [--nvme-path F] [--stream] [--prefetch-depth D]]
+//
+// With --offload-layers, the same decode runs twice: all weights resident (the compute time per token) and with the
+// last N layers in the tier (streamed or in place). The tier's read bandwidth is measured by this tool on a fresh
+// instance of the same tier and configuration, reading in the same chunks with the same number of I/O threads. Then
+//   I/O time per token   = streamed bytes per token / tier bandwidth
+//   bound per token      = max(compute, I/O)          achieved / bound = how close streaming gets to the hardware
+//   overlap efficiency   = (compute + I/O - achieved) / min(compute, I/O)   1 = perfect overlap, 0 = none
 //
 // Decode bound: every weight byte is read once per token (plus the KV rows attended), so the fastest possible decode
 // is bandwidth / bytes_per_token. The ratio achieved / bound says how close the kernels get to the hardware.
 #include "engine/engine.hpp"
+#include "engine/tiered_weights.hpp"
 #include "gguf/gguf_file.hpp"
 #include "plugin_host/registry.hpp"
 #include "topology/topology.hpp"
@@ -19,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +43,12 @@ struct options {
     int prompt_tokens = 128;
     int decode_tokens = 64;
     int repeat = 3;
+    int offload_layers = -2; // -2 = no offload run; -1 = all layers
+    std::string tier = "numa_ram";
+    std::string nvme_path;
+    bool stream = false;
+    int prefetch_depth = 2;
+    int io_threads = 2;
 };
 
 [[noreturn]] void usage(const std::string &why) {
@@ -81,20 +97,98 @@ double measure_read_bandwidth(int threads) {
     return best;
 }
 
-// The device's [cpu] table as the engine expects it: only `threads` is set.
-struct threads_view {
-    int64_t threads;
+// A plugin table with a few keys, as the engine hands it to plugins ([cpu] threads, [nvme] path).
+struct table_view {
+    std::map<std::string, int64_t> ints;
+    std::map<std::string, std::string> strings;
     strata_config_view view{};
-    explicit threads_view(int64_t t) : threads(t) {
+    table_view() {
         view.struct_size = sizeof view;
         view.ctx = this;
         view.get_int = [](void *ctx, const char *key, int64_t *out) -> int32_t {
-            if (std::strcmp(key, "threads") != 0) return 0;
-            *out = static_cast<threads_view *>(ctx)->threads;
+            auto &m = static_cast<table_view *>(ctx)->ints;
+            auto it = m.find(key);
+            if (it == m.end()) return 0;
+            *out = it->second;
+            return 1;
+        };
+        view.get_string = [](void *ctx, const char *key, const char **out) -> int32_t {
+            auto &m = static_cast<table_view *>(ctx)->strings;
+            auto it = m.find(key);
+            if (it == m.end()) return 0;
+            *out = it->second.c_str();
             return 1;
         };
     }
 };
+
+struct decode_result {
+    double prefill_tps = 0, decode_tps = 0;
+    strata::engine::ring_stats ring;
+};
+
+// Best of `repeat` runs of one prompt + greedy decode.
+decode_result run_decode(strata::engine::engine &eng, const std::vector<int32_t> &prompt, int decode_tokens, int repeat) {
+    decode_result out;
+    for (int rep = 0; rep < repeat; ++rep) {
+        strata_request req{};
+        req.struct_size = sizeof req;
+        req.prompt_tokens = prompt.data();
+        req.n_prompt_tokens = static_cast<int32_t>(prompt.size());
+        req.sampling.struct_size = sizeof req.sampling;
+        req.sampling.temperature = 0;
+        req.sampling.top_p = 1;
+        req.sampling.repetition_penalty = 1;
+        req.sampling.max_tokens = decode_tokens;
+        req.sampling.ignore_eos = 1;
+        strata_request_result r = eng.wait(eng.submit(req));
+        out.prefill_tps = std::max(out.prefill_tps, r.n_prompt_tokens / r.prefill_seconds);
+        // The first generated token comes from the prefill logits; decode_seconds covers n-1 forward passes.
+        if (r.n_completion_tokens > 1) out.decode_tps = std::max(out.decode_tps, (r.n_completion_tokens - 1) / r.decode_seconds);
+    }
+    out.ring = eng.offload_stats();
+    return out;
+}
+
+// Read bandwidth of a fresh instance of the tier, reading `chunk`-sized pieces with `threads` threads in parallel
+// (as the prefetch ring does), best of 3 over `total` bytes.
+double measure_tier_read(const strata::plugins::registry &registry, const strata_host_services *host,
+                         const std::string &name, const strata_config_view *cfg, uint64_t chunk, uint64_t total,
+                         int threads) {
+    auto h = registry.find_tier(name);
+    auto tier = strata::engine::create_tier(registry, host, name, cfg, total + (8ull << 20));
+    const uint64_t n_chunks = std::max<uint64_t>(1, total / chunk);
+    std::vector<uint64_t> regions(n_chunks);
+    std::vector<uint8_t> buf(chunk, 0x3c);
+    strata_status st{};
+    for (auto &r : regions) {
+        if (h.desc->region_alloc(tier.get(), chunk, &r, &st) != STRATA_OK ||
+            h.desc->write(tier.get(), r, 0, buf.data(), chunk, &st) != STRATA_OK) {
+            throw std::runtime_error(std::string("measuring tier: ") + st.message);
+        }
+    }
+    std::vector<std::vector<uint8_t>> dst(static_cast<size_t>(threads));
+    for (auto &d : dst) d.resize(chunk);
+    double best = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+        std::atomic<uint64_t> next{0};
+        const auto t0 = clock_type::now();
+        std::vector<std::thread> ts;
+        for (int t = 0; t < threads; ++t) {
+            ts.emplace_back([&, t] {
+                strata_status s{};
+                for (uint64_t i = next++; i < n_chunks; i = next++) {
+                    h.desc->read(tier.get(), regions[i], 0, dst[static_cast<size_t>(t)].data(), chunk, &s);
+                }
+            });
+        }
+        for (auto &t : ts) t.join();
+        best = std::max(best, static_cast<double>(n_chunks * chunk) /
+                                  std::chrono::duration<double>(clock_type::now() - t0).count());
+    }
+    for (auto r : regions) h.desc->region_free(tier.get(), r);
+    return best;
+}
 
 } // namespace
 
@@ -111,6 +205,14 @@ int main(int argc, char **argv) try {
         else if (a == "--prompt-tokens") o.prompt_tokens = std::atoi(val().c_str());
         else if (a == "--decode-tokens") o.decode_tokens = std::atoi(val().c_str());
         else if (a == "--repeat") o.repeat = std::atoi(val().c_str());
+        else if (a == "--offload-layers") {
+            const std::string v = val();
+            o.offload_layers = v == "all" ? -1 : std::atoi(v.c_str());
+        } else if (a == "--tier") o.tier = val();
+        else if (a == "--nvme-path") o.nvme_path = val();
+        else if (a == "--stream") o.stream = true;
+        else if (a == "--prefetch-depth") o.prefetch_depth = std::atoi(val().c_str());
+        else if (a == "--io-threads") o.io_threads = std::atoi(val().c_str());
         else usage("unknown option " + a);
     }
     if (o.model.empty()) usage("--model is required");
@@ -126,14 +228,18 @@ int main(int argc, char **argv) try {
     const std::filesystem::path exe_dir = boost::dll::program_location().parent_path().string();
     registry.load_directory(exe_dir.parent_path() / "plugins");
 
-    threads_view tv(o.threads);
+    table_view tv;
+    tv.ints["threads"] = o.threads;
     strata::engine::engine_options eo;
     eo.model_path = o.model;
     eo.max_model_len = o.prompt_tokens + o.decode_tokens + 1;
     eo.prefill_chunk = std::min(o.prompt_tokens, 512);
     eo.device = "cpu";
     eo.device_config = &tv.view;
-    strata::engine::engine eng(registry, &host, eo);
+    eo.print_plan = false;
+    eo.offload.measure_bandwidth = false;
+    auto eng_ptr = std::make_unique<strata::engine::engine>(registry, &host, eo);
+    strata::engine::engine &eng = *eng_ptr;
     const auto &hp = eng.hparams();
 
     // Bytes one decode step reads: every weight matrix once, except the embedding table (one row per token).
@@ -154,23 +260,8 @@ int main(int argc, char **argv) try {
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(100 + (i * 7919) % 20000 % hp.n_vocab);
     prompt[0] = eng.tokenizer().bos();
 
-    double best_prefill = 0, best_decode = 0;
-    for (int rep = 0; rep < o.repeat; ++rep) {
-        strata_request req{};
-        req.struct_size = sizeof req;
-        req.prompt_tokens = prompt.data();
-        req.n_prompt_tokens = o.prompt_tokens;
-        req.sampling.struct_size = sizeof req.sampling;
-        req.sampling.temperature = 0;
-        req.sampling.top_p = 1;
-        req.sampling.repetition_penalty = 1;
-        req.sampling.max_tokens = o.decode_tokens;
-        req.sampling.ignore_eos = 1;
-        strata_request_result r = eng.wait(eng.submit(req));
-        best_prefill = std::max(best_prefill, r.n_prompt_tokens / r.prefill_seconds);
-        // The first generated token comes from the prefill logits; decode_seconds covers n-1 forward passes.
-        if (r.n_completion_tokens > 1) best_decode = std::max(best_decode, (r.n_completion_tokens - 1) / r.decode_seconds);
-    }
+    const decode_result resident = run_decode(eng, prompt, o.decode_tokens, o.repeat);
+    const double best_prefill = resident.prefill_tps, best_decode = resident.decode_tps;
 
     const double bw = measure_read_bandwidth(o.threads);
     const double bound = bw / decode_bytes;
@@ -184,6 +275,52 @@ int main(int argc, char **argv) try {
     std::printf("read bandwidth   %.2f GB/s (%d threads, best of 5 over 1 GiB)\n", bw / 1e9, o.threads);
     std::printf("decode bound     %.2f tokens/s\n", bound);
     std::printf("ratio            %.0f%% of the memory-bandwidth bound\n", 100.0 * best_decode / bound);
+    if (o.offload_layers == -2) return 0;
+
+    // The same decode with the last layers in a tier.
+    eng_ptr.reset();
+    table_view tier_cfg;
+    if (!o.nvme_path.empty()) tier_cfg.strings["path"] = o.nvme_path;
+    eo.offload.cpu_offload_layers = o.offload_layers == -1 ? hp.n_layer : o.offload_layers;
+    eo.offload.tiers = {o.tier};
+    eo.offload.tier_configs[o.tier] = &tier_cfg.view;
+    eo.offload.stream_weights = o.stream;
+    eo.offload.prefetch_depth = o.prefetch_depth;
+    eo.offload.io_threads = o.io_threads;
+    auto off = std::make_unique<strata::engine::engine>(registry, &host, eo);
+    const decode_result streamed = run_decode(*off, prompt, o.decode_tokens, o.repeat);
+    off.reset(); // frees the tier (and its file) before the bandwidth measurement makes a fresh one
+    std::printf("\noffload          last %d layers -> %s (%s, prefetch_depth %d, %d I/O threads)\n",
+                *eo.offload.cpu_offload_layers, o.tier.c_str(), o.stream ? "streamed" : "planner's choice",
+                o.prefetch_depth, o.io_threads);
+    std::printf("decode           %.2f tokens/s\n", streamed.decode_tps);
+    uint64_t streamed_bytes = 0;
+    for (const auto &[name, c] : streamed.ring.tiers) streamed_bytes += c.bytes_read;
+    const double per_token = streamed.ring.forwards ? static_cast<double>(streamed_bytes) / streamed.ring.forwards : 0.0;
+    std::printf("streamed         %.1f MiB/token from %s\n", per_token / 1048576.0, o.tier.c_str());
+    if (per_token <= 0) {
+        std::printf("(nothing streamed: the tier is read in place; compare decode rates directly)\n");
+        return 0;
+    }
+    // Largest streamed layer ~ the chunk the ring reads: measure the tier the same way.
+    const uint64_t chunk = static_cast<uint64_t>(per_token / std::max(1, *eo.offload.cpu_offload_layers));
+    const double tier_bw = measure_tier_read(registry, &host, o.tier, &tier_cfg.view, (chunk + 4095) / 4096 * 4096,
+                                             std::max<uint64_t>(256ull << 20, 4 * chunk), o.io_threads);
+    const double t_compute = 1.0 / best_decode;
+    const double t_io = per_token / tier_bw;
+    const double t_achieved = 1.0 / streamed.decode_tps;
+    const double t_bound = std::max(t_compute, t_io);
+    const double overlap = std::clamp((t_compute + t_io - t_achieved) / std::min(t_compute, t_io), 0.0, 1.0);
+    std::printf("tier bandwidth   %.2f GB/s (%s, %llu KiB reads, %d threads, best of 3)\n", tier_bw / 1e9,
+                o.tier.c_str(), static_cast<unsigned long long>(chunk / 1024), o.io_threads);
+    std::printf("per token        compute %.2f ms, I/O %.2f ms, achieved %.2f ms\n", t_compute * 1e3, t_io * 1e3,
+                t_achieved * 1e3);
+    std::printf("achieved/bound   %.0f%% (bound = max(compute, I/O) = %.2f ms)\n", 100.0 * t_bound / t_achieved,
+                t_bound * 1e3);
+    std::printf("tier read        %.0f%% of the tier's measured bandwidth\n", 100.0 * (per_token / t_achieved) / tier_bw);
+    std::printf("overlap          %.0f%% efficiency\n", 100.0 * overlap);
+    std::printf("prefetch stall   %.3f s over %llu forward passes\n", streamed.ring.stall_seconds,
+                static_cast<unsigned long long>(streamed.ring.forwards));
     return 0;
 } catch (const std::exception &e) {
     std::fprintf(stderr, "bench: error: %s\n", e.what());
