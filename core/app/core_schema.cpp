@@ -46,6 +46,9 @@ config::schema core_schema() {
             "--prefill-chunk", 1, 65536),
         key("log_level", STRATA_CONFIG_STRING, "\"info\"", "stderr log level", "--log-level", 0, 0,
             "debug|info|warn|error"),
+        key("numa_bind", STRATA_CONFIG_INT, "-1",
+            "bind the process's compute threads to this NUMA node (numa_ram's nodes = \"auto\" follows); -1 = none",
+            "--numa-bind", -1, 4095),
     }});
     s.add_table({"plugins", "where plugins are found", {
         key("paths", STRATA_CONFIG_STRING_LIST, "[]",

@@ -15,7 +15,11 @@
 
 #include <boost/dll/runtime_symbol_info.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <sched.h>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -107,6 +111,30 @@ engine::offload_options offload_from(const config::document &doc, const config::
         o.tier_configs[t] = views.back()->view();
     }
     return o;
+}
+
+// Restricts the process to the CPUs of one NUMA node and the pinning list (one PU per core) to that node's cores.
+void bind_to_numa_node(topology::machine &machine, int node) {
+    const topology::numa_node *found = nullptr;
+    std::string nodes;
+    for (const auto &n : machine.numa) {
+        if (n.os_index == node) found = &n;
+        nodes += (nodes.empty() ? "" : ", ") + std::to_string(n.os_index);
+    }
+    if (found == nullptr) fail("[engine] numa_bind = {}: this machine has no NUMA node {} (nodes: {})", node, node, nodes);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : found->cpus) CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+        fail("[engine] numa_bind = {}: cannot bind to the CPUs of node {}: {}", node, node, std::strerror(errno));
+    }
+    std::vector<int> pus;
+    for (int pu : machine.one_pu_per_core) {
+        if (std::find(found->cpus.begin(), found->cpus.end(), pu) != found->cpus.end()) pus.push_back(pu);
+    }
+    machine.one_pu_per_core = pus;
+    machine.cores = static_cast<int>(pus.size());
+    log::info("runtime", "bound to NUMA node {} ({} cores)", node, machine.cores);
 }
 
 // SIGINT/SIGTERM are blocked in every thread and received here, so stopping the frontend runs in normal context.
@@ -207,7 +235,7 @@ int main_impl(int argc, char **argv) {
         std::printf("strata runtime %s (plugin ABI %d.%d)\n", STRATA_VERSION, STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
         return 0;
     }
-    const topology::machine machine = topology::discover();
+    topology::machine machine = topology::discover();
     if (cl.subcommand == "topology") {
         if (cl.json) std::cout << topology::to_json(machine).dump(2) << "\n";
         else std::cout << topology::to_text(machine);
@@ -240,6 +268,12 @@ int main_impl(int argc, char **argv) {
     }
     doc.validate(schema);
     log::set_level(parse_level(doc.get_string("engine", "log_level", schema).value_or("info")));
+
+    // NUMA binding applies to the whole process before any plugin starts a thread, so compute threads, first-touch
+    // allocations and numa_ram's "auto" node all follow it.
+    if (const int64_t node = doc.get_int("engine", "numa_bind", schema).value_or(-1); node >= 0) {
+        bind_to_numa_node(machine, static_cast<int>(node));
+    }
 
     if (cl.subcommand == "plugins") {
         std::cout << registry.format_listing();

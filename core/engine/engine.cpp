@@ -131,6 +131,10 @@ engine::~engine() {
         for (void *p : device_allocations_) device_desc_.desc->mem_free(device_, p);
     }
     if (model_ != nullptr) arch_.desc->destroy(model_);
+    if (weights_) {
+        const std::string report = weights_->report();
+        if (!report.empty()) log::info("offload", "{}", report.substr(0, report.size() - 1));
+    }
     weights_.reset(); // stops the prefetch threads and frees the ring before the device goes
     if (device_ != nullptr) device_desc_.desc->destroy(device_);
 }

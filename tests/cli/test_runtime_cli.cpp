@@ -154,6 +154,16 @@ TEST(RuntimeCli, BadPlacementInputIsOneClearError) {
     EXPECT_NE(r.err.find("ramdisk"), std::string::npos) << r.err;
 }
 
+TEST(RuntimeCli, NumaBindPinsToAnExistingNodeAndRefusesAMissingOne) {
+    run_result r = run("--model " + k_model + " --prompt Lily --temperature 0 --max-tokens 4 --numa-bind 0 "
+                       "--cpu-offload-layers 2 --tiers numa_ram");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("bound to NUMA node 0"), std::string::npos) << r.err;
+    r = run("--model " + k_model + " --numa-bind 4095");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("no NUMA node 4095 (nodes: "), std::string::npos) << r.err;
+}
+
 TEST(RuntimeCli, UnknownFlagSuggestsTheClosest) {
     run_result r = run("--model " + k_model + " --temprature 0");
     EXPECT_NE(r.exit_code, 0);

@@ -22,6 +22,11 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <liburing.h>
+#include <unistd.h>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -112,6 +117,13 @@ struct table_view {
             *out = it->second;
             return 1;
         };
+        view.get_bool = [](void *ctx, const char *key, int32_t *out) -> int32_t {
+            auto &m = static_cast<table_view *>(ctx)->ints;
+            auto it = m.find(key);
+            if (it == m.end()) return 0;
+            *out = it->second != 0;
+            return 1;
+        };
         view.get_string = [](void *ctx, const char *key, const char **out) -> int32_t {
             auto &m = static_cast<table_view *>(ctx)->strings;
             auto it = m.find(key);
@@ -121,6 +133,55 @@ struct table_view {
         };
     }
 };
+
+// The disk's own O_DIRECT read bandwidth, independent of the tier plugin: the first `total` bytes of `file` (the
+// nvme tier's own file, kept after the decode run) read by `threads` readers (as many as the ring's I/O threads),
+// each with its own io_uring at `queue_depth` requests of `block` bytes in flight over its share; best of 3.
+double measure_disk_read(const std::string &file, uint64_t total, uint64_t block, unsigned queue_depth, int threads) {
+    const int fd = ::open(file.c_str(), O_RDONLY | O_DIRECT);
+    if (fd < 0) throw std::runtime_error("cannot open " + file + " with O_DIRECT: " + std::strerror(errno));
+    struct stat sb {};
+    ::fstat(fd, &sb);
+    const uint64_t per = std::min<uint64_t>(total, static_cast<uint64_t>(sb.st_size)) / static_cast<uint64_t>(threads) / block * block;
+    if (per == 0) {
+        ::close(fd);
+        throw std::runtime_error("file too small to measure: " + file);
+    }
+    auto reader = [&](uint64_t begin) -> uint64_t {
+        std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t *>(std::aligned_alloc(4096, block * queue_depth)), &std::free);
+        io_uring ring{};
+        if (io_uring_queue_init(queue_depth, &ring, 0) != 0) return 0;
+        uint64_t next = 0, done = 0;
+        unsigned in_flight = 0;
+        while (done < per) {
+            while (in_flight < queue_depth && next < per) {
+                io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+                io_uring_prep_read(sqe, fd, buf.get() + (next / block % queue_depth) * block, static_cast<unsigned>(block), begin + next);
+                next += block;
+                ++in_flight;
+            }
+            io_uring_submit(&ring);
+            io_uring_cqe *cqe = nullptr;
+            if (io_uring_wait_cqe(&ring, &cqe) != 0 || cqe->res <= 0) break;
+            done += static_cast<uint64_t>(cqe->res);
+            io_uring_cqe_seen(&ring, cqe);
+            --in_flight;
+        }
+        io_uring_queue_exit(&ring);
+        return done;
+    };
+    double best = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+        std::atomic<uint64_t> bytes{0};
+        const auto t0 = clock_type::now();
+        std::vector<std::thread> ts;
+        for (int t = 0; t < threads; ++t) ts.emplace_back([&, t] { bytes += reader(per * static_cast<uint64_t>(t)); });
+        for (auto &t : ts) t.join();
+        best = std::max(best, static_cast<double>(bytes.load()) / std::chrono::duration<double>(clock_type::now() - t0).count());
+    }
+    ::close(fd);
+    return best;
+}
 
 struct decode_result {
     double prefill_tps = 0, decode_tps = 0;
@@ -151,7 +212,8 @@ decode_result run_decode(strata::engine::engine &eng, const std::vector<int32_t>
 }
 
 // Read bandwidth of a fresh instance of the tier, reading `chunk`-sized pieces with `threads` threads in parallel
-// (as the prefetch ring does), best of 3 over `total` bytes.
+// (as the prefetch ring does), best of 3 over `total` bytes: the bytes one decode step streams, so the file the
+// tier reads has the same size as in the decode run.
 double measure_tier_read(const strata::plugins::registry &registry, const strata_host_services *host,
                          const std::string &name, const strata_config_view *cfg, uint64_t chunk, uint64_t total,
                          int threads) {
@@ -167,8 +229,14 @@ double measure_tier_read(const strata::plugins::registry &registry, const strata
             throw std::runtime_error(std::string("measuring tier: ") + st.message);
         }
     }
-    std::vector<std::vector<uint8_t>> dst(static_cast<size_t>(threads));
-    for (auto &d : dst) d.resize(chunk);
+    // 4 KiB-aligned destinations, like the ring's slots, so O_DIRECT tiers read straight into them.
+    struct aligned_free {
+        void operator()(uint8_t *p) const { std::free(p); }
+    };
+    std::vector<std::unique_ptr<uint8_t, aligned_free>> dst;
+    for (int t = 0; t < threads; ++t) {
+        dst.emplace_back(static_cast<uint8_t *>(std::aligned_alloc(4096, (chunk + 4095) / 4096 * 4096)));
+    }
     double best = 0;
     for (int rep = 0; rep < 3; ++rep) {
         std::atomic<uint64_t> next{0};
@@ -178,13 +246,13 @@ double measure_tier_read(const strata::plugins::registry &registry, const strata
             ts.emplace_back([&, t] {
                 strata_status s{};
                 for (uint64_t i = next++; i < n_chunks; i = next++) {
-                    h.desc->read(tier.get(), regions[i], 0, dst[static_cast<size_t>(t)].data(), chunk, &s);
+                    h.desc->read(tier.get(), regions[i], 0, dst[static_cast<size_t>(t)].get(), chunk, &s);
                 }
             });
         }
         for (auto &t : ts) t.join();
-        best = std::max(best, static_cast<double>(n_chunks * chunk) /
-                                  std::chrono::duration<double>(clock_type::now() - t0).count());
+        const double bw = static_cast<double>(n_chunks * chunk) / std::chrono::duration<double>(clock_type::now() - t0).count();
+        best = std::max(best, bw);
     }
     for (auto r : regions) h.desc->region_free(tier.get(), r);
     return best;
@@ -280,7 +348,11 @@ int main(int argc, char **argv) try {
     // The same decode with the last layers in a tier.
     eng_ptr.reset();
     table_view tier_cfg;
-    if (!o.nvme_path.empty()) tier_cfg.strings["path"] = o.nvme_path;
+    if (!o.nvme_path.empty()) {
+        tier_cfg.strings["path"] = o.nvme_path;
+        tier_cfg.ints["keep_file"] = 1; // kept so the disk's raw bandwidth is measured on the very same file
+        std::filesystem::remove(o.nvme_path);
+    }
     eo.offload.cpu_offload_layers = o.offload_layers == -1 ? hp.n_layer : o.offload_layers;
     eo.offload.tiers = {o.tier};
     eo.offload.tier_configs[o.tier] = &tier_cfg.view;
@@ -303,24 +375,45 @@ int main(int argc, char **argv) try {
         return 0;
     }
     // Largest streamed layer ~ the chunk the ring reads: measure the tier the same way.
-    const uint64_t chunk = static_cast<uint64_t>(per_token / std::max(1, *eo.offload.cpu_offload_layers));
+    uint64_t chunk = static_cast<uint64_t>(per_token / std::max(1, *eo.offload.cpu_offload_layers));
     const double tier_bw = measure_tier_read(registry, &host, o.tier, &tier_cfg.view, (chunk + 4095) / 4096 * 4096,
-                                             std::max<uint64_t>(256ull << 20, 4 * chunk), o.io_threads);
+                                             std::max<uint64_t>(static_cast<uint64_t>(per_token), 4 * chunk), o.io_threads);
+    double disk_bw = 0;
+    if (o.tier == "nvme" && !o.nvme_path.empty()) {
+        disk_bw = measure_disk_read(o.nvme_path, 1ull << 30, 1ull << 20, 32, o.io_threads);
+        std::filesystem::remove(o.nvme_path);
+    }
     const double t_compute = 1.0 / best_decode;
-    const double t_io = per_token / tier_bw;
     const double t_achieved = 1.0 / streamed.decode_tps;
-    const double t_bound = std::max(t_compute, t_io);
-    const double overlap = std::clamp((t_compute + t_io - t_achieved) / std::min(t_compute, t_io), 0.0, 1.0);
-    std::printf("tier bandwidth   %.2f GB/s (%s, %llu KiB reads, %d threads, best of 3)\n", tier_bw / 1e9,
-                o.tier.c_str(), static_cast<unsigned long long>(chunk / 1024), o.io_threads);
-    std::printf("per token        compute %.2f ms, I/O %.2f ms, achieved %.2f ms\n", t_compute * 1e3, t_io * 1e3,
-                t_achieved * 1e3);
-    std::printf("achieved/bound   %.0f%% (bound = max(compute, I/O) = %.2f ms)\n", 100.0 * t_bound / t_achieved,
+    // I/O time per token as the ring itself saw it in this run: I/O-thread busy time spread over the threads.
+    double io_seconds = 0;
+    for (const auto &[name, c] : streamed.ring.tiers) io_seconds += c.read_seconds;
+    const double t_io_ring = io_seconds / std::max(1, o.io_threads) / static_cast<double>(streamed.ring.forwards);
+    const double t_io_tier = per_token / tier_bw;
+    const double t_bound = std::max(t_compute, t_io_ring);
+    const double overlap = std::clamp((t_compute + t_io_ring - t_achieved) / std::min(t_compute, t_io_ring), 0.0, 1.0);
+    std::printf("per token        compute %.2f ms (all resident), achieved %.2f ms\n", t_compute * 1e3, t_achieved * 1e3);
+    std::printf("I/O per token    %.2f ms as the ring read it (%.2f GB/s), %.2f ms at the tier bandwidth the tool "
+                "measured (%.2f GB/s, %llu KiB reads, %d threads)\n",
+                t_io_ring * 1e3, per_token / t_io_ring / 1e9, t_io_tier * 1e3, tier_bw / 1e9,
+                static_cast<unsigned long long>(chunk / 1024), o.io_threads);
+    std::printf("achieved/bound   %.0f%% (bound = max(compute, I/O) = %.2f ms per token)\n", 100.0 * t_bound / t_achieved,
                 t_bound * 1e3);
-    std::printf("tier read        %.0f%% of the tier's measured bandwidth\n", 100.0 * (per_token / t_achieved) / tier_bw);
-    std::printf("overlap          %.0f%% efficiency\n", 100.0 * overlap);
-    std::printf("prefetch stall   %.3f s over %llu forward passes\n", streamed.ring.stall_seconds,
-                static_cast<unsigned long long>(streamed.ring.forwards));
+    std::printf("overlap          %.0f%% efficiency ((compute + I/O - achieved) / min(compute, I/O))\n", 100.0 * overlap);
+    if (disk_bw > 0) {
+        std::printf("disk O_DIRECT    %.2f GB/s (the tier's file, %d io_uring readers, queue depth 32, 1 MiB reads, best of 3)\n",
+                    disk_bw / 1e9, o.io_threads);
+        std::printf("streamed/disk    %.0f%% of the disk's O_DIRECT read bandwidth (%.2f GB/s streamed)\n",
+                    100.0 * (per_token / t_achieved) / disk_bw, per_token / t_achieved / 1e9);
+    }
+    std::printf("prefetch stall   %.3f s over %llu forward passes, %llu layer loads\n", streamed.ring.stall_seconds,
+                static_cast<unsigned long long>(streamed.ring.forwards),
+                static_cast<unsigned long long>(streamed.ring.layer_loads));
+    for (const auto &[name, c] : streamed.ring.tiers) {
+        std::printf("ring reads       %s: %.1f MiB in %.2f s of I/O-thread time (%.2f GB/s per thread)\n", name.c_str(),
+                    static_cast<double>(c.bytes_read) / 1048576.0, c.read_seconds,
+                    c.read_seconds > 0 ? static_cast<double>(c.bytes_read) / c.read_seconds / 1e9 : 0.0);
+    }
     return 0;
 } catch (const std::exception &e) {
     std::fprintf(stderr, "bench: error: %s\n", e.what());
