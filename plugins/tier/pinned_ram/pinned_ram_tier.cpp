@@ -9,6 +9,7 @@
 //    the tier be used stand-alone. It is rounded up to whole pages.
 //  - Regions are carved from the arena with the shared first-fit allocator (../common/region_allocator.hpp), aligned
 //    to 4096 bytes; map() returns their address so the CPU can compute on them in place.
+#include "../common/arena_tier_desc.hpp"
 #include "../common/host_arena.hpp"
 
 #include <strata/plugin.hpp>
@@ -42,7 +43,6 @@ struct pinned_tier {
     }
 };
 
-pinned_tier *as_tier(strata_tier *t) { return reinterpret_cast<pinned_tier *>(t); }
 
 std::string memlock_limit_text() {
     rlimit lim{};
@@ -101,39 +101,7 @@ strata_tier *create(const strata_tier_create_args *args, strata_status *st) {
     });
 }
 
-// Unmapping the arena frees every live region with it.
-void destroy(strata_tier *t) { delete as_tier(t); }
-
-uint64_t capacity(strata_tier *t) { return as_tier(t)->arena->capacity(); }
-
-int32_t region_alloc(strata_tier *t, uint64_t bytes, uint64_t *region, strata_status *st) {
-    return as_tier(t)->arena->alloc(bytes, region, st);
-}
-
-void region_free(strata_tier *t, uint64_t region) { as_tier(t)->arena->free(region); }
-
-int32_t region_write(strata_tier *t, uint64_t region, uint64_t offset, const void *src, uint64_t bytes,
-                     strata_status *st) {
-    return as_tier(t)->arena->write(region, offset, src, bytes, st);
-}
-
-int32_t region_read(strata_tier *t, uint64_t region, uint64_t offset, void *dst, uint64_t bytes, strata_status *st) {
-    return as_tier(t)->arena->read(region, offset, dst, bytes, st);
-}
-
-void *region_map(strata_tier *t, uint64_t region) { return as_tier(t)->arena->map(region); }
-
-const strata_tier_desc tier_desc = {
-    strata::plugin::make_header<strata_tier_desc>(STRATA_KIND_TIER, plugin_name, offsetof(strata_tier_desc, map)),
-    create,
-    destroy,
-    capacity,
-    region_alloc,
-    region_free,
-    region_write,
-    region_read,
-    region_map,
-};
+const strata_tier_desc tier_desc = strata::tier::arena_tier_slots<pinned_tier>::descriptor(plugin_name, create);
 
 const strata_descriptor_header *const descriptors[] = {&tier_desc.header};
 
