@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/ci/setup.sh
 jobs=$(nproc)
+# llama.cpp as a peer (node-llama-cpp's prebuilt CPU build, ~80 MB from the npm registry) for tests/peer; the
+# peer test skips with the reason when this install is not possible.
+npm ci --prefix tools/peer --omit=optional --no-audit --no-fund || echo "warning: npm ci for tools/peer failed; the peer test will skip"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=ON
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"

@@ -3,16 +3,18 @@
 // Prints {"prompt_tokens": [...], "completion_tokens": [...], ...} like `runtime --output json`.
 // Tokenization matches Strata: BOS, then the prompt with SentencePiece's dummy-prefix space.
 // The KV cache is F32: with llama.cpp's default F16 cache, greedy runs can depart at near-ties.
-import { loadLlamaCpp, parseArgs, positiveInt, fail } from "./load-llama.mjs";
+import { loadLlamaCpp, parseArgs, nonNegativeInt, fail } from "./load-llama.mjs";
 
 const usage = "usage: node tools/peer/greedy.mjs --model FILE.gguf [--prompt TEXT] [--n TOKENS] [--threads N]\n" +
-              "  [--margins 1]  also print top2_logit_gaps: per generated token, the gap between the two largest logits\n" +
-              "  [--batch N] prompt tokens per llama.cpp batch (default 512) [--flash-attention 0|1] (default 0)";
-const args = parseArgs(process.argv.slice(2),
-                       { model: undefined, prompt: "", n: "100", threads: "1", margins: "0", batch: "512", "flash-attention": "0" }, usage);
-const n = positiveInt("n", args.n);
-const threads = positiveInt("threads", args.threads);
-const batch = positiveInt("batch", args.batch);
+              "  [--margins 1]       also print top2_logit_gaps: per token, the gap between the two largest logits\n" +
+              "  [--batch N]         prompt tokens per llama.cpp batch (default 512)\n" +
+              "  [--flash-attention 0|1] (default 0); --threads 0 lets node-llama-cpp choose";
+const args = parseArgs(process.argv.slice(2), {
+  model: undefined, prompt: "", n: "100", threads: "1", margins: "0", batch: "512", "flash-attention": "0",
+}, usage);
+const n = nonNegativeInt("n", args.n);
+const threads = nonNegativeInt("threads", args.threads);
+const batch = nonNegativeInt("batch", args.batch);
 const flashAttention = args["flash-attention"] !== "0";
 
 const { llama } = await loadLlamaCpp();
@@ -67,7 +69,10 @@ const result = {
   completion_tokens: completion,
   finish_reason: finish,
   text: model.detokenize(completion),
-  peer: { engine: "llama.cpp via node-llama-cpp", kv_cache: "F32", flash_attention: flashAttention, batch_size: context.batchSize },
+  peer: {
+    engine: "llama.cpp via node-llama-cpp", kv_cache: "F32", flash_attention: flashAttention,
+    batch_size: context.batchSize,
+  },
 };
 if (wantMargins) result.top2_logit_gaps = margins;
 process.stdout.write(JSON.stringify(result) + "\n");

@@ -51,7 +51,7 @@ export function parseArgs(argv, known, usage) {
   return out;
 }
 
-export function positiveInt(name, text) {
+export function nonNegativeInt(name, text) {
   const v = Number(text);
   if (!Number.isInteger(v) || v < 0) fail(`--${name} must be a non-negative integer, got "${text}"`, 2);
   return v;
