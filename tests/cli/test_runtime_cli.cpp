@@ -27,10 +27,11 @@ std::string read_file(const fs::path &p) {
 }
 
 // Runs `runtime ARGS` from the source dir with stdin from /dev/null (not a terminal: no interactive loop).
-run_result run(const std::string &args) {
+// Tests keep the measured-bandwidth cache inside the build tree, away from the user's ~/.cache.
+run_result run(const std::string &args, const std::string &env = "XDG_CACHE_HOME=" STRATA_BINARY_DIR "/test-xdg-default") {
     const fs::path err = fs::temp_directory_path() / ("strata_cli_err_" + std::to_string(::getpid()));
-    const std::string cmd = "cd " STRATA_SOURCE_DIR " && " STRATA_BINARY_DIR "/bin/runtime " + args + " </dev/null 2>" +
-                            err.string();
+    const std::string cmd = "cd " STRATA_SOURCE_DIR " && " + env + " " STRATA_BINARY_DIR "/bin/runtime " + args +
+                            " </dev/null 2>" + err.string();
     run_result r{};
     FILE *p = ::popen(cmd.c_str(), "r");
     if (p == nullptr) return {-1, "", "popen failed"};
@@ -137,6 +138,23 @@ TEST(RuntimeCli, PlanSubcommandPrintsWithoutLoadingAndNamesWhatFits) {
     r = run("plan --model " + k_model + " --device-memory 8MiB --max-model-len 4000 --cpu-offload-layers 0");
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
     EXPECT_NE(r.out.find("largest max_model_len"), std::string::npos) << r.out;
+}
+
+TEST(RuntimeCli, TierBandwidthsAreMeasuredCachedAndRemeasuredOnRequest) {
+    const fs::path cache_home = fs::path(STRATA_BINARY_DIR) / "test-xdg-cache";
+    fs::remove_all(cache_home);
+    const fs::path cache = cache_home / "strata" / "bandwidth.json";
+    // Offloading with a cold cache measures the tier and writes the cache.
+    run_result r = run("--config configs/cpu_offload.toml --max-tokens 2", "XDG_CACHE_HOME=" + cache_home.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("measuring the read bandwidth of tier 'numa_ram'"), std::string::npos) << r.err;
+    ASSERT_TRUE(fs::exists(cache));
+    EXPECT_NE(read_file(cache).find("numa_ram"), std::string::npos);
+    // A warm cache is used as is; --remeasure measures again.
+    r = run("--config configs/cpu_offload.toml --max-tokens 2", "XDG_CACHE_HOME=" + cache_home.string());
+    EXPECT_EQ(r.err.find("measuring the read bandwidth"), std::string::npos) << r.err;
+    r = run("--config configs/cpu_offload.toml --max-tokens 2 --remeasure", "XDG_CACHE_HOME=" + cache_home.string());
+    EXPECT_NE(r.err.find("measuring the read bandwidth of tier 'numa_ram'"), std::string::npos) << r.err;
 }
 
 TEST(RuntimeCli, BadPlacementInputIsOneClearError) {
