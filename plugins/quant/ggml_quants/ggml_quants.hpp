@@ -54,12 +54,35 @@ float dot_act_q8_0_scalar(const void *row, const void *xq, int64_t n);
 float dot_act_q4_0_scalar(const void *row, const void *xq, int64_t n);
 float dot_act_q8_0_avx2(const void *row, const void *xq, int64_t n);
 float dot_act_q4_0_avx2(const void *row, const void *xq, int64_t n);
+// ABI 1.2 dot_act_multi: out[i] = dot_act(row, xq + i * xq_stride_bytes, n) bit for bit (same kernel set), for
+// i < n_x; each weight block is unpacked once for all n_x activation vectors.
+void dot_act_multi_q8_0_scalar(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                               float *out);
+void dot_act_multi_q4_0_scalar(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                               float *out);
+void dot_act_multi_q8_0_avx2(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                             float *out);
+void dot_act_multi_q4_0_avx2(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                             float *out);
+// The same with AVX-VNNI's vpdpbusd (same integer lanes, so the same bits); call only when cpu_has_avx_vnni().
+void dot_act_multi_q8_0_avxvnni(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                                float *out);
+void dot_act_multi_q4_0_avxvnni(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                                float *out);
+// What the AVX2 descriptors carry: the AVX-VNNI kernel when cpu_has_avx_vnni() (checked once, at load), else AVX2.
+void dot_act_multi_q8_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x,
+                                     int64_t n, float *out);
+void dot_act_multi_q4_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x,
+                                     int64_t n, float *out);
 
 // ---- kernel selection ----
 enum class kernel_set { scalar, avx2_fma };
 
 // True when this build has the AVX2 kernels and the CPU supports AVX2, FMA and F16C.
 bool cpu_has_avx2_fma();
+// True when additionally this build has the AVX-VNNI kernels and the CPU supports AVX-VNNI (Alder Lake, Zen 4 and
+// later). Only dot_act_multi uses it; it is never forced: its results equal the AVX2 kernel's bit for bit.
+bool cpu_has_avx_vnni();
 // What descriptors() would pick right now: avx2_fma when the CPU has it, unless the environment variable
 // STRATA_FORCE_SCALAR is set to a value other than "" or "0". Reads the environment on every call.
 kernel_set select_kernel_set();

@@ -18,29 +18,16 @@
 #endif
 #include <immintrin.h>
 
+#include "int_dot_avx2_blocks.hpp"
+
 namespace strata::quants {
 namespace {
-
-#define STRATA_KERNEL_INLINE inline __attribute__((always_inline))
-
-STRATA_KERNEL_INLINE float horizontal_sum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 STRATA_KERNEL_INLINE float horizontal_max(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
     return _mm_cvtss_f32(m);
-}
-
-STRATA_KERNEL_INLINE float block_scale(const uint16_t *d) {
-    uint16_t h;
-    std::memcpy(&h, d, sizeof h); // rows are only guaranteed byte-aligned by the ABI
-    return _cvtsh_ss(h);
 }
 
 // roundf(v) (halves away from zero) clamped to [-127, 127], NaN -> 0: the reference quantizer's round_to_q8.
@@ -84,10 +71,6 @@ void quantize_block(const float *x, block_q8_act &out) {
     out.sum_x8 = 8 * _mm_cvtsi128_si32(s4);
 }
 
-STRATA_KERNEL_INLINE __m256i load_act(const block_q8_act &a) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a.qs));
-}
-
 // One block: d_w * d_a * (8 int32 partial sums of the integer dot), added to acc.
 STRATA_KERNEL_INLINE __m256 scale_and_add(__m256i sums, const uint16_t *w_scale, const block_q8_act &a, __m256 acc) {
     const __m256 d = _mm256_set1_ps(block_scale(w_scale) * a.d);
@@ -125,8 +108,6 @@ template <class Block> STRATA_KERNEL_INLINE float dot_blocks(const Block *w, con
     return horizontal_sum(_mm256_add_ps(acc0, acc1));
 }
 
-#undef STRATA_KERNEL_INLINE
-
 } // namespace
 
 void quantize_activations_q8_avx2(const float *x, void *xq, int64_t n) {
@@ -142,6 +123,16 @@ float dot_act_q4_0_avx2(const void *row, const void *xq, int64_t n) {
     return dot_blocks(static_cast<const block_q4_0 *>(row), static_cast<const block_q8_act *>(xq), n / qk4_0);
 }
 
+void dot_act_multi_q8_0_avx2(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                             float *out) {
+    dot_blocks_multi<maddubs_i8, block_q8_0>(row, xq, xq_stride_bytes, n_x, n, out);
+}
+
+void dot_act_multi_q4_0_avx2(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                             float *out) {
+    dot_blocks_multi<maddubs_i8, block_q4_0>(row, xq, xq_stride_bytes, n_x, n, out);
+}
+
 } // namespace strata::quants
 
 #else // not x86-64: cpu_has_avx2_fma() is false; these exist only so the API links everywhere.
@@ -150,6 +141,14 @@ namespace strata::quants {
 void quantize_activations_q8_avx2(const float *x, void *xq, int64_t n) { quantize_activations_q8_scalar(x, xq, n); }
 float dot_act_q8_0_avx2(const void *row, const void *xq, int64_t n) { return dot_act_q8_0_scalar(row, xq, n); }
 float dot_act_q4_0_avx2(const void *row, const void *xq, int64_t n) { return dot_act_q4_0_scalar(row, xq, n); }
+void dot_act_multi_q8_0_avx2(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                             float *out) {
+    dot_act_multi_q8_0_scalar(row, xq, xq_stride_bytes, n_x, n, out);
+}
+void dot_act_multi_q4_0_avx2(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                             float *out) {
+    dot_act_multi_q4_0_scalar(row, xq, xq_stride_bytes, n_x, n, out);
+}
 } // namespace strata::quants
 
 #endif

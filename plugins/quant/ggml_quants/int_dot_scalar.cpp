@@ -63,4 +63,54 @@ float dot_act_q4_0_scalar(const void *row, const void *xq, int64_t n) {
     return sum;
 }
 
+namespace {
+
+// Vectors per pass of dot_act_multi: their float sums live on the stack while the row's blocks stream past once.
+constexpr int32_t multi_group = 8;
+
+// One weight block widened once to 32 signed values (Q4_0 with its -8 applied) and its scale, then dotted with the
+// same block of each vector. Integer sums are exact in any order and each vector's float sum takes the blocks in
+// dot_act's order with dot_act's expression, so every output equals the matching dot_act bit for bit.
+template <class Block, class Widen>
+void dot_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t nb, float *out, Widen widen) {
+    const auto *w = static_cast<const Block *>(row);
+    const auto *base = static_cast<const unsigned char *>(xq);
+    for (int32_t i0 = 0; i0 < n_x; i0 += multi_group) {
+        const int32_t m = n_x - i0 < multi_group ? n_x - i0 : multi_group;
+        float sum[multi_group] = {};
+        for (int64_t b = 0; b < nb; ++b) {
+            int8_t values[qk8_0];
+            widen(w[b], values);
+            const float dw = block_scale(&w[b].d);
+            for (int32_t i = 0; i < m; ++i) {
+                const auto &a = reinterpret_cast<const block_q8_act *>(base + (i0 + i) * stride)[b];
+                int32_t sumi = 0;
+                for (int64_t j = 0; j < qk8_0; ++j) sumi += int32_t{values[j]} * int32_t{a.qs[j]};
+                sum[i] += static_cast<float>(sumi) * (dw * a.d);
+            }
+        }
+        for (int32_t i = 0; i < m; ++i) out[i0 + i] = sum[i];
+    }
+}
+
+} // namespace
+
+void dot_act_multi_q8_0_scalar(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                               float *out) {
+    dot_multi<block_q8_0>(row, xq, xq_stride_bytes, n_x, n / qk8_0, out, [](const block_q8_0 &w, int8_t *values) {
+        std::memcpy(values, w.qs, sizeof w.qs);
+    });
+}
+
+void dot_act_multi_q4_0_scalar(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                               float *out) {
+    dot_multi<block_q4_0>(row, xq, xq_stride_bytes, n_x, n / qk4_0, out, [](const block_q4_0 &w, int8_t *values) {
+        constexpr int64_t half = qk4_0 / 2;
+        for (int64_t j = 0; j < half; ++j) {
+            values[j] = static_cast<int8_t>((w.qs[j] & 0x0f) - 8);
+            values[half + j] = static_cast<int8_t>((w.qs[j] >> 4) - 8);
+        }
+    });
+}
+
 } // namespace strata::quants

@@ -23,11 +23,13 @@ const char *kernel_name_avx2() { return "avx2+fma"; }
 using dot_fn = float (*)(const void *, const float *, int64_t);
 using quantize_fn = void (*)(const float *, void *, int64_t);
 using dot_act_fn = float (*)(const void *, const void *, int64_t);
+using dot_act_multi_fn = void (*)(const void *, const void *, int64_t, int32_t, int64_t, float *);
 
 struct kernel_row {
     dot_fn f32, f16, bf16, q8_0, q4_0;
     quantize_fn quantize_activations_q8; // Q8_0 and Q4_0 both take block_q8_act activations
     dot_act_fn dot_act_q8_0, dot_act_q4_0;
+    dot_act_multi_fn dot_act_multi_q8_0, dot_act_multi_q4_0;
     const char *(*name)();
 };
 
@@ -36,6 +38,7 @@ struct int_path {
     uint32_t act_block_bytes = 0;
     quantize_fn quantize_activations = nullptr;
     dot_act_fn dot_act = nullptr;
+    dot_act_multi_fn dot_act_multi = nullptr;
 };
 
 constexpr strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_elems, uint32_t block_bytes,
@@ -54,7 +57,8 @@ constexpr strata_quant_desc describe(const char *name, uint32_t ggml_type, uint3
         path.act_block_bytes,
         0u,
         path.quantize_activations,
-        path.dot_act};
+        path.dot_act,
+        path.dot_act_multi};
 }
 
 constexpr kernel_row scalar_kernels{dot_f32_scalar,
@@ -65,6 +69,8 @@ constexpr kernel_row scalar_kernels{dot_f32_scalar,
                                     quantize_activations_q8_scalar,
                                     dot_act_q8_0_scalar,
                                     dot_act_q4_0_scalar,
+                                    dot_act_multi_q8_0_scalar,
+                                    dot_act_multi_q4_0_scalar,
                                     kernel_name_scalar};
 constexpr kernel_row avx2_kernels{dot_f32_avx2,
                                   dot_f16_avx2,
@@ -74,6 +80,8 @@ constexpr kernel_row avx2_kernels{dot_f32_avx2,
                                   quantize_activations_q8_avx2,
                                   dot_act_q8_0_avx2,
                                   dot_act_q4_0_avx2,
+                                  dot_act_multi_q8_0_avx2_or_vnni,
+                                  dot_act_multi_q4_0_avx2_or_vnni,
                                   kernel_name_avx2};
 
 constexpr strata_quant_desc make_table_entry(const kernel_row &k, int index) {
@@ -83,10 +91,12 @@ constexpr strata_quant_desc make_table_entry(const kernel_row &k, int index) {
     case 2: return describe("bf16", ggml_type_bf16, 1, 2, dequantize_row_bf16, quantize_row_bf16, k.bf16, k.name);
     case 3:
         return describe("q8_0", ggml_type_q8_0, qk8_0, sizeof(block_q8_0), dequantize_row_q8_0, quantize_row_q8_0,
-                        k.q8_0, k.name, {act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q8_0});
+                        k.q8_0, k.name,
+                        {act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q8_0, k.dot_act_multi_q8_0});
     default:
         return describe("q4_0", ggml_type_q4_0, qk4_0, sizeof(block_q4_0), dequantize_row_q4_0, quantize_row_q4_0,
-                        k.q4_0, k.name, {act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q4_0});
+                        k.q4_0, k.name,
+                        {act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q4_0, k.dot_act_multi_q4_0});
     }
 }
 
@@ -115,6 +125,35 @@ bool cpu_has_avx2_fma() {
 #else
     return false;
 #endif
+}
+
+bool cpu_has_avx_vnni() {
+#if defined(__x86_64__) || defined(_M_X64)
+    if (!cpu_has_avx2_fma()) return false;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    // CPUID leaf 7, subleaf 1: EAX bit 4 is AVX-VNNI (VEX-encoded, 256-bit; the YMM state check is done above).
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 4)) != 0;
+#else
+    return false;
+#endif
+}
+
+namespace {
+// Checked once when the plugin is loaded; the AVX2 descriptors' multi kernels branch on it per call (one predictable
+// branch per weight row and token block).
+const bool avx_vnni_available = cpu_has_avx_vnni();
+} // namespace
+
+void dot_act_multi_q8_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x,
+                                     int64_t n, float *out) {
+    if (avx_vnni_available) return dot_act_multi_q8_0_avxvnni(row, xq, xq_stride_bytes, n_x, n, out);
+    dot_act_multi_q8_0_avx2(row, xq, xq_stride_bytes, n_x, n, out);
+}
+
+void dot_act_multi_q4_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x,
+                                     int64_t n, float *out) {
+    if (avx_vnni_available) return dot_act_multi_q4_0_avxvnni(row, xq, xq_stride_bytes, n_x, n, out);
+    dot_act_multi_q4_0_avx2(row, xq, xq_stride_bytes, n_x, n, out);
 }
 
 kernel_set select_kernel_set() {

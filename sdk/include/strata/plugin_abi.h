@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 1
+#define STRATA_ABI_MINOR 2
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -183,6 +183,13 @@ typedef struct strata_quant_desc {
     void (*quantize_activations)(const float *x, void *xq, int64_t n);
     /* Dot product of one quantized row with dequant(xq), xq as written by quantize_activations. */
     float (*dot_act)(const void *row, const void *xq, int64_t n);
+    /* optional, since 1.2: one weight row against several activation vectors at once (batched matmul / prefill),
+     * so each weight block is loaded and unpacked once for all of them. out[i] = dot_act(row, xq_i, n) bit for bit,
+     * where xq_i = (const char *)xq + i * xq_stride_bytes, for i in [0, n_x); n_x >= 1, any count (the plugin
+     * tiles it). Set only together with dot_act; a device falls back to dot_act when it is NULL (test with
+     * STRATA_HAS_SLOT). Thread-safe, no allocation. */
+    void (*dot_act_multi)(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                          float *out);
 } strata_quant_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
