@@ -1,9 +1,12 @@
 // Matmul and embedding over the ggml_quants plugin's Q8_0 and Q4_0 formats (built only when strata_ggml_quants_impl
 // exists). Both formats offer the integer dot path (ABI 1.1), so the device must quantize each token's activations
-// once and call dot_act; the F32 test format in cpu_test_support.hpp keeps covering the float path.
+// once and call dot_act (or, for several tokens, dot_act_multi: ABI 1.2); the F32 test format in
+// cpu_test_support.hpp keeps covering the float path.
 #include "cpu_test_support.hpp"
 
 #include "ggml_quants.hpp"
+
+#include <atomic>
 
 namespace {
 
@@ -110,6 +113,54 @@ TEST_P(CpuQuantMatmul, OlderDescriptorUsesTheFloatPath) {
     for (int t = 0; t < n_tokens; ++t)
         for (int64_t r = 0; r < rows; ++r)
             ASSERT_EQ(y[t * rows + r], old.dot_f32(m.bytes.data() + r * m.view.row_bytes, x.data() + t * cols, cols));
+}
+
+// Calls of the counting dot_act_multi below; each test resets it.
+std::atomic<int> multi_calls{0};
+const strata_quant_desc *counted_format = nullptr;
+void counting_dot_act_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
+    ++multi_calls;
+    counted_format->dot_act_multi(row, xq, stride, n_x, n, out);
+}
+
+// With several tokens the device takes the ABI 1.2 multi-token kernel (one weight row against a block of tokens);
+// with one token, or with a descriptor built against ABI 1.1 (struct_size ends after dot_act), it calls dot_act.
+// Either way every output is dot_act's, bit for bit.
+TEST_P(CpuQuantMatmul, MultiTokenKernelOnlyWhenTheSlotExists) {
+    std::vector<strata::quants::kernel_set> sets = {strata::quants::kernel_set::scalar};
+    if (strata::quants::cpu_has_avx2_fma()) sets.push_back(strata::quants::kernel_set::avx2_fma);
+    device_ptr dev = make_device(GetParam().threads);
+    ASSERT_NE(dev, nullptr);
+    for (auto set : sets) {
+        counted_format = find_format(set, GetParam().format);
+        ASSERT_NE(counted_format, nullptr);
+        for (bool abi_1_1 : {false, true}) {
+            strata_quant_desc d = *counted_format;
+            d.dot_act_multi = &counting_dot_act_multi;
+            if (abi_1_1)
+                d.header.struct_size = static_cast<uint32_t>(offsetof(strata_quant_desc, dot_act) + sizeof(d.dot_act));
+            const int64_t rows = 37, cols = 320;
+            quant_matrix m = quantize(d, random_floats(static_cast<size_t>(rows * cols), 11), rows, cols);
+            m.view.quant = &d;
+            std::vector<uint64_t> xq(static_cast<size_t>(cols / 32 * d.act_block_bytes / 8 + 1));
+            for (int n_tokens : {1, 2, 7, 17, 33}) {
+                multi_calls = 0;
+                const auto x = random_floats(static_cast<size_t>(n_tokens * cols), 12, -3.0f, 3.0f);
+                std::vector<float> y(static_cast<size_t>(rows * n_tokens), NAN);
+                strata_status st{};
+                ASSERT_EQ(ops().matmul(dev.get(), &m.view, x.data(), n_tokens, y.data(), &st), STRATA_OK)
+                    << st.message;
+                EXPECT_EQ(multi_calls.load() > 0, !abi_1_1 && n_tokens > 1)
+                    << d.header.name << " abi_1_1 " << abi_1_1 << " tokens " << n_tokens;
+                for (int t = 0; t < n_tokens; ++t) {
+                    d.quantize_activations(x.data() + t * cols, xq.data(), cols);
+                    for (int64_t r = 0; r < rows; ++r)
+                        ASSERT_EQ(y[t * rows + r], d.dot_act(m.bytes.data() + r * m.view.row_bytes, xq.data(), cols))
+                            << d.header.name << " row " << r << " token " << t << " of " << n_tokens;
+                }
+            }
+        }
+    }
 }
 
 TEST_P(CpuQuantMatmul, EmbeddingDequantizesRows) {

@@ -84,6 +84,33 @@ bool has_integer_path(const strata_quant_desc *q) {
     return STRATA_HAS_SLOT(q, quantize_activations) && q->act_block_bytes > 0;
 }
 
+// Chunk of weight rows per pool task: a few chunks per thread for balance; smaller chunks when many tokens so a
+// chunk stays in L2.
+int64_t row_grain(const strata_device *dev, int64_t rows, int64_t cols, int32_t n_tokens) {
+    const int threads = dev->pool.size();
+    if (threads <= 1 || rows * cols * n_tokens < parallel_min_work) return rows;
+    const int64_t cap = n_tokens > 1 ? 32 : 256;
+    return std::clamp<int64_t>(rows / (int64_t{threads} * 4), 1, cap);
+}
+
+// Like run_rows, for a kernel that computes one row against a block of tokens: dot_block(row, t0, count, out)
+// writes y[t0 + i][row] to out[i] for i < count (count <= matmul_token_block).
+template <class DotBlock>
+void run_row_blocks(strata_device *dev, int64_t rows, int64_t cols, int32_t n_tokens, float *y,
+                    const DotBlock &dot_block) {
+    auto body = [&](int64_t r0, int64_t r1, int) noexcept {
+        float out[matmul_token_block];
+        for (int32_t t0 = 0; t0 < n_tokens; t0 += matmul_token_block) {
+            const int32_t count = std::min(n_tokens - t0, matmul_token_block);
+            for (int64_t r = r0; r < r1; ++r) {
+                dot_block(r, t0, count, out);
+                for (int32_t i = 0; i < count; ++i) y[(t0 + i) * rows + r] = out[i];
+            }
+        }
+    };
+    dev->pool.parallel_for(rows, row_grain(dev, rows, cols, n_tokens), body);
+}
+
 // Splits weight rows across the pool; dot(row, t) computes y[t][row]. Rows x all tokens per chunk: a weight row is
 // read from memory once and reused for a block of tokens.
 template <class Dot>
@@ -95,14 +122,7 @@ void run_rows(strata_device *dev, int64_t rows, int64_t cols, int32_t n_tokens, 
                 for (int32_t t = t0; t < t1; ++t) y[t * rows + r] = dot(r, t);
         }
     };
-    const int threads = dev->pool.size();
-    int64_t grain = rows;
-    if (threads > 1 && rows * cols * n_tokens >= parallel_min_work) {
-        // A few chunks per thread for balance; smaller chunks when many tokens so a chunk stays in L2.
-        const int64_t cap = n_tokens > 1 ? 32 : 256;
-        grain = std::clamp<int64_t>(rows / (int64_t{threads} * 4), 1, cap);
-    }
-    dev->pool.parallel_for(rows, grain, body);
+    dev->pool.parallel_for(rows, row_grain(dev, rows, cols, n_tokens), body);
 }
 
 } // namespace
@@ -139,6 +159,15 @@ int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, 
         };
         dev->pool.parallel_for(n_tokens, std::max<int64_t>(1, parallel_min_work / cols), quantize_tokens);
 
+        if (n_tokens > 1 && STRATA_HAS_SLOT(q, dot_act_multi)) {
+            // Prefill (ABI 1.2): each weight block is unpacked once for a whole block of tokens; the plugin
+            // guarantees every result equals dot_act's bit for bit, so chunking the prompt changes nothing.
+            run_row_blocks(dev, rows, cols, n_tokens, y, [&](int64_t r, int32_t t0, int32_t count, float *out) {
+                q->dot_act_multi(data + r * row_bytes, xq + t0 * act_row_bytes, act_row_bytes, count, cols, out);
+            });
+            ok(st);
+            return STRATA_OK;
+        }
         const auto dot = q->dot_act;
         run_rows(dev, rows, cols, n_tokens, y,
                  [&](int64_t r, int32_t t) { return dot(data + r * row_bytes, xq + t * act_row_bytes, cols); });
