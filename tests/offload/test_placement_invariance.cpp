@@ -39,11 +39,15 @@ struct table_view {
     }
 };
 
+// One file per test: CTest runs the tests of this binary in parallel processes, and two nvme tiers must never share
+// a path (the tier refuses to overwrite a file it did not create).
 table_view &nvme_table() {
     static table_view t = [] {
         table_view v;
         fs::create_directories(fs::path(STRATA_BINARY_DIR) / "test-nvme");
-        v.strings["path"] = std::string(STRATA_BINARY_DIR) + "/test-nvme/weights.bin";
+        const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
+        v.strings["path"] = std::string(STRATA_BINARY_DIR) + "/test-nvme/" + (info ? info->name() : "weights") + ".bin";
+        fs::remove(v.strings["path"]); // left over by an earlier run that was killed
         return v;
     }();
     return t;
