@@ -1,0 +1,285 @@
+// End-to-end tests of the openai_http frontend: the real `runtime` serves stories260K on a free loopback port and
+// the tests talk HTTP/1.1 to it with Boost.Asio (one request per connection, chunked bodies decoded).
+#include <gtest/gtest.h>
+
+#include <boost/asio.hpp>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <spawn.h>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+
+extern char **environ;
+
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::string k_model = std::string(STRATA_SHARED_DIR) + "/models/stories260K-f32.gguf";
+const std::string k_key = "sk-test-key";
+
+struct http_reply {
+    int status = 0;
+    std::string headers;
+    std::string body; // de-chunked
+};
+
+std::string dechunk(const std::string &raw) {
+    std::string out;
+    size_t pos = 0;
+    while (pos < raw.size()) {
+        const size_t eol = raw.find("\r\n", pos);
+        if (eol == std::string::npos) break;
+        const size_t n = std::stoul(raw.substr(pos, eol - pos), nullptr, 16);
+        if (n == 0) break;
+        out += raw.substr(eol + 2, n);
+        pos = eol + 2 + n + 2;
+    }
+    return out;
+}
+
+uint16_t g_port = 0;
+
+http_reply request(const std::string &method, const std::string &path, const std::string &body = {},
+                   const std::string &auth = "Bearer " + k_key) {
+    net::io_context ioc;
+    tcp::socket sock(ioc);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+    std::string req = method + " " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n";
+    if (!auth.empty()) req += "Authorization: " + auth + "\r\n";
+    if (!body.empty() || method == "POST") req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    req += "\r\n" + body;
+    boost::system::error_code ec;
+    net::write(sock, net::buffer(req), ec);
+    std::string raw;
+    std::array<char, 65536> buf{};
+    for (;;) {
+        const size_t n = sock.read_some(net::buffer(buf), ec);
+        raw.append(buf.data(), n);
+        if (ec) break;
+    }
+    http_reply r;
+    const size_t head_end = raw.find("\r\n\r\n");
+    if (head_end == std::string::npos) return r;
+    r.status = std::stoi(raw.substr(9, 3));
+    r.headers = raw.substr(0, head_end);
+    r.body = raw.substr(head_end + 4);
+    if (r.headers.find("chunked") != std::string::npos) r.body = dechunk(r.body);
+    return r;
+}
+
+uint16_t free_port() {
+    net::io_context ioc;
+    tcp::acceptor a(ioc, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+    return a.local_endpoint().port();
+}
+
+std::string read_text(const fs::path &p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class HttpServer : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() {
+        g_port = free_port();
+        log_ = fs::temp_directory_path() / ("strata_http_" + std::to_string(::getpid()) + ".log");
+        const std::string runtime = STRATA_BINARY_DIR "/bin/runtime";
+        const std::string port = std::to_string(g_port);
+        std::vector<std::string> args = {runtime, "--model", k_model, "--frontend", "openai_http", "--port", port,
+                                         "--api-key", k_key};
+        std::vector<char *> argv;
+        for (auto &a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        ASSERT_EQ(posix_spawn(&pid_, runtime.c_str(), &fa, nullptr, argv.data(), environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        // Wait (up to a minute) for the ready line; the model is tiny, so this is quick.
+        for (int i = 0; i < 600; ++i) {
+            if (read_text(log_).find("ready on http://127.0.0.1:" + port) != std::string::npos) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        FAIL() << "server did not start:\n" << read_text(log_);
+    }
+    static void TearDownTestSuite() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGINT);
+            int status = 0;
+            ::waitpid(pid_, &status, 0);
+            EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log_);
+        }
+        fs::remove(log_);
+    }
+    static inline pid_t pid_ = 0;
+    static inline fs::path log_;
+};
+
+std::string cli_greedy_text(const std::string &prompt, int max_tokens) {
+    const std::string cmd = STRATA_BINARY_DIR "/bin/runtime --model " + k_model + " --prompt \"" + prompt +
+                            "\" --temperature 0 --max-tokens " + std::to_string(max_tokens) + " --output json </dev/null 2>/dev/null";
+    FILE *p = ::popen(cmd.c_str(), "r");
+    std::string out;
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+    ::pclose(p);
+    return json::parse(out)["text"].get<std::string>();
+}
+
+TEST_F(HttpServer, HealthNeedsNoKey) {
+    http_reply r = request("GET", "/health", "", "");
+    EXPECT_EQ(r.status, 200);
+}
+
+TEST_F(HttpServer, MissingOrWrongKeyIs401) {
+    http_reply a = request("GET", "/v1/models", "", "");
+    EXPECT_EQ(a.status, 401);
+    EXPECT_EQ(json::parse(a.body)["error"]["type"], "authentication_error");
+    EXPECT_EQ(request("GET", "/v1/models", "", "Bearer wrong").status, 401);
+    http_reply ok = request("GET", "/v1/models");
+    ASSERT_EQ(ok.status, 200);
+    EXPECT_EQ(json::parse(ok.body)["data"][0]["id"], "stories260K");
+}
+
+TEST_F(HttpServer, GreedyCompletionEqualsTheCli) {
+    const std::string expected = cli_greedy_text("Once upon a time", 20);
+    http_reply r = request("POST", "/v1/completions", R"({"model":"stories260K","prompt":"Once upon a time","max_tokens":20,"temperature":0})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["object"], "text_completion");
+    EXPECT_EQ(j["choices"][0]["text"], expected);
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(j["usage"]["completion_tokens"], 20);
+    EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+}
+
+TEST_F(HttpServer, StreamingChunksConcatenateToTheSameTextAndEndWithDone) {
+    const std::string body = R"({"prompt":"Once upon a time","max_tokens":20,"temperature":0})";
+    const std::string whole = json::parse(request("POST", "/v1/completions", body).body)["choices"][0]["text"];
+    http_reply r = request("POST", "/v1/completions",
+                           R"({"prompt":"Once upon a time","max_tokens":20,"temperature":0,"stream":true,"stream_options":{"include_usage":true}})");
+    ASSERT_EQ(r.status, 200);
+    EXPECT_NE(r.headers.find("text/event-stream"), std::string::npos);
+    std::string text;
+    size_t pos = 0, events = 0;
+    bool done = false, usage = false;
+    while ((pos = r.body.find("data: ", pos)) != std::string::npos) {
+        const size_t end = r.body.find("\n\n", pos);
+        ASSERT_NE(end, std::string::npos);
+        const std::string payload = r.body.substr(pos + 6, end - pos - 6);
+        pos = end + 2;
+        ++events;
+        if (payload == "[DONE]") {
+            done = true;
+            EXPECT_EQ(pos, r.body.size()); // nothing after [DONE]
+            break;
+        }
+        json j = json::parse(payload);
+        EXPECT_EQ(j["object"], "text_completion");
+        if (j.contains("usage")) {
+            usage = true;
+            EXPECT_EQ(j["usage"]["completion_tokens"], 20);
+        } else {
+            text += j["choices"][0]["text"].get<std::string>();
+        }
+    }
+    EXPECT_TRUE(done);
+    EXPECT_TRUE(usage);
+    EXPECT_GT(events, 5u);
+    EXPECT_EQ(text, whole);
+}
+
+TEST_F(HttpServer, StopStringEndsTheText) {
+    const std::string whole = json::parse(request("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":20,"temperature":0})").body)["choices"][0]["text"];
+    ASSERT_NE(whole.find("Lily"), std::string::npos) << whole;
+    http_reply r = request("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":20,"temperature":0,"stop":"Lily"})");
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["choices"][0]["text"], whole.substr(0, whole.find("Lily")));
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(HttpServer, ChatCompletionAnswersAsAssistant) {
+    http_reply r = request("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"seed":3})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["object"], "chat.completion");
+    EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+    EXPECT_EQ(j["usage"]["completion_tokens"], 8);
+    http_reply again = request("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"seed":3})");
+    EXPECT_EQ(json::parse(again.body)["choices"], j["choices"]); // same seed, same text
+}
+
+TEST_F(HttpServer, ErrorsHaveOpenAiShapeAndStatus) {
+    http_reply bad = request("POST", "/v1/completions", "{\"prompt\": ");
+    EXPECT_EQ(bad.status, 400);
+    EXPECT_TRUE(json::parse(bad.body)["error"].contains("message"));
+    EXPECT_EQ(request("POST", "/v1/completions", R"({"prompt":"x","temperature":-1})").status, 400);
+    http_reply model = request("POST", "/v1/completions", R"({"prompt":"x","model":"gpt-9"})");
+    EXPECT_EQ(model.status, 404);
+    EXPECT_EQ(json::parse(model.body)["error"]["code"], "model_not_found");
+    http_reply big = request("POST", "/v1/completions", std::string(2 << 20, 'a'));
+    EXPECT_EQ(big.status, 413);
+    json tokens = json::array();
+    for (int i = 0; i < 600; ++i) tokens.push_back(300);
+    http_reply longp = request("POST", "/v1/completions", json{{"prompt", tokens}}.dump());
+    EXPECT_EQ(longp.status, 400);
+    const std::string msg = json::parse(longp.body)["error"]["message"];
+    EXPECT_NE(msg.find("512"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("600"), std::string::npos) << msg;
+    EXPECT_EQ(request("GET", "/v1/nothing").status, 404);
+}
+
+TEST_F(HttpServer, MetricsNameTheVllmSeries) {
+    request("POST", "/v1/completions", R"({"prompt":"a","max_tokens":3})");
+    http_reply r = request("GET", "/metrics");
+    ASSERT_EQ(r.status, 200);
+    for (const char *name : {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:prompt_tokens_total",
+                             "vllm:generation_tokens_total", "vllm:request_success_total",
+                             "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_count"}) {
+        EXPECT_NE(r.body.find(name), std::string::npos) << name;
+    }
+}
+
+TEST_F(HttpServer, TokenizeAndDetokenizeRoundTrip) {
+    http_reply t = request("POST", "/tokenize", R"({"prompt":"Once upon a time"})");
+    ASSERT_EQ(t.status, 200);
+    json j = json::parse(t.body);
+    EXPECT_EQ(j["tokens"], json({1, 403, 407, 261, 378}));
+    http_reply d = request("POST", "/detokenize", json{{"tokens", json({403, 407, 261, 378})}}.dump());
+    ASSERT_EQ(d.status, 200);
+    EXPECT_NE(json::parse(d.body)["prompt"].get<std::string>().find("Once upon a time"), std::string::npos);
+}
+
+TEST_F(HttpServer, ClientDisconnectMidStreamLeavesTheServerServing) {
+    {
+        net::io_context ioc;
+        tcp::socket sock(ioc);
+        sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+        const std::string body = R"({"prompt":"Lily","max_tokens":400,"stream":true})";
+        const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + k_key +
+                                "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+        net::write(sock, net::buffer(req));
+        std::array<char, 64> buf{};
+        const size_t n = sock.read_some(net::buffer(buf));
+        EXPECT_GT(n, 0u);
+        sock.close(); // mid-stream
+    }
+    http_reply r = request("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":5,"temperature":0})");
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], 5);
+}
+
+} // namespace
