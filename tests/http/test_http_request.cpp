@@ -1,6 +1,7 @@
 // Unit tests of the socket-free parts of openai_http: request parsing/validation, chat renderers, stop strings and
 // UTF-8 hold-back, and the JSON/SSE shapes.
 #include "chat_template.hpp"
+#include "metrics.hpp"
 #include "request_parse.hpp"
 #include "response_format.hpp"
 #include "text_stream.hpp"
@@ -207,6 +208,31 @@ TEST(HttpResponseFormat, NonStreamingBodiesCarryUsage) {
     EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
     EXPECT_EQ(j["usage"]["prompt_tokens"], 2);
     EXPECT_EQ(j["usage"]["completion_tokens"], 1);
+}
+
+TEST(HttpMetrics, PrometheusTextHasCumulativeBucketsAndEngineCounters) {
+    frontend_metrics m;
+    m.time_to_first_token.observe(0.003);
+    m.time_to_first_token.observe(0.2);
+    m.time_to_first_token.observe(10.0);
+    m.request_success = 2;
+    strata_engine_stats e{};
+    e.requests_running = 1;
+    e.requests_waiting = 3;
+    e.prompt_tokens_total = 40;
+    e.generation_tokens_total = 50;
+    const std::string text = prometheus_text(m, e, "m");
+    EXPECT_NE(text.find("vllm:num_requests_running{model_name=\"m\"} 1\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("vllm:num_requests_waiting{model_name=\"m\"} 3\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:prompt_tokens_total{model_name=\"m\"} 40\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:generation_tokens_total{model_name=\"m\"} 50\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:request_success_total{model_name=\"m\"} 2\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.001\"} 0\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.005\"} 1\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.25\"} 2\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 3\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:time_to_first_token_seconds_count{model_name=\"m\"} 3\n"), std::string::npos);
+    EXPECT_NE(text.find("# TYPE vllm:inter_token_latency_seconds histogram"), std::string::npos);
 }
 
 } // namespace

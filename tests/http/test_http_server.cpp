@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <spawn.h>
@@ -89,39 +90,53 @@ std::string read_text(const fs::path &p) {
     return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// Starts `runtime --frontend openai_http` on `port` with stderr to `log`; returns its pid once it logs "ready" (or
+// 0 after a minute).
+pid_t start_runtime(uint16_t port, const fs::path &log, const std::vector<std::string> &extra) {
+    const std::string runtime = STRATA_BINARY_DIR "/bin/runtime";
+    const std::string port_text = std::to_string(port);
+    std::vector<std::string> args = {runtime, "--model", k_model, "--frontend", "openai_http", "--port", port_text,
+                                     "--api-key", k_key};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, runtime.c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return 0;
+    for (int i = 0; i < 600; ++i) {
+        if (read_text(log).find("ready on http://127.0.0.1:" + port_text) != std::string::npos) return pid;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return 0;
+}
+
+// SIGINT, as a user's Ctrl-C: the server must stop and exit 0.
+void stop_runtime(pid_t pid, const fs::path &log) {
+    ::kill(pid, SIGINT);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+    fs::remove(log);
+}
+
 class HttpServer : public ::testing::Test {
   protected:
     static void SetUpTestSuite() {
         g_port = free_port();
         log_ = fs::temp_directory_path() / ("strata_http_" + std::to_string(::getpid()) + ".log");
-        const std::string runtime = STRATA_BINARY_DIR "/bin/runtime";
-        const std::string port = std::to_string(g_port);
-        std::vector<std::string> args = {runtime, "--model", k_model, "--frontend", "openai_http", "--port", port,
-                                         "--api-key", k_key};
-        std::vector<char *> argv;
-        for (auto &a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-        ASSERT_EQ(posix_spawn(&pid_, runtime.c_str(), &fa, nullptr, argv.data(), environ), 0);
-        posix_spawn_file_actions_destroy(&fa);
-        // Wait (up to a minute) for the ready line; the model is tiny, so this is quick.
-        for (int i = 0; i < 600; ++i) {
-            if (read_text(log_).find("ready on http://127.0.0.1:" + port) != std::string::npos) return;
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-        FAIL() << "server did not start:\n" << read_text(log_);
+        pid_ = start_runtime(g_port, log_, {});
+        ASSERT_NE(pid_, 0) << "server did not start:\n" << read_text(log_);
     }
     static void TearDownTestSuite() {
-        if (pid_ > 0) {
-            ::kill(pid_, SIGINT);
-            int status = 0;
-            ::waitpid(pid_, &status, 0);
-            EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log_);
-        }
-        fs::remove(log_);
+        if (pid_ > 0) stop_runtime(pid_, log_);
     }
     static inline pid_t pid_ = 0;
     static inline fs::path log_;
@@ -240,6 +255,8 @@ TEST_F(HttpServer, ErrorsHaveOpenAiShapeAndStatus) {
     EXPECT_NE(msg.find("512"), std::string::npos) << msg;
     EXPECT_NE(msg.find("600"), std::string::npos) << msg;
     EXPECT_EQ(request("GET", "/v1/nothing").status, 404);
+    http_reply vocab = request("POST", "/v1/completions", R"({"prompt":[1,99999],"stream":true})");
+    EXPECT_EQ(vocab.status, 400) << vocab.body;
 }
 
 TEST_F(HttpServer, MetricsNameTheVllmSeries) {
@@ -280,6 +297,22 @@ TEST_F(HttpServer, ClientDisconnectMidStreamLeavesTheServerServing) {
     http_reply r = request("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":5,"temperature":0})");
     ASSERT_EQ(r.status, 200);
     EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], 5);
+}
+
+TEST(HttpServerLimits, ConnectionsOverMaxConnectionsGet503) {
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_http_limit_" + std::to_string(::getpid()) + ".log");
+    const pid_t pid = start_runtime(g_port, log, {"--set", "openai_http.max_connections=1"});
+    ASSERT_NE(pid, 0) << read_text(log);
+    {
+        net::io_context ioc;
+        tcp::socket held(ioc); // occupies the one slot (accepted before the next connection: the queue is FIFO)
+        held.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+        http_reply r = request("GET", "/health", "", "");
+        EXPECT_EQ(r.status, 503);
+        EXPECT_NE(r.body.find("max_connections"), std::string::npos) << r.body;
+    }
+    stop_runtime(pid, log);
 }
 
 } // namespace

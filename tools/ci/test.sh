@@ -9,6 +9,8 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=O
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 bash tools/ci/build_sdk_examples.sh build
+# The openai_http frontend as the official `openai` npm client sees it (version pinned by the lockfile).
+(cd tests/http/node && npm ci --no-audit --no-fund && STRATA_RUNTIME="$PWD/../../../build/bin/runtime" npm test)
 # clang 14 must build everything warning-free too; the same build carries the libFuzzer target for the GGUF parser.
 CC=clang CXX=clang++ cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=ON \
   -DSTRATA_BUILD_FUZZERS=ON

@@ -12,6 +12,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -91,13 +92,11 @@ class session : public std::enable_shared_from_this<session> {
 
     void start() { read_request(); }
 
-    // Over max_connections: answer 503 and close.
+    // Over max_connections: read the request (so closing does not reset the connection under the reply), answer
+    // 503 and close.
     void reject_busy() {
-        api_error e;
-        e.status = 503;
-        e.type = "server_busy";
-        e.message = "too many connections (max_connections = " + std::to_string(srv_.opts.max_connections) + "); retry later";
-        send_error(e, false);
+        busy_ = true;
+        read_request();
     }
 
     // --- responses (I/O thread) ---------------------------------------------------------------------------------
@@ -110,7 +109,8 @@ class session : public std::enable_shared_from_this<session> {
         res->prepare_payload();
         stream_.expires_after(std::chrono::seconds(srv_.opts.read_timeout_s));
         http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
-            if (ec || !res->keep_alive()) return self->close();
+            if (ec) return self->close();
+            if (!res->keep_alive()) return self->linger_close();
             self->read_request();
         });
     }
@@ -208,12 +208,38 @@ class session : public std::enable_shared_from_this<session> {
         parser_->header_limit(srv_.opts.max_header_bytes);
         parser_->body_limit(srv_.opts.max_body_bytes);
         stream_.expires_after(std::chrono::seconds(served_ > 0 ? srv_.opts.idle_timeout_s : srv_.opts.read_timeout_s));
-        http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-            self->on_read(ec);
+        http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+            if (ec) return self->on_read(ec);
+            self->read_body();
         });
     }
 
+    // curl sends "Expect: 100-continue" before bodies over 1 KiB and waits a second for the go-ahead.
+    void read_body() {
+        auto read_rest = [self = shared_from_this()] {
+            http::async_read(self->stream_, self->buffer_, *self->parser_,
+                             [self](beast::error_code ec, size_t) { self->on_read(ec); });
+        };
+        if (lower(std::string(parser_->get()[http::field::expect])) == "100-continue" && !busy_) {
+            static constexpr std::string_view k_continue = "HTTP/1.1 100 Continue\r\n\r\n";
+            net::async_write(stream_, net::buffer(k_continue.data(), k_continue.size()),
+                             [self = shared_from_this(), read_rest](beast::error_code ec, size_t) {
+                                 if (ec) return self->close();
+                                 read_rest();
+                             });
+            return;
+        }
+        read_rest();
+    }
+
     void on_read(beast::error_code ec) {
+        if (busy_ && !ec) {
+            api_error e;
+            e.status = 503;
+            e.type = "server_busy";
+            e.message = "too many connections (max_connections = " + std::to_string(srv_.opts.max_connections) + "); retry later";
+            return send_error(e, false);
+        }
         if (ec == http::error::body_limit) {
             api_error e;
             e.status = 413;
@@ -280,6 +306,23 @@ class session : public std::enable_shared_from_this<session> {
         });
     }
 
+    // After a final reply: stop sending, then read and drop what the client still sends (the rest of a body over the
+    // limit) until it closes, so the kernel does not answer those bytes with a reset that could destroy the reply.
+    void linger_close() {
+        beast::error_code ec;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+        stream_.expires_after(std::chrono::seconds(5));
+        drain();
+    }
+    void drain() {
+        if (drained_ > (64u << 20)) return close();
+        stream_.async_read_some(net::buffer(scratch_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+            self->drained_ += n;
+            if (ec) return self->close();
+            self->drain();
+        });
+    }
+
     void close() {
         beast::error_code ec;
         stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -292,6 +335,9 @@ class session : public std::enable_shared_from_this<session> {
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
     uint64_t served_ = 0;
+    bool busy_ = false;
+    uint64_t drained_ = 0;
+    std::array<char, 16384> scratch_{};
     bool keep_alive_ = true;
     std::atomic<bool> generating_{false};
     std::atomic<bool> client_gone_{false};
@@ -495,6 +541,14 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
             api->tokenize(api->engine, text.c_str(), 1, prompt.data(), n, &n, &st);
         }
         if (st.code != STRATA_OK) return s->post_error(bad_request(st.message, "prompt"), keep);
+    } else {
+        // Token ids are checked against the vocabulary now, before a streamed response has sent its 200 header.
+        strata_status st{};
+        int32_t n = 0;
+        if (api->detokenize(api->engine, prompt.data(), static_cast<int32_t>(prompt.size()), nullptr, 0, &n, &st) != STRATA_OK) {
+            return s->post_error(bad_request(std::string("'prompt' holds a token id outside the vocabulary: ") + st.message, "prompt"),
+                                 keep);
+        }
     }
     const auto n_prompt = static_cast<int64_t>(prompt.size());
     if (n_prompt >= max_len) {
