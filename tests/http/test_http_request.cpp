@@ -183,6 +183,11 @@ TEST(HttpResponseFormat, TextChunksAreSseEventsWithValidJson) {
     EXPECT_EQ(j["choices"][0]["text"], "he said \"hi\"\n\x01\xEF\xBF\xBD");
     EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
 
+    out.clear();
+    append_text_chunk(out, ids, 0, "\xED\xA0\x80|\xE0\x80\x80|\xF4\x90\x80\x80|\xE2\x82\xAC"); // surrogate, overlong, > U+10FFFF, euro
+    j = json::parse(out.substr(6, out.size() - 8));
+    EXPECT_EQ(j["choices"][0]["text"], "\uFFFD\uFFFD\uFFFD|\uFFFD\uFFFD\uFFFD|\uFFFD\uFFFD\uFFFD\uFFFD|\u20AC");
+
     response_ids chat{endpoint::chat_completions, "chatcmpl-1", 123, "m"};
     out.clear();
     append_text_chunk(out, chat, 1, "x");

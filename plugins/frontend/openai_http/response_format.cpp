@@ -38,6 +38,11 @@ size_t utf8_sequence(std::string_view s, size_t i) {
     for (size_t k = 1; k < need; ++k) {
         if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
     }
+    // Overlong forms, UTF-16 surrogates (U+D800..DFFF) and code points above U+10FFFF are not UTF-8 either.
+    const auto c1 = static_cast<unsigned char>(s[i + 1]);
+    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) {
+        return 0;
+    }
     return need;
 }
 
