@@ -315,4 +315,42 @@ TEST(HttpServerLimits, ConnectionsOverMaxConnectionsGet503) {
     stop_runtime(pid, log);
 }
 
+// The value of the one sample of `name` in a Prometheus text, or -1.
+double metric_value(const std::string &text, const std::string &name) {
+    const size_t at = text.find("\n" + name + "{");
+    if (at == std::string::npos) return -1;
+    const size_t eol = text.find('\n', at + 1);
+    const size_t space = text.rfind(' ', eol);
+    return std::stod(text.substr(space + 1, eol - space - 1));
+}
+
+TEST(HttpServerLimits, ClientDisconnectCancelsItsGeneration) {
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_http_cancel_" + std::to_string(::getpid()) + ".log");
+    // A long context so an uncancelled request would run for tens of thousands of tokens.
+    const pid_t pid = start_runtime(g_port, log, {"--max-model-len", "65536"});
+    ASSERT_NE(pid, 0) << read_text(log);
+    {
+        net::io_context ioc;
+        tcp::socket sock(ioc);
+        sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+        const std::string body = R"({"prompt":"Lily","max_tokens":60000,"stream":true})";
+        const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + k_key +
+                                "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+        net::write(sock, net::buffer(req));
+        std::string got;
+        std::array<char, 256> buf{};
+        while (got.find("\"text\"") == std::string::npos) got.append(buf.data(), sock.read_some(net::buffer(buf)));
+        sock.close(); // after the first token
+    }
+    // The engine runs one request at a time: this one is served only after the cancelled one has ended.
+    http_reply r = request("POST", "/v1/completions", R"({"prompt":"Lily","max_tokens":3})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::string metrics = request("GET", "/metrics").body;
+    EXPECT_LT(metric_value(metrics, "vllm:generation_tokens_total"), 60000) << metrics;
+    EXPECT_EQ(metric_value(metrics, "strata:request_failure_total"), 1) << metrics;
+    EXPECT_EQ(metric_value(metrics, "vllm:request_success_total"), 1) << metrics;
+    stop_runtime(pid, log);
+}
+
 } // namespace

@@ -499,7 +499,13 @@ struct choice_state {
 
 void on_token(void *user, const strata_token_event *ev) {
     auto &c = *static_cast<choice_state *>(user);
-    if (ev->token < 0) return;
+    if (ev->token < 0) {
+        // Counted here, on the engine thread before it takes the next request, so /metrics is exact once a later
+        // request has been answered.
+        const bool ok = c.text.stopped() || ev->finish == STRATA_FINISH_STOP || ev->finish == STRATA_FINISH_LENGTH;
+        (ok ? c.srv->metrics.request_success : c.srv->metrics.request_failure).fetch_add(1);
+        return;
+    }
     const auto now = clock_type::now();
     if (c.first) c.srv->metrics.time_to_first_token.observe(std::chrono::duration<double>(now - c.arrival).count());
     else c.srv->metrics.inter_token_latency.observe(std::chrono::duration<double>(now - c.last_token).count());
@@ -613,7 +619,6 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
     usage_counts usage;
     usage.prompt_tokens = n_prompt;
     std::vector<choice_result> results;
-    bool cancelled = false;
     for (auto &c : choices) {
         if (c->id == 0) continue;
         strata_request_result res{};
@@ -624,7 +629,6 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         if (rc != STRATA_OK && failure.empty()) failure = st.message;
         usage.completion_tokens += c->completion_tokens;
         std::string finish = c->text.stopped() ? "stop" : finish_name(res.finish);
-        if (rc == STRATA_OK && res.finish == STRATA_FINISH_CANCELLED && !c->text.stopped()) cancelled = true;
         if (req.stream && rc == STRATA_OK) {
             const std::string_view rest = c->text.take_rest();
             if (!rest.empty()) {
@@ -636,9 +640,6 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         }
         results.push_back({c->text.text(), finish});
     }
-    if (failure.empty() && !cancelled && !s->client_gone()) metrics.request_success.fetch_add(1);
-    else metrics.request_failure.fetch_add(1);
-
     if (req.stream) {
         if (!failure.empty()) {
             api_error e = bad_request(failure);

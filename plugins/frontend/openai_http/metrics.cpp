@@ -57,9 +57,9 @@ std::string prometheus_text(const frontend_metrics &m, const strata_engine_stats
     sample(out, "vllm:num_requests_waiting", "gauge", "Requests queued in the engine.", labels, e.requests_waiting);
     sample(out, "vllm:prompt_tokens_total", "counter", "Prompt tokens processed.", labels, e.prompt_tokens_total);
     sample(out, "vllm:generation_tokens_total", "counter", "Tokens generated.", labels, e.generation_tokens_total);
-    sample(out, "vllm:request_success_total", "counter", "Requests that finished normally (stop or length).", labels,
+    sample(out, "vllm:request_success_total", "counter", "Generations (one per choice) that finished with stop or length.", labels,
            static_cast<int64_t>(m.request_success.load()));
-    sample(out, "strata:request_failure_total", "counter", "Requests that failed or were cancelled.", labels,
+    sample(out, "strata:request_failure_total", "counter", "Generations that failed or were cancelled (client gone, shutdown).", labels,
            static_cast<int64_t>(m.request_failure.load()));
     m.time_to_first_token.append_prometheus(out, "vllm:time_to_first_token_seconds",
                                             "Seconds from request arrival to its first token.", labels);
