@@ -122,8 +122,19 @@ pid_t start_runtime(uint16_t port, const fs::path &log, const std::vector<std::s
 void stop_runtime(pid_t pid, const fs::path &log) {
     ::kill(pid, SIGINT);
     int status = 0;
-    ::waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+    // A hang detector, not a speed check: a clean stop takes milliseconds.
+    pid_t done = 0;
+    for (int i = 0; i < 600 && done == 0; ++i) {
+        done = ::waitpid(pid, &status, WNOHANG);
+        if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (done == 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        ADD_FAILURE() << "the server did not stop within a minute of SIGINT:\n" << read_text(log);
+    } else {
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+    }
     fs::remove(log);
 }
 
@@ -311,6 +322,26 @@ TEST(HttpServerLimits, ConnectionsOverMaxConnectionsGet503) {
         http_reply r = request("GET", "/health", "", "");
         EXPECT_EQ(r.status, 503);
         EXPECT_NE(r.body.find("max_connections"), std::string::npos) << r.body;
+    }
+    stop_runtime(pid, log);
+}
+
+TEST(HttpServerLimits, StopsCleanlyWithKeptAliveConnectionsOpen) {
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_http_stop_" + std::to_string(::getpid()) + ".log");
+    const pid_t pid = start_runtime(g_port, log, {});
+    ASSERT_NE(pid, 0) << read_text(log);
+    net::io_context ioc;
+    std::vector<tcp::socket> open;
+    for (int i = 0; i < 8; ++i) {
+        tcp::socket sock(ioc);
+        sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+        net::write(sock, net::buffer(std::string("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")));
+        std::string got;
+        std::array<char, 256> buf{};
+        while (got.find("\r\n\r\n") == std::string::npos) got.append(buf.data(), sock.read_some(net::buffer(buf)));
+        EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+        open.push_back(std::move(sock)); // kept alive: the server holds a session for each
     }
     stop_runtime(pid, log);
 }

@@ -709,12 +709,17 @@ void http_server::run() {
 void http_server::request_stop() {
     impl &m = *impl_;
     if (m.stopping.exchange(true)) return;
+    // Take references under the lock but abort (and maybe drop the last reference, whose destructor takes the lock)
+    // outside it.
+    std::vector<std::shared_ptr<session>> open;
     {
         std::lock_guard<std::mutex> lock(m.sessions_mu);
         for (session *s : m.sessions) {
-            if (auto alive = s->weak_from_this().lock()) alive->abort(); // skip one being destroyed
+            if (auto alive = s->weak_from_this().lock()) open.push_back(std::move(alive)); // skip one being destroyed
         }
     }
+    for (const auto &s : open) s->abort();
+    open.clear();
     net::post(m.ioc, [&m] {
         beast::error_code ec;
         m.acceptor.close(ec);

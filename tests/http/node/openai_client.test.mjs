@@ -43,8 +43,13 @@ before(async () => {
   client = new OpenAI({ apiKey, baseURL: `http://127.0.0.1:${port}/v1`, maxRetries: 0 });
 });
 
-after(() => {
-  server?.kill('SIGINT');
+after(async () => {
+  // Ctrl-C with the client's kept-alive connections still open: the server must exit 0.
+  const code = await new Promise((resolve) => {
+    server.once('exit', (c) => resolve(c));
+    server.kill('SIGINT');
+  });
+  assert.equal(code, 0);
 });
 
 test('models lists the served model', async () => {
