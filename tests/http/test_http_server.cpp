@@ -111,6 +111,7 @@ pid_t start_runtime(uint16_t port, const fs::path &log, const std::vector<std::s
     if (rc != 0) return 0;
     for (int i = 0; i < 600; ++i) {
         if (read_text(log).find("ready on http://127.0.0.1:" + port_text) != std::string::npos) return pid;
+        if (::waitpid(pid, nullptr, WNOHANG) == pid) return 0; // exited (e.g. the port was taken meanwhile)
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     ::kill(pid, SIGKILL);
