@@ -1,0 +1,730 @@
+#include "http_server.hpp"
+
+#include "api_error.hpp"
+#include "request_parse.hpp"
+#include "response_format.hpp"
+#include "text_stream.hpp"
+
+#include <strata/plugin.hpp>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+namespace strata::openai_http {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using json = nlohmann::json;
+using clock_type = std::chrono::steady_clock;
+
+class session;
+
+struct http_server::impl {
+    server_options opts;
+    const strata_engine_api *api;
+    strata_sampling_params defaults;
+    const strata_host_services *host;
+    std::atomic<bool> stopping{false};
+    std::atomic<int64_t> live_connections{0};
+    std::atomic<uint64_t> next_id{1};
+    frontend_metrics metrics;
+    std::mutex sessions_mu;
+    std::set<session *> sessions; // to close them at shutdown
+    // Declared last so they go first: the handlers the io_context destroys hold sessions that use the members above.
+    net::io_context ioc{1};
+    tcp::acceptor acceptor{ioc};
+    net::thread_pool workers{16};
+
+    void accept();
+    void handle_request(const std::shared_ptr<session> &s, http::request<http::string_body> &&req);
+    void generate(const std::shared_ptr<session> &s, generation_request req, clock_type::time_point arrival, bool keep);
+    uint64_t fresh_seed() {
+        static thread_local std::mt19937_64 rng{std::random_device{}()};
+        return rng();
+    }
+};
+
+namespace {
+
+std::string lower(std::string s) {
+    for (char &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// Equal strings compare in time independent of where they differ (API keys).
+bool same_secret(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    unsigned char diff = 0;
+    for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+} // namespace
+
+// One TCP connection. All socket work happens on the I/O thread; workers and engine callbacks only append to `out_`
+// under `mu_` and post a flush.
+class session : public std::enable_shared_from_this<session> {
+  public:
+    session(http_server::impl &srv, tcp::socket sock, bool counted)
+        : srv_(srv), stream_(std::move(sock)), counted_(counted) {
+        if (counted_) srv_.live_connections.fetch_add(1);
+        std::lock_guard<std::mutex> lock(srv_.sessions_mu);
+        srv_.sessions.insert(this);
+    }
+    ~session() {
+        if (counted_) srv_.live_connections.fetch_sub(1);
+        std::lock_guard<std::mutex> lock(srv_.sessions_mu);
+        srv_.sessions.erase(this);
+    }
+
+    void start() { read_request(); }
+
+    // Over max_connections: read the request (so closing does not reset the connection under the reply), answer
+    // 503 and close.
+    void reject_busy() {
+        busy_ = true;
+        read_request();
+    }
+
+    // --- responses (I/O thread) ---------------------------------------------------------------------------------
+    void send_response(http::status status, std::string content_type, std::string body, bool keep_alive) {
+        auto res = std::make_shared<http::response<http::string_body>>(status, 11);
+        res->set(http::field::server, "strata");
+        res->set(http::field::content_type, content_type);
+        res->keep_alive(keep_alive && !srv_.stopping);
+        res->body() = std::move(body);
+        res->prepare_payload();
+        stream_.expires_after(std::chrono::seconds(srv_.opts.read_timeout_s));
+        http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+            if (ec) return self->close();
+            if (!res->keep_alive()) return self->linger_close();
+            self->read_request();
+        });
+    }
+    void send_error(const api_error &e, bool keep_alive) {
+        send_response(static_cast<http::status>(e.status), "application/json", e.to_json(), keep_alive);
+    }
+    void send_json(const std::string &body, bool keep_alive) { send_response(http::status::ok, "application/json", body, keep_alive); }
+
+    // --- streaming (any thread) ---------------------------------------------------------------------------------
+    void begin_stream(bool keep_alive) {
+        keep_alive_ = keep_alive;
+        append_raw(std::string("HTTP/1.1 200 OK\r\nServer: strata\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                               "Transfer-Encoding: chunked\r\nConnection: ") +
+                   (keep_alive ? "keep-alive" : "close") + "\r\n\r\n");
+    }
+    void append_raw(std::string_view bytes) {
+        std::lock_guard<std::mutex> lock(mu_);
+        out_.append(bytes);
+        schedule_flush_locked();
+    }
+    // One HTTP chunk holding `data`.
+    void append_chunk(std::string_view data) {
+        if (data.empty()) return;
+        char size_line[24];
+        const int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", data.size());
+        std::lock_guard<std::mutex> lock(mu_);
+        out_.append(size_line, static_cast<size_t>(n));
+        out_.append(data);
+        out_ += "\r\n";
+        schedule_flush_locked();
+    }
+    void end_stream() {
+        std::lock_guard<std::mutex> lock(mu_);
+        out_ += "0\r\n\r\n";
+        stream_done_ = true;
+        schedule_flush_locked();
+    }
+    // A whole response produced off the I/O thread.
+    void post_json(std::string body, bool keep_alive) {
+        net::post(stream_.get_executor(), [self = shared_from_this(), body = std::move(body), keep_alive]() mutable {
+            self->generating_ = false;
+            self->send_json(body, keep_alive);
+        });
+    }
+    void post_error(api_error e, bool keep_alive) {
+        net::post(stream_.get_executor(), [self = shared_from_this(), e = std::move(e), keep_alive] {
+            self->generating_ = false;
+            self->send_error(e, keep_alive);
+        });
+    }
+
+    // --- the generations this connection waits for ----------------------------------------------------------------
+    bool client_gone() const { return client_gone_.load(); }
+    void track(strata_request_id id) {
+        std::lock_guard<std::mutex> lock(mu_);
+        active_.push_back(id);
+        if (client_gone_) srv_.api->cancel(srv_.api->engine, id);
+    }
+    void untrack(strata_request_id id) {
+        std::lock_guard<std::mutex> lock(mu_);
+        std::erase(active_, id);
+    }
+    void cancel_all() {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (strata_request_id id : active_) srv_.api->cancel(srv_.api->engine, id);
+    }
+    // While a generation runs nothing is read; a readable socket then means the client closed (or pipelined).
+    void watch_for_disconnect() {
+        generating_ = true;
+        stream_.expires_never();
+        stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+            if (!self->generating_) return;
+            char b;
+            beast::error_code peek_ec;
+            if (!ec) self->stream_.socket().receive(net::buffer(&b, 1), tcp::socket::message_peek, peek_ec);
+            if (ec || peek_ec) self->mark_gone();
+        });
+    }
+
+    // Shutdown: stop generating and drop the connection.
+    void abort() {
+        mark_gone();
+        net::post(stream_.get_executor(), [self = shared_from_this()] { self->close(); });
+    }
+
+  private:
+    void mark_gone() {
+        client_gone_ = true;
+        cancel_all();
+    }
+
+    void read_request() {
+        if (srv_.stopping) return close();
+        parser_.emplace();
+        parser_->header_limit(srv_.opts.max_header_bytes);
+        parser_->body_limit(srv_.opts.max_body_bytes);
+        stream_.expires_after(std::chrono::seconds(served_ > 0 ? srv_.opts.idle_timeout_s : srv_.opts.read_timeout_s));
+        http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+            if (ec) return self->on_read(ec);
+            self->read_body();
+        });
+    }
+
+    // curl sends "Expect: 100-continue" before bodies over 1 KiB and waits a second for the go-ahead.
+    void read_body() {
+        auto read_rest = [self = shared_from_this()] {
+            http::async_read(self->stream_, self->buffer_, *self->parser_,
+                             [self](beast::error_code ec, size_t) { self->on_read(ec); });
+        };
+        if (lower(std::string(parser_->get()[http::field::expect])) == "100-continue" && !busy_) {
+            static constexpr std::string_view k_continue = "HTTP/1.1 100 Continue\r\n\r\n";
+            net::async_write(stream_, net::buffer(k_continue.data(), k_continue.size()),
+                             [self = shared_from_this(), read_rest](beast::error_code ec, size_t) {
+                                 if (ec) return self->close();
+                                 read_rest();
+                             });
+            return;
+        }
+        read_rest();
+    }
+
+    void on_read(beast::error_code ec) {
+        if (busy_ && !ec) {
+            api_error e;
+            e.status = 503;
+            e.type = "server_busy";
+            e.message = "too many connections (max_connections = " + std::to_string(srv_.opts.max_connections) + "); retry later";
+            return send_error(e, false);
+        }
+        if (ec == http::error::body_limit) {
+            api_error e;
+            e.status = 413;
+            e.message = "request body larger than max_body_bytes (" + std::to_string(srv_.opts.max_body_bytes) + " bytes)";
+            return send_error(e, false);
+        }
+        if (ec == http::error::header_limit) {
+            api_error e;
+            e.status = 431;
+            e.message = "request headers larger than max_header_bytes (" + std::to_string(srv_.opts.max_header_bytes) + " bytes)";
+            return send_error(e, false);
+        }
+        if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
+            ec == net::error::connection_reset || ec == net::error::eof) {
+            return close();
+        }
+        if (ec) return send_error(bad_request(std::string("malformed HTTP request: ") + ec.message()), false);
+        ++served_;
+        srv_.handle_request(shared_from_this(), parser_->release());
+    }
+
+    void schedule_flush_locked() {
+        if (flush_posted_ || writing_) return;
+        flush_posted_ = true;
+        net::post(stream_.get_executor(), [self = shared_from_this()] { self->flush(); });
+    }
+
+    // I/O thread: writes whatever is buffered; at the end of a stream goes back to reading (keep-alive) or closes.
+    void flush() {
+        std::unique_lock<std::mutex> lock(mu_);
+        flush_posted_ = false;
+        if (writing_) return;
+        if (out_.empty()) {
+            if (stream_done_) {
+                stream_done_ = false;
+                generating_ = false;
+                lock.unlock();
+                if (keep_alive_ && !client_gone_ && !srv_.stopping) read_request();
+                else close();
+            }
+            return;
+        }
+        std::swap(out_, wire_);
+        out_.clear();
+        writing_ = true;
+        lock.unlock();
+        if (client_gone_) {
+            // Nobody to write to: drop the bytes so the worker's stream still runs to its end.
+            std::lock_guard<std::mutex> relock(mu_);
+            writing_ = false;
+            wire_.clear();
+            net::post(stream_.get_executor(), [self = shared_from_this()] { self->flush(); });
+            return;
+        }
+        stream_.expires_after(std::chrono::seconds(srv_.opts.read_timeout_s));
+        net::async_write(stream_, net::buffer(wire_), [self = shared_from_this()](beast::error_code ec, size_t) {
+            {
+                std::lock_guard<std::mutex> lock(self->mu_);
+                self->writing_ = false;
+                self->wire_.clear();
+            }
+            if (ec) self->mark_gone();
+            self->flush();
+        });
+    }
+
+    // After a final reply: stop sending, then read and drop what the client still sends (the rest of a body over the
+    // limit) until it closes, so the kernel does not answer those bytes with a reset that could destroy the reply.
+    void linger_close() {
+        beast::error_code ec;
+        stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+        stream_.expires_after(std::chrono::seconds(5));
+        drain();
+    }
+    void drain() {
+        if (drained_ > (64u << 20)) return close();
+        stream_.async_read_some(net::buffer(scratch_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+            self->drained_ += n;
+            if (ec) return self->close();
+            self->drain();
+        });
+    }
+
+    void close() {
+        beast::error_code ec;
+        stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+        stream_.socket().close(ec);
+    }
+
+    http_server::impl &srv_;
+    beast::tcp_stream stream_;
+    bool counted_;
+    beast::flat_buffer buffer_;
+    std::optional<http::request_parser<http::string_body>> parser_;
+    uint64_t served_ = 0;
+    bool busy_ = false;
+    uint64_t drained_ = 0;
+    std::array<char, 16384> scratch_{};
+    bool keep_alive_ = true;
+    std::atomic<bool> generating_{false};
+    std::atomic<bool> client_gone_{false};
+    std::mutex mu_;
+    std::string out_;  // bytes waiting to be written (guarded by mu_)
+    std::string wire_; // bytes being written
+    bool writing_ = false;
+    bool flush_posted_ = false;
+    bool stream_done_ = false;
+    std::vector<strata_request_id> active_;
+};
+
+// ------------------------------------------------------------------------------------------------------------------
+
+void http_server::impl::accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket sock) {
+        if (stopping) return;
+        if (!ec) {
+            if (live_connections.load() >= opts.max_connections) {
+                std::make_shared<session>(*this, std::move(sock), false)->reject_busy();
+            } else {
+                std::make_shared<session>(*this, std::move(sock), true)->start();
+            }
+        }
+        accept();
+    });
+}
+
+namespace {
+
+api_error not_found(const std::string &what) {
+    api_error e;
+    e.status = 404;
+    e.type = "not_found_error";
+    e.message = what;
+    return e;
+}
+
+api_error method_not_allowed(const std::string &path, const char *allowed) {
+    api_error e;
+    e.status = 405;
+    e.message = path + " accepts " + allowed + " only";
+    return e;
+}
+
+const char *finish_name(int32_t f) {
+    switch (f) {
+    case STRATA_FINISH_STOP: return "stop";
+    case STRATA_FINISH_LENGTH: return "length";
+    case STRATA_FINISH_CANCELLED: return "abort";
+    default: return "error";
+    }
+}
+
+} // namespace
+
+void http_server::impl::handle_request(const std::shared_ptr<session> &s, http::request<http::string_body> &&req) {
+    std::string path(req.target());
+    if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
+    const bool keep = req.keep_alive();
+    const bool get = req.method() == http::verb::get, post = req.method() == http::verb::post;
+
+    if (path == "/health") {
+        if (!get) return s->send_error(method_not_allowed(path, "GET"), keep);
+        return s->send_response(http::status::ok, "text/plain", "", keep);
+    }
+    if (!opts.api_keys.empty()) {
+        std::string auth(req[http::field::authorization]);
+        bool ok = false;
+        if (lower(auth.substr(0, 7)) == "bearer ") {
+            const std::string key = auth.substr(7);
+            for (const std::string &k : opts.api_keys) ok = same_secret(key, k) || ok;
+        }
+        if (!ok) {
+            api_error e;
+            e.status = 401;
+            e.type = "authentication_error";
+            e.code = "invalid_api_key";
+            e.message = auth.empty() ? "missing API key: send the header 'Authorization: Bearer <key>'" : "invalid API key";
+            return s->send_error(e, keep);
+        }
+    }
+    if (path == "/v1/models") {
+        if (!get) return s->send_error(method_not_allowed(path, "GET"), keep);
+        json m = {{"id", opts.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "strata"},
+                  {"max_model_len", api->max_model_len(api->engine)}};
+        return s->send_json(json{{"object", "list"}, {"data", json::array({m})}}.dump(), keep);
+    }
+    if (path == "/metrics") {
+        if (!get) return s->send_error(method_not_allowed(path, "GET"), keep);
+        strata_engine_stats st{};
+        st.struct_size = sizeof st;
+        api->get_stats(api->engine, &st);
+        return s->send_response(http::status::ok, "text/plain; version=0.0.4", prometheus_text(metrics, st, opts.served_model_name),
+                                keep);
+    }
+    if (path == "/tokenize") {
+        if (!post) return s->send_error(method_not_allowed(path, "POST"), keep);
+        auto parsed = parse_tokenize_request(req.body());
+        if (auto *e = std::get_if<api_error>(&parsed)) return s->send_error(*e, keep);
+        const auto &t = std::get<tokenize_request>(parsed);
+        const std::string text = t.messages.empty() ? t.prompt : render_chat(opts.chat, t.messages);
+        strata_status st{};
+        int32_t n = 0;
+        std::vector<int32_t> ids;
+        if (api->tokenize(api->engine, text.c_str(), t.add_special_tokens, nullptr, 0, &n, &st) == STRATA_OK) {
+            ids.resize(static_cast<size_t>(n));
+            api->tokenize(api->engine, text.c_str(), t.add_special_tokens, ids.data(), n, &n, &st);
+        }
+        if (st.code != STRATA_OK) return s->send_error(bad_request(st.message), keep);
+        return s->send_json(json{{"count", n}, {"max_model_len", api->max_model_len(api->engine)}, {"tokens", ids}}.dump(), keep);
+    }
+    if (path == "/detokenize") {
+        if (!post) return s->send_error(method_not_allowed(path, "POST"), keep);
+        auto parsed = parse_detokenize_request(req.body());
+        if (auto *e = std::get_if<api_error>(&parsed)) return s->send_error(*e, keep);
+        const auto &ids = std::get<std::vector<int32_t>>(parsed);
+        strata_status st{};
+        int32_t n = 0;
+        std::string text;
+        if (api->detokenize(api->engine, ids.data(), static_cast<int32_t>(ids.size()), nullptr, 0, &n, &st) == STRATA_OK) {
+            text.resize(static_cast<size_t>(n));
+            api->detokenize(api->engine, ids.data(), static_cast<int32_t>(ids.size()), text.data(), n, &n, &st);
+        }
+        if (st.code != STRATA_OK) return s->send_error(bad_request(st.message, "tokens"), keep);
+        return s->send_json(json{{"prompt", text}}.dump(-1, ' ', false, json::error_handler_t::replace), keep);
+    }
+    if (path == "/v1/completions" || path == "/v1/chat/completions") {
+        if (!post) return s->send_error(method_not_allowed(path, "POST"), keep);
+        const endpoint kind = path == "/v1/completions" ? endpoint::completions : endpoint::chat_completions;
+        parse_context ctx{opts.served_model_name, defaults};
+        auto parsed = parse_generation_request(req.body(), kind, ctx);
+        if (auto *e = std::get_if<api_error>(&parsed)) return s->send_error(*e, keep);
+        s->watch_for_disconnect();
+        net::post(workers, [this, s, r = std::move(std::get<generation_request>(parsed)), arrival = clock_type::now(), keep]() mutable {
+            generate(s, std::move(r), arrival, keep);
+        });
+        return;
+    }
+    s->send_error(not_found("no route " + std::string(req.method_string()) + " " + path), keep);
+}
+
+namespace {
+
+// The state of one choice while the engine generates it; the engine's callback updates it.
+struct choice_state {
+    http_server::impl *srv = nullptr;
+    session *conn = nullptr;
+    const response_ids *ids = nullptr;
+    bool stream = false;
+    int32_t index = 0;
+    strata_request_id id = 0;
+    text_stream text;
+    std::string scratch; // the SSE event being built (reused; no per-token allocation once grown)
+    clock_type::time_point arrival, last_token;
+    bool first = true;
+    int32_t completion_tokens = 0;
+};
+
+void on_token(void *user, const strata_token_event *ev) {
+    auto &c = *static_cast<choice_state *>(user);
+    if (ev->token < 0) {
+        // Counted here, on the engine thread before it takes the next request, so /metrics is exact once a later
+        // request has been answered.
+        const bool ok = c.text.stopped() || ev->finish == STRATA_FINISH_STOP || ev->finish == STRATA_FINISH_LENGTH;
+        (ok ? c.srv->metrics.request_success : c.srv->metrics.request_failure).fetch_add(1);
+        return;
+    }
+    const auto now = clock_type::now();
+    if (c.first) c.srv->metrics.time_to_first_token.observe(std::chrono::duration<double>(now - c.arrival).count());
+    else c.srv->metrics.inter_token_latency.observe(std::chrono::duration<double>(now - c.last_token).count());
+    c.first = false;
+    c.last_token = now;
+    if (c.text.stopped()) return; // tokens generated after a stop string matched do not count
+    ++c.completion_tokens;
+    if (c.text.push(std::string_view(ev->piece, static_cast<size_t>(ev->piece_len)))) {
+        c.srv->api->cancel(c.srv->api->engine, ev->id);
+    }
+    if (c.stream) {
+        const std::string_view ready = c.text.take_ready();
+        if (ready.empty()) return;
+        c.scratch.clear();
+        append_text_chunk(c.scratch, *c.ids, c.index, ready);
+        c.conn->append_chunk(c.scratch);
+    }
+}
+
+} // namespace
+
+void http_server::impl::generate(const std::shared_ptr<session> &s, generation_request req, clock_type::time_point arrival,
+                                 bool keep) {
+    const int32_t max_len = api->max_model_len(api->engine);
+    response_ids ids;
+    ids.kind = req.kind;
+    ids.id = (req.kind == endpoint::chat_completions ? "chatcmpl-" : "cmpl-") + std::to_string(next_id.fetch_add(1));
+    ids.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    ids.model = opts.served_model_name;
+
+    // The prompt as token ids, so its length can be checked against max_model_len before anything is queued.
+    std::vector<int32_t> prompt = std::move(req.prompt_tokens);
+    if (prompt.empty()) {
+        const std::string text = req.kind == endpoint::chat_completions ? render_chat(opts.chat, req.messages) : req.prompt_text;
+        strata_status st{};
+        int32_t n = 0;
+        if (api->tokenize(api->engine, text.c_str(), 1, nullptr, 0, &n, &st) == STRATA_OK) {
+            prompt.resize(static_cast<size_t>(n));
+            api->tokenize(api->engine, text.c_str(), 1, prompt.data(), n, &n, &st);
+        }
+        if (st.code != STRATA_OK) return s->post_error(bad_request(st.message, "prompt"), keep);
+    } else {
+        // Token ids are checked against the vocabulary now, before a streamed response has sent its 200 header.
+        strata_status st{};
+        int32_t n = 0;
+        if (api->detokenize(api->engine, prompt.data(), static_cast<int32_t>(prompt.size()), nullptr, 0, &n, &st) != STRATA_OK) {
+            return s->post_error(bad_request(std::string("'prompt' holds a token id outside the vocabulary: ") + st.message, "prompt"),
+                                 keep);
+        }
+    }
+    const auto n_prompt = static_cast<int64_t>(prompt.size());
+    if (n_prompt >= max_len) {
+        return s->post_error(bad_request("This model's maximum context length is " + std::to_string(max_len) +
+                                             " tokens, but the prompt has " + std::to_string(n_prompt) +
+                                             " tokens; shorten the prompt",
+                                         req.kind == endpoint::chat_completions ? "messages" : "prompt"),
+                             keep);
+    }
+    if (req.max_tokens_given && n_prompt + req.sampling.max_tokens > max_len) {
+        return s->post_error(bad_request("This model's maximum context length is " + std::to_string(max_len) + " tokens, but " +
+                                             std::to_string(n_prompt) + " prompt tokens plus max_tokens " +
+                                             std::to_string(req.sampling.max_tokens) + " exceed it; lower max_tokens",
+                                         "max_tokens"),
+                             keep);
+    }
+    if (!req.max_tokens_given) {
+        // OpenAI's defaults: 16 tokens for completions, the rest of the context for chat.
+        req.sampling.max_tokens = req.kind == endpoint::completions ? 16 : static_cast<int32_t>(max_len - n_prompt);
+    }
+    const uint64_t seed = req.seed_given ? req.sampling.seed : fresh_seed();
+
+    std::vector<std::unique_ptr<choice_state>> choices;
+    for (int32_t i = 0; i < req.n; ++i) {
+        auto c = std::make_unique<choice_state>();
+        c->srv = this;
+        c->conn = s.get();
+        c->ids = &ids;
+        c->stream = req.stream;
+        c->index = i;
+        c->text = text_stream(req.stop);
+        c->scratch.reserve(512);
+        c->arrival = arrival;
+        choices.push_back(std::move(c));
+    }
+    if (req.stream) {
+        s->begin_stream(keep);
+        if (req.kind == endpoint::chat_completions) {
+            for (int32_t i = 0; i < req.n; ++i) s->append_chunk(role_chunk(ids, i));
+        }
+    }
+
+    // Submit every choice (the engine queues them), then wait for each in order.
+    std::string failure;
+    for (auto &c : choices) {
+        if (s->client_gone()) break;
+        strata_request r{};
+        r.struct_size = sizeof r;
+        r.prompt_tokens = prompt.data();
+        r.n_prompt_tokens = static_cast<int32_t>(prompt.size());
+        r.sampling = req.sampling;
+        r.sampling.seed = seed + static_cast<uint64_t>(c->index);
+        r.on_token = on_token;
+        r.user = c.get();
+        strata_status st{};
+        if (api->submit(api->engine, &r, &c->id, &st) != STRATA_OK) {
+            failure = st.message;
+            break;
+        }
+        s->track(c->id);
+    }
+    usage_counts usage;
+    usage.prompt_tokens = n_prompt;
+    std::vector<choice_result> results;
+    for (auto &c : choices) {
+        if (c->id == 0) continue;
+        strata_request_result res{};
+        res.struct_size = sizeof res;
+        strata_status st{};
+        const int32_t rc = api->wait(api->engine, c->id, &res, &st);
+        s->untrack(c->id);
+        if (rc != STRATA_OK && failure.empty()) failure = st.message;
+        usage.completion_tokens += c->completion_tokens;
+        std::string finish = c->text.stopped() ? "stop" : finish_name(res.finish);
+        if (req.stream && rc == STRATA_OK) {
+            const std::string_view rest = c->text.take_rest();
+            if (!rest.empty()) {
+                c->scratch.clear();
+                append_text_chunk(c->scratch, ids, c->index, rest);
+                s->append_chunk(c->scratch);
+            }
+            s->append_chunk(finish_chunk(ids, c->index, finish));
+        }
+        results.push_back({c->text.text(), finish});
+    }
+    if (req.stream) {
+        if (!failure.empty()) {
+            api_error e = bad_request(failure);
+            e.status = 500;
+            e.type = "internal_error";
+            s->append_chunk(sse_event(e.to_json()));
+        } else if (req.include_usage) {
+            s->append_chunk(usage_chunk(ids, usage));
+        }
+        s->append_chunk(k_sse_done);
+        s->end_stream();
+        return;
+    }
+    if (!failure.empty()) {
+        // Submit refuses bad input (a token id outside the vocabulary); anything later is the server's fault.
+        api_error e = bad_request(failure, "prompt");
+        if (results.size() > 0) {
+            e.status = 500;
+            e.type = "internal_error";
+            e.param.clear();
+        }
+        return s->post_error(e, keep);
+    }
+    s->post_json(completion_body(ids, results, usage), keep);
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+
+http_server::http_server(server_options opts, const strata_engine_api *engine, const strata_sampling_params &defaults,
+                         const strata_host_services *host)
+    : impl_(std::make_unique<impl>()) {
+    impl_->opts = std::move(opts);
+    impl_->api = engine;
+    impl_->defaults = defaults;
+    impl_->host = host;
+}
+
+http_server::~http_server() {
+    request_stop();
+    impl_->workers.join();
+}
+
+void http_server::run() {
+    impl &m = *impl_;
+    beast::error_code ec;
+    const auto address = net::ip::make_address(m.opts.host, ec);
+    if (ec) throw std::runtime_error("openai_http: host '" + m.opts.host + "' is not an IP address: " + ec.message());
+    const tcp::endpoint ep(address, m.opts.port);
+    m.acceptor.open(ep.protocol(), ec);
+    if (!ec) m.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) m.acceptor.bind(ep, ec);
+    if (!ec) m.acceptor.listen(net::socket_base::max_listen_connections, ec);
+    if (ec) {
+        throw std::runtime_error("openai_http: cannot listen on " + m.opts.host + ":" + std::to_string(m.opts.port) + ": " +
+                                 ec.message() + " (choose another --port or --host)");
+    }
+    const auto bound = m.acceptor.local_endpoint();
+    strata::plugin::log(m.host, STRATA_LOG_INFO, "openai_http", "ready on http://%s:%u",
+                        bound.address().to_string().c_str(), static_cast<unsigned>(bound.port()));
+    m.accept();
+    auto guard = net::make_work_guard(m.ioc);
+    m.ioc.run();
+    // Workers may still be waiting on cancelled generations: let them finish before the engine goes away.
+    m.workers.join();
+}
+
+void http_server::request_stop() {
+    impl &m = *impl_;
+    if (m.stopping.exchange(true)) return;
+    // Take references under the lock but abort (and maybe drop the last reference, whose destructor takes the lock)
+    // outside it.
+    std::vector<std::shared_ptr<session>> open;
+    {
+        std::lock_guard<std::mutex> lock(m.sessions_mu);
+        for (session *s : m.sessions) {
+            if (auto alive = s->weak_from_this().lock()) open.push_back(std::move(alive)); // skip one being destroyed
+        }
+    }
+    for (const auto &s : open) s->abort();
+    open.clear();
+    net::post(m.ioc, [&m] {
+        beast::error_code ec;
+        m.acceptor.close(ec);
+        m.ioc.stop();
+    });
+}
+
+} // namespace strata::openai_http

@@ -1,0 +1,49 @@
+// The HTTP/1.1 server behind the openai_http frontend: one I/O thread (Boost.Beast) for all connections, and a pool
+// of worker threads that each submit one HTTP request's generations to the engine and wait for them. Tokens reach
+// the client from the engine's callback through the connection's output buffer, flushed per token.
+#pragma once
+
+#include "chat_template.hpp"
+#include "metrics.hpp"
+
+#include <strata/plugin_abi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace strata::openai_http {
+
+struct server_options {
+    std::string host = "127.0.0.1";
+    uint16_t port = 8000;
+    std::vector<std::string> api_keys; // empty: no authentication
+    uint64_t max_body_bytes = 1 << 20;
+    uint32_t max_header_bytes = 16 << 10;
+    int64_t read_timeout_s = 30;  // to receive a whole request on a fresh connection, and per write
+    int64_t idle_timeout_s = 60;  // to receive the next request on a kept-alive connection
+    int64_t max_connections = 256;
+    std::string served_model_name;
+    chat_template chat = chat_template::plain;
+};
+
+class http_server {
+  public:
+    http_server(server_options opts, const strata_engine_api *engine, const strata_sampling_params &defaults,
+                const strata_host_services *host);
+    ~http_server();
+    http_server(const http_server &) = delete;
+    http_server &operator=(const http_server &) = delete;
+
+    // Binds, logs "openai_http: ready on http://H:P", serves until request_stop(). Throws on bind failure.
+    void run();
+    void request_stop(); // thread-safe
+
+    struct impl;
+
+  private:
+    std::unique_ptr<impl> impl_;
+};
+
+} // namespace strata::openai_http

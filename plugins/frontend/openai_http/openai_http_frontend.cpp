@@ -1,0 +1,138 @@
+// The OpenAI-compatible HTTP frontend: the plugin descriptor, its [openai_http] keys, and the glue between the
+// frontend ABI (create/run/request_stop/destroy) and http_server. It talks to the engine only through
+// strata_engine_api.
+#include "http_server.hpp"
+
+#include <strata/plugin.hpp>
+
+#include <fstream>
+#include <memory>
+#include <string>
+
+namespace {
+
+using strata::plugin::fail;
+using namespace strata::openai_http;
+
+std::vector<std::string> string_list(const strata_config_view *v, const char *key) {
+    std::vector<std::string> out;
+    if (v == nullptr || v->get_list_size == nullptr || v->get_list_item == nullptr) return out;
+    const int32_t n = v->get_list_size(v->ctx, key);
+    for (int32_t i = 0; i < n; ++i) {
+        if (const char *s = v->get_list_item(v->ctx, key, i); s != nullptr && *s != '\0') out.emplace_back(s);
+    }
+    return out;
+}
+
+// One key per line; blank lines and lines starting with '#' are skipped. Read once at start-up (never per request).
+bool read_key_file(const std::string &path, std::vector<std::string> &keys, strata_status *st) {
+    std::ifstream in(path);
+    if (!in) {
+        fail(st, STRATA_ERR_IO, "openai_http: cannot read api_key_file '%s'; check the path and its permissions", path.c_str());
+        return false;
+    }
+    std::string line;
+    while (std::getline(in, line)) {
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+        if (!line.empty() && line.front() != '#') keys.push_back(line);
+    }
+    return true;
+}
+
+strata_frontend *http_create(const strata_frontend_create_args *args, strata_status *st) {
+    return strata::plugin::guarded_create<strata_frontend>(st, [&]() -> strata_frontend * {
+        if (args == nullptr || args->engine == nullptr) {
+            fail(st, STRATA_ERR_INVALID_ARGUMENT, "openai_http: no engine");
+            return nullptr;
+        }
+        const strata_engine_api *api = args->engine;
+        strata::plugin::config cfg(args->config);
+        server_options o;
+        o.host = cfg.get_string("host").value_or(o.host);
+        o.port = static_cast<uint16_t>(cfg.get_int("port").value_or(o.port));
+        o.api_keys = string_list(args->config, "api_keys");
+        if (auto f = cfg.get_string("api_key_file"); f && !f->empty() && !read_key_file(*f, o.api_keys, st)) return nullptr;
+        o.max_body_bytes = static_cast<uint64_t>(cfg.get_int("max_body_bytes").value_or(static_cast<int64_t>(o.max_body_bytes)));
+        o.max_header_bytes = static_cast<uint32_t>(cfg.get_int("max_header_bytes").value_or(o.max_header_bytes));
+        o.read_timeout_s = cfg.get_int("read_timeout_s").value_or(o.read_timeout_s);
+        o.idle_timeout_s = cfg.get_int("idle_timeout_s").value_or(o.idle_timeout_s);
+        o.max_connections = cfg.get_int("max_connections").value_or(o.max_connections);
+        o.served_model_name = cfg.get_string("served_model_name").value_or("");
+        if (o.served_model_name.empty()) o.served_model_name = api->model_name(api->engine);
+        const std::string tmpl = cfg.get_string("chat_template").value_or("plain");
+        auto t = chat_template_from_name(tmpl);
+        if (!t) {
+            fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                 "openai_http: chat_template '%s' is unknown; use plain, llama2, llama3, chatml, mistral, phi3 or gemma",
+                 tmpl.c_str());
+            return nullptr;
+        }
+        o.chat = *t;
+        strata_sampling_params defaults{};
+        defaults.struct_size = sizeof defaults;
+        defaults.temperature = 1.0f;
+        defaults.top_p = 1.0f;
+        defaults.repetition_penalty = 1.0f;
+        if (args->default_sampling != nullptr) defaults = *args->default_sampling;
+        auto *server = new http_server(std::move(o), api, defaults, args->host);
+        return reinterpret_cast<strata_frontend *>(server);
+    });
+}
+
+int32_t http_run(strata_frontend *f, strata_status *st) {
+    const int32_t rc = strata::plugin::guarded(st, [&]() -> int32_t {
+        reinterpret_cast<http_server *>(f)->run();
+        return STRATA_OK;
+    });
+    return rc == STRATA_OK ? 0 : 1;
+}
+
+void http_request_stop(strata_frontend *f) { reinterpret_cast<http_server *>(f)->request_stop(); }
+
+void http_destroy(strata_frontend *f) { delete reinterpret_cast<http_server *>(f); }
+
+const strata_frontend_desc k_http_desc = {
+    strata::plugin::make_header<strata_frontend_desc>(STRATA_KIND_FRONTEND, "openai_http", sizeof(strata_frontend_desc)),
+    http_create,
+    http_run,
+    http_request_stop,
+    http_destroy,
+};
+
+const strata_descriptor_header *const k_descriptors[] = {&k_http_desc.header};
+
+const strata_config_key k_keys[] = {
+    {"host", STRATA_CONFIG_STRING, "\"127.0.0.1\"", 0, 0, "IP address to listen on (0.0.0.0 for every interface)", "--host",
+     nullptr},
+    {"port", STRATA_CONFIG_INT, "8000", 0, 65535, "TCP port to listen on (0 = any free port; the log says which)", "--port",
+     nullptr},
+    {"api_keys", STRATA_CONFIG_STRING_LIST, "[]",
+     0, 0, "accepted API keys (Authorization: Bearer KEY on every route but /health); empty = no authentication",
+     "--api-key", nullptr},
+    {"api_key_file", STRATA_CONFIG_STRING, nullptr, 0, 0, "file with more API keys, one per line ('#' comments)", nullptr,
+     nullptr},
+    {"max_body_bytes", STRATA_CONFIG_BYTES, "\"1MiB\"", 1, 1073741824.0, "largest request body; bigger ones get 413",
+     nullptr, nullptr},
+    {"max_header_bytes", STRATA_CONFIG_BYTES, "\"16KiB\"", 256, 16777216.0, "largest request header block; bigger get 431",
+     nullptr, nullptr},
+    {"read_timeout_s", STRATA_CONFIG_INT, "30", 1, 86400, "seconds to receive a request (and to write each response piece)",
+     nullptr, nullptr},
+    {"idle_timeout_s", STRATA_CONFIG_INT, "60", 1, 86400, "seconds a kept-alive connection may wait for its next request",
+     nullptr, nullptr},
+    {"max_connections", STRATA_CONFIG_INT, "256", 1, 65536, "open connections at most; more get 503", nullptr, nullptr},
+    {"served_model_name", STRATA_CONFIG_STRING, nullptr, 0, 0, "model id clients use (default: the GGUF's general.name)",
+     "--served-model-name", nullptr},
+    {"chat_template", STRATA_CONFIG_STRING, "\"plain\"", 0, 0,
+     "built-in chat format for /v1/chat/completions (the GGUF's Jinja template is not used)", "--chat-template",
+     "plain|llama2|llama3|chatml|mistral|phi3|gemma"},
+};
+
+const strata_plugin_info k_info = {
+    sizeof(strata_plugin_info), STRATA_ABI_MAJOR, STRATA_ABI_MINOR, 1, "openai_http", "0.1.0", "MIT",
+    "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics",
+    k_descriptors, k_keys, sizeof(k_keys) / sizeof(k_keys[0]),
+};
+
+} // namespace
+
+STRATA_PLUGIN_DEFINE(k_info)

@@ -1,0 +1,62 @@
+// Turns the JSON body of POST /v1/completions or /v1/chat/completions into a validated generation request, or into
+// the OpenAI-shaped error the client should get. Pure: no sockets, no engine, no files (tested on its own).
+#pragma once
+
+#include "api_error.hpp"
+
+#include <strata/plugin_abi.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace strata::openai_http {
+
+enum class endpoint { completions, chat_completions };
+
+struct chat_message {
+    std::string role; // system | user | assistant | tool | developer
+    std::string content;
+};
+
+struct generation_request {
+    endpoint kind = endpoint::completions;
+    std::string prompt_text;                 // completions with a string prompt
+    std::vector<int32_t> prompt_tokens;      // completions with a token-id prompt (used when non-empty)
+    std::vector<chat_message> messages;      // chat
+    strata_sampling_params sampling{};       // defaults merged with the request's fields
+    bool max_tokens_given = false;           // false: the endpoint's default applies (see server)
+    bool seed_given = false;
+    int32_t n = 1;
+    bool stream = false;
+    bool include_usage = false;
+    bool echo = false;
+    std::vector<std::string> stop;
+    std::string model; // as the client wrote it (the served name when it was omitted)
+};
+
+struct parse_context {
+    std::string served_model_name;
+    strata_sampling_params defaults{};
+};
+
+// Either the request or the error (status 400 for bad JSON/types/ranges, 404 for an unknown model).
+using parse_result = std::variant<generation_request, api_error>;
+
+parse_result parse_generation_request(std::string_view body, endpoint kind, const parse_context &ctx);
+
+// POST /tokenize: {"prompt": "..."} or {"messages": [...]}, optional "add_special_tokens" (default true).
+struct tokenize_request {
+    std::string prompt;
+    std::vector<chat_message> messages; // rendered with the chat template when non-empty
+    bool add_special_tokens = true;
+};
+std::variant<tokenize_request, api_error> parse_tokenize_request(std::string_view body);
+
+// POST /detokenize: {"tokens": [ids]}.
+std::variant<std::vector<int32_t>, api_error> parse_detokenize_request(std::string_view body);
+
+} // namespace strata::openai_http

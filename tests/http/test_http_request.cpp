@@ -1,0 +1,243 @@
+// Unit tests of the socket-free parts of openai_http: request parsing/validation, chat renderers, stop strings and
+// UTF-8 hold-back, and the JSON/SSE shapes.
+#include "chat_template.hpp"
+#include "metrics.hpp"
+#include "request_parse.hpp"
+#include "response_format.hpp"
+#include "text_stream.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using namespace strata::openai_http;
+using json = nlohmann::json;
+
+parse_context ctx() {
+    parse_context c;
+    c.served_model_name = "m";
+    c.defaults.struct_size = sizeof c.defaults;
+    c.defaults.temperature = 0.8f;
+    c.defaults.top_p = 0.95f;
+    c.defaults.top_k = 40;
+    c.defaults.repetition_penalty = 1.0f;
+    c.defaults.max_tokens = 256;
+    return c;
+}
+
+generation_request ok(std::string_view body, endpoint k = endpoint::completions) {
+    auto r = parse_generation_request(body, k, ctx());
+    EXPECT_TRUE(std::holds_alternative<generation_request>(r)) << (std::holds_alternative<api_error>(r) ? std::get<api_error>(r).message : "");
+    return std::holds_alternative<generation_request>(r) ? std::get<generation_request>(r) : generation_request{};
+}
+
+api_error err(std::string_view body, endpoint k = endpoint::completions) {
+    auto r = parse_generation_request(body, k, ctx());
+    EXPECT_TRUE(std::holds_alternative<api_error>(r)) << body;
+    return std::holds_alternative<api_error>(r) ? std::get<api_error>(r) : api_error{};
+}
+
+TEST(HttpRequestParse, CompletionFieldsMapToSampling) {
+    generation_request r = ok(R"({"model":"m","prompt":"hi","max_tokens":7,"temperature":0,"top_p":0.5,"top_k":3,
+        "min_p":0.1,"seed":42,"repetition_penalty":1.1,"stop":["a","b"],"n":2,"stream":true,
+        "stream_options":{"include_usage":true},"user":"u","unknown_field":{"x":1}})");
+    EXPECT_EQ(r.prompt_text, "hi");
+    EXPECT_EQ(r.sampling.max_tokens, 7);
+    EXPECT_TRUE(r.max_tokens_given);
+    EXPECT_EQ(r.sampling.temperature, 0.0f);
+    EXPECT_FLOAT_EQ(r.sampling.top_p, 0.5f);
+    EXPECT_EQ(r.sampling.top_k, 3);
+    EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+    EXPECT_EQ(r.sampling.seed, 42u);
+    EXPECT_TRUE(r.seed_given);
+    EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.1f);
+    EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
+    EXPECT_EQ(r.n, 2);
+    EXPECT_TRUE(r.stream);
+    EXPECT_TRUE(r.include_usage);
+}
+
+TEST(HttpRequestParse, DefaultsComeFromTheServerAndTokenPromptsAreAccepted) {
+    generation_request r = ok(R"({"prompt":[1,2,3]})");
+    EXPECT_EQ(r.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
+    EXPECT_FLOAT_EQ(r.sampling.temperature, 0.8f);
+    EXPECT_EQ(r.sampling.top_k, 40);
+    EXPECT_FALSE(r.max_tokens_given);
+    EXPECT_EQ(r.model, "m");
+    EXPECT_EQ(ok(R"({"prompt":[[5,6]]})").prompt_tokens, (std::vector<int32_t>{5, 6}));
+    EXPECT_EQ(ok(R"({"prompt":["one"]})").prompt_text, "one");
+    EXPECT_EQ(ok(R"({"prompt":"x","max_completion_tokens":9})").sampling.max_tokens, 9);
+    EXPECT_EQ(ok(R"({"prompt":"x","stop":"end"})").stop, (std::vector<std::string>{"end"}));
+    EXPECT_EQ(ok(R"({"prompt":"x","top_k":-1})").sampling.top_k, 0);
+}
+
+TEST(HttpRequestParse, ChatMessagesIncludingTextParts) {
+    generation_request r = ok(R"({"messages":[{"role":"system","content":"be brief"},
+        {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})",
+                              endpoint::chat_completions);
+    ASSERT_EQ(r.messages.size(), 2u);
+    EXPECT_EQ(r.messages[0].role, "system");
+    EXPECT_EQ(r.messages[1].content, "ab");
+}
+
+TEST(HttpRequestParse, ErrorsHaveStatusAndParam) {
+    EXPECT_EQ(err("{\"prompt\": ").status, 400);
+    EXPECT_EQ(err("[1,2]").status, 400);
+    api_error t = err(R"({"prompt":"x","temperature":"hot"})");
+    EXPECT_EQ(t.status, 400);
+    EXPECT_EQ(t.param, "temperature");
+    EXPECT_EQ(err(R"({"prompt":"x","temperature":3})").param, "temperature");
+    EXPECT_EQ(err(R"({"prompt":"x","top_p":0})").param, "top_p");
+    EXPECT_EQ(err(R"({"prompt":"x","max_tokens":0})").param, "max_tokens");
+    EXPECT_EQ(err(R"({"prompt":"x","max_tokens":1.5})").param, "max_tokens");
+    EXPECT_EQ(err(R"({"prompt":"x","n":0})").param, "n");
+    EXPECT_EQ(err(R"({"prompt":"x","stream":"yes"})").param, "stream");
+    EXPECT_EQ(err(R"({"prompt":"x","stop":[1]})").param, "stop");
+    EXPECT_EQ(err(R"({"prompt":[-1]})").param, "prompt");
+    EXPECT_EQ(err(R"({"prompt":["a","b"]})").param, "prompt");
+    EXPECT_EQ(err(R"({})").param, "prompt");
+    EXPECT_EQ(err(R"({"messages":[]})", endpoint::chat_completions).param, "messages");
+    EXPECT_EQ(err(R"({"messages":[{"role":"robot","content":"x"}]})", endpoint::chat_completions).param, "messages");
+    api_error pp = err(R"({"prompt":"x","presence_penalty":0.5})");
+    EXPECT_NE(pp.message.find("not supported"), std::string::npos);
+    EXPECT_EQ(ok(R"({"prompt":"x","presence_penalty":0,"frequency_penalty":0})").prompt_text, "x");
+    api_error m = err(R"({"prompt":"x","model":"other"})");
+    EXPECT_EQ(m.status, 404);
+    EXPECT_EQ(m.code, "model_not_found");
+    const json body = json::parse(m.to_json());
+    EXPECT_EQ(body["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(body["error"]["param"], "model");
+    EXPECT_TRUE(body["error"].contains("message"));
+}
+
+TEST(HttpRequestParse, TokenizeAndDetokenizeBodies) {
+    auto t = parse_tokenize_request(R"({"prompt":"hello","add_special_tokens":false})");
+    ASSERT_TRUE(std::holds_alternative<tokenize_request>(t));
+    EXPECT_EQ(std::get<tokenize_request>(t).prompt, "hello");
+    EXPECT_FALSE(std::get<tokenize_request>(t).add_special_tokens);
+    EXPECT_TRUE(std::holds_alternative<api_error>(parse_tokenize_request(R"({"prompt":5})")));
+    auto d = parse_detokenize_request(R"({"tokens":[1,2]})");
+    ASSERT_TRUE(std::holds_alternative<std::vector<int32_t>>(d));
+    EXPECT_EQ(std::get<std::vector<int32_t>>(d).size(), 2u);
+    EXPECT_TRUE(std::holds_alternative<api_error>(parse_detokenize_request(R"({"tokens":"x"})")));
+}
+
+const std::vector<chat_message> k_chat = {{"system", "S"}, {"user", "U"}, {"assistant", "A"}, {"user", "V"}};
+
+TEST(HttpChatTemplate, EveryFamilyRendersItsMarkers) {
+    EXPECT_EQ(render_chat(chat_template::plain, k_chat), "system: S\nuser: U\nassistant: A\nuser: V\nassistant:");
+    EXPECT_EQ(render_chat(chat_template::chatml, {{"user", "U"}}), "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+    EXPECT_EQ(render_chat(chat_template::llama2, k_chat), "[INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST] A </s><s>[INST] V [/INST]");
+    EXPECT_EQ(render_chat(chat_template::llama3, {{"user", "U"}}),
+              "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+    EXPECT_EQ(render_chat(chat_template::mistral, k_chat), "[INST] S\n\nU [/INST]A</s>[INST] V [/INST]");
+    EXPECT_EQ(render_chat(chat_template::phi3, {{"user", "U"}}), "<|user|>\nU<|end|>\n<|assistant|>\n");
+    EXPECT_EQ(render_chat(chat_template::gemma, k_chat),
+              "<start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n<start_of_turn>user\nV<end_of_turn>\n"
+              "<start_of_turn>model\n");
+    EXPECT_TRUE(chat_template_from_name("chatml").has_value());
+    EXPECT_FALSE(chat_template_from_name("jinja").has_value());
+}
+
+TEST(HttpTextStream, StopStringCutsTheTextAndHoldsBackPossiblePrefixes) {
+    text_stream t({"END"});
+    EXPECT_FALSE(t.push("abc E"));
+    EXPECT_EQ(t.take_ready(), "abc "); // "E" might start "END"
+    EXPECT_FALSE(t.push("N"));
+    EXPECT_EQ(t.take_ready(), "");
+    EXPECT_TRUE(t.push("D and more"));
+    EXPECT_EQ(t.take_ready(), "");
+    EXPECT_EQ(t.text(), "abc ");
+    EXPECT_TRUE(t.push("ignored"));
+    EXPECT_EQ(t.text(), "abc ");
+
+    text_stream u({"xy"});
+    u.push("ax");
+    EXPECT_EQ(u.take_ready(), "a");
+    u.push("b");
+    EXPECT_EQ(u.take_ready(), "xb"); // "x" did not become "xy"
+}
+
+TEST(HttpTextStream, IncompleteUtf8IsHeldUntilComplete) {
+    text_stream t;
+    t.push("a\xC3");
+    EXPECT_EQ(t.take_ready(), "a");
+    t.push("\xA9!");
+    EXPECT_EQ(t.take_ready(), "\xC3\xA9!");
+    t.push("\xE2\x82");
+    EXPECT_EQ(t.take_ready(), "");
+    EXPECT_EQ(t.take_rest(), "\xE2\x82");
+    EXPECT_EQ(utf8_complete_prefix("ab\xF0\x9F\x98"), 2u);
+    EXPECT_EQ(utf8_complete_prefix("ab\xF0\x9F\x98\x80"), 6u);
+}
+
+TEST(HttpResponseFormat, TextChunksAreSseEventsWithValidJson) {
+    response_ids ids{endpoint::completions, "cmpl-1", 123, "m"};
+    std::string out;
+    append_text_chunk(out, ids, 0, "he said \"hi\"\n\x01\xFF");
+    ASSERT_EQ(out.rfind("data: ", 0), 0u);
+    ASSERT_EQ(out.substr(out.size() - 2), "\n\n");
+    json j = json::parse(out.substr(6, out.size() - 8));
+    EXPECT_EQ(j["object"], "text_completion");
+    EXPECT_EQ(j["choices"][0]["text"], "he said \"hi\"\n\x01\xEF\xBF\xBD");
+    EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
+
+    out.clear();
+    append_text_chunk(out, ids, 0, "\xED\xA0\x80|\xE0\x80\x80|\xF4\x90\x80\x80|\xE2\x82\xAC"); // surrogate, overlong, > U+10FFFF, euro
+    j = json::parse(out.substr(6, out.size() - 8));
+    EXPECT_EQ(j["choices"][0]["text"], "\uFFFD\uFFFD\uFFFD|\uFFFD\uFFFD\uFFFD|\uFFFD\uFFFD\uFFFD\uFFFD|\u20AC");
+
+    response_ids chat{endpoint::chat_completions, "chatcmpl-1", 123, "m"};
+    out.clear();
+    append_text_chunk(out, chat, 1, "x");
+    j = json::parse(out.substr(6, out.size() - 8));
+    EXPECT_EQ(j["object"], "chat.completion.chunk");
+    EXPECT_EQ(j["choices"][0]["delta"]["content"], "x");
+    EXPECT_EQ(j["choices"][0]["index"], 1);
+    const std::string fin = finish_chunk(chat, 0, "stop");
+    EXPECT_EQ(json::parse(fin.substr(6))["choices"][0]["finish_reason"], "stop");
+    const std::string role = role_chunk(chat, 0);
+    EXPECT_EQ(json::parse(role.substr(6))["choices"][0]["delta"]["role"], "assistant");
+    const std::string usage = usage_chunk(chat, {3, 4});
+    EXPECT_EQ(json::parse(usage.substr(6))["usage"]["total_tokens"], 7);
+    EXPECT_EQ(k_sse_done, "data: [DONE]\n\n");
+}
+
+TEST(HttpResponseFormat, NonStreamingBodiesCarryUsage) {
+    response_ids chat{endpoint::chat_completions, "chatcmpl-1", 5, "m"};
+    json j = json::parse(completion_body(chat, {{"hello", "length"}}, {2, 1}));
+    EXPECT_EQ(j["object"], "chat.completion");
+    EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+    EXPECT_EQ(j["choices"][0]["message"]["content"], "hello");
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(j["usage"]["prompt_tokens"], 2);
+    EXPECT_EQ(j["usage"]["completion_tokens"], 1);
+}
+
+TEST(HttpMetrics, PrometheusTextHasCumulativeBucketsAndEngineCounters) {
+    frontend_metrics m;
+    m.time_to_first_token.observe(0.003);
+    m.time_to_first_token.observe(0.2);
+    m.time_to_first_token.observe(10.0);
+    m.request_success = 2;
+    strata_engine_stats e{};
+    e.requests_running = 1;
+    e.requests_waiting = 3;
+    e.prompt_tokens_total = 40;
+    e.generation_tokens_total = 50;
+    const std::string text = prometheus_text(m, e, "m");
+    EXPECT_NE(text.find("vllm:num_requests_running{model_name=\"m\"} 1\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("vllm:num_requests_waiting{model_name=\"m\"} 3\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:prompt_tokens_total{model_name=\"m\"} 40\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:generation_tokens_total{model_name=\"m\"} 50\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:request_success_total{model_name=\"m\"} 2\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.001\"} 0\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.005\"} 1\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.25\"} 2\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 3\n"), std::string::npos);
+    EXPECT_NE(text.find("vllm:time_to_first_token_seconds_count{model_name=\"m\"} 3\n"), std::string::npos);
+    EXPECT_NE(text.find("# TYPE vllm:inter_token_latency_seconds histogram"), std::string::npos);
+}
+
+} // namespace

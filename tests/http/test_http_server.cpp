@@ -1,0 +1,388 @@
+// End-to-end tests of the openai_http frontend: the real `runtime` serves stories260K on a free loopback port and
+// the tests talk HTTP/1.1 to it with Boost.Asio (one request per connection, chunked bodies decoded).
+#include <gtest/gtest.h>
+
+#include <boost/asio.hpp>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <spawn.h>
+#include <string>
+#include <sys/wait.h>
+#include <thread>
+
+extern char **environ;
+
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+const std::string k_model = std::string(STRATA_SHARED_DIR) + "/models/stories260K-f32.gguf";
+const std::string k_key = "sk-test-key";
+
+struct http_reply {
+    int status = 0;
+    std::string headers;
+    std::string body; // de-chunked
+};
+
+std::string dechunk(const std::string &raw) {
+    std::string out;
+    size_t pos = 0;
+    while (pos < raw.size()) {
+        const size_t eol = raw.find("\r\n", pos);
+        if (eol == std::string::npos) break;
+        const size_t n = std::stoul(raw.substr(pos, eol - pos), nullptr, 16);
+        if (n == 0) break;
+        out += raw.substr(eol + 2, n);
+        pos = eol + 2 + n + 2;
+    }
+    return out;
+}
+
+uint16_t g_port = 0;
+
+http_reply request(const std::string &method, const std::string &path, const std::string &body = {},
+                   const std::string &auth = "Bearer " + k_key) {
+    net::io_context ioc;
+    tcp::socket sock(ioc);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+    std::string req = method + " " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n";
+    if (!auth.empty()) req += "Authorization: " + auth + "\r\n";
+    if (!body.empty() || method == "POST") req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    req += "\r\n" + body;
+    boost::system::error_code ec;
+    net::write(sock, net::buffer(req), ec);
+    std::string raw;
+    std::array<char, 65536> buf{};
+    for (;;) {
+        const size_t n = sock.read_some(net::buffer(buf), ec);
+        raw.append(buf.data(), n);
+        if (ec) break;
+    }
+    http_reply r;
+    const size_t head_end = raw.find("\r\n\r\n");
+    if (head_end == std::string::npos) return r;
+    r.status = std::stoi(raw.substr(9, 3));
+    r.headers = raw.substr(0, head_end);
+    r.body = raw.substr(head_end + 4);
+    if (r.headers.find("chunked") != std::string::npos) r.body = dechunk(r.body);
+    return r;
+}
+
+uint16_t free_port() {
+    net::io_context ioc;
+    tcp::acceptor a(ioc, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+    return a.local_endpoint().port();
+}
+
+std::string read_text(const fs::path &p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Starts `runtime --frontend openai_http` on `port` with stderr to `log`; returns its pid once it logs "ready" (or
+// 0 after a minute).
+pid_t start_runtime(uint16_t port, const fs::path &log, const std::vector<std::string> &extra) {
+    const std::string runtime = STRATA_BINARY_DIR "/bin/runtime";
+    const std::string port_text = std::to_string(port);
+    std::vector<std::string> args = {runtime, "--model", k_model, "--frontend", "openai_http", "--port", port_text,
+                                     "--api-key", k_key};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, runtime.c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return 0;
+    for (int i = 0; i < 600; ++i) {
+        if (read_text(log).find("ready on http://127.0.0.1:" + port_text) != std::string::npos) return pid;
+        if (::waitpid(pid, nullptr, WNOHANG) == pid) return 0; // exited (e.g. the port was taken meanwhile)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return 0;
+}
+
+// SIGINT, as a user's Ctrl-C: the server must stop and exit 0.
+void stop_runtime(pid_t pid, const fs::path &log) {
+    ::kill(pid, SIGINT);
+    int status = 0;
+    // A hang detector, not a speed check: a clean stop takes milliseconds.
+    pid_t done = 0;
+    for (int i = 0; i < 600 && done == 0; ++i) {
+        done = ::waitpid(pid, &status, WNOHANG);
+        if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (done == 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        ADD_FAILURE() << "the server did not stop within a minute of SIGINT:\n" << read_text(log);
+    } else {
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+    }
+    fs::remove(log);
+}
+
+class HttpServer : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() {
+        g_port = free_port();
+        log_ = fs::temp_directory_path() / ("strata_http_" + std::to_string(::getpid()) + ".log");
+        pid_ = start_runtime(g_port, log_, {});
+        ASSERT_NE(pid_, 0) << "server did not start:\n" << read_text(log_);
+    }
+    static void TearDownTestSuite() {
+        if (pid_ > 0) stop_runtime(pid_, log_);
+    }
+    static inline pid_t pid_ = 0;
+    static inline fs::path log_;
+};
+
+std::string cli_greedy_text(const std::string &prompt, int max_tokens) {
+    const std::string cmd = STRATA_BINARY_DIR "/bin/runtime --model " + k_model + " --prompt \"" + prompt +
+                            "\" --temperature 0 --max-tokens " + std::to_string(max_tokens) + " --output json </dev/null 2>/dev/null";
+    FILE *p = ::popen(cmd.c_str(), "r");
+    std::string out;
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+    ::pclose(p);
+    return json::parse(out)["text"].get<std::string>();
+}
+
+TEST_F(HttpServer, HealthNeedsNoKey) {
+    http_reply r = request("GET", "/health", "", "");
+    EXPECT_EQ(r.status, 200);
+}
+
+TEST_F(HttpServer, MissingOrWrongKeyIs401) {
+    http_reply a = request("GET", "/v1/models", "", "");
+    EXPECT_EQ(a.status, 401);
+    EXPECT_EQ(json::parse(a.body)["error"]["type"], "authentication_error");
+    EXPECT_EQ(request("GET", "/v1/models", "", "Bearer wrong").status, 401);
+    http_reply ok = request("GET", "/v1/models");
+    ASSERT_EQ(ok.status, 200);
+    EXPECT_EQ(json::parse(ok.body)["data"][0]["id"], "stories260K");
+}
+
+TEST_F(HttpServer, GreedyCompletionEqualsTheCli) {
+    const std::string expected = cli_greedy_text("Once upon a time", 20);
+    http_reply r = request("POST", "/v1/completions", R"({"model":"stories260K","prompt":"Once upon a time","max_tokens":20,"temperature":0})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["object"], "text_completion");
+    EXPECT_EQ(j["choices"][0]["text"], expected);
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(j["usage"]["completion_tokens"], 20);
+    EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+}
+
+TEST_F(HttpServer, StreamingChunksConcatenateToTheSameTextAndEndWithDone) {
+    const std::string body = R"({"prompt":"Once upon a time","max_tokens":20,"temperature":0})";
+    const std::string whole = json::parse(request("POST", "/v1/completions", body).body)["choices"][0]["text"];
+    http_reply r = request("POST", "/v1/completions",
+                           R"({"prompt":"Once upon a time","max_tokens":20,"temperature":0,"stream":true,"stream_options":{"include_usage":true}})");
+    ASSERT_EQ(r.status, 200);
+    EXPECT_NE(r.headers.find("text/event-stream"), std::string::npos);
+    std::string text;
+    size_t pos = 0, events = 0;
+    bool done = false, usage = false;
+    while ((pos = r.body.find("data: ", pos)) != std::string::npos) {
+        const size_t end = r.body.find("\n\n", pos);
+        ASSERT_NE(end, std::string::npos);
+        const std::string payload = r.body.substr(pos + 6, end - pos - 6);
+        pos = end + 2;
+        ++events;
+        if (payload == "[DONE]") {
+            done = true;
+            EXPECT_EQ(pos, r.body.size()); // nothing after [DONE]
+            break;
+        }
+        json j = json::parse(payload);
+        EXPECT_EQ(j["object"], "text_completion");
+        if (j.contains("usage")) {
+            usage = true;
+            EXPECT_EQ(j["usage"]["completion_tokens"], 20);
+        } else {
+            text += j["choices"][0]["text"].get<std::string>();
+        }
+    }
+    EXPECT_TRUE(done);
+    EXPECT_TRUE(usage);
+    EXPECT_GT(events, 5u);
+    EXPECT_EQ(text, whole);
+}
+
+TEST_F(HttpServer, StopStringEndsTheText) {
+    const std::string whole = json::parse(request("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":20,"temperature":0})").body)["choices"][0]["text"];
+    ASSERT_NE(whole.find("Lily"), std::string::npos) << whole;
+    http_reply r = request("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":20,"temperature":0,"stop":"Lily"})");
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["choices"][0]["text"], whole.substr(0, whole.find("Lily")));
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(HttpServer, ChatCompletionAnswersAsAssistant) {
+    http_reply r = request("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"seed":3})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["object"], "chat.completion");
+    EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+    EXPECT_EQ(j["usage"]["completion_tokens"], 8);
+    http_reply again = request("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"seed":3})");
+    EXPECT_EQ(json::parse(again.body)["choices"], j["choices"]); // same seed, same text
+}
+
+TEST_F(HttpServer, ErrorsHaveOpenAiShapeAndStatus) {
+    http_reply bad = request("POST", "/v1/completions", "{\"prompt\": ");
+    EXPECT_EQ(bad.status, 400);
+    EXPECT_TRUE(json::parse(bad.body)["error"].contains("message"));
+    EXPECT_EQ(request("POST", "/v1/completions", R"({"prompt":"x","temperature":-1})").status, 400);
+    http_reply model = request("POST", "/v1/completions", R"({"prompt":"x","model":"gpt-9"})");
+    EXPECT_EQ(model.status, 404);
+    EXPECT_EQ(json::parse(model.body)["error"]["code"], "model_not_found");
+    http_reply big = request("POST", "/v1/completions", std::string(2 << 20, 'a'));
+    EXPECT_EQ(big.status, 413);
+    json tokens = json::array();
+    for (int i = 0; i < 600; ++i) tokens.push_back(300);
+    http_reply longp = request("POST", "/v1/completions", json{{"prompt", tokens}}.dump());
+    EXPECT_EQ(longp.status, 400);
+    const std::string msg = json::parse(longp.body)["error"]["message"];
+    EXPECT_NE(msg.find("512"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("600"), std::string::npos) << msg;
+    EXPECT_EQ(request("GET", "/v1/nothing").status, 404);
+    http_reply vocab = request("POST", "/v1/completions", R"({"prompt":[1,99999],"stream":true})");
+    EXPECT_EQ(vocab.status, 400) << vocab.body;
+}
+
+TEST_F(HttpServer, MetricsNameTheVllmSeries) {
+    request("POST", "/v1/completions", R"({"prompt":"a","max_tokens":3})");
+    http_reply r = request("GET", "/metrics");
+    ASSERT_EQ(r.status, 200);
+    for (const char *name : {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:prompt_tokens_total",
+                             "vllm:generation_tokens_total", "vllm:request_success_total",
+                             "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_count"}) {
+        EXPECT_NE(r.body.find(name), std::string::npos) << name;
+    }
+}
+
+TEST_F(HttpServer, TokenizeAndDetokenizeRoundTrip) {
+    http_reply t = request("POST", "/tokenize", R"({"prompt":"Once upon a time"})");
+    ASSERT_EQ(t.status, 200);
+    json j = json::parse(t.body);
+    EXPECT_EQ(j["tokens"], json({1, 403, 407, 261, 378}));
+    http_reply d = request("POST", "/detokenize", json{{"tokens", json({403, 407, 261, 378})}}.dump());
+    ASSERT_EQ(d.status, 200);
+    EXPECT_NE(json::parse(d.body)["prompt"].get<std::string>().find("Once upon a time"), std::string::npos);
+}
+
+TEST_F(HttpServer, ClientDisconnectMidStreamLeavesTheServerServing) {
+    {
+        net::io_context ioc;
+        tcp::socket sock(ioc);
+        sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+        const std::string body = R"({"prompt":"Lily","max_tokens":400,"stream":true})";
+        const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + k_key +
+                                "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+        net::write(sock, net::buffer(req));
+        std::array<char, 64> buf{};
+        const size_t n = sock.read_some(net::buffer(buf));
+        EXPECT_GT(n, 0u);
+        sock.close(); // mid-stream
+    }
+    http_reply r = request("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":5,"temperature":0})");
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], 5);
+}
+
+TEST(HttpServerLimits, ConnectionsOverMaxConnectionsGet503) {
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_http_limit_" + std::to_string(::getpid()) + ".log");
+    const pid_t pid = start_runtime(g_port, log, {"--set", "openai_http.max_connections=1"});
+    ASSERT_NE(pid, 0) << read_text(log);
+    {
+        net::io_context ioc;
+        tcp::socket held(ioc); // occupies the one slot (accepted before the next connection: the queue is FIFO)
+        held.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+        http_reply r = request("GET", "/health", "", "");
+        EXPECT_EQ(r.status, 503);
+        EXPECT_NE(r.body.find("max_connections"), std::string::npos) << r.body;
+    }
+    stop_runtime(pid, log);
+}
+
+TEST(HttpServerLimits, StopsCleanlyWithKeptAliveConnectionsOpen) {
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_http_stop_" + std::to_string(::getpid()) + ".log");
+    const pid_t pid = start_runtime(g_port, log, {});
+    ASSERT_NE(pid, 0) << read_text(log);
+    net::io_context ioc;
+    std::vector<tcp::socket> open;
+    for (int i = 0; i < 8; ++i) {
+        tcp::socket sock(ioc);
+        sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+        net::write(sock, net::buffer(std::string("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")));
+        std::string got;
+        std::array<char, 256> buf{};
+        while (got.find("\r\n\r\n") == std::string::npos) got.append(buf.data(), sock.read_some(net::buffer(buf)));
+        EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+        open.push_back(std::move(sock)); // kept alive: the server holds a session for each
+    }
+    stop_runtime(pid, log);
+}
+
+// The value of the one sample of `name` in a Prometheus text, or -1.
+double metric_value(const std::string &text, const std::string &name) {
+    const size_t at = text.find("\n" + name + "{");
+    if (at == std::string::npos) return -1;
+    const size_t eol = text.find('\n', at + 1);
+    const size_t space = text.rfind(' ', eol);
+    return std::stod(text.substr(space + 1, eol - space - 1));
+}
+
+TEST(HttpServerLimits, ClientDisconnectCancelsItsGeneration) {
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_http_cancel_" + std::to_string(::getpid()) + ".log");
+    // A long context so an uncancelled request would run for tens of thousands of tokens.
+    const pid_t pid = start_runtime(g_port, log, {"--max-model-len", "65536"});
+    ASSERT_NE(pid, 0) << read_text(log);
+    {
+        net::io_context ioc;
+        tcp::socket sock(ioc);
+        sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+        const std::string body = R"({"prompt":"Lily","max_tokens":60000,"stream":true})";
+        const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + k_key +
+                                "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+        net::write(sock, net::buffer(req));
+        std::string got;
+        std::array<char, 256> buf{};
+        while (got.find("\"text\"") == std::string::npos) got.append(buf.data(), sock.read_some(net::buffer(buf)));
+        sock.close(); // after the first token
+    }
+    // The engine runs one request at a time: this one is served only after the cancelled one has ended.
+    http_reply r = request("POST", "/v1/completions", R"({"prompt":"Lily","max_tokens":3})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::string metrics = request("GET", "/metrics").body;
+    EXPECT_LT(metric_value(metrics, "vllm:generation_tokens_total"), 60000) << metrics;
+    EXPECT_EQ(metric_value(metrics, "strata:request_failure_total"), 1) << metrics;
+    EXPECT_EQ(metric_value(metrics, "vllm:request_success_total"), 1) << metrics;
+    stop_runtime(pid, log);
+}
+
+} // namespace
