@@ -191,6 +191,15 @@ void engine::prefault_weights() {
     }
 }
 
+const char *engine::metadata_string(const char *key) const {
+    try {
+        if (auto v = file_->get_string(key)) return v->data(); // the reader keeps strings NUL-terminated
+    } catch (const std::exception &) {
+        // present with another type: not a string
+    }
+    return nullptr;
+}
+
 int32_t engine::device_threads() const {
     const strata_device_desc *d = device_desc_.desc;
     if (d && STRATA_HAS_SLOT(d, thread_count)) return d->thread_count(device_);

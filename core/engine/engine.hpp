@@ -54,6 +54,8 @@ class engine {
     const strata_model_hparams &hparams() const { return hp_; }
     int32_t max_model_len() const { return n_ctx_; }
     const std::string &model_name() const { return model_name_; }
+    // A string metadata value of the model file (NUL-terminated, valid for the engine's life); nullptr when absent.
+    const char *metadata_string(const char *key) const;
     const std::string &device_name() const { return device_name_; }
     const planner::plan &memory_plan() const { return plan_; }
     // Per-tier bytes, streamed bytes per token, read bandwidth and prefetch stalls (empty without offload).

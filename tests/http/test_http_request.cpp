@@ -5,6 +5,7 @@
 #include "request_parse.hpp"
 #include "response_format.hpp"
 #include "text_stream.hpp"
+#include "gguf/gguf_file.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -241,3 +242,23 @@ TEST(HttpMetrics, PrometheusTextHasCumulativeBucketsAndEngineCounters) {
 }
 
 } // namespace
+
+// The family comes from the GGUF's own Jinja template: real templates from llama.cpp's vocab files, and the
+// markers of the families that have none here.
+TEST(HttpChatTemplate, FamilyIsRecognisedFromTheGgufTemplate) {
+    auto jinja_of = [](const char *file) {
+        auto f = strata::gguf::file::open(std::string(STRATA_SHARED_DIR) + "/models/vocab/" + file);
+        return std::string(f.get_string("tokenizer.chat_template").value_or(""));
+    };
+    const std::string phi3 = jinja_of("ggml-vocab-phi-3.gguf");
+    const std::string qwen2 = jinja_of("ggml-vocab-qwen2.gguf");
+    ASSERT_FALSE(phi3.empty());
+    ASSERT_FALSE(qwen2.empty());
+    EXPECT_EQ(chat_template_from_jinja(phi3), chat_template::phi3);
+    EXPECT_EQ(chat_template_from_jinja(qwen2), chat_template::chatml);
+    EXPECT_EQ(chat_template_from_jinja("{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>' }}"), chat_template::llama3);
+    EXPECT_EQ(chat_template_from_jinja("{{ '<start_of_turn>' + role }}"), chat_template::gemma);
+    EXPECT_EQ(chat_template_from_jinja("{{ '[INST] <<SYS>>\\n' + s + '\\n<</SYS>>' }}"), chat_template::llama2);
+    EXPECT_EQ(chat_template_from_jinja("{{ '[INST] ' + m['content'] + ' [/INST]' }}"), chat_template::mistral);
+    EXPECT_EQ(chat_template_from_jinja("{{ m['content'] }}"), std::nullopt);
+}

@@ -84,6 +84,16 @@ std::string render_gemma(const std::vector<chat_message> &ms) {
 
 } // namespace
 
+std::optional<chat_template> chat_template_from_jinja(std::string_view jinja) {
+    auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
+    if (has("<|start_header_id|>")) return chat_template::llama3;
+    if (has("<|im_start|>")) return chat_template::chatml;
+    if (has("<start_of_turn>")) return chat_template::gemma;
+    if (has("<|user|>") && has("<|end|>")) return chat_template::phi3;
+    if (has("[INST]")) return has("<<SYS>>") ? chat_template::llama2 : chat_template::mistral;
+    return std::nullopt;
+}
+
 std::optional<chat_template> chat_template_from_name(std::string_view name) {
     if (name == "plain") return chat_template::plain;
     if (name == "llama2") return chat_template::llama2;

@@ -59,15 +59,29 @@ strata_frontend *http_create(const strata_frontend_create_args *args, strata_sta
         o.max_connections = cfg.get_int("max_connections").value_or(o.max_connections);
         o.served_model_name = cfg.get_string("served_model_name").value_or("");
         if (o.served_model_name.empty()) o.served_model_name = api->model_name(api->engine);
-        const std::string tmpl = cfg.get_string("chat_template").value_or("plain");
-        auto t = chat_template_from_name(tmpl);
-        if (!t) {
-            fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                 "openai_http: chat_template '%s' is unknown; use plain, llama2, llama3, chatml, mistral, phi3 or gemma",
-                 tmpl.c_str());
-            return nullptr;
+        const std::string tmpl = cfg.get_string("chat_template").value_or("auto");
+        if (tmpl == "auto") {
+            // The model's own template decides; an engine before ABI 1.3 cannot tell, so plain.
+            const char *jinja = STRATA_STRUCT_HAS(api, model_metadata)
+                                    ? api->model_metadata(api->engine, "tokenizer.chat_template")
+                                    : nullptr;
+            auto t = jinja ? chat_template_from_jinja(jinja) : std::nullopt;
+            o.chat = t.value_or(chat_template::plain);
+            strata::plugin::log(args->host, jinja && !t ? STRATA_LOG_WARN : STRATA_LOG_INFO, "openai_http",
+                                "chat template: %s", !jinja ? "plain (the model has none)"
+                                                     : !t  ? "plain (the model's template is not a known family; set [openai_http] chat_template)"
+                                                           : "recognised from the model's tokenizer.chat_template");
+        } else {
+            auto t = chat_template_from_name(tmpl);
+            if (!t) {
+                fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                     "openai_http: chat_template '%s' is unknown; use auto, plain, llama2, llama3, chatml, mistral, phi3 "
+                     "or gemma",
+                     tmpl.c_str());
+                return nullptr;
+            }
+            o.chat = *t;
         }
-        o.chat = *t;
         strata_sampling_params defaults{};
         defaults.struct_size = sizeof defaults;
         defaults.temperature = 1.0f;
@@ -122,9 +136,9 @@ const strata_config_key k_keys[] = {
     {"max_connections", STRATA_CONFIG_INT, "256", 1, 65536, "open connections at most; more get 503", nullptr, nullptr},
     {"served_model_name", STRATA_CONFIG_STRING, nullptr, 0, 0, "model id clients use (default: the GGUF's general.name)",
      "--served-model-name", nullptr},
-    {"chat_template", STRATA_CONFIG_STRING, "\"plain\"", 0, 0,
-     "built-in chat format for /v1/chat/completions (the GGUF's Jinja template is not used)", "--chat-template",
-     "plain|llama2|llama3|chatml|mistral|phi3|gemma"},
+    {"chat_template", STRATA_CONFIG_STRING, "\"auto\"", 0, 0,
+     "chat format for /v1/chat/completions: auto = the family of the GGUF's tokenizer.chat_template (plain when none), "
+     "or a built-in family by name", "--chat-template", "auto|plain|llama2|llama3|chatml|mistral|phi3|gemma"},
 };
 
 const strata_plugin_info k_info = {

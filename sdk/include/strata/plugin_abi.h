@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 2
+#define STRATA_ABI_MINOR 3
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -31,6 +31,11 @@ extern "C" {
 #else
 #define STRATA_EXPORT __attribute__((visibility("default")))
 #endif
+
+/* True when the sized struct `p` (one whose first member is `struct_size`) contains `field` and it is set. */
+#define STRATA_STRUCT_HAS(p, field)                                                                                   \
+    ((p) != NULL && (size_t)((p)->struct_size) >= offsetof(__typeof__(*(p)), field) + sizeof((p)->field) &&          \
+     (p)->field != NULL)
 
 /* True when the sized struct `p` is large enough to contain `field` and that slot is set. */
 #define STRATA_HAS_SLOT(p, field)                                                                         \
@@ -451,6 +456,10 @@ typedef struct strata_engine_api {
                           strata_status *st);
     const char *(*model_name)(strata_engine *e);
     int32_t (*max_model_len)(strata_engine *e);
+    /* optional, since 1.3 (test with STRATA_STRUCT_HAS(api, model_metadata)) */
+    /* A string metadata value of the model file (e.g. "tokenizer.chat_template"), borrowed for the engine's
+     * lifetime; NULL when absent or not a string. */
+    const char *(*model_metadata)(strata_engine *e, const char *key);
 } strata_engine_api;
 
 /* ------------------------------------------------------------------------------------------------------------ */
