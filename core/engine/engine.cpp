@@ -5,10 +5,12 @@
 #include "common/progress.hpp"
 #include "engine/model_source.hpp"
 #include "engine/plan_inputs.hpp"
+#include "engine/token_logprobs.hpp"
 #include "planner/plan_report.hpp"
 #include "tokenizer/vocab_from_gguf.hpp"
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 
 namespace strata::engine {
@@ -18,6 +20,9 @@ struct request_state {
     std::vector<int32_t> tokens; // prompt, then generated tokens appended
     int32_t n_prompt = 0;
     strata_sampling_params sampling{};
+    float presence_penalty = 0.f;  // since ABI 1.4 (strata_request tail)
+    float frequency_penalty = 0.f;
+    int32_t logprobs = 0;          // 0: none, -1: the chosen token's only, n > 0: also the top n
     strata_token_callback on_token = nullptr;
     void *user = nullptr;
     std::atomic<bool> cancelled{false};
@@ -223,6 +228,19 @@ strata_request_id engine::submit(const strata_request &req) {
              n_ctx_);
     }
     r->sampling = req.sampling;
+    // The 1.4 tail: a frontend built against an older ABI passes a smaller struct_size and gets the neutral values.
+    if (req.struct_size >= offsetof(strata_request, logprobs) + sizeof req.logprobs) {
+        for (const float p : {req.presence_penalty, req.frequency_penalty}) {
+            if (!(p >= -2.f && p <= 2.f)) fail("presence_penalty/frequency_penalty is {}; it must be in [-2, 2]", p);
+        }
+        if (req.logprobs < -1 || req.logprobs > max_top_logprobs) {
+            fail("logprobs is {}; it must be -1 (chosen token only), 0 (off) or 1..{} alternatives", req.logprobs,
+                 max_top_logprobs);
+        }
+        r->presence_penalty = req.presence_penalty;
+        r->frequency_penalty = req.frequency_penalty;
+        r->logprobs = std::min(req.logprobs, hp_.n_vocab);
+    }
     r->on_token = req.on_token;
     r->user = req.user;
     r->tokens.reserve(static_cast<size_t>(n_ctx_));
@@ -351,8 +369,13 @@ void engine::run_request(request_state &r) {
     sc.min_p = sp.min_p;
     sc.repetition_penalty = sp.repetition_penalty;
     sc.repetition_last_n = sp.repetition_last_n;
+    sc.presence_penalty = r.presence_penalty;
+    sc.frequency_penalty = r.frequency_penalty;
     sc.seed = sp.seed;
     sampler smp(hp_.n_vocab, sc);
+    // Logprobs are of the raw model output (vLLM's default): the sampler changes the logits in place, so a copy is
+    // taken first. All buffers are allocated here, once per request.
+    token_logprobs lp(r.logprobs != 0 ? hp_.n_vocab : 0, std::max(r.logprobs, 0));
 
     // Prefill in chunks that fit the workspace.
     const auto t0 = clock::now();
@@ -378,6 +401,7 @@ void engine::run_request(request_state &r) {
             finish = STRATA_FINISH_CANCELLED;
             break;
         }
+        if (r.logprobs != 0) lp.capture(logits_);
         const int32_t tok = smp.sample(logits_, r.tokens);
         r.tokens.push_back(tok);
         ++generated;
@@ -395,6 +419,12 @@ void engine::run_request(request_state &r) {
             ev.piece = piece.data() ? piece.data() : "";
             ev.piece_len = static_cast<int32_t>(piece.size());
             ev.finish = STRATA_FINISH_NONE;
+            if (r.logprobs != 0) {
+                ev.logprob = lp.of(tok);
+                ev.n_top = lp.n_top();
+                ev.top_tokens = lp.top_tokens();
+                ev.top_logprobs = lp.top_logprobs();
+            }
             r.on_token(r.user, &ev);
         }
         if (eos) finish = STRATA_FINISH_STOP;

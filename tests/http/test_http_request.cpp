@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <limits>
+
 namespace {
 
 using namespace strata::openai_http;
@@ -100,8 +102,8 @@ TEST(HttpRequestParse, ErrorsHaveStatusAndParam) {
     EXPECT_EQ(err(R"({})").param, "prompt");
     EXPECT_EQ(err(R"({"messages":[]})", endpoint::chat_completions).param, "messages");
     EXPECT_EQ(err(R"({"messages":[{"role":"robot","content":"x"}]})", endpoint::chat_completions).param, "messages");
-    api_error pp = err(R"({"prompt":"x","presence_penalty":0.5})");
-    EXPECT_NE(pp.message.find("not supported"), std::string::npos);
+    EXPECT_EQ(err(R"({"prompt":"x","presence_penalty":2.5})").param, "presence_penalty");
+    EXPECT_EQ(err(R"({"prompt":"x","frequency_penalty":"1"})").param, "frequency_penalty");
     EXPECT_EQ(ok(R"({"prompt":"x","presence_penalty":0,"frequency_penalty":0})").prompt_text, "x");
     api_error m = err(R"({"prompt":"x","model":"other"})");
     EXPECT_EQ(m.status, 404);
@@ -110,6 +112,85 @@ TEST(HttpRequestParse, ErrorsHaveStatusAndParam) {
     EXPECT_EQ(body["error"]["type"], "invalid_request_error");
     EXPECT_EQ(body["error"]["param"], "model");
     EXPECT_TRUE(body["error"].contains("message"));
+}
+
+TEST(HttpRequestParse, PenaltiesAreCarriedInOpenAiRange) {
+    const generation_request r = ok(R"({"prompt":"x","presence_penalty":1.5,"frequency_penalty":-0.5})");
+    EXPECT_FLOAT_EQ(r.presence_penalty, 1.5f);
+    EXPECT_FLOAT_EQ(r.frequency_penalty, -0.5f);
+    EXPECT_FLOAT_EQ(ok(R"({"prompt":"x"})").presence_penalty, 0.f);
+    EXPECT_EQ(err(R"({"prompt":"x","frequency_penalty":-2.01})").param, "frequency_penalty");
+}
+
+TEST(HttpRequestParse, CompletionsLogprobsIsTheNumberOfAlternatives) {
+    EXPECT_EQ(ok(R"({"prompt":"x","logprobs":3})").logprobs, 3);
+    EXPECT_EQ(ok(R"({"prompt":"x","logprobs":0})").logprobs, -1); // the chosen tokens' logprobs, no alternatives
+    EXPECT_EQ(ok(R"({"prompt":"x","logprobs":null})").logprobs, 0);
+    EXPECT_EQ(ok(R"({"prompt":"x","logprobs":false})").logprobs, 0);
+    EXPECT_EQ(ok(R"({"prompt":"x"})").logprobs, 0);
+    EXPECT_EQ(err(R"({"prompt":"x","logprobs":21})").param, "logprobs");
+    EXPECT_EQ(err(R"({"prompt":"x","logprobs":-1})").param, "logprobs");
+    EXPECT_EQ(err(R"({"prompt":"x","logprobs":true})").param, "logprobs");
+    EXPECT_EQ(err(R"({"prompt":"x","top_logprobs":2})").param, "top_logprobs");
+}
+
+TEST(HttpRequestParse, ChatLogprobsIsABooleanWithTopLogprobs) {
+    const auto chat = endpoint::chat_completions;
+    EXPECT_EQ(ok(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})", chat).logprobs, -1);
+    EXPECT_EQ(ok(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":4})", chat).logprobs, 4);
+    EXPECT_EQ(ok(R"({"messages":[{"role":"user","content":"x"}],"logprobs":false})", chat).logprobs, 0);
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"logprobs":2})", chat).param, "logprobs");
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", chat).param, "top_logprobs");
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21})", chat).param,
+              "top_logprobs");
+}
+
+TEST(HttpRequestParse, AnEngineBeforeAbi14KeepsRefusingPenaltiesAndLogprobs) {
+    parse_context old = ctx();
+    old.penalties_and_logprobs = false;
+    auto refused = [&](std::string_view body, endpoint k, const char *param) {
+        auto r = parse_generation_request(body, k, old);
+        ASSERT_TRUE(std::holds_alternative<api_error>(r)) << body;
+        EXPECT_EQ(std::get<api_error>(r).status, 400);
+        EXPECT_EQ(std::get<api_error>(r).param, param);
+        EXPECT_NE(std::get<api_error>(r).message.find("not supported yet"), std::string::npos);
+    };
+    refused(R"({"prompt":"x","presence_penalty":0.5})", endpoint::completions, "presence_penalty");
+    refused(R"({"prompt":"x","frequency_penalty":0.5})", endpoint::completions, "frequency_penalty");
+    refused(R"({"prompt":"x","logprobs":2})", endpoint::completions, "logprobs");
+    refused(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})", endpoint::chat_completions, "logprobs");
+    auto fine = parse_generation_request(R"({"prompt":"x","presence_penalty":0,"logprobs":false})", endpoint::completions, old);
+    EXPECT_TRUE(std::holds_alternative<generation_request>(fine));
+}
+
+TEST(HttpResponseFormat, LogprobsObjectsHaveOpenAiShapes) {
+    logprob_log log;
+    log.reserve(2, 2);
+    log.add_token("Once", -0.5f);
+    log.add_alternative("Once", -0.5f);
+    log.add_alternative(" Once", -1.5f);
+    log.add_token(" upon", -0.25f);
+    log.add_alternative(" upon", -0.25f);
+    log.add_alternative(" a", -std::numeric_limits<float>::infinity());
+    const json c = json::parse(log.to_json(endpoint::completions, 0, 2));
+    EXPECT_EQ(c["tokens"], json({"Once", " upon"}));
+    EXPECT_EQ(c["token_logprobs"][1], -0.25);
+    EXPECT_EQ(c["text_offset"], json({0, 4}));
+    ASSERT_EQ(c["top_logprobs"].size(), 2u);
+    EXPECT_EQ(c["top_logprobs"][0][" Once"], -1.5);
+    EXPECT_EQ(c["top_logprobs"][1][" a"], -9999.0); // -inf is not JSON
+    const json tail = json::parse(log.to_json(endpoint::completions, 1, 2));
+    EXPECT_EQ(tail["text_offset"], json({4}));
+    const json chat = json::parse(log.to_json(endpoint::chat_completions, 0, 2));
+    ASSERT_EQ(chat["content"].size(), 2u);
+    EXPECT_EQ(chat["content"][1]["token"], " upon");
+    EXPECT_EQ(chat["content"][1]["bytes"], json({32, 117, 112, 111, 110}));
+    EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], " Once");
+    EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["logprob"], -1.5);
+    std::string chunk;
+    append_text_chunk(chunk, response_ids{endpoint::chat_completions, "chatcmpl-1", 0, "m"}, 0, "Once", log.to_json(endpoint::chat_completions, 0, 1));
+    const json ev = json::parse(chunk.substr(6));
+    EXPECT_EQ(ev["choices"][0]["logprobs"]["content"][0]["logprob"], -0.5);
 }
 
 TEST(HttpRequestParse, TokenizeAndDetokenizeBodies) {

@@ -5,6 +5,7 @@
 #include <boost/asio.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <csignal>
@@ -247,6 +248,68 @@ TEST_F(HttpServer, ChatCompletionAnswersAsAssistant) {
     EXPECT_EQ(j["usage"]["completion_tokens"], 8);
     http_reply again = request("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hello"}],"max_tokens":8,"seed":3})");
     EXPECT_EQ(json::parse(again.body)["choices"], j["choices"]); // same seed, same text
+}
+
+TEST_F(HttpServer, CompletionLogprobsGiveThreeAlternativesPerToken) {
+    http_reply r = request("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":8,"temperature":0,"logprobs":3})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json j = json::parse(r.body);
+    const json &lp = j["choices"][0]["logprobs"];
+    ASSERT_TRUE(lp.is_object()) << r.body;
+    ASSERT_EQ(lp["tokens"].size(), 8u);
+    ASSERT_EQ(lp["token_logprobs"].size(), 8u);
+    ASSERT_EQ(lp["top_logprobs"].size(), 8u);
+    ASSERT_EQ(lp["text_offset"].size(), 8u);
+    std::string joined;
+    for (size_t i = 0; i < 8; ++i) {
+        EXPECT_EQ(lp["text_offset"][i], joined.size());
+        joined += lp["tokens"][i].get<std::string>();
+        EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+        EXPECT_EQ(lp["top_logprobs"][i].size(), 3u) << lp["top_logprobs"][i].dump();
+        double best = -1e9;
+        for (const auto &[tok, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<double>());
+        EXPECT_NEAR(best, lp["token_logprobs"][i].get<double>(), 1e-6); // greedy takes the most likely token
+    }
+    EXPECT_EQ(joined, j["choices"][0]["text"]);
+    // Without logprobs the field stays null and the text is the same.
+    const json plain = json::parse(request("POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":8,"temperature":0})").body);
+    EXPECT_TRUE(plain["choices"][0]["logprobs"].is_null());
+    EXPECT_EQ(plain["choices"][0]["text"], j["choices"][0]["text"]);
+}
+
+TEST_F(HttpServer, ChatLogprobsGiveContentEntriesAlsoWhenStreamed) {
+    const std::string body = R"({"messages":[{"role":"user","content":"Hello"}],"max_tokens":6,"temperature":0,"logprobs":true,"top_logprobs":2)";
+    http_reply r = request("POST", "/v1/chat/completions", body + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json j = json::parse(r.body);
+    const json &content = j["choices"][0]["logprobs"]["content"];
+    ASSERT_EQ(content.size(), 6u) << r.body;
+    for (const json &e : content) {
+        EXPECT_TRUE(e["token"].is_string());
+        EXPECT_LE(e["logprob"].get<double>(), 0.0);
+        EXPECT_EQ(e["bytes"].size(), e["token"].get<std::string>().size());
+        EXPECT_EQ(e["top_logprobs"].size(), 2u);
+    }
+    http_reply s = request("POST", "/v1/chat/completions", body + R"(,"stream":true})");
+    ASSERT_EQ(s.status, 200);
+    size_t pos = 0, streamed = 0;
+    while ((pos = s.body.find("data: {", pos)) != std::string::npos) {
+        const size_t end = s.body.find("\n\n", pos);
+        const json ev = json::parse(s.body.substr(pos + 6, end - pos - 6));
+        pos = end;
+        const json &lp = ev["choices"][0]["logprobs"];
+        if (lp.is_object()) streamed += lp["content"].size();
+    }
+    EXPECT_EQ(streamed, 6u) << s.body;
+}
+
+TEST_F(HttpServer, PresencePenaltyIsAcceptedAndChangesGreedyText) {
+    const std::string base = R"({"prompt":"Once upon a time","max_tokens":40,"temperature":0)";
+    http_reply plain = request("POST", "/v1/completions", base + "}");
+    http_reply penalised = request("POST", "/v1/completions", base + R"(,"presence_penalty":2,"frequency_penalty":1})");
+    ASSERT_EQ(penalised.status, 200) << penalised.body;
+    EXPECT_NE(json::parse(penalised.body)["choices"][0]["text"], json::parse(plain.body)["choices"][0]["text"]);
+    EXPECT_EQ(request("POST", "/v1/completions", base + R"(,"presence_penalty":3})").status, 400);
 }
 
 TEST_F(HttpServer, ErrorsHaveOpenAiShapeAndStatus) {

@@ -14,7 +14,9 @@
 
 #include <array>
 #include <atomic>
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <mutex>
 #include <random>
@@ -51,6 +53,9 @@ struct http_server::impl {
     void accept();
     void handle_request(const std::shared_ptr<session> &s, http::request<http::string_body> &&req);
     void generate(const std::shared_ptr<session> &s, generation_request req, clock_type::time_point arrival, bool keep);
+    // strata_request's penalty and logprobs fields (and the token event's logprobs) exist from ABI 1.4 on; the host
+    // that serves the engine says which minor it speaks.
+    bool engine_has_penalties_and_logprobs() const { return host != nullptr && host->host_abi_minor >= 4; }
     uint64_t fresh_seed() {
         static thread_local std::mt19937_64 rng{std::random_device{}()};
         return rng();
@@ -468,7 +473,7 @@ void http_server::impl::handle_request(const std::shared_ptr<session> &s, http::
     if (path == "/v1/completions" || path == "/v1/chat/completions") {
         if (!post) return s->send_error(method_not_allowed(path, "POST"), keep);
         const endpoint kind = path == "/v1/completions" ? endpoint::completions : endpoint::chat_completions;
-        parse_context ctx{opts.served_model_name, defaults};
+        parse_context ctx{opts.served_model_name, defaults, engine_has_penalties_and_logprobs()};
         auto parsed = parse_generation_request(req.body(), kind, ctx);
         if (auto *e = std::get_if<api_error>(&parsed)) return s->send_error(*e, keep);
         s->watch_for_disconnect();
@@ -495,7 +500,31 @@ struct choice_state {
     clock_type::time_point arrival, last_token;
     bool first = true;
     int32_t completion_tokens = 0;
+    bool want_logprobs = false;
+    logprob_log logprobs;
+    size_t logprobs_sent = 0; // streaming: entries already sent in a chunk
 };
+
+// The text of one token as a client reads it, with the leading space SPM's decode drops from a first token:
+// decode(id id) minus decode(id). Uses a fixed buffer; a longer token is cut (display only).
+std::string_view token_text(const strata_engine_api &api, int32_t id, std::array<char, 512> &buf) {
+    const int32_t ids[2] = {id, id};
+    strata_status st{};
+    int32_t one = 0, two = 0;
+    if (api.detokenize(api.engine, ids, 1, nullptr, 0, &one, &st) != STRATA_OK) return {};
+    if (api.detokenize(api.engine, ids, 2, buf.data(), static_cast<int32_t>(buf.size()), &two, &st) != STRATA_OK) return {};
+    two = std::min(two, static_cast<int32_t>(buf.size()));
+    if (one >= two) return {};
+    return std::string_view(buf.data() + one, static_cast<size_t>(two - one));
+}
+
+// The logprobs object for the entries not sent yet ("null" when the request did not ask).
+std::string pending_logprobs(choice_state &c) {
+    if (!c.want_logprobs) return "null";
+    std::string j = c.logprobs.to_json(c.ids->kind, c.logprobs_sent, c.logprobs.size());
+    c.logprobs_sent = c.logprobs.size();
+    return j;
+}
 
 void on_token(void *user, const strata_token_event *ev) {
     auto &c = *static_cast<choice_state *>(user);
@@ -513,6 +542,13 @@ void on_token(void *user, const strata_token_event *ev) {
     c.last_token = now;
     if (c.text.stopped()) return; // tokens generated after a stop string matched do not count
     ++c.completion_tokens;
+    if (c.want_logprobs && ev->struct_size >= offsetof(strata_token_event, top_logprobs) + sizeof ev->top_logprobs) {
+        c.logprobs.add_token(std::string_view(ev->piece, static_cast<size_t>(ev->piece_len)), ev->logprob);
+        std::array<char, 512> buf;
+        for (int32_t k = 0; k < std::min(ev->n_top, c.logprobs.n_top()); ++k) {
+            c.logprobs.add_alternative(token_text(*c.srv->api, ev->top_tokens[k], buf), ev->top_logprobs[k]);
+        }
+    }
     if (c.text.push(std::string_view(ev->piece, static_cast<size_t>(ev->piece_len)))) {
         c.srv->api->cancel(c.srv->api->engine, ev->id);
     }
@@ -520,7 +556,7 @@ void on_token(void *user, const strata_token_event *ev) {
         const std::string_view ready = c.text.take_ready();
         if (ready.empty()) return;
         c.scratch.clear();
-        append_text_chunk(c.scratch, *c.ids, c.index, ready);
+        append_text_chunk(c.scratch, *c.ids, c.index, ready, pending_logprobs(c));
         c.conn->append_chunk(c.scratch);
     }
 }
@@ -588,6 +624,8 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         c->text = text_stream(req.stop);
         c->scratch.reserve(512);
         c->arrival = arrival;
+        c->want_logprobs = req.logprobs != 0;
+        if (c->want_logprobs) c->logprobs.reserve(static_cast<size_t>(std::min(req.sampling.max_tokens, 4096)), std::max(req.logprobs, 0));
         choices.push_back(std::move(c));
     }
     if (req.stream) {
@@ -609,6 +647,9 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         r.sampling.seed = seed + static_cast<uint64_t>(c->index);
         r.on_token = on_token;
         r.user = c.get();
+        r.presence_penalty = req.presence_penalty;
+        r.frequency_penalty = req.frequency_penalty;
+        r.logprobs = req.logprobs;
         strata_status st{};
         if (api->submit(api->engine, &r, &c->id, &st) != STRATA_OK) {
             failure = st.message;
@@ -631,14 +672,15 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         std::string finish = c->text.stopped() ? "stop" : finish_name(res.finish);
         if (req.stream && rc == STRATA_OK) {
             const std::string_view rest = c->text.take_rest();
-            if (!rest.empty()) {
+            if (!rest.empty() || (c->want_logprobs && c->logprobs_sent < c->logprobs.size())) {
                 c->scratch.clear();
-                append_text_chunk(c->scratch, ids, c->index, rest);
+                append_text_chunk(c->scratch, ids, c->index, rest, pending_logprobs(*c));
                 s->append_chunk(c->scratch);
             }
             s->append_chunk(finish_chunk(ids, c->index, finish));
         }
-        results.push_back({c->text.text(), finish});
+        results.push_back({c->text.text(), finish,
+                           c->want_logprobs ? c->logprobs.to_json(req.kind, 0, c->logprobs.size()) : std::string()});
     }
     if (req.stream) {
         if (!failure.empty()) {

@@ -146,7 +146,40 @@ void read_stop(const json &body, generation_request &r) {
     }
 }
 
-void read_sampling(const json &body, generation_request &r) {
+// OpenAI's presence/frequency penalties and logprobs. Completions take `logprobs` as the number of alternatives
+// (0..20; 0 still reports the chosen tokens' logprobs); chat takes a boolean `logprobs` plus `top_logprobs` 0..20.
+void read_penalties_and_logprobs(const json &body, generation_request &r, bool supported) {
+    for (const char *name : {"presence_penalty", "frequency_penalty"}) {
+        if (const json *v = field(body, name)) {
+            const auto p = static_cast<float>(number_in(*v, name, -2, 2));
+            // An engine before ABI 1.4 cannot carry them; the neutral value still works for clients that always send 0.
+            if (!supported && p != 0.f) reject(std::string("'") + name + "' is not supported yet (use repetition_penalty)", name);
+            (std::string_view(name) == "presence_penalty" ? r.presence_penalty : r.frequency_penalty) = p;
+        }
+    }
+    int32_t logprobs = 0;
+    if (r.kind == endpoint::completions) {
+        if (const json *v = field(body, "logprobs")) {
+            if (!v->is_boolean() || v->get<bool>()) {
+                logprobs = static_cast<int32_t>(integer_in(*v, "logprobs", 0, 20));
+                if (logprobs == 0) logprobs = -1;
+            }
+        }
+        if (field(body, "top_logprobs") != nullptr) reject("'top_logprobs' belongs to chat completions; use 'logprobs' (0..20)", "top_logprobs");
+    } else {
+        const bool wanted = field(body, "logprobs") != nullptr && boolean(*field(body, "logprobs"), "logprobs");
+        int32_t top = 0;
+        if (const json *v = field(body, "top_logprobs")) {
+            top = static_cast<int32_t>(integer_in(*v, "top_logprobs", 0, 20));
+            if (!wanted && top > 0) reject("'top_logprobs' requires 'logprobs': true", "top_logprobs");
+        }
+        if (wanted) logprobs = top > 0 ? top : -1;
+    }
+    if (logprobs != 0 && !supported) reject("'logprobs' is not supported yet", "logprobs");
+    r.logprobs = logprobs;
+}
+
+void read_sampling(const json &body, generation_request &r, const parse_context &ctx) {
     strata_sampling_params &sp = r.sampling;
     const char *mt_name = field(body, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
     if (const json *mt = field(body, mt_name)) {
@@ -167,15 +200,7 @@ void read_sampling(const json &body, generation_request &r) {
         sp.seed = static_cast<uint64_t>(integer_in(*v, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
         r.seed_given = true;
     }
-    // The engine's sampler has repetition_penalty only; accept the neutral value so clients that always send 0 work.
-    for (const char *name : {"presence_penalty", "frequency_penalty"}) {
-        if (const json *v = field(body, name)) {
-            if (number_in(*v, name, -2, 2) != 0.0) reject(std::string("'") + name + "' is not supported yet (use repetition_penalty)", name);
-        }
-    }
-    if (const json *v = field(body, "logprobs")) {
-        if (!(v->is_boolean() && !v->get<bool>())) reject("'logprobs' is not supported yet", "logprobs");
-    }
+    read_penalties_and_logprobs(body, r, ctx.penalties_and_logprobs);
     if (const json *v = field(body, "echo")) {
         if (boolean(*v, "echo")) reject("'echo' is not supported yet", "echo");
     }
@@ -211,7 +236,7 @@ parse_result parse_generation_request(std::string_view body, endpoint kind, cons
         if (kind == endpoint::completions) read_prompt(j, r);
         else r.messages = read_messages(j);
         if (const json *v = field(j, "n")) r.n = static_cast<int32_t>(integer_in(*v, "n", 1, 16));
-        read_sampling(j, r);
+        read_sampling(j, r, ctx);
         read_stop(j, r);
         if (const json *v = field(j, "stream")) r.stream = boolean(*v, "stream");
         if (const json *v = field(j, "stream_options")) {

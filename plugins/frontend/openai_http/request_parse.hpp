@@ -34,6 +34,9 @@ struct generation_request {
     bool stream = false;
     bool include_usage = false;
     bool echo = false;
+    float presence_penalty = 0.f;  // OpenAI's, [-2, 2]; carried by strata_request since ABI 1.4
+    float frequency_penalty = 0.f;
+    int32_t logprobs = 0;          // strata_request.logprobs: 0 none, -1 the chosen token's only, n: also top n
     std::vector<std::string> stop;
     std::string model; // as the client wrote it (the served name when it was omitted)
 };
@@ -41,6 +44,8 @@ struct generation_request {
 struct parse_context {
     std::string served_model_name;
     strata_sampling_params defaults{};
+    // The engine reads penalties and logprobs only from ABI 1.4 on; before that they stay "not supported yet".
+    bool penalties_and_logprobs = true;
 };
 
 // Either the request or the error (status 400 for bad JSON/types/ranges, 404 for an unknown model).

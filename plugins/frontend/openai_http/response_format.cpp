@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
+
 namespace strata::openai_http {
 
 namespace {
@@ -91,7 +94,8 @@ std::string sse_event(std::string_view json_text) {
     return out;
 }
 
-void append_text_chunk(std::string &out, const response_ids &ids, int32_t index, std::string_view text) {
+void append_text_chunk(std::string &out, const response_ids &ids, int32_t index, std::string_view text,
+                       std::string_view logprobs_json) {
     const bool chat = ids.kind == endpoint::chat_completions;
     out += "data: {\"id\":\"";
     append_json_escaped(out, ids.id);
@@ -103,7 +107,9 @@ void append_text_chunk(std::string &out, const response_ids &ids, int32_t index,
     out += std::to_string(index);
     out += chat ? ",\"delta\":{\"content\":\"" : ",\"text\":\"";
     append_json_escaped(out, text);
-    out += chat ? "\"},\"logprobs\":null,\"finish_reason\":null}]}\n\n" : "\",\"logprobs\":null,\"finish_reason\":null}]}\n\n";
+    out += chat ? "\"},\"logprobs\":" : "\",\"logprobs\":";
+    out += logprobs_json;
+    out += ",\"finish_reason\":null}]}\n\n";
 }
 
 std::string role_chunk(const response_ids &ids, int32_t index) {
@@ -124,6 +130,81 @@ std::string finish_chunk(const response_ids &ids, int32_t index, std::string_vie
     return sse_event(dump(j));
 }
 
+void logprob_log::reserve(size_t tokens, int32_t n_top) {
+    n_top_ = n_top;
+    text_end_.reserve(tokens);
+    logprob_.reserve(tokens);
+    text_.reserve(tokens * 4);
+    const size_t alts = tokens * static_cast<size_t>(n_top);
+    alt_end_.reserve(alts);
+    alt_logprob_.reserve(alts);
+    alt_text_.reserve(alts * 4);
+}
+
+void logprob_log::add_token(std::string_view piece, float logprob) {
+    text_.append(piece);
+    text_end_.push_back(static_cast<uint32_t>(text_.size()));
+    logprob_.push_back(logprob);
+}
+
+void logprob_log::add_alternative(std::string_view token_text, float logprob) {
+    alt_text_.append(token_text);
+    alt_end_.push_back(static_cast<uint32_t>(alt_text_.size()));
+    alt_logprob_.push_back(logprob);
+}
+
+namespace {
+
+// -inf (a token the model rules out) is not JSON; OpenAI clients expect a number, vLLM sends -9999.0.
+double finite_logprob(float v) { return std::isfinite(v) ? static_cast<double>(v) : -9999.0; }
+
+json utf8_bytes(std::string_view s) {
+    json b = json::array();
+    for (const char c : s) b.push_back(static_cast<unsigned char>(c));
+    return b;
+}
+
+} // namespace
+
+std::string logprob_log::to_json(endpoint kind, size_t begin, size_t end) const {
+    end = std::min(end, size());
+    auto token = [&](size_t i) {
+        const uint32_t from = i == 0 ? 0 : text_end_[i - 1];
+        return std::string_view(text_).substr(from, text_end_[i] - from);
+    };
+    auto alternative = [&](size_t k) {
+        const uint32_t from = k == 0 ? 0 : alt_end_[k - 1];
+        return std::string_view(alt_text_).substr(from, alt_end_[k] - from);
+    };
+    const auto n_top = static_cast<size_t>(n_top_);
+    if (kind == endpoint::chat_completions) {
+        json content = json::array();
+        for (size_t i = begin; i < end; ++i) {
+            json tops = json::array();
+            for (size_t k = i * n_top; k < (i + 1) * n_top; ++k) {
+                tops.push_back({{"token", alternative(k)}, {"logprob", finite_logprob(alt_logprob_[k])},
+                                {"bytes", utf8_bytes(alternative(k))}});
+            }
+            content.push_back({{"token", token(i)}, {"logprob", finite_logprob(logprob_[i])},
+                               {"bytes", utf8_bytes(token(i))}, {"top_logprobs", std::move(tops)}});
+        }
+        return dump(json{{"content", std::move(content)}});
+    }
+    json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+    for (size_t i = begin; i < end; ++i) {
+        tokens.push_back(token(i));
+        token_logprobs.push_back(finite_logprob(logprob_[i]));
+        json tops = json::object();
+        // logprobs = 0 reports the chosen token alone, as vLLM does.
+        if (n_top == 0) tops[std::string(token(i))] = finite_logprob(logprob_[i]);
+        for (size_t k = i * n_top; k < (i + 1) * n_top; ++k) tops[std::string(alternative(k))] = finite_logprob(alt_logprob_[k]);
+        top_logprobs.push_back(std::move(tops));
+        offsets.push_back(i == 0 ? 0u : text_end_[i - 1]);
+    }
+    return dump(json{{"tokens", std::move(tokens)}, {"token_logprobs", std::move(token_logprobs)},
+                     {"top_logprobs", std::move(top_logprobs)}, {"text_offset", std::move(offsets)}});
+}
+
 std::string usage_chunk(const response_ids &ids, const usage_counts &usage) {
     json j = envelope(ids, true);
     j["choices"] = json::array();
@@ -136,6 +217,7 @@ std::string completion_body(const response_ids &ids, const std::vector<choice_re
     json cs = json::array();
     for (size_t i = 0; i < choices.size(); ++i) {
         json c = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", choices[i].finish_reason}};
+        if (!choices[i].logprobs_json.empty()) c["logprobs"] = json::parse(choices[i].logprobs_json);
         if (ids.kind == endpoint::chat_completions) c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
         else c["text"] = choices[i].text;
         cs.push_back(std::move(c));

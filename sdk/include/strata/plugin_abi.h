@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 3
+#define STRATA_ABI_MINOR 4
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -405,6 +405,13 @@ typedef struct strata_token_event {
     int32_t piece_len;
     int32_t finish;      /* strata_finish_reason */
     const char *error;   /* when finish == ERROR */
+    /* optional, since 1.4: only when the request asked for logprobs (strata_request.logprobs != 0); test with
+     * struct_size before reading. Log-probabilities are of the model's raw output (log-softmax of the logits before
+     * penalties, temperature and the filters), as vLLM reports them by default. */
+    float logprob;                /* of `token` */
+    int32_t n_top;                /* entries in top_tokens/top_logprobs, most likely first; 0 when not asked */
+    const int32_t *top_tokens;    /* borrowed for the call */
+    const float *top_logprobs;    /* borrowed for the call */
 } strata_token_event;
 
 typedef void (*strata_token_callback)(void *user, const strata_token_event *ev);
@@ -418,6 +425,11 @@ typedef struct strata_request {
     strata_sampling_params sampling;
     strata_token_callback on_token;
     void *user;
+    /* optional, since 1.4: read only when struct_size covers them (older frontends get 0 = off). They live here,
+     * not in strata_sampling_params, because that struct is embedded by value above and cannot grow. */
+    float presence_penalty;  /* OpenAI semantics, [-2, 2]: subtracted once from each token already seen */
+    float frequency_penalty; /* OpenAI semantics, [-2, 2]: subtracted once per earlier occurrence */
+    int32_t logprobs;        /* top-n alternatives to report per token (<= 20), 0 = none, -1 = only the chosen token's */
 } strata_request;
 
 typedef struct strata_request_result {
