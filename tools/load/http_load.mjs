@@ -1,0 +1,360 @@
+#!/usr/bin/env node
+// Load test for the openai_http frontend: starts `runtime --frontend openai_http` on a loopback port, drives it with
+// N concurrent streaming /v1/completions clients for a fixed time (a share of them hang up mid-stream), watches the
+// server's resident memory and /metrics, stops the server with SIGINT and says whether it held up.
+// Bounded by design: fixed client count, fixed duration, every request has a timeout, and the tool stops by itself.
+// Only node: built-ins, so it runs on a bare Node >= 20 without `npm install`.
+
+import http from 'node:http';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { parseArgs } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+const USAGE = `usage: node tools/load/http_load.mjs --runtime PATH --model PATH --port N [options]
+
+  --runtime PATH         the runtime executable (build/bin/runtime)
+  --model PATH           GGUF model to serve
+  --port N               free TCP port on 127.0.0.1 for the server
+  --clients N            concurrent streaming clients (default 64)
+  --duration S           seconds during which clients start new requests (default 60)
+  --disconnect-pct P     percent of requests that hang up after a few chunks (default 10)
+  --max-tokens N         max_tokens per request (default 64)
+  --request-timeout S    a request silent this long fails (default 60)
+  --server-log PATH      where the server's stderr goes (default: a file in the temp dir)
+  --json PATH            also write the figures as JSON to PATH
+
+Exit code: 0 = passed; 1 = a non-disconnecting request failed, requests were still running/waiting at the end,
+resident memory grew more than 10% from the first to the last 10 s, or the server did not exit 0 on SIGINT;
+2 = bad arguments or the server did not come up.`;
+
+const HOST = '127.0.0.1'; // loopback only: this tool never talks to another machine
+const PROMPTS = ['Once upon a time', 'The little dog', 'One day, Lily went', 'Tom had a red ball', 'The sun was'];
+const RSS_GROWTH_LIMIT = 0.10;
+const RSS_WINDOW_S = 10;
+
+function die(msg, code = 2) {
+    process.stderr.write(`http_load: ${msg}\n`);
+    process.exit(code);
+}
+
+function parseOptions() {
+    let values;
+    try {
+        ({ values } = parseArgs({
+            options: {
+                runtime: { type: 'string' }, model: { type: 'string' }, port: { type: 'string' },
+                clients: { type: 'string', default: '64' }, duration: { type: 'string', default: '60' },
+                'disconnect-pct': { type: 'string', default: '10' }, 'max-tokens': { type: 'string', default: '64' },
+                'request-timeout': { type: 'string', default: '60' }, 'server-log': { type: 'string' },
+                json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+            },
+        }));
+    } catch (e) {
+        die(`${e.message}\n${USAGE}`);
+    }
+    if (values.help) { process.stdout.write(USAGE + '\n'); process.exit(0); }
+    for (const k of ['runtime', 'model', 'port']) if (!values[k]) die(`--${k} is required\n${USAGE}`);
+    const int = (name, lo, hi) => {
+        const v = Number(values[name]);
+        if (!Number.isInteger(v) || v < lo || v > hi) die(`--${name} must be an integer in [${lo}, ${hi}], got '${values[name]}'`);
+        return v;
+    };
+    const o = {
+        runtime: path.resolve(values.runtime), model: path.resolve(values.model), port: int('port', 1, 65535),
+        clients: int('clients', 1, 1024), duration: int('duration', 1, 3600), disconnectPct: int('disconnect-pct', 0, 100),
+        maxTokens: int('max-tokens', 1, 100000), requestTimeout: int('request-timeout', 1, 3600),
+        serverLog: values['server-log'] ?? path.join(os.tmpdir(), `strata-http-load-${process.pid}.log`),
+        json: values.json,
+    };
+    if (!fs.existsSync(o.runtime)) die(`runtime '${o.runtime}' does not exist (build it: ninja -C build runtime)`);
+    if (!fs.existsSync(o.model)) die(`model '${o.model}' does not exist`);
+    return o;
+}
+
+// --- small HTTP helpers ---------------------------------------------------------------------------------------------
+
+function getText(port, urlPath, timeoutMs = 5000) {
+    return new Promise((resolve, reject) => {
+        const req = http.get({ host: HOST, port, path: urlPath, agent: false, timeout: timeoutMs }, (res) => {
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (d) => { body += d; });
+            res.on('end', () => resolve({ status: res.statusCode, body }));
+            res.on('error', reject);
+        });
+        req.on('timeout', () => req.destroy(new Error(`GET ${urlPath} timed out`)));
+        req.on('error', reject);
+    });
+}
+
+// Prometheus text -> { metric name: value } (labels dropped; the server exports one model).
+function parseMetrics(text) {
+    const out = {};
+    for (const line of text.split('\n')) {
+        if (!line || line.startsWith('#')) continue;
+        const m = /^([^{\s]+)(\{[^}]*\})?\s+(\S+)$/.exec(line);
+        if (m) out[m[1] + (m[1].endsWith('_bucket') ? m[2] : '')] = Number(m[3]);
+    }
+    return out;
+}
+
+const WATCHED_METRICS = ['vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:request_success_total',
+    'strata:request_failure_total', 'vllm:generation_tokens_total', 'vllm:prompt_tokens_total'];
+
+async function scrapeMetrics(port) {
+    const r = await getText(port, '/metrics');
+    if (r.status !== 200) throw new Error(`/metrics answered ${r.status}`);
+    const all = parseMetrics(r.body);
+    const picked = {};
+    for (const k of WATCHED_METRICS) picked[k] = all[k];
+    return picked;
+}
+
+// --- the server -----------------------------------------------------------------------------------------------------
+
+function startServer(o) {
+    const log = fs.openSync(o.serverLog, 'w');
+    const child = spawn(o.runtime, ['--model', o.model, '--frontend', 'openai_http', '--port', String(o.port)],
+        { stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+    // Never leave a server behind if this tool dies early.
+    process.on('exit', () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); });
+    return { child, exited };
+}
+
+async function waitHealthy(o, server, timeoutS = 60) {
+    const deadline = Date.now() + timeoutS * 1000;
+    let exitedEarly = null;
+    server.exited.then((e) => { exitedEarly = e; });
+    while (Date.now() < deadline) {
+        if (exitedEarly) die(`the server exited during start-up (code ${exitedEarly.code}, signal ${exitedEarly.signal}); see ${o.serverLog}`);
+        try {
+            if ((await getText(o.port, '/health', 1000)).status === 200) return;
+        } catch { /* not listening yet */ }
+        await sleep(100);
+    }
+    die(`the server did not answer /health on ${HOST}:${o.port} within ${timeoutS} s; see ${o.serverLog}`);
+}
+
+function readRssKiB(pid) {
+    try {
+        const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+        return m ? Number(m[1]) : null;
+    } catch {
+        return null;
+    }
+}
+
+// --- one streaming request ------------------------------------------------------------------------------------------
+
+// Resolves to { kind: 'ok' | 'disconnected' | 'failed', reason?, ttftMs?, tokens }. `hangUpAfter` > 0 makes the
+// client close its socket after that many text chunks, as a user closing a browser tab would.
+function streamCompletion(o, agent, body, hangUpAfter) {
+    return new Promise((resolve) => {
+        const started = performance.now();
+        let settled = false;
+        let ttftMs = null;
+        let textChunks = 0;
+        let completionTokens = null;
+        let finishReason = null;
+        let sawDone = false;
+        let afterDone = false;
+        let buffer = '';
+        const finish = (result) => {
+            if (settled) return;
+            settled = true;
+            resolve({ ttftMs, tokens: completionTokens ?? textChunks, ...result });
+        };
+        const fail = (reason) => { finish({ kind: 'failed', reason }); req.destroy(); };
+
+        const payload = JSON.stringify(body);
+        const req = http.request({
+            host: HOST, port: o.port, path: '/v1/completions', method: 'POST', agent,
+            headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) },
+        }, (res) => {
+            if (res.statusCode !== 200) {
+                res.resume();
+                return fail(`HTTP ${res.statusCode}`);
+            }
+            if (!String(res.headers['content-type']).startsWith('text/event-stream')) {
+                return fail(`content-type '${res.headers['content-type']}'`);
+            }
+            res.setEncoding('utf8');
+            res.on('data', (d) => {
+                if (settled) return;
+                buffer += d;
+                let cut;
+                while ((cut = buffer.indexOf('\n\n')) >= 0) {
+                    const event = buffer.slice(0, cut);
+                    buffer = buffer.slice(cut + 2);
+                    if (!event.startsWith('data: ') || event.includes('\n')) return fail(`malformed SSE event '${event.slice(0, 80)}'`);
+                    if (sawDone) afterDone = true;
+                    const data = event.slice(6);
+                    if (data === '[DONE]') { sawDone = true; continue; }
+                    let j;
+                    try { j = JSON.parse(data); } catch { return fail(`SSE data is not JSON: '${data.slice(0, 80)}'`); }
+                    if (j.error) return fail(`error event: ${j.error.message}`);
+                    if (j.usage) completionTokens = j.usage.completion_tokens;
+                    const choice = j.choices?.[0];
+                    if (!choice) continue;
+                    if (typeof choice.text !== 'string') return fail('chunk without choices[0].text');
+                    if (choice.finish_reason) finishReason = choice.finish_reason;
+                    if (choice.text.length > 0) {
+                        if (ttftMs === null) ttftMs = performance.now() - started;
+                        ++textChunks;
+                        if (hangUpAfter > 0 && textChunks >= hangUpAfter) {
+                            finish({ kind: 'disconnected' });
+                            req.destroy(); // closes the socket mid-stream; the agent opens a fresh one next time
+                            return;
+                        }
+                    }
+                }
+            });
+            res.on('end', () => {
+                if (settled) return;
+                if (buffer.length > 0) return fail(`stream ended inside an event: '${buffer.slice(0, 80)}'`);
+                if (!sawDone) return fail('stream ended without data: [DONE]');
+                if (afterDone) return fail('events after data: [DONE]');
+                if (finishReason !== 'length' && finishReason !== 'stop') return fail(`finish_reason '${finishReason}'`);
+                finish({ kind: 'ok' });
+            });
+            res.on('error', (e) => fail(`response: ${e.message}`));
+            res.on('aborted', () => fail('response aborted by the server'));
+        });
+        req.setTimeout(o.requestTimeout * 1000, () => fail(`no data for ${o.requestTimeout} s`));
+        req.on('error', (e) => fail(`request: ${e.message}`));
+        req.end(payload);
+    });
+}
+
+// --- the run --------------------------------------------------------------------------------------------------------
+
+function percentile(sorted, p) {
+    if (sorted.length === 0) return null;
+    return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : null);
+
+async function main() {
+    const o = parseOptions();
+    const server = startServer(o);
+    await waitHealthy(o, server);
+    const pid = server.child.pid;
+    const metricsBefore = await scrapeMetrics(o.port);
+
+    const stats = { completed: 0, failed: 0, disconnects: 0, hangUpsUnreached: 0, tokens: 0, ttftMs: [], failures: {} };
+    const rss = []; // { t: seconds since load start, kib }
+    const loadStart = performance.now();
+    const loadEnd = loadStart + o.duration * 1000;
+    const sampleRss = () => {
+        const kib = readRssKiB(pid);
+        if (kib !== null) rss.push({ t: (performance.now() - loadStart) / 1000, kib });
+    };
+    const rssIdleKiB = readRssKiB(pid); // before any request: the baseline, outside both windows
+    const rssTimer = setInterval(sampleRss, 1000);
+    const loadavgStart = os.loadavg();
+
+    // Every `period`-th request hangs up: an exact share, spread over the clients rather than bunched.
+    const period = o.disconnectPct > 0 ? Math.round(100 / o.disconnectPct) : 0;
+    let requestNumber = 0;
+
+    async function client(index) {
+        const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+        let n = 0;
+        while (performance.now() < loadEnd) {
+            const k = requestNumber++;
+            const hangUp = period > 0 && k % period === period - 1;
+            const hangUpAfter = hangUp ? 2 + (k % 4) : 0; // after 2..5 text chunks
+            const body = {
+                prompt: PROMPTS[(index + n) % PROMPTS.length], max_tokens: o.maxTokens, temperature: 0.8,
+                seed: index * 100000 + n, stream: true, stream_options: { include_usage: true },
+            };
+            ++n;
+            const r = await streamCompletion(o, agent, body, hangUpAfter);
+            stats.tokens += r.tokens;
+            if (r.ttftMs !== null) stats.ttftMs.push(r.ttftMs);
+            if (r.kind === 'disconnected') ++stats.disconnects;
+            else if (r.kind === 'ok') { ++stats.completed; if (hangUp) ++stats.hangUpsUnreached; }
+            else {
+                ++stats.failed;
+                stats.failures[r.reason] = (stats.failures[r.reason] ?? 0) + 1;
+            }
+        }
+        agent.destroy();
+    }
+
+    await Promise.all(Array.from({ length: o.clients }, (_, i) => client(i)));
+    const loadSeconds = (performance.now() - loadStart) / 1000;
+    clearInterval(rssTimer);
+    sampleRss();
+    const loadavgEnd = os.loadavg();
+
+    // Cancelled streams leave the engine when it next looks at them; give it a moment before judging the gauges.
+    let metricsAfter = await scrapeMetrics(o.port);
+    for (let i = 0; i < 50 && (metricsAfter['vllm:num_requests_running'] !== 0 || metricsAfter['vllm:num_requests_waiting'] !== 0); ++i) {
+        await sleep(100);
+        metricsAfter = await scrapeMetrics(o.port);
+    }
+
+    server.child.kill('SIGINT');
+    const exit = await Promise.race([server.exited, sleep(30000).then(() => null)]);
+    if (exit === null) server.child.kill('SIGKILL');
+
+    const first = rss.filter((s) => s.t < RSS_WINDOW_S).map((s) => s.kib);
+    const last = rss.filter((s) => s.t >= loadSeconds - RSS_WINDOW_S).map((s) => s.kib);
+    const rssFirst = mean(first);
+    const rssLast = mean(last);
+    const rssGrowth = rssFirst ? (rssLast - rssFirst) / rssFirst : null;
+    const rssPeak = rss.length ? Math.max(...rss.map((s) => s.kib)) : null;
+    const ttft = [...stats.ttftMs].sort((a, b) => a - b);
+
+    const report = {
+        command: process.argv.slice(1).join(' '),
+        clients: o.clients, duration_s: o.duration, load_seconds: loadSeconds, max_tokens: o.maxTokens,
+        requests_completed: stats.completed, requests_failed: stats.failed, failures: stats.failures,
+        disconnects: stats.disconnects, hang_ups_not_reached: stats.hangUpsUnreached,
+        tokens: stats.tokens, tokens_per_s: stats.tokens / loadSeconds,
+        ttft_ms_p50: percentile(ttft, 50), ttft_ms_p99: percentile(ttft, 99),
+        rss_kib_idle: rssIdleKiB, rss_kib_peak: rssPeak, rss_kib_first_10s: rssFirst, rss_kib_last_10s: rssLast, rss_growth: rssGrowth, rss_samples: rss.length,
+        rss_series_kib: rss.map((s) => [Number(s.t.toFixed(1)), s.kib]),
+        metrics_before: metricsBefore, metrics_after: metricsAfter,
+        loadavg_start: loadavgStart, loadavg_end: loadavgEnd,
+        server_exit: exit ?? { code: null, signal: 'SIGKILL (no exit within 30 s of SIGINT)' },
+        server_log: o.serverLog,
+    };
+
+    const problems = [];
+    if (stats.failed > 0) problems.push(`${stats.failed} non-disconnecting request(s) failed`);
+    if (metricsAfter['vllm:num_requests_running'] !== 0) problems.push(`vllm:num_requests_running is ${metricsAfter['vllm:num_requests_running']} at the end`);
+    if (metricsAfter['vllm:num_requests_waiting'] !== 0) problems.push(`vllm:num_requests_waiting is ${metricsAfter['vllm:num_requests_waiting']} at the end`);
+    if (rssGrowth === null) problems.push('no resident-memory samples');
+    else if (rssGrowth > RSS_GROWTH_LIMIT) problems.push(`resident memory grew ${(rssGrowth * 100).toFixed(1)}% (limit ${RSS_GROWTH_LIMIT * 100}%)`);
+    if (!exit || exit.code !== 0) problems.push(`the server did not exit 0 on SIGINT (${JSON.stringify(report.server_exit)})`);
+    report.problems = problems;
+
+    const f = (x, d = 1) => (x === null || x === undefined ? 'n/a' : x.toFixed(d));
+    const lines = [
+        `clients ${o.clients}, duration ${o.duration} s (load ran ${f(loadSeconds, 1)} s), max_tokens ${o.maxTokens}, disconnect ${o.disconnectPct}%`,
+        `requests completed        ${stats.completed}`,
+        `failed (non-disconnect)   ${stats.failed}${stats.failed ? '  ' + JSON.stringify(stats.failures) : ''}`,
+        `disconnects done          ${stats.disconnects}${stats.hangUpsUnreached ? ` (+${stats.hangUpsUnreached} finished before the hang-up point)` : ''}`,
+        `tokens/s (aggregate)      ${f(stats.tokens / loadSeconds)}  (${stats.tokens} tokens)`,
+        `time to first token       p50 ${f(report.ttft_ms_p50)} ms, p99 ${f(report.ttft_ms_p99)} ms`,
+        `server VmRSS              first ${RSS_WINDOW_S} s ${f(rssFirst / 1024, 2)} MiB, last ${RSS_WINDOW_S} s ${f(rssLast / 1024, 2)} MiB (${rssGrowth === null ? 'n/a' : (rssGrowth >= 0 ? '+' : '') + (rssGrowth * 100).toFixed(2) + '%'}, ${rss.length} samples; idle before the load ${f(rssIdleKiB / 1024, 2)} MiB, peak ${f(rssPeak / 1024, 2)} MiB)`,
+        `metrics before            ${WATCHED_METRICS.map((k) => `${k}=${metricsBefore[k]}`).join(' ')}`,
+        `metrics after             ${WATCHED_METRICS.map((k) => `${k}=${metricsAfter[k]}`).join(' ')}`,
+        `load average (1/5/15 min) start ${loadavgStart.map((x) => x.toFixed(2)).join(' ')}, end ${loadavgEnd.map((x) => x.toFixed(2)).join(' ')}`,
+        `server exit on SIGINT     ${JSON.stringify(report.server_exit)}  (log: ${o.serverLog})`,
+        problems.length ? `FAILED: ${problems.join('; ')}` : 'PASSED',
+    ];
+    process.stdout.write(lines.join('\n') + '\n');
+    if (o.json) fs.writeFileSync(o.json, JSON.stringify(report, null, 2) + '\n');
+    process.exit(problems.length ? 1 : 0);
+}
+
+main().catch((e) => die(e.stack ?? String(e)));
