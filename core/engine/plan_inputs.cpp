@@ -8,9 +8,6 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <sys/resource.h>
-#include <sys/statvfs.h>
-#include <unistd.h>
 #include <vector>
 
 namespace strata::engine {
@@ -27,27 +24,6 @@ std::optional<std::string> config_string(const strata_config_view *v, const char
     const char *out = nullptr;
     if (v != nullptr && v->get_string != nullptr && v->get_string(v->ctx, key, &out) && out) return std::string(out);
     return std::nullopt;
-}
-
-// What a tier can hold when its table sets no size: RAM tiers up to the RAM available, nvme up to the free space
-// of the folder its file goes in.
-uint64_t default_capacity(const std::string &name, const strata_config_view *cfg, const topology::machine &m) {
-    if (auto size = config_int(cfg, "size"); size && *size > 0) return static_cast<uint64_t>(*size);
-    if (name == "nvme") {
-        std::filesystem::path p(config_string(cfg, "path").value_or("."));
-        std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-        struct statvfs fs {};
-        if (statvfs(dir.c_str(), &fs) == 0) return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-        return 0;
-    }
-    if (name == "pinned_ram") {
-        // Locked memory cannot exceed RLIMIT_MEMLOCK (unless the process may ignore it).
-        struct rlimit rl {};
-        if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && geteuid() != 0) {
-            return std::min<uint64_t>(m.available_ram, rl.rlim_cur);
-        }
-    }
-    return m.available_ram;
 }
 
 // Best-of-three read bandwidth of a 64 MiB region of a fresh instance of the tier.
@@ -118,10 +94,6 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.prefetch_depth = opts.prefetch_depth;
     in.prefer_streaming = opts.stream_weights;
     in.physical_ram = machine.total_ram;
-    for (const auto &node : machine.numa) in.numa_node_memory.push_back({node.os_index, node.memory_bytes});
-    struct rlimit rl {};
-    // root (CAP_IPC_LOCK) may lock past RLIMIT_MEMLOCK; everyone else is held to it.
-    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && geteuid() != 0) in.mlock_limit = rl.rlim_cur;
 
     const bool offloading = opts.cpu_offload_gb.value_or(0) > 0 || opts.cpu_offload_layers.value_or(0) > 0 ||
                             opts.enable_cpu_offload;
@@ -138,10 +110,24 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
         const strata_config_view *cfg = it == opts.tier_configs.end() ? nullptr : it->second;
         planner::tier_info t;
         t.name = name;
-        t.capacity = default_capacity(name, cfg, machine);
         t.addressable = STRATA_HAS_SLOT(h.desc, map);
+        // The tier knows its own limit (locked-memory limit, NUMA node memory, free disk space); core knows no tier.
+        if (STRATA_HAS_SLOT(h.desc, capacity_limit)) {
+            strata_tier_create_args args{};
+            args.struct_size = sizeof args;
+            args.host = host;
+            args.config = cfg;
+            char why[256] = {0};
+            t.limit = h.desc->capacity_limit(&args, why, sizeof why);
+            t.limit_reason = why;
+        }
+        // Capacity: the tier's `size` when set, else all it can hold here (RAM available when it cannot say).
+        if (auto size = config_int(cfg, "size"); size && *size > 0) t.capacity = static_cast<uint64_t>(*size);
+        else t.capacity = t.limit != 0 ? t.limit : machine.available_ram;
         // Bandwidth matters only when something is offloaded; measuring costs a second or two, once per machine.
-        const std::string key = name + (name == "nvme" ? ":" + config_string(cfg, "path").value_or("") : "");
+        // A tier backed by a path (a file or device) is measured per path.
+        const std::optional<std::string> path = config_string(cfg, "path");
+        const std::string key = name + (path ? ":" + *path : "");
         std::optional<planner::bandwidth_entry> e = opts.remeasure ? std::nullopt : cache.get(key);
         if (!e && opts.measure_bandwidth && (offloading || opts.remeasure)) {
             log::info("planner", "measuring the read bandwidth of tier '{}' (cached in {})", name, cache.path().string());

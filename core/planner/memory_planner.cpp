@@ -37,7 +37,6 @@ int32_t clamp_i32(int64_t v) {
 
 bool is_cpu(const inputs &in) { return in.device_kind == "cpu"; }
 // Tiers whose bytes come out of the machine's RAM (and so are bounded by it).
-bool is_ram_tier(const std::string &name) { return name.size() >= 4 && name.ends_with("_ram"); }
 
 std::string budget_knobs(const inputs &in) {
     return is_cpu(in) ? "--device-memory" : "--gpu-memory-utilization/--limit-gpu-memory";
@@ -97,32 +96,10 @@ void validate_tiers(const inputs &in) {
     for (const auto &t : in.tiers) {
         if (t.name.empty()) fail("a tier has no name; tiers are named after their plugin (pinned_ram, numa_ram, nvme)");
         if (!seen.insert(t.name).second) fail("tier '{}' is configured twice; list each tier once", t.name);
-        if (is_ram_tier(t.name) && in.physical_ram && t.capacity > in.physical_ram)
-            fail("{}.size {} exceeds the machine's {} of RAM: lower {}.size", t.name, human(t.capacity),
-                 human(in.physical_ram), t.name);
-        if (t.name == "pinned_ram" && t.capacity > in.mlock_limit)
-            fail("pinned_ram.size {} exceeds the locked-memory limit (RLIMIT_MEMLOCK) of {}: lower pinned_ram.size "
-                 "or raise the limit (ulimit -l, /etc/security/limits.conf, LimitMEMLOCK= for a systemd service)",
-                 human(t.capacity), human(in.mlock_limit));
-        if (t.name == "numa_ram" && !in.numa_node_memory.empty()) {
-            if (t.numa_node) {
-                const auto node = std::find_if(in.numa_node_memory.begin(), in.numa_node_memory.end(),
-                                               [&](const auto &n) { return n.first == *t.numa_node; });
-                if (node == in.numa_node_memory.end())
-                    fail("numa_ram binds to NUMA node {}, which this machine does not have (it has {} node{})",
-                         *t.numa_node, in.numa_node_memory.size(), in.numa_node_memory.size() == 1 ? "" : "s");
-                if (t.capacity > node->second)
-                    fail("numa_ram.size {} exceeds NUMA node {}'s {} of memory: lower numa_ram.size or bind to a "
-                         "node with more memory",
-                         human(t.capacity), node->first, human(node->second));
-            } else {
-                const auto largest = std::max_element(in.numa_node_memory.begin(), in.numa_node_memory.end(),
-                                                      [](const auto &a, const auto &b) { return a.second < b.second; });
-                if (t.capacity > largest->second)
-                    fail("numa_ram.size {} exceeds the largest NUMA node's memory ({} on node {}): lower "
-                         "numa_ram.size",
-                         human(t.capacity), human(largest->second), largest->first);
-            }
+        if (t.limit != 0 && t.capacity > t.limit) {
+            fail("{}.size {} exceeds what the {} tier can hold here: {}, set by {}; lower {}.size", t.name,
+                 human(t.capacity), t.name, human(t.limit), t.limit_reason.empty() ? "the tier" : t.limit_reason,
+                 t.name);
         }
         if (!std::isfinite(t.read_bandwidth) || t.read_bandwidth < 0)
             fail("tier '{}' has read bandwidth {}; it must be a non-negative number of bytes/s (0 = unknown)", t.name,

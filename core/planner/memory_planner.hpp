@@ -46,8 +46,9 @@
 //   max_fitting_concurrency = kv_capacity_tokens / max_model_len (sequences of the full length).
 //
 // Errors (strata::error naming the key) for invalid knobs: out-of-range counts and fractions, conflicting
-// cpu_offload_gb/cpu_offload_layers, a budget above the machine's RAM or the GPU's memory, a RAM tier above physical
-// RAM, numa_ram above a NUMA node's memory, pinned_ram above RLIMIT_MEMLOCK. Physical limits of 0 mean "unknown"
+// cpu_offload_gb/cpu_offload_layers, a budget above the machine's RAM or the GPU's memory, a tier's size above the
+// limit the tier itself reports (RLIMIT_MEMLOCK for locked RAM, a NUMA node's memory,
+// free disk space; no tier is known by name here). Physical limits of 0 mean "unknown"
 // and are not checked. Things that are valid but do not fit are problems (fits == false), not errors.
 #pragma once
 
@@ -75,7 +76,8 @@ struct tier_info {
     uint64_t capacity = 0;        // budget for this tier
     double read_bandwidth = 0;    // bytes/s measured (0 = unknown)
     bool addressable = false;     // the CPU can compute in place on it (map() != NULL)
-    std::optional<int> numa_node; // numa_ram: the node it binds to (unset: checked against the largest node)
+    uint64_t limit = 0;           // the most it can hold here, from the tier itself (capacity_limit); 0 = unknown
+    std::string limit_reason;     // what sets that limit, for messages ("the locked-memory limit RLIMIT_MEMLOCK")
 };
 
 struct inputs {
@@ -104,8 +106,6 @@ struct inputs {
     std::vector<tier_info> tiers;  // configured tiers in preference order
     // physical limits to check budgets against (0 = unknown)
     uint64_t physical_ram = 0;
-    std::vector<std::pair<int, uint64_t>> numa_node_memory; // (node, bytes)
-    uint64_t mlock_limit = UINT64_MAX;                      // RLIMIT_MEMLOCK (UINT64_MAX = unlimited)
 };
 
 struct placement {

@@ -48,37 +48,25 @@ TEST(PhysicalLimits, DeviceMemoryAboveRam) {
     EXPECT_EQ(error_of(in), "");
 }
 
-TEST(PhysicalLimits, RamTierAboveRam) {
-    auto in = small_model();
-    in.tiers = {{"pinned_ram", 128 * GiB, 0, true}};
-    EXPECT_PLAN_ERROR(in, "pinned_ram.size 128.0 GiB exceeds the machine's 64.0 GiB of RAM");
-    in.tiers = {{"nvme", 4096 * GiB, 0, false}}; // disks are not bounded by RAM
-    EXPECT_EQ(error_of(in), "");
-}
-
-TEST(PhysicalLimits, PinnedRamAboveMlockLimit) {
+// Each tier reports its own limit (capacity_limit); the planner checks sizes against it without knowing any tier.
+TEST(PhysicalLimits, TierSizeAboveTheTiersOwnLimit) {
     auto in = small_model();
     in.tiers = {{"pinned_ram", 8 * GiB, 0, true}};
-    in.mlock_limit = 64 * MiB;
-    EXPECT_PLAN_ERROR(in, "pinned_ram.size 8.0 GiB exceeds the locked-memory limit (RLIMIT_MEMLOCK) of 64.0 MiB");
-    in.mlock_limit = std::numeric_limits<uint64_t>::max(); // unlimited
+    in.tiers[0].limit = 64 * MiB;
+    in.tiers[0].limit_reason = "the locked-memory limit RLIMIT_MEMLOCK";
+    EXPECT_PLAN_ERROR(in, "pinned_ram.size 8.0 GiB exceeds what the pinned_ram tier can hold here: 64.0 MiB, set by "
+                          "the locked-memory limit RLIMIT_MEMLOCK; lower pinned_ram.size");
+    in.tiers[0].limit = 0; // unknown: not checked
     EXPECT_EQ(error_of(in), "");
-    in.tiers = {{"numa_ram", 8 * GiB, 0, true}}; // only pinned memory is locked
-    in.mlock_limit = 64 * MiB;
-    EXPECT_EQ(error_of(in), "");
-}
-
-TEST(PhysicalLimits, NumaRamAboveNode) {
-    auto in = small_model();
-    in.numa_node_memory = {{0, 32 * GiB}, {1, 16 * GiB}};
     in.tiers = {{"numa_ram", 40 * GiB, 0, true}};
-    EXPECT_PLAN_ERROR(in, "numa_ram.size 40.0 GiB exceeds the largest NUMA node's memory (32.0 GiB on node 0)");
+    in.tiers[0].limit = 32 * GiB;
+    in.tiers[0].limit_reason = "the memory of NUMA node(s) 0";
+    EXPECT_PLAN_ERROR(in, "numa_ram.size 40.0 GiB exceeds what the numa_ram tier can hold here: 32.0 GiB");
     in.tiers[0].capacity = 20 * GiB;
     EXPECT_EQ(error_of(in), "");
-    in.tiers[0].numa_node = 1;
-    EXPECT_PLAN_ERROR(in, "numa_ram.size 20.0 GiB exceeds NUMA node 1's 16.0 GiB");
-    in.tiers[0].numa_node = 3;
-    EXPECT_PLAN_ERROR(in, "NUMA node 3, which this machine does not have");
+    in.tiers = {{"nvme", 4096 * GiB, 0, false}}; // disks are not bounded by RAM
+    in.tiers[0].limit = 500 * GiB;
+    EXPECT_PLAN_ERROR(in, "nvme.size 4096.0 GiB exceeds what the nvme tier can hold here: 500.0 GiB");
 }
 
 TEST(PhysicalLimits, LimitGpuMemoryAboveDevice) {

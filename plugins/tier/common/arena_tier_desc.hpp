@@ -8,6 +8,8 @@
 #include <strata/plugin.hpp>
 
 #include <cstddef>
+#include <cstdio>
+#include <unistd.h>
 
 namespace strata::tier {
 
@@ -29,13 +31,21 @@ template <class Tier> struct arena_tier_slots {
     }
     static void *map(strata_tier *t, uint64_t region) { return self(t)->arena->map(region); }
 
+    using limit_fn = uint64_t (*)(const strata_tier_create_args *, char *, uint32_t);
     static constexpr strata_tier_desc descriptor(const char *name,
-                                                 strata_tier *(*create)(const strata_tier_create_args *, strata_status *)) {
+                                                 strata_tier *(*create)(const strata_tier_create_args *, strata_status *),
+                                                 limit_fn capacity_limit) {
         return strata_tier_desc{
             strata::plugin::make_header<strata_tier_desc>(STRATA_KIND_TIER, name, offsetof(strata_tier_desc, map)),
-            create, destroy, capacity, region_alloc, region_free, write, read, map,
+            create, destroy, capacity, region_alloc, region_free, write, read, map, capacity_limit,
         };
     }
 };
+
+// RAM the kernel says is available now: the most a RAM tier can take without pushing the machine into swap.
+inline uint64_t available_ram_bytes() {
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
 
 } // namespace strata::tier

@@ -194,7 +194,35 @@ strata_tier *create(const strata_tier_create_args *args, strata_status *st) {
     });
 }
 
-const strata_tier_desc tier_desc = strata::tier::arena_tier_slots<numa_tier>::descriptor(plugin_name, create);
+// The memory of the nodes this configuration binds to (0 when the node list is invalid: create() says why).
+uint64_t capacity_limit(const strata_tier_create_args *args, char *why, uint32_t why_cap) {
+    hwloc_topology_t raw = nullptr;
+    if (hwloc_topology_init(&raw) != 0) return 0;
+    topology_ptr topo(raw);
+    if (hwloc_topology_load(raw) != 0) return 0;
+    const strata::plugin::config cfg(args != nullptr ? args->config : nullptr);
+    const std::string spec = cfg.get_string("nodes").value_or("auto");
+    bitmap_ptr nodeset(hwloc_bitmap_alloc());
+    strata_status st{};
+    if (!nodeset || !(spec == "auto" ? auto_nodes(raw, nodeset.get()) : listed_nodes(raw, spec, nodeset.get(), &st))) {
+        return 0;
+    }
+    uint64_t bytes = 0;
+    for (hwloc_obj_t n = hwloc_get_next_obj_by_type(raw, HWLOC_OBJ_NUMANODE, nullptr); n != nullptr;
+         n = hwloc_get_next_obj_by_type(raw, HWLOC_OBJ_NUMANODE, n)) {
+        if (hwloc_bitmap_isset(nodeset.get(), n->os_index)) bytes += n->attr->numanode.local_memory;
+    }
+    // Some VMs report less per node than the kernel hands out; the RAM available is the practical bound then too.
+    const uint64_t avail = strata::tier::available_ram_bytes();
+    if (bytes == 0 || (avail != 0 && avail < bytes)) bytes = avail;
+    if (why != nullptr && why_cap > 0) {
+        std::snprintf(why, why_cap, "the memory of NUMA node(s) %s", bitmap_text(nodeset.get()).c_str());
+    }
+    return bytes;
+}
+
+const strata_tier_desc tier_desc =
+    strata::tier::arena_tier_slots<numa_tier>::descriptor(plugin_name, create, capacity_limit);
 
 const strata_descriptor_header *const descriptors[] = {&tier_desc.header};
 

@@ -27,6 +27,8 @@
 
 #include <strata/plugin.hpp>
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <iterator>
@@ -318,6 +320,19 @@ int32_t region_read(strata_tier *handle, uint64_t region, uint64_t offset, void 
     });
 }
 
+// Free space in the folder the file goes in (an existing block device: its size is not probed here; 0 = unknown).
+uint64_t capacity_limit(const strata_tier_create_args *args, char *why, uint32_t why_cap) {
+    const strata::plugin::config cfg(args != nullptr ? args->config : nullptr);
+    const std::string path = cfg.get_string("path").value_or("");
+    if (path.empty() || path.rfind("/dev/", 0) == 0) return 0;
+    const size_t slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    struct statvfs fs {};
+    if (statvfs(dir.c_str(), &fs) != 0) return 0;
+    if (why != nullptr && why_cap > 0) std::snprintf(why, why_cap, "free space in %s", dir.c_str());
+    return static_cast<uint64_t>(fs.f_bavail) * static_cast<uint64_t>(fs.f_frsize);
+}
+
 const strata_tier_desc tier_desc = {
     strata::plugin::make_header<strata_tier_desc>(STRATA_KIND_TIER, plugin_name, offsetof(strata_tier_desc, map)),
     create,
@@ -328,6 +343,7 @@ const strata_tier_desc tier_desc = {
     region_write,
     region_read,
     nullptr, // map: the CPU cannot address NVMe
+    capacity_limit,
 };
 
 const strata_descriptor_header *const descriptors[] = {&tier_desc.header};

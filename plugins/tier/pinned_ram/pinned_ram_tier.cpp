@@ -101,7 +101,22 @@ strata_tier *create(const strata_tier_create_args *args, strata_status *st) {
     });
 }
 
-const strata_tier_desc tier_desc = strata::tier::arena_tier_slots<pinned_tier>::descriptor(plugin_name, create);
+// Locked RAM is bounded by the RAM available and, for a process that cannot ignore it, by RLIMIT_MEMLOCK.
+uint64_t capacity_limit(const strata_tier_create_args *, char *why, uint32_t why_cap) {
+    uint64_t limit = strata::tier::available_ram_bytes();
+    const char *reason = "RAM available";
+    rlimit lim{};
+    if (geteuid() != 0 && getrlimit(RLIMIT_MEMLOCK, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+        static_cast<uint64_t>(lim.rlim_cur) < limit) {
+        limit = static_cast<uint64_t>(lim.rlim_cur);
+        reason = "the locked-memory limit RLIMIT_MEMLOCK (raise it with ulimit -l or LimitMEMLOCK=)";
+    }
+    if (why != nullptr && why_cap > 0) std::snprintf(why, why_cap, "%s", reason);
+    return limit;
+}
+
+const strata_tier_desc tier_desc =
+    strata::tier::arena_tier_slots<pinned_tier>::descriptor(plugin_name, create, capacity_limit);
 
 const strata_descriptor_header *const descriptors[] = {&tier_desc.header};
 

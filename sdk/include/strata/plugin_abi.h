@@ -366,6 +366,12 @@ typedef struct strata_tier_desc {
     /* optional */
     /* Host address of a region when the CPU can compute on it in place, else NULL. */
     void *(*map)(strata_tier *tier, uint64_t region);
+    /* optional, since 1.4: the most bytes an instance with this configuration could hold, known before one exists
+     * (the RAM and locked-memory limit for pinned RAM, the bound NUMA nodes' memory, free space where an nvme file
+     * goes). args->capacity_bytes is ignored. Writes a short NUL-terminated reason ("RLIMIT_MEMLOCK", "free space in
+     * /mnt/nvme") into why (why_cap bytes). Returns 0 when unknown, or when the configuration is invalid (create()
+     * then reports why). The planner fills and checks tiers against it without knowing any tier by name. */
+    uint64_t (*capacity_limit)(const strata_tier_create_args *args, char *why, uint32_t why_cap);
 } strata_tier_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
