@@ -60,7 +60,7 @@ class engine {
     const planner::plan &memory_plan() const { return plan_; }
     // Per-tier bytes, streamed bytes per token, read bandwidth and prefetch stalls (empty without offload).
     std::string offload_report() const { return weights_ ? weights_->report() : std::string(); }
-    ring_stats offload_stats() const { return weights_ && const_cast<tiered_weights &>(*weights_).ring() ? const_cast<tiered_weights &>(*weights_).ring()->stats() : ring_stats{}; }
+    ring_stats offload_stats() const { return weights_ ? weights_->stats() : ring_stats{}; }
     int32_t device_threads() const;
 
     // Runs one forward pass over `tokens` at `positions` into the KV cache of the single sequence slot and returns

@@ -56,6 +56,8 @@ class tiered_weights {
     // Address the device should compute from, or nullptr when the tensor stays where the file maps it.
     const void *address_of(const std::string &tensor) const;
     prefetch_ring *ring() { return ring_.get(); }
+    // Counters of the prefetch ring (empty when nothing is streamed).
+    ring_stats stats() const { return ring_ ? ring_->stats() : ring_stats{}; }
     // One line per tier: bytes held, bytes streamed per token, achieved read bandwidth; plus stall time.
     std::string report() const;
 

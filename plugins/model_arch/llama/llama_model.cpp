@@ -190,7 +190,6 @@ int32_t forward(const model &m, const strata_forward_args *a, strata_status *st)
     float *x = base + L.x, *xb = base + L.xb, *q = base + L.q, *k = base + L.k, *v = base + L.v;
     float *attn = base + L.attn, *gate = base + L.gate, *up = base + L.up, *last = base + L.last;
     const int32_t d = hp.n_embd;
-    const int32_t dq = hp.n_head * hp.head_dim;
     const int32_t dkv = hp.n_head_kv * hp.head_dim;
     const int64_t nd = static_cast<int64_t>(n) * d;
 
@@ -249,7 +248,6 @@ int32_t forward(const model &m, const strata_forward_args *a, strata_status *st)
     STRATA_TRY(ops->rms_norm(dev, x_last, static_cast<const float *>(m.output_norm.data), 1, d, hp.norm_eps, last, st));
     STRATA_TRY(ops->matmul(dev, &m.output, last, 1, a->logits, st));
 #undef STRATA_TRY
-    (void)dq;
     return STRATA_OK;
 }
 

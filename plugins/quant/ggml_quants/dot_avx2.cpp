@@ -17,24 +17,11 @@
 #endif
 #include <immintrin.h>
 
+#include "avx2_block_helpers.hpp"
+
 namespace strata::quants {
 namespace {
 
-// The per-block helpers are called several times per loop; GCC would otherwise keep them out of line.
-#define STRATA_KERNEL_INLINE inline __attribute__((always_inline))
-
-STRATA_KERNEL_INLINE float horizontal_sum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-STRATA_KERNEL_INLINE float block_scale(const uint16_t *d) {
-    uint16_t h;
-    std::memcpy(&h, d, sizeof h); // rows are only guaranteed byte-aligned by the ABI
-    return _cvtsh_ss(h);
-}
 
 STRATA_KERNEL_INLINE uint16_t load_u16(const unsigned char *p) {
     uint16_t v;
