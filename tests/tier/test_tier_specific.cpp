@@ -196,6 +196,51 @@ TEST(Nvme, MissingDirectoryAndUnsetPathAreClearErrors) {
     EXPECT_TRUE(contains(st.message, "multiple of 4096")) << st.message;
 }
 
+// A folder the process may not write to. Root could write anywhere, so the child drops to an unprivileged user first.
+TEST(Nvme, UnwritablePathIsAClearErrorAndLeavesNoFile) {
+    const strata_tier_desc &d = tier_plugin("nvme"); // load before fork: the child only calls create
+    (void)d;
+    const std::string dir = std::string(STRATA_BINARY_DIR) + "/tier_test_files/read_only_" + std::to_string(getpid());
+    fs::create_directories(dir);
+    fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                              fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+    const std::string path = dir + "/weights.tier";
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        close(fds[0]);
+        int code = 0;
+        if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) code = 2;
+        strata_status st{};
+        if (code == 0) {
+            config_table cfg{{"path", path}};
+            tier_ptr t = create_tier("nvme", cfg, 1 << 20, &st);
+            code = t ? 3 : 0;
+        }
+        const ssize_t w = write(fds[1], st.message, std::strlen(st.message));
+        (void)w;
+        close(fds[1]);
+        _exit(code);
+    }
+    close(fds[1]);
+    std::string message;
+    char buf[256];
+    for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, static_cast<size_t>(n));
+    close(fds[0]);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    fs::permissions(dir, fs::perms::owner_all);
+    ASSERT_NE(WEXITSTATUS(status), 2) << "could not drop to an unprivileged user in the child";
+    ASSERT_EQ(WEXITSTATUS(status), 0) << "create succeeded in a read-only folder";
+    EXPECT_NE(message.find("choose a writable [nvme] path"), std::string::npos) << message;
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_FALSE(fs::exists(path));
+    fs::remove_all(dir);
+}
+
 TEST(Nvme, AbsurdSizeNeedsMoreThanTheFilesystemHasAndLeavesNoFile) {
     const std::string path = tier_file_path("absurd");
     config_table cfg{{"path", path}, {"size", int64_t{1000} << 40}}; // 1000 TiB
