@@ -1,5 +1,7 @@
 #include "engine/engine_api.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 
@@ -48,8 +50,14 @@ void api_cancel(strata_engine *e, strata_request_id id) {
     }
 }
 
+// Copies only as much as the caller's struct holds: a frontend built against an older ABI passes a smaller one.
 void api_get_stats(strata_engine *e, strata_engine_stats *out) {
-    if (out != nullptr) *out = self(e).stats();
+    if (out == nullptr) return;
+    const strata_engine_stats s = self(e).stats();
+    const size_t n = out->struct_size == 0 ? offsetof(strata_engine_stats, kv_block_size)
+                                           : std::min<size_t>(out->struct_size, sizeof s);
+    std::memcpy(out, &s, n);
+    out->struct_size = static_cast<uint32_t>(n);
 }
 
 int32_t api_tokenize(strata_engine *e, const char *text, int32_t add_bos, int32_t *ids, int32_t cap, int32_t *n,

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 4
+#define STRATA_ABI_MINOR 5
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -228,6 +228,51 @@ typedef struct strata_attention_args {
     float *out; /* n_tokens x n_heads*head_dim */
 } strata_attention_args;
 
+/* since 1.5: the paged KV cache. The host keeps KV in blocks of `block_size` tokens. One block holds every layer:
+ * for layer l, at byte offset l * 2 * block_size * kv_dim * sizeof(float) from the block's base, block_size K rows of
+ * kv_dim floats (kv_dim = n_head_kv * head_dim), then block_size V rows. Blocks of one sequence need not be adjacent
+ * or in the same pool: the host passes each block's base address. Token slot p of a sequence is row p % block_size
+ * of its block p / block_size. Index arrays are host memory; the block bases are addresses the device can read and
+ * write (host addresses for the CPU device). */
+typedef struct strata_paged_kv {
+    uint32_t struct_size;
+    int32_t block_size;
+    int32_t kv_dim;
+    int32_t n_seqs;
+    const int32_t *seq_block_start; /* n_seqs + 1: blocks of sequence s are block_base[seq_block_start[s] .. [s + 1]) */
+    void *const *block_base;        /* seq_block_start[n_seqs] block base addresses */
+    uint64_t layer_offset_bytes;    /* this layer's K rows within a block (V rows follow block_size * kv_dim floats on) */
+} strata_paged_kv;
+
+/* Writes K and V rows of n_tokens tokens into their slots: token t of sequence token_seq[t] at positions[t]. */
+typedef struct strata_kv_store_args {
+    uint32_t struct_size;
+    int32_t n_tokens;
+    const int32_t *token_seq; /* n_tokens, in [0, kv->n_seqs) */
+    const int32_t *positions; /* n_tokens */
+    const float *k;           /* n_tokens x kv_dim */
+    const float *v;           /* n_tokens x kv_dim */
+    const strata_paged_kv *kv;
+} strata_kv_store_args;
+
+/* Attention of n_tokens query tokens, each over its own sequence's slots 0..positions[t] (causal), through the block
+ * table. Per token the result equals strata_attention_args over the same rows laid out contiguously, bit for bit. */
+typedef struct strata_paged_attention_args {
+    uint32_t struct_size;
+    int32_t n_tokens;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t head_dim;
+    const int32_t *token_seq; /* n_tokens */
+    const int32_t *positions; /* n_tokens */
+    const float *q;           /* n_tokens x n_heads*head_dim */
+    float scale;
+    float *out;               /* n_tokens x n_heads*head_dim */
+    const strata_paged_kv *kv;
+} strata_paged_attention_args;
+
+typedef enum strata_copy_kind { STRATA_COPY_H2D = 1, STRATA_COPY_D2H = 2, STRATA_COPY_D2D = 3 } strata_copy_kind;
+
 typedef struct strata_device_desc {
     strata_descriptor_header header;
     /* required */
@@ -262,6 +307,15 @@ typedef struct strata_device_desc {
     int32_t (*softmax)(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, strata_status *st);
     /* optional */
     int32_t (*thread_count)(strata_device *dev);
+    /* optional, since 1.5 (test with STRATA_HAS_SLOT) */
+    int32_t (*kv_store)(strata_device *dev, const strata_kv_store_args *args, strata_status *st);
+    int32_t (*paged_attention)(strata_device *dev, const strata_paged_attention_args *args, strata_status *st);
+    /* Copies between host memory and device memory (strata_copy_kind), complete when it returns. Without it the
+     * device's memory is host memory and the host uses memcpy. */
+    int32_t (*copy)(strata_device *dev, void *dst, const void *src, uint64_t bytes, int32_t kind, strata_status *st);
+    /* 1 when the device's ops can read and write host memory directly (the CPU device), so KV blocks kept in a host
+     * tier can be attended in place; 0 or absent: the host stages them into device memory first. */
+    int32_t (*host_addressable)(strata_device *dev);
 } strata_device_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -318,6 +372,15 @@ typedef struct strata_forward_args {
     /* Called before layer l's weights are used, so the host can wait for their prefetch; may be NULL. */
     int32_t (*layer_begin)(void *user, int32_t layer, strata_status *st);
     void *user;
+    /* optional, since 1.5: a batch of several sequences over the paged KV cache. When struct_size covers these and
+     * paged_kv != NULL, k_cache/v_cache/n_ctx are ignored: token t belongs to sequence token_seq[t] at positions[t],
+     * its K/V go into that sequence's blocks (device kv_store) and it attends through them (paged_attention). Logits
+     * are written for the n_logits tokens listed in logits_tokens (indexes into the batch), n_logits x n_vocab floats
+     * at `logits`, in that order. The workspace for n_tokens (workspace_bytes) covers every n_logits <= n_tokens. */
+    const strata_paged_kv *paged_kv; /* layer_offset_bytes ignored: the model sets it per layer */
+    const int32_t *token_seq;        /* n_tokens */
+    const int32_t *logits_tokens;    /* n_logits indexes into the batch, ascending */
+    int32_t n_logits;
 } strata_forward_args;
 
 typedef struct strata_model_arch_desc {
@@ -454,7 +517,20 @@ typedef struct strata_engine_stats {
     int64_t requests_finished;
     int64_t prompt_tokens_total;
     int64_t generation_tokens_total;
+    /* optional, since 1.5 (read only when struct_size covers them). KV tiers are indexed by strata_kv_tier. */
+    int64_t kv_block_size;          /* tokens per block */
+    int64_t kv_blocks_total[3];     /* blocks each tier can hold (0: tier not configured) */
+    int64_t kv_blocks_used[3];      /* held by sequences or cached prefixes */
+    int64_t kv_blocks_cached[3];    /* of used: prefix-cache blocks no sequence holds (reclaimable) */
+    int64_t preemptions_swap;       /* preemptions by mode */
+    int64_t preemptions_recompute;
+    int64_t prefix_queries;         /* full prompt blocks looked up in the prefix cache */
+    int64_t prefix_hits[3];         /* of those, found in each tier */
+    int64_t kv_bytes_swapped_out;   /* device -> lower tiers */
+    int64_t kv_bytes_swapped_in;    /* lower tiers -> device */
 } strata_engine_stats;
+
+typedef enum strata_kv_tier { STRATA_KV_DEVICE = 0, STRATA_KV_HOST = 1, STRATA_KV_NVME = 2 } strata_kv_tier;
 
 typedef struct strata_engine_api {
     uint32_t struct_size;
