@@ -314,7 +314,8 @@ typedef struct strata_device_desc {
      * device's memory is host memory and the host uses memcpy. */
     int32_t (*copy)(strata_device *dev, void *dst, const void *src, uint64_t bytes, int32_t kind, strata_status *st);
     /* 1 when the device's ops can read and write host memory directly (the CPU device), so KV blocks kept in a host
-     * tier can be attended in place; 0 or absent: the host stages them into device memory first. */
+     * tier can be attended in place; 0: the host keeps a running sequence's blocks in device memory. Absent: 1 when
+     * the device has no `copy` slot (its memory is host memory), else 0. */
     int32_t (*host_addressable)(strata_device *dev);
 } strata_device_desc;
 
@@ -524,8 +525,8 @@ typedef struct strata_engine_stats {
     int64_t kv_blocks_cached[3];    /* of used: prefix-cache blocks no sequence holds (reclaimable) */
     int64_t preemptions_swap;       /* preemptions by mode */
     int64_t preemptions_recompute;
-    int64_t prefix_queries;         /* full prompt blocks looked up in the prefix cache */
-    int64_t prefix_hits[3];         /* of those, found in each tier */
+    int64_t prefix_queries;         /* prompt tokens looked up in the prefix cache (whole blocks), as vLLM counts */
+    int64_t prefix_hits[3];         /* of those, tokens found in each tier */
     int64_t kv_bytes_swapped_out;   /* device -> lower tiers */
     int64_t kv_bytes_swapped_in;    /* lower tiers -> device */
 } strata_engine_stats;
