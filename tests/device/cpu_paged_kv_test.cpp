@@ -67,7 +67,8 @@ struct paged_cache {
     }
     // Row `pos` of sequence `seq` in layer l: its K row, or its V row when `value`.
     const float *row(int32_t l, int32_t seq, int32_t pos, bool value) const {
-        const auto *base = static_cast<const char *>(block_base[size_t(seq_block_start[size_t(seq)] + pos / block_size)]);
+        const size_t block = size_t(seq_block_start[size_t(seq)] + pos / block_size);
+        const auto *base = static_cast<const char *>(block_base[block]);
         const auto *rows = reinterpret_cast<const float *>(base + layer_offset(l, block_size));
         return rows + (value ? block_size : 0) * kv_dim + (pos % block_size) * kv_dim;
     }
@@ -396,7 +397,8 @@ TEST_F(CpuPagedKvBadArguments, PagedAttentionRefusesAndLeavesOutputUntouched) {
     expect_invalid(ops().paged_attention(d, &a, &st_), "heads not a multiple", "not a multiple");
     a = good;
     a.head_dim = 8;
-    expect_invalid(ops().paged_attention(d, &a, &st_), "kv_dim mismatch", "kv.kv_dim = 32 but n_kv_heads * head_dim = 16");
+    expect_invalid(ops().paged_attention(d, &a, &st_), "kv_dim mismatch",
+                   "kv.kv_dim = 32 but n_kv_heads * head_dim = 16");
     a = good;
     a.q = nullptr;
     expect_invalid(ops().paged_attention(d, &a, &st_), "null q", "q or out is NULL");
@@ -411,6 +413,15 @@ TEST_F(CpuPagedKvBadArguments, PagedAttentionRefusesAndLeavesOutputUntouched) {
     seq = {3, 0};
     expect_invalid(ops().paged_attention(d, &good, &st_), "seq past n_seqs", "outside [0, kv.n_seqs = 2)");
     seq = {1, 0};
+    // Attention reads every block up to the slot, so a NULL earlier block is caught too (kv_store checks only the
+    // slot's own block).
+    std::vector<void *> with_null = cache.block_base;
+    with_null[0] = nullptr;
+    strata_paged_kv bad = kv;
+    bad.block_base = with_null.data();
+    a = good;
+    a.kv = &bad;
+    expect_invalid(ops().paged_attention(d, &a, &st_), "a null block before the slot", "block_base[0] is NULL");
     EXPECT_EQ(out, std::vector<float>(q.size(), -7.0f)) << "a refused paged_attention wrote its output";
     ASSERT_EQ(ops().paged_attention(d, &good, &st_), STRATA_OK) << st_.message;
     EXPECT_NE(out, std::vector<float>(q.size(), -7.0f));

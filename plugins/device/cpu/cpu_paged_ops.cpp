@@ -24,8 +24,8 @@ using strata::plugin::fail;
 using strata::plugin::guarded;
 using strata::plugin::ok;
 
-// Checks the block table itself: sizes, the per-sequence block ranges, and every block base the table names.
-// O(n_seqs + blocks) per call, small next to the rows an op touches.
+// Checks the block table itself: sizes and the per-sequence block ranges, O(n_seqs). The block bases are checked
+// per token in check_token_slots, only those the op will touch.
 int32_t check_paged_kv(const strata_paged_kv *kv, const char *what, strata_status *st) {
     if (kv == nullptr) return fail(st, invalid, "cpu %s: kv (the block table) is NULL", what);
     if (kv->struct_size < sizeof(strata_paged_kv))
@@ -46,22 +46,18 @@ int32_t check_paged_kv(const strata_paged_kv *kv, const char *what, strata_statu
                         "cpu %s: kv.seq_block_start[%d] = %d is less than seq_block_start[%d] = %d; block ranges "
                         "must ascend",
                         what, s + 1, start[s + 1], s, start[s]);
-    const int32_t n_blocks = start[kv->n_seqs];
-    if (n_blocks > start[0] && kv->block_base == nullptr)
+    if (start[kv->n_seqs] > start[0] && kv->block_base == nullptr)
         return fail(st, invalid, "cpu %s: kv.block_base is NULL but the table names %d blocks", what,
-                    n_blocks - start[0]);
-    for (int32_t b = start[0]; b < n_blocks; ++b) {
-        const void *base = kv->block_base[b];
-        if (base == nullptr) return fail(st, invalid, "cpu %s: kv.block_base[%d] is NULL", what, b);
-        if (reinterpret_cast<uintptr_t>(base) % alignof(float) != 0)
-            return fail(st, invalid, "cpu %s: kv.block_base[%d] = %p is not aligned for floats", what, b, base);
-    }
+                    start[kv->n_seqs] - start[0]);
     return STRATA_OK;
 }
 
-// Checks each token's sequence and slot against the table (kv already checked); writes the longest causal span.
+// Checks each token's sequence and slot against the table (kv already checked), and the base of every block the op
+// touches for it: the slot's block for a store, every block up to it for attention (a cost well below the rows it
+// then reads). Writes the longest causal span.
 int32_t check_token_slots(const strata_paged_kv *kv, int32_t n_tokens, const int32_t *token_seq,
-                          const int32_t *positions, const char *what, int64_t *n_positions, strata_status *st) {
+                          const int32_t *positions, bool whole_prefix, const char *what, int64_t *n_positions,
+                          strata_status *st) {
     if (token_seq == nullptr) return fail(st, invalid, "cpu %s: token_seq is NULL", what);
     if (positions == nullptr) return fail(st, invalid, "cpu %s: positions is NULL", what);
     int64_t longest = 0;
@@ -78,6 +74,13 @@ int32_t check_token_slots(const strata_paged_kv *kv, int32_t n_tokens, const int
             return fail(st, invalid,
                         "cpu %s: positions[%d] = %d is past the %lld slots of sequence %d (%lld blocks of %d tokens)",
                         what, t, p, static_cast<long long>(slots), s, static_cast<long long>(blocks), kv->block_size);
+        const int32_t last = kv->seq_block_start[s] + p / kv->block_size;
+        for (int32_t b = whole_prefix ? kv->seq_block_start[s] : last; b <= last; ++b) {
+            const void *base = kv->block_base[b];
+            if (base == nullptr) return fail(st, invalid, "cpu %s: kv.block_base[%d] is NULL", what, b);
+            if (reinterpret_cast<uintptr_t>(base) % alignof(float) != 0)
+                return fail(st, invalid, "cpu %s: kv.block_base[%d] = %p is not aligned for floats", what, b, base);
+        }
         longest = std::max<int64_t>(longest, int64_t{p} + 1);
     }
     *n_positions = longest;
@@ -102,7 +105,8 @@ int32_t kv_store(strata_device *dev, const strata_kv_store_args *a, strata_statu
         if (a->k == nullptr || a->v == nullptr) return fail(st, invalid, "cpu kv_store: k or v is NULL");
         if (int32_t rc = check_paged_kv(a->kv, "kv_store", st); rc != STRATA_OK) return rc;
         int64_t n_positions = 0;
-        if (int32_t rc = check_token_slots(a->kv, a->n_tokens, a->token_seq, a->positions, "kv_store", &n_positions, st);
+        if (int32_t rc =
+                check_token_slots(a->kv, a->n_tokens, a->token_seq, a->positions, false, "kv_store", &n_positions, st);
             rc != STRATA_OK)
             return rc;
 
@@ -148,7 +152,8 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
                         a->kv->kv_dim, static_cast<long long>(int64_t{a->n_kv_heads} * a->head_dim));
         int64_t n_positions = 0;
         if (int32_t rc =
-                check_token_slots(a->kv, a->n_tokens, a->token_seq, a->positions, "paged_attention", &n_positions, st);
+                check_token_slots(a->kv, a->n_tokens, a->token_seq, a->positions, true, "paged_attention", &n_positions,
+                                  st);
             rc != STRATA_OK)
             return rc;
 
