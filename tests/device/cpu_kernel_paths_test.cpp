@@ -1,4 +1,5 @@
-// The AVX2+FMA kernel set against the scalar one: same results within 1e-6 relative, on every op that uses them.
+// The AVX2+FMA kernel set against the scalar one: same results within 1e-6 relative, on every op that uses them;
+// and an elementwise op gives an element the same bits wherever it sits in the array (batch invariance).
 #include "cpu_test_support.hpp"
 
 namespace {
@@ -46,6 +47,31 @@ TEST_F(CpuKernelPaths, SwigluAgrees) {
     ASSERT_EQ(ops().swiglu(scalar_.get(), g.data(), u.data(), n, a.data(), &st_), STRATA_OK);
     ASSERT_EQ(ops().swiglu(fast_.get(), g.data(), u.data(), n, b.data(), &st_), STRATA_OK);
     EXPECT_LT(elementwise_error(a, b), paths_tolerance);
+}
+
+// The op runs over a batch's n_tokens x n_ff elements as one array, so the same token's elements sit at different
+// offsets (vector body or tail, thread chunk edges) for different batch sizes; their bits must not change.
+TEST(CpuKernelBatchInvariance, SwigluElementBitsDoNotDependOnPosition) {
+    for (const bool scalar : {false, true}) {
+        for (const int threads : {1, 3}) {
+            device_ptr dev = make_device(threads, scalar);
+            ASSERT_NE(dev, nullptr);
+            const int64_t row = 172; // stories260K's n_ff: not a multiple of 8
+            const auto g = random_floats(static_cast<size_t>(row) * 300, 11, -12.0f, 12.0f);
+            const auto u = random_floats(g.size(), 12, -3.0f, 3.0f);
+            std::vector<float> whole(g.size()), one(static_cast<size_t>(row));
+            strata_status st{};
+            ASSERT_EQ(ops().swiglu(dev.get(), g.data(), u.data(), static_cast<int64_t>(g.size()), whole.data(), &st),
+                      STRATA_OK);
+            for (size_t t = 0; t < 300; ++t) {
+                const size_t at = t * static_cast<size_t>(row);
+                ASSERT_EQ(ops().swiglu(dev.get(), g.data() + at, u.data() + at, row, one.data(), &st), STRATA_OK);
+                ASSERT_EQ(std::memcmp(one.data(), whole.data() + at, one.size() * sizeof(float)), 0)
+                    << "row " << t << " alone differs from the same row inside the batch ("
+                    << (scalar ? "scalar" : "fast") << " kernels, " << threads << " threads)";
+            }
+        }
+    }
 }
 
 TEST_F(CpuKernelPaths, AddAgreesExactly) {

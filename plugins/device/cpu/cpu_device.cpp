@@ -160,6 +160,10 @@ const strata_device_desc cpu_device_desc = {
     strata::cpu::add,
     strata::cpu::softmax,
     thread_count,
+    strata::cpu::kv_store,
+    strata::cpu::paged_attention,
+    strata::cpu::copy,
+    strata::cpu::host_addressable,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cpu_device_desc.header};

@@ -4,10 +4,14 @@
 // Threading: a device owns `threads` workers including the thread that calls an op (it joins the work), so an op
 // wakes threads-1 helpers. Ops on one device are serialised by a mutex; use one device per concurrent caller.
 //
-// Memory: no op allocates, with two documented exceptions: attention keeps a per-thread score buffer (preallocated
-// for 4096 positions in create()) and grows it the first time it sees a longer context, and matmul's integer path
-// keeps one buffer of quantized activations (64 KiB preallocated) that grows the first time a batch needs more.
-// Growth at least doubles a buffer, so it happens O(log size) times per device, never per token in steady state.
+// Paged KV (ABI 1.5): kv_store and paged_attention work on blocks anywhere in host memory (host_addressable is 1);
+// paged_attention shares attention's inner kernel, so per token both give the same bits for the same rows.
+//
+// Memory: no op allocates, with two documented exceptions: attention and paged_attention keep a per-thread score
+// buffer (preallocated for 4096 positions in create()) and grow it the first time they see a longer context, and
+// matmul's integer path keeps one buffer of quantized activations (64 KiB preallocated) that grows the first time a
+// batch needs more. Growth at least doubles a buffer, so it happens O(log size) times per device, never per token
+// in steady state.
 //
 // Matmul: when the weight's quant format offers the integer dot path (ABI 1.1 slots quantize_activations/dot_act),
 // activations are quantized once per call (to Q8_0 blocks for ggml's formats, as llama.cpp does) and rows are

@@ -3,7 +3,9 @@
 // format has one) or dot_f32.
 #include "cpu_ops.hpp"
 
+#include "cpu_attention_kernel.hpp"
 #include "cpu_device_state.hpp"
+#include "cpu_op_support.hpp"
 
 #include <strata/plugin.hpp>
 
@@ -19,10 +21,6 @@ using strata::plugin::fail;
 using strata::plugin::guarded;
 using strata::plugin::ok;
 
-constexpr int32_t invalid = STRATA_ERR_INVALID_ARGUMENT;
-
-// Below this many float operations an op runs on the calling thread: waking workers would cost more than it saves.
-constexpr int64_t parallel_min_work = 1 << 15;
 // Tokens whose activations are reused against one weight row while it sits in L1 (matmul cache blocking).
 constexpr int32_t matmul_token_block = 16;
 
@@ -64,14 +62,6 @@ int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_do
         return fail(st, invalid, "cpu %s: tensor '%s' has row_bytes %lld but %lld columns need %lld", what, name,
                     static_cast<long long>(w->row_bytes), static_cast<long long>(w->cols),
                     static_cast<long long>(min_row_bytes));
-    return STRATA_OK;
-}
-
-int32_t check_positions(const int32_t *positions, int32_t n_tokens, const char *what, strata_status *st) {
-    if (positions == nullptr) return fail(st, invalid, "cpu %s: positions is NULL", what);
-    for (int32_t t = 0; t < n_tokens; ++t)
-        if (positions[t] < 0)
-            return fail(st, invalid, "cpu %s: positions[%d] = %d; positions must be >= 0", what, t, positions[t]);
     return STRATA_OK;
 }
 
@@ -317,17 +307,12 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
             for (int64_t item = i0; item < i1; ++item) {
                 const int64_t t = item / n_heads;
                 const int32_t h = static_cast<int32_t>(item % n_heads);
-                const int64_t n_kv = int64_t{a->positions[t]} + 1;
-                const float *q = a->q + item * head_dim;
                 const float *keys = a->k_cache + int64_t{h / group} * head_dim;
                 const float *values = a->v_cache + int64_t{h / group} * head_dim;
-                for (int64_t j = 0; j < n_kv; ++j) scores[j] = k.dot(q, keys + j * stride, head_dim) * scale;
-                const float m = k.max(scores, n_kv);
-                const float inv_sum = static_cast<float>(1.0 / k.exp_sub_sum(scores, m, scores, n_kv));
-                // q is fully consumed above, so out may alias q.
-                float *out = a->out + item * head_dim;
-                std::memset(out, 0, sizeof(float) * static_cast<size_t>(head_dim));
-                for (int64_t j = 0; j < n_kv; ++j) k.axpy(scores[j] * inv_sum, values + j * stride, out, head_dim);
+                // The whole cache is one run of rows.
+                auto one_run = [&](const auto &fn) { fn(0, int64_t{a->positions[t]} + 1, keys, values, stride); };
+                attend_head(k, a->q + item * head_dim, head_dim, scale, int64_t{a->positions[t]} + 1, one_run, scores,
+                            a->out + item * head_dim);
             }
         };
         const int64_t n_items = int64_t{a->n_tokens} * n_heads;

@@ -20,4 +20,11 @@ int32_t swiglu(strata_device *dev, const float *gate, const float *up, int64_t n
 int32_t add(strata_device *dev, const float *a, const float *b, int64_t n, float *out, strata_status *st);
 int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, strata_status *st);
 
+// The paged KV cache (ABI 1.5), in cpu_paged_ops.cpp.
+int32_t kv_store(strata_device *dev, const strata_kv_store_args *args, strata_status *st);
+int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *args, strata_status *st);
+// Device memory is host memory: every kind is a memmove.
+int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int32_t kind, strata_status *st);
+int32_t host_addressable(strata_device *dev);
+
 } // namespace strata::cpu

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
 namespace strata::cpu {
 namespace {
@@ -117,19 +118,25 @@ void scale_mul(const float *x, float s, const float *w, float *out, int64_t n) {
     for (; i < n; ++i) out[i] = (x[i] * s) * w[i];
 }
 
+// silu(g) * u for 8 lanes, silu(v) = v / (1 + exp(-v)).
+__m256 swiglu8(__m256 g, __m256 u) {
+    const __m256 exp_neg = exp_ps(_mm256_xor_ps(g, _mm256_set1_ps(-0.0f)));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_neg)), u);
+}
+
 void swiglu(const float *g, const float *u, float *out, int64_t n) {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    const __m256 sign = _mm256_set1_ps(-0.0f);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 v = _mm256_loadu_ps(g + i);
-        const __m256 silu = _mm256_div_ps(v, _mm256_add_ps(one, exp_ps(_mm256_xor_ps(v, sign))));
-        _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
-    }
-    for (; i < n; ++i) {
-        const float v = g[i];
-        out[i] = v / (1.0f + std::exp(-v)) * u[i];
-    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, swiglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    if (i == n) return;
+    // The tail goes through the same vector code in a zero-padded register, not std::exp: an element's bits then
+    // depend only on its inputs, never on where it sits. The op runs over a whole batch's n_tokens x n_ff elements,
+    // so a token's elements fall in the tail or not depending on the batch, and batching must not change a bit.
+    const size_t rest = static_cast<size_t>(n - i);
+    alignas(32) float gt[8] = {}, ut[8] = {}, ot[8];
+    std::memcpy(gt, g + i, rest * sizeof(float));
+    std::memcpy(ut, u + i, rest * sizeof(float));
+    _mm256_store_ps(ot, swiglu8(_mm256_load_ps(gt), _mm256_load_ps(ut)));
+    std::memcpy(out + i, ot, rest * sizeof(float));
 }
 
 void add(const float *a, const float *b, float *out, int64_t n) {

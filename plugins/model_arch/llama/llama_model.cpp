@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -153,7 +155,7 @@ workspace_layout layout(const strata_model_hparams &hp, int32_t n) {
     w.attn = take(N * dq);
     w.gate = take(N * ff);
     w.up = take(N * ff);
-    w.last = take(d);
+    w.last = take(N * d); // the final norm's input and output: up to every token of the batch (paged logits)
     w.total = off;
     return w;
 }
@@ -164,19 +166,80 @@ uint64_t workspace_bytes(const model &m, int32_t n_tokens) {
     return static_cast<uint64_t>(layout(m.hp, n_tokens).total) * sizeof(float) + 64;
 }
 
-int32_t forward(const model &m, const strata_forward_args *a, strata_status *st) {
-    using strata::plugin::fail;
+namespace {
+
+using strata::plugin::fail;
+
+#define STRATA_TRY(call)                                                                                               \
+    do {                                                                                                               \
+        int32_t rc_ = (call);                                                                                          \
+        if (rc_ != STRATA_OK) return rc_;                                                                              \
+    } while (0)
+
+// The activation buffers of one forward call, carved out of the host's workspace.
+struct activations {
+    float *x, *xb, *q, *k, *v, *attn, *gate, *up, *last;
+};
+
+activations carve(const strata_model_hparams &hp, const strata_forward_args *a) {
+    const workspace_layout L = layout(hp, a->n_tokens);
+    float *base = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(a->workspace) + 63) & ~uintptr_t{63});
+    return {base + L.x, base + L.xb, base + L.q, base + L.k, base + L.v, base + L.attn, base + L.gate, base + L.up,
+            base + L.last};
+}
+
+// True when the caller's struct holds the ABI 1.5 tail and asks for the paged KV cache.
+bool wants_paged(const strata_forward_args *a) {
+    return a->struct_size >= offsetof(strata_forward_args, n_logits) + sizeof(a->n_logits) && a->paged_kv != nullptr;
+}
+
+// Embedding and every layer. attend(l, b) stores layer l's K/V rows (b.k, b.v, after RoPE) wherever the cache keeps
+// them and writes the attention of b.q into b.attn; everything else is the same for both KV layouts, so a token's
+// activations do not depend on which layout, or which batch, it ran in.
+template <class Attend>
+int32_t run_layers(const model &m, const strata_forward_args *a, const activations &b, const Attend &attend,
+                   strata_status *st) {
     const strata_model_hparams &hp = m.hp;
-    if (a == nullptr || a->device_ops == nullptr || a->tokens == nullptr || a->positions == nullptr ||
-        a->n_tokens <= 0 || a->k_cache == nullptr || a->v_cache == nullptr || a->logits == nullptr) {
-        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: missing arguments");
-    }
+    const strata_device_desc *ops = a->device_ops;
+    strata_device *dev = a->device;
     const int32_t n = a->n_tokens;
-    if (a->workspace == nullptr || a->workspace_size < workspace_bytes(m, n)) {
-        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: workspace of %llu bytes is smaller than %llu",
-                    static_cast<unsigned long long>(a->workspace_size),
-                    static_cast<unsigned long long>(workspace_bytes(m, n)));
+    const int32_t d = hp.n_embd;
+    const int64_t nd = static_cast<int64_t>(n) * d;
+    STRATA_TRY(ops->embedding(dev, &m.tok_embd, a->tokens, n, b.x, st));
+    for (int32_t l = 0; l < hp.n_layer; ++l) {
+        if (a->layer_begin) STRATA_TRY(a->layer_begin(a->user, l, st));
+        const layer_weights &w = m.layers[static_cast<size_t>(l)];
+        // Attention block.
+        STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w.attn_norm.data), n, d, hp.norm_eps, b.xb, st));
+        STRATA_TRY(ops->matmul(dev, &w.wq, b.xb, n, b.q, st));
+        STRATA_TRY(ops->matmul(dev, &w.wk, b.xb, n, b.k, st));
+        STRATA_TRY(ops->matmul(dev, &w.wv, b.xb, n, b.v, st));
+        STRATA_TRY(ops->rope(dev, b.q, n, hp.n_head, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta,
+                             hp.rope_mode, st));
+        STRATA_TRY(ops->rope(dev, b.k, n, hp.n_head_kv, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta,
+                             hp.rope_mode, st));
+        STRATA_TRY(attend(l, b));
+        STRATA_TRY(ops->matmul(dev, &w.wo, b.attn, n, b.xb, st));
+        STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));
+        // Feed-forward block (SwiGLU).
+        STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w.ffn_norm.data), n, d, hp.norm_eps, b.xb, st));
+        STRATA_TRY(ops->matmul(dev, &w.w_gate, b.xb, n, b.gate, st));
+        STRATA_TRY(ops->matmul(dev, &w.w_up, b.xb, n, b.up, st));
+        STRATA_TRY(ops->swiglu(dev, b.gate, b.up, static_cast<int64_t>(n) * hp.n_ff, b.gate, st));
+        STRATA_TRY(ops->matmul(dev, &w.w_down, b.gate, n, b.xb, st));
+        STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));
     }
+    return STRATA_OK;
+}
+
+float attention_scale(const strata_model_hparams &hp) { return 1.0f / std::sqrt(static_cast<float>(hp.head_dim)); }
+
+// One sequence over its contiguous per-layer cache (k_cache[l], v_cache[l], n_ctx rows); logits of the last token.
+int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_status *st) {
+    const strata_model_hparams &hp = m.hp;
+    if (a->k_cache == nullptr || a->v_cache == nullptr)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: k_cache or v_cache is NULL (and no paged_kv)");
+    const int32_t n = a->n_tokens;
     for (int32_t t = 0; t < n; ++t) {
         if (a->positions[t] < 0 || a->positions[t] >= a->n_ctx) {
             return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: position %d outside the KV cache of %d",
@@ -185,39 +248,15 @@ int32_t forward(const model &m, const strata_forward_args *a, strata_status *st)
     }
     const strata_device_desc *ops = a->device_ops;
     strata_device *dev = a->device;
-    const workspace_layout L = layout(hp, n);
-    float *base = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(a->workspace) + 63) & ~uintptr_t{63});
-    float *x = base + L.x, *xb = base + L.xb, *q = base + L.q, *k = base + L.k, *v = base + L.v;
-    float *attn = base + L.attn, *gate = base + L.gate, *up = base + L.up, *last = base + L.last;
-    const int32_t d = hp.n_embd;
+    const activations b = carve(hp, a);
     const int32_t dkv = hp.n_head_kv * hp.head_dim;
-    const int64_t nd = static_cast<int64_t>(n) * d;
-
-#define STRATA_TRY(call)                                                                                               \
-    do {                                                                                                               \
-        int32_t rc_ = (call);                                                                                          \
-        if (rc_ != STRATA_OK) return rc_;                                                                              \
-    } while (0)
-
-    STRATA_TRY(ops->embedding(dev, &m.tok_embd, a->tokens, n, x, st));
-    for (int32_t l = 0; l < hp.n_layer; ++l) {
-        if (a->layer_begin) STRATA_TRY(a->layer_begin(a->user, l, st));
-        const layer_weights &w = m.layers[static_cast<size_t>(l)];
-        // Attention block.
-        STRATA_TRY(ops->rms_norm(dev, x, static_cast<const float *>(w.attn_norm.data), n, d, hp.norm_eps, xb, st));
-        STRATA_TRY(ops->matmul(dev, &w.wq, xb, n, q, st));
-        STRATA_TRY(ops->matmul(dev, &w.wk, xb, n, k, st));
-        STRATA_TRY(ops->matmul(dev, &w.wv, xb, n, v, st));
-        STRATA_TRY(ops->rope(dev, q, n, hp.n_head, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta,
-                             hp.rope_mode, st));
-        STRATA_TRY(ops->rope(dev, k, n, hp.n_head_kv, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta,
-                             hp.rope_mode, st));
+    auto attend = [&](int32_t l, const activations &buf) -> int32_t {
         float *kc = a->k_cache[l];
         float *vc = a->v_cache[l];
         for (int32_t t = 0; t < n; ++t) {
             const size_t row = static_cast<size_t>(a->positions[t]) * static_cast<size_t>(dkv);
-            std::memcpy(kc + row, k + static_cast<size_t>(t) * dkv, sizeof(float) * static_cast<size_t>(dkv));
-            std::memcpy(vc + row, v + static_cast<size_t>(t) * dkv, sizeof(float) * static_cast<size_t>(dkv));
+            std::memcpy(kc + row, buf.k + static_cast<size_t>(t) * dkv, sizeof(float) * static_cast<size_t>(dkv));
+            std::memcpy(vc + row, buf.v + static_cast<size_t>(t) * dkv, sizeof(float) * static_cast<size_t>(dkv));
         }
         strata_attention_args aa{};
         aa.struct_size = sizeof aa;
@@ -227,28 +266,117 @@ int32_t forward(const model &m, const strata_forward_args *a, strata_status *st)
         aa.head_dim = hp.head_dim;
         aa.kv_row_stride = dkv;
         aa.positions = a->positions;
-        aa.q = q;
+        aa.q = buf.q;
         aa.k_cache = kc;
         aa.v_cache = vc;
-        aa.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
-        aa.out = attn;
-        STRATA_TRY(ops->attention(dev, &aa, st));
-        STRATA_TRY(ops->matmul(dev, &w.wo, attn, n, xb, st));
-        STRATA_TRY(ops->add(dev, x, xb, nd, x, st));
-        // Feed-forward block (SwiGLU).
-        STRATA_TRY(ops->rms_norm(dev, x, static_cast<const float *>(w.ffn_norm.data), n, d, hp.norm_eps, xb, st));
-        STRATA_TRY(ops->matmul(dev, &w.w_gate, xb, n, gate, st));
-        STRATA_TRY(ops->matmul(dev, &w.w_up, xb, n, up, st));
-        STRATA_TRY(ops->swiglu(dev, gate, up, static_cast<int64_t>(n) * hp.n_ff, gate, st));
-        STRATA_TRY(ops->matmul(dev, &w.w_down, gate, n, xb, st));
-        STRATA_TRY(ops->add(dev, x, xb, nd, x, st));
-    }
+        aa.scale = attention_scale(hp);
+        aa.out = buf.attn;
+        return ops->attention(dev, &aa, st);
+    };
+    STRATA_TRY(run_layers(m, a, b, attend, st));
     // Only the last token's logits are needed for generation.
-    const float *x_last = x + static_cast<size_t>(n - 1) * d;
-    STRATA_TRY(ops->rms_norm(dev, x_last, static_cast<const float *>(m.output_norm.data), 1, d, hp.norm_eps, last, st));
-    STRATA_TRY(ops->matmul(dev, &m.output, last, 1, a->logits, st));
+    const int32_t d = hp.n_embd;
+    const float *x_last = b.x + static_cast<size_t>(n - 1) * d;
+    const auto *output_norm = static_cast<const float *>(m.output_norm.data);
+    STRATA_TRY(ops->rms_norm(dev, x_last, output_norm, 1, d, hp.norm_eps, b.last, st));
+    return ops->matmul(dev, &m.output, b.last, 1, a->logits, st);
+}
+
+// Several sequences in one batch over the paged KV cache (ABI 1.5); logits of the tokens in logits_tokens.
+int32_t forward_paged(const model &m, const strata_forward_args *a, strata_status *st) {
+    const strata_model_hparams &hp = m.hp;
+    const strata_device_desc *ops = a->device_ops;
+    strata_device *dev = a->device;
+    const int32_t n = a->n_tokens;
+    const int32_t dkv = hp.n_head_kv * hp.head_dim;
+    const char *device_name = ops->header.name != nullptr ? ops->header.name : "(unnamed)";
+    if (!STRATA_HAS_SLOT(ops, kv_store) || !STRATA_HAS_SLOT(ops, paged_attention))
+        return fail(st, STRATA_ERR_UNSUPPORTED,
+                    "llama forward: device '%s' has no kv_store/paged_attention ops (ABI 1.5), so it cannot run the "
+                    "paged KV cache; use the contiguous cache (paged_kv = NULL) with this device",
+                    device_name);
+    const strata_paged_kv *kv = a->paged_kv;
+    if (kv->struct_size < sizeof(strata_paged_kv))
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: paged_kv.struct_size = %u, expected >= %zu",
+                    kv->struct_size, sizeof(strata_paged_kv));
+    if (kv->block_size <= 0 || kv->kv_dim != dkv)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                    "llama forward: paged_kv has block_size %d and kv_dim %d; this model needs block_size > 0 and "
+                    "kv_dim = n_head_kv * head_dim = %d",
+                    kv->block_size, kv->kv_dim, dkv);
+    if (a->token_seq == nullptr || a->logits_tokens == nullptr)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: paged batch without token_seq or logits_tokens");
+    if (a->n_logits <= 0 || a->n_logits > n)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: n_logits = %d; must be in [1, n_tokens = %d]",
+                    a->n_logits, n);
+    for (int32_t i = 0; i < a->n_logits; ++i) {
+        const int32_t t = a->logits_tokens[i];
+        if (t < 0 || t >= n || (i > 0 && t <= a->logits_tokens[i - 1]))
+            return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                        "llama forward: logits_tokens[%d] = %d; entries must ascend strictly within [0, n_tokens = %d)",
+                        i, t, n);
+    }
+    // Sequences and slots (token_seq, positions against each sequence's blocks) are checked by the device ops,
+    // before they write anything.
+
+    const activations b = carve(hp, a);
+    const uint64_t layer_bytes =
+        2 * static_cast<uint64_t>(kv->block_size) * static_cast<uint64_t>(dkv) * sizeof(float);
+    auto attend = [&](int32_t l, const activations &buf) -> int32_t {
+        strata_paged_kv layer_kv = *kv;
+        layer_kv.struct_size = sizeof layer_kv;
+        layer_kv.layer_offset_bytes = static_cast<uint64_t>(l) * layer_bytes;
+        strata_kv_store_args ks{};
+        ks.struct_size = sizeof ks;
+        ks.n_tokens = n;
+        ks.token_seq = a->token_seq;
+        ks.positions = a->positions;
+        ks.k = buf.k;
+        ks.v = buf.v;
+        ks.kv = &layer_kv;
+        STRATA_TRY(ops->kv_store(dev, &ks, st));
+        strata_paged_attention_args pa{};
+        pa.struct_size = sizeof pa;
+        pa.n_tokens = n;
+        pa.n_heads = hp.n_head;
+        pa.n_kv_heads = hp.n_head_kv;
+        pa.head_dim = hp.head_dim;
+        pa.token_seq = a->token_seq;
+        pa.positions = a->positions;
+        pa.q = buf.q;
+        pa.scale = attention_scale(hp);
+        pa.out = buf.attn;
+        pa.kv = &layer_kv;
+        return ops->paged_attention(dev, &pa, st);
+    };
+    STRATA_TRY(run_layers(m, a, b, attend, st));
+    // Final norm and classifier only for the requested tokens, gathered in order (n_logits x n_vocab logits).
+    const int32_t d = hp.n_embd;
+    for (int32_t i = 0; i < a->n_logits; ++i)
+        std::memcpy(b.last + static_cast<size_t>(i) * d, b.x + static_cast<size_t>(a->logits_tokens[i]) * d,
+                    sizeof(float) * static_cast<size_t>(d));
+    STRATA_TRY(ops->rms_norm(dev, b.last, static_cast<const float *>(m.output_norm.data), a->n_logits, d, hp.norm_eps,
+                             b.last, st));
+    return ops->matmul(dev, &m.output, b.last, a->n_logits, a->logits, st);
+}
+
 #undef STRATA_TRY
-    return STRATA_OK;
+
+} // namespace
+
+int32_t forward(const model &m, const strata_forward_args *a, strata_status *st) {
+    if (a == nullptr || a->device_ops == nullptr || a->tokens == nullptr || a->positions == nullptr ||
+        a->n_tokens <= 0 || a->logits == nullptr) {
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                    "llama forward: missing arguments (device_ops, tokens, positions, logits, or n_tokens <= 0)");
+    }
+    const int32_t n = a->n_tokens;
+    if (a->workspace == nullptr || a->workspace_size < workspace_bytes(m, n)) {
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: workspace of %llu bytes is smaller than %llu",
+                    static_cast<unsigned long long>(a->workspace_size),
+                    static_cast<unsigned long long>(workspace_bytes(m, n)));
+    }
+    return wants_paged(a) ? forward_paged(m, a, st) : forward_contiguous(m, a, st);
 }
 
 } // namespace strata::llama

@@ -22,8 +22,12 @@ struct model {
 // Reads hyperparameters and resolves every tensor, checking shapes; throws std::runtime_error with a clear message.
 model *load(const strata_model_source *src);
 
+// Covers a batch of n_tokens in either KV layout, with logits for up to n_tokens of them.
 uint64_t workspace_bytes(const model &m, int32_t n_tokens);
 
+// One forward step. With the ABI 1.5 tail and paged_kv set: a batch of several sequences over the paged KV cache
+// (device kv_store + paged_attention per layer, logits of the tokens in logits_tokens); otherwise one sequence over
+// its contiguous per-layer cache with the logits of the last token. Per token both give the same bits.
 // Returns a strata_code; fills st on failure.
 int32_t forward(const model &m, const strata_forward_args *args, strata_status *st);
 

@@ -1,0 +1,32 @@
+// The inner loop of attention, shared by the contiguous `attention` op and `paged_attention`: one query head against
+// n_kv key/value rows. The rows reach it as runs of consecutive rows `stride` floats apart — one run for a
+// contiguous cache, one per block for the paged cache — and per row the arithmetic and its order are the same
+// whatever the runs, so both ops produce the same bits for the same rows (ABI 1.5 promises that).
+#pragma once
+
+#include "cpu_kernels.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+namespace strata::cpu {
+
+// for_each_run(fn) must call fn(j0, count, keys, values, stride) for runs that cover rows [0, n_kv) in ascending
+// order: row j0 + i has its key at keys + i * stride and its value at values + i * stride (i < count). It is called
+// twice (scores, then the weighted sum). scores holds n_kv floats of scratch. q is fully read before out is
+// written, so out may alias q.
+template <class ForEachRun>
+inline void attend_head(const kernels &k, const float *q, int32_t head_dim, float scale, int64_t n_kv,
+                        const ForEachRun &for_each_run, float *scores, float *out) noexcept {
+    for_each_run([&](int64_t j0, int64_t count, const float *keys, const float *, int64_t stride) {
+        for (int64_t i = 0; i < count; ++i) scores[j0 + i] = k.dot(q, keys + i * stride, head_dim) * scale;
+    });
+    const float m = k.max(scores, n_kv);
+    const float inv_sum = static_cast<float>(1.0 / k.exp_sub_sum(scores, m, scores, n_kv));
+    std::memset(out, 0, sizeof(float) * static_cast<size_t>(head_dim));
+    for_each_run([&](int64_t j0, int64_t count, const float *, const float *values, int64_t stride) {
+        for (int64_t i = 0; i < count; ++i) k.axpy(scores[j0 + i] * inv_sum, values + i * stride, out, head_dim);
+    });
+}
+
+} // namespace strata::cpu

@@ -1,0 +1,212 @@
+// The paged KV cache ops of the CPU device (ABI 1.5): kv_store writes K/V rows into block slots, paged_attention
+// attends through the block table with the same inner kernel as the contiguous attention op (so per token the two
+// agree bit for bit), and copy/host_addressable say that device memory is host memory.
+//
+// Block layout (plugin_abi.h, strata_paged_kv): at block base + layer_offset_bytes, block_size K rows of kv_dim
+// floats, then block_size V rows. Token slot p of a sequence is row p % block_size of its block p / block_size.
+#include "cpu_attention_kernel.hpp"
+#include "cpu_device_state.hpp"
+#include "cpu_op_support.hpp"
+#include "cpu_ops.hpp"
+
+#include <strata/plugin.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+
+namespace strata::cpu {
+namespace {
+
+using strata::plugin::fail;
+using strata::plugin::guarded;
+using strata::plugin::ok;
+
+// Checks the block table itself: sizes and the per-sequence block ranges, O(n_seqs). The block bases are checked
+// per token in check_token_slots, only those the op will touch.
+int32_t check_paged_kv(const strata_paged_kv *kv, const char *what, strata_status *st) {
+    if (kv == nullptr) return fail(st, invalid, "cpu %s: kv (the block table) is NULL", what);
+    if (kv->struct_size < sizeof(strata_paged_kv))
+        return fail(st, invalid, "cpu %s: kv.struct_size = %u, expected >= %zu", what, kv->struct_size,
+                    sizeof(strata_paged_kv));
+    if (kv->block_size <= 0 || kv->kv_dim <= 0 || kv->n_seqs <= 0)
+        return fail(st, invalid, "cpu %s: kv.block_size = %d, kv.kv_dim = %d, kv.n_seqs = %d; all must be > 0", what,
+                    kv->block_size, kv->kv_dim, kv->n_seqs);
+    if (kv->seq_block_start == nullptr) return fail(st, invalid, "cpu %s: kv.seq_block_start is NULL", what);
+    if (kv->layer_offset_bytes % sizeof(float) != 0)
+        return fail(st, invalid, "cpu %s: kv.layer_offset_bytes = %llu is not a multiple of %zu (a float)", what,
+                    static_cast<unsigned long long>(kv->layer_offset_bytes), sizeof(float));
+    const int32_t *start = kv->seq_block_start;
+    if (start[0] < 0) return fail(st, invalid, "cpu %s: kv.seq_block_start[0] = %d; must be >= 0", what, start[0]);
+    for (int32_t s = 0; s < kv->n_seqs; ++s)
+        if (start[s + 1] < start[s])
+            return fail(st, invalid,
+                        "cpu %s: kv.seq_block_start[%d] = %d is less than seq_block_start[%d] = %d; block ranges "
+                        "must ascend",
+                        what, s + 1, start[s + 1], s, start[s]);
+    if (start[kv->n_seqs] > start[0] && kv->block_base == nullptr)
+        return fail(st, invalid, "cpu %s: kv.block_base is NULL but the table names %d blocks", what,
+                    start[kv->n_seqs] - start[0]);
+    return STRATA_OK;
+}
+
+// Checks each token's sequence and slot against the table (kv already checked), and the base of every block the op
+// touches for it: the slot's block for a store, every block up to it for attention (a cost well below the rows it
+// then reads). Writes the longest causal span.
+int32_t check_token_slots(const strata_paged_kv *kv, int32_t n_tokens, const int32_t *token_seq,
+                          const int32_t *positions, bool whole_prefix, const char *what, int64_t *n_positions,
+                          strata_status *st) {
+    if (token_seq == nullptr) return fail(st, invalid, "cpu %s: token_seq is NULL", what);
+    if (positions == nullptr) return fail(st, invalid, "cpu %s: positions is NULL", what);
+    int64_t longest = 0;
+    for (int32_t t = 0; t < n_tokens; ++t) {
+        const int32_t s = token_seq[t];
+        if (s < 0 || s >= kv->n_seqs)
+            return fail(st, invalid, "cpu %s: token_seq[%d] = %d is outside [0, kv.n_seqs = %d)", what, t, s,
+                        kv->n_seqs);
+        const int32_t p = positions[t];
+        if (p < 0) return fail(st, invalid, "cpu %s: positions[%d] = %d; positions must be >= 0", what, t, p);
+        const int64_t blocks = int64_t{kv->seq_block_start[s + 1]} - kv->seq_block_start[s];
+        const int64_t slots = blocks * kv->block_size;
+        if (p >= slots)
+            return fail(st, invalid,
+                        "cpu %s: positions[%d] = %d is past the %lld slots of sequence %d (%lld blocks of %d tokens)",
+                        what, t, p, static_cast<long long>(slots), s, static_cast<long long>(blocks), kv->block_size);
+        const int32_t last = kv->seq_block_start[s] + p / kv->block_size;
+        for (int32_t b = whole_prefix ? kv->seq_block_start[s] : last; b <= last; ++b) {
+            const void *base = kv->block_base[b];
+            if (base == nullptr) return fail(st, invalid, "cpu %s: kv.block_base[%d] is NULL", what, b);
+            if (reinterpret_cast<uintptr_t>(base) % alignof(float) != 0)
+                return fail(st, invalid, "cpu %s: kv.block_base[%d] = %p is not aligned for floats", what, b, base);
+        }
+        longest = std::max<int64_t>(longest, int64_t{p} + 1);
+    }
+    *n_positions = longest;
+    return STRATA_OK;
+}
+
+// This layer's rows of one block: K rows first, V rows block_size * kv_dim floats on.
+inline float *layer_rows(const strata_paged_kv *kv, int32_t block) {
+    return reinterpret_cast<float *>(static_cast<char *>(kv->block_base[block]) + kv->layer_offset_bytes);
+}
+
+} // namespace
+
+int32_t kv_store(strata_device *dev, const strata_kv_store_args *a, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu kv_store: device is NULL");
+        if (a == nullptr) return fail(st, invalid, "cpu kv_store: args is NULL");
+        if (a->struct_size < sizeof(strata_kv_store_args))
+            return fail(st, invalid, "cpu kv_store: args.struct_size = %u, expected >= %zu", a->struct_size,
+                        sizeof(strata_kv_store_args));
+        if (a->n_tokens <= 0) return fail(st, invalid, "cpu kv_store: n_tokens = %d; must be > 0", a->n_tokens);
+        if (a->k == nullptr || a->v == nullptr) return fail(st, invalid, "cpu kv_store: k or v is NULL");
+        if (int32_t rc = check_paged_kv(a->kv, "kv_store", st); rc != STRATA_OK) return rc;
+        int64_t n_positions = 0;
+        if (int32_t rc =
+                check_token_slots(a->kv, a->n_tokens, a->token_seq, a->positions, false, "kv_store", &n_positions, st);
+            rc != STRATA_OK)
+            return rc;
+
+        // A plain copy of 2 * n_tokens rows: memory-bound and small next to the matmuls around it, so it stays on the
+        // calling thread (no pool wake-up, no op lock needed: it touches no device scratch).
+        const strata_paged_kv *kv = a->kv;
+        const int64_t kv_dim = kv->kv_dim, block_size = kv->block_size;
+        const size_t row_bytes = sizeof(float) * static_cast<size_t>(kv_dim);
+        for (int32_t t = 0; t < a->n_tokens; ++t) {
+            const int32_t p = a->positions[t];
+            const int32_t block = kv->seq_block_start[a->token_seq[t]] + p / kv->block_size;
+            float *rows = layer_rows(kv, block);
+            const int64_t slot = p % kv->block_size;
+            std::memcpy(rows + slot * kv_dim, a->k + int64_t{t} * kv_dim, row_bytes);
+            std::memcpy(rows + (block_size + slot) * kv_dim, a->v + int64_t{t} * kv_dim, row_bytes);
+        }
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu paged_attention: device is NULL");
+        if (a == nullptr) return fail(st, invalid, "cpu paged_attention: args is NULL");
+        if (a->struct_size < sizeof(strata_paged_attention_args))
+            return fail(st, invalid, "cpu paged_attention: args.struct_size = %u, expected >= %zu", a->struct_size,
+                        sizeof(strata_paged_attention_args));
+        if (a->n_tokens <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 || a->head_dim <= 0)
+            return fail(st, invalid,
+                        "cpu paged_attention: n_tokens = %d, n_heads = %d, n_kv_heads = %d, head_dim = %d; all must "
+                        "be > 0",
+                        a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim);
+        if (a->n_heads % a->n_kv_heads != 0)
+            return fail(st, invalid, "cpu paged_attention: n_heads = %d is not a multiple of n_kv_heads = %d",
+                        a->n_heads, a->n_kv_heads);
+        if (a->q == nullptr || a->out == nullptr) return fail(st, invalid, "cpu paged_attention: q or out is NULL");
+        if (!std::isfinite(a->scale))
+            return fail(st, invalid, "cpu paged_attention: scale = %g; must be finite", static_cast<double>(a->scale));
+        if (int32_t rc = check_paged_kv(a->kv, "paged_attention", st); rc != STRATA_OK) return rc;
+        if (int64_t{a->kv->kv_dim} != int64_t{a->n_kv_heads} * a->head_dim)
+            return fail(st, invalid, "cpu paged_attention: kv.kv_dim = %d but n_kv_heads * head_dim = %lld",
+                        a->kv->kv_dim, static_cast<long long>(int64_t{a->n_kv_heads} * a->head_dim));
+        int64_t n_positions = 0;
+        if (int32_t rc =
+                check_token_slots(a->kv, a->n_tokens, a->token_seq, a->positions, true, "paged_attention", &n_positions,
+                                  st);
+            rc != STRATA_OK)
+            return rc;
+
+        std::lock_guard lock(dev->op_mutex);
+        dev->reserve_scores(n_positions);
+
+        const kernels &k = dev->kern;
+        const strata_paged_kv *kv = a->kv;
+        const int32_t n_heads = a->n_heads, head_dim = a->head_dim;
+        const int32_t group = a->n_heads / a->n_kv_heads;
+        const int64_t kv_dim = kv->kv_dim, block_size = kv->block_size;
+        const float scale = a->scale;
+        // One item per (token, head), as in attention; the rows of a token's sequence come one block at a time.
+        auto body = [&](int64_t i0, int64_t i1, int thread) noexcept {
+            float *scores = dev->scores_of(thread);
+            for (int64_t item = i0; item < i1; ++item) {
+                const int64_t t = item / n_heads;
+                const int32_t h = static_cast<int32_t>(item % n_heads);
+                const int32_t first_block = kv->seq_block_start[a->token_seq[t]];
+                const int64_t n_kv = int64_t{a->positions[t]} + 1;
+                const int64_t head_offset = int64_t{h / group} * head_dim;
+                auto block_runs = [&](const auto &fn) {
+                    int32_t block = first_block;
+                    for (int64_t j0 = 0; j0 < n_kv; j0 += block_size, ++block) {
+                        const float *rows = layer_rows(kv, block);
+                        fn(j0, std::min(block_size, n_kv - j0), rows + head_offset,
+                           rows + block_size * kv_dim + head_offset, kv_dim);
+                    }
+                };
+                attend_head(k, a->q + item * head_dim, head_dim, scale, n_kv, block_runs, scores,
+                            a->out + item * head_dim);
+            }
+        };
+        const int64_t n_items = int64_t{a->n_tokens} * n_heads;
+        const int64_t work_per_item = n_positions * head_dim * 2;
+        const int64_t grain = std::max<int64_t>(1, parallel_min_work / std::max<int64_t>(1, work_per_item));
+        dev->pool.parallel_for(n_items, grain, body);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int32_t kind, strata_status *st) {
+    if (dev == nullptr) return fail(st, invalid, "cpu copy: device is NULL");
+    if (kind != STRATA_COPY_H2D && kind != STRATA_COPY_D2H && kind != STRATA_COPY_D2D)
+        return fail(st, invalid, "cpu copy: kind %d is unknown; use STRATA_COPY_H2D (1), D2H (2) or D2D (3)", kind);
+    if (bytes > 0 && (dst == nullptr || src == nullptr)) return fail(st, invalid, "cpu copy: dst or src is NULL");
+    // Device memory is host memory, so every kind is one host copy; memmove keeps an overlapping D2D copy defined.
+    if (bytes > 0) std::memmove(dst, src, static_cast<size_t>(bytes));
+    ok(st);
+    return STRATA_OK;
+}
+
+int32_t host_addressable(strata_device *) { return 1; }
+
+} // namespace strata::cpu

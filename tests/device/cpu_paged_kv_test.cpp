@@ -1,0 +1,448 @@
+// The paged KV ops (ABI 1.5): kv_store puts rows where the block layout says, and paged_attention over blocks
+// scattered across two pools equals the contiguous attention op over the same rows bit for bit — for several
+// sequences of different lengths in one call, GQA, block sizes 16, 1 and 5, on 1, 2 and 7 threads and both kernel
+// sets. Bad arguments are refused with a message and leave the blocks and the output untouched.
+#include "cpu_test_support.hpp"
+
+#include <limits>
+#include <numeric>
+
+namespace {
+
+using namespace cpu_test;
+
+constexpr int32_t n_heads = 8, n_kv_heads = 2, head_dim = 16, kv_dim = n_kv_heads * head_dim;
+constexpr int32_t n_layers = 2;
+
+uint64_t block_bytes(int32_t block_size) {
+    return uint64_t{n_layers} * 2 * static_cast<uint64_t>(block_size) * kv_dim * sizeof(float);
+}
+
+uint64_t layer_offset(int32_t layer, int32_t block_size) {
+    return uint64_t(layer) * 2 * static_cast<uint64_t>(block_size) * kv_dim * sizeof(float);
+}
+
+// Blocks for every sequence, drawn in random order from two separately allocated pools, which start out as NaN so a
+// read of a slot nobody wrote shows in the result.
+struct paged_cache {
+    int32_t block_size;
+    std::vector<float> pool_a, pool_b;
+    std::vector<void *> block_base;
+    std::vector<int32_t> seq_block_start;
+    strata_paged_kv kv{};
+
+    paged_cache(int32_t bs, const std::vector<int32_t> &seq_lengths, uint32_t seed) : block_size(bs) {
+        std::vector<int32_t> blocks_of;
+        int32_t total = 0;
+        for (int32_t len : seq_lengths) {
+            blocks_of.push_back((len + bs - 1) / bs);
+            total += blocks_of.back();
+        }
+        const size_t floats_per_block = block_bytes(bs) / sizeof(float);
+        const int32_t in_a = total / 2 + 1, in_b = total - in_a + 2; // a spare block in each pool
+        pool_a.assign(floats_per_block * static_cast<size_t>(in_a), std::numeric_limits<float>::quiet_NaN());
+        pool_b.assign(floats_per_block * static_cast<size_t>(in_b), std::numeric_limits<float>::quiet_NaN());
+        std::vector<void *> free_blocks;
+        for (int32_t i = 0; i < in_a; ++i) free_blocks.push_back(pool_a.data() + floats_per_block * size_t(i));
+        for (int32_t i = 0; i < in_b; ++i) free_blocks.push_back(pool_b.data() + floats_per_block * size_t(i));
+        std::mt19937 rng(seed);
+        std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
+        seq_block_start.push_back(0);
+        for (int32_t n : blocks_of) {
+            for (int32_t i = 0; i < n; ++i) block_base.push_back(free_blocks[block_base.size()]);
+            seq_block_start.push_back(static_cast<int32_t>(block_base.size()));
+        }
+        kv.struct_size = sizeof kv;
+        kv.block_size = bs;
+        kv.kv_dim = kv_dim;
+        kv.n_seqs = static_cast<int32_t>(seq_lengths.size());
+        kv.seq_block_start = seq_block_start.data();
+        kv.block_base = block_base.data();
+    }
+
+    strata_paged_kv layer(int32_t l) const {
+        strata_paged_kv k = kv;
+        k.layer_offset_bytes = layer_offset(l, block_size);
+        return k;
+    }
+    // Row `pos` of sequence `seq` in layer l: its K row, or its V row when `value`.
+    const float *row(int32_t l, int32_t seq, int32_t pos, bool value) const {
+        const size_t block = size_t(seq_block_start[size_t(seq)] + pos / block_size);
+        const auto *base = static_cast<const char *>(block_base[block]);
+        const auto *rows = reinterpret_cast<const float *>(base + layer_offset(l, block_size));
+        return rows + (value ? block_size : 0) * kv_dim + (pos % block_size) * kv_dim;
+    }
+};
+
+// Several sequences, each with contiguous K/V rows (the reference cache) and some query tokens at its last positions.
+struct batch_case {
+    std::vector<int32_t> lengths{37, 5, 80};
+    std::vector<std::vector<float>> k, v; // per sequence, lengths[s] x kv_dim
+    // The query tokens, interleaved across sequences: a prefill chunk of seq 0 mixed with decodes of the others.
+    std::vector<int32_t> token_seq{0, 2, 0, 1, 0, 2, 0, 0, 0, 0};
+    std::vector<int32_t> positions;
+    std::vector<float> q;
+    float scale = 1.0f / std::sqrt(float{head_dim});
+
+    explicit batch_case(uint32_t seed) {
+        for (size_t s = 0; s < lengths.size(); ++s) {
+            k.push_back(random_floats(size_t(lengths[s]) * kv_dim, seed + 10 * uint32_t(s), -2.0f, 2.0f));
+            v.push_back(random_floats(size_t(lengths[s]) * kv_dim, seed + 10 * uint32_t(s) + 1));
+        }
+        // Token i of sequence s in the batch sits at the next of its sequence's last positions, ending at length-1
+        // for its last token; seq 2's two tokens are positions 50 and 79 (not adjacent: any slot may be queried).
+        std::vector<int32_t> count(lengths.size(), 0), seen(lengths.size(), 0);
+        for (int32_t s : token_seq) ++count[size_t(s)];
+        for (int32_t s : token_seq) {
+            const int32_t i = seen[size_t(s)]++;
+            int32_t p = lengths[size_t(s)] - count[size_t(s)] + i;
+            if (s == 2 && i == 0) p = 50;
+            positions.push_back(p);
+        }
+        q = random_floats(token_seq.size() * n_heads * head_dim, seed + 99, -2.0f, 2.0f);
+    }
+    int32_t n_tokens() const { return static_cast<int32_t>(token_seq.size()); }
+
+    // Contiguous attention, one call per query token (each token's result depends only on its own rows).
+    std::vector<float> reference(strata_device *dev) const {
+        const size_t row = size_t(n_heads) * head_dim;
+        std::vector<float> out(q.size());
+        for (int32_t t = 0; t < n_tokens(); ++t) {
+            const size_t s = size_t(token_seq[size_t(t)]);
+            strata_attention_args a{};
+            a.struct_size = sizeof a;
+            a.n_tokens = 1;
+            a.n_heads = n_heads;
+            a.n_kv_heads = n_kv_heads;
+            a.head_dim = head_dim;
+            a.kv_row_stride = kv_dim;
+            a.positions = &positions[size_t(t)];
+            a.q = q.data() + size_t(t) * row;
+            a.k_cache = k[s].data();
+            a.v_cache = v[s].data();
+            a.scale = scale;
+            a.out = out.data() + size_t(t) * row;
+            strata_status st{};
+            EXPECT_EQ(ops().attention(dev, &a, &st), STRATA_OK) << st.message;
+        }
+        return out;
+    }
+};
+
+// Writes every row of every sequence into layer l with one kv_store call, tokens of the sequences interleaved.
+void store_all(strata_device *dev, const paged_cache &cache, int32_t l, const std::vector<std::vector<float>> &k,
+               const std::vector<std::vector<float>> &v, const std::vector<int32_t> &lengths) {
+    std::vector<int32_t> seq, pos;
+    std::vector<float> kr, vr;
+    const int32_t longest = *std::max_element(lengths.begin(), lengths.end());
+    for (int32_t p = longest - 1; p >= 0; --p) // descending: order within the call must not matter
+        for (size_t s = 0; s < lengths.size(); ++s)
+            if (p < lengths[s]) {
+                seq.push_back(int32_t(s));
+                pos.push_back(p);
+                kr.insert(kr.end(), k[s].begin() + p * kv_dim, k[s].begin() + (p + 1) * kv_dim);
+                vr.insert(vr.end(), v[s].begin() + p * kv_dim, v[s].begin() + (p + 1) * kv_dim);
+            }
+    const strata_paged_kv kv = cache.layer(l);
+    strata_kv_store_args a{};
+    a.struct_size = sizeof a;
+    a.n_tokens = static_cast<int32_t>(seq.size());
+    a.token_seq = seq.data();
+    a.positions = pos.data();
+    a.k = kr.data();
+    a.v = vr.data();
+    a.kv = &kv;
+    strata_status st{};
+    ASSERT_EQ(ops().kv_store(dev, &a, &st), STRATA_OK) << st.message;
+}
+
+class CpuPagedKv : public ::testing::TestWithParam<std::tuple<int, bool>> {
+  protected:
+    void SetUp() override {
+        dev_ = make_device(std::get<0>(GetParam()), std::get<1>(GetParam()));
+        ASSERT_NE(dev_, nullptr);
+    }
+    strata_device *dev() { return dev_.get(); }
+
+  private:
+    device_ptr dev_;
+};
+
+TEST_P(CpuPagedKv, PagedAttentionEqualsContiguousBitForBit) {
+    ASSERT_TRUE(STRATA_HAS_SLOT(&ops(), kv_store) && STRATA_HAS_SLOT(&ops(), paged_attention));
+    for (int32_t block_size : {16, 1, 5}) {
+        SCOPED_TRACE("block_size " + std::to_string(block_size));
+        const batch_case c(static_cast<uint32_t>(block_size) * 7 + 1);
+        paged_cache cache(block_size, c.lengths, static_cast<uint32_t>(block_size));
+        // Layer 0 holds other rows, so a wrong layer offset shows; the attended layer is 1.
+        const batch_case other(static_cast<uint32_t>(block_size) * 7 + 500);
+        store_all(dev(), cache, 0, other.k, other.v, c.lengths);
+        store_all(dev(), cache, 1, c.k, c.v, c.lengths);
+
+        // kv_store put each row where the layout says.
+        for (size_t s = 0; s < c.lengths.size(); ++s)
+            for (int32_t p = 0; p < c.lengths[s]; ++p) {
+                ASSERT_EQ(std::memcmp(cache.row(1, int32_t(s), p, false), c.k[s].data() + p * kv_dim,
+                                      kv_dim * sizeof(float)), 0) << "K row " << p << " of seq " << s;
+                ASSERT_EQ(std::memcmp(cache.row(1, int32_t(s), p, true), c.v[s].data() + p * kv_dim,
+                                      kv_dim * sizeof(float)), 0) << "V row " << p << " of seq " << s;
+            }
+
+        const std::vector<float> want = c.reference(dev());
+        std::vector<float> got(c.q.size(), -7.0f);
+        const strata_paged_kv kv = cache.layer(1);
+        strata_paged_attention_args a{};
+        a.struct_size = sizeof a;
+        a.n_tokens = c.n_tokens();
+        a.n_heads = n_heads;
+        a.n_kv_heads = n_kv_heads;
+        a.head_dim = head_dim;
+        a.token_seq = c.token_seq.data();
+        a.positions = c.positions.data();
+        a.q = c.q.data();
+        a.scale = c.scale;
+        a.out = got.data();
+        a.kv = &kv;
+        strata_status st{};
+        ASSERT_EQ(ops().paged_attention(dev(), &a, &st), STRATA_OK) << st.message;
+        for (int32_t t = 0; t < c.n_tokens(); ++t) {
+            const size_t row = size_t(n_heads) * head_dim;
+            EXPECT_EQ(std::memcmp(got.data() + size_t(t) * row, want.data() + size_t(t) * row, row * sizeof(float)), 0)
+                << "token " << t << " (seq " << c.token_seq[size_t(t)] << ", position " << c.positions[size_t(t)]
+                << ") differs from contiguous attention";
+        }
+        // Not trivially equal: the output is finite and not the same for every token.
+        EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float x) { return std::isfinite(x); }));
+        EXPECT_NE(std::memcmp(got.data(), got.data() + n_heads * head_dim, n_heads * head_dim * sizeof(float)), 0);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(ThreadsAndKernels, CpuPagedKv,
+                         ::testing::Combine(::testing::Values(1, 2, 7), ::testing::Values(false, true)),
+                         [](const auto &info) {
+                             return std::to_string(std::get<0>(info.param)) + "threads" +
+                                    (std::get<1>(info.param) ? "Scalar" : "Fast");
+                         });
+
+// A long context through the paged path: the score scratch grows past its preallocated 4096 positions.
+TEST(CpuPagedKvLong, LongSequenceGrowsScratchAndStillMatches) {
+    device_ptr dev = make_device(2);
+    ASSERT_NE(dev, nullptr);
+    batch_case c(3);
+    c.lengths = {5000};
+    c.k = {random_floats(size_t(5000) * kv_dim, 4, -2.0f, 2.0f)};
+    c.v = {random_floats(size_t(5000) * kv_dim, 5)};
+    c.token_seq = {0, 0};
+    c.positions = {4998, 4999};
+    c.q = random_floats(2 * n_heads * head_dim, 6, -2.0f, 2.0f);
+    paged_cache cache(16, c.lengths, 9);
+    store_all(dev.get(), cache, 0, c.k, c.v, c.lengths);
+    const std::vector<float> want = c.reference(dev.get());
+    std::vector<float> got(c.q.size());
+    const strata_paged_kv kv = cache.layer(0);
+    strata_paged_attention_args a{};
+    a.struct_size = sizeof a;
+    a.n_tokens = 2;
+    a.n_heads = n_heads;
+    a.n_kv_heads = n_kv_heads;
+    a.head_dim = head_dim;
+    a.token_seq = c.token_seq.data();
+    a.positions = c.positions.data();
+    a.q = c.q.data();
+    a.scale = c.scale;
+    a.out = got.data();
+    a.kv = &kv;
+    strata_status st{};
+    ASSERT_EQ(ops().paged_attention(dev.get(), &a, &st), STRATA_OK) << st.message;
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+}
+
+class CpuPagedKvBadArguments : public ::testing::Test {
+  protected:
+    void SetUp() override { dev_ = make_device(2); }
+
+    // Asserts an invalid-argument failure whose message names `needle`, then clears the status.
+    void expect_invalid(int32_t code, const char *what, const char *needle) {
+        EXPECT_EQ(code, STRATA_ERR_INVALID_ARGUMENT) << what;
+        EXPECT_EQ(st_.code, STRATA_ERR_INVALID_ARGUMENT) << what;
+        EXPECT_NE(std::strstr(st_.message, needle), nullptr) << what << ": message '" << st_.message
+                                                             << "' does not mention '" << needle << "'";
+        st_ = strata_status{};
+    }
+
+    device_ptr dev_;
+    strata_status st_{};
+};
+
+TEST_F(CpuPagedKvBadArguments, KvStoreRefusesAndWritesNothing) {
+    strata_device *d = dev_.get();
+    paged_cache cache(4, {6, 3}, 1); // seq 0: 2 blocks (8 slots), seq 1: 1 block (4 slots)
+    const std::vector<float> pool_a = cache.pool_a, pool_b = cache.pool_b;
+    const std::vector<float> k = random_floats(2 * kv_dim, 1), v = random_floats(2 * kv_dim, 2);
+    std::vector<int32_t> seq{0, 1}, pos{7, 3};
+    strata_paged_kv kv = cache.layer(1);
+    strata_kv_store_args good{};
+    good.struct_size = sizeof good;
+    good.n_tokens = 2;
+    good.token_seq = seq.data();
+    good.positions = pos.data();
+    good.k = k.data();
+    good.v = v.data();
+    good.kv = &kv;
+
+    expect_invalid(ops().kv_store(nullptr, &good, &st_), "null device", "device is NULL");
+    expect_invalid(ops().kv_store(d, nullptr, &st_), "null args", "args is NULL");
+    auto a = good;
+    a.struct_size = 8;
+    expect_invalid(ops().kv_store(d, &a, &st_), "old struct", "struct_size");
+    a = good;
+    a.n_tokens = 0;
+    expect_invalid(ops().kv_store(d, &a, &st_), "zero tokens", "n_tokens");
+    a = good;
+    a.v = nullptr;
+    expect_invalid(ops().kv_store(d, &a, &st_), "null v", "k or v is NULL");
+    a = good;
+    a.kv = nullptr;
+    expect_invalid(ops().kv_store(d, &a, &st_), "null kv", "kv (the block table) is NULL");
+    a = good;
+    a.token_seq = nullptr;
+    expect_invalid(ops().kv_store(d, &a, &st_), "null token_seq", "token_seq is NULL");
+    a = good;
+    a.positions = nullptr;
+    expect_invalid(ops().kv_store(d, &a, &st_), "null positions", "positions is NULL");
+
+    seq = {0, 2};
+    expect_invalid(ops().kv_store(d, &good, &st_), "seq past n_seqs", "token_seq[1] = 2");
+    seq = {-1, 1};
+    expect_invalid(ops().kv_store(d, &good, &st_), "negative seq", "token_seq[0] = -1");
+    seq = {0, 1};
+    pos = {8, 3};
+    expect_invalid(ops().kv_store(d, &good, &st_), "position past the blocks", "past the 8 slots of sequence 0");
+    pos = {7, 4};
+    expect_invalid(ops().kv_store(d, &good, &st_), "position past a one-block sequence", "past the 4 slots");
+    pos = {-2, 3};
+    expect_invalid(ops().kv_store(d, &good, &st_), "negative position", "must be >= 0");
+    pos = {7, 3};
+
+    strata_paged_kv bad = kv;
+    good.kv = &bad;
+    bad.struct_size = 4;
+    expect_invalid(ops().kv_store(d, &good, &st_), "old kv struct", "kv.struct_size");
+    bad = kv;
+    bad.block_size = 0;
+    expect_invalid(ops().kv_store(d, &good, &st_), "zero block size", "kv.block_size = 0");
+    bad = kv;
+    bad.kv_dim = -1;
+    expect_invalid(ops().kv_store(d, &good, &st_), "negative kv_dim", "kv.kv_dim = -1");
+    bad = kv;
+    bad.n_seqs = 0;
+    expect_invalid(ops().kv_store(d, &good, &st_), "no sequences", "kv.n_seqs = 0");
+    bad = kv;
+    bad.seq_block_start = nullptr;
+    expect_invalid(ops().kv_store(d, &good, &st_), "null seq_block_start", "seq_block_start is NULL");
+    bad = kv;
+    bad.block_base = nullptr;
+    expect_invalid(ops().kv_store(d, &good, &st_), "null block_base", "block_base is NULL");
+    bad = kv;
+    bad.layer_offset_bytes = 6;
+    expect_invalid(ops().kv_store(d, &good, &st_), "odd layer offset", "layer_offset_bytes = 6");
+    const std::vector<int32_t> descending{0, 2, 1};
+    bad = kv;
+    bad.seq_block_start = descending.data();
+    expect_invalid(ops().kv_store(d, &good, &st_), "descending block ranges", "must ascend");
+    std::vector<void *> with_null = cache.block_base;
+    with_null[2] = nullptr;
+    bad = kv;
+    bad.block_base = with_null.data();
+    expect_invalid(ops().kv_store(d, &good, &st_), "a null block", "block_base[2] is NULL");
+    good.kv = &kv;
+
+    EXPECT_EQ(std::memcmp(cache.pool_a.data(), pool_a.data(), pool_a.size() * sizeof(float)), 0)
+        << "a refused kv_store wrote into the blocks";
+    EXPECT_EQ(std::memcmp(cache.pool_b.data(), pool_b.data(), pool_b.size() * sizeof(float)), 0)
+        << "a refused kv_store wrote into the blocks";
+    ASSERT_EQ(ops().kv_store(d, &good, &st_), STRATA_OK) << st_.message;
+    EXPECT_EQ(std::memcmp(cache.row(1, 1, 3, true), v.data() + kv_dim, kv_dim * sizeof(float)), 0);
+}
+
+TEST_F(CpuPagedKvBadArguments, PagedAttentionRefusesAndLeavesOutputUntouched) {
+    strata_device *d = dev_.get();
+    paged_cache cache(4, {6, 3}, 2);
+    const batch_case rows(5);
+    store_all(d, cache, 0, {rows.k[0], rows.k[1]}, {rows.v[0], rows.v[1]}, {6, 3});
+    std::vector<int32_t> seq{1, 0}, pos{2, 5};
+    const std::vector<float> q = random_floats(2 * n_heads * head_dim, 3);
+    std::vector<float> out(q.size(), -7.0f);
+    const strata_paged_kv kv = cache.layer(0);
+    strata_paged_attention_args good{};
+    good.struct_size = sizeof good;
+    good.n_tokens = 2;
+    good.n_heads = n_heads;
+    good.n_kv_heads = n_kv_heads;
+    good.head_dim = head_dim;
+    good.token_seq = seq.data();
+    good.positions = pos.data();
+    good.q = q.data();
+    good.scale = 0.25f;
+    good.out = out.data();
+    good.kv = &kv;
+
+    expect_invalid(ops().paged_attention(nullptr, &good, &st_), "null device", "device is NULL");
+    expect_invalid(ops().paged_attention(d, nullptr, &st_), "null args", "args is NULL");
+    auto a = good;
+    a.struct_size = 12;
+    expect_invalid(ops().paged_attention(d, &a, &st_), "old struct", "struct_size");
+    a = good;
+    a.n_kv_heads = 3;
+    expect_invalid(ops().paged_attention(d, &a, &st_), "heads not a multiple", "not a multiple");
+    a = good;
+    a.head_dim = 8;
+    expect_invalid(ops().paged_attention(d, &a, &st_), "kv_dim mismatch",
+                   "kv.kv_dim = 32 but n_kv_heads * head_dim = 16");
+    a = good;
+    a.q = nullptr;
+    expect_invalid(ops().paged_attention(d, &a, &st_), "null q", "q or out is NULL");
+    a = good;
+    a.scale = std::numeric_limits<float>::infinity();
+    expect_invalid(ops().paged_attention(d, &a, &st_), "infinite scale", "must be finite");
+    a = good;
+    a.kv = nullptr;
+    expect_invalid(ops().paged_attention(d, &a, &st_), "null kv", "kv (the block table) is NULL");
+    seq = {1, 1};
+    expect_invalid(ops().paged_attention(d, &good, &st_), "position past the sequence's blocks", "past the 4 slots");
+    seq = {3, 0};
+    expect_invalid(ops().paged_attention(d, &good, &st_), "seq past n_seqs", "outside [0, kv.n_seqs = 2)");
+    seq = {1, 0};
+    // Attention reads every block up to the slot, so a NULL earlier block is caught too (kv_store checks only the
+    // slot's own block).
+    std::vector<void *> with_null = cache.block_base;
+    with_null[0] = nullptr;
+    strata_paged_kv bad = kv;
+    bad.block_base = with_null.data();
+    a = good;
+    a.kv = &bad;
+    expect_invalid(ops().paged_attention(d, &a, &st_), "a null block before the slot", "block_base[0] is NULL");
+    EXPECT_EQ(out, std::vector<float>(q.size(), -7.0f)) << "a refused paged_attention wrote its output";
+    ASSERT_EQ(ops().paged_attention(d, &good, &st_), STRATA_OK) << st_.message;
+    EXPECT_NE(out, std::vector<float>(q.size(), -7.0f));
+}
+
+TEST_F(CpuPagedKvBadArguments, CopyAndHostAddressable) {
+    strata_device *d = dev_.get();
+    ASSERT_TRUE(STRATA_HAS_SLOT(&ops(), copy) && STRATA_HAS_SLOT(&ops(), host_addressable));
+    EXPECT_EQ(ops().host_addressable(d), 1);
+    std::vector<char> src(100), dst(100, 0);
+    std::iota(src.begin(), src.end(), 0);
+    for (int32_t kind : {STRATA_COPY_H2D, STRATA_COPY_D2H, STRATA_COPY_D2D}) {
+        std::fill(dst.begin(), dst.end(), 0);
+        ASSERT_EQ(ops().copy(d, dst.data(), src.data(), 100, kind, &st_), STRATA_OK) << st_.message;
+        EXPECT_EQ(dst, src);
+    }
+    EXPECT_EQ(ops().copy(d, nullptr, nullptr, 0, STRATA_COPY_H2D, &st_), STRATA_OK) << "0 bytes need no buffers";
+    expect_invalid(ops().copy(d, dst.data(), src.data(), 100, 9, &st_), "unknown kind", "kind 9 is unknown");
+    expect_invalid(ops().copy(d, nullptr, src.data(), 100, STRATA_COPY_H2D, &st_), "null dst", "dst or src is NULL");
+    expect_invalid(ops().copy(nullptr, dst.data(), src.data(), 100, STRATA_COPY_H2D, &st_), "null device",
+                   "device is NULL");
+}
+
+} // namespace
