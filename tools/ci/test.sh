@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run): install packages, build everything with warnings as errors (g++ and
 # clang), run every test, build the SDK examples out of tree against the installed SDK, drive the HTTP server with the
-# official openai npm client, and fuzz the GGUF and HTTP request parsers.
+# official openai npm client, and fuzz the GGUF and HTTP request parsers and the KV prefix store's entry reader.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/ci/setup.sh
@@ -20,6 +20,8 @@ CC=clang CXX=clang++ cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=RelWi
   -DSTRATA_BUILD_FUZZERS=ON
 cmake --build build-clang -j"$jobs"
 bash tools/fuzz/run_fuzz_gguf.sh build-clang "${STRATA_FUZZ_SECONDS:-60}"
+# Arbitrary bytes as a KV prefix store entry file, read through the real store.
+bash tools/fuzz/run_fuzz_kv_entry.sh build-clang "${STRATA_FUZZ_SECONDS:-60}"
 # HTTP request bytes through Beast's parser and the openai_http request parsers.
 mkdir -p build-clang/fuzz_http_corpus
 build-clang/bin/fuzz_http_request -max_total_time="${STRATA_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -max_len=65536 \
