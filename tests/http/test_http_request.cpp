@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <limits>
 
 namespace {
@@ -320,6 +321,81 @@ TEST(HttpMetrics, PrometheusTextHasCumulativeBucketsAndEngineCounters) {
     EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 3\n"), std::string::npos);
     EXPECT_NE(text.find("vllm:time_to_first_token_seconds_count{model_name=\"m\"} 3\n"), std::string::npos);
     EXPECT_NE(text.find("# TYPE vllm:inter_token_latency_seconds histogram"), std::string::npos);
+}
+
+TEST(HttpMetrics, KvSeriesAppearOnlyWhenTheEngineFilledTheAbi15Tail) {
+    frontend_metrics m;
+    strata_engine_stats e{};
+    e.struct_size = offsetof(strata_engine_stats, kv_block_size); // an engine before ABI 1.5
+    e.kv_blocks_total[STRATA_KV_DEVICE] = 99;                      // not filled by such an engine: never read
+    const std::string old = prometheus_text(m, e, "m");
+    EXPECT_EQ(old.find("gpu_cache_usage_perc"), std::string::npos) << old;
+    EXPECT_EQ(old.find("strata_kv_blocks"), std::string::npos) << old;
+
+    e.struct_size = sizeof e;
+    e.kv_block_size = 16;
+    e.kv_blocks_total[STRATA_KV_DEVICE] = 200;
+    e.kv_blocks_used[STRATA_KV_DEVICE] = 80;
+    e.kv_blocks_cached[STRATA_KV_DEVICE] = 30; // 50 held by requests: usage 0.25
+    e.kv_blocks_total[STRATA_KV_HOST] = 1000;
+    e.kv_blocks_used[STRATA_KV_HOST] = 100;
+    e.kv_blocks_total[STRATA_KV_NVME] = 5000;
+    e.kv_blocks_used[STRATA_KV_NVME] = 7;
+    e.kv_blocks_cached[STRATA_KV_NVME] = 7;
+    e.preemptions_swap = 2;
+    e.preemptions_recompute = 3;
+    e.prefix_queries = 40;
+    e.prefix_hits[STRATA_KV_DEVICE] = 10;
+    e.prefix_hits[STRATA_KV_HOST] = 4;
+    e.prefix_hits[STRATA_KV_NVME] = 1;
+    e.kv_bytes_swapped_out = 4096;
+    e.kv_bytes_swapped_in = 1024;
+    const std::string text = prometheus_text(m, e, "m");
+    for (const char *line : {
+             "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n",
+             "vllm:cpu_cache_usage_perc{model_name=\"m\"} 0.1\n",
+             "vllm:num_preemptions_total{model_name=\"m\"} 5\n",
+             "vllm:gpu_prefix_cache_queries_total{model_name=\"m\"} 40\n",
+             "vllm:gpu_prefix_cache_hits_total{model_name=\"m\"} 10\n",
+             "strata_kv_block_size{model_name=\"m\"} 16\n",
+             "strata_kv_blocks{model_name=\"m\",tier=\"device\",state=\"total\"} 200\n",
+             "strata_kv_blocks{model_name=\"m\",tier=\"device\",state=\"used\"} 80\n",
+             "strata_kv_blocks{model_name=\"m\",tier=\"device\",state=\"cached\"} 30\n",
+             "strata_kv_blocks{model_name=\"m\",tier=\"host\",state=\"used\"} 100\n",
+             "strata_kv_blocks{model_name=\"m\",tier=\"nvme\",state=\"total\"} 5000\n",
+             "strata_kv_blocks{model_name=\"m\",tier=\"nvme\",state=\"cached\"} 7\n",
+             "strata_kv_preemptions_total{model_name=\"m\",mode=\"swap\"} 2\n",
+             "strata_kv_preemptions_total{model_name=\"m\",mode=\"recompute\"} 3\n",
+             "strata_prefix_cache_hits_total{model_name=\"m\",tier=\"device\"} 10\n",
+             "strata_prefix_cache_hits_total{model_name=\"m\",tier=\"host\"} 4\n",
+             "strata_prefix_cache_hits_total{model_name=\"m\",tier=\"nvme\"} 1\n",
+             "strata_kv_swapped_bytes_total{model_name=\"m\",direction=\"out\"} 4096\n",
+             "strata_kv_swapped_bytes_total{model_name=\"m\",direction=\"in\"} 1024\n",
+             "# TYPE strata_kv_blocks gauge\n",
+             "# TYPE vllm:num_preemptions_total counter\n",
+         }) {
+        EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+    }
+    // One HELP/TYPE per family, even with several samples.
+    size_t types = 0;
+    for (size_t at = 0; (at = text.find("# TYPE strata_kv_blocks ", at)) != std::string::npos; ++at) ++types;
+    EXPECT_EQ(types, 1u);
+}
+
+TEST(HttpRequestParse, EchoIsForCompletionsAndNotWithLogprobs) {
+    EXPECT_TRUE(ok(R"({"prompt":"x","echo":true})").echo);
+    EXPECT_FALSE(ok(R"({"prompt":"x","echo":false})").echo);
+    EXPECT_FALSE(ok(R"({"prompt":"x"})").echo);
+    EXPECT_EQ(err(R"({"prompt":"x","echo":1})").param, "echo");
+    const api_error with_logprobs = err(R"({"prompt":"x","echo":true,"logprobs":2})");
+    EXPECT_EQ(with_logprobs.status, 400);
+    EXPECT_EQ(with_logprobs.param, "echo");
+    EXPECT_NE(with_logprobs.message.find("prompt"), std::string::npos) << with_logprobs.message;
+    EXPECT_NE(with_logprobs.message.find("not supported yet"), std::string::npos) << with_logprobs.message;
+    EXPECT_TRUE(ok(R"({"prompt":"x","echo":true,"logprobs":null})").echo);
+    const api_error chat = err(R"({"messages":[{"role":"user","content":"x"}],"echo":true})", endpoint::chat_completions);
+    EXPECT_EQ(chat.param, "echo");
+    EXPECT_NE(chat.message.find("/v1/completions"), std::string::npos) << chat.message;
 }
 
 } // namespace

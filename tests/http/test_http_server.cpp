@@ -8,13 +8,19 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <poll.h>
+#include <regex>
 #include <spawn.h>
+#include <sstream>
 #include <string>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 
@@ -343,6 +349,81 @@ TEST_F(HttpServer, MetricsNameTheVllmSeries) {
                              "vllm:time_to_first_token_seconds_bucket", "vllm:inter_token_latency_seconds_count"}) {
         EXPECT_NE(r.body.find(name), std::string::npos) << name;
     }
+    // Every sample line parses as `name{labels} number`; the KV series of the ABI 1.5 stats tail are all there (their
+    // values wait for the block manager, so only their form is checked here).
+    const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\} (\S+)$)");
+    std::map<std::string, double> samples; // "name{labels}" -> value
+    std::istringstream lines(r.body);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.empty() || line[0] == '#') continue;
+        std::smatch m;
+        ASSERT_TRUE(std::regex_match(line, m, sample)) << line;
+        size_t used = 0;
+        const double v = std::stod(m[3].str(), &used);
+        EXPECT_EQ(used, m[3].str().size()) << line;
+        EXPECT_TRUE(std::isfinite(v)) << line;
+        samples[m[1].str() + "{" + m[2].str() + "}"] = v;
+    }
+    const std::string model = "model_name=\"stories260K\"";
+    for (const char *name : {"vllm:gpu_cache_usage_perc", "vllm:cpu_cache_usage_perc"}) {
+        const auto it = samples.find(std::string(name) + "{" + model + "}");
+        ASSERT_NE(it, samples.end()) << name << "\n" << r.body;
+        EXPECT_GE(it->second, 0.0);
+        EXPECT_LE(it->second, 1.0);
+    }
+    for (const char *name : {"vllm:num_preemptions_total", "vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_hits_total",
+                             "strata_kv_block_size"}) {
+        EXPECT_TRUE(samples.count(std::string(name) + "{" + model + "}")) << name << "\n" << r.body;
+    }
+    for (const char *tier : {"device", "host", "nvme"}) {
+        for (const char *state : {"total", "used", "cached"}) {
+            const std::string key = "strata_kv_blocks{" + model + ",tier=\"" + tier + "\",state=\"" + state + "\"}";
+            EXPECT_TRUE(samples.count(key)) << key << "\n" << r.body;
+        }
+        const std::string hits = "strata_prefix_cache_hits_total{" + model + ",tier=\"" + tier + "\"}";
+        EXPECT_TRUE(samples.count(hits)) << hits;
+    }
+    for (const char *mode : {"swap", "recompute"}) {
+        EXPECT_TRUE(samples.count("strata_kv_preemptions_total{" + model + ",mode=\"" + mode + "\"}")) << mode;
+    }
+    for (const char *direction : {"out", "in"}) {
+        EXPECT_TRUE(samples.count("strata_kv_swapped_bytes_total{" + model + ",direction=\"" + direction + "\"}")) << direction;
+    }
+}
+
+TEST_F(HttpServer, EchoPutsThePromptFirstAlsoWhenStreamed) {
+    const std::string base = R"({"prompt":"Once upon a time","max_tokens":12,"temperature":0)";
+    const std::string plain = json::parse(request("POST", "/v1/completions", base + "}").body)["choices"][0]["text"];
+    http_reply r = request("POST", "/v1/completions", base + R"(,"echo":true})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json j = json::parse(r.body);
+    EXPECT_EQ(j["choices"][0]["text"], "Once upon a time" + plain);
+    EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+    EXPECT_EQ(j["usage"]["prompt_tokens"], 5);
+    // Streamed, the prompt is the choice's first text chunk and the rest follows unchanged.
+    http_reply st = request("POST", "/v1/completions", base + R"(,"echo":true,"stream":true})");
+    ASSERT_EQ(st.status, 200);
+    std::vector<std::string> texts;
+    size_t pos = 0;
+    while ((pos = st.body.find("data: {", pos)) != std::string::npos) {
+        const size_t end = st.body.find("\n\n", pos);
+        ASSERT_NE(end, std::string::npos);
+        const json ev = json::parse(st.body.substr(pos + 6, end - pos - 6));
+        pos = end;
+        if (!ev["choices"].empty() && !ev["choices"][0]["text"].get<std::string>().empty()) texts.push_back(ev["choices"][0]["text"]);
+    }
+    ASSERT_FALSE(texts.empty()) << st.body;
+    EXPECT_EQ(texts.front(), "Once upon a time");
+    std::string joined;
+    for (const std::string &t : texts) joined += t;
+    EXPECT_EQ(joined, "Once upon a time" + plain);
+    // A token-id prompt echoes as its ids decode; echo with logprobs is refused with the reason.
+    http_reply ids = request("POST", "/v1/completions", R"({"prompt":[403,407,261,378],"max_tokens":3,"temperature":0,"echo":true})");
+    ASSERT_EQ(ids.status, 200) << ids.body;
+    EXPECT_EQ(json::parse(ids.body)["choices"][0]["text"].get<std::string>().rfind("Once upon a time", 0), 0u) << ids.body;
+    http_reply lp = request("POST", "/v1/completions", base + R"(,"echo":true,"logprobs":1})");
+    EXPECT_EQ(lp.status, 400);
+    EXPECT_NE(json::parse(lp.body)["error"]["message"].get<std::string>().find("not supported yet"), std::string::npos) << lp.body;
 }
 
 TEST_F(HttpServer, TokenizeAndDetokenizeRoundTrip) {
@@ -445,6 +526,89 @@ TEST(HttpServerLimits, ClientDisconnectCancelsItsGeneration) {
     EXPECT_LT(metric_value(metrics, "vllm:generation_tokens_total"), 60000) << metrics;
     EXPECT_EQ(metric_value(metrics, "strata:request_failure_total"), 1) << metrics;
     EXPECT_EQ(metric_value(metrics, "vllm:request_success_total"), 1) << metrics;
+    stop_runtime(pid, log);
+}
+
+// Waits until the server closes `sock` (a read returns end-of-file or an error), reading and keeping any bytes it
+// sends first. False if it is still open after `limit` (a generous bound: this checks behaviour, not speed).
+bool wait_for_close(tcp::socket &sock, std::chrono::milliseconds limit, std::string *received = nullptr) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::array<char, 4096> buf{};
+    while (std::chrono::steady_clock::now() < deadline) {
+        pollfd p{sock.native_handle(), POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        const ssize_t n = ::recv(sock.native_handle(), buf.data(), buf.size(), 0);
+        if (n <= 0) return true;
+        if (received) received->append(buf.data(), static_cast<size_t>(n));
+    }
+    return false;
+}
+
+TEST(HttpServerLimits, HeadersOverMaxHeaderBytesGet431AndShortTimeoutsCloseSlowOrIdleClients) {
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_http_slow_" + std::to_string(::getpid()) + ".log");
+    // Reading a request may take 1 s; a kept-alive connection may wait 600 s for its next one.
+    const pid_t pid = start_runtime(g_port, log, {"--set", "openai_http.max_header_bytes=1024", "--set", "openai_http.read_timeout_s=1",
+                                                  "--set", "openai_http.idle_timeout_s=600"});
+    ASSERT_NE(pid, 0) << read_text(log);
+
+    // Headers of 4 KiB against a 1 KiB limit: 431 with the limit named; a request just under it is served.
+    http_reply big = request("GET", "/v1/models", "", "Bearer " + k_key + "\r\nX-Pad: " + std::string(4096, 'a'));
+    EXPECT_EQ(big.status, 431) << big.headers;
+    EXPECT_NE(big.body.find("max_header_bytes (1024 bytes)"), std::string::npos) << big.body;
+    EXPECT_EQ(request("GET", "/v1/models", "", "Bearer " + k_key + "\r\nX-Pad: " + std::string(700, 'a')).status, 200);
+
+    // A client that sends its header one byte every 200 ms never completes it within 1 s: the server hangs up
+    // without answering, while the client still has bytes to send.
+    {
+        net::io_context ioc;
+        tcp::socket sock(ioc);
+        sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+        const std::string header = "GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + std::string(200, 'b') + "\r\n\r\n";
+        bool closed = false;
+        size_t sent = 0;
+        std::string received;
+        for (; sent < header.size() && !closed; ++sent) {
+            boost::system::error_code ec;
+            sock.write_some(net::buffer(header.data() + sent, 1), ec);
+            if (ec) {
+                closed = true; // the server closed already and the kernel refused the byte
+                break;
+            }
+            closed = wait_for_close(sock, std::chrono::milliseconds(200), &received);
+        }
+        EXPECT_TRUE(closed) << "the slow client was still connected after sending its whole header";
+        EXPECT_LT(sent, header.size());
+        EXPECT_TRUE(received.empty()) << received;
+    }
+
+    // The server still serves a client that sends its request at once.
+    EXPECT_EQ(request("GET", "/health", "", "").status, 200);
+    stop_runtime(pid, log);
+}
+
+TEST(HttpServerLimits, AnIdleKeptAliveConnectionIsClosedAfterTheIdleTimeout) {
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_http_idle_" + std::to_string(::getpid()) + ".log");
+    // Idle connections may wait 1 s for their next request; reading one may take 600 s, so a close within the
+    // 30 s this test waits is the idle limit at work.
+    const pid_t pid = start_runtime(g_port, log, {"--set", "openai_http.idle_timeout_s=1", "--set", "openai_http.read_timeout_s=600"});
+    ASSERT_NE(pid, 0) << read_text(log);
+    net::io_context ioc;
+    tcp::socket sock(ioc);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+    // Two requests on the connection: it is kept alive between them, then closed once idle.
+    for (int i = 0; i < 2; ++i) {
+        net::write(sock, net::buffer(std::string("GET /health HTTP/1.1\r\nHost: x\r\n\r\n")));
+        std::string got;
+        std::array<char, 256> buf{};
+        while (got.find("\r\n\r\n") == std::string::npos) got.append(buf.data(), sock.read_some(net::buffer(buf)));
+        EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+        EXPECT_EQ(got.find("Connection: close"), std::string::npos) << got;
+    }
+    std::string extra;
+    EXPECT_TRUE(wait_for_close(sock, std::chrono::seconds(30), &extra)) << "an idle kept-alive connection stayed open";
+    EXPECT_TRUE(extra.empty()) << extra;
     stop_runtime(pid, log);
 }
 

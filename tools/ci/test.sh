@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README, .ci/run): install packages, build everything with warnings as errors (g++ and
 # clang), run every test, build the SDK examples out of tree against the installed SDK, drive the HTTP server with the
-# official openai npm client, and fuzz the GGUF and HTTP request parsers.
+# official openai npm client and a short load run, and fuzz the GGUF and HTTP request parsers and the KV prefix
+# store's entry reader.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/ci/setup.sh
@@ -15,11 +16,17 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 bash tools/ci/build_sdk_examples.sh build
 # The openai_http frontend as the official `openai` npm client sees it (version pinned by the lockfile).
 (cd tests/http/node && npm ci --no-audit --no-fund && STRATA_RUNTIME="$PWD/../../../build/bin/runtime" npm test)
+# A short load run (16 streaming clients for 10 s, every 10th hanging up mid-stream): no other request may fail, the
+# engine must be idle at the end with no KV block still held by a sequence, and the server must exit 0 on SIGINT.
+node tools/load/http_load.mjs --smoke --runtime build/bin/runtime \
+  --model "${STRATA_MODEL:-${STRATA_SHARED_DIR:-../shared}/models/stories260K-f32.gguf}"
 # clang 14 must build everything warning-free too; the same build carries the libFuzzer target for the GGUF parser.
 CC=clang CXX=clang++ cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=ON \
   -DSTRATA_BUILD_FUZZERS=ON
 cmake --build build-clang -j"$jobs"
 bash tools/fuzz/run_fuzz_gguf.sh build-clang "${STRATA_FUZZ_SECONDS:-60}"
+# Arbitrary bytes as a KV prefix store entry file, read through the real store.
+bash tools/fuzz/run_fuzz_kv_entry.sh build-clang "${STRATA_FUZZ_SECONDS:-60}"
 # HTTP request bytes through Beast's parser and the openai_http request parsers.
 mkdir -p build-clang/fuzz_http_corpus
 build-clang/bin/fuzz_http_request -max_total_time="${STRATA_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -max_len=65536 \

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // Load test for the openai_http frontend: starts `runtime --frontend openai_http` on a loopback port, drives it with
 // N concurrent streaming /v1/completions clients for a fixed time (a share of them hang up mid-stream), watches the
-// server's resident memory and /metrics, stops the server with SIGINT and says whether it held up.
+// server's resident memory and /metrics (including the KV blocks still held once it is idle), stops the server with
+// SIGINT and says whether it held up. `--smoke` is the short run CI does.
 // Bounded by design: fixed client count, fixed duration, every request has a timeout, and the tool stops by itself.
 // Only node: built-ins, so it runs on a bare Node >= 20 without `npm install`.
 
 import http from 'node:http';
+import net from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,11 +15,12 @@ import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-const USAGE = `usage: node tools/load/http_load.mjs --runtime PATH --model PATH --port N [options]
+const USAGE = `usage: node tools/load/http_load.mjs --runtime PATH --model PATH [options]
 
   --runtime PATH         the runtime executable (build/bin/runtime)
   --model PATH           GGUF model to serve
-  --port N               free TCP port on 127.0.0.1 for the server
+  --port N               free TCP port on 127.0.0.1 for the server (default: one the system picks)
+  --smoke                a short run: --clients 16 --duration 10 unless those are given
   --clients N            concurrent streaming clients (default 64)
   --duration S           seconds during which clients start new requests (default 60)
   --disconnect-pct P     percent of requests that hang up after a few chunks (default 10)
@@ -27,13 +30,16 @@ const USAGE = `usage: node tools/load/http_load.mjs --runtime PATH --model PATH 
   --json PATH            also write the figures as JSON to PATH
 
 Exit code: 0 = passed; 1 = a non-disconnecting request failed, requests were still running/waiting at the end,
-resident memory grew more than 10% from the first to the last 10 s, or the server did not exit 0 on SIGINT;
-2 = bad arguments or the server did not come up.`;
+KV blocks were still held by sequences at the end (strata_kv_blocks used minus cached, per tier, or the series is
+missing), resident memory grew more than 10% from the first to the last 10 s (judged on runs of 30 s or more), or
+the server did not exit 0 on SIGINT; 2 = bad arguments or the server did not come up.`;
 
 const HOST = '127.0.0.1'; // loopback only: this tool never talks to another machine
 const PROMPTS = ['Once upon a time', 'The little dog', 'One day, Lily went', 'Tom had a red ball', 'The sun was'];
 const RSS_GROWTH_LIMIT = 0.10;
 const RSS_WINDOW_S = 10;
+const RSS_JUDGED_FROM_S = 3 * RSS_WINDOW_S; // shorter runs have (nearly) one window: growth would mean nothing
+const KV_TIERS = ['device', 'host', 'nvme'];
 
 function die(msg, code = 2) {
     process.stderr.write(`http_load: ${msg}\n`);
@@ -46,7 +52,8 @@ function parseOptions() {
         ({ values } = parseArgs({
             options: {
                 runtime: { type: 'string' }, model: { type: 'string' }, port: { type: 'string' },
-                clients: { type: 'string', default: '64' }, duration: { type: 'string', default: '60' },
+                smoke: { type: 'boolean', default: false },
+                clients: { type: 'string' }, duration: { type: 'string' },
                 'disconnect-pct': { type: 'string', default: '10' }, 'max-tokens': { type: 'string', default: '64' },
                 'request-timeout': { type: 'string', default: '60' }, 'server-log': { type: 'string' },
                 json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
@@ -56,14 +63,17 @@ function parseOptions() {
         die(`${e.message}\n${USAGE}`);
     }
     if (values.help) { process.stdout.write(USAGE + '\n'); process.exit(0); }
-    for (const k of ['runtime', 'model', 'port']) if (!values[k]) die(`--${k} is required\n${USAGE}`);
+    for (const k of ['runtime', 'model']) if (!values[k]) die(`--${k} is required\n${USAGE}`);
+    values.clients ??= values.smoke ? '16' : '64';
+    values.duration ??= values.smoke ? '10' : '60';
     const int = (name, lo, hi) => {
         const v = Number(values[name]);
         if (!Number.isInteger(v) || v < lo || v > hi) die(`--${name} must be an integer in [${lo}, ${hi}], got '${values[name]}'`);
         return v;
     };
     const o = {
-        runtime: path.resolve(values.runtime), model: path.resolve(values.model), port: int('port', 1, 65535),
+        runtime: path.resolve(values.runtime), model: path.resolve(values.model),
+        port: values.port === undefined ? null : int('port', 1, 65535), smoke: values.smoke,
         clients: int('clients', 1, 1024), duration: int('duration', 1, 3600), disconnectPct: int('disconnect-pct', 0, 100),
         maxTokens: int('max-tokens', 1, 100000), requestTimeout: int('request-timeout', 1, 3600),
         serverLog: values['server-log'] ?? path.join(os.tmpdir(), `strata-http-load-${process.pid}.log`),
@@ -110,7 +120,39 @@ async function scrapeMetrics(port) {
     const all = parseMetrics(r.body);
     const picked = {};
     for (const k of WATCHED_METRICS) picked[k] = all[k];
-    return picked;
+    return { picked, kv: parseKvBlocks(r.body) };
+}
+
+// strata_kv_blocks{...,tier="T",state="S"} V -> { T: { total, used, cached, held } } where held = used - cached
+// (blocks sequences still hold; cached prefix blocks are reclaimable). null when the server exports no such series.
+function parseKvBlocks(text) {
+    const out = {};
+    let seen = false;
+    for (const line of text.split('\n')) {
+        const m = /^strata_kv_blocks\{([^}]*)\}\s+(\S+)$/.exec(line);
+        if (!m) continue;
+        const tier = /(?:^|,)tier="([^"]*)"/.exec(m[1])?.[1];
+        const state = /(?:^|,)state="([^"]*)"/.exec(m[1])?.[1];
+        if (!tier || !state) continue;
+        seen = true;
+        (out[tier] ??= {})[state] = Number(m[2]);
+    }
+    if (!seen) return null;
+    for (const t of Object.values(out)) t.held = (t.used ?? 0) - (t.cached ?? 0);
+    return out;
+}
+
+const kvHeldTotal = (kv) => (kv === null ? null : Object.values(kv).reduce((a, t) => a + Math.abs(t.held), 0));
+
+function freePort() {
+    return new Promise((resolve, reject) => {
+        const s = net.createServer();
+        s.on('error', reject);
+        s.listen(0, HOST, () => {
+            const { port } = s.address();
+            s.close(() => resolve(port));
+        });
+    });
 }
 
 // --- the server -----------------------------------------------------------------------------------------------------
@@ -242,10 +284,11 @@ const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : nu
 
 async function main() {
     const o = parseOptions();
+    o.port ??= await freePort();
     const server = startServer(o);
     await waitHealthy(o, server);
     const pid = server.child.pid;
-    const metricsBefore = await scrapeMetrics(o.port);
+    const metricsBefore = (await scrapeMetrics(o.port)).picked;
 
     const stats = { completed: 0, failed: 0, disconnects: 0, hangUpsUnreached: 0, tokens: 0, ttftMs: [], failures: {} };
     const rss = []; // { t: seconds since load start, kib }
@@ -294,12 +337,17 @@ async function main() {
     sampleRss();
     const loadavgEnd = os.loadavg();
 
-    // Cancelled streams leave the engine when it next looks at them; give it a moment before judging the gauges.
-    let metricsAfter = await scrapeMetrics(o.port);
-    for (let i = 0; i < 50 && (metricsAfter['vllm:num_requests_running'] !== 0 || metricsAfter['vllm:num_requests_waiting'] !== 0); ++i) {
+    // Cancelled streams leave the engine (and give their KV blocks back) when it next looks at them; give it a moment
+    // before judging the gauges.
+    let scraped = await scrapeMetrics(o.port);
+    const settled = (x) => x.picked['vllm:num_requests_running'] === 0 && x.picked['vllm:num_requests_waiting'] === 0 &&
+        (x.kv === null || kvHeldTotal(x.kv) === 0);
+    for (let i = 0; i < 50 && !settled(scraped); ++i) {
         await sleep(100);
-        metricsAfter = await scrapeMetrics(o.port);
+        scraped = await scrapeMetrics(o.port);
     }
+    const metricsAfter = scraped.picked;
+    const kvAfter = scraped.kv;
 
     server.child.kill('SIGINT');
     const exit = await Promise.race([server.exited, sleep(30000).then(() => null)]);
@@ -310,6 +358,7 @@ async function main() {
     const rssFirst = mean(first);
     const rssLast = mean(last);
     const rssGrowth = rssFirst ? (rssLast - rssFirst) / rssFirst : null;
+    const rssJudged = o.duration >= RSS_JUDGED_FROM_S;
     const rssPeak = rss.length ? Math.max(...rss.map((s) => s.kib)) : null;
     const ttft = [...stats.ttftMs].sort((a, b) => a - b);
 
@@ -320,9 +369,9 @@ async function main() {
         disconnects: stats.disconnects, hang_ups_not_reached: stats.hangUpsUnreached,
         tokens: stats.tokens, tokens_per_s: stats.tokens / loadSeconds,
         ttft_ms_p50: percentile(ttft, 50), ttft_ms_p99: percentile(ttft, 99),
-        rss_kib_idle: rssIdleKiB, rss_kib_peak: rssPeak, rss_kib_first_10s: rssFirst, rss_kib_last_10s: rssLast, rss_growth: rssGrowth, rss_samples: rss.length,
+        rss_growth_judged: rssJudged, rss_kib_idle: rssIdleKiB, rss_kib_peak: rssPeak, rss_kib_first_10s: rssFirst, rss_kib_last_10s: rssLast, rss_growth: rssGrowth, rss_samples: rss.length,
         rss_series_kib: rss.map((s) => [Number(s.t.toFixed(1)), s.kib]),
-        metrics_before: metricsBefore, metrics_after: metricsAfter,
+        metrics_before: metricsBefore, metrics_after: metricsAfter, kv_blocks_after: kvAfter,
         loadavg_start: loadavgStart, loadavg_end: loadavgEnd,
         server_exit: exit ?? { code: null, signal: 'SIGKILL (no exit within 30 s of SIGINT)' },
         server_log: o.serverLog,
@@ -332,8 +381,14 @@ async function main() {
     if (stats.failed > 0) problems.push(`${stats.failed} non-disconnecting request(s) failed`);
     if (metricsAfter['vllm:num_requests_running'] !== 0) problems.push(`vllm:num_requests_running is ${metricsAfter['vllm:num_requests_running']} at the end`);
     if (metricsAfter['vllm:num_requests_waiting'] !== 0) problems.push(`vllm:num_requests_waiting is ${metricsAfter['vllm:num_requests_waiting']} at the end`);
+    if (kvAfter === null) problems.push('/metrics has no strata_kv_blocks series (the engine did not report its KV blocks)');
+    for (const tier of KV_TIERS) {
+        const t = kvAfter?.[tier];
+        if (kvAfter !== null && t === undefined) problems.push(`/metrics has no strata_kv_blocks series for tier ${tier}`);
+        else if (t && t.held !== 0) problems.push(`${t.held} KV block(s) of tier ${tier} still held by sequences at the end (used ${t.used}, cached ${t.cached})`);
+    }
     if (rssGrowth === null) problems.push('no resident-memory samples');
-    else if (rssGrowth > RSS_GROWTH_LIMIT) problems.push(`resident memory grew ${(rssGrowth * 100).toFixed(1)}% (limit ${RSS_GROWTH_LIMIT * 100}%)`);
+    else if (rssJudged && rssGrowth > RSS_GROWTH_LIMIT) problems.push(`resident memory grew ${(rssGrowth * 100).toFixed(1)}% (limit ${RSS_GROWTH_LIMIT * 100}%)`);
     if (!exit || exit.code !== 0) problems.push(`the server did not exit 0 on SIGINT (${JSON.stringify(report.server_exit)})`);
     report.problems = problems;
 
@@ -345,9 +400,10 @@ async function main() {
         `disconnects done          ${stats.disconnects}${stats.hangUpsUnreached ? ` (+${stats.hangUpsUnreached} finished before the hang-up point)` : ''}`,
         `tokens/s (aggregate)      ${f(stats.tokens / loadSeconds)}  (${stats.tokens} tokens)`,
         `time to first token       p50 ${f(report.ttft_ms_p50)} ms, p99 ${f(report.ttft_ms_p99)} ms`,
-        `server VmRSS              first ${RSS_WINDOW_S} s ${f(rssFirst / 1024, 2)} MiB, last ${RSS_WINDOW_S} s ${f(rssLast / 1024, 2)} MiB (${rssGrowth === null ? 'n/a' : (rssGrowth >= 0 ? '+' : '') + (rssGrowth * 100).toFixed(2) + '%'}, ${rss.length} samples; idle before the load ${f(rssIdleKiB / 1024, 2)} MiB, peak ${f(rssPeak / 1024, 2)} MiB)`,
+        `server VmRSS              first ${RSS_WINDOW_S} s ${f(rssFirst / 1024, 2)} MiB, last ${RSS_WINDOW_S} s ${f(rssLast / 1024, 2)} MiB (${rssGrowth === null ? 'n/a' : (rssGrowth >= 0 ? '+' : '') + (rssGrowth * 100).toFixed(2) + '%'}, ${rss.length} samples; idle before the load ${f(rssIdleKiB / 1024, 2)} MiB, peak ${f(rssPeak / 1024, 2)} MiB)${rssJudged ? '' : `; growth not judged on a run under ${RSS_JUDGED_FROM_S} s`}`,
         `metrics before            ${WATCHED_METRICS.map((k) => `${k}=${metricsBefore[k]}`).join(' ')}`,
         `metrics after             ${WATCHED_METRICS.map((k) => `${k}=${metricsAfter[k]}`).join(' ')}`,
+        `KV blocks held at the end ${kvAfter === null ? 'n/a (no strata_kv_blocks series)' : KV_TIERS.map((t) => `${t} ${kvAfter[t]?.held ?? 'n/a'} (used ${kvAfter[t]?.used ?? 'n/a'}, cached ${kvAfter[t]?.cached ?? 'n/a'}, total ${kvAfter[t]?.total ?? 'n/a'})`).join(', ')}`,
         `load average (1/5/15 min) start ${loadavgStart.map((x) => x.toFixed(2)).join(' ')}, end ${loadavgEnd.map((x) => x.toFixed(2)).join(' ')}`,
         `server exit on SIGINT     ${JSON.stringify(report.server_exit)}  (log: ${o.serverLog})`,
         problems.length ? `FAILED: ${problems.join('; ')}` : 'PASSED',

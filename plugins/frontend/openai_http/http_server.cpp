@@ -573,6 +573,9 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
     ids.model = opts.served_model_name;
 
     // The prompt as token ids, so its length can be checked against max_model_len before anything is queued.
+    // echo: each choice's text starts with the prompt, as written or (token ids) as they decode.
+    std::string echo_text;
+    if (req.echo && req.prompt_tokens.empty()) echo_text = req.prompt_text;
     std::vector<int32_t> prompt = std::move(req.prompt_tokens);
     if (prompt.empty()) {
         const std::string text = req.kind == endpoint::chat_completions ? render_chat(opts.chat, req.messages) : req.prompt_text;
@@ -590,6 +593,11 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         if (api->detokenize(api->engine, prompt.data(), static_cast<int32_t>(prompt.size()), nullptr, 0, &n, &st) != STRATA_OK) {
             return s->post_error(bad_request(std::string("'prompt' holds a token id outside the vocabulary: ") + st.message, "prompt"),
                                  keep);
+        }
+        if (req.echo) {
+            echo_text.resize(static_cast<size_t>(n));
+            api->detokenize(api->engine, prompt.data(), static_cast<int32_t>(prompt.size()), echo_text.data(), n, &n, &st);
+            echo_text.resize(static_cast<size_t>(std::max(n, 0)));
         }
     }
     const auto n_prompt = static_cast<int64_t>(prompt.size());
@@ -632,6 +640,16 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         s->begin_stream(keep);
         if (req.kind == endpoint::chat_completions) {
             for (int32_t i = 0; i < req.n; ++i) s->append_chunk(role_chunk(ids, i));
+        }
+        if (!echo_text.empty()) {
+            // The prompt is each choice's first text chunk, sent before generation starts (vLLM joins it to the first
+            // token's text; the concatenated stream is the same).
+            std::string chunk;
+            for (int32_t i = 0; i < req.n; ++i) {
+                chunk.clear();
+                append_text_chunk(chunk, ids, i, echo_text);
+                s->append_chunk(chunk);
+            }
         }
     }
 
@@ -679,7 +697,7 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
             }
             s->append_chunk(finish_chunk(ids, c->index, finish));
         }
-        results.push_back({c->text.text(), finish,
+        results.push_back({echo_text + c->text.text(), finish,
                            c->want_logprobs ? c->logprobs.to_json(req.kind, 0, c->logprobs.size()) : std::string()});
     }
     if (req.stream) {

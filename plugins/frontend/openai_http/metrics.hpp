@@ -30,7 +30,12 @@ struct frontend_metrics {
     std::atomic<uint64_t> request_failure{0};
 };
 
-// The whole /metrics body. `model` labels every sample (model_name="...").
+// Whether the engine filled the ABI 1.5 KV tail of its stats (get_stats copies only what both sides know and says
+// how much in struct_size).
+bool engine_stats_have_kv(const strata_engine_stats &e);
+
+// The whole /metrics body. `model` labels every sample (model_name="..."). The KV series (vllm:gpu_cache_usage_perc,
+// strata_kv_blocks{tier,state}, ...) appear only when engine_stats_have_kv(engine).
 std::string prometheus_text(const frontend_metrics &m, const strata_engine_stats &engine, const std::string &model);
 
 } // namespace strata::openai_http

@@ -202,7 +202,14 @@ void read_sampling(const json &body, generation_request &r, const parse_context 
     }
     read_penalties_and_logprobs(body, r, ctx.penalties_and_logprobs);
     if (const json *v = field(body, "echo")) {
-        if (boolean(*v, "echo")) reject("'echo' is not supported yet", "echo");
+        r.echo = boolean(*v, "echo");
+        if (r.echo && r.kind != endpoint::completions) reject("'echo' belongs to /v1/completions", "echo");
+        // Echo with logprobs means logprobs for the prompt's tokens too, which the engine does not compute.
+        if (r.echo && r.logprobs != 0) {
+            reject("'echo' together with 'logprobs' needs the prompt tokens' logprobs, which are not supported yet; "
+                   "drop one of them",
+                   "echo");
+        }
     }
     if (const json *v = field(body, "best_of")) {
         if (integer_in(*v, "best_of", 1, 16) != r.n) reject("'best_of' other than n is not supported yet", "best_of");

@@ -33,7 +33,7 @@ struct generation_request {
     int32_t n = 1;
     bool stream = false;
     bool include_usage = false;
-    bool echo = false;
+    bool echo = false;                       // completions: the prompt text comes first (streaming: its own first chunk)
     float presence_penalty = 0.f;  // OpenAI's, [-2, 2]; carried by strata_request since ABI 1.4
     float frequency_penalty = 0.f;
     int32_t logprobs = 0;          // strata_request.logprobs: 0 none, -1 the chosen token's only, n: also top n
