@@ -18,13 +18,6 @@ config::key_spec key(std::string name, strata_config_type type, std::optional<st
     return k;
 }
 
-config::key_spec later(std::string name, strata_config_type type, std::string flag, std::string help,
-                       std::string why) {
-    config::key_spec k = key(std::move(name), type, std::nullopt, std::move(help), std::move(flag));
-    k.not_supported = std::move(why);
-    return k;
-}
-
 } // namespace
 
 config::schema core_schema() {
@@ -42,7 +35,7 @@ config::schema core_schema() {
             "--device"),
         key("frontend", STRATA_CONFIG_STRING, "\"cli\"", "frontend plugin: cli (or any loaded frontend)",
             "--frontend"),
-        key("prefill_chunk", STRATA_CONFIG_INT, "256", "prompt tokens per forward pass during prefill",
+        key("prefill_chunk", STRATA_CONFIG_INT, "512", "most prompt tokens of one sequence per step (chunked prefill)",
             "--prefill-chunk", 1, 65536),
         key("log_level", STRATA_CONFIG_STRING, "\"info\"", "stderr log level", "--log-level", 0, 0,
             "debug|info|warn|error"),
@@ -70,7 +63,6 @@ config::schema core_schema() {
         key("ignore_eos", STRATA_CONFIG_BOOL, "false", "keep generating past the end-of-sequence token",
             "--ignore-eos"),
     }});
-    const std::string kv = "the paged KV cache and continuous batching arrive with issue #4";
     s.add_table({"memory", "placement of weights across the device and memory tiers (one planner for every byte)", {
         key("device_memory", STRATA_CONFIG_BYTES, std::nullopt,
             "RAM the CPU device keeps resident (default: all available RAM)", "--device-memory"),
@@ -98,15 +90,31 @@ config::schema core_schema() {
             1, 64),
         key("remeasure", STRATA_CONFIG_BOOL, "false", "measure tier bandwidths again instead of using the cache",
             "--remeasure"),
-        later("swap_space", STRATA_CONFIG_FLOAT, "--swap-space", "GiB of host RAM for swapped KV blocks", kv),
+        key("swap_space", STRATA_CONFIG_FLOAT, "4",
+            "GiB of host RAM (in kv_host_tier) for KV blocks of preempted sequences, of contexts larger than the device "
+            "KV, and of demoted prefixes (0 = none)", "--swap-space", 0, 1e6),
+        key("kv_host_tier", STRATA_CONFIG_STRING, "\"numa_ram\"", "tier plugin holding the swap_space KV blocks",
+            "--kv-host-tier"),
+        key("kv_nvme_space", STRATA_CONFIG_FLOAT, "0",
+            "GiB of the nvme tier ([nvme] path) for swapped KV blocks once swap_space is full (0 = none)",
+            "--kv-nvme-space", 0, 1e6),
+        key("prefix_store_dir", STRATA_CONFIG_STRING, "\"\"",
+            "folder of the persistent prefix-cache store on fast disk; prefixes demoted past the host tier, and all "
+            "cached ones at exit, are kept there across restarts (\"\" = none)", "--prefix-store-dir"),
+        key("prefix_store_space", STRATA_CONFIG_FLOAT, "16", "GiB the prefix store may use", "--prefix-store-space", 0,
+            1e6),
     }});
-    s.add_table({"scheduler", "continuous batching and the KV block manager", {
-        later("block_size", STRATA_CONFIG_INT, "--block-size", "tokens per KV block", kv),
-        later("max_num_seqs", STRATA_CONFIG_INT, "--max-num-seqs", "sequences per batch", kv),
-        later("max_num_batched_tokens", STRATA_CONFIG_INT, "--max-num-batched-tokens", "tokens per step", kv),
-        later("preemption_mode", STRATA_CONFIG_STRING, "--preemption-mode", "swap | recompute | auto", kv),
-        later("enable_prefix_caching", STRATA_CONFIG_BOOL, "--enable-prefix-caching", "reuse KV of shared prefixes",
-              kv),
+    s.add_table({"scheduler", "continuous batching and the paged KV cache", {
+        key("block_size", STRATA_CONFIG_INT, "16", "tokens per KV block", "--block-size", 1, 4096),
+        key("max_num_seqs", STRATA_CONFIG_INT, "256", "most sequences in one step", "--max-num-seqs", 1, 65536),
+        key("max_num_batched_tokens", STRATA_CONFIG_INT, "2048",
+            "most tokens in one step (decode tokens plus prefill chunks)", "--max-num-batched-tokens", 1, 1 << 20),
+        key("preemption_mode", STRATA_CONFIG_STRING, "\"auto\"",
+            "when KV runs out: swap the newest sequence's blocks to the host tier, recompute them later, or auto "
+            "(cheaper of the two by measured swap bandwidth and prefill speed)", "--preemption-mode", 0, 0,
+            "swap|recompute|auto"),
+        key("enable_prefix_caching", STRATA_CONFIG_BOOL, "true",
+            "reuse the KV of shared prompt prefixes (full blocks), across tiers", "--enable-prefix-caching"),
     }});
     return s;
 }

@@ -105,7 +105,13 @@ engine::offload_options offload_from(const config::document &doc, const config::
     o.stream_weights = doc.get_bool("memory", "stream_weights", s).value_or(false);
     o.io_threads = static_cast<int32_t>(doc.get_int("memory", "io_threads", s).value_or(2));
     o.remeasure = doc.get_bool("memory", "remeasure", s).value_or(false);
-    for (const std::string &t : o.tiers) {
+    std::vector<std::string> tables = o.tiers;
+    // The KV cache's tiers share the instances (and tables) of the weights' tiers.
+    if (doc.get_float("memory", "swap_space", s).value_or(4) > 0)
+        tables.push_back(doc.get_string("memory", "kv_host_tier", s).value_or("numa_ram"));
+    if (doc.get_float("memory", "kv_nvme_space", s).value_or(0) > 0) tables.push_back("nvme");
+    for (const std::string &t : tables) {
+        if (o.tier_configs.count(t) != 0) continue;
         if (s.find_table(t) == nullptr) continue; // unknown tier: reported with the list of available ones later
         views.push_back(std::make_unique<config::plugin_config_view>(doc, s, t));
         o.tier_configs[t] = views.back()->view();
@@ -172,7 +178,21 @@ engine::engine_options engine_options_from(const config::document &doc, const co
         opts.model_path = (path.is_absolute() ? path : doc.base_dir() / path).lexically_normal().string();
     }
     opts.max_model_len = static_cast<int32_t>(doc.get_int("model", "max_model_len", s).value_or(0));
-    opts.prefill_chunk = static_cast<int32_t>(doc.get_int("engine", "prefill_chunk", s).value_or(256));
+    opts.prefill_chunk = static_cast<int32_t>(doc.get_int("engine", "prefill_chunk", s).value_or(512));
+    opts.scheduler.max_num_seqs = static_cast<int32_t>(doc.get_int("scheduler", "max_num_seqs", s).value_or(256));
+    opts.scheduler.max_num_batched_tokens =
+        static_cast<int32_t>(doc.get_int("scheduler", "max_num_batched_tokens", s).value_or(2048));
+    opts.scheduler.mode = engine::parse_preemption_mode(doc.get_string("scheduler", "preemption_mode", s).value_or("auto"));
+    opts.kv.block_size = static_cast<int32_t>(doc.get_int("scheduler", "block_size", s).value_or(16));
+    opts.kv.enable_prefix_caching = doc.get_bool("scheduler", "enable_prefix_caching", s).value_or(true);
+    opts.kv.swap_space_gib = doc.get_float("memory", "swap_space", s).value_or(4);
+    opts.kv.host_tier = doc.get_string("memory", "kv_host_tier", s).value_or("numa_ram");
+    opts.kv.nvme_space_gib = doc.get_float("memory", "kv_nvme_space", s).value_or(0);
+    if (auto d = doc.get_string("memory", "prefix_store_dir", s); d && !d->empty()) {
+        fs::path path(*d);
+        opts.kv.prefix_store_dir = (path.is_absolute() ? path : doc.base_dir() / path).lexically_normal().string();
+    }
+    opts.kv.prefix_store_gib = doc.get_float("memory", "prefix_store_space", s).value_or(16);
     opts.device = doc.get_string("engine", "device", s).value_or("auto");
     opts.offload = offload_from(doc, s, views);
     return opts;

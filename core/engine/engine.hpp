@@ -1,22 +1,25 @@
-// The engine: owns the loaded model, the device, the KV cache and the request queue. Frontends reach it only through
-// the C `strata_engine_api` (engine_api.hpp), so a frontend plugin never depends on core's C++ types.
+// The engine: owns the loaded model, the device, the paged KV cache and the scheduler, and runs the step loop that
+// serves many requests at once (continuous batching). Frontends reach it only through the C `strata_engine_api`
+// (engine_api.hpp), so a frontend plugin never depends on core's C++ types.
 #pragma once
 
-#include "engine/sampler.hpp"
+#include "engine/scheduler.hpp"
+#include "engine/sequence.hpp"
 #include "engine/tiered_weights.hpp"
-#include "planner/memory_planner.hpp"
 #include "gguf/gguf_file.hpp"
+#include "kv/kv_cache.hpp"
+#include "planner/memory_planner.hpp"
 #include "plugin_host/registry.hpp"
 #include "tokenizer/spm_tokenizer.hpp"
 
 #include <strata/plugin_abi.h>
 
-#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,18 +27,30 @@
 namespace strata::engine {
 
 class model_source;
+class prefix_store_adapter;
+
+// The paged KV cache and where its blocks may live ([scheduler] and the KV keys of [memory]).
+struct kv_options {
+    int32_t block_size = 16;
+    bool enable_prefix_caching = true;
+    double swap_space_gib = 4.0;          // host tier for swapped and spilled blocks (0 = none)
+    std::string host_tier = "numa_ram";   // tier plugin holding them
+    double nvme_space_gib = 0.0;          // NVMe ("nvme" tier) for swapped blocks when the host tier is full
+    std::string prefix_store_dir;         // persistent prefix store ("" = none)
+    double prefix_store_gib = 16.0;
+};
 
 struct engine_options {
     std::string model_path;
     int32_t max_model_len = 0;    // 0 = the model's trained context length
-    int32_t prefill_chunk = 256;  // tokens per prefill forward pass (workspace is sized for this)
+    int32_t prefill_chunk = 512;  // most prompt tokens of one sequence per step ([engine] prefill_chunk)
     std::string device = "auto";  // device plugin name, or "auto" for the best scoring one
     const strata_config_view *device_config = nullptr; // the device plugin's table (borrowed)
     offload_options offload;                           // [memory] and the tiers' tables
+    scheduler_config scheduler;                        // [scheduler]; its prefill_chunk is set from the field above
+    kv_options kv;
     bool print_plan = true;                            // the memory plan table on stderr at start-up
 };
-
-struct request_state;
 
 class engine {
   public:
@@ -62,18 +77,24 @@ class engine {
     std::string offload_report() const { return weights_ ? weights_->report() : std::string(); }
     ring_stats offload_stats() const { return weights_ ? weights_->stats() : ring_stats{}; }
     int32_t device_threads() const;
+    uint64_t fingerprint() const { return fingerprint_; }
 
-    // Runs one forward pass over `tokens` at `positions` into the KV cache of the single sequence slot and returns
-    // the last token's logits (n_vocab floats, valid until the next call). Only for tools and tests that drive the
-    // model directly; must not run concurrently with requests.
+    // Runs one forward pass over `tokens` at `positions` of a private sequence slot and returns the last token's
+    // logits (n_vocab floats, valid until the next call). Only for tools and tests that drive the model directly;
+    // must not run concurrently with requests.
     const float *forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n);
 
   private:
     void place_weights();
     void prefault_weights();
+    void setup_kv();
     void worker_loop();
-    void run_request(request_state &r);
-    void forward(const int32_t *tokens, const int32_t *positions, int32_t n);
+    void run_step(const std::vector<scheduled_seq> &batch);
+    void forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits);
+    const float *logits_row(int32_t i);
+    void emit_token(sequence &s, int32_t tok, bool eos);
+    void finish(sequence &s, int32_t reason, const std::string &error = std::string());
+    void publish_stats();
 
     const plugins::registry &registry_;
     const strata_host_services *host_;
@@ -91,22 +112,39 @@ class engine {
     std::string model_name_;
     std::string device_name_;
     int32_t n_ctx_ = 0;
+    uint64_t fingerprint_ = 0;
+    bool device_reads_host_ = false;
 
-    // Buffers allocated once from the device; nothing is allocated per token.
+    // KV cache and scheduler (used by the worker thread only).
+    std::unique_ptr<kv::kv_cache> kv_;
+    std::unique_ptr<prefix_store_adapter> store_;
+    std::unique_ptr<scheduler> sched_;
+    kv::seq_blocks testing_kv_;
+
+    // Buffers allocated once; nothing is allocated per token or per step.
     std::vector<void *> device_allocations_;
-    std::vector<float *> k_cache_, v_cache_;
     void *workspace_ = nullptr;
     uint64_t workspace_size_ = 0;
-    float *logits_ = nullptr;
-    std::vector<int32_t> positions_;
+    float *logits_ = nullptr;          // device memory: max_num_seqs rows of n_vocab
+    std::vector<float> logits_host_;   // host mirror when the device has its own memory
+    std::vector<int32_t> step_tokens_, step_positions_, step_token_seq_, step_logits_tokens_, step_seq_block_start_;
+    std::vector<void *> step_block_base_;
+    std::vector<sequence *> step_logits_owner_;
+    std::vector<scheduled_seq> batch_;
+    std::vector<std::pair<sequence *, std::string>> failed_;
+    std::vector<std::shared_ptr<sequence>> live_; // admitted to the scheduler (worker thread)
 
     mutable std::mutex mu_;
     std::condition_variable cv_;
-    std::deque<std::shared_ptr<request_state>> queue_;
-    std::map<strata_request_id, std::shared_ptr<request_state>> requests_;
+    std::deque<std::shared_ptr<sequence>> incoming_;
+    std::map<strata_request_id, std::shared_ptr<sequence>> requests_;
     strata_request_id next_id_ = 1;
+    uint64_t next_arrival_ = 0;
     bool stopping_ = false;
-    int64_t running_ = 0, finished_ = 0, prompt_tokens_total_ = 0, generation_tokens_total_ = 0;
+    int64_t finished_ = 0, prompt_tokens_total_ = 0, generation_tokens_total_ = 0;
+    int64_t running_snapshot_ = 0, waiting_snapshot_ = 0;
+    kv::kv_cache_stats kv_snapshot_{};
+    scheduler_counters sched_snapshot_{};
     std::thread worker_;
 };
 

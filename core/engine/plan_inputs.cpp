@@ -53,6 +53,12 @@ planner::bandwidth_entry measure_tier(const plugins::registry &registry, const s
 
 } // namespace
 
+uint64_t activation_bytes(const strata_model_arch_desc *arch, const strata_model *model, const strata_model_hparams &hp,
+                          const scheduler_config &sc) {
+    return arch->workspace_bytes(model, sc.max_num_batched_tokens) +
+           sizeof(float) * static_cast<uint64_t>(hp.n_vocab) * static_cast<uint64_t>(sc.max_num_seqs);
+}
+
 planner::inputs make_plan_inputs(const model_shape &m, const offload_options &opts, const plugins::registry &registry,
                                  const strata_host_services *host, const std::string &device_kind) {
     const topology::machine machine = topology::discover();
@@ -91,6 +97,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.cpu_offload_layers = opts.cpu_offload_layers;
     in.enable_cpu_offload = opts.enable_cpu_offload;
     in.kv_cache_memory = opts.kv_cache_memory;
+    in.kv_spill_bytes = opts.kv_spill_bytes;
     in.prefetch_depth = opts.prefetch_depth;
     in.prefer_streaming = opts.stream_weights;
     in.physical_ram = machine.total_ram;

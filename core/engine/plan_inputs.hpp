@@ -2,6 +2,7 @@
 // the device budget knobs, the tiers with their capacities and measured bandwidths, and the machine's limits.
 #pragma once
 
+#include "engine/scheduler.hpp"
 #include "engine/tiered_weights.hpp"
 #include "planner/memory_planner.hpp"
 #include "plugin_host/registry.hpp"
@@ -17,6 +18,11 @@ struct model_shape {
     int32_t max_model_len = 0;
     uint64_t activation_bytes = 0;
 };
+
+// Device memory the step loop needs besides weights and KV: the forward pass's workspace for a full step of
+// max_num_batched_tokens tokens and one row of logits per sequence.
+uint64_t activation_bytes(const strata_model_arch_desc *arch, const strata_model *model, const strata_model_hparams &hp,
+                          const scheduler_config &sc);
 
 // Tier bandwidths come from the cache, or are measured on a small temporary instance of each tier (and cached)
 // when opts.measure_bandwidth is set and the cache has none or opts.remeasure asks.

@@ -28,10 +28,13 @@ model_plan plan_model(const plugins::registry &registry, const strata_host_servi
     shape.hp.struct_size = sizeof shape.hp;
     arch_h.desc->get_hparams(model, &shape.hp);
     shape.max_model_len = opts.max_model_len > 0 ? opts.max_model_len : shape.hp.n_ctx_train;
-    const int32_t chunk = std::min(opts.prefill_chunk > 0 ? opts.prefill_chunk : 256, shape.max_model_len);
-    shape.activation_bytes = arch_h.desc->workspace_bytes(model, chunk) + sizeof(float) * static_cast<uint64_t>(shape.hp.n_vocab);
+    shape.activation_bytes = activation_bytes(arch_h.desc, model, shape.hp, opts.scheduler);
     offload_options o = opts.offload;
     o.measure_bandwidth = o.remeasure; // `plan` reads the cache; it measures only when asked to
+    // As the engine does: the CPU device attends KV kept in the host tier in place, so swap_space counts for one long
+    // context.
+    if (device_kind == "cpu" && opts.kv.swap_space_gib > 0)
+        o.kv_spill_bytes = static_cast<uint64_t>(opts.kv.swap_space_gib * 1073741824.0);
     model_plan out;
     try {
         out.inputs = make_plan_inputs(shape, o, registry, host, device_kind);

@@ -47,6 +47,12 @@ plugins::plugin_ptr<strata_tier> create_tier(const plugins::registry &registry, 
     return plugins::create_guarded(h, [&](strata_status *st) { return h.desc->create(&args, st); }, h.desc->destroy);
 }
 
+std::pair<const strata_tier_desc *, strata_tier *> tiered_weights::tier(const std::string &name) const {
+    auto it = tiers_.find(name);
+    if (it == tiers_.end()) return {nullptr, nullptr};
+    return {it->second.handle.desc, it->second.tier.get()};
+}
+
 tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &registry,
                                const strata_host_services *host, const offload_options &opts,
                                const planner::plan &plan, int32_t n_layer, const strata_device_desc *device_desc,
@@ -61,6 +67,7 @@ tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &
         need[p.home] += round_up(p.bytes, k_align);
         offloaded += p.bytes;
     }
+    for (const auto &[name, bytes] : opts.kv_tier_bytes) need[name] += round_up(bytes, k_align);
     for (const auto &[name, bytes] : need) {
         auto it = opts.tier_configs.find(name);
         const strata_config_view *cfg = it == opts.tier_configs.end() ? nullptr : it->second;
@@ -69,6 +76,8 @@ tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &
         ti.tier = create_tier(registry, host, name, cfg, bytes + k_align);
         tiers_.emplace(name, std::move(ti));
     }
+
+    if (offloaded == 0) return; // the tiers serve only the KV cache
 
     // 2. Copy each offloaded tensor into a region of its tier.
     progress bar(fmt::format("placing {:.1f} MiB of weights in tiers", static_cast<double>(offloaded) / 1048576.0),

@@ -36,6 +36,10 @@ struct offload_options {
     bool measure_bandwidth = true;
     bool remeasure = false;
     std::string bandwidth_cache_path; // "" = the default cache file
+    // Set by the engine for the KV cache: bytes of host tier a sequence's KV may use in place (planner input), and
+    // bytes each tier must hold for KV besides weights (one tier instance serves both).
+    uint64_t kv_spill_bytes = 0;
+    std::map<std::string, uint64_t> kv_tier_bytes;
 };
 
 // Builds one tier instance; capacity 0 lets the tier use its own `size` key.
@@ -53,6 +57,8 @@ class tiered_weights {
     tiered_weights(const tiered_weights &) = delete;
     tiered_weights &operator=(const tiered_weights &) = delete;
 
+    // The instance of a tier created for weights and KV (kv_tier_bytes), or {nullptr, nullptr} when none.
+    std::pair<const strata_tier_desc *, strata_tier *> tier(const std::string &name) const;
     // Address the device should compute from, or nullptr when the tensor stays where the file maps it.
     const void *address_of(const std::string &tensor) const;
     prefetch_ring *ring() { return ring_.get(); }

@@ -271,7 +271,8 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
     const int64_t length_cap = std::max(in.model_context_length, max_model_len);
     p.max_fitting_model_len = clamp_i32(std::min(p.kv_capacity_tokens / seqs, length_cap));
     p.max_fitting_concurrency = clamp_i32(p.kv_capacity_tokens / max_model_len);
-    if (p.kv_capacity_tokens < needed_tokens) {
+    const int64_t spill_tokens = static_cast<int64_t>(in.kv_spill_bytes / p.kv_bytes_per_token);
+    if (p.kv_capacity_tokens + spill_tokens < needed_tokens) {
         const uint64_t needed_bytes = mul_sat(static_cast<uint64_t>(needed_tokens), p.kv_bytes_per_token);
         const std::string what = seqs == 1 ? fmt::format("max_model_len {}", max_model_len)
                                            : fmt::format("max_model_len {} x max_num_seqs {}", max_model_len, seqs);

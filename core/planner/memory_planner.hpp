@@ -40,7 +40,7 @@
 //               else everything left after weights, activations, overhead and staging ring.
 //   kv_capacity_tokens = device_kv / kv_bytes_per_token.
 //   max_model_len 0 -> model_context_length.
-//   fits needs kv_capacity_tokens >= max_model_len x max_num_seqs. Otherwise a problem names the largest
+//   fits needs kv_capacity_tokens + kv_spill_bytes / kv_bytes_per_token >= max_model_len x max_num_seqs. Otherwise a problem names the largest
 //   max_model_len that fits (kv_capacity_tokens / max_num_seqs) and the knobs to change.
 //   max_fitting_model_len = min(kv_capacity_tokens / max_num_seqs, max(model_context_length, max_model_len));
 //   max_fitting_concurrency = kv_capacity_tokens / max_model_len (sequences of the full length).
@@ -101,6 +101,9 @@ struct inputs {
     std::optional<int32_t> cpu_offload_layers;
     bool enable_cpu_offload = false;
     std::optional<uint64_t> kv_cache_memory;
+    // KV a sequence may keep in a host tier the device attends in place (swap_space on the CPU device): it counts
+    // toward fitting max_model_len, so a context larger than the device KV still fits.
+    uint64_t kv_spill_bytes = 0;
     int32_t prefetch_depth = 2;
     bool prefer_streaming = false; // stream even when in_place is possible
     std::vector<tier_info> tiers;  // configured tiers in preference order
