@@ -442,8 +442,8 @@ TEST(PagedForwardArguments, RefusedClearly) {
         EXPECT_EQ(logits, std::vector<float>(logits.size(), -7.0f)) << what << " wrote logits";
     };
     auto a = good;
-    a.n_logits = 0;
-    expect_refused(a, STRATA_ERR_INVALID_ARGUMENT, "n_logits = 0", "no logits");
+    a.n_logits = -1;
+    expect_refused(a, STRATA_ERR_INVALID_ARGUMENT, "n_logits = -1", "negative logits count");
     a = good;
     a.n_logits = 4;
     expect_refused(a, STRATA_ERR_INVALID_ARGUMENT, "n_logits = 4", "more logits than tokens");

@@ -304,10 +304,11 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
                     "llama forward: paged_kv has block_size %d and kv_dim %d; this model needs block_size > 0 and "
                     "kv_dim = n_head_kv * head_dim = %d",
                     kv->block_size, kv->kv_dim, dkv);
-    if (a->token_seq == nullptr || a->logits_tokens == nullptr)
+    if (a->token_seq == nullptr || (a->logits_tokens == nullptr && a->n_logits > 0))
         return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: paged batch without token_seq or logits_tokens");
-    if (a->n_logits <= 0 || a->n_logits > n)
-        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: n_logits = %d; must be in [1, n_tokens = %d]",
+    // 0 is valid: a step of prefill chunks that all end before their prompts do.
+    if (a->n_logits < 0 || a->n_logits > n)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: n_logits = %d; must be in [0, n_tokens = %d]",
                     a->n_logits, n);
     for (int32_t i = 0; i < a->n_logits; ++i) {
         const int32_t t = a->logits_tokens[i];
@@ -352,9 +353,15 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
     STRATA_TRY(run_layers(m, a, b, attend, st));
     // Final norm and classifier only for the requested tokens, gathered in order (n_logits x n_vocab logits).
     const int32_t d = hp.n_embd;
-    for (int32_t i = 0; i < a->n_logits; ++i)
-        std::memcpy(b.last + static_cast<size_t>(i) * d, b.x + static_cast<size_t>(a->logits_tokens[i]) * d,
-                    sizeof(float) * static_cast<size_t>(d));
+    if (a->n_logits == 0) return STRATA_OK;
+    // Activations are device memory: gather with the device's copy when it has one (a GPU), memcpy otherwise.
+    const bool device_copy = STRATA_HAS_SLOT(ops, copy);
+    for (int32_t i = 0; i < a->n_logits; ++i) {
+        float *dst = b.last + static_cast<size_t>(i) * d;
+        const float *src = b.x + static_cast<size_t>(a->logits_tokens[i]) * d;
+        if (device_copy) STRATA_TRY(ops->copy(dev, dst, src, sizeof(float) * static_cast<uint64_t>(d), STRATA_COPY_D2D, st));
+        else std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(d));
+    }
     STRATA_TRY(ops->rms_norm(dev, b.last, static_cast<const float *>(m.output_norm.data), a->n_logits, d, hp.norm_eps,
                              b.last, st));
     return ops->matmul(dev, &m.output, b.last, a->n_logits, a->logits, st);

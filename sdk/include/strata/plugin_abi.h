@@ -380,8 +380,8 @@ typedef struct strata_forward_args {
      * at `logits`, in that order. The workspace for n_tokens (workspace_bytes) covers every n_logits <= n_tokens. */
     const strata_paged_kv *paged_kv; /* layer_offset_bytes ignored: the model sets it per layer */
     const int32_t *token_seq;        /* n_tokens */
-    const int32_t *logits_tokens;    /* n_logits indexes into the batch, ascending */
-    int32_t n_logits;
+    const int32_t *logits_tokens;    /* n_logits indexes into the batch, strictly ascending */
+    int32_t n_logits;                /* 0 is valid: a step whose prefill chunks all end inside their prompts */
 } strata_forward_args;
 
 typedef struct strata_model_arch_desc {
