@@ -147,14 +147,8 @@ void engine::setup_kv() {
     const uint64_t block_bytes = static_cast<uint64_t>(hp_.n_layer) * 2u * static_cast<uint64_t>(o.block_size) *
                                  kv_dim * sizeof(float);
     const uint64_t per_token = block_bytes / static_cast<uint64_t>(o.block_size);
-    // Device KV: kv_cache_memory when set; on a GPU what the plan leaves (vLLM); on the CPU, where "what is left" is
-    // all of RAM, enough for 4 sequences of max_model_len or 1 GiB, whichever is more (within what is left).
-    uint64_t device_kv = plan_.device_kv;
-    if (opts_.offload.kv_cache_memory) {
-        device_kv = *opts_.offload.kv_cache_memory;
-    } else if (device_name_ == "cpu") {
-        device_kv = std::min(device_kv, std::max<uint64_t>(gib, 4u * static_cast<uint64_t>(n_ctx_) * per_token));
-    }
+    // Device KV as planned: kv_cache_memory when set, else what the device budget leaves (bounded on the CPU).
+    const uint64_t device_kv = plan_.device_kv;
     const uint64_t n_device = device_kv / block_bytes;
     if (n_device == 0) {
         fail("the device KV cache ({}) holds no block of {} ({} tokens x {} per token); raise --kv-cache-memory or "

@@ -173,6 +173,7 @@ const void *tiered_weights::address_of(const std::string &tensor) const {
 std::string tiered_weights::report() const {
     std::string out;
     for (const auto &[name, ti] : tiers_) {
+        if (ti.bytes == 0) continue; // a tier serving only the KV cache
         out += fmt::format("tier {:<10} holds {:.1f} MiB of weights\n", name, static_cast<double>(ti.bytes) / 1048576.0);
     }
     if (ring_) {

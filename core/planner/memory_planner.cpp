@@ -247,7 +247,8 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
     if (fixed > budget) {
         p.problems.push_back(fmt::format(
             "resident weights ({}), activations ({}), overhead ({}) and staging ring ({}) need {} but the device "
-            "budget is {}: offload layers with --cpu-offload-layers/--cpu-offload-gb/--enable-cpu-offload or raise {}",
+            "budget is {}: offload layers with --cpu-offload-layers/--cpu-offload-gb/--enable-cpu-offload, shrink the "
+            "activations with a lower --max-num-batched-tokens or --max-num-seqs, or raise {}",
             human(p.device_weights), human(p.device_activation), human(p.device_overhead), human(p.staging_ring_bytes),
             human(fixed), human(budget), budget_knobs(in)));
     } else {
@@ -263,6 +264,11 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
                 human(*in.kv_cache_memory), human(left), budget_knobs(in)));
         else
             p.device_kv = *in.kv_cache_memory;
+    } else if (in.device_kind == "cpu") {
+        // On the CPU "what is left" is all of RAM: take enough for 4 sequences of max_model_len, at least 1 GiB.
+        const uint64_t want = std::max<uint64_t>(uint64_t{1} << 30, mul_sat(uint64_t{4} * static_cast<uint64_t>(max_model_len),
+                                                                            p.kv_bytes_per_token));
+        p.device_kv = std::min(left, want);
     }
     p.kv_capacity_tokens = static_cast<int64_t>(std::min<uint64_t>(p.device_kv / p.kv_bytes_per_token, INT64_MAX));
 

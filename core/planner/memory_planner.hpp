@@ -37,7 +37,8 @@
 // KV cache
 //   kv_bytes_per_token = 2 (K and V) x n_layer x n_head_kv x head_dim x kv_dtype_bytes (GQA-aware).
 //   device_kv = kv_cache_memory when set (a problem if it exceeds what is left; device_kv is then what is left),
-//               else everything left after weights, activations, overhead and staging ring.
+//               else everything left after weights, activations, overhead and staging ring (on the cpu device, where
+//               that is all of RAM, at most max(1 GiB, 4 x max_model_len tokens)).
 //   kv_capacity_tokens = device_kv / kv_bytes_per_token.
 //   max_model_len 0 -> model_context_length.
 //   fits needs kv_capacity_tokens + kv_spill_bytes / kv_bytes_per_token >= max_model_len x max_num_seqs. Otherwise a problem names the largest

@@ -106,15 +106,23 @@ TEST(RuntimeCli, PluginTableKeysAreValidatedToo) {
     EXPECT_NE(r.err.find("did you mean 'threads'"), std::string::npos) << r.err;
 }
 
-TEST(RuntimeCli, KeysOfUnbuiltMechanismsAreRejectedNotIgnored) {
-    run_result r = run("--model " + k_model + " --swap-space 4");
+TEST(RuntimeCli, SchedulerKeysAreCheckedAndReachTheEngine) {
+    run_result r = run("--model " + k_model + " --preemption-mode sometimes");
     EXPECT_NE(r.exit_code, 0);
-    EXPECT_NE(r.err.find("not supported yet"), std::string::npos) << r.err;
-    fs::path cfg = write_config("kv.toml", "[scheduler]\nmax_num_seqs = 8\n");
+    EXPECT_NE(r.err.find("swap|recompute|auto"), std::string::npos) << r.err;
+    fs::path cfg = write_config("kv.toml", "[scheduler]\nblock_size = 0\n");
     r = run("--config " + cfg.string() + " --model " + k_model);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("kv.toml:2"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("not supported yet"), std::string::npos) << r.err;
+    // Accepted values show up in the KV table printed at start-up.
+    r = run("--model " + k_model + " --prompt Lily --temperature 0 --max-tokens 4 --block-size 8 --max-num-seqs 3 "
+            "--max-num-batched-tokens 100 --preemption-mode swap --no-enable-prefix-caching --swap-space 0.01");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("blocks of 8 tokens"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("prefix caching off"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("max_num_seqs 3, max_num_batched_tokens 100"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("preemption swap"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tier 'numa_ram' (swap_space)"), std::string::npos) << r.err;
 }
 
 TEST(RuntimeCli, StartupPrintsTheMemoryPlanAndOffloadLine) {
@@ -135,7 +143,8 @@ TEST(RuntimeCli, PlanSubcommandPrintsWithoutLoadingAndNamesWhatFits) {
     EXPECT_TRUE(j["fits"].get<bool>());
     EXPECT_EQ(j["offloaded_layers"].get<int>(), 3);
     // A context that cannot fit: exit 1, and the plan names the largest max_model_len that fits and the knob.
-    r = run("plan --model " + k_model + " --device-memory 8MiB --max-model-len 4000 --cpu-offload-layers 0");
+    // (--swap-space 0: KV kept in the host tier would otherwise let one long context spill out of the device.)
+    r = run("plan --model " + k_model + " --device-memory 16MiB --max-model-len 4000 --cpu-offload-layers 0 --swap-space 0");
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
     EXPECT_NE(r.out.find("largest max_model_len"), std::string::npos) << r.out;
 }

@@ -81,6 +81,9 @@ inline std::unique_ptr<engine::engine> make_engine(const std::string &model, int
     o.model_path = model;
     o.max_model_len = max_model_len;
     o.prefill_chunk = prefill_chunk;
+    // One sequence at a time in these tests: a step is at most one prefill chunk, and few logits rows are needed.
+    o.scheduler.max_num_batched_tokens = prefill_chunk;
+    o.scheduler.max_num_seqs = 4;
     o.device = "cpu";
     o.print_plan = false;
     offload.measure_bandwidth = false; // tests keep start-up fast and leave the user's bandwidth cache alone

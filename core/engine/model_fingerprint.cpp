@@ -1,0 +1,36 @@
+#include "engine/model_fingerprint.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+
+namespace strata::engine {
+
+uint64_t model_fingerprint(const gguf::file &file) {
+    XXH3_state_t *st = XXH3_createState();
+    XXH3_64bits_reset(st);
+    const uint64_t size = file.file_size();
+    XXH3_64bits_update(st, &size, sizeof size);
+    for (size_t i = 0; i < file.kv_count(); ++i) {
+        const std::string_view k = file.kv_key(i);
+        XXH3_64bits_update(st, k.data(), k.size());
+        const std::string v = file.kv_summary(i, 256);
+        XXH3_64bits_update(st, v.data(), v.size());
+    }
+    // A sample of every tensor: its name, type and size, its first and last 4 KiB (two pages of the mmap each).
+    for (const auto &t : file.tensors()) {
+        XXH3_64bits_update(st, t.name.data(), t.name.size());
+        XXH3_64bits_update(st, &t.type, sizeof t.type);
+        XXH3_64bits_update(st, &t.n_bytes, sizeof t.n_bytes);
+        const auto *bytes = static_cast<const unsigned char *>(t.data);
+        const uint64_t head = std::min<uint64_t>(t.n_bytes, 4096);
+        XXH3_64bits_update(st, bytes, head);
+        if (t.n_bytes > head) XXH3_64bits_update(st, bytes + t.n_bytes - std::min<uint64_t>(t.n_bytes - head, 4096),
+                                                 std::min<uint64_t>(t.n_bytes - head, 4096));
+    }
+    const uint64_t h = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    return h;
+}
+
+} // namespace strata::engine
