@@ -476,11 +476,17 @@ void engine::finish(sequence &s, int32_t reason, const std::string &error) {
         ev.error = s.error.empty() ? nullptr : s.error.c_str();
         s.on_token(s.user, &ev);
     }
+    // The stats a waiter reads right after wait() returns already show this sequence's blocks back in their pools.
+    const kv::kv_cache_stats ks = kv_->stats();
     {
         std::lock_guard<std::mutex> lock(mu_);
         ++finished_;
         prompt_tokens_total_ += s.result.n_prompt_tokens;
         generation_tokens_total_ += s.generated;
+        kv_snapshot_ = ks;
+        sched_snapshot_ = sched_->counters();
+        running_snapshot_ = static_cast<int64_t>(sched_->n_running());
+        waiting_snapshot_ = static_cast<int64_t>(sched_->n_waiting());
         s.done = true;
     }
     cv_.notify_all();

@@ -1,0 +1,247 @@
+// Issue #4's acceptance on a real model (stories260K): continuous batching under a KV budget that forces preemption,
+// swap vs recompute, prefix-cache hits from every tier (and after a restart), a context four times the device KV,
+// cancellation — every case must give exactly the greedy tokens of the sequence run alone with ample KV, and leave
+// every pool full again.
+#include "engine_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <fstream>
+
+using namespace strata;
+using namespace strata::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string k_model = shared_path("models/stories260K-f32.gguf");
+constexpr uint64_t kib = 1024;
+
+// stories260K: 5 layers x 2 x 4 KV heads x 8 dims x 4 bytes = 1.25 KiB per token, 20 KiB per 16-token block.
+engine::engine_options options(uint64_t kv_bytes, double swap_gib, engine::preemption_mode mode, bool prefix) {
+    engine::engine_options o;
+    o.model_path = k_model;
+    o.max_model_len = 256;
+    o.prefill_chunk = 32;
+    o.device = "cpu";
+    o.print_plan = false;
+    o.offload.measure_bandwidth = false;
+    o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
+    o.offload.kv_cache_memory = kv_bytes;
+    o.scheduler.max_num_seqs = 32;
+    o.scheduler.max_num_batched_tokens = 64;
+    o.scheduler.mode = mode;
+    o.kv.enable_prefix_caching = prefix;
+    o.kv.swap_space_gib = swap_gib;
+    return o;
+}
+
+std::unique_ptr<engine::engine> make(const engine::engine_options &o) {
+    return std::make_unique<engine::engine>(test_registry(), test_host(), o);
+}
+
+std::vector<int32_t> prompt_of(engine::engine &e, int i) {
+    static const char *names[] = {"Lily", "Tom", "a big dog", "Sue", "the cat", "Ben", "a bird", "Mia"};
+    std::string text = std::string("Once upon a time there was ") + names[i % 8];
+    if (i >= 8) text += " who loved to play in the park with a red ball";
+    return e.tokenizer().encode(text, true);
+}
+
+// Submits every prompt at once and waits for all; returns each one's generated tokens.
+std::vector<std::vector<int32_t>> run_all(engine::engine &e, const std::vector<std::vector<int32_t>> &prompts,
+                                          int32_t max_tokens) {
+    std::vector<generation_result> g(prompts.size());
+    std::vector<strata_request_id> ids;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        strata_request req{};
+        req.struct_size = sizeof req;
+        req.prompt_tokens = prompts[i].data();
+        req.n_prompt_tokens = static_cast<int32_t>(prompts[i].size());
+        req.sampling = greedy(max_tokens);
+        req.sampling.ignore_eos = 1;
+        req.on_token = collect;
+        req.user = &g[i];
+        ids.push_back(e.submit(req));
+    }
+    std::vector<std::vector<int32_t>> out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        e.wait(ids[i]);
+        out.push_back(g[i].tokens);
+    }
+    return out;
+}
+
+void expect_pools_full(const engine::engine &e) {
+    const strata_engine_stats s = e.stats();
+    for (int t = 0; t < 3; ++t) {
+        EXPECT_EQ(s.kv_blocks_used[t], s.kv_blocks_cached[t]) << "tier " << t << ": blocks still held by sequences";
+    }
+    EXPECT_EQ(s.requests_running, 0);
+    EXPECT_EQ(s.requests_waiting, 0);
+}
+
+// Greedy tokens of each prompt run alone with ample KV (computed once per test binary).
+const std::vector<std::vector<int32_t>> &alone(int n, int32_t max_tokens) {
+    static std::map<std::pair<int, int32_t>, std::vector<std::vector<int32_t>>> cache;
+    auto &v = cache[{n, max_tokens}];
+    if (v.empty()) {
+        auto e = make(options(4096 * kib, 0, engine::preemption_mode::recompute, false));
+        for (int i = 0; i < n; ++i) v.push_back(run_all(*e, {prompt_of(*e, i)}, max_tokens)[0]);
+    }
+    return v;
+}
+
+} // namespace
+
+class EngineBatching : public ::testing::TestWithParam<engine::preemption_mode> {};
+
+TEST_P(EngineBatching, SixteenConcurrentSequencesUnderForcedPreemptionGiveTheirAloneTokens) {
+    constexpr int n = 16;
+    constexpr int32_t max_tokens = 48;
+    // 24 blocks of device KV for 16 sequences that each grow to ~4 blocks: preemption is certain.
+    auto e = make(options(24 * 20 * kib, 0.01, GetParam(), false));
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*e, i));
+    const auto got = run_all(*e, prompts, max_tokens);
+    const auto &want = alone(n, max_tokens);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+    const strata_engine_stats s = e->stats();
+    EXPECT_GT(s.preemptions_swap + s.preemptions_recompute, 0) << "the KV budget was meant to force preemption";
+    if (GetParam() == engine::preemption_mode::swap) {
+        EXPECT_GT(s.preemptions_swap, 0);
+        EXPECT_GT(s.kv_bytes_swapped_out, 0);
+        EXPECT_EQ(s.kv_bytes_swapped_in, s.kv_bytes_swapped_out) << "every swapped block came back";
+    }
+    if (GetParam() == engine::preemption_mode::recompute) {
+        EXPECT_EQ(s.preemptions_swap, 0);
+        EXPECT_GT(s.preemptions_recompute, 0);
+    }
+    expect_pools_full(*e);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, EngineBatching,
+                         ::testing::Values(engine::preemption_mode::swap, engine::preemption_mode::recompute,
+                                           engine::preemption_mode::automatic),
+                         [](const auto &info) {
+                             return std::string(info.param == engine::preemption_mode::swap        ? "swap"
+                                                : info.param == engine::preemption_mode::recompute ? "recompute"
+                                                                                                   : "auto");
+                         });
+
+TEST(EngineBatchingPrefix, AHitFromEachTierAndAfterARestartGivesTheSameTokensAsAMiss) {
+    const int32_t max_tokens = 24;
+    auto plain = make(options(4096 * kib, 0, engine::preemption_mode::recompute, false));
+    // A 40-odd token prompt: two full 16-token blocks are cacheable.
+    const auto p = plain->tokenizer().encode(
+        "Once upon a time there was a little girl named Lily. She loved to play outside in the park with her friends "
+        "and her dog.",
+        true);
+    ASSERT_GE(p.size(), 33u);
+    const auto miss = run_all(*plain, {p}, max_tokens)[0];
+    plain.reset();
+
+    // Device hit.
+    auto dev = make(options(4096 * kib, 0, engine::preemption_mode::recompute, true));
+    EXPECT_EQ(run_all(*dev, {p}, max_tokens)[0], miss);
+    EXPECT_EQ(run_all(*dev, {p}, max_tokens)[0], miss);
+    EXPECT_GE(dev->stats().prefix_hits[0], 32);
+    expect_pools_full(*dev);
+    dev.reset();
+
+    // Host hit: 20 device blocks; other prompts push the prefix's blocks down into the host tier.
+    const fs::path dir = fs::path(STRATA_BINARY_DIR) / "test-prefix-store";
+    fs::remove_all(dir);
+    auto o = options(20 * 20 * kib, 0.01, engine::preemption_mode::recompute, true);
+    o.kv.prefix_store_dir = dir.string();
+    o.kv.prefix_store_gib = 0.01;
+    {
+        auto host = make(o);
+        EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
+        std::vector<std::vector<int32_t>> fillers;
+        for (int i = 0; i < 8; ++i) fillers.push_back(prompt_of(*host, i + 8));
+        run_all(*host, fillers, 40);
+        EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
+        const strata_engine_stats s = host->stats();
+        EXPECT_GE(s.prefix_hits[1], 16) << "the prefix came back from the host tier";
+        expect_pools_full(*host);
+    } // a clean shutdown writes the cached prefixes to the store
+
+    // NVMe hit after a restart.
+    {
+        auto restarted = make(o);
+        EXPECT_EQ(run_all(*restarted, {p}, max_tokens)[0], miss);
+        EXPECT_GE(restarted->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
+        expect_pools_full(*restarted);
+    }
+
+    // A corrupt store entry is recomputed, never used.
+    int damaged = 0;
+    for (const auto &f : fs::recursive_directory_iterator(dir)) {
+        if (f.path().extension() != ".kvb") continue;
+        std::fstream io(f.path(), std::ios::in | std::ios::out | std::ios::binary);
+        io.seekg(-1, std::ios::end);
+        char c = 0;
+        io.get(c);
+        io.seekp(-1, std::ios::end);
+        io.put(static_cast<char>(c ^ 0x5a));
+        ++damaged;
+    }
+    ASSERT_GT(damaged, 0);
+    {
+        auto again = make(o);
+        EXPECT_EQ(run_all(*again, {p}, max_tokens)[0], miss);
+        EXPECT_EQ(again->stats().prefix_hits[2], 0);
+        expect_pools_full(*again);
+    }
+    fs::remove_all(dir);
+}
+
+TEST(EngineBatchingLongContext, AContextFourTimesTheDeviceKvCompletesWithTheSameTokens) {
+    const int32_t max_tokens = 240;
+    auto ample = make(options(4096 * kib, 0, engine::preemption_mode::swap, false));
+    const auto p = prompt_of(*ample, 0);
+    const auto want = run_all(*ample, {p}, max_tokens)[0];
+    ample.reset();
+    // 4 device blocks = 64 tokens; the sequence reaches ~250 tokens, the rest lives in the host tier.
+    auto o = options(4 * 20 * kib, 0.01, engine::preemption_mode::swap, false);
+    o.max_model_len = 256;
+    auto small = make(o);
+    EXPECT_EQ(run_all(*small, {p}, max_tokens)[0], want);
+    EXPECT_GT(small->stats().kv_bytes_swapped_out, 0) << "older pages moved to the host tier";
+    expect_pools_full(*small);
+}
+
+TEST(EngineBatchingCancel, CancellingMidGenerationFreesItsBlocks) {
+    auto e = make(options(64 * 20 * kib, 0, engine::preemption_mode::recompute, false));
+    struct state {
+        engine::engine *e;
+        std::atomic<strata_request_id> id{0};
+        int tokens = 0;
+        int32_t finish = -1;
+    } st{e.get()};
+    const auto p = prompt_of(*e, 1);
+    strata_request req{};
+    req.struct_size = sizeof req;
+    req.prompt_tokens = p.data();
+    req.n_prompt_tokens = static_cast<int32_t>(p.size());
+    req.sampling = greedy(200);
+    req.sampling.ignore_eos = 1;
+    req.on_token = [](void *u, const strata_token_event *ev) {
+        auto *s = static_cast<state *>(u);
+        if (ev->token < 0) {
+            s->finish = ev->finish;
+            return;
+        }
+        // From the 10th token on (the id is known once submit has returned).
+        if (++s->tokens >= 10 && s->id.load() != 0) s->e->cancel(s->id.load());
+    };
+    req.user = &st;
+    st.id = e->submit(req);
+    const strata_request_result r = e->wait(st.id.load());
+    EXPECT_EQ(r.finish, STRATA_FINISH_CANCELLED);
+    EXPECT_LT(st.tokens, 200);
+    expect_pools_full(*e);
+}
