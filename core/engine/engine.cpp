@@ -170,6 +170,19 @@ void engine::setup_kv() {
              human(n_device * block_bytes), status_text(st));
     }
     device_allocations_.push_back(base);
+    // Touch the whole pool now, as a GPU engine reserves its KV memory up front: resident memory is then flat under
+    // load instead of growing as the prefix cache first reaches each block.
+    if (device_reads_host_) { // device memory the CPU can write (a GPU's is reserved by its allocator)
+        const uint64_t total = n_device * block_bytes;
+        std::unique_ptr<progress> bar;
+        if (total >= (uint64_t{256} << 20)) bar = std::make_unique<progress>(fmt::format("reserving {} of KV cache", human(total)), total);
+        for (uint64_t off = 0; off < total; off += uint64_t{64} << 20) {
+            const uint64_t n = std::min<uint64_t>(uint64_t{64} << 20, total - off);
+            std::memset(static_cast<char *>(base) + off, 0, n);
+            if (bar) bar->update(off + n);
+        }
+        if (bar) bar->finish();
+    }
     kv_->add_pool(kv::tier::device, static_cast<uint32_t>(n_device),
                   kv::make_device_storage(device_desc_.desc, device_, base, block_bytes, device_reads_host_));
 
