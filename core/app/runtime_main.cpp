@@ -218,13 +218,14 @@ int run_frontend(const plugins::registry &registry, const strata_host_services *
         fail("frontend '{}' is not provided by any loaded plugin (available: {}); set [engine] frontend or --frontend",
              frontend_name, fmt::join(registry.names(STRATA_KIND_FRONTEND), ", "));
     }
-    // Each plugin reads only its own table; the device's table is named after the plugin that provides it.
-    std::unique_ptr<config::plugin_config_view> device_view;
-    if (opts.device != "auto" || registry.best_device().desc != nullptr) {
-        const std::string dev = opts.device != "auto" ? opts.device : registry.best_device().desc->header.name;
-        if (s.find_table(dev) != nullptr) device_view = std::make_unique<config::plugin_config_view>(doc, s, dev);
+    // Each plugin reads only its own table; a device's table is named after the plugin that provides it. Every
+    // device gets its view, since `auto` may fall back from one device to another.
+    std::vector<std::unique_ptr<config::plugin_config_view>> device_views;
+    for (const std::string &dev : registry.names(STRATA_KIND_DEVICE)) {
+        if (s.find_table(dev) == nullptr) continue;
+        device_views.push_back(std::make_unique<config::plugin_config_view>(doc, s, dev));
+        opts.device_configs[dev] = device_views.back()->view();
     }
-    opts.device_config = device_view ? device_view->view() : nullptr;
 
     engine::engine eng(registry, host, opts);
     strata_engine_api api = engine::make_engine_api(eng);

@@ -45,7 +45,8 @@ struct engine_options {
     int32_t max_model_len = 0;    // 0 = the model's trained context length
     int32_t prefill_chunk = 512;  // most prompt tokens of one sequence per step ([engine] prefill_chunk)
     std::string device = "auto";  // device plugin name, or "auto" for the best scoring one
-    const strata_config_view *device_config = nullptr; // the device plugin's table (borrowed)
+    const strata_config_view *device_config = nullptr; // the device plugin's table (borrowed), or:
+    std::map<std::string, const strata_config_view *> device_configs; // each device plugin's table by name
     offload_options offload;                           // [memory] and the tiers' tables
     scheduler_config scheduler;                        // [scheduler]; its prefill_chunk is set from the field above
     kv_options kv;
