@@ -48,9 +48,17 @@ TEST(CudaEmulatedKernels, MatmulOfEveryFormatMatchesFloat64) {
                 SCOPED_TRACE(testing::Message() << "type " << type << ", " << rows << "x" << cols << ", " << n_tokens
                                                 << " tokens");
                 const auto x = random_floats(static_cast<size_t>(n_tokens * cols), 12, -2.0f, 2.0f);
+                const auto want = reference_product(m.dequantized, x, rows, cols, n_tokens);
                 std::vector<float> y(static_cast<size_t>(rows * n_tokens), NAN);
                 ASSERT_EQ(cu::launch_matmul(w, x.data(), n_tokens, y.data(), nullptr), cudaSuccess);
-                EXPECT_LT(normwise_error(y, reference_product(m.dequantized, x, rows, cols, n_tokens)), 1e-5);
+                EXPECT_LT(normwise_error(y, want), 1e-5);
+                if (n_tokens > cu::matvec_max_tokens) continue; // the tiled kernel takes any alignment
+                // Activations one float off 16-byte alignment: decode batches take the one-warp-per-row kernel.
+                std::vector<float> shifted(x.size() + 1);
+                std::copy(x.begin(), x.end(), shifted.begin() + 1);
+                std::fill(y.begin(), y.end(), NAN);
+                ASSERT_EQ(cu::launch_matmul(w, shifted.data() + 1, n_tokens, y.data(), nullptr), cudaSuccess);
+                EXPECT_LT(normwise_error(y, want), 1e-5) << "unaligned activations";
             }
         }
     }
@@ -138,7 +146,7 @@ TEST(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {
     ASSERT_NE(cpu, nullptr);
     strata_status st{};
     for (const attention_case c : {attention_case{1, 8, 2, 64, 40}, attention_case{5, 4, 4, 128, 0},
-                                   attention_case{3, 6, 3, 80, 37}, attention_case{1, 2, 1, 256, 100}}) {
+                                   attention_case{3, 6, 3, 80, 37}, attention_case{1, 2, 1, 256, 1000}}) {
         SCOPED_TRACE(testing::Message() << c.n_tokens << " tokens, " << c.n_heads << "/" << c.n_kv_heads
                                         << " heads, head_dim " << c.head_dim << ", from " << c.first_pos);
         auto q = random_floats(static_cast<size_t>(c.n_tokens * c.n_heads * c.head_dim), 51, -2.0f, 2.0f);

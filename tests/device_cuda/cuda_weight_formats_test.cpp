@@ -32,6 +32,15 @@ template <uint32_t T> void expect_rows_decode_exactly(uint32_t seed) {
             ASSERT_EQ(bits(got), bits(want)) << "type " << T << " row " << r << " col " << k << ": " << got
                                              << " != " << want;
         }
+    // The wide-load decoder the decode kernel uses: eight elements at a time.
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < cols; k += 8) {
+            float got[8];
+            fmt::format<T>::load8(m.bytes.data() + r * m.row_bytes, k, got);
+            for (int i = 0; i < 8; ++i)
+                ASSERT_EQ(bits(got[i]), bits(m.dequantized[static_cast<size_t>(r * cols + k + i)]))
+                    << "load8, type " << T << " row " << r << " col " << k + i;
+        }
 }
 
 TEST(CudaWeightFormats, F32DecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_f32>(1); }

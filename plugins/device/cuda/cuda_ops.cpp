@@ -22,7 +22,8 @@ using strata::plugin::guarded;
 using strata::plugin::ok;
 
 constexpr int32_t invalid = STRATA_ERR_INVALID_ARGUMENT;
-// CUDA grid y/z dimensions are limited to 65535; heads run on y.
+// CUDA grid dimensions: x up to 2^31 - 1 (weight rows of the decode kernel), y up to 65535 (heads).
+constexpr int32_t max_grid_x = 2147483647;
 constexpr int32_t max_grid_y = 65535;
 
 const char *name_of(const strata_tensor_view *w) { return w->name != nullptr ? w->name : "(unnamed)"; }
@@ -48,6 +49,9 @@ int32_t check_tensor(const strata_tensor_view *w, const char *what, strata_statu
     if (w->rows <= 0 || w->cols <= 0)
         return fail(st, invalid, "cuda %s: tensor '%s' has shape %lld x %lld; both must be > 0", what, name,
                     static_cast<long long>(w->rows), static_cast<long long>(w->cols));
+    if (w->rows > max_grid_x)
+        return fail(st, STRATA_ERR_UNSUPPORTED, "cuda %s: tensor '%s' has %lld rows; this device supports up to %d",
+                    what, name, static_cast<long long>(w->rows), max_grid_x);
     const bool blocked = w->ggml_type == weight_q8_0 || w->ggml_type == weight_q4_0;
     const int64_t block_elems = blocked ? quant_block_elems : 1;
     if (w->cols % block_elems != 0)

@@ -25,6 +25,16 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// x[0..7] into out; x 16-byte aligned (two 16-byte loads on the GPU).
+__device__ __forceinline__ void load_floats8(const float *x, float (&out)[8]) {
+#if defined(__CUDA_ARCH__)
+    const float4 a = reinterpret_cast<const float4 *>(x)[0], b = reinterpret_cast<const float4 *>(x)[1];
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+#else
+    for (int i = 0; i < 8; ++i) out[i] = x[i];
+#endif
+}
+
 // kernel<<<grid, block, 0, stream>>>(args...) and its launch error.
 template <class... Params, class... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {

@@ -2,9 +2,12 @@
 // (weight_formats.hpp, exact) and multiplied with float activations in float: no activation quantization, so the
 // result is the float64 product of the dequantized weights up to float rounding.
 //
-// Two kernels:
-//  - matvec (n_tokens <= matvec_max_tokens, i.e. decode): one warp per weight row, lane l reading elements
-//    l, l + 32, ... so a warp reads each row once, coalesced, for every token of the batch; warp-shuffle reduction.
+// Kernels:
+//  - row_block (n_tokens <= matvec_max_tokens, i.e. decode, when columns are a multiple of 8 and the data aligned for
+//    wide loads): one 128-thread block per weight row, each thread decoding 8 consecutive elements per step with
+//    wide loads (format<T>::load8), so many bytes are in flight per thread; the row is read once for every token of
+//    the batch; warp shuffles then shared memory reduce the partial sums.
+//  - matvec (the same batches otherwise): one warp per weight row, lane l reading elements l, l + 32, ...
 //  - tiled (larger batches, prefill): 64 rows x 64 tokens per block, 32 columns per step staged (decoded) in shared
 //    memory, each thread accumulating 4 x 4 outputs. Simple and correct rather than peak-FLOP; see docs/CUDA.md.
 #pragma once
@@ -41,6 +44,48 @@ __global__ void __launch_bounds__(matvec_warps *warp_size)
 #pragma unroll
         for (int offset = warp_size / 2; offset > 0; offset /= 2) v += __shfl_down_sync(0xffffffffu, v, offset);
         if (lane == 0 && t < n_tokens) y[int64_t{t} * rows + r] = v;
+    }
+}
+
+constexpr int row_block_threads = 128;
+constexpr int row_block_warps = row_block_threads / warp_size;
+
+template <uint32_t T, int MaxTokens>
+__global__ void __launch_bounds__(row_block_threads)
+    row_block_kernel(const unsigned char *__restrict__ w, int64_t rows, int64_t cols, int64_t row_bytes,
+                     const float *__restrict__ x, int32_t n_tokens, float *__restrict__ y) {
+    __shared__ float partial[MaxTokens][row_block_warps];
+    const int64_t r = blockIdx.x;
+    const unsigned char *row = w + r * row_bytes;
+    float acc[MaxTokens];
+#pragma unroll
+    for (int t = 0; t < MaxTokens; ++t) acc[t] = 0.0f;
+#pragma unroll 2
+    for (int64_t k = int64_t{threadIdx.x} * 8; k < cols; k += row_block_threads * 8) {
+        float wk[8];
+        format<T>::load8(row, k, wk);
+#pragma unroll
+        for (int t = 0; t < MaxTokens; ++t) {
+            if (t >= n_tokens) break;
+            float xk[8];
+            load_floats8(x + int64_t{t} * cols + k, xk);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) acc[t] = fmaf(wk[i], xk[i], acc[t]);
+        }
+    }
+    const int warp = static_cast<int>(threadIdx.x / warp_size), lane = static_cast<int>(threadIdx.x % warp_size);
+#pragma unroll
+    for (int t = 0; t < MaxTokens; ++t) {
+        if (t >= n_tokens) break; // the same for every thread of the grid
+        const float v = warp_sum(acc[t]);
+        if (lane == 0) partial[t][warp] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < static_cast<unsigned>(MaxTokens) && static_cast<int32_t>(threadIdx.x) < n_tokens) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < row_block_warps; ++i) sum += partial[threadIdx.x][i];
+        y[int64_t{threadIdx.x} * rows + r] = sum;
     }
 }
 
@@ -111,9 +156,27 @@ __global__ void embedding_kernel(const unsigned char *__restrict__ table, int64_
 
 namespace launchers {
 
+// Whether row_block_kernel's wide loads are legal: whole 8-element steps, activations 16-byte aligned (rows of x
+// too), and for F32/F16/BF16 weight rows 16-byte aligned.
+template <uint32_t T> bool row_block_fits(const weight_ref &w, const float *x) {
+    const auto aligned16 = [](uint64_t v) { return v % 16 == 0; };
+    if (w.cols % 8 != 0 || !aligned16(reinterpret_cast<uintptr_t>(x))) return false;
+    if (format<T>::load8_needs_16_byte_rows)
+        return aligned16(reinterpret_cast<uintptr_t>(w.data)) && aligned16(static_cast<uint64_t>(w.row_bytes));
+    return true;
+}
+
 template <uint32_t T>
 cudaError_t matmul_as(const weight_ref &w, const float *x, int32_t n_tokens, float *y, cudaStream_t stream) {
     const auto *data = static_cast<const unsigned char *>(w.data);
+    if (n_tokens <= matvec_max_tokens && row_block_fits<T>(w, x)) {
+        const dim3 grid(static_cast<unsigned>(w.rows));
+        if (n_tokens == 1)
+            return launch_kernel(kernels::row_block_kernel<T, 1>, grid, dim3(kernels::row_block_threads), stream, data,
+                                 w.rows, w.cols, w.row_bytes, x, n_tokens, y);
+        return launch_kernel(kernels::row_block_kernel<T, matvec_max_tokens>, grid, dim3(kernels::row_block_threads),
+                             stream, data, w.rows, w.cols, w.row_bytes, x, n_tokens, y);
+    }
     if (n_tokens <= 1) {
         const dim3 grid(static_cast<unsigned>((w.rows + kernels::matvec_warps - 1) / kernels::matvec_warps));
         return launch_kernel(kernels::matvec_kernel<T, 1>, grid, dim3(kernels::matvec_warps * warp_size), stream, data,

@@ -57,44 +57,102 @@ STRATA_CUDA_HD float half_to_float(uint16_t h) {
 
 STRATA_CUDA_HD float bf16_to_float(uint16_t h) { return bits_as_float(static_cast<uint32_t>(h) << 16); }
 
-// Element k of a row in format T. Rows are aligned to 4 bytes (F32) or 2 bytes (the others); the device checks that
-// before launching.
+// n 32-bit little-endian words from p. The GPU reads them with 2-byte loads (p only needs 2-byte alignment, which
+// Q8_0/Q4_0 quants inside 34- and 18-byte blocks have) or 16-byte loads (p 16-byte aligned); the host copies.
+template <int N> STRATA_CUDA_HD void load_words_align2(const unsigned char *p, uint32_t (&words)[N]) {
+#if defined(__CUDA_ARCH__)
+    const auto *h = reinterpret_cast<const uint16_t *>(p);
+#pragma unroll
+    for (int i = 0; i < N; ++i) words[i] = static_cast<uint32_t>(h[2 * i]) | static_cast<uint32_t>(h[2 * i + 1]) << 16;
+#else
+    std::memcpy(words, p, sizeof words);
+#endif
+}
+
+template <int N> STRATA_CUDA_HD void load_words_align16(const unsigned char *p, uint32_t (&words)[N]) {
+    static_assert(N % 4 == 0, "whole 16-byte loads");
+#if defined(__CUDA_ARCH__)
+    const auto *v = reinterpret_cast<const uint4 *>(p);
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i) {
+        const uint4 u = v[i];
+        words[4 * i] = u.x;
+        words[4 * i + 1] = u.y;
+        words[4 * i + 2] = u.z;
+        words[4 * i + 3] = u.w;
+    }
+#else
+    std::memcpy(words, p, sizeof words);
+#endif
+}
+
+// Element k of a row in format T, and load8: elements k..k+7 for k a multiple of 8, read with wide loads. Rows are
+// aligned to `alignment` bytes (checked by the device before launching); load8 of F32/F16/BF16 also needs the row
+// 16-byte aligned (the launcher falls back to element() otherwise).
 template <uint32_t T> struct format;
 
 template <> struct format<weight_f32> {
     static constexpr uint32_t alignment = 4;
+    static constexpr bool load8_needs_16_byte_rows = true;
     STRATA_CUDA_HD static float element(const unsigned char *row, int64_t k) {
         return reinterpret_cast<const float *>(row)[k];
+    }
+    STRATA_CUDA_HD static void load8(const unsigned char *row, int64_t k, float (&out)[8]) {
+        uint32_t w[8];
+        load_words_align16(row + 4 * k, w);
+        for (int i = 0; i < 8; ++i) out[i] = bits_as_float(w[i]);
     }
 };
 
 template <> struct format<weight_f16> {
     static constexpr uint32_t alignment = 2;
+    static constexpr bool load8_needs_16_byte_rows = true;
     STRATA_CUDA_HD static float element(const unsigned char *row, int64_t k) {
         return half_to_float(reinterpret_cast<const uint16_t *>(row)[k]);
+    }
+    STRATA_CUDA_HD static void load8(const unsigned char *row, int64_t k, float (&out)[8]) {
+        uint32_t w[4];
+        load_words_align16(row + 2 * k, w);
+        for (int i = 0; i < 8; ++i) out[i] = half_to_float(static_cast<uint16_t>(w[i / 2] >> (16 * (i % 2))));
     }
 };
 
 template <> struct format<weight_bf16> {
     static constexpr uint32_t alignment = 2;
+    static constexpr bool load8_needs_16_byte_rows = true;
     STRATA_CUDA_HD static float element(const unsigned char *row, int64_t k) {
         return bf16_to_float(reinterpret_cast<const uint16_t *>(row)[k]);
+    }
+    STRATA_CUDA_HD static void load8(const unsigned char *row, int64_t k, float (&out)[8]) {
+        uint32_t w[4];
+        load_words_align16(row + 2 * k, w);
+        for (int i = 0; i < 8; ++i) out[i] = bf16_to_float(static_cast<uint16_t>(w[i / 2] >> (16 * (i % 2))));
     }
 };
 
 // Q8_0: x[j] = d * qs[j].
 template <> struct format<weight_q8_0> {
     static constexpr uint32_t alignment = 2;
+    static constexpr bool load8_needs_16_byte_rows = false;
     STRATA_CUDA_HD static float element(const unsigned char *row, int64_t k) {
         const unsigned char *block = row + (k / quant_block_elems) * q8_0_block_bytes;
         const float d = half_to_float(*reinterpret_cast<const uint16_t *>(block));
         return d * static_cast<float>(static_cast<int8_t>(block[2 + k % quant_block_elems]));
+    }
+    STRATA_CUDA_HD static void load8(const unsigned char *row, int64_t k, float (&out)[8]) {
+        const unsigned char *block = row + (k / quant_block_elems) * q8_0_block_bytes;
+        const float d = half_to_float(*reinterpret_cast<const uint16_t *>(block));
+        uint32_t w[2];
+        load_words_align2(block + 2 + k % quant_block_elems, w);
+        for (int i = 0; i < 8; ++i)
+            out[i] = d * static_cast<float>(static_cast<int8_t>(static_cast<uint8_t>(w[i / 4] >> (8 * (i % 4)))));
     }
 };
 
 // Q4_0: byte j holds element j (low nibble) and element j + 16 (high nibble); x = d * (nibble - 8).
 template <> struct format<weight_q4_0> {
     static constexpr uint32_t alignment = 2;
+    static constexpr bool load8_needs_16_byte_rows = false;
     STRATA_CUDA_HD static float element(const unsigned char *row, int64_t k) {
         const unsigned char *block = row + (k / quant_block_elems) * q4_0_block_bytes;
         const float d = half_to_float(*reinterpret_cast<const uint16_t *>(block));
@@ -102,6 +160,19 @@ template <> struct format<weight_q4_0> {
         const unsigned byte = block[2 + (j & 15)];
         const int nibble = static_cast<int>(j < 16 ? (byte & 15u) : (byte >> 4));
         return d * static_cast<float>(nibble - 8);
+    }
+    // Elements j..j+7 of a block (j in 0, 8, 16, 24) are the low (j < 16) or high nibbles of bytes j % 16 .. +7.
+    STRATA_CUDA_HD static void load8(const unsigned char *row, int64_t k, float (&out)[8]) {
+        const unsigned char *block = row + (k / quant_block_elems) * q4_0_block_bytes;
+        const float d = half_to_float(*reinterpret_cast<const uint16_t *>(block));
+        const int64_t j = k % quant_block_elems;
+        uint32_t w[2];
+        load_words_align2(block + 2 + (j & 15), w);
+        const int shift = j < 16 ? 0 : 4;
+        for (int i = 0; i < 8; ++i) {
+            const int nibble = static_cast<int>((w[i / 4] >> (8 * (i % 4) + shift)) & 15u);
+            out[i] = d * static_cast<float>(nibble - 8);
+        }
     }
 };
 
