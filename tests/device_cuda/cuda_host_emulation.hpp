@@ -1,10 +1,11 @@
 // Runs the CUDA plugin's kernel headers (plugins/device/cuda/kernels_*.cuh) on the host, so their indexing,
-// reductions and barriers are exercised on machines without a GPU. Include this before any kernel header.
+// reductions and barriers are exercised on machines without a GPU. Include this first in its translation unit.
 //
 // The execution model, emulated: a launch runs its blocks one after another; a block's threads are fibers
 // (ucontext) on the calling thread, scheduled round-robin. __syncthreads() is a barrier over the block's running
 // threads, a warp shuffle is a write-barrier-read-barrier over the warp's running lanes, and __shared__ variables are
-// function statics, which the threads of the one block running share. Device memory is host memory.
+// function statics, which the threads of the one block running share. Device memory is host memory. A fiber starts
+// with setcontext and then switches with _setjmp/_longjmp, which (unlike swapcontext) make no system call.
 //
 // What this does not show: anything about real GPU timing, memory coalescing, races between warps that a real GPU
 // would expose, or the device math library's last-bit behaviour (host expf/cosf stand in). It checks logic, not the
@@ -13,7 +14,13 @@
 
 #define STRATA_CUDA_HOST_EMULATION 1
 
+// Fortified longjmp refuses to jump between stacks; these jumps go between fiber stacks on purpose.
+#ifdef _FORTIFY_SOURCE
+#undef _FORTIFY_SOURCE
+#endif
+
 #include <math.h>
+#include <setjmp.h>
 #include <ucontext.h>
 
 #include <algorithm>
@@ -57,14 +64,16 @@ constexpr unsigned lanes = 32;
 
 struct fiber {
     ucontext_t context{};
+    jmp_buf jump{};
     std::unique_ptr<char[]> stack;
     uint3 index{};
+    bool started = false;
     bool done = false;
 };
 
 struct block_run {
     std::vector<fiber> threads;
-    ucontext_t scheduler{};
+    jmp_buf scheduler{};
     size_t current = 0;
     void (*body)(void *) = nullptr;
     void *body_arg = nullptr;
@@ -81,7 +90,7 @@ inline block_run *running = nullptr;
 
 inline void yield() {
     block_run &r = *running;
-    swapcontext(&r.threads[r.current].context, &r.scheduler);
+    if (_setjmp(r.threads[r.current].jump) == 0) _longjmp(r.scheduler, 1);
 }
 
 inline size_t live_threads(size_t first, size_t count) {
@@ -120,10 +129,22 @@ inline float shuffle(float v, unsigned source_lane) {
     return out;
 }
 
-inline void fiber_entry() {
+[[noreturn]] inline void fiber_entry() {
     block_run &r = *running;
     r.body(r.body_arg);
     r.threads[r.current].done = true;
+    _longjmp(r.scheduler, 1);
+}
+
+// Runs thread i until it yields or finishes. The jump back lands in this frame, which has no state to lose.
+__attribute__((noinline)) inline void resume(block_run &r, size_t i) {
+    fiber &f = r.threads[i];
+    if (_setjmp(r.scheduler) != 0) return;
+    if (!f.started) {
+        f.started = true;
+        setcontext(&f.context);
+    }
+    _longjmp(f.jump, 1);
 }
 
 // Runs every block of the grid; returns cudaSuccess.
@@ -161,12 +182,13 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_
                 for (size_t i = 0; i < n_threads; ++i) {
                     fiber &f = r.threads[i];
                     f.done = false;
+                    f.started = false;
                     f.index = uint3{static_cast<unsigned>(i % block.x), static_cast<unsigned>(i / block.x % block.y),
                                     static_cast<unsigned>(i / (size_t{block.x} * block.y))};
                     getcontext(&f.context);
                     f.context.uc_stack.ss_sp = f.stack.get();
                     f.context.uc_stack.ss_size = stack_bytes;
-                    f.context.uc_link = &r.scheduler;
+                    f.context.uc_link = nullptr; // fiber_entry never returns
                     makecontext(&f.context, fiber_entry, 0);
                 }
                 r.block_generation = 0;
@@ -179,7 +201,7 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_
                         if (r.threads[i].done) continue;
                         r.current = i;
                         threadIdx = r.threads[i].index;
-                        swapcontext(&r.scheduler, &r.threads[i].context);
+                        resume(r, i);
                         remaining += r.threads[i].done ? 0 : 1;
                     }
                 }
