@@ -66,19 +66,21 @@ __global__ void __launch_bounds__(row_block_threads)
         format<T>::load8(row, k, wk);
 #pragma unroll
         for (int t = 0; t < MaxTokens; ++t) {
-            if (t >= n_tokens) break;
-            float xk[8];
-            load_floats8(x + int64_t{t} * cols + k, xk);
+            if (t < n_tokens) {
+                float xk[8];
+                load_floats8(x + int64_t{t} * cols + k, xk);
 #pragma unroll
-            for (int i = 0; i < 8; ++i) acc[t] = fmaf(wk[i], xk[i], acc[t]);
+                for (int i = 0; i < 8; ++i) acc[t] = fmaf(wk[i], xk[i], acc[t]);
+            }
         }
     }
     const int warp = static_cast<int>(threadIdx.x / warp_size), lane = static_cast<int>(threadIdx.x % warp_size);
 #pragma unroll
     for (int t = 0; t < MaxTokens; ++t) {
-        if (t >= n_tokens) break; // the same for every thread of the grid
-        const float v = warp_sum(acc[t]);
-        if (lane == 0) partial[t][warp] = v;
+        if (t < n_tokens) { // the same for every thread of the grid, so the shuffles stay convergent
+            const float v = warp_sum(acc[t]);
+            if (lane == 0) partial[t][warp] = v;
+        }
     }
     __syncthreads();
     if (threadIdx.x < static_cast<unsigned>(MaxTokens) && static_cast<int32_t>(threadIdx.x) < n_tokens) {
