@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -41,6 +42,15 @@ struct recording_host {
     recording_host &operator=(const recording_host &) = delete;
 };
 
+// Where a plugin library is: its build path, or the file of the same name in $STRATA_TEST_PLUGIN_DIR when that is
+// set (a prebuilt test binary run on another machine, see tools/gpu/pack.sh).
+inline std::string plugin_path(const char *built) {
+    const char *dir = std::getenv("STRATA_TEST_PLUGIN_DIR");
+    if (dir == nullptr || dir[0] == '\0') return built;
+    const std::string path(built);
+    return std::string(dir) + "/" + path.substr(path.find_last_of('/') + 1);
+}
+
 // The three plugin libraries, loaded once (a failure to load is reported by every test that uses them).
 struct plugins {
     recording_host host;
@@ -51,9 +61,9 @@ struct plugins {
 
     plugins() {
         try {
-            reg.load_file(STRATA_CUDA_MODULE_PATH);
-            reg.load_file(STRATA_CPU_MODULE_PATH);
-            reg.load_file(STRATA_QUANT_MODULE_PATH);
+            reg.load_file(plugin_path(STRATA_CUDA_MODULE_PATH));
+            reg.load_file(plugin_path(STRATA_CPU_MODULE_PATH));
+            reg.load_file(plugin_path(STRATA_QUANT_MODULE_PATH));
         } catch (const std::exception &e) {
             load_error = e.what();
         }
