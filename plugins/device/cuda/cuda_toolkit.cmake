@@ -20,13 +20,20 @@ if(strata_with_cuda STREQUAL "OFF")
   return()
 endif()
 
-# nvcc on PATH or in $CUDACXX first; then the toolkit's usual home, which is often not on PATH.
-check_language(CUDA)
-if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
-  unset(CMAKE_CUDA_COMPILER CACHE)
-  set(ENV{CUDACXX} /usr/local/cuda/bin/nvcc)
-  check_language(CUDA)
+# nvcc from -DCMAKE_CUDA_COMPILER, $CUDACXX or PATH; failing those, the toolkit's usual home, which is often not on
+# PATH. An nvcc on PATH that is not inside a toolkit (a wrapper script; CMake cannot identify the toolkit through
+# it) counts as absent.
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+  find_program(STRATA_NVCC_ON_PATH nvcc NO_CACHE)
+  if(STRATA_NVCC_ON_PATH)
+    file(REAL_PATH "${STRATA_NVCC_ON_PATH}" strata_nvcc_real)
+    get_filename_component(strata_nvcc_dir "${strata_nvcc_real}" DIRECTORY)
+  endif()
+  if(NOT STRATA_NVCC_ON_PATH OR NOT EXISTS "${strata_nvcc_dir}/nvcc.profile")
+    set(ENV{CUDACXX} /usr/local/cuda/bin/nvcc)
+  endif()
 endif()
+check_language(CUDA)
 
 set(strata_cuda_missing "")
 if(NOT CMAKE_CUDA_COMPILER)
