@@ -11,7 +11,11 @@
 # 8 files; the table is printed last and kept in $OUT/summary.txt.
 #
 #   tools/gpu/check.sh [--prebuilt PACK_DIR | --build-dir DIR [--no-build]] [--jobs 16] [--quick] [--vocab F.gguf]
+#                      [--budget 540]
 #
+# --budget is the wall time (seconds) the whole script may take: each step gets at most what is left (a hung kernel
+# cannot eat a device lease), and steps that would start with under 20 s left are reported as not run, so the table
+# is always written.
 # --prebuilt runs the executables of a pack through its own glibc loader (see pack.sh); the default builds into
 # build-gpu with -DSTRATA_WITH_CUDA=ON. --quick skips the f16 forward pass and steps 5-6.
 set -uo pipefail
@@ -21,7 +25,7 @@ root=$PWD
 OUT=${OUT:-./gpu-out}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-prebuilt="" build_dir=build-gpu no_build=0 jobs=16 quick=0 vocab=""
+prebuilt="" build_dir=build-gpu no_build=0 jobs=16 quick=0 vocab="" budget=540
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt=$2; shift 2 ;;
@@ -30,9 +34,18 @@ while [ $# -gt 0 ]; do
     --jobs) jobs=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     --vocab) vocab=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
     *) echo "check.sh: unknown option $1 (see the header of tools/gpu/check.sh)" >&2; exit 2 ;;
   esac
 done
+
+deadline=$(($(date +%s) + budget))
+# limit N: a step's timeout, N seconds or what is left of the budget (0 when under 20 s are left).
+limit() {
+  local left=$((deadline - $(date +%s) - 5))
+  if [ "$left" -lt 20 ]; then echo 0; elif [ "$left" -lt "$1" ]; then echo "$left"; else echo "$1"; fi
+}
+out_of_time="not run: the --budget of ${budget} s is spent"
 
 declare -a rows=()
 row() { rows+=("$1|$2"); }
@@ -88,14 +101,18 @@ have() { [ -x "$bin_dir/$1" ]; }
 # ---- 2. tests ----
 if have test_cuda_device; then
   cmd test_cuda_device
-  STRATA_TEST_PLUGIN_DIR=$plugin_dir timeout 600 "${CMD[@]}" >"$OUT/tests.log" 2>&1
-  rc=$?
+  t=$(limit 240)
+  if [ "$t" = 0 ]; then echo "$out_of_time" >"$OUT/tests.log"; rc=124; else
+    STRATA_TEST_PLUGIN_DIR=$plugin_dir timeout "$t" "${CMD[@]}" >"$OUT/tests.log" 2>&1
+    rc=$?
+  fi
   passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$OUT/tests.log" | grep -oE '[0-9]+$')
   failed=$(grep -oE '^\[  FAILED  \] [0-9]+ test' "$OUT/tests.log" | grep -oE '[0-9]+' | head -1)
   skipped=$(grep -oE '^\[  SKIPPED \] [0-9]+ test' "$OUT/tests.log" | grep -oE '[0-9]+' | head -1)
   skip_note=""
   [ "${skipped:-0}" != 0 ] && skip_note="; skipped tests mean no usable GPU, see their reason in tests.log"
-  row "test_cuda_device" "rc $rc: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped$skip_note"
+  if [ "$t" = 0 ]; then row "test_cuda_device" "$out_of_time"
+  else row "test_cuda_device" "rc $rc: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped$skip_note"; fi
 else
   row "test_cuda_device" "not run: no test_cuda_device in $bin_dir"
 fi
@@ -103,11 +120,15 @@ fi
 # ---- 3. bandwidth ----
 bw="$OUT/bandwidth.log"
 cmd gpu-bandwidth
-if have gpu-bandwidth && timeout 300 "${CMD[@]}" --mib 1024 --repeat 5 >"$bw" 2>&1; then
+t=$(limit 120)
+[ "$t" = 0 ] && echo "$out_of_time" >"$bw"
+if have gpu-bandwidth && [ "$t" != 0 ] && timeout "$t" "${CMD[@]}" --mib 1024 --repeat 5 >"$bw" 2>&1; then
   for k in h2d_pinned d2h_pinned h2d_pageable d2h_pageable; do
     row "$k" "$(value_of ${k}_gbps "$bw") GB/s (1 GiB copies, best of 5)"
   done
   row "device memory" "$(value_of device_memory_gbps "$bw") GB/s (device-to-device copy, bytes read + written)"
+elif [ "$t" = 0 ]; then
+  row "bandwidth" "$out_of_time"
 else
   row "bandwidth" "FAILED: $(tail -1 "$bw" 2>/dev/null)"
 fi
@@ -123,13 +144,17 @@ types=(q8_0 q4_0)
 for t in "${types[@]}"; do
   one="$OUT/.decode_$t"
   cmd gpu-decode-bench
-  if timeout 300 "${CMD[@]}" --dim 2048 --layers 16 --heads 16 --kv-heads 16 --ff 5632 --vocab 32000 --type "$t" \
-      --context 512 --tokens 64 >"$one" 2>&1; then
+  lim=$(limit 120)
+  [ "$lim" = 0 ] && echo "$out_of_time" >"$one"
+  if [ "$lim" != 0 ] && timeout "$lim" "${CMD[@]}" --dim 2048 --layers 16 --heads 16 --kv-heads 16 --ff 5632 \
+      --vocab 32000 --type "$t" --context 512 --tokens 64 >"$one" 2>&1; then
     gbps=$(value_of decode_weight_gbps "$one")
     pct=""
     [ -n "$device_gbps" ] && pct=$(awk -v a="$gbps" -v b="$device_gbps" 'BEGIN {if (b > 0) printf ", %.0f%% of device memory bandwidth", 100 * a / b}')
     row "ops decode $t" "$(value_of decode_tokens_per_s "$one") tok/s ($(value_of decode_ms_per_token "$one") ms/token, weights read at $gbps GB/s$pct; logits finite: $(value_of logits_finite "$one"))"
     row "ops prefill $t" "$(value_of prefill_tokens_per_s "$one") tok/s (512-token batch)"
+  elif [ "$lim" = 0 ]; then
+    row "ops $t" "$out_of_time"
   else
     row "ops $t" "FAILED: $(tail -1 "$one")"
   fi
@@ -151,14 +176,18 @@ else
   mkdir -p "$model_dir"
   if [ -z "$vocab" ] || [ ! -f "$vocab" ]; then
     row "CPU decode q8_0 (bench)" "not measured: no vocabulary GGUF for make-model (pass --vocab)"
-  elif ! { cmd make-model && timeout 600 "${CMD[@]}" --out "$model" --dim 2048 --layers 16 --heads 16 --kv-heads 16 \
-      --ff 5632 --ctx 2048 --type q8_0 --vocab-from "$vocab" >"$cb" 2>&1; }; then
+  elif [ "$(limit 180)" = 0 ]; then
+    row "CPU decode q8_0 (bench)" "$out_of_time"
+  elif ! { cmd make-model && timeout "$(limit 180)" "${CMD[@]}" --out "$model" --dim 2048 --layers 16 --heads 16 \
+      --kv-heads 16 --ff 5632 --ctx 2048 --type q8_0 --vocab-from "$vocab" >"$cb" 2>&1; }; then
     row "CPU decode q8_0 (bench)" "not measured: make-model failed: $(tail -1 "$cb")"
   else
     threads=$(nproc)
     cmd bench
-    if timeout 600 "${CMD[@]}" --model "$model" --threads "$threads" --prompt-tokens 128 --decode-tokens 32 --repeat 1 \
-        >>"$cb" 2>&1; then
+    if [ "$(limit 240)" = 0 ]; then
+      row "CPU decode q8_0 (bench)" "$out_of_time"
+    elif timeout "$(limit 240)" "${CMD[@]}" --model "$model" --threads "$threads" --prompt-tokens 128 \
+        --decode-tokens 32 --repeat 1 >>"$cb" 2>&1; then
       row "CPU decode q8_0 (bench)" "$(awk '$1 == "decode" {print $2, $3; exit}' "$cb") on $threads threads ($(awk '$1 == "ratio" {print $2; exit}' "$cb") of the CPU memory-bandwidth bound)"
       row "CPU prefill q8_0 (bench)" "$(awk '$1 == "prefill" {print $2, $3; exit}' "$cb") (128-token prompt)"
     else
@@ -171,10 +200,12 @@ fi
 eg="$OUT/engine_gpu.log"
 if [ "$quick" = 1 ] || [ ! -f "$model" ]; then
   row "engine decode on cuda" "not measured: no model was made$([ "$quick" = 1 ] && echo ' (--quick)')"
+elif [ "$(limit 120)" = 0 ]; then
+  row "engine decode on cuda" "$out_of_time"
 else
   cmd runtime
-  timeout 300 "${CMD[@]}" --model "$model" --device cuda --prompt 'Once upon a time' --max-tokens 64 --temperature 0 \
-    --ignore-eos >"$eg" 2>&1
+  timeout "$(limit 120)" "${CMD[@]}" --model "$model" --device cuda --prompt 'Once upon a time' --max-tokens 64 \
+    --temperature 0 --ignore-eos >"$eg" 2>&1
   rc=$?
   rate=$(grep -oE 'generated \([0-9.]+ tok/s\)' "$eg" | grep -oE '[0-9.]+' | head -1)
   if [ $rc -eq 0 ] && [ -n "$rate" ]; then
