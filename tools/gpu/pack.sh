@@ -42,6 +42,12 @@ done | sort -u | while read -r lib; do
   if is_glibc "$name"; then cp -L "$lib" "$pack/glibc/$name"; else cp -L "$lib" "$pack/lib/$name"; fi
 done
 [ -e "$pack/glibc/ld-linux-x86-64.so.2" ] || { echo "pack: no ld-linux-x86-64.so.2 found by ldd" >&2; exit 1; }
+# The driver (libcuda.so.1, loaded later by the CUDA runtime) may name glibc's compatibility stubs; they must come
+# from this glibc too, not the GPU machine's.
+libc_dir=$(dirname "$(ldd "$pack/bin/runtime" | awk '/libc\.so\.6 => / {print $3}')")
+for stub in libdl.so.2 libpthread.so.0 librt.so.1 libutil.so.1 libresolv.so.2; do
+  if [ -e "$libc_dir/$stub" ]; then cp -L "$libc_dir/$stub" "$pack/glibc/"; fi
+done
 
 vocab="$shared/models/vocab/ggml-vocab-llama-spm.gguf"
 if [ -f "$vocab" ]; then cp "$vocab" "$pack/vocab/"; else echo "pack: warning: $vocab not found; check.sh will need --vocab" >&2; fi
