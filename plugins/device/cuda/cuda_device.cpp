@@ -1,0 +1,276 @@
+// The "cuda" device descriptor and plugin info: capability score, creation from [cuda] config, device memory, the
+// synchronous copy slot, and the op table.
+#include "cuda_device.hpp"
+
+#include "cuda_device_state.hpp"
+#include "cuda_kernels.hpp"
+#include "cuda_ops.hpp"
+
+#include <strata/plugin.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <iterator>
+#include <memory>
+
+namespace strata::cuda {
+
+cudaError_t make_current(const strata_device *dev) { return cudaSetDevice(dev->index); }
+
+int32_t fail_cuda(strata_status *st, int32_t code, cudaError_t err, const char *what) {
+    (void)cudaGetLastError();
+    return strata::plugin::fail(st, code, "%s: %s: %s", what, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+} // namespace strata::cuda
+
+strata_device::~strata_device() {
+    // Nothing may still run on the streams when their buffers go; errors here have nowhere to go and are ignored.
+    (void)cudaSetDevice(index);
+    if (compute != nullptr) (void)cudaStreamSynchronize(compute);
+    if (copy != nullptr) (void)cudaStreamSynchronize(copy);
+    staging.release();
+    if (compute_done != nullptr) (void)cudaEventDestroy(compute_done);
+    if (copy_done != nullptr) (void)cudaEventDestroy(copy_done);
+    if (compute != nullptr) (void)cudaStreamDestroy(compute);
+    if (copy != nullptr) (void)cudaStreamDestroy(copy);
+    (void)cudaGetLastError();
+}
+
+namespace {
+
+using strata::cuda::fail_cuda;
+using strata::plugin::fail;
+
+constexpr const char *plugin_name = "cuda";
+// The kernels are built for sm_80 and sm_90 (+ compute_90 PTX); older GPUs cannot run them.
+constexpr int min_compute_major = 8;
+constexpr int64_t max_device_index = 1023;
+constexpr int32_t cuda_score = 100; // the CPU device scores 1
+
+int32_t score() {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        (void)cudaGetLastError(); // no driver or no device: not an error of any later call
+        return 0;
+    }
+    for (int d = 0; d < count; ++d) {
+        int major = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess &&
+            major >= min_compute_major)
+            return cuda_score;
+    }
+    (void)cudaGetLastError();
+    return 0;
+}
+
+// Streams, events and the index staging of a device whose ordinal is current.
+int32_t open_queues(strata_device &dev, strata_status *st) {
+    if (cudaError_t e = cudaStreamCreateWithFlags(&dev.compute, cudaStreamNonBlocking); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaStreamCreate (compute)");
+    if (cudaError_t e = cudaStreamCreateWithFlags(&dev.copy, cudaStreamNonBlocking); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaStreamCreate (copy)");
+    if (cudaError_t e = cudaEventCreateWithFlags(&dev.compute_done, cudaEventDisableTiming); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaEventCreate");
+    if (cudaError_t e = cudaEventCreateWithFlags(&dev.copy_done, cudaEventDisableTiming); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaEventCreate");
+    if (cudaError_t e = dev.staging.init(); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_OUT_OF_MEMORY, e, "cuda create: allocating the index staging buffers");
+    return STRATA_OK;
+}
+
+strata_device *create(const strata_device_create_args *args, strata_status *st) {
+    return strata::plugin::guarded_create<strata_device>(st, [&]() -> strata_device * {
+        if (args != nullptr && args->struct_size < offsetof(strata_device_create_args, config) + sizeof(args->config)) {
+            fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda create: args.struct_size = %u is too small (expected %zu)",
+                 args->struct_size, sizeof(strata_device_create_args));
+            return nullptr;
+        }
+        const strata_host_services *host = args != nullptr ? args->host : nullptr;
+        const strata::plugin::config cfg(args != nullptr ? args->config : nullptr);
+        const int64_t index = cfg.get_int("device_index").value_or(0);
+
+        int count = 0;
+        if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+            fail_cuda(st, STRATA_ERR_UNSUPPORTED, e,
+                      "cuda create: no CUDA device visible: cudaGetDeviceCount returned an error");
+            return nullptr;
+        }
+        if (count == 0) {
+            fail(st, STRATA_ERR_UNSUPPORTED, "cuda create: no CUDA device visible: cudaGetDeviceCount found 0 devices");
+            return nullptr;
+        }
+        if (index < 0 || index >= count) {
+            fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                 "cuda create: [cuda] device_index = %lld, but %d CUDA device%s visible (0 to %d)",
+                 static_cast<long long>(index), count, count == 1 ? " is" : "s are", count - 1);
+            return nullptr;
+        }
+
+        auto dev = std::make_unique<strata_device>();
+        dev->index = static_cast<int>(index);
+        dev->host = host;
+        cudaDeviceProp prop{};
+        if (cudaError_t e = cudaGetDeviceProperties(&prop, dev->index); e != cudaSuccess) {
+            fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaGetDeviceProperties");
+            return nullptr;
+        }
+        dev->name = prop.name;
+        dev->cc_major = prop.major;
+        dev->cc_minor = prop.minor;
+        if (prop.major < min_compute_major) {
+            fail(st, STRATA_ERR_UNSUPPORTED,
+                 "cuda create: device %d (%s) has compute capability %d.%d; this plugin's kernels need 8.0 or newer "
+                 "(built for sm_80, sm_90 and compute_90)",
+                 dev->index, prop.name, prop.major, prop.minor);
+            return nullptr;
+        }
+        if (cudaError_t e = cudaSetDevice(dev->index); e != cudaSuccess) {
+            fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaSetDevice");
+            return nullptr;
+        }
+        if (cudaError_t e = strata::cuda::kernels_loadable(); e != cudaSuccess) {
+            fail_cuda(st, STRATA_ERR_UNSUPPORTED, e, "cuda create: the plugin's kernels cannot run on this GPU");
+            return nullptr;
+        }
+        if (open_queues(*dev, st) != STRATA_OK) return nullptr;
+
+        if (host != nullptr)
+            strata::plugin::log(host, STRATA_LOG_INFO, plugin_name,
+                                "device %d: %s, compute capability %d.%d, %d SMs, %.1f GiB", dev->index, prop.name,
+                                prop.major, prop.minor, prop.multiProcessorCount,
+                                static_cast<double>(prop.totalGlobalMem) / (1u << 30));
+        strata::plugin::ok(st);
+        return dev.release();
+    });
+}
+
+void destroy(strata_device *dev) { delete dev; }
+
+void *mem_alloc(strata_device *dev, uint64_t bytes, strata_status *st) {
+    if (dev == nullptr) {
+        fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda mem_alloc: device is NULL");
+        return nullptr;
+    }
+    if (bytes == 0) {
+        fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda mem_alloc: 0 bytes requested");
+        return nullptr;
+    }
+    std::lock_guard lock(dev->mutex);
+    if (cudaError_t e = strata::cuda::make_current(dev); e != cudaSuccess) {
+        fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda mem_alloc: cudaSetDevice");
+        return nullptr;
+    }
+    void *p = nullptr;
+    if (cudaError_t e = cudaMalloc(&p, static_cast<size_t>(bytes)); e != cudaSuccess) {
+        char what[128];
+        std::snprintf(what, sizeof what, "cuda mem_alloc: cudaMalloc of %llu bytes on device %d failed",
+                      static_cast<unsigned long long>(bytes), dev->index);
+        fail_cuda(st, e == cudaErrorMemoryAllocation ? STRATA_ERR_OUT_OF_MEMORY : STRATA_ERR_INTERNAL, e, what);
+        return nullptr;
+    }
+    strata::plugin::ok(st);
+    return p;
+}
+
+void mem_free(strata_device *dev, void *ptr) {
+    if (dev == nullptr || ptr == nullptr) return;
+    std::lock_guard lock(dev->mutex);
+    (void)strata::cuda::make_current(dev);
+    (void)cudaFree(ptr); // waits for work still using it
+    (void)cudaGetLastError();
+}
+
+cudaMemcpyKind memcpy_kind(int32_t kind) {
+    switch (kind) {
+    case STRATA_COPY_H2D: return cudaMemcpyHostToDevice;
+    case STRATA_COPY_D2H: return cudaMemcpyDeviceToHost;
+    default: return cudaMemcpyDeviceToDevice;
+    }
+}
+
+// Ordered after the compute work enqueued before it, complete on return; later compute is ordered after it.
+int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int32_t kind, strata_status *st) {
+    if (dev == nullptr) return fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda copy: device is NULL");
+    if (kind != STRATA_COPY_H2D && kind != STRATA_COPY_D2H && kind != STRATA_COPY_D2D)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                    "cuda copy: kind %d is unknown; use STRATA_COPY_H2D (1), STRATA_COPY_D2H (2) or STRATA_COPY_D2D (3)",
+                    kind);
+    if (bytes == 0) {
+        strata::plugin::ok(st);
+        return STRATA_OK;
+    }
+    if (dst == nullptr || src == nullptr) return fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda copy: dst or src is NULL");
+    std::lock_guard lock(dev->mutex);
+    if (cudaError_t e = strata::cuda::make_current(dev); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda copy: cudaSetDevice");
+    cudaError_t e = cudaEventRecord(dev->compute_done, dev->compute);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(dev->copy, dev->compute_done, 0);
+    if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), memcpy_kind(kind), dev->copy);
+    if (e == cudaSuccess) e = cudaEventRecord(dev->copy_done, dev->copy);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(dev->compute, dev->copy_done, 0);
+    // Also where an earlier kernel's execution error (e.g. an illegal address) is reported.
+    if (e == cudaSuccess) e = cudaEventSynchronize(dev->copy_done);
+    if (e != cudaSuccess) {
+        char what[160];
+        std::snprintf(what, sizeof what, "cuda copy: %llu bytes (%s) failed",
+                      static_cast<unsigned long long>(bytes),
+                      kind == STRATA_COPY_H2D ? "host to device" : kind == STRATA_COPY_D2H ? "device to host"
+                                                                                           : "device to device");
+        return fail_cuda(st, STRATA_ERR_IO, e, what);
+    }
+    strata::plugin::ok(st);
+    return STRATA_OK;
+}
+
+int32_t host_addressable(strata_device *) { return 0; }
+
+const strata_device_desc cuda_device_desc = {
+    strata::plugin::make_header<strata_device_desc>(STRATA_KIND_DEVICE, "cuda",
+                                                    offsetof(strata_device_desc, thread_count)),
+    score,
+    create,
+    destroy,
+    mem_alloc,
+    mem_free,
+    strata::cuda::matmul,
+    strata::cuda::embedding,
+    strata::cuda::rms_norm,
+    strata::cuda::rope,
+    strata::cuda::attention,
+    strata::cuda::swiglu,
+    strata::cuda::add,
+    strata::cuda::softmax,
+    nullptr, // thread_count: not meaningful for a GPU
+    strata::cuda::kv_store,
+    strata::cuda::paged_attention,
+    copy,
+    host_addressable,
+};
+
+const strata_descriptor_header *const descriptors[] = {&cuda_device_desc.header};
+
+const strata_config_key config_keys[] = {
+    {"device_index", STRATA_CONFIG_INT, "0", 0.0, static_cast<double>(max_device_index),
+     "CUDA device ordinal to run on (as CUDA numbers them; CUDA_VISIBLE_DEVICES applies)", nullptr, nullptr},
+};
+
+const strata_plugin_info plugin_info = {
+    sizeof(strata_plugin_info),
+    STRATA_ABI_MAJOR,
+    STRATA_ABI_MINOR,
+    static_cast<uint32_t>(std::size(descriptors)),
+    plugin_name,
+    "0.1.0",
+    "MIT",
+    "CUDA device: NVIDIA GPUs (compute capability 8.0+) with F32/F16/BF16/Q8_0/Q4_0 kernels",
+    descriptors,
+    config_keys,
+    static_cast<uint32_t>(std::size(config_keys)),
+};
+
+} // namespace
+
+const strata_device_desc *strata_cuda_device_descriptor() { return &cuda_device_desc; }
+const strata_plugin_info *strata_cuda_plugin_info() { return &plugin_info; }

@@ -1,0 +1,47 @@
+// What a strata_device is for the CUDA plugin (internal to the plugin).
+//
+// Ordering: every op is enqueued on one compute stream and returns without waiting for the GPU; copy() runs on a
+// separate copy stream after waiting (event) for the compute work enqueued before it, and the compute stream waits
+// (event) for the copy, so work keeps the order the caller issued it in. copy() returns only when its bytes have
+// arrived, which is also where a kernel's execution error surfaces. The events stay for a later prefetch ring that
+// overlaps weight copies with compute.
+#pragma once
+
+#include "index_staging.hpp"
+
+#include <strata/plugin_abi.h>
+
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+#include <string>
+
+struct strata_device {
+    strata_device() = default;
+    strata_device(const strata_device &) = delete;
+    strata_device &operator=(const strata_device &) = delete;
+    ~strata_device();
+
+    int index = 0;                          // CUDA device ordinal ([cuda] device_index)
+    const strata_host_services *host = nullptr; // borrowed, may be null
+    std::string name;                       // e.g. "NVIDIA H200"
+    int cc_major = 0, cc_minor = 0;
+    cudaStream_t compute = nullptr;
+    cudaStream_t copy = nullptr;
+    cudaEvent_t compute_done = nullptr; // recorded on compute; the copy stream waits on it
+    cudaEvent_t copy_done = nullptr;    // recorded on copy; the compute stream waits on it
+    strata::cuda::index_staging staging;
+    std::mutex mutex; // serialises calls: the staging ring and the events serve one call at a time
+};
+
+namespace strata::cuda {
+
+// The device ordinal must be current on the calling thread for runtime calls to reach it (the engine may call from
+// another thread than create()'s).
+cudaError_t make_current(const strata_device *dev);
+
+// Writes "<what>: <cudaGetErrorName>: <cudaGetErrorString>" into st and clears the runtime's last error, so a later
+// launch check does not report this failure again. Returns code.
+int32_t fail_cuda(strata_status *st, int32_t code, cudaError_t err, const char *what);
+
+} // namespace strata::cuda

@@ -1,0 +1,53 @@
+// Launchers of the CUDA device's kernels (defined in kernels_*.cuh, compiled in kernels_*.cu). They only enqueue work
+// on `stream` and return the launch error, if any; arguments are checked by the op entry points (cuda_ops.cpp)
+// before they get here. Every pointer is device memory; index arrays have been uploaded by the caller
+// (index_staging).
+#pragma once
+
+#include "kernel_types.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace strata::cuda {
+
+// True for the types the kernels decode (weight_formats.hpp); `alignment` receives the row alignment they need.
+bool weight_type_supported(uint32_t type, uint32_t *alignment);
+
+// y[t][r] = dot(W row r, x[t]); x is n_tokens x cols, y is n_tokens x rows (both float, device).
+cudaError_t launch_matmul(const weight_ref &w, const float *x, int32_t n_tokens, float *y, cudaStream_t stream);
+
+// out[t] = decoded row tokens[t] of the table (tokens in device memory, already range-checked).
+cudaError_t launch_embedding(const weight_ref &table, const int32_t *tokens, int32_t n_tokens, float *out,
+                             cudaStream_t stream);
+
+cudaError_t launch_rms_norm(const float *x, const float *weight, int32_t n_tokens, int32_t dim, float eps, float *out,
+                            cudaStream_t stream);
+
+// theta_scale = theta_base^(-2 / rot_dims), computed by the caller on the host with the CPU device's expression so
+// both devices rotate by the same angles. rot_dims <= max_rot_dims.
+cudaError_t launch_rope(float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
+                        const int32_t *positions, float theta_scale, int32_t mode, cudaStream_t stream);
+
+cudaError_t launch_swiglu(const float *gate, const float *up, int64_t n, float *out, cudaStream_t stream);
+cudaError_t launch_add(const float *a, const float *b, int64_t n, float *out, cudaStream_t stream);
+cudaError_t launch_softmax(float *x, int32_t n_rows, int32_t n_cols, cudaStream_t stream);
+
+// Contiguous KV: rows kv_row_stride floats apart, token t attends rows 0..positions[t].
+cudaError_t launch_attention(const attention_shape &shape, const int32_t *positions, const float *q,
+                             const float *k_cache, const float *v_cache, int64_t kv_row_stride, float *out,
+                             cudaStream_t stream);
+
+// Same arithmetic as launch_attention, key for key, so results match it bit for bit.
+cudaError_t launch_paged_attention(const attention_shape &shape, const int32_t *token_seq, const int32_t *positions,
+                                   const paged_layout &kv, const float *q, float *out, cudaStream_t stream);
+
+// Writes k[t] and v[t] (kv_dim floats each) into the slot of token t.
+cudaError_t launch_kv_store(int32_t n_tokens, const int32_t *token_seq, const int32_t *positions,
+                            const paged_layout &kv, const float *k, const float *v, cudaStream_t stream);
+
+// cudaSuccess when this build's kernels can run on the current device (an image for its architecture exists).
+cudaError_t kernels_loadable();
+
+} // namespace strata::cuda

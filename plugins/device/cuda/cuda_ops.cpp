@@ -1,0 +1,408 @@
+// Op entry points: the CPU device's argument rules (same messages, "cuda" instead of "cpu"), checks of host index
+// arrays before anything is enqueued (so bad input leaves outputs untouched), the index upload, one launch. Ops
+// return once the work is enqueued; a kernel's execution error surfaces at the next copy().
+#include "cuda_ops.hpp"
+
+#include "cuda_device_state.hpp"
+#include "cuda_kernels.hpp"
+#include "weight_formats.hpp"
+
+#include <strata/plugin.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <mutex>
+
+namespace strata::cuda {
+namespace {
+
+using strata::plugin::fail;
+using strata::plugin::guarded;
+using strata::plugin::ok;
+
+constexpr int32_t invalid = STRATA_ERR_INVALID_ARGUMENT;
+// CUDA grid dimensions: x up to 2^31 - 1 (weight rows of the decode kernel), y up to 65535 (heads).
+constexpr int32_t max_grid_x = 2147483647;
+constexpr int32_t max_grid_y = 65535;
+
+const char *name_of(const strata_tensor_view *w) { return w->name != nullptr ? w->name : "(unnamed)"; }
+
+// The CPU device's tensor checks, plus what the kernels need: a type they decode and aligned rows.
+int32_t check_tensor(const strata_tensor_view *w, const char *what, strata_status *st) {
+    if (w == nullptr) return fail(st, invalid, "cuda %s: the tensor view is NULL", what);
+    const char *name = name_of(w);
+    if (w->struct_size < offsetof(strata_tensor_view, name) + sizeof(w->name))
+        return fail(st, invalid, "cuda %s: tensor '%s' view has struct_size %u, smaller than this plugin's %zu; "
+                                 "rebuild the host against the current plugin_abi.h",
+                    what, name, w->struct_size, sizeof(strata_tensor_view));
+    uint32_t alignment = 0;
+    if (!weight_type_supported(w->ggml_type, &alignment))
+        return fail(st, STRATA_ERR_UNSUPPORTED,
+                    "cuda %s: tensor '%s' has ggml type %u; this device computes on F32 (0), F16 (1), Q4_0 (2), "
+                    "Q8_0 (8) and BF16 (30)",
+                    what, name, w->ggml_type);
+    if (w->quant != nullptr && w->ggml_type != w->quant->ggml_type)
+        return fail(st, invalid, "cuda %s: tensor '%s' has ggml type %u but its quant descriptor is for type %u", what,
+                    name, w->ggml_type, w->quant->ggml_type);
+    if (w->data == nullptr) return fail(st, invalid, "cuda %s: tensor '%s' has no data", what, name);
+    if (w->rows <= 0 || w->cols <= 0)
+        return fail(st, invalid, "cuda %s: tensor '%s' has shape %lld x %lld; both must be > 0", what, name,
+                    static_cast<long long>(w->rows), static_cast<long long>(w->cols));
+    if (w->rows > max_grid_x)
+        return fail(st, STRATA_ERR_UNSUPPORTED, "cuda %s: tensor '%s' has %lld rows; this device supports up to %d",
+                    what, name, static_cast<long long>(w->rows), max_grid_x);
+    const bool blocked = w->ggml_type == weight_q8_0 || w->ggml_type == weight_q4_0;
+    const int64_t block_elems = blocked ? quant_block_elems : 1;
+    if (w->cols % block_elems != 0)
+        return fail(st, invalid, "cuda %s: tensor '%s' has %lld columns, not a multiple of its block size %lld", what,
+                    name, static_cast<long long>(w->cols), static_cast<long long>(block_elems));
+    const int64_t block_bytes = w->ggml_type == weight_q8_0   ? q8_0_block_bytes
+                                : w->ggml_type == weight_q4_0 ? q4_0_block_bytes
+                                : w->ggml_type == weight_f32  ? 4
+                                                              : 2;
+    const int64_t min_row_bytes = w->cols / block_elems * block_bytes;
+    if (w->row_bytes < min_row_bytes)
+        return fail(st, invalid, "cuda %s: tensor '%s' has row_bytes %lld but %lld columns need %lld", what, name,
+                    static_cast<long long>(w->row_bytes), static_cast<long long>(w->cols),
+                    static_cast<long long>(min_row_bytes));
+    if (w->row_bytes % alignment != 0 || reinterpret_cast<uintptr_t>(w->data) % alignment != 0)
+        return fail(st, STRATA_ERR_UNSUPPORTED,
+                    "cuda %s: tensor '%s' rows are not %u-byte aligned (data %p, row_bytes %lld); the kernels read "
+                    "whole elements",
+                    what, name, alignment, w->data, static_cast<long long>(w->row_bytes));
+    return STRATA_OK;
+}
+
+weight_ref ref_of(const strata_tensor_view *w) { return {w->data, w->rows, w->cols, w->row_bytes, w->ggml_type}; }
+
+int32_t check_positions(const int32_t *positions, int32_t n_tokens, const char *what, strata_status *st) {
+    if (positions == nullptr) return fail(st, invalid, "cuda %s: positions is NULL", what);
+    for (int32_t t = 0; t < n_tokens; ++t)
+        if (positions[t] < 0)
+            return fail(st, invalid, "cuda %s: positions[%d] = %d; positions must be >= 0", what, t, positions[t]);
+    return STRATA_OK;
+}
+
+// Takes the device's lock and makes its ordinal current for the call.
+class op_scope {
+  public:
+    op_scope(strata_device *dev) : lock_(dev->mutex), err_(make_current(dev)) {}
+    cudaError_t error() const { return err_; }
+
+  private:
+    std::lock_guard<std::mutex> lock_;
+    cudaError_t err_;
+};
+
+// Maps a launch (or upload) error to the op's status.
+int32_t finish(cudaError_t err, const char *what, strata_status *st) {
+    if (err != cudaSuccess) {
+        const int32_t code = err == cudaErrorMemoryAllocation ? STRATA_ERR_OUT_OF_MEMORY : STRATA_ERR_INTERNAL;
+        return fail_cuda(st, code, err, what);
+    }
+    ok(st);
+    return STRATA_OK;
+}
+
+// The checks attention and paged attention share.
+int32_t check_heads(int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, float scale,
+                    const char *what, strata_status *st) {
+    if (n_tokens <= 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0)
+        return fail(st, invalid, "cuda %s: n_tokens = %d, n_heads = %d, n_kv_heads = %d, head_dim = %d; all must be > 0",
+                    what, n_tokens, n_heads, n_kv_heads, head_dim);
+    if (n_heads % n_kv_heads != 0)
+        return fail(st, invalid, "cuda %s: n_heads = %d is not a multiple of n_kv_heads = %d", what, n_heads,
+                    n_kv_heads);
+    if (!std::isfinite(scale))
+        return fail(st, invalid, "cuda %s: scale = %g; must be finite", what, static_cast<double>(scale));
+    if (head_dim > max_head_dim)
+        return fail(st, STRATA_ERR_UNSUPPORTED, "cuda %s: head_dim = %d; this device supports up to %d", what,
+                    head_dim, max_head_dim);
+    if (n_heads > max_grid_y)
+        return fail(st, STRATA_ERR_UNSUPPORTED, "cuda %s: n_heads = %d; this device supports up to %d", what, n_heads,
+                    max_grid_y);
+    return STRATA_OK;
+}
+
+// The block table of a paged op, checked against the tokens that use it: every sequence index in range, every
+// token's slot inside its sequence's blocks, every block used non-NULL. All of it host memory.
+int32_t check_paged(const strata_paged_kv *kv, int32_t n_tokens, const int32_t *token_seq, const int32_t *positions,
+                    int32_t kv_dim_wanted, const char *what, strata_status *st) {
+    if (kv == nullptr) return fail(st, invalid, "cuda %s: kv is NULL", what);
+    if (kv->struct_size < offsetof(strata_paged_kv, layer_offset_bytes) + sizeof(kv->layer_offset_bytes))
+        return fail(st, invalid, "cuda %s: kv.struct_size = %u, expected >= %zu", what, kv->struct_size,
+                    sizeof(strata_paged_kv));
+    if (kv->block_size <= 0 || kv->kv_dim <= 0 || kv->n_seqs <= 0)
+        return fail(st, invalid, "cuda %s: kv.block_size = %d, kv.kv_dim = %d, kv.n_seqs = %d; all must be > 0", what,
+                    kv->block_size, kv->kv_dim, kv->n_seqs);
+    if (kv_dim_wanted > 0 && kv->kv_dim != kv_dim_wanted)
+        return fail(st, invalid, "cuda %s: kv.kv_dim = %d but n_kv_heads * head_dim = %d", what, kv->kv_dim,
+                    kv_dim_wanted);
+    if (kv->seq_block_start == nullptr || kv->block_base == nullptr)
+        return fail(st, invalid, "cuda %s: kv.seq_block_start or kv.block_base is NULL", what);
+    if (kv->layer_offset_bytes % sizeof(float) != 0)
+        return fail(st, invalid, "cuda %s: kv.layer_offset_bytes = %llu is not a multiple of 4", what,
+                    static_cast<unsigned long long>(kv->layer_offset_bytes));
+    if (kv->seq_block_start[0] < 0)
+        return fail(st, invalid, "cuda %s: kv.seq_block_start[0] = %d; must be >= 0", what, kv->seq_block_start[0]);
+    for (int32_t s = 0; s < kv->n_seqs; ++s)
+        if (kv->seq_block_start[s + 1] < kv->seq_block_start[s])
+            return fail(st, invalid, "cuda %s: kv.seq_block_start decreases at sequence %d (%d -> %d)", what, s,
+                        kv->seq_block_start[s], kv->seq_block_start[s + 1]);
+    if (token_seq == nullptr) return fail(st, invalid, "cuda %s: token_seq is NULL", what);
+    if (int32_t rc = check_positions(positions, n_tokens, what, st); rc != STRATA_OK) return rc;
+    for (int32_t t = 0; t < n_tokens; ++t) {
+        const int32_t s = token_seq[t];
+        if (s < 0 || s >= kv->n_seqs)
+            return fail(st, invalid, "cuda %s: token_seq[%d] = %d is outside [0, %d)", what, t, s, kv->n_seqs);
+        const int64_t blocks = int64_t{kv->seq_block_start[s + 1]} - kv->seq_block_start[s];
+        if (positions[t] / kv->block_size >= blocks)
+            return fail(st, invalid,
+                        "cuda %s: token %d at position %d needs block %d of sequence %d, which has %lld blocks", what,
+                        t, positions[t], positions[t] / kv->block_size, s, static_cast<long long>(blocks));
+    }
+    for (int32_t b = kv->seq_block_start[0]; b < kv->seq_block_start[kv->n_seqs]; ++b)
+        if (kv->block_base[b] == nullptr) return fail(st, invalid, "cuda %s: kv.block_base[%d] is NULL", what, b);
+    return STRATA_OK;
+}
+
+// Uploads the block table and the per-token arrays of a paged op in one copy; fills `layout`, `dev_seq`, `dev_pos`.
+cudaError_t upload_paged(strata_device *dev, const strata_paged_kv *kv, int32_t n_tokens, const int32_t *token_seq,
+                         const int32_t *positions, paged_layout *layout, const int32_t **dev_seq,
+                         const int32_t **dev_pos) {
+    const size_t token_bytes = sizeof(int32_t) * static_cast<size_t>(n_tokens);
+    const size_t start_bytes = sizeof(int32_t) * static_cast<size_t>(kv->n_seqs + 1);
+    const size_t base_bytes = sizeof(uint64_t) * static_cast<size_t>(kv->seq_block_start[kv->n_seqs]);
+    const size_t total = 2 * index_staging::padded(token_bytes) + index_staging::padded(start_bytes) +
+                         index_staging::padded(std::max<size_t>(base_bytes, 1));
+    index_staging::batch batch;
+    if (cudaError_t e = dev->staging.begin(total, dev->compute, &batch); e != cudaSuccess) return e;
+    *dev_seq = static_cast<const int32_t *>(batch.add(token_seq, token_bytes));
+    *dev_pos = static_cast<const int32_t *>(batch.add(positions, token_bytes));
+    layout->seq_block_start = static_cast<const int32_t *>(batch.add(kv->seq_block_start, start_bytes));
+    // Pointers travel as 64-bit integers (the device's address width).
+    static_assert(sizeof(void *) == sizeof(uint64_t), "device addresses are 64-bit");
+    layout->block_base = static_cast<const uint64_t *>(batch.add(kv->block_base, base_bytes));
+    layout->block_size = kv->block_size;
+    layout->kv_dim = kv->kv_dim;
+    layout->layer_offset_bytes = kv->layer_offset_bytes;
+    return batch.upload();
+}
+
+} // namespace
+
+int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, int32_t n_tokens, float *y,
+               strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda matmul: device is NULL");
+        if (int32_t rc = check_tensor(w, "matmul", st); rc != STRATA_OK) return rc;
+        if (x == nullptr || y == nullptr) return fail(st, invalid, "cuda matmul: x or y is NULL");
+        if (n_tokens <= 0) return fail(st, invalid, "cuda matmul: n_tokens = %d; must be > 0", n_tokens);
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda matmul: cudaSetDevice", st);
+        return finish(launch_matmul(ref_of(w), x, n_tokens, y, dev->compute), "cuda matmul: launch", st);
+    });
+}
+
+int32_t embedding(strata_device *dev, const strata_tensor_view *table, const int32_t *tokens, int32_t n_tokens,
+                  float *out, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda embedding: device is NULL");
+        if (int32_t rc = check_tensor(table, "embedding", st); rc != STRATA_OK) return rc;
+        if (tokens == nullptr || out == nullptr) return fail(st, invalid, "cuda embedding: tokens or out is NULL");
+        if (n_tokens <= 0) return fail(st, invalid, "cuda embedding: n_tokens = %d; must be > 0", n_tokens);
+        for (int32_t t = 0; t < n_tokens; ++t)
+            if (tokens[t] < 0 || tokens[t] >= table->rows)
+                return fail(st, invalid, "cuda embedding: token id %d at index %d is outside the vocabulary [0, %lld) "
+                                         "of '%s'",
+                            tokens[t], t, static_cast<long long>(table->rows), name_of(table));
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda embedding: cudaSetDevice", st);
+        const size_t bytes = sizeof(int32_t) * static_cast<size_t>(n_tokens);
+        index_staging::batch batch;
+        if (cudaError_t e = dev->staging.begin(index_staging::padded(bytes), dev->compute, &batch); e != cudaSuccess)
+            return finish(e, "cuda embedding: staging token ids", st);
+        const auto *dev_tokens = static_cast<const int32_t *>(batch.add(tokens, bytes));
+        if (cudaError_t e = batch.upload(); e != cudaSuccess) return finish(e, "cuda embedding: uploading token ids", st);
+        return finish(launch_embedding(ref_of(table), dev_tokens, n_tokens, out, dev->compute),
+                      "cuda embedding: launch", st);
+    });
+}
+
+int32_t rms_norm(strata_device *dev, const float *x, const float *weight, int32_t n_tokens, int32_t dim, float eps,
+                 float *out, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda rms_norm: device is NULL");
+        if (x == nullptr || weight == nullptr || out == nullptr)
+            return fail(st, invalid, "cuda rms_norm: x, weight or out is NULL");
+        if (n_tokens <= 0 || dim <= 0)
+            return fail(st, invalid, "cuda rms_norm: n_tokens = %d, dim = %d; both must be > 0", n_tokens, dim);
+        if (!(eps >= 0.0f) || !std::isfinite(eps))
+            return fail(st, invalid, "cuda rms_norm: eps = %g; must be finite and >= 0", static_cast<double>(eps));
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda rms_norm: cudaSetDevice", st);
+        return finish(launch_rms_norm(x, weight, n_tokens, dim, eps, out, dev->compute), "cuda rms_norm: launch", st);
+    });
+}
+
+int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
+             const int32_t *positions, float theta_base, int32_t mode, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda rope: device is NULL");
+        if (x == nullptr) return fail(st, invalid, "cuda rope: x is NULL");
+        if (n_tokens <= 0 || n_heads <= 0 || head_dim <= 0)
+            return fail(st, invalid, "cuda rope: n_tokens = %d, n_heads = %d, head_dim = %d; all must be > 0",
+                        n_tokens, n_heads, head_dim);
+        if (rot_dims <= 0 || rot_dims > head_dim || rot_dims % 2 != 0)
+            return fail(st, invalid, "cuda rope: rot_dims = %d; must be even and in [2, head_dim = %d]", rot_dims,
+                        head_dim);
+        if (mode != STRATA_ROPE_PAIRS && mode != STRATA_ROPE_NEOX)
+            return fail(st, invalid,
+                        "cuda rope: mode %d is unknown; use STRATA_ROPE_PAIRS (0) or STRATA_ROPE_NEOX (2)", mode);
+        if (!(theta_base > 0.0f) || !std::isfinite(theta_base))
+            return fail(st, invalid, "cuda rope: theta_base = %g; must be finite and > 0",
+                        static_cast<double>(theta_base));
+        if (rot_dims > max_rot_dims)
+            return fail(st, STRATA_ERR_UNSUPPORTED, "cuda rope: rot_dims = %d; this device supports up to %d",
+                        rot_dims, max_rot_dims);
+        if (int32_t rc = check_positions(positions, n_tokens, "rope", st); rc != STRATA_OK) return rc;
+        // The CPU device's expression (float pow on the host), so both devices use the same angle step.
+        const float theta_scale = std::pow(theta_base, -2.0f / static_cast<float>(rot_dims));
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda rope: cudaSetDevice", st);
+        const size_t bytes = sizeof(int32_t) * static_cast<size_t>(n_tokens);
+        index_staging::batch batch;
+        if (cudaError_t e = dev->staging.begin(index_staging::padded(bytes), dev->compute, &batch); e != cudaSuccess)
+            return finish(e, "cuda rope: staging positions", st);
+        const auto *dev_positions = static_cast<const int32_t *>(batch.add(positions, bytes));
+        if (cudaError_t e = batch.upload(); e != cudaSuccess) return finish(e, "cuda rope: uploading positions", st);
+        return finish(launch_rope(x, n_tokens, n_heads, head_dim, rot_dims, dev_positions, theta_scale, mode,
+                                  dev->compute),
+                      "cuda rope: launch", st);
+    });
+}
+
+int32_t attention(strata_device *dev, const strata_attention_args *a, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda attention: device is NULL");
+        if (a == nullptr) return fail(st, invalid, "cuda attention: args is NULL");
+        if (a->struct_size < sizeof(strata_attention_args))
+            return fail(st, invalid, "cuda attention: args.struct_size = %u, expected >= %zu", a->struct_size,
+                        sizeof(strata_attention_args));
+        if (int32_t rc = check_heads(a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, "attention", st);
+            rc != STRATA_OK)
+            return rc;
+        if (int64_t{a->kv_row_stride} < int64_t{a->n_kv_heads} * a->head_dim)
+            return fail(st, invalid, "cuda attention: kv_row_stride = %d is less than n_kv_heads * head_dim = %lld",
+                        a->kv_row_stride, static_cast<long long>(int64_t{a->n_kv_heads} * a->head_dim));
+        if (a->q == nullptr || a->k_cache == nullptr || a->v_cache == nullptr || a->out == nullptr)
+            return fail(st, invalid, "cuda attention: q, k_cache, v_cache or out is NULL");
+        if (int32_t rc = check_positions(a->positions, a->n_tokens, "attention", st); rc != STRATA_OK) return rc;
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda attention: cudaSetDevice", st);
+        const size_t bytes = sizeof(int32_t) * static_cast<size_t>(a->n_tokens);
+        index_staging::batch batch;
+        if (cudaError_t e = dev->staging.begin(index_staging::padded(bytes), dev->compute, &batch); e != cudaSuccess)
+            return finish(e, "cuda attention: staging positions", st);
+        const auto *dev_positions = static_cast<const int32_t *>(batch.add(a->positions, bytes));
+        if (cudaError_t e = batch.upload(); e != cudaSuccess)
+            return finish(e, "cuda attention: uploading positions", st);
+        const attention_shape shape{a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale};
+        return finish(launch_attention(shape, dev_positions, a->q, a->k_cache, a->v_cache, a->kv_row_stride, a->out,
+                                       dev->compute),
+                      "cuda attention: launch", st);
+    });
+}
+
+int32_t kv_store(strata_device *dev, const strata_kv_store_args *a, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda kv_store: device is NULL");
+        if (a == nullptr) return fail(st, invalid, "cuda kv_store: args is NULL");
+        if (a->struct_size < sizeof(strata_kv_store_args))
+            return fail(st, invalid, "cuda kv_store: args.struct_size = %u, expected >= %zu", a->struct_size,
+                        sizeof(strata_kv_store_args));
+        if (a->n_tokens <= 0) return fail(st, invalid, "cuda kv_store: n_tokens = %d; must be > 0", a->n_tokens);
+        if (a->k == nullptr || a->v == nullptr) return fail(st, invalid, "cuda kv_store: k or v is NULL");
+        if (int32_t rc = check_paged(a->kv, a->n_tokens, a->token_seq, a->positions, 0, "kv_store", st);
+            rc != STRATA_OK)
+            return rc;
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda kv_store: cudaSetDevice", st);
+        paged_layout layout{};
+        const int32_t *dev_seq = nullptr, *dev_pos = nullptr;
+        if (cudaError_t e = upload_paged(dev, a->kv, a->n_tokens, a->token_seq, a->positions, &layout, &dev_seq,
+                                         &dev_pos);
+            e != cudaSuccess)
+            return finish(e, "cuda kv_store: uploading the block table", st);
+        return finish(launch_kv_store(a->n_tokens, dev_seq, dev_pos, layout, a->k, a->v, dev->compute),
+                      "cuda kv_store: launch", st);
+    });
+}
+
+int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda paged_attention: device is NULL");
+        if (a == nullptr) return fail(st, invalid, "cuda paged_attention: args is NULL");
+        if (a->struct_size < sizeof(strata_paged_attention_args))
+            return fail(st, invalid, "cuda paged_attention: args.struct_size = %u, expected >= %zu", a->struct_size,
+                        sizeof(strata_paged_attention_args));
+        if (int32_t rc =
+                check_heads(a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, "paged_attention", st);
+            rc != STRATA_OK)
+            return rc;
+        if (a->q == nullptr || a->out == nullptr) return fail(st, invalid, "cuda paged_attention: q or out is NULL");
+        if (int32_t rc = check_paged(a->kv, a->n_tokens, a->token_seq, a->positions, a->n_kv_heads * a->head_dim,
+                                     "paged_attention", st);
+            rc != STRATA_OK)
+            return rc;
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda paged_attention: cudaSetDevice", st);
+        paged_layout layout{};
+        const int32_t *dev_seq = nullptr, *dev_pos = nullptr;
+        if (cudaError_t e = upload_paged(dev, a->kv, a->n_tokens, a->token_seq, a->positions, &layout, &dev_seq,
+                                         &dev_pos);
+            e != cudaSuccess)
+            return finish(e, "cuda paged_attention: uploading the block table", st);
+        const attention_shape shape{a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale};
+        return finish(launch_paged_attention(shape, dev_seq, dev_pos, layout, a->q, a->out, dev->compute),
+                      "cuda paged_attention: launch", st);
+    });
+}
+
+int32_t swiglu(strata_device *dev, const float *gate, const float *up, int64_t n, float *out, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda swiglu: device is NULL");
+        if (gate == nullptr || up == nullptr || out == nullptr)
+            return fail(st, invalid, "cuda swiglu: gate, up or out is NULL");
+        if (n <= 0) return fail(st, invalid, "cuda swiglu: n = %lld; must be > 0", static_cast<long long>(n));
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda swiglu: cudaSetDevice", st);
+        return finish(launch_swiglu(gate, up, n, out, dev->compute), "cuda swiglu: launch", st);
+    });
+}
+
+int32_t add(strata_device *dev, const float *a, const float *b, int64_t n, float *out, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda add: device is NULL");
+        if (a == nullptr || b == nullptr || out == nullptr) return fail(st, invalid, "cuda add: a, b or out is NULL");
+        if (n <= 0) return fail(st, invalid, "cuda add: n = %lld; must be > 0", static_cast<long long>(n));
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda add: cudaSetDevice", st);
+        return finish(launch_add(a, b, n, out, dev->compute), "cuda add: launch", st);
+    });
+}
+
+int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda softmax: device is NULL");
+        if (x == nullptr) return fail(st, invalid, "cuda softmax: x is NULL");
+        if (n_rows <= 0 || n_cols <= 0)
+            return fail(st, invalid, "cuda softmax: n_rows = %d, n_cols = %d; both must be > 0", n_rows, n_cols);
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda softmax: cudaSetDevice", st);
+        return finish(launch_softmax(x, n_rows, n_cols, dev->compute), "cuda softmax: launch", st);
+    });
+}
+
+} // namespace strata::cuda

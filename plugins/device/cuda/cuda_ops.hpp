@@ -1,0 +1,24 @@
+// The op slots of the CUDA device: argument checks (same rules and messages as the CPU device), index uploads, then
+// one kernel launch each on the compute stream.
+#pragma once
+
+#include <strata/plugin_abi.h>
+
+namespace strata::cuda {
+
+int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, int32_t n_tokens, float *y,
+               strata_status *st);
+int32_t embedding(strata_device *dev, const strata_tensor_view *table, const int32_t *tokens, int32_t n_tokens,
+                  float *out, strata_status *st);
+int32_t rms_norm(strata_device *dev, const float *x, const float *weight, int32_t n_tokens, int32_t dim, float eps,
+                 float *out, strata_status *st);
+int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
+             const int32_t *positions, float theta_base, int32_t mode, strata_status *st);
+int32_t attention(strata_device *dev, const strata_attention_args *args, strata_status *st);
+int32_t swiglu(strata_device *dev, const float *gate, const float *up, int64_t n, float *out, strata_status *st);
+int32_t add(strata_device *dev, const float *a, const float *b, int64_t n, float *out, strata_status *st);
+int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, strata_status *st);
+int32_t kv_store(strata_device *dev, const strata_kv_store_args *args, strata_status *st);
+int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *args, strata_status *st);
+
+} // namespace strata::cuda

@@ -1,0 +1,43 @@
+// Plain data the op entry points hand to the kernels, and the limits the kernels are built for. No CUDA headers, so
+// the kernel headers also compile on the host under tests/device_cuda's execution-model emulation.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::cuda {
+
+// A weight matrix in device memory: rows x cols elements of GGUF type `type`, rows `row_bytes` apart.
+struct weight_ref {
+    const void *data;
+    int64_t rows;
+    int64_t cols;
+    int64_t row_bytes;
+    uint32_t type; // weight_type (weight_formats.hpp)
+};
+
+// Largest token batch the one-warp-per-row matmul kernel handles; bigger batches use the tiled kernel.
+inline constexpr int32_t matvec_max_tokens = 8;
+
+struct attention_shape {
+    int32_t n_tokens;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t head_dim; // <= max_head_dim
+    float scale;
+};
+
+// Attention keeps a head's dims in registers, head_dim / 32 per lane.
+inline constexpr int32_t max_head_dim = 256;
+// RoPE keeps a token's cos/sin table (rot_dims floats) in shared memory.
+inline constexpr int32_t max_rot_dims = 1024;
+
+// The paged KV layout of strata_paged_kv (plugin_abi.h), with its index arrays in device memory.
+struct paged_layout {
+    const int32_t *seq_block_start; // n_seqs + 1
+    const uint64_t *block_base;     // device addresses of the blocks
+    int32_t block_size;
+    int32_t kv_dim;
+    uint64_t layer_offset_bytes;
+};
+
+} // namespace strata::cuda

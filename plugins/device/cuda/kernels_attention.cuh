@@ -1,0 +1,164 @@
+// Causal attention of one query token and one head per block, over a contiguous or a paged KV cache, and the paged
+// cache's K/V writes.
+//
+// A block's warps take keys round-robin (warp w: keys w, w + warps, ...). Each warp keeps an online softmax (running
+// max, running sum, running weighted sum of V rows, the head's dims spread over its lanes) so any context length
+// works without a score buffer; the warps' partial results are combined at the end. The contiguous and the paged
+// kernels are one template that differs only in how a key's row is found, so for the same rows they compute the same
+// floats in the same order: paged_attention equals attention bit for bit, as the ABI asks. The arithmetic is spelled
+// with explicit fmaf / __fmul_rn so the compiler's contraction choices cannot differ between the two instantiations.
+#pragma once
+
+#include "kernel_common.cuh"
+
+namespace strata::cuda {
+namespace kernels {
+
+constexpr int attention_warps = 8;
+constexpr int dims_per_lane = max_head_dim / warp_size;
+
+struct contiguous_rows {
+    const float *k;
+    const float *v;
+    int64_t stride;
+    __device__ const float *key(int32_t, int64_t j) const { return k + j * stride; }
+    __device__ const float *value(int32_t, int64_t j) const { return v + j * stride; }
+};
+
+// Slot j of sequence s: row j % block_size of block block_base[seq_block_start[s] + j / block_size]; in a block,
+// this layer's block_size K rows start at layer_offset_bytes, its V rows block_size * kv_dim floats later.
+struct paged_rows {
+    paged_layout kv;
+    __device__ const float *row(int32_t seq, int64_t j) const {
+        const int64_t block = int64_t{kv.seq_block_start[seq]} + j / kv.block_size;
+        const auto *base = reinterpret_cast<const unsigned char *>(kv.block_base[block]) + kv.layer_offset_bytes;
+        return reinterpret_cast<const float *>(base) + (j % kv.block_size) * int64_t{kv.kv_dim};
+    }
+    __device__ const float *key(int32_t seq, int64_t j) const { return row(seq, j); }
+    __device__ const float *value(int32_t seq, int64_t j) const {
+        return row(seq, j) + int64_t{kv.block_size} * kv.kv_dim;
+    }
+};
+
+template <class Rows>
+__global__ void __launch_bounds__(attention_warps *warp_size)
+    attention_kernel(attention_shape shape, const int32_t *__restrict__ token_seq,
+                     const int32_t *__restrict__ positions, const float *q, Rows rows, float *out) {
+    __shared__ float warp_max[attention_warps];
+    __shared__ float warp_sum[attention_warps];
+    __shared__ float warp_acc[attention_warps][max_head_dim];
+
+    const int64_t t = blockIdx.x;
+    const int32_t h = static_cast<int32_t>(blockIdx.y);
+    const int warp = static_cast<int>(threadIdx.x / warp_size);
+    const int lane = static_cast<int>(threadIdx.x % warp_size);
+    const int32_t head_dim = shape.head_dim;
+    const int32_t kv_head = h / (shape.n_heads / shape.n_kv_heads);
+    const int32_t seq = token_seq != nullptr ? token_seq[t] : 0;
+    const int64_t n_kv = int64_t{positions[t]} + 1;
+    const int64_t item = t * shape.n_heads + h;
+
+    float q_reg[dims_per_lane], acc[dims_per_lane];
+#pragma unroll
+    for (int i = 0; i < dims_per_lane; ++i) {
+        const int d = lane + warp_size * i;
+        q_reg[i] = d < head_dim ? q[item * head_dim + d] : 0.0f;
+        acc[i] = 0.0f;
+    }
+    float running_max = -INFINITY, running_sum = 0.0f;
+
+    for (int64_t j = warp; j < n_kv; j += attention_warps) {
+        const float *key = rows.key(seq, j) + int64_t{kv_head} * head_dim;
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < dims_per_lane; ++i) {
+            const int d = lane + warp_size * i;
+            if (d < head_dim) s = fmaf(q_reg[i], key[d], s);
+        }
+#pragma unroll
+        for (int offset = warp_size / 2; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+        s = __fmul_rn(s, shape.scale);
+        const float new_max = fmaxf(running_max, s);
+        const float correction = expf(running_max - new_max); // 0 for the first key (running_max = -inf)
+        const float p = expf(s - new_max);
+        running_sum = fmaf(running_sum, correction, p);
+        const float *value = rows.value(seq, j) + int64_t{kv_head} * head_dim;
+#pragma unroll
+        for (int i = 0; i < dims_per_lane; ++i) {
+            const int d = lane + warp_size * i;
+            if (d < head_dim) acc[i] = fmaf(p, value[d], __fmul_rn(acc[i], correction));
+        }
+        running_max = new_max;
+    }
+
+    if (lane == 0) {
+        warp_max[warp] = running_max;
+        warp_sum[warp] = running_sum;
+    }
+#pragma unroll
+    for (int i = 0; i < dims_per_lane; ++i) {
+        const int d = lane + warp_size * i;
+        if (d < head_dim) warp_acc[warp][d] = acc[i];
+    }
+    // Every warp has read q before this barrier, so writing out (which may alias q) after it is safe.
+    __syncthreads();
+
+    float m = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < attention_warps; ++w) m = fmaxf(m, warp_max[w]);
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < attention_warps; ++w) total = fmaf(warp_sum[w], expf(warp_max[w] - m), total); // idle: 0 * 0
+    const float inv_total = 1.0f / total;
+    for (int d = static_cast<int>(threadIdx.x); d < head_dim; d += attention_warps * warp_size) {
+        float o = 0.0f;
+#pragma unroll
+        for (int w = 0; w < attention_warps; ++w) o = fmaf(warp_acc[w][d], expf(warp_max[w] - m), o);
+        out[item * head_dim + d] = __fmul_rn(o, inv_total);
+    }
+}
+
+__global__ void kv_store_kernel(const int32_t *__restrict__ token_seq, const int32_t *__restrict__ positions,
+                                paged_layout kv, const float *__restrict__ k, const float *__restrict__ v) {
+    const int64_t t = blockIdx.x;
+    const int64_t pos = positions[t];
+    const int64_t block = int64_t{kv.seq_block_start[token_seq[t]]} + pos / kv.block_size;
+    auto *base = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(kv.block_base[block]) +
+                                           kv.layer_offset_bytes);
+    float *k_row = base + (pos % kv.block_size) * int64_t{kv.kv_dim};
+    float *v_row = k_row + int64_t{kv.block_size} * kv.kv_dim;
+    for (int64_t i = threadIdx.x; i < kv.kv_dim; i += blockDim.x) {
+        k_row[i] = k[t * kv.kv_dim + i];
+        v_row[i] = v[t * kv.kv_dim + i];
+    }
+}
+
+template <class Rows>
+cudaError_t launch(const attention_shape &shape, const int32_t *token_seq, const int32_t *positions, const float *q,
+                   const Rows &rows, float *out, cudaStream_t stream) {
+    const dim3 grid(static_cast<unsigned>(shape.n_tokens), static_cast<unsigned>(shape.n_heads));
+    return launch_kernel(attention_kernel<Rows>, grid, dim3(attention_warps * warp_size), stream, shape, token_seq,
+                         positions, q, rows, out);
+}
+
+} // namespace kernels
+
+cudaError_t launch_attention(const attention_shape &shape, const int32_t *positions, const float *q,
+                             const float *k_cache, const float *v_cache, int64_t kv_row_stride, float *out,
+                             cudaStream_t stream) {
+    return kernels::launch(shape, nullptr, positions, q, kernels::contiguous_rows{k_cache, v_cache, kv_row_stride}, out,
+                           stream);
+}
+
+cudaError_t launch_paged_attention(const attention_shape &shape, const int32_t *token_seq, const int32_t *positions,
+                                   const paged_layout &kv, const float *q, float *out, cudaStream_t stream) {
+    return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows{kv}, out, stream);
+}
+
+cudaError_t launch_kv_store(int32_t n_tokens, const int32_t *token_seq, const int32_t *positions,
+                            const paged_layout &kv, const float *k, const float *v, cudaStream_t stream) {
+    return launch_kernel(kernels::kv_store_kernel, dim3(static_cast<unsigned>(n_tokens)), dim3(128), stream, token_seq,
+                         positions, kv, k, v);
+}
+
+} // namespace strata::cuda

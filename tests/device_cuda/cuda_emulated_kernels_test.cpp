@@ -1,0 +1,238 @@
+// The CUDA plugin's kernels and launchers (kernels_*.cuh), run on the host under cuda_host_emulation.hpp, against
+// the same references as the GPU tests: a float64 product for matmul, the CPU device for the other ops, contiguous
+// attention for paged attention. Runs on every machine. It checks the kernels' indexing, tiling edges, reductions
+// and barriers; it says nothing about how they behave on real hardware (see cuda_host_emulation.hpp).
+#include "cuda_host_emulation.hpp"
+
+#include "kernels_attention.cuh"
+#include "kernels_elementwise.cuh"
+#include "kernels_matmul.cuh"
+
+#include "cuda_test_support.hpp"
+
+namespace {
+
+using namespace cuda_test;
+namespace cu = strata::cuda;
+
+device_ptr cpu_device() {
+    strata_status st{};
+    device_ptr dev = create_device(loaded().cpu, &st);
+    EXPECT_NE(dev, nullptr) << st.message;
+    return dev;
+}
+
+std::vector<double> reference_product(const std::vector<float> &w, const std::vector<float> &x, int64_t rows,
+                                      int64_t cols, int32_t n_tokens) {
+    std::vector<double> y(static_cast<size_t>(rows * n_tokens));
+    for (int32_t t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+            double sum = 0.0;
+            for (int64_t k = 0; k < cols; ++k)
+                sum += static_cast<double>(w[static_cast<size_t>(r * cols + k)]) * x[static_cast<size_t>(t * cols + k)];
+            y[static_cast<size_t>(t * rows + r)] = sum;
+        }
+    return y;
+}
+
+TEST(CudaEmulatedKernels, MatmulOfEveryFormatMatchesFloat64) {
+    for (uint32_t type : {cu::weight_f32, cu::weight_f16, cu::weight_bf16, cu::weight_q8_0, cu::weight_q4_0}) {
+        const strata_quant_desc *q = loaded().quant(type);
+        ASSERT_NE(q, nullptr) << loaded().load_error;
+        std::vector<std::pair<int64_t, int64_t>> shapes = {{67, 256}, {130, 512}, {1, 64}};
+        if (q->block_elems == 1) shapes.push_back({45, 100}); // a partial 32-column step in the tiled kernel
+        for (const auto &[rows, cols] : shapes) {
+            const quantized_matrix m = quantize(*q, random_floats(static_cast<size_t>(rows * cols), 11), rows, cols);
+            const cu::weight_ref w{m.bytes.data(), rows, cols, m.row_bytes, type};
+            for (int32_t n_tokens : {1, 3, 8, 9, 70}) {
+                SCOPED_TRACE(testing::Message() << "type " << type << ", " << rows << "x" << cols << ", " << n_tokens
+                                                << " tokens");
+                const auto x = random_floats(static_cast<size_t>(n_tokens * cols), 12, -2.0f, 2.0f);
+                const auto want = reference_product(m.dequantized, x, rows, cols, n_tokens);
+                std::vector<float> y(static_cast<size_t>(rows * n_tokens), NAN);
+                ASSERT_EQ(cu::launch_matmul(w, x.data(), n_tokens, y.data(), nullptr), cudaSuccess);
+                EXPECT_LT(normwise_error(y, want), 1e-5);
+                if (n_tokens > cu::matvec_max_tokens) continue; // the tiled kernel takes any alignment
+                // Activations one float off 16-byte alignment: decode batches take the one-warp-per-row kernel.
+                std::vector<float> shifted(x.size() + 1);
+                std::copy(x.begin(), x.end(), shifted.begin() + 1);
+                std::fill(y.begin(), y.end(), NAN);
+                ASSERT_EQ(cu::launch_matmul(w, shifted.data() + 1, n_tokens, y.data(), nullptr), cudaSuccess);
+                EXPECT_LT(normwise_error(y, want), 1e-5) << "unaligned activations";
+            }
+        }
+    }
+}
+
+TEST(CudaEmulatedKernels, EmbeddingRowsEqualTheReference) {
+    for (uint32_t type : {cu::weight_f32, cu::weight_f16, cu::weight_bf16, cu::weight_q8_0, cu::weight_q4_0}) {
+        const strata_quant_desc *q = loaded().quant(type);
+        ASSERT_NE(q, nullptr);
+        const int64_t rows = 50, cols = 320;
+        const quantized_matrix m = quantize(*q, random_floats(static_cast<size_t>(rows * cols), 21, -4, 4), rows, cols);
+        const std::vector<int32_t> tokens = {3, 0, 49, 3, 17};
+        const auto n = static_cast<int32_t>(tokens.size());
+        std::vector<float> out(static_cast<size_t>(n * cols), NAN);
+        ASSERT_EQ(cu::launch_embedding({m.bytes.data(), rows, cols, m.row_bytes, type}, tokens.data(), n, out.data(),
+                                       nullptr),
+                  cudaSuccess);
+        for (int32_t t = 0; t < n; ++t)
+            for (int64_t k = 0; k < cols; ++k)
+                ASSERT_EQ(out[static_cast<size_t>(t * cols + k)],
+                          m.dequantized[static_cast<size_t>(tokens[static_cast<size_t>(t)] * cols + k)])
+                    << "type " << type << " token " << t << " col " << k;
+    }
+}
+
+TEST(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
+    device_ptr cpu = cpu_device();
+    ASSERT_NE(cpu, nullptr);
+    const strata_device_desc &c = *loaded().cpu;
+    strata_status st{};
+
+    for (const auto &[n_tokens, dim] : {std::pair<int32_t, int32_t>{5, 2048}, {3, 100}}) {
+        auto x = random_floats(static_cast<size_t>(n_tokens * dim), 31, -3.0f, 3.0f);
+        const auto w = random_floats(static_cast<size_t>(dim), 32, 0.5f, 1.5f);
+        std::vector<float> want(x.size());
+        ASSERT_EQ(c.rms_norm(cpu.get(), x.data(), w.data(), n_tokens, dim, 1e-5f, want.data(), &st), STRATA_OK);
+        ASSERT_EQ(cu::launch_rms_norm(x.data(), w.data(), n_tokens, dim, 1e-5f, x.data(), nullptr), cudaSuccess);
+        EXPECT_LT(normwise_error(x, want), 1e-5) << "rms_norm " << n_tokens << " x " << dim;
+    }
+
+    const std::vector<int32_t> positions = {0, 1, 7, 511, 4000};
+    const auto n_pos = static_cast<int32_t>(positions.size());
+    for (const int32_t mode : {STRATA_ROPE_PAIRS, STRATA_ROPE_NEOX})
+        for (const auto &[head_dim, rot_dims] : {std::pair<int32_t, int32_t>{64, 64}, {128, 32}}) {
+            const int32_t n_heads = 3;
+            auto x = random_floats(static_cast<size_t>(n_pos * n_heads * head_dim), 41, -2.0f, 2.0f);
+            auto want = x;
+            ASSERT_EQ(c.rope(cpu.get(), want.data(), n_pos, n_heads, head_dim, rot_dims, positions.data(), 10000.0f,
+                             mode, &st),
+                      STRATA_OK);
+            const float theta_scale = std::pow(10000.0f, -2.0f / static_cast<float>(rot_dims));
+            ASSERT_EQ(cu::launch_rope(x.data(), n_pos, n_heads, head_dim, rot_dims, positions.data(), theta_scale, mode,
+                                      nullptr),
+                      cudaSuccess);
+            EXPECT_LT(normwise_error(x, want), 1e-5) << "rope mode " << mode << " rot_dims " << rot_dims;
+        }
+
+    const int64_t n = 10007;
+    const auto g = random_floats(static_cast<size_t>(n), 61, -6.0f, 6.0f);
+    const auto u = random_floats(static_cast<size_t>(n), 62, -2.0f, 2.0f);
+    std::vector<float> got(g.size()), want(g.size());
+    ASSERT_EQ(cu::launch_swiglu(g.data(), u.data(), n, got.data(), nullptr), cudaSuccess);
+    ASSERT_EQ(c.swiglu(cpu.get(), g.data(), u.data(), n, want.data(), &st), STRATA_OK);
+    EXPECT_LT(normwise_error(got, want), 1e-5) << "swiglu";
+    ASSERT_EQ(cu::launch_add(g.data(), u.data(), n, got.data(), nullptr), cudaSuccess);
+    ASSERT_EQ(c.add(cpu.get(), g.data(), u.data(), n, want.data(), &st), STRATA_OK);
+    EXPECT_EQ(got, want) << "add";
+
+    const int32_t rows = 3, cols = 5000;
+    auto logits = random_floats(static_cast<size_t>(rows * cols), 63, -10.0f, 10.0f);
+    auto probs = logits;
+    ASSERT_EQ(cu::launch_softmax(probs.data(), rows, cols, nullptr), cudaSuccess);
+    ASSERT_EQ(c.softmax(cpu.get(), logits.data(), rows, cols, &st), STRATA_OK);
+    EXPECT_LT(normwise_error(probs, logits), 1e-5) << "softmax";
+}
+
+struct attention_case {
+    int32_t n_tokens, n_heads, n_kv_heads, head_dim, first_pos;
+    int32_t stride() const { return n_kv_heads * head_dim + 3; }
+    int32_t n_ctx() const { return first_pos + n_tokens; }
+};
+
+TEST(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {
+    device_ptr cpu = cpu_device();
+    ASSERT_NE(cpu, nullptr);
+    strata_status st{};
+    for (const attention_case c : {attention_case{1, 8, 2, 64, 40}, attention_case{5, 4, 4, 128, 0},
+                                   attention_case{3, 6, 3, 80, 37}, attention_case{1, 2, 1, 256, 1000}}) {
+        SCOPED_TRACE(testing::Message() << c.n_tokens << " tokens, " << c.n_heads << "/" << c.n_kv_heads
+                                        << " heads, head_dim " << c.head_dim << ", from " << c.first_pos);
+        auto q = random_floats(static_cast<size_t>(c.n_tokens * c.n_heads * c.head_dim), 51, -2.0f, 2.0f);
+        const auto k = random_floats(static_cast<size_t>(c.n_ctx() * c.stride()), 52, -2.0f, 2.0f);
+        const auto v = random_floats(static_cast<size_t>(c.n_ctx() * c.stride()), 53);
+        std::vector<int32_t> positions;
+        for (int32_t t = 0; t < c.n_tokens; ++t) positions.push_back(c.first_pos + t);
+        strata_attention_args a{};
+        a.struct_size = sizeof a;
+        a.n_tokens = c.n_tokens;
+        a.n_heads = c.n_heads;
+        a.n_kv_heads = c.n_kv_heads;
+        a.head_dim = c.head_dim;
+        a.kv_row_stride = c.stride();
+        a.positions = positions.data();
+        a.q = q.data();
+        a.k_cache = k.data();
+        a.v_cache = v.data();
+        a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+        std::vector<float> want(q.size());
+        a.out = want.data();
+        ASSERT_EQ(loaded().cpu->attention(cpu.get(), &a, &st), STRATA_OK) << st.message;
+        const cu::attention_shape shape{c.n_tokens, c.n_heads, c.n_kv_heads, c.head_dim, a.scale};
+        // out aliasing q, as the engine may do
+        ASSERT_EQ(cu::launch_attention(shape, positions.data(), q.data(), k.data(), v.data(), c.stride(), q.data(),
+                                       nullptr),
+                  cudaSuccess);
+        EXPECT_LT(normwise_error(q, want), 1e-5);
+    }
+}
+
+// kv_store into blocks spread over two pools, then paged attention over them equals contiguous attention bit for
+// bit (same kernel template, same order of operations).
+TEST(CudaEmulatedKernels, PagedAttentionEqualsContiguousBitForBit) {
+    constexpr int32_t block_size = 4, n_kv_heads = 2, head_dim = 32, kv_dim = n_kv_heads * head_dim, n_heads = 4;
+    constexpr size_t block_floats = size_t{2} * 2 * block_size * kv_dim; // two layers; layer 1 under test
+    const uint64_t layer_offset = sizeof(float) * 2 * block_size * kv_dim;
+    const std::vector<int32_t> seq_len = {9, 4};
+    const std::vector<int32_t> seq_block_start = {0, 3, 4};
+    std::vector<float> pool_a(4 * block_floats, -1.0f), pool_b(4 * block_floats, -1.0f);
+    // Blocks out of order and across pools.
+    const std::vector<uint64_t> block_base = {reinterpret_cast<uint64_t>(pool_b.data() + 2 * block_floats),
+                                              reinterpret_cast<uint64_t>(pool_a.data()),
+                                              reinterpret_cast<uint64_t>(pool_b.data()),
+                                              reinterpret_cast<uint64_t>(pool_a.data() + 3 * block_floats)};
+    const cu::paged_layout layout{seq_block_start.data(), block_base.data(), block_size, kv_dim, layer_offset};
+
+    std::vector<std::vector<float>> k, v;
+    std::vector<int32_t> token_seq, positions;
+    std::vector<float> k_rows, v_rows;
+    for (size_t s = 0; s < seq_len.size(); ++s) {
+        k.push_back(random_floats(static_cast<size_t>(seq_len[s] * kv_dim), 70 + static_cast<uint32_t>(s), -2, 2));
+        v.push_back(random_floats(static_cast<size_t>(seq_len[s] * kv_dim), 80 + static_cast<uint32_t>(s)));
+        for (int32_t p = 0; p < seq_len[s]; ++p) {
+            token_seq.push_back(static_cast<int32_t>(s));
+            positions.push_back(p);
+            k_rows.insert(k_rows.end(), k[s].begin() + p * kv_dim, k[s].begin() + (p + 1) * kv_dim);
+            v_rows.insert(v_rows.end(), v[s].begin() + p * kv_dim, v[s].begin() + (p + 1) * kv_dim);
+        }
+    }
+    ASSERT_EQ(cu::launch_kv_store(static_cast<int32_t>(token_seq.size()), token_seq.data(), positions.data(), layout,
+                                  k_rows.data(), v_rows.data(), nullptr),
+              cudaSuccess);
+    // Slot 6 of sequence 0 is row 2 of its block 1 (block_base[1] = pool_a block 0).
+    const float *layer1 = pool_a.data() + layer_offset / sizeof(float);
+    EXPECT_EQ(std::memcmp(layer1 + 2 * kv_dim, k[0].data() + 6 * kv_dim, sizeof(float) * kv_dim), 0);
+    EXPECT_EQ(std::memcmp(layer1 + (block_size + 2) * kv_dim, v[0].data() + 6 * kv_dim, sizeof(float) * kv_dim), 0);
+    EXPECT_EQ(pool_a[0], -1.0f) << "layer 0 must stay untouched";
+
+    const std::vector<int32_t> q_seq = {0, 1, 0}, q_pos = {8, 3, 4};
+    const auto n_q = static_cast<int32_t>(q_seq.size());
+    const size_t q_row = static_cast<size_t>(n_heads) * head_dim;
+    const auto q = random_floats(q_row * static_cast<size_t>(n_q), 90, -2.0f, 2.0f);
+    std::vector<float> paged(q.size(), NAN);
+    const cu::attention_shape shape{n_q, n_heads, n_kv_heads, head_dim, 0.17f};
+    ASSERT_EQ(cu::launch_paged_attention(shape, q_seq.data(), q_pos.data(), layout, q.data(), paged.data(), nullptr),
+              cudaSuccess);
+    for (int32_t t = 0; t < n_q; ++t) {
+        const size_t s = static_cast<size_t>(q_seq[static_cast<size_t>(t)]);
+        std::vector<float> one(q_row, NAN);
+        const cu::attention_shape one_shape{1, n_heads, n_kv_heads, head_dim, 0.17f};
+        ASSERT_EQ(cu::launch_attention(one_shape, &q_pos[static_cast<size_t>(t)], q.data() + t * q_row, k[s].data(),
+                                       v[s].data(), kv_dim, one.data(), nullptr),
+                  cudaSuccess);
+        EXPECT_EQ(std::memcmp(one.data(), paged.data() + t * q_row, q_row * sizeof(float)), 0) << "token " << t;
+    }
+}
+
+} // namespace

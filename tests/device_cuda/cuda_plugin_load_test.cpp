@@ -1,0 +1,107 @@
+// What holds on every machine, GPU or not: the plugin passes the registry's ABI checks, declares its config table,
+// reports a score without crashing, explains a failed create(), and rejects bad arguments before touching CUDA.
+#include "cuda_test_support.hpp"
+
+#include <cstring>
+
+namespace {
+
+using namespace cuda_test;
+
+TEST(CudaPlugin, LoadsThroughTheRegistry) {
+    plugins &p = loaded();
+    ASSERT_TRUE(p.load_error.empty()) << p.load_error;
+    ASSERT_NE(p.cuda, nullptr);
+    EXPECT_STREQ(p.cuda->header.name, "cuda");
+    EXPECT_TRUE(p.reg.rejections().empty());
+}
+
+TEST(CudaPlugin, OffersTheAbi15Slots) {
+    const strata_device_desc *d = loaded().cuda;
+    ASSERT_NE(d, nullptr);
+    EXPECT_TRUE(STRATA_HAS_SLOT(d, kv_store));
+    EXPECT_TRUE(STRATA_HAS_SLOT(d, paged_attention));
+    EXPECT_TRUE(STRATA_HAS_SLOT(d, copy));
+    EXPECT_TRUE(STRATA_HAS_SLOT(d, host_addressable));
+}
+
+TEST(CudaPlugin, DeclaresDeviceIndexInItsTable) {
+    bool found = false;
+    for (const auto &[table, keys] : loaded().reg.config_tables()) {
+        if (table != "cuda") continue;
+        for (uint32_t i = 0; i < keys.second; ++i)
+            if (std::strcmp(keys.first[i].name, "device_index") == 0) {
+                found = true;
+                EXPECT_EQ(keys.first[i].type, static_cast<uint32_t>(STRATA_CONFIG_INT));
+                EXPECT_STREQ(keys.first[i].default_value, "0");
+            }
+    }
+    EXPECT_TRUE(found) << "the [cuda] table has no device_index key";
+}
+
+// Score 0 must mean create() fails with a message saying why (here: no driver or no GPU); a positive score must mean
+// a device can be made and used for memory. The CPU device stays the choice where CUDA scores 0.
+TEST(CudaPlugin, ScoreAgreesWithCreate) {
+    plugins &p = loaded();
+    ASSERT_NE(p.cuda, nullptr);
+    ASSERT_NE(p.cpu, nullptr);
+    const int32_t score = p.cuda->score();
+    EXPECT_GE(score, 0);
+    EXPECT_EQ(p.cuda->score(), score) << "score() must be stable";
+    strata_status st{};
+    device_ptr dev = create_device(p.cuda, &st);
+    if (score == 0) {
+        EXPECT_EQ(dev, nullptr);
+        EXPECT_NE(st.code, STRATA_OK);
+        EXPECT_EQ(std::strncmp(st.message, "cuda create: ", 13), 0) << st.message;
+        EXPECT_GT(std::strlen(st.message), 20u) << st.message;
+        EXPECT_EQ(p.reg.best_device().desc, p.cpu);
+        std::printf("cuda score 0 here; create() says: %s\n", st.message);
+    } else {
+        ASSERT_NE(dev, nullptr) << st.message;
+        EXPECT_GT(score, p.cpu->score());
+        EXPECT_EQ(p.reg.best_device().desc, p.cuda);
+        EXPECT_EQ(p.cuda->host_addressable(dev.get()), 0);
+        std::printf("cuda score %d; %s\n", score,
+                    p.host.messages.empty() ? "(no log)" : p.host.messages.back().c_str());
+    }
+}
+
+// Every slot checks its device argument first, so none of this reaches the CUDA runtime.
+TEST(CudaPlugin, SlotsRejectANullDevice) {
+    const strata_device_desc *d = loaded().cuda;
+    ASSERT_NE(d, nullptr);
+    float buf[4] = {};
+    int32_t ids[1] = {0};
+    strata_tensor_view w{};
+    w.struct_size = sizeof w;
+    strata_attention_args attn{};
+    attn.struct_size = sizeof attn;
+    strata_kv_store_args store{};
+    store.struct_size = sizeof store;
+    strata_paged_attention_args paged{};
+    paged.struct_size = sizeof paged;
+
+    auto expect_invalid = [](int32_t rc, const strata_status &st, const char *what) {
+        EXPECT_EQ(rc, STRATA_ERR_INVALID_ARGUMENT) << what;
+        EXPECT_NE(std::strstr(st.message, "device is NULL"), nullptr) << what << ": " << st.message;
+    };
+    strata_status st{};
+    expect_invalid(d->matmul(nullptr, &w, buf, 1, buf, &st), st, "matmul");
+    expect_invalid(d->embedding(nullptr, &w, ids, 1, buf, &st), st, "embedding");
+    expect_invalid(d->rms_norm(nullptr, buf, buf, 1, 4, 1e-5f, buf, &st), st, "rms_norm");
+    expect_invalid(d->rope(nullptr, buf, 1, 1, 4, 4, ids, 10000.0f, 0, &st), st, "rope");
+    expect_invalid(d->attention(nullptr, &attn, &st), st, "attention");
+    expect_invalid(d->swiglu(nullptr, buf, buf, 4, buf, &st), st, "swiglu");
+    expect_invalid(d->add(nullptr, buf, buf, 4, buf, &st), st, "add");
+    expect_invalid(d->softmax(nullptr, buf, 1, 4, &st), st, "softmax");
+    expect_invalid(d->kv_store(nullptr, &store, &st), st, "kv_store");
+    expect_invalid(d->paged_attention(nullptr, &paged, &st), st, "paged_attention");
+    expect_invalid(d->copy(nullptr, buf, buf, 4, STRATA_COPY_D2D, &st), st, "copy");
+    EXPECT_EQ(d->mem_alloc(nullptr, 16, &st), nullptr);
+    EXPECT_NE(std::strstr(st.message, "device is NULL"), nullptr) << st.message;
+    d->mem_free(nullptr, nullptr); // must not crash
+    d->destroy(nullptr);
+}
+
+} // namespace
