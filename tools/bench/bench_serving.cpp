@@ -386,8 +386,8 @@ int run_serving(bench_env &env) {
     std::printf("\ndecode tok/s: tokens generated after all N requests had their first token, over the time from "
                 "then to the last finish (median of %d runs); end-to-end: all generated tokens over submit to last "
                 "finish.\nbound(W) = N x bandwidth / weight bytes; bound(W+KV) adds each sequence's KV reads; "
-                "/prefill = decode tok/s over the prefill rate.\n",
-                o.repeat);
+                "/prefill = decode tok/s over the prefill rate; preempt: preemptions summed over the %d runs.\n",
+                o.repeat, o.repeat);
     int64_t hits = 0;
     for (const auto &r : rows) hits += r.prefix_hit_tokens;
     std::printf("prefix cache     %lld tokens hit during the measured runs (distinct prompts: expected 0); "
