@@ -13,6 +13,7 @@
 //
 // Decode bound: every weight byte is read once per token (plus the KV rows attended), so the fastest possible decode
 // is bandwidth / bytes_per_token. The ratio achieved / bound says how close the kernels get to the hardware.
+#include "bench_common.hpp"
 #include "engine/engine.hpp"
 #include "engine/tiered_weights.hpp"
 #include "gguf/gguf_file.hpp"
@@ -40,6 +41,8 @@
 
 namespace {
 
+using strata::bench::measure_read_bandwidth;
+using strata::bench::table_view;
 using clock_type = std::chrono::steady_clock;
 
 struct options {
@@ -61,78 +64,6 @@ struct options {
                  why.c_str());
     std::exit(2);
 }
-
-// Sums a slice with several independent accumulators; the compiler vectorises it. Returns the sum so the reads
-// cannot be optimised away.
-__attribute__((noinline)) uint64_t read_slice(const uint64_t *p, size_t n) {
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        a += p[i];
-        b += p[i + 1];
-        c += p[i + 2];
-        d += p[i + 3];
-    }
-    for (; i < n; ++i) a += p[i];
-    return a + b + c + d;
-}
-
-// Best-of-5 read bandwidth over a buffer far larger than the caches, with `threads` readers.
-double measure_read_bandwidth(int threads) {
-    const size_t bytes = size_t{1} << 30;
-    const size_t n = bytes / sizeof(uint64_t);
-    std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
-    for (size_t i = 0; i < n; ++i) buf[i] = i;
-    double best = 0;
-    std::atomic<uint64_t> sink{0};
-    for (int rep = 0; rep < 5; ++rep) {
-        const auto t0 = clock_type::now();
-        std::vector<std::thread> ts;
-        for (int t = 0; t < threads; ++t) {
-            ts.emplace_back([&, t] {
-                const size_t per = n / static_cast<size_t>(threads);
-                sink += read_slice(buf.get() + per * static_cast<size_t>(t), per);
-            });
-        }
-        for (auto &t : ts) t.join();
-        const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
-        best = std::max(best, static_cast<double>(bytes) / s);
-    }
-    if (sink.load() == 42) std::printf(" ");
-    return best;
-}
-
-// A plugin table with a few keys, as the engine hands it to plugins ([cpu] threads, [nvme] path).
-struct table_view {
-    std::map<std::string, int64_t> ints;
-    std::map<std::string, std::string> strings;
-    strata_config_view view{};
-    table_view() {
-        view.struct_size = sizeof view;
-        view.ctx = this;
-        view.get_int = [](void *ctx, const char *key, int64_t *out) -> int32_t {
-            auto &m = static_cast<table_view *>(ctx)->ints;
-            auto it = m.find(key);
-            if (it == m.end()) return 0;
-            *out = it->second;
-            return 1;
-        };
-        view.get_bool = [](void *ctx, const char *key, int32_t *out) -> int32_t {
-            auto &m = static_cast<table_view *>(ctx)->ints;
-            auto it = m.find(key);
-            if (it == m.end()) return 0;
-            *out = it->second != 0;
-            return 1;
-        };
-        view.get_string = [](void *ctx, const char *key, const char **out) -> int32_t {
-            auto &m = static_cast<table_view *>(ctx)->strings;
-            auto it = m.find(key);
-            if (it == m.end()) return 0;
-            *out = it->second.c_str();
-            return 1;
-        };
-    }
-};
 
 // The disk's own O_DIRECT read bandwidth, independent of the tier plugin: the first `total` bytes of `file` (the
 // nvme tier's own file, kept after the decode run) read by `threads` readers (as many as the ring's I/O threads),
@@ -311,15 +242,7 @@ int main(int argc, char **argv) try {
     const auto &hp = eng.hparams();
 
     // Bytes one decode step reads: every weight matrix once, except the embedding table (one row per token).
-    double weight_bytes = 0;
-    {
-        auto f = strata::gguf::file::open(o.model);
-        const bool tied = f.find_tensor("output.weight") == nullptr;
-        for (const auto &t : f.tensors()) {
-            if (t.name == "token_embd.weight" && !tied) continue; // only one row is read per token
-            weight_bytes += static_cast<double>(t.n_bytes);
-        }
-    }
+    const double weight_bytes = strata::bench::decode_weight_bytes(strata::gguf::file::open(o.model));
     const double kv_bytes_per_token_avg = 2.0 * hp.n_layer * hp.n_head_kv * hp.head_dim * sizeof(float) *
                                           (o.prompt_tokens + o.decode_tokens / 2.0);
     const double decode_bytes = weight_bytes + kv_bytes_per_token_avg;
