@@ -137,6 +137,12 @@ engine::engine(const plugins::registry &registry, const strata_host_services *ho
         if (device_reads_host_) opts_.offload.kv_spill_bytes = gib_bytes(opts_.kv.swap_space_gib);
     }
     if (opts_.kv.nvme_space_gib > 0) opts_.offload.kv_tier_bytes["nvme"] += gib_bytes(opts_.kv.nvme_space_gib);
+    opts_.offload.device_reads_host = device_reads_host_;
+    if (STRATA_HAS_SLOT(device_desc_.desc, mem_info)) {
+        uint64_t free_b = 0, total_b = 0;
+        if (device_desc_.desc->mem_info(device_, &free_b, &total_b, &st) == STRATA_OK && total_b > 0)
+            opts_.offload.device_total = total_b;
+    }
     place_weights();
     if (opts_.max_model_len > hp_.n_ctx_train) {
         log::warn("engine", "max_model_len {} exceeds the model's trained context {}; quality may degrade",
@@ -235,6 +241,15 @@ void engine::setup_kv() {
             fail("tier '{}' could not hold {} of KV cache: {}", name, human(n * stride), status_text(st));
         kv_->add_pool(t, static_cast<uint32_t>(n), kv::make_tier_storage(desc, tier, region, stride, block_bytes,
                                                                           device_reads_host_));
+        // A GPU swaps KV blocks at the link's speed only from page-locked memory.
+        void *mapped = STRATA_HAS_SLOT(desc, map) ? desc->map(tier, region) : nullptr;
+        if (mapped != nullptr && !device_reads_host_ && STRATA_HAS_SLOT(device_desc_.desc, host_register)) {
+            if (device_desc_.desc->host_register(device_, mapped, n * stride, &st) == STRATA_OK)
+                registered_.push_back(mapped);
+            else
+                log::warn("kv", "could not page-lock the {} KV pool for device '{}' ({}); swaps run at pageable speed",
+                          name, device_name_, status_text(st));
+        }
         return n;
     };
     const uint64_t n_host = tier_pool(kv::tier::host, o.host_tier, gib_bytes(o.swap_space_gib), 64);
@@ -305,6 +320,7 @@ engine::~engine() {
         }
     }
     kv_.reset();
+    for (void *p : registered_) device_desc_.desc->host_unregister(device_, p);
     if (device_desc_.desc != nullptr && device_ != nullptr) {
         for (void *p : device_allocations_) device_desc_.desc->mem_free(device_, p);
     }
@@ -336,11 +352,11 @@ void engine::place_weights() {
     }
     bool moved = false;
     for (const auto &p : plan_.placements) moved = moved || p.home != "device";
-    if (moved || !opts_.offload.kv_tier_bytes.empty()) {
+    if (moved || !opts_.offload.kv_tier_bytes.empty() || !device_reads_host_) {
         weights_ = std::make_unique<tiered_weights>(*file_, registry_, host_, opts_.offload, plan_, hp_.n_layer,
-                                                    device_desc_.desc, device_);
+                                                    device_desc_.desc, device_, device_reads_host_);
     }
-    if (moved) {
+    if (moved || (weights_ && weights_->uploaded())) {
         // The architecture resolved its weights against the file; resolve them again against their new homes.
         arch_.desc->destroy(model_);
         model_ = nullptr;

@@ -124,6 +124,7 @@ class engine {
 
     // Buffers allocated once; nothing is allocated per token or per step.
     std::vector<void *> device_allocations_;
+    std::vector<void *> registered_; // host memory page-locked for the device (host_register)
     void *workspace_ = nullptr;
     uint64_t workspace_size_ = 0;
     float *logits_ = nullptr;          // device memory: max_num_seqs rows of n_vocab

@@ -89,7 +89,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
         in.tensors.push_back({v.name, layer, static_cast<uint64_t>(v.row_bytes * v.rows)});
     }
     in.device_kind = device_kind;
-    in.device_total = machine.available_ram;
+    in.device_total = opts.device_total.value_or(machine.available_ram);
     in.device_memory = opts.device_memory;
     in.gpu_memory_utilization = opts.gpu_memory_utilization;
     in.limit_gpu_memory = opts.limit_gpu_memory;
@@ -98,6 +98,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.enable_cpu_offload = opts.enable_cpu_offload;
     in.kv_cache_memory = opts.kv_cache_memory;
     in.kv_spill_bytes = opts.kv_spill_bytes;
+    in.device_reads_host = opts.device_reads_host;
     in.prefetch_depth = opts.prefetch_depth;
     in.prefer_streaming = opts.stream_weights;
     in.physical_ram = machine.total_ram;

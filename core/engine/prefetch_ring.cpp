@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 namespace strata::engine {
 
@@ -18,8 +19,8 @@ int32_t prefetch_ring::slots_needed(int32_t n_streamed, int32_t prefetch_depth) 
 }
 
 prefetch_ring::prefetch_ring(std::vector<streamed_layer> layers, int32_t n_layer, uint8_t *slots, uint64_t slot_bytes,
-                             int32_t slot_count, int32_t io_threads)
-    : layers_(std::move(layers)), ordinal_of_layer_(static_cast<size_t>(n_layer), -1), slots_(slots),
+                             int32_t slot_count, int32_t io_threads, device_stager stager)
+    : layers_(std::move(layers)), ordinal_of_layer_(static_cast<size_t>(n_layer), -1), slots_(slots), stager_(stager),
       slot_bytes_(slot_bytes), slot_count_(slot_count), loaded_(static_cast<size_t>(slot_count), -1) {
     for (size_t k = 0; k < layers_.size(); ++k) {
         ordinal_of_layer_[static_cast<size_t>(layers_[k].layer)] = static_cast<int32_t>(k);
@@ -94,7 +95,42 @@ void prefetch_ring::forward_done() {
     ++stats_.forwards;
 }
 
+// Reads `r` into device memory at dst through `bounce` (chunk_bytes of host memory), chunk by chunk.
+static bool staged_read(const device_stager &sg, const tier_read &r, uint8_t *dst, unsigned char *bounce,
+                        std::string &error) {
+    for (uint64_t off = 0; off < r.bytes; off += sg.chunk_bytes) {
+        const uint64_t n = std::min(sg.chunk_bytes, r.bytes - off);
+        strata_status st{};
+        if (r.desc->read(r.tier, r.region, off, bounce, n, &st) != STRATA_OK) {
+            error = std::string("tier '") + r.tier_name + "' read failed: " + st.message;
+            return false;
+        }
+        if (sg.desc->copy(sg.dev, dst + off, bounce, n, STRATA_COPY_H2D, &st) != STRATA_OK) {
+            error = std::string("copy to the device failed: ") + st.message;
+            return false;
+        }
+    }
+    return true;
+}
+
 void prefetch_ring::io_loop() {
+    // This thread's staging buffer for a device the CPU cannot write, page-locked when the device offers it.
+    std::unique_ptr<unsigned char[]> bounce;
+    bool registered = false;
+    if (stager_.desc != nullptr) {
+        bounce = std::make_unique<unsigned char[]>(stager_.chunk_bytes);
+        strata_status st{};
+        registered = STRATA_HAS_SLOT(stager_.desc, host_register) &&
+                     stager_.desc->host_register(stager_.dev, bounce.get(), stager_.chunk_bytes, &st) == STRATA_OK;
+    }
+    struct unregister_at_exit {
+        const device_stager &sg;
+        void *p;
+        bool on;
+        ~unregister_at_exit() {
+            if (on && STRATA_HAS_SLOT(sg.desc, host_unregister)) sg.desc->host_unregister(sg.dev, p);
+        }
+    } unreg{stager_, bounce.get(), registered};
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
         cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -109,7 +145,13 @@ void prefetch_ring::io_loop() {
         for (const tier_read &r : L.reads) {
             strata_status st{};
             const double t0 = now_seconds();
-            if (r.desc->read(r.tier, r.region, 0, slot + r.slot_offset, r.bytes, &st) != STRATA_OK) {
+            if (stager_.desc != nullptr) {
+                std::string why;
+                if (!staged_read(stager_, r, slot + r.slot_offset, bounce.get(), why)) {
+                    error = "loading layer " + std::to_string(L.layer) + ": " + why;
+                    break;
+                }
+            } else if (r.desc->read(r.tier, r.region, 0, slot + r.slot_offset, r.bytes, &st) != STRATA_OK) {
                 error = "reading layer " + std::to_string(L.layer) + " from tier '" + r.tier_name + "' failed: " +
                         st.message;
                 break;

@@ -48,11 +48,20 @@ struct ring_stats {
     uint64_t forwards = 0;
 };
 
+// For a device whose memory the CPU cannot write (a GPU): each I/O thread reads into its own page-locked host buffer
+// and the device's `copy` moves it into the slot. The copy is ordered after the compute already queued (the slot's
+// previous occupant has been read), so correctness never depends on the device's timing.
+struct device_stager {
+    const strata_device_desc *desc = nullptr;
+    strata_device *dev = nullptr;
+    uint64_t chunk_bytes = uint64_t{16} << 20;
+};
+
 class prefetch_ring {
   public:
     // `slots` points to slot_count x slot_bytes bytes (borrowed; device memory that outlives the ring).
     prefetch_ring(std::vector<streamed_layer> layers, int32_t n_layer, uint8_t *slots, uint64_t slot_bytes,
-                  int32_t slot_count, int32_t io_threads);
+                  int32_t slot_count, int32_t io_threads, device_stager stager = {});
     ~prefetch_ring();
     prefetch_ring(const prefetch_ring &) = delete;
     prefetch_ring &operator=(const prefetch_ring &) = delete;
@@ -78,6 +87,7 @@ class prefetch_ring {
     std::vector<streamed_layer> layers_;
     std::vector<int32_t> ordinal_of_layer_;
     uint8_t *slots_;
+    device_stager stager_;
     uint64_t slot_bytes_;
     int32_t slot_count_;
 

@@ -56,8 +56,9 @@ std::pair<const strata_tier_desc *, strata_tier *> tiered_weights::tier(const st
 tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &registry,
                                const strata_host_services *host, const offload_options &opts,
                                const planner::plan &plan, int32_t n_layer, const strata_device_desc *device_desc,
-                               strata_device *device)
+                               strata_device *device, bool device_reads_host)
     : device_desc_(device_desc), device_(device) {
+    if (!device_reads_host) upload_resident(file, plan);
     // 1. One instance per tier that holds anything, sized for its tensors (regions are 4 KiB aligned).
     std::map<std::string, uint64_t> need;
     uint64_t offloaded = 0;
@@ -100,6 +101,10 @@ tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &
         }
         ti.bytes += t->n_bytes;
         drop_mapped_pages(t->data, t->n_bytes);
+        if (p.how == planner::mode::in_place && !device_reads_host) {
+            fail("the plan computes '{}' in place in tier '{}', but device '{}' cannot read host memory; stream it",
+                 p.tensor, p.home, device_desc_->header.name);
+        }
         if (p.how == planner::mode::in_place) {
             void *addr = STRATA_HAS_SLOT(ti.handle.desc, map) ? ti.handle.desc->map(ti.tier.get(), region) : nullptr;
             if (addr == nullptr) fail("tier '{}' cannot be computed on in place (no map); use streaming", p.home);
@@ -148,17 +153,62 @@ tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &
     slots_ = device_desc_->mem_alloc(device_, slot_bytes * static_cast<uint64_t>(slot_count), &st);
     if (slots_ == nullptr) fail("could not allocate the {}-slot staging ring ({} bytes): {}", slot_count,
                                 slot_bytes * static_cast<uint64_t>(slot_count), status_text(st));
+    device_stager stager;
+    if (!device_reads_host) {
+        stager.desc = device_desc_;
+        stager.dev = device_;
+    }
     ring_ = std::make_unique<prefetch_ring>(std::move(layers), n_layer, static_cast<uint8_t *>(slots_), slot_bytes,
-                                            slot_count, opts.io_threads);
+                                            slot_count, opts.io_threads, stager);
     for (const auto &[tensor, lo] : slot_offset) address_[tensor] = ring_->slot_for_layer(lo.first) + lo.second;
     ring_->start();
     log::info("offload", "streaming {} layers through a {}-slot ring of {:.1f} MiB per slot (prefetch_depth {})",
               streamed.size(), slot_count, static_cast<double>(slot_bytes) / 1048576.0, opts.prefetch_depth);
 }
 
+// Copies every tensor the plan keeps on the device into one device allocation (4 KiB aligned offsets), in chunks,
+// with progress; the model then computes from those copies.
+void tiered_weights::upload_resident(const gguf::file &file, const planner::plan &plan) {
+    uint64_t total = 0;
+    std::vector<const gguf::tensor_info *> list;
+    for (const auto &p : plan.placements) {
+        if (p.home != "device") continue;
+        const gguf::tensor_info *t = file.find_tensor(p.tensor);
+        if (t == nullptr) fail("planned tensor '{}' is not in {}", p.tensor, file.name());
+        list.push_back(t);
+        total += round_up(t->n_bytes, k_align);
+    }
+    if (total == 0) return;
+    strata_status st{};
+    resident_ = device_desc_->mem_alloc(device_, total, &st);
+    if (resident_ == nullptr) {
+        fail("device '{}' could not allocate {:.1f} MiB for the resident weights: {}; offload layers with "
+             "--cpu-offload-layers or --cpu-offload-gb",
+             device_desc_->header.name, static_cast<double>(total) / 1048576.0, status_text(st));
+    }
+    progress bar(fmt::format("uploading {:.1f} MiB of weights to device '{}'", static_cast<double>(total) / 1048576.0,
+                             device_desc_->header.name),
+                 total);
+    constexpr uint64_t chunk = uint64_t{64} << 20;
+    uint64_t off = 0;
+    for (const gguf::tensor_info *t : list) {
+        auto *dst = static_cast<uint8_t *>(resident_) + off;
+        for (uint64_t done = 0; done < t->n_bytes; done += chunk) {
+            const uint64_t n = std::min(chunk, t->n_bytes - done);
+            if (device_desc_->copy(device_, dst + done, t->data + done, n, STRATA_COPY_H2D, &st) != STRATA_OK)
+                fail("uploading '{}' to device '{}' failed: {}", t->name, device_desc_->header.name, status_text(st));
+            bar.update(off + done + n);
+        }
+        address_[t->name] = dst;
+        off += round_up(t->n_bytes, k_align);
+    }
+    bar.finish();
+}
+
 tiered_weights::~tiered_weights() {
     ring_.reset(); // joins the I/O threads before the slots and tiers go
     if (slots_ != nullptr) device_desc_->mem_free(device_, slots_);
+    if (resident_ != nullptr) device_desc_->mem_free(device_, resident_);
     for (const auto &[tensor, home] : regions_) {
         auto &ti = tiers_.at(home.tier);
         ti.handle.desc->region_free(ti.tier.get(), home.region);

@@ -40,6 +40,8 @@ struct offload_options {
     // bytes each tier must hold for KV besides weights (one tier instance serves both).
     uint64_t kv_spill_bytes = 0;
     std::map<std::string, uint64_t> kv_tier_bytes;
+    std::optional<bool> device_reads_host; // set by the engine from the device it created
+    std::optional<uint64_t> device_total;  // the device's own memory size (mem_info), for GPU budgets
 };
 
 // Builds one tier instance; capacity 0 lets the tier use its own `size` key.
@@ -50,15 +52,19 @@ plugins::plugin_ptr<strata_tier> create_tier(const plugins::registry &registry, 
 class tiered_weights {
   public:
     // The plan's placements name tensors of `file`; `tensor_layers` gives each tensor's layer (for the ring).
+    // When the device cannot read host memory (a GPU), resident tensors are uploaded into device memory and
+    // streamed layers are staged through host buffers into device slots.
     tiered_weights(const gguf::file &file, const plugins::registry &registry, const strata_host_services *host,
                    const offload_options &opts, const planner::plan &plan, int32_t n_layer,
-                   const strata_device_desc *device_desc, strata_device *device);
+                   const strata_device_desc *device_desc, strata_device *device, bool device_reads_host = true);
     ~tiered_weights();
     tiered_weights(const tiered_weights &) = delete;
     tiered_weights &operator=(const tiered_weights &) = delete;
 
     // The instance of a tier created for weights and KV (kv_tier_bytes), or {nullptr, nullptr} when none.
     std::pair<const strata_tier_desc *, strata_tier *> tier(const std::string &name) const;
+    // True when resident tensors were copied into device memory (the model must be re-resolved).
+    bool uploaded() const { return resident_ != nullptr; }
     // Address the device should compute from, or nullptr when the tensor stays where the file maps it.
     const void *address_of(const std::string &tensor) const;
     prefetch_ring *ring() { return ring_.get(); }
@@ -84,6 +90,8 @@ class tiered_weights {
     const strata_device_desc *device_desc_;
     strata_device *device_;
     void *slots_ = nullptr;
+    void *resident_ = nullptr; // device copy of the resident tensors (devices that cannot read host memory)
+    void upload_resident(const gguf::file &file, const planner::plan &plan);
     std::unique_ptr<prefetch_ring> ring_;
 };
 

@@ -211,7 +211,8 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
         room[tier] -= pl.bytes;
         p.tier_used[info.name] += pl.bytes;
         pl.home = info.name;
-        pl.how = info.addressable && is_cpu(in) && !in.prefer_streaming ? mode::in_place : mode::streamed;
+        pl.how = info.addressable && in.device_reads_host.value_or(is_cpu(in)) && !in.prefer_streaming ? mode::in_place
+                                                                                                   : mode::streamed;
         if (pl.how == mode::streamed) {
             auto &slot = streamed[static_cast<size_t>(pl.layer + 1)];
             slot = add_sat(slot, pl.bytes);

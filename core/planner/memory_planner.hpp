@@ -29,7 +29,8 @@
 //
 // How the device reaches it
 //   home is the device                                 -> resident (copied into device memory at load)
-//   tier addressable, device "cpu", !prefer_streaming  -> in_place (the CPU computes on the tier's bytes)
+//   tier addressable, device reads host memory (the cpu device unless device_reads_host says otherwise),
+//   !prefer_streaming                                  -> in_place (the CPU computes on the tier's bytes)
 //   otherwise                                          -> streamed (copied into the staging ring before its layer
 //                                                         runs; always so for cuda until hybrid compute, issue #6)
 //   staging_ring_bytes = (prefetch_depth + 1) x the largest per-layer streamed bytes (0 if nothing is streamed).
@@ -105,6 +106,8 @@ struct inputs {
     // KV a sequence may keep in a host tier the device attends in place (swap_space on the CPU device): it counts
     // toward fitting max_model_len, so a context larger than the device KV still fits.
     uint64_t kv_spill_bytes = 0;
+    // Whether the device computes on host memory in place (unset: the cpu device does, others do not).
+    std::optional<bool> device_reads_host;
     int32_t prefetch_depth = 2;
     bool prefer_streaming = false; // stream even when in_place is possible
     std::vector<tier_info> tiers;  // configured tiers in preference order

@@ -169,7 +169,7 @@ TEST(CpuDevicePluginInfo, DescribesOneCpuDeviceAndItsConfigKeys) {
     EXPECT_TRUE(STRATA_HAS_SLOT(desc, thread_count));
     EXPECT_EQ(desc->score(), 1);
 
-    ASSERT_EQ(info->n_config_keys, 2u);
+    ASSERT_EQ(info->n_config_keys, 3u);
     EXPECT_STREQ(info->config_keys[0].name, "threads");
     EXPECT_EQ(info->config_keys[0].type, static_cast<uint32_t>(STRATA_CONFIG_INT));
     EXPECT_STREQ(info->config_keys[0].default_value, "0");
@@ -179,6 +179,8 @@ TEST(CpuDevicePluginInfo, DescribesOneCpuDeviceAndItsConfigKeys) {
     EXPECT_EQ(info->config_keys[1].type, static_cast<uint32_t>(STRATA_CONFIG_BOOL));
     EXPECT_STREQ(info->config_keys[1].default_value, "true");
     EXPECT_STREQ(info->config_keys[1].flag, "--pin-threads");
+    EXPECT_STREQ(info->config_keys[2].name, "separate_memory");
+    EXPECT_STREQ(info->config_keys[2].default_value, "false");
 }
 
 TEST(CpuDevicePluginInfo, ModuleExportsTheEntryPointAndRunsOps) {

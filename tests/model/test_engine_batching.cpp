@@ -245,3 +245,64 @@ TEST(EngineBatchingCancel, CancellingMidGenerationFreesItsBlocks) {
     EXPECT_LT(st.tokens, 200);
     expect_pools_full(*e);
 }
+
+// The paths a discrete GPU takes, run on the CPU device in its `separate_memory` mode: weights uploaded into device
+// memory, streamed layers staged through host buffers and `copy`, KV swaps and prefix loads through `copy`, logits
+// read back with `copy`, and no block attended in place in the host tier.
+namespace {
+
+struct cpu_table {
+    strata_config_view view{};
+    bool separate = true;
+    cpu_table() {
+        view.struct_size = sizeof view;
+        view.ctx = this;
+        view.get_bool = [](void *ctx, const char *key, int32_t *out) -> int32_t {
+            if (std::string(key) != "separate_memory") return 0;
+            *out = static_cast<cpu_table *>(ctx)->separate ? 1 : 0;
+            return 1;
+        };
+        view.get_int = [](void *, const char *, int64_t *) -> int32_t { return 0; };
+        view.get_float = [](void *, const char *, double *) -> int32_t { return 0; };
+        view.get_string = [](void *, const char *, const char **) -> int32_t { return 0; };
+        view.get_list_size = [](void *, const char *) -> int32_t { return 0; };
+        view.get_list_item = [](void *, const char *, int32_t) -> const char * { return nullptr; };
+    }
+};
+
+} // namespace
+
+TEST(EngineSeparateMemory, PreemptionSwapStreamedLayersAndPrefixHitsGiveTheAloneTokens) {
+    constexpr int n = 16;
+    constexpr int32_t max_tokens = 48;
+    cpu_table table;
+    auto o = options(24 * 20 * kib, 0.01, engine::preemption_mode::swap, true);
+    o.device_config = &table.view;
+    o.offload.cpu_offload_layers = 2; // the last two layers stream through the staging ring
+    auto e = make(o);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*e, i));
+    const auto got = run_all(*e, prompts, max_tokens);
+    const auto &want = alone(n, max_tokens);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+    // The same prompts again: prefix hits (device or host tier) through copies.
+    const auto again = run_all(*e, prompts, max_tokens);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(again[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+    const strata_engine_stats s = e->stats();
+    EXPECT_GT(s.preemptions_swap, 0);
+    EXPECT_GT(s.prefix_hits[0] + s.prefix_hits[1], 0);
+    EXPECT_GT(e->offload_stats().layer_loads, 0u) << "layers were staged into the ring";
+    expect_pools_full(*e);
+}
+
+TEST(EngineSeparateMemory, AContextLargerThanTheDeviceKvIsRefusedAtStartUpWithTheKnobs) {
+    cpu_table table;
+    auto o = options(4 * 20 * kib, 0.01, engine::preemption_mode::swap, false);
+    o.device_config = &table.view;
+    try {
+        make(o);
+        FAIL() << "a device that cannot read host memory must hold one max_model_len sequence itself";
+    } catch (const std::exception &ex) {
+        EXPECT_NE(std::string(ex.what()).find("--kv-cache-memory"), std::string::npos) << ex.what();
+    }
+}

@@ -97,6 +97,7 @@ strata_device *create(const strata_device_create_args *args, strata_status *st) 
         const std::vector<int> cpus = pin ? pinning_cpus(host, threads) : std::vector<int>{};
 
         auto dev = std::make_unique<strata_device>(threads, cpus, strata::cpu::select_kernels(), host);
+        dev->separate_memory = cfg.get_bool("separate_memory").value_or(false);
         if (host != nullptr) {
             strata::plugin::log(host, STRATA_LOG_INFO, plugin_name, "%d threads, %s kernels, %s", threads,
                                 dev->kern.name, cpus.empty() ? "unpinned" : "workers pinned");
@@ -173,6 +174,10 @@ const strata_config_key config_keys[] = {
      "worker threads for CPU compute (0 = one per physical core)", "--threads", nullptr},
     {"pin_threads", STRATA_CONFIG_BOOL, "true", 0.0, 0.0, "pin each worker to one core reported by hwloc",
      "--pin-threads", nullptr},
+    {"separate_memory", STRATA_CONFIG_BOOL, "false", 0.0, 0.0,
+     "test mode: treat device memory as a discrete GPU's, so the host uploads weights and stages KV and logits "
+     "through copies (exercises the GPU data paths without a GPU)",
+     nullptr, nullptr},
 };
 
 const strata_plugin_info plugin_info = {

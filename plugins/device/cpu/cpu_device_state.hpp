@@ -26,6 +26,9 @@ struct strata_device {
     strata::cpu::thread_pool pool;
     const strata::cpu::kernels &kern;
     const strata_host_services *host; // borrowed, may be null
+    // [cpu] separate_memory: report host_addressable = 0 so the host moves data as it must for a discrete GPU
+    // (weights uploaded, KV and logits through `copy`); a test mode for those paths on machines without a GPU.
+    bool separate_memory = false;
     std::mutex op_mutex;              // serialises ops: the pool and the scratch serve one op at a time
 
     std::unique_ptr<float[]> scores;

@@ -207,6 +207,7 @@ int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int
     return STRATA_OK;
 }
 
-int32_t host_addressable(strata_device *) { return 1; }
+// 0 only in the `separate_memory` test mode, where the host must treat device memory as a discrete GPU's.
+int32_t host_addressable(strata_device *dev) { return dev != nullptr && dev->separate_memory ? 0 : 1; }
 
 } // namespace strata::cpu

@@ -226,6 +226,40 @@ int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int
 
 int32_t host_addressable(strata_device *) { return 0; }
 
+// Page-locks host memory (tier regions, staging buffers) so copies from and to it run at the link's speed.
+int32_t host_register(strata_device *dev, void *ptr, uint64_t bytes, strata_status *st) {
+    if (dev == nullptr || ptr == nullptr || bytes == 0)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda host_register: device, pointer or size missing");
+    std::lock_guard lock(dev->mutex);
+    if (cudaError_t e = strata::cuda::make_current(dev); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda host_register: cudaSetDevice");
+    if (cudaError_t e = cudaHostRegister(ptr, static_cast<size_t>(bytes), cudaHostRegisterDefault); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_IO, e, "cuda host_register: cudaHostRegister");
+    strata::plugin::ok(st);
+    return STRATA_OK;
+}
+
+void host_unregister(strata_device *dev, void *ptr) {
+    if (dev == nullptr || ptr == nullptr) return;
+    std::lock_guard lock(dev->mutex);
+    if (strata::cuda::make_current(dev) == cudaSuccess) (void)cudaHostUnregister(ptr);
+}
+
+int32_t mem_info(strata_device *dev, uint64_t *free_bytes, uint64_t *total_bytes, strata_status *st) {
+    if (dev == nullptr || free_bytes == nullptr || total_bytes == nullptr)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda mem_info: device or output missing");
+    std::lock_guard lock(dev->mutex);
+    if (cudaError_t e = strata::cuda::make_current(dev); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda mem_info: cudaSetDevice");
+    size_t f = 0, t = 0;
+    if (cudaError_t e = cudaMemGetInfo(&f, &t); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda mem_info: cudaMemGetInfo");
+    *free_bytes = f;
+    *total_bytes = t;
+    strata::plugin::ok(st);
+    return STRATA_OK;
+}
+
 const strata_device_desc cuda_device_desc = {
     strata::plugin::make_header<strata_device_desc>(STRATA_KIND_DEVICE, "cuda",
                                                     offsetof(strata_device_desc, thread_count)),
@@ -247,6 +281,9 @@ const strata_device_desc cuda_device_desc = {
     strata::cuda::paged_attention,
     copy,
     host_addressable,
+    host_register,
+    host_unregister,
+    mem_info,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cuda_device_desc.header};

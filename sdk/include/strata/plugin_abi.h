@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 5
+#define STRATA_ABI_MINOR 6
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -317,6 +317,14 @@ typedef struct strata_device_desc {
      * tier can be attended in place; 0: the host keeps a running sequence's blocks in device memory. Absent: 1 when
      * the device has no `copy` slot (its memory is host memory), else 0. */
     int32_t (*host_addressable)(strata_device *dev);
+    /* optional, since 1.6 (test with STRATA_HAS_SLOT) */
+    /* Page-locks host memory the host will copy from or to (staging buffers, tier regions) so copies run at the
+     * link's speed (cudaHostRegister); host_unregister undoes it before the memory is freed. A device whose memory is
+     * host memory leaves them NULL. */
+    int32_t (*host_register)(strata_device *dev, void *ptr, uint64_t bytes, strata_status *st);
+    void (*host_unregister)(strata_device *dev, void *ptr);
+    /* Free and total bytes of device memory now (cudaMemGetInfo), for gpu_memory_utilization / limit_gpu_memory. */
+    int32_t (*mem_info)(strata_device *dev, uint64_t *free_bytes, uint64_t *total_bytes, strata_status *st);
 } strata_device_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
