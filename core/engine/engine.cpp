@@ -72,15 +72,17 @@ engine::engine(const plugins::registry &registry, const strata_host_services *ho
         std::stable_sort(ranked.begin(), ranked.end(),
                          [](const auto &a, const auto &b) { return a.desc->score() > b.desc->score(); });
         std::string skipped;
+        // Devices that cannot run here are named with their reason (a GPU plugin without a GPU or driver).
         for (const auto &h : ranked) {
-            if (h.desc->score() <= 0) {
-                strata_status why{};
-                strata_device *d = start(h, &why); // for its reason; a device that scores 0 should refuse to start
-                if (d != nullptr) h.desc->destroy(d);
-                skipped += fmt::format("{}'{}' ({})", skipped.empty() ? "" : ", ", h.desc->header.name,
-                                       why.message[0] ? std::string(why.message) : std::string("not usable here"));
-                continue;
-            }
+            if (h.desc->score() > 0) continue;
+            strata_status why{};
+            strata_device *d = start(h, &why); // for its reason; a device that scores 0 refuses to start
+            if (d != nullptr) h.desc->destroy(d);
+            skipped += fmt::format("{}'{}' ({})", skipped.empty() ? "" : ", ", h.desc->header.name,
+                                   why.message[0] ? std::string(why.message) : std::string("not usable here"));
+        }
+        for (const auto &h : ranked) {
+            if (h.desc->score() <= 0) continue;
             strata_status why{};
             device_ = start(h, &why);
             if (device_ == nullptr) {

@@ -106,6 +106,16 @@ TEST(RuntimeCli, PluginTableKeysAreValidatedToo) {
     EXPECT_NE(r.err.find("did you mean 'threads'"), std::string::npos) << r.err;
 }
 
+TEST(RuntimeCli, AnUnusableDeviceIsAnErrorByNameAndSkippedWithOneWarningUnderAuto) {
+    if (!fs::exists(fs::path(STRATA_PLUGIN_DIR) / "libstrata_cuda.so")) GTEST_SKIP() << "the cuda plugin is not built here";
+    run_result r = run("--model " + k_model + " --device cuda --prompt Lily --max-tokens 2");
+    if (r.exit_code == 0) GTEST_SKIP() << "a usable GPU is present: nothing to fall back from";
+    EXPECT_NE(r.err.find("device 'cuda' cannot run on this machine: cuda create:"), std::string::npos) << r.err;
+    r = run("--model " + k_model + " --device auto --prompt Lily --temperature 0 --max-tokens 2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("device = \"auto\": using 'cpu'; skipped 'cuda' (cuda create:"), std::string::npos) << r.err;
+}
+
 TEST(RuntimeCli, SchedulerKeysAreCheckedAndReachTheEngine) {
     run_result r = run("--model " + k_model + " --preemption-mode sometimes");
     EXPECT_NE(r.exit_code, 0);
