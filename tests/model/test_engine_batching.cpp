@@ -200,15 +200,18 @@ TEST(EngineBatchingPrefix, AHitFromEachTierAndAfterARestartGivesTheSameTokensAsA
 }
 
 TEST(EngineBatchingLongContext, AContextFourTimesTheDeviceKvCompletesWithTheSameTokens) {
-    const int32_t max_tokens = 240;
-    auto ample = make(options(4096 * kib, 0, engine::preemption_mode::swap, false));
+    const int32_t max_tokens = 280;
+    auto ample_o = options(4096 * kib, 0, engine::preemption_mode::swap, false);
+    ample_o.max_model_len = 320;
+    auto ample = make(ample_o);
     const auto p = prompt_of(*ample, 0);
     const auto want = run_all(*ample, {p}, max_tokens)[0];
     ample.reset();
-    // 4 device blocks = 64 tokens; the sequence reaches ~250 tokens, the rest lives in the host tier.
+    // 4 device blocks = 64 tokens; the sequence reaches ~290 tokens (4.5x), the rest lives in the host tier.
     auto o = options(4 * 20 * kib, 0.01, engine::preemption_mode::swap, false);
-    o.max_model_len = 256;
+    o.max_model_len = 320;
     auto small = make(o);
+    ASSERT_GE(p.size() + max_tokens, 4u * 64u);
     EXPECT_EQ(run_all(*small, {p}, max_tokens)[0], want);
     EXPECT_GT(small->stats().kv_bytes_swapped_out, 0) << "older pages moved to the host tier";
     expect_pools_full(*small);
@@ -305,4 +308,53 @@ TEST(EngineSeparateMemory, AContextLargerThanTheDeviceKvIsRefusedAtStartUpWithTh
     } catch (const std::exception &ex) {
         EXPECT_NE(std::string(ex.what()).find("--kv-cache-memory"), std::string::npos) << ex.what();
     }
+}
+
+namespace {
+
+struct nvme_table {
+    strata_config_view view{};
+    std::string path;
+    explicit nvme_table(std::string p) : path(std::move(p)) {
+        view.struct_size = sizeof view;
+        view.ctx = this;
+        view.get_bool = [](void *, const char *key, int32_t *out) -> int32_t {
+            if (std::string(key) != "direct_io") return 0;
+            *out = 1;
+            return 1;
+        };
+        view.get_int = [](void *, const char *, int64_t *) -> int32_t { return 0; };
+        view.get_float = [](void *, const char *, double *) -> int32_t { return 0; };
+        view.get_string = [](void *ctx, const char *key, const char **out) -> int32_t {
+            if (std::string(key) != "path") return 0;
+            *out = static_cast<nvme_table *>(ctx)->path.c_str();
+            return 1;
+        };
+        view.get_list_size = [](void *, const char *) -> int32_t { return 0; };
+        view.get_list_item = [](void *, const char *, int32_t) -> const char * { return nullptr; };
+    }
+};
+
+} // namespace
+
+TEST(EngineBatchingNvmeSwap, SequencesSwappedToNvmeComeBackWithTheirAloneTokens) {
+    constexpr int n = 16;
+    constexpr int32_t max_tokens = 48;
+    nvme_table nvme(std::string(STRATA_BINARY_DIR) + "/test-kv-nvme-swap.bin");
+    // No host pool: every swapped block goes to the nvme tier and is read back from it.
+    auto o = options(24 * 20 * kib, 0, engine::preemption_mode::swap, false);
+    o.kv.nvme_space_gib = 0.01;
+    o.offload.tier_configs["nvme"] = &nvme.view;
+    auto e = make(o);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*e, i));
+    const auto got = run_all(*e, prompts, max_tokens);
+    const auto &want = alone(n, max_tokens);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+    const strata_engine_stats s = e->stats();
+    EXPECT_EQ(s.kv_blocks_total[1], 0) << "no host pool in this test";
+    EXPECT_GT(s.kv_blocks_total[2], 0);
+    EXPECT_GT(s.preemptions_swap, 0);
+    EXPECT_GT(s.kv_bytes_swapped_in, 0) << "blocks were read back from NVMe";
+    expect_pools_full(*e);
 }
