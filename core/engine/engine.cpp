@@ -34,7 +34,9 @@ uint64_t gib_bytes(double g) { return static_cast<uint64_t>(std::llround(g * sta
 
 std::string human(uint64_t b) {
     if (b >= gib) return fmt::format("{:.2f} GiB", static_cast<double>(b) / static_cast<double>(gib));
-    return fmt::format("{:.1f} MiB", static_cast<double>(b) / 1048576.0);
+    if (b >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / 1048576.0);
+    if (b >= 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024.0);
+    return fmt::format("{} B", b);
 }
 
 } // namespace
@@ -134,6 +136,11 @@ engine::engine(const plugins::registry &registry, const strata_host_services *ho
                              : !STRATA_HAS_SLOT(device_desc_.desc, copy);
     if (opts_.kv.block_size < 1 || opts_.kv.block_size > 4096)
         fail("block_size {} must be in [1, 4096] (--block-size)", opts_.kv.block_size);
+    if (opts_.kv.swap_space_gib > 0 && !registry_.find_tier(opts_.kv.host_tier)) {
+        fail("[memory] kv_host_tier = '{}' is not provided by any loaded plugin (available: {}); set --kv-host-tier, "
+             "or --swap-space 0 for no host KV tier",
+             opts_.kv.host_tier, fmt::join(registry_.names(STRATA_KIND_TIER), ", "));
+    }
     if (opts_.kv.swap_space_gib > 0) {
         opts_.offload.kv_tier_bytes[opts_.kv.host_tier] += gib_bytes(opts_.kv.swap_space_gib);
         if (device_reads_host_) opts_.offload.kv_spill_bytes = gib_bytes(opts_.kv.swap_space_gib);
