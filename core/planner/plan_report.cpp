@@ -138,10 +138,11 @@ std::string to_table(const plan &p, const inputs &in) {
         if (i == first_total) out += rule();
         out += line(rows[i]);
     }
-    out += fmt::format("KV capacity {} tokens for max_model_len {} x max_num_seqs {}; largest fitting max_model_len "
-                       "{}, concurrency {}\n",
-                       p.kv_capacity_tokens, p.max_model_len, p.max_num_seqs, p.max_fitting_model_len,
-                       p.max_fitting_concurrency);
+    // Paged KV: sequences take blocks as they grow, so the capacity is shared; the figures say how many sequences of
+    // the full max_model_len would fit on the device at once.
+    out += fmt::format("KV capacity {} tokens on the device: {} sequences of max_model_len {} at once; largest "
+                       "fitting max_model_len {}\n",
+                       p.kv_capacity_tokens, p.max_fitting_concurrency, p.max_model_len, p.max_fitting_model_len);
     out += p.fits ? "fits: yes\n" : "fits: NO\n";
     for (const auto &problem : p.problems) out += "problem: " + problem + "\n";
     for (const auto &note : p.notes) out += "note: " + note + "\n";
