@@ -224,13 +224,19 @@ void engine::setup_kv() {
     device_allocations_.push_back(base);
     // Touch the whole pool now, as a GPU engine reserves its KV memory up front: resident memory is then flat under
     // load instead of growing as the prefix cache first reaches each block.
-    if (device_reads_host_) { // device memory the CPU can write (a GPU's is reserved by its allocator)
+    if (device_reads_host_) { // host memory behind the device (a GPU's is reserved by its allocator)
         const uint64_t total = n_device * block_bytes;
+        const uint64_t chunk = std::min<uint64_t>(uint64_t{64} << 20, total);
+        const bool has_copy = STRATA_HAS_SLOT(device_desc_.desc, copy);
+        std::vector<unsigned char> zeros(has_copy ? chunk : 0);
         std::unique_ptr<progress> bar;
         if (total >= (uint64_t{256} << 20)) bar = std::make_unique<progress>(fmt::format("reserving {} of KV cache", human(total)), total);
-        for (uint64_t off = 0; off < total; off += uint64_t{64} << 20) {
-            const uint64_t n = std::min<uint64_t>(uint64_t{64} << 20, total - off);
-            std::memset(static_cast<char *>(base) + off, 0, n);
+        for (uint64_t off = 0; off < total; off += chunk) {
+            const uint64_t n = std::min<uint64_t>(chunk, total - off);
+            char *dst = static_cast<char *>(base) + off;
+            if (!has_copy) std::memset(dst, 0, n);
+            else if (device_desc_.desc->copy(device_, dst, zeros.data(), n, STRATA_COPY_H2D, &st) != STRATA_OK)
+                fail("device '{}' could not initialise its KV cache: {}", device_name_, status_text(st));
             if (bar) bar->update(off + n);
         }
         if (bar) bar->finish();
@@ -627,7 +633,19 @@ void engine::worker_loop() {
             return;
         }
         failed_.clear();
-        sched_->schedule(batch_, failed_);
+        try {
+            sched_->schedule(batch_, failed_);
+        } catch (const std::exception &e) {
+            // A KV copy or tier read failed while moving blocks: the requests in flight fail with the reason, the
+            // server keeps serving.
+            log::error("engine", "scheduling failed: {}; failing the {} requests in flight", e.what(), live_.size());
+            for (auto &r : live_) {
+                if (r->state != seq_state::finished) finish(*r, STRATA_FINISH_ERROR, std::string("KV cache: ") + e.what());
+            }
+            live_.clear();
+            publish_stats();
+            continue;
+        }
         for (auto &[s, why] : failed_) finish(*s, STRATA_FINISH_ERROR, why);
         if (batch_.empty() && !sched_->idle() && failed_.empty()) {
             // Nothing could be scheduled although work remains: only swapped sequences that cannot come back remain.
@@ -638,7 +656,9 @@ void engine::worker_loop() {
                 run_step(batch_);
             } catch (const std::exception &e) {
                 // A failed forward pass fails the sequences of this step, not the server.
-                for (const auto &b : batch_) finish(*b.seq, STRATA_FINISH_ERROR, e.what());
+                for (const auto &b : batch_) {
+                    if (b.seq->state != seq_state::finished) finish(*b.seq, STRATA_FINISH_ERROR, e.what());
+                }
             }
         }
         live_.erase(std::remove_if(live_.begin(), live_.end(), [](const auto &s) { return s->state == seq_state::finished; }),
@@ -741,7 +761,10 @@ void engine::forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits) {
     }
     strata_status st{};
     const int32_t rc = arch_.desc->forward(model_, &a, &st);
-    if (ring != nullptr) ring->forward_done();
+    if (ring != nullptr) {
+        if (rc == STRATA_OK) ring->forward_done();
+        else ring->recover(); // a pass that stopped partway leaves slots mid-cycle
+    }
     if (rc != STRATA_OK) fail("forward pass failed: {}", status_text(st));
 }
 

@@ -72,8 +72,15 @@ int32_t prefetch_ring::layer_begin(int32_t layer, strata_status *st) {
     const size_t slot = static_cast<size_t>(k % slot_count_);
     if (loaded_[slot] != k && io_error_.empty()) {
         const double t0 = now_seconds();
-        cv_.wait(lock, [&] { return loaded_[slot] == k || !io_error_.empty(); });
+        cv_.wait(lock, [&] { return loaded_[slot] == k || !io_error_.empty() || stopping_; });
         stats_.stall_seconds += now_seconds() - t0;
+    }
+    if (stopping_ && loaded_[slot] != k) {
+        if (st != nullptr) {
+            st->code = STRATA_ERR_CANCELLED;
+            std::snprintf(st->message, sizeof st->message, "the prefetch ring is stopping");
+        }
+        return STRATA_ERR_CANCELLED;
     }
     if (!io_error_.empty()) {
         if (st != nullptr) {
@@ -84,6 +91,17 @@ int32_t prefetch_ring::layer_begin(int32_t layer, strata_status *st) {
     }
     last_executed_ = k;
     return STRATA_OK;
+}
+
+void prefetch_ring::recover() {
+    std::unique_lock<std::mutex> lock(mu_);
+    queue_.clear();
+    cv_.wait(lock, [&] { return in_flight_ == 0 || stopping_; });
+    std::fill(loaded_.begin(), loaded_.end(), -1);
+    last_executed_ = -1;
+    io_error_.clear();
+    for (int32_t j = 0; j < slot_count_ && j < static_cast<int32_t>(layers_.size()); ++j) queue_.push_back(j);
+    cv_.notify_all();
 }
 
 void prefetch_ring::forward_done() {
@@ -137,6 +155,7 @@ void prefetch_ring::io_loop() {
         if (stopping_) return;
         const int32_t k = queue_.front();
         queue_.pop_front();
+        ++in_flight_;
         lock.unlock();
         const streamed_layer &L = layers_[static_cast<size_t>(k)];
         uint8_t *slot = slots_ + static_cast<uint64_t>(k % slot_count_) * slot_bytes_;
@@ -163,6 +182,7 @@ void prefetch_ring::io_loop() {
             c.read_seconds += dt;
         }
         lock.lock();
+        --in_flight_;
         if (!error.empty()) io_error_ = error;
         else loaded_[static_cast<size_t>(k % slot_count_)] = k;
         ++stats_.layer_loads;

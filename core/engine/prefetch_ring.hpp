@@ -77,6 +77,9 @@ class prefetch_ring {
     int32_t layer_begin(int32_t layer, strata_status *st);
     // After a forward pass: releases the last slot so the next token's first streamed layer loads during sampling.
     void forward_done();
+    // After a forward pass that stopped partway (an op or a read failed): waits for loads in flight, forgets the
+    // error and starts over as after start(), so the next pass finds every slot in a known state.
+    void recover();
 
     ring_stats stats() const;
 
@@ -97,6 +100,7 @@ class prefetch_ring {
     std::deque<int32_t> queue_;    // ordinals to load
     std::string io_error_;
     int32_t last_executed_ = -1;
+    int32_t in_flight_ = 0; // loads taken off the queue and not finished
     bool stopping_ = false;
     ring_stats stats_;
     std::vector<std::thread> io_threads_;

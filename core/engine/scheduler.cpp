@@ -141,7 +141,8 @@ bool scheduler::make_room(sequence *s, int32_t n_tokens, std::vector<scheduled_s
             continue;
         }
         // The host tier is full of swapped-out sequences: the newest of them gives up its blocks (recompute later).
-        if (!swapped_.empty() && kv_.has_pool(kv::tier::host)) {
+        // Only useful when spilling to the host can then make device room.
+        if (!swapped_.empty() && kv_.has_pool(kv::tier::host) && kv_.config().device_reads_host) {
             sequence *v = swapped_.back();
             swapped_.pop_back();
             kv_.release(v->kv);
@@ -175,6 +176,8 @@ void scheduler::schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<
             if (s->state == seq_state::running) { // alone and still no room: it can never run
                 failed.emplace_back(s, no_room(s));
                 running_.erase(running_.begin() + static_cast<ptrdiff_t>(i));
+                kv_.release(s->kv); // now, so the sequences scheduled after it in this step can use the blocks
+                s->state = seq_state::finished;
                 --i;
             }
             continue; // preempted itself: it was the last, so the loop ends
@@ -207,8 +210,10 @@ void scheduler::schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<
         }
     }
 
-    // 3. New (and recompute-preempted) sequences, first come first served, while blocks, seats and tokens last.
-    while (!waiting_.empty() && running_.size() < static_cast<size_t>(cfg_.max_num_seqs) && budget > 0) {
+    // 3. New (and recompute-preempted) sequences, first come first served, while blocks, seats and tokens last. Not
+    // while any sequence is swapped out (vLLM's rule): new arrivals would keep taking the blocks it needs to return.
+    while (swapped_.empty() && !waiting_.empty() && running_.size() < static_cast<size_t>(cfg_.max_num_seqs) &&
+           budget > 0) {
         sequence *s = waiting_.front();
         if (!s->prefix_looked_up) {
             // The last prompt token is always computed: its logits start generation.
@@ -216,10 +221,18 @@ void scheduler::schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<
             s->prefix_looked_up = true;
         }
         int32_t n_new = std::min({s->pending(), budget, cfg_.prefill_chunk});
+        // A sequence that is not admitted gives back the prefix blocks it just took: a waiting sequence holds none.
+        auto not_admitted = [&] {
+            kv_.release(s->kv);
+            s->n_computed = 0;
+            s->prefix_looked_up = false;
+        };
         if (running_.empty()) {
             // Alone: may spill its own blocks to the host tier to make room.
             if (!make_room(s, s->n_computed + n_new, out, preempted)) {
                 waiting_.pop_front();
+                not_admitted();
+                s->state = seq_state::finished;
                 failed.emplace_back(s, no_room(s));
                 continue;
             }
@@ -228,7 +241,10 @@ void scheduler::schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<
             const int64_t slots = static_cast<int64_t>(s->kv.table.size()) * bs - s->n_computed +
                                   static_cast<int64_t>(kv_.reclaimable_device_blocks()) * bs;
             n_new = static_cast<int32_t>(std::min<int64_t>(n_new, slots));
-            if (n_new <= 0 || !kv_.ensure_slots(s->kv, s->n_computed + n_new)) break;
+            if (n_new <= 0 || !kv_.ensure_slots(s->kv, s->n_computed + n_new)) {
+                not_admitted();
+                break;
+            }
         }
         waiting_.pop_front();
         insert_running(s);

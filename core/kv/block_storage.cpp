@@ -18,7 +18,11 @@ class device_storage final : public block_storage {
     device_storage(const strata_device_desc *desc, strata_device *dev, void *base, uint64_t block_bytes,
                    bool device_reads_host)
         : desc_(desc), dev_(dev), base_(static_cast<char *>(base)), bytes_(block_bytes),
-          has_copy_(STRATA_HAS_SLOT(desc, copy)), host_visible_(!has_copy_ || device_reads_host) {}
+          // `host_addressable` says the device reads host memory, not that the CPU may touch device memory: only a
+          // device without a copy slot has plain host memory.
+          has_copy_(STRATA_HAS_SLOT(desc, copy)), host_visible_(!has_copy_) {
+        (void)device_reads_host;
+    }
 
     void *device_address(uint32_t i) override { return base_ + i * bytes_; }
     void *host_address(uint32_t i) override { return host_visible_ ? base_ + i * bytes_ : nullptr; }

@@ -110,16 +110,11 @@ void kv_cache::demote(tier from, uint32_t i) {
     if (from == tier::device && has_pool(tier::host) && p(tier::host).by_hash.count(src.hash[i]) == 0) {
         pool &h = p(tier::host);
         std::optional<uint32_t> hi;
-        if (!h.free.empty()) {
-            hi = h.free.back();
-            h.free.pop_back();
-        } else if (!h.lru.empty()) {
-            evict_cached(tier::host);
-            hi = h.free.back();
-            h.free.pop_back();
-        }
+        if (h.free.empty() && !h.lru.empty()) evict_cached(tier::host);
+        if (!h.free.empty()) hi = h.free.back();
         if (hi) {
-            copy({tier::device, i}, {tier::host, *hi});
+            copy({tier::device, i}, {tier::host, *hi}); // before taking it: a failed copy leaves the pools as they were
+            h.free.pop_back();
             set_hash(h, *hi, src.hash[i],
                      std::span<const int32_t>(src.tokens.data() + static_cast<size_t>(i) * cfg_.block_size,
                                               static_cast<size_t>(cfg_.block_size)));
@@ -136,9 +131,9 @@ void kv_cache::demote(tier from, uint32_t i) {
 void kv_cache::evict_cached(tier t) {
     pool &pl = p(t);
     const uint32_t i = pl.lru.front();
+    demote(t, i); // first: if it throws, the block is still cached where it was
     pl.lru.pop_front();
     pl.in_lru[i] = 0;
-    demote(t, i);
     forget_hash(pl, i);
     pl.free.push_back(i);
 }
@@ -206,13 +201,19 @@ int32_t kv_cache::match_prefix(seq_blocks &s, std::span<const int32_t> tokens, i
             }
             std::optional<uint32_t> di = take(tier::device);
             bool ok = di.has_value();
-            if (ok && found == tier::host) {
-                copy({tier::host, hi}, {tier::device, *di});
-            } else if (ok) {
-                void *dst = dev.storage->host_address(*di);
-                ok = store_->get(h, toks, dst != nullptr ? dst : bounce_.data());
-                if (ok && dst == nullptr) dev.storage->store(*di, bounce_.data());
-                found = tier::nvme;
+            try {
+                if (ok && found == tier::host) {
+                    copy({tier::host, hi}, {tier::device, *di});
+                } else if (ok) {
+                    void *dst = dev.storage->host_address(*di);
+                    ok = store_->get(h, toks, dst != nullptr ? dst : bounce_.data());
+                    if (ok && dst == nullptr) dev.storage->store(*di, bounce_.data());
+                    found = tier::nvme;
+                }
+            } catch (...) {
+                if (found == tier::host) unref({tier::host, hi});
+                if (di) unref({tier::device, *di});
+                throw;
             }
             if (found == tier::host) unref({tier::host, hi});
             if (!ok) {
@@ -308,7 +309,12 @@ bool kv_cache::swap_out(seq_blocks &s, tier &to, uint64_t &bytes) {
             dst = {tier::nvme, *take(tier::nvme)};
             to = tier::nvme;
         }
-        copy(r, dst);
+        try {
+            copy(r, dst);
+        } catch (...) {
+            unref(dst); // the sequence keeps its device block; the blocks moved so far stay moved (the table says so)
+            throw;
+        }
         pool &dev = p(tier::device);
         const size_t b = static_cast<size_t>(&r - s.table.data());
         if (dst.where == tier::host && dev.hash[r.index] != 0) {
@@ -353,7 +359,12 @@ bool kv_cache::swap_in(seq_blocks &s, uint32_t keep_free, uint64_t &bytes) {
         if (r.where == tier::device) continue;
         if (reclaimable_device_blocks() > keep_free) {
             const uint32_t di = *take(tier::device);
-            copy(r, {tier::device, di});
+            try {
+                copy(r, {tier::device, di});
+            } catch (...) {
+                unref({tier::device, di});
+                throw;
+            }
             pool &src = p(r.where);
             if (src.hash[r.index] != 0) {
                 set_hash(dev, di, src.hash[r.index],
@@ -365,7 +376,12 @@ bool kv_cache::swap_in(seq_blocks &s, uint32_t keep_free, uint64_t &bytes) {
             bytes += cfg_.block_bytes;
         } else if (r.where == tier::nvme) {
             const uint32_t hi = *take(tier::host);
-            copy(r, {tier::host, hi});
+            try {
+                copy(r, {tier::host, hi});
+            } catch (...) {
+                unref({tier::host, hi});
+                throw;
+            }
             unref(r);
             r = {tier::host, hi};
         }
@@ -382,7 +398,12 @@ bool kv_cache::spill_oldest(seq_blocks &s) {
         if (dev.ref[r.index] > 1) continue; // shared: moving it would not free a device block
         std::optional<uint32_t> hi = take(tier::host);
         if (!hi) return false;
-        copy(r, {tier::host, *hi});
+        try {
+            copy(r, {tier::host, *hi});
+        } catch (...) {
+            unref({tier::host, *hi});
+            throw;
+        }
         if (dev.hash[r.index] != 0) {
             set_hash(p(tier::host), *hi, dev.hash[r.index],
                      std::span<const int32_t>(dev.tokens.data() + static_cast<size_t>(r.index) * cfg_.block_size,
