@@ -43,6 +43,17 @@ std::string human(uint64_t b) {
 
 engine::engine(const plugins::registry &registry, const strata_host_services *host, engine_options opts)
     : registry_(registry), host_(host), opts_(std::move(opts)) {
+    // If start-up fails part way, what was already made (device memory, page-locked regions, the device) is released
+    // before the error leaves: the destructor does not run for a constructor that throws.
+    try {
+        init();
+    } catch (...) {
+        release_resources(false);
+        throw;
+    }
+}
+
+void engine::init() {
     if (opts_.model_path.empty()) {
         fail("no model given: set [model] path in the config or pass --model FILE.gguf");
     }
@@ -327,25 +338,37 @@ engine::~engine() {
     }
     cv_.notify_all();
     if (worker_.joinable()) worker_.join();
+    release_resources(true);
+}
+
+// Everything the engine holds, in reverse order of creation. `persist`: a clean shutdown writes cached prefixes to the
+// store first.
+void engine::release_resources(bool persist) {
     if (kv_) {
         kv_->release(testing_kv_);
-        if (store_) {
+        if (store_ && persist) {
             const uint64_t n = kv_->persist_prefixes();
             if (n > 0) log::info("kv", "prefix store: {} blocks written to {}", n, opts_.kv.prefix_store_dir);
         }
     }
     kv_.reset();
-    for (void *p : registered_) device_desc_.desc->host_unregister(device_, p);
+    store_.reset();
     if (device_desc_.desc != nullptr && device_ != nullptr) {
+        if (STRATA_HAS_SLOT(device_desc_.desc, host_unregister))
+            for (void *p : registered_) device_desc_.desc->host_unregister(device_, p);
         for (void *p : device_allocations_) device_desc_.desc->mem_free(device_, p);
     }
+    registered_.clear();
+    device_allocations_.clear();
     if (model_ != nullptr) arch_.desc->destroy(model_);
-    if (weights_) {
+    model_ = nullptr;
+    if (weights_ && persist) {
         const std::string report = weights_->report();
         if (!report.empty()) log::info("offload", "{}", report.substr(0, report.size() - 1));
     }
     weights_.reset(); // stops the prefetch threads and frees the ring before the device goes
     if (device_ != nullptr) device_desc_.desc->destroy(device_);
+    device_ = nullptr;
 }
 
 // Plans every weight's place (device, or a tier in place, or a tier streamed through the prefetch ring), prints the

@@ -86,6 +86,8 @@ class engine {
     const float *forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n);
 
   private:
+    void init();
+    void release_resources(bool persist);
     void place_weights();
     void prefault_weights();
     void setup_kv();
