@@ -32,7 +32,6 @@ strata_device::~strata_device() {
     if (copy != nullptr) (void)cudaStreamSynchronize(copy);
     staging.release();
     if (compute_done != nullptr) (void)cudaEventDestroy(compute_done);
-    if (copy_done != nullptr) (void)cudaEventDestroy(copy_done);
     if (compute != nullptr) (void)cudaStreamDestroy(compute);
     if (copy != nullptr) (void)cudaStreamDestroy(copy);
     (void)cudaGetLastError();
@@ -72,8 +71,6 @@ int32_t open_queues(strata_device &dev, strata_status *st) {
     if (cudaError_t e = cudaStreamCreateWithFlags(&dev.copy, cudaStreamNonBlocking); e != cudaSuccess)
         return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaStreamCreate (copy)");
     if (cudaError_t e = cudaEventCreateWithFlags(&dev.compute_done, cudaEventDisableTiming); e != cudaSuccess)
-        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaEventCreate");
-    if (cudaError_t e = cudaEventCreateWithFlags(&dev.copy_done, cudaEventDisableTiming); e != cudaSuccess)
         return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaEventCreate");
     if (cudaError_t e = dev.staging.init(); e != cudaSuccess)
         return fail_cuda(st, STRATA_ERR_OUT_OF_MEMORY, e, "cuda create: allocating the index staging buffers");
@@ -202,16 +199,31 @@ int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int
         return STRATA_OK;
     }
     if (dst == nullptr || src == nullptr) return fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda copy: dst or src is NULL");
-    std::lock_guard lock(dev->mutex);
-    if (cudaError_t e = strata::cuda::make_current(dev); e != cudaSuccess)
-        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda copy: cudaSetDevice");
-    cudaError_t e = cudaEventRecord(dev->compute_done, dev->compute);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(dev->copy, dev->compute_done, 0);
-    if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), memcpy_kind(kind), dev->copy);
-    if (e == cudaSuccess) e = cudaEventRecord(dev->copy_done, dev->copy);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(dev->compute, dev->copy_done, 0);
+    // Each calling thread waits on its own event, outside the device lock: a prefetch thread's H2D copy then runs on
+    // the copy stream while the engine thread keeps queueing kernels (which the lock would otherwise hold up).
+    struct thread_event {
+        cudaEvent_t ev = nullptr;
+        ~thread_event() {
+            if (ev != nullptr) (void)cudaEventDestroy(ev);
+        }
+    };
+    thread_local thread_event done;
+    cudaError_t e = cudaSuccess;
+    {
+        std::lock_guard lock(dev->mutex);
+        e = strata::cuda::make_current(dev);
+        if (e != cudaSuccess) return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda copy: cudaSetDevice");
+        if (done.ev == nullptr) e = cudaEventCreateWithFlags(&done.ev, cudaEventDisableTiming);
+        // Ordered after the compute queued so far (a ring slot's previous occupant has been read), and the compute
+        // queued later after this copy.
+        if (e == cudaSuccess) e = cudaEventRecord(dev->compute_done, dev->compute);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent(dev->copy, dev->compute_done, 0);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), memcpy_kind(kind), dev->copy);
+        if (e == cudaSuccess) e = cudaEventRecord(done.ev, dev->copy);
+        if (e == cudaSuccess) e = cudaStreamWaitEvent(dev->compute, done.ev, 0);
+    }
     // Also where an earlier kernel's execution error (e.g. an illegal address) is reported.
-    if (e == cudaSuccess) e = cudaEventSynchronize(dev->copy_done);
+    if (e == cudaSuccess) e = cudaEventSynchronize(done.ev);
     if (e != cudaSuccess) {
         char what[160];
         std::snprintf(what, sizeof what, "cuda copy: %llu bytes (%s) failed",

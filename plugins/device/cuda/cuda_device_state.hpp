@@ -29,7 +29,6 @@ struct strata_device {
     cudaStream_t compute = nullptr;
     cudaStream_t copy = nullptr;
     cudaEvent_t compute_done = nullptr; // recorded on compute; the copy stream waits on it
-    cudaEvent_t copy_done = nullptr;    // recorded on copy; the compute stream waits on it
     strata::cuda::index_staging staging;
     std::mutex mutex; // serialises calls: the staging ring and the events serve one call at a time
 };
