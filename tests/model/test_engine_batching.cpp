@@ -358,3 +358,48 @@ TEST(EngineBatchingNvmeSwap, SequencesSwappedToNvmeComeBackWithTheirAloneTokens)
     EXPECT_GT(s.kv_bytes_swapped_in, 0) << "blocks were read back from NVMe";
     expect_pools_full(*e);
 }
+
+namespace {
+
+// A Q8_0 Llama with grouped-query attention from tools/make-model (random weights, llama-spm vocabulary): the
+// integer matmul path and GQA under batching and preemption. 4 layers x 2 x 2 KV heads x 32 x 4 B = 2 KiB/token.
+std::string made_gqa_q8_0_model() {
+    const fs::path dir = fs::path(STRATA_BINARY_DIR) / "test-models";
+    const fs::path file = dir / "llama-batching-q8_0.gguf";
+    if (!fs::exists(file)) {
+        fs::create_directories(dir);
+        const std::string cmd = std::string(STRATA_BINARY_DIR) + "/bin/make-model --out " + file.string() +
+                                " --dim 128 --layers 4 --heads 4 --kv-heads 2 --ff 256 --ctx 256 --type q8_0"
+                                " --seed 5 --vocab-from " + shared_path("models/vocab/ggml-vocab-llama-spm.gguf");
+        if (std::system(cmd.c_str()) != 0) return {};
+    }
+    return file.string();
+}
+
+} // namespace
+
+TEST(EngineBatchingQuantized, SixteenConcurrentSequencesOnAQ8GqaModelGiveTheirAloneTokensUnderSwapAndRecompute) {
+    const std::string model = made_gqa_q8_0_model();
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    constexpr int n = 16;
+    constexpr int32_t max_tokens = 40;
+    auto opts = [&](uint64_t kv, engine::preemption_mode mode) {
+        auto o = options(kv, mode == engine::preemption_mode::swap ? 0.01 : 0, mode, false);
+        o.model_path = model;
+        return o;
+    };
+    std::vector<std::vector<int32_t>> prompts, want;
+    {
+        auto ample = make(opts(8192 * kib, engine::preemption_mode::recompute));
+        for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*ample, i));
+        for (int i = 0; i < n; ++i) want.push_back(run_all(*ample, {prompts[static_cast<size_t>(i)]}, max_tokens)[0]);
+    }
+    for (auto mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
+        auto e = make(opts(24 * 32 * kib, mode)); // 24 blocks for 16 sequences of ~4 blocks each
+        const auto got = run_all(*e, prompts, max_tokens);
+        for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+        const strata_engine_stats s = e->stats();
+        EXPECT_GT(mode == engine::preemption_mode::swap ? s.preemptions_swap : s.preemptions_recompute, 0);
+        expect_pools_full(*e);
+    }
+}
