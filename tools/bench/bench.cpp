@@ -3,6 +3,7 @@
 //
 //   bench --model F.gguf [--threads N] [--prompt-tokens 128] [--decode-tokens 64] [--repeat 3]
 //         [--offload-layers N|all --tier numa_ram|pinned_ram|nvme [--nvme-path F] [--stream] [--prefetch-depth D]]
+//         [--device cpu|cuda]   (cuda: weights uploaded, offloaded layers streamed H2D; the bound lines stay CPU's)
 //
 // With --offload-layers, the same decode runs twice: all weights resident (the compute time per token) and with the
 // last N layers in the tier (streamed or in place). The tier's read bandwidth is measured by this tool on a fresh
@@ -57,10 +58,11 @@ struct options {
     bool stream = false;
     int prefetch_depth = 2;
     int io_threads = 2;
+    std::string device = "cpu"; // or "cuda": the engine uploads and streams to a device that cannot read host memory
 };
 
 [[noreturn]] void usage(const std::string &why) {
-    std::fprintf(stderr, "bench: %s\nusage: bench --model F.gguf [--threads N] [--prompt-tokens N] [--decode-tokens N] [--repeat N]\n",
+    std::fprintf(stderr, "bench: %s\nusage: bench --model F.gguf [--threads N] [--prompt-tokens N] [--decode-tokens N] [--repeat N] [--device cpu|cuda]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -212,6 +214,7 @@ int main(int argc, char **argv) try {
         else if (a == "--stream") o.stream = true;
         else if (a == "--prefetch-depth") o.prefetch_depth = std::atoi(val().c_str());
         else if (a == "--io-threads") o.io_threads = std::atoi(val().c_str());
+        else if (a == "--device") o.device = val();
         else usage("unknown option " + a);
     }
     if (o.model.empty()) usage("--model is required");
@@ -233,8 +236,8 @@ int main(int argc, char **argv) try {
     eo.model_path = o.model;
     eo.max_model_len = o.prompt_tokens + o.decode_tokens + 1;
     eo.prefill_chunk = std::min(o.prompt_tokens, 512);
-    eo.device = "cpu";
-    eo.device_config = &tv.view;
+    eo.device = o.device;
+    eo.device_config = o.device == "cpu" ? &tv.view : nullptr;
     eo.print_plan = false;
     eo.offload.measure_bandwidth = false;
     auto eng_ptr = std::make_unique<strata::engine::engine>(registry, &host, eo);

@@ -211,20 +211,45 @@ else
   if [ $rc -eq 0 ] && [ -n "$rate" ]; then
     row "engine decode on cuda" "$rate tok/s (runtime --device cuda, 64 tokens; engine_gpu.log)"
   else
-    row "engine decode on cuda" "not measured: runtime --device cuda failed (rc $rc: $(grep -m1 -iE 'error|fault|abort' "$eg" | cut -c1-100)); the engine does not drive a non-host-addressable device yet"
+    row "engine decode on cuda" "FAILED: runtime --device cuda (rc $rc: $(grep -m1 -iE 'error|fault|abort' "$eg" | cut -c1-100))"
   fi
 fi
-cmd bench
-if have bench && "${CMD[@]}" --help 2>&1 | grep -q -- '--device'; then
-  row "streamed layers to GPU" "bench has --device: run it by hand (this script predates that flag)"
+# Decode with 0%, 50% and 100% of the layers streamed H2D from pinned RAM through the prefetch ring, against the H2D
+# bound: streamed bytes per token / measured pinned H2D bandwidth.
+sb="$OUT/streamed_bench.log"
+h2d=$(value_of h2d_pinned_gbps "$bw")
+if [ "$quick" = 1 ] || [ ! -f "$model" ]; then
+  row "streamed layers to GPU" "not measured: no model was made$([ "$quick" = 1 ] && echo ' (--quick)')"
 else
-  row "streamed layers to GPU" "not measured: bench runs the engine on the cpu device only, and the engine streams weights to host-addressable devices only"
+  cmd bench
+  for layers in 0 8 16; do
+    if [ "$(limit 120)" = 0 ]; then row "decode, $layers/16 layers streamed" "$out_of_time"; continue; fi
+    one="$OUT/.streamed_$layers"
+    if [ "$layers" = 0 ]; then
+      timeout "$(limit 120)" "${CMD[@]}" --model "$model" --device cuda --prompt-tokens 64 --decode-tokens 32 --repeat 1 >"$one" 2>&1
+    else
+      timeout "$(limit 120)" "${CMD[@]}" --model "$model" --device cuda --prompt-tokens 64 --decode-tokens 32 --repeat 1 \
+        --offload-layers "$layers" --tier pinned_ram --stream >"$one" 2>&1
+    fi
+    rc=$?
+    { echo "== $layers layers streamed (rc $rc)"; cat "$one"; } >>"$sb"
+    tps=$(awk '$1 == "decode" {v=$2} END {print v}' "$one")
+    mib=$(awk '$1 == "streamed" {print $2; exit}' "$one")
+    if [ $rc -ne 0 ] || [ -z "$tps" ]; then
+      row "decode, $layers/16 layers streamed" "FAILED (rc $rc): $(grep -m1 -iE 'error' "$one" | cut -c1-100)"
+    elif [ -n "$mib" ] && [[ "$h2d" =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+      row "decode, $layers/16 layers streamed" "$tps tok/s, $mib MiB/token; $(awk -v t="$tps" -v m="$mib" -v b="$h2d" 'BEGIN {printf "%.0f%% of the H2D bound (%.2f GB/s pinned)", 100 * t * m * 1048576 / (b * 1e9), b}')"
+    else
+      row "decode, $layers/16 layers streamed" "$tps tok/s"
+    fi
+    rm -f "$one"
+  done
 fi
 cmd runtime
 if have runtime && "${CMD[@]}" --help 2>&1 | grep -qiE 'gpu[-_]layers|n_gpu_layers'; then
   row "hybrid CPU/GPU" "the runtime has a GPU layer split: run it by hand (this script predates it)"
 else
-  row "hybrid CPU/GPU" "not measured: the engine has no CPU/GPU layer split yet"
+  row "hybrid CPU/GPU" "not measured: hybrid placement (offloaded layers computed on the CPU) is not built yet (issue #6)"
 fi
 rm -f "$model"
 
