@@ -251,7 +251,7 @@ int main(int argc, char **argv) try {
     const double decode_bytes = weight_bytes + kv_bytes_per_token_avg;
 
     std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));
-    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(100 + (i * 7919) % 20000 % hp.n_vocab);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((100 + (i * 7919) % 20000) % hp.n_vocab);
     prompt[0] = eng.tokenizer().bos();
 
     const decode_result resident = run_decode(eng, prompt, o.decode_tokens, o.repeat);
