@@ -51,15 +51,20 @@ void scheduler::remove(sequence *s) {
     s->state = seq_state::finished;
 }
 
+// Drops a sequence's KV and queues it (by arrival) to be prefilled again; its tokens are kept.
+void scheduler::requeue_for_recompute(sequence *s) {
+    kv_.release(s->kv);
+    s->n_computed = 0;
+    s->prefix_looked_up = false;
+    s->state = seq_state::waiting;
+    insert_by_arrival(waiting_, s);
+}
+
 void scheduler::swapped_to_recompute() {
     while (!swapped_.empty()) {
         sequence *v = swapped_.back();
         swapped_.pop_back();
-        kv_.release(v->kv);
-        v->n_computed = 0;
-        v->prefix_looked_up = false;
-        v->state = seq_state::waiting;
-        insert_by_arrival(waiting_, v);
+        requeue_for_recompute(v);
     }
 }
 
@@ -105,11 +110,7 @@ void scheduler::preempt(sequence *victim, std::vector<scheduled_seq> &out) {
         victim->state = seq_state::swapped;
         insert_by_arrival(swapped_, victim);
     } else {
-        kv_.release(victim->kv);
-        victim->n_computed = 0;
-        victim->prefix_looked_up = false;
-        victim->state = seq_state::waiting;
-        insert_by_arrival(waiting_, victim);
+        requeue_for_recompute(victim);
     }
 }
 
@@ -145,11 +146,7 @@ bool scheduler::make_room(sequence *s, int32_t n_tokens, std::vector<scheduled_s
         if (!swapped_.empty() && kv_.has_pool(kv::tier::host) && kv_.config().device_reads_host) {
             sequence *v = swapped_.back();
             swapped_.pop_back();
-            kv_.release(v->kv);
-            v->n_computed = 0;
-            v->prefix_looked_up = false;
-            v->state = seq_state::waiting;
-            insert_by_arrival(waiting_, v);
+            requeue_for_recompute(v);
             continue;
         }
         return false;

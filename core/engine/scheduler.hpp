@@ -64,6 +64,7 @@ class scheduler {
     void preempt(sequence *victim, std::vector<scheduled_seq> &out);
     preemption_mode choose(const sequence *victim) const;
     void insert_by_arrival(std::deque<sequence *> &q, sequence *s);
+    void requeue_for_recompute(sequence *s);
     void insert_running(sequence *s);
 
     kv::kv_cache &kv_;

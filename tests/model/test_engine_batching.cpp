@@ -254,23 +254,40 @@ TEST(EngineBatchingCancel, CancellingMidGenerationFreesItsBlocks) {
 // read back with `copy`, and no block attended in place in the host tier.
 namespace {
 
-struct cpu_table {
+// A plugin table for tests: the keys it holds, nothing else.
+struct test_table {
     strata_config_view view{};
-    bool separate = true;
-    cpu_table() {
+    std::map<std::string, bool> bools;
+    std::map<std::string, std::string> strings;
+    test_table() {
         view.struct_size = sizeof view;
         view.ctx = this;
         view.get_bool = [](void *ctx, const char *key, int32_t *out) -> int32_t {
-            if (std::string(key) != "separate_memory") return 0;
-            *out = static_cast<cpu_table *>(ctx)->separate ? 1 : 0;
+            auto &m = static_cast<test_table *>(ctx)->bools;
+            auto it = m.find(key);
+            if (it == m.end()) return 0;
+            *out = it->second ? 1 : 0;
             return 1;
         };
         view.get_int = [](void *, const char *, int64_t *) -> int32_t { return 0; };
         view.get_float = [](void *, const char *, double *) -> int32_t { return 0; };
-        view.get_string = [](void *, const char *, const char **) -> int32_t { return 0; };
+        view.get_string = [](void *ctx, const char *key, const char **out) -> int32_t {
+            auto &m = static_cast<test_table *>(ctx)->strings;
+            auto it = m.find(key);
+            if (it == m.end()) return 0;
+            *out = it->second.c_str();
+            return 1;
+        };
         view.get_list_size = [](void *, const char *) -> int32_t { return 0; };
         view.get_list_item = [](void *, const char *, int32_t) -> const char * { return nullptr; };
     }
+    test_table(const test_table &) = delete; // the view points at this object
+    test_table &operator=(const test_table &) = delete;
+};
+
+// The [cpu] table of the separate_memory test mode.
+struct cpu_table : test_table {
+    cpu_table() { bools["separate_memory"] = true; }
 };
 
 } // namespace
@@ -312,26 +329,10 @@ TEST(EngineSeparateMemory, AContextLargerThanTheDeviceKvIsRefusedAtStartUpWithTh
 
 namespace {
 
-struct nvme_table {
-    strata_config_view view{};
-    std::string path;
-    explicit nvme_table(std::string p) : path(std::move(p)) {
-        view.struct_size = sizeof view;
-        view.ctx = this;
-        view.get_bool = [](void *, const char *key, int32_t *out) -> int32_t {
-            if (std::string(key) != "direct_io") return 0;
-            *out = 1;
-            return 1;
-        };
-        view.get_int = [](void *, const char *, int64_t *) -> int32_t { return 0; };
-        view.get_float = [](void *, const char *, double *) -> int32_t { return 0; };
-        view.get_string = [](void *ctx, const char *key, const char **out) -> int32_t {
-            if (std::string(key) != "path") return 0;
-            *out = static_cast<nvme_table *>(ctx)->path.c_str();
-            return 1;
-        };
-        view.get_list_size = [](void *, const char *) -> int32_t { return 0; };
-        view.get_list_item = [](void *, const char *, int32_t) -> const char * { return nullptr; };
+struct nvme_table : test_table {
+    explicit nvme_table(std::string path) {
+        strings["path"] = std::move(path);
+        bools["direct_io"] = true;
     }
 };
 

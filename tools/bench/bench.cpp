@@ -125,16 +125,7 @@ struct decode_result {
 decode_result run_decode(strata::engine::engine &eng, const std::vector<int32_t> &prompt, int decode_tokens, int repeat) {
     decode_result out;
     for (int rep = 0; rep < repeat; ++rep) {
-        strata_request req{};
-        req.struct_size = sizeof req;
-        req.prompt_tokens = prompt.data();
-        req.n_prompt_tokens = static_cast<int32_t>(prompt.size());
-        req.sampling.struct_size = sizeof req.sampling;
-        req.sampling.temperature = 0;
-        req.sampling.top_p = 1;
-        req.sampling.repetition_penalty = 1;
-        req.sampling.max_tokens = decode_tokens;
-        req.sampling.ignore_eos = 1;
+        const strata_request req = strata::bench::greedy_request(prompt, decode_tokens);
         strata_request_result r = eng.wait(eng.submit(req));
         out.prefill_tps = std::max(out.prefill_tps, r.n_prompt_tokens / r.prefill_seconds);
         // The first generated token comes from the prefill logits; decode_seconds covers n-1 forward passes.

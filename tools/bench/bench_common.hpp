@@ -72,6 +72,21 @@ inline double decode_weight_bytes(const gguf::file &f) {
 }
 
 // A plugin table with a few keys, as the engine hands it to plugins ([cpu] threads, [nvme] path).
+// A greedy request that ignores EOS, so every run generates exactly max_tokens.
+inline strata_request greedy_request(const std::vector<int32_t> &prompt, int max_tokens) {
+    strata_request req{};
+    req.struct_size = sizeof req;
+    req.prompt_tokens = prompt.data();
+    req.n_prompt_tokens = static_cast<int32_t>(prompt.size());
+    req.sampling.struct_size = sizeof req.sampling;
+    req.sampling.temperature = 0;
+    req.sampling.top_p = 1;
+    req.sampling.repetition_penalty = 1;
+    req.sampling.max_tokens = max_tokens;
+    req.sampling.ignore_eos = 1;
+    return req;
+}
+
 struct table_view {
     std::map<std::string, int64_t> ints;
     std::map<std::string, std::string> strings;

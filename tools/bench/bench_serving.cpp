@@ -170,16 +170,7 @@ struct token_log {
 };
 
 strata_request greedy_request(const std::vector<int32_t> &prompt, int max_tokens, token_log *log) {
-    strata_request req{};
-    req.struct_size = sizeof req;
-    req.prompt_tokens = prompt.data();
-    req.n_prompt_tokens = static_cast<int32_t>(prompt.size());
-    req.sampling.struct_size = sizeof req.sampling;
-    req.sampling.temperature = 0;
-    req.sampling.top_p = 1;
-    req.sampling.repetition_penalty = 1;
-    req.sampling.max_tokens = max_tokens;
-    req.sampling.ignore_eos = 1;
+    strata_request req = strata::bench::greedy_request(prompt, max_tokens);
     if (log != nullptr) {
         req.on_token = token_log::on_token;
         req.user = log;
