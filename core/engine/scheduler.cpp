@@ -212,6 +212,8 @@ void scheduler::schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<
     while (swapped_.empty() && !waiting_.empty() && running_.size() < static_cast<size_t>(cfg_.max_num_seqs) &&
            budget > 0) {
         sequence *s = waiting_.front();
+        // Not even one block to take while others run: nothing to look up (a lookup would only count again).
+        if (!running_.empty() && kv_.reclaimable_device_blocks() == 0) break;
         if (!s->prefix_looked_up) {
             // The last prompt token is always computed: its logits start generation.
             s->n_computed = kv_.match_prefix(s->kv, s->tokens, static_cast<int32_t>(s->tokens.size()) - 1);
