@@ -365,16 +365,9 @@ namespace {
 // A Q8_0 Llama with grouped-query attention from tools/make-model (random weights, llama-spm vocabulary): the
 // integer matmul path and GQA under batching and preemption. 4 layers x 2 x 2 KV heads x 32 x 4 B = 2 KiB/token.
 std::string made_gqa_q8_0_model() {
-    const fs::path dir = fs::path(STRATA_BINARY_DIR) / "test-models";
-    const fs::path file = dir / "llama-batching-q8_0.gguf";
-    if (!fs::exists(file)) {
-        fs::create_directories(dir);
-        const std::string cmd = std::string(STRATA_BINARY_DIR) + "/bin/make-model --out " + file.string() +
-                                " --dim 128 --layers 4 --heads 4 --kv-heads 2 --ff 256 --ctx 256 --type q8_0"
-                                " --seed 5 --vocab-from " + shared_path("models/vocab/ggml-vocab-llama-spm.gguf");
-        if (std::system(cmd.c_str()) != 0) return {};
-    }
-    return file.string();
+    return made_model("llama-batching-q8_0.gguf", "--dim 128 --layers 4 --heads 4 --kv-heads 2 --ff 256 --ctx 256 "
+                                                  "--type q8_0 --seed 5 --vocab-from " +
+                                                      shared_path("models/vocab/ggml-vocab-llama-spm.gguf"));
 }
 
 } // namespace

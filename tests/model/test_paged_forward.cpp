@@ -30,16 +30,9 @@ constexpr int32_t generated_tokens = 30;
 
 // A small Q8_0 Llama with GQA from tools/make-model, built once per build tree.
 std::string made_q8_0_model() {
-    const fs::path dir = fs::path(STRATA_BINARY_DIR) / "test-models";
-    const fs::path file = dir / "llama-paged-q8_0.gguf";
-    if (!fs::exists(file)) {
-        fs::create_directories(dir);
-        const std::string cmd = std::string(STRATA_BINARY_DIR) + "/bin/make-model --out " + file.string() +
-                                " --dim 128 --layers 2 --heads 4 --kv-heads 2 --ff 256 --ctx 256 --type q8_0"
-                                " --seed 11 --vocab-from " + shared_path("models/vocab/ggml-vocab-llama-spm.gguf");
-        if (std::system(cmd.c_str()) != 0) return {};
-    }
-    return file.string();
+    return made_model("llama-paged-q8_0.gguf", "--dim 128 --layers 2 --heads 4 --kv-heads 2 --ff 256 --ctx 256 "
+                                               "--type q8_0 --seed 11 --vocab-from " +
+                                                   shared_path("models/vocab/ggml-vocab-llama-spm.gguf"));
 }
 
 // The [cpu] table of a device with a chosen thread count.
