@@ -87,6 +87,7 @@ class engine {
 
   private:
     void init();
+    void start_device();
     void release_resources(bool persist);
     void place_weights();
     void prefault_weights();

@@ -1,0 +1,77 @@
+// Engine: choosing and starting the device. By name it must run (else an error with the plugin's reason); "auto"
+// takes the best scoring device that starts and names once every device it skipped and why.
+#include "engine/engine.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "engine/engine_util.hpp"
+
+#include <algorithm>
+
+namespace strata::engine {
+
+using namespace detail;
+
+void engine::start_device() {
+    // Device: by name (an error that says why when it cannot run), or "auto": the best scoring one, falling back to
+    // the next (the CPU) with one warning when it is missing, unusable here or fails to start.
+    strata_status st{};
+    auto start = [&](const plugins::handle<strata_device_desc> &h, strata_status *why) -> strata_device * {
+        strata_device_create_args dargs{};
+        dargs.struct_size = sizeof dargs;
+        dargs.host = host_;
+        auto it = opts_.device_configs.find(h.desc->header.name);
+        dargs.config = it != opts_.device_configs.end() ? it->second : opts_.device_config;
+        return h.desc->create(&dargs, why);
+    };
+    if (opts_.device == "auto") {
+        std::vector<plugins::handle<strata_device_desc>> ranked;
+        for (const std::string &name : registry_.names(STRATA_KIND_DEVICE)) ranked.push_back(registry_.find_device(name));
+        std::stable_sort(ranked.begin(), ranked.end(),
+                         [](const auto &a, const auto &b) { return a.desc->score() > b.desc->score(); });
+        std::string skipped;
+        // Devices that cannot run here are named with their reason (a GPU plugin without a GPU or driver).
+        for (const auto &h : ranked) {
+            if (h.desc->score() > 0) continue;
+            strata_status why{};
+            strata_device *d = start(h, &why); // for its reason; a device that scores 0 refuses to start
+            if (d != nullptr) h.desc->destroy(d);
+            skipped += fmt::format("{}'{}' ({})", skipped.empty() ? "" : ", ", h.desc->header.name,
+                                   why.message[0] ? std::string(why.message) : std::string("not usable here"));
+        }
+        for (const auto &h : ranked) {
+            if (h.desc->score() <= 0) continue;
+            strata_status why{};
+            device_ = start(h, &why);
+            if (device_ == nullptr) {
+                skipped += fmt::format("{}'{}' ({})", skipped.empty() ? "" : ", ", h.desc->header.name, status_text(why));
+                continue;
+            }
+            device_desc_ = h;
+            break;
+        }
+        if (device_ == nullptr) {
+            fail("no usable device plugin found (device = \"auto\"){}; is the cpu plugin in [plugins] paths?",
+                 skipped.empty() ? std::string() : ": " + skipped);
+        }
+        if (!skipped.empty()) {
+            log::warn("engine", "device = \"auto\": using '{}'; skipped {}", device_desc_.desc->header.name, skipped);
+        }
+    } else {
+        device_desc_ = registry_.find_device(opts_.device);
+        if (device_desc_.desc == nullptr) {
+            fail("device '{}' is not provided by any loaded plugin (available: {}); set [engine] device",
+                 opts_.device, fmt::join(registry_.names(STRATA_KIND_DEVICE), ", "));
+        }
+        device_ = start(device_desc_, &st);
+        if (device_desc_.desc->score() <= 0 || device_ == nullptr) {
+            if (device_ != nullptr) device_desc_.desc->destroy(device_);
+            device_ = nullptr;
+            fail("device '{}' cannot run on this machine: {}; set [engine] device = \"auto\" or \"cpu\"", opts_.device,
+                 st.message[0] ? status_text(st) : std::string("the plugin scores 0 here"));
+        }
+    }
+    device_name_ = device_desc_.desc->header.name;
+}
+
+} // namespace strata::engine

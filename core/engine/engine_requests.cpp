@@ -1,0 +1,137 @@
+// Engine: the request API frontends call from their threads (submit, wait, cancel, stats). Everything here runs
+// under the engine's mutex; the worker thread owns the scheduler and the KV cache.
+#include "engine/engine.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "engine/engine_util.hpp"
+#include "engine/token_logprobs.hpp"
+
+#include <algorithm>
+#include <cstddef>
+
+namespace strata::engine {
+
+using namespace detail;
+
+strata_request_id engine::submit(const strata_request &req) {
+    auto r = std::make_shared<sequence>();
+    if (req.prompt_tokens != nullptr && req.n_prompt_tokens > 0) {
+        r->tokens.assign(req.prompt_tokens, req.prompt_tokens + req.n_prompt_tokens);
+        for (int32_t t : r->tokens) {
+            if (t < 0 || t >= hp_.n_vocab) fail("prompt token id {} is outside the vocabulary [0, {})", t, hp_.n_vocab);
+        }
+    } else {
+        r->tokens = tokenizer_->encode(req.prompt ? std::string_view(req.prompt) : std::string_view(), req.add_bos != 0);
+    }
+    if (r->tokens.empty()) r->tokens.push_back(tokenizer_->bos()); // generation needs at least one token to condition on
+    r->n_prompt = static_cast<int32_t>(r->tokens.size());
+    if (r->n_prompt >= n_ctx_) {
+        fail("the prompt has {} tokens but max_model_len is {}; shorten the prompt or raise --max-model-len", r->n_prompt,
+             n_ctx_);
+    }
+    r->sampling = req.sampling;
+    // The 1.4 tail: a frontend built against an older ABI passes a smaller struct_size and gets the neutral values.
+    if (req.struct_size >= offsetof(strata_request, logprobs) + sizeof req.logprobs) {
+        for (const float p : {req.presence_penalty, req.frequency_penalty}) {
+            if (!(p >= -2.f && p <= 2.f)) fail("presence_penalty/frequency_penalty is {}; it must be in [-2, 2]", p);
+        }
+        if (req.logprobs < -1 || req.logprobs > max_top_logprobs) {
+            fail("logprobs is {}; it must be -1 (chosen token only), 0 (off) or 1..{} alternatives", req.logprobs,
+                 max_top_logprobs);
+        }
+        r->presence_penalty = req.presence_penalty;
+        r->frequency_penalty = req.frequency_penalty;
+        r->logprobs = std::min(req.logprobs, hp_.n_vocab);
+    }
+    r->on_token = req.on_token;
+    r->user = req.user;
+    r->tokens.reserve(static_cast<size_t>(n_ctx_));
+    // Sampling state is allocated here, once per request, never in the step loop.
+    sampling_config sc;
+    sc.temperature = r->sampling.temperature;
+    sc.top_k = r->sampling.top_k;
+    sc.top_p = r->sampling.top_p;
+    sc.min_p = r->sampling.min_p;
+    sc.repetition_penalty = r->sampling.repetition_penalty;
+    sc.repetition_last_n = r->sampling.repetition_last_n;
+    sc.presence_penalty = r->presence_penalty;
+    sc.frequency_penalty = r->frequency_penalty;
+    sc.seed = r->sampling.seed;
+    r->smp = std::make_unique<sampler>(hp_.n_vocab, sc);
+    // Logprobs are of the raw model output (vLLM's default): the sampler changes the logits in place.
+    r->lp = std::make_unique<token_logprobs>(r->logprobs != 0 ? hp_.n_vocab : 0, std::max(r->logprobs, 0));
+    r->max_tokens = r->sampling.max_tokens > 0 ? r->sampling.max_tokens : n_ctx_;
+    // Text emitted so far is empty while only control tokens (BOS) precede: SPM then drops the dummy-prefix space.
+    for (int32_t i = 0; i < r->n_prompt && !r->text_started; ++i) {
+        r->text_started = tokenizer_->type(r->tokens[static_cast<size_t>(i)]) != token_type::control;
+    }
+    r->result.struct_size = sizeof r->result;
+    r->result.n_prompt_tokens = r->n_prompt;
+    r->t_submit = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) fail("the engine is shutting down");
+    r->id = next_id_++;
+    r->arrival = next_arrival_++;
+    requests_[r->id] = r;
+    incoming_.push_back(r);
+    cv_.notify_all();
+    return r->id;
+}
+
+strata_request_result engine::wait(strata_request_id id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = requests_.find(id);
+    if (it == requests_.end()) fail("unknown request id {}", id);
+    auto r = it->second;
+    if (r->waited) fail("request {} is already being waited for", id);
+    r->waited = true;
+    cv_.wait(lock, [&] { return r->done; });
+    strata_request_result res = r->result;
+    requests_.erase(id);
+    if (res.finish == STRATA_FINISH_ERROR) fail("{}", r->error);
+    return res;
+}
+
+void engine::cancel(strata_request_id id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = requests_.find(id);
+    if (it != requests_.end()) it->second->cancelled = true;
+    cv_.notify_all();
+}
+
+strata_engine_stats engine::stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    strata_engine_stats s{};
+    s.struct_size = sizeof s;
+    s.requests_running = running_snapshot_;
+    s.requests_waiting = waiting_snapshot_ + static_cast<int64_t>(incoming_.size());
+    s.requests_finished = finished_;
+    s.prompt_tokens_total = prompt_tokens_total_;
+    s.generation_tokens_total = generation_tokens_total_;
+    s.kv_block_size = opts_.kv.block_size;
+    for (int t = 0; t < kv::n_tiers; ++t) {
+        s.kv_blocks_total[t] = kv_snapshot_.blocks_total[t];
+        s.kv_blocks_used[t] = kv_snapshot_.blocks_used[t];
+        s.kv_blocks_cached[t] = kv_snapshot_.blocks_cached[t];
+        s.prefix_hits[t] = kv_snapshot_.prefix_hits[t];
+    }
+    s.preemptions_swap = sched_snapshot_.preempt_swap;
+    s.preemptions_recompute = sched_snapshot_.preempt_recompute;
+    s.prefix_queries = kv_snapshot_.prefix_queries;
+    s.kv_bytes_swapped_out = kv_snapshot_.bytes_out;
+    s.kv_bytes_swapped_in = kv_snapshot_.bytes_in;
+    return s;
+}
+
+// Called by the worker between steps.
+void engine::publish_stats() {
+    const kv::kv_cache_stats ks = kv_->stats();
+    std::lock_guard<std::mutex> lock(mu_);
+    kv_snapshot_ = ks;
+    sched_snapshot_ = sched_->counters();
+    running_snapshot_ = static_cast<int64_t>(sched_->n_running());
+    waiting_snapshot_ = static_cast<int64_t>(sched_->n_waiting());
+}
+
+} // namespace strata::engine

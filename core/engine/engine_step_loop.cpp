@@ -1,0 +1,273 @@
+// Engine: the worker thread's step loop (continuous batching): intake, cancellation, one scheduled batch per step
+// through the model's batched forward pass over the paged KV cache, sampling, and finishing requests.
+#include "engine/engine.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "engine/engine_util.hpp"
+#include "engine/prefetch_ring.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace strata::engine {
+
+using namespace detail;
+
+void engine::finish(sequence &s, int32_t reason, const std::string &error) {
+    sched_->remove(&s); // frees its blocks now, so the next step can use them
+    s.result.finish = reason;
+    s.result.n_completion_tokens = s.generated;
+    if (s.has_first_token) {
+        s.result.prefill_seconds = std::chrono::duration<double>(s.t_first_token - s.t_submit).count();
+        s.result.decode_seconds = seconds_since(s.t_first_token);
+    } else {
+        s.result.prefill_seconds = seconds_since(s.t_submit);
+    }
+    s.error = error;
+    if (s.on_token) {
+        strata_token_event ev{};
+        ev.struct_size = sizeof ev;
+        ev.id = s.id;
+        ev.token = -1;
+        ev.piece = "";
+        ev.finish = reason;
+        ev.error = s.error.empty() ? nullptr : s.error.c_str();
+        s.on_token(s.user, &ev);
+    }
+    // The stats a waiter reads right after wait() returns already show this sequence's blocks back in their pools.
+    const kv::kv_cache_stats ks = kv_->stats();
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++finished_;
+        prompt_tokens_total_ += s.result.n_prompt_tokens;
+        generation_tokens_total_ += s.generated;
+        kv_snapshot_ = ks;
+        sched_snapshot_ = sched_->counters();
+        running_snapshot_ = static_cast<int64_t>(sched_->n_running());
+        waiting_snapshot_ = static_cast<int64_t>(sched_->n_waiting());
+        s.done = true;
+    }
+    cv_.notify_all();
+}
+
+void engine::emit_token(sequence &s, int32_t tok, bool eos) {
+    if (!s.on_token) return;
+    std::string_view piece = eos ? std::string_view() : tokenizer_->piece(tok);
+    if (!s.text_started && !piece.empty()) {
+        if (piece.front() == ' ') piece.remove_prefix(1);
+        s.text_started = true;
+    }
+    strata_token_event ev{};
+    ev.struct_size = sizeof ev;
+    ev.id = s.id;
+    ev.token = tok;
+    ev.piece = piece.data() ? piece.data() : "";
+    ev.piece_len = static_cast<int32_t>(piece.size());
+    ev.finish = STRATA_FINISH_NONE;
+    if (s.logprobs != 0) {
+        ev.logprob = s.lp->of(tok);
+        ev.n_top = s.lp->n_top();
+        ev.top_tokens = s.lp->top_tokens();
+        ev.top_logprobs = s.lp->top_logprobs();
+    }
+    s.on_token(s.user, &ev);
+}
+
+void engine::worker_loop() {
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(mu_);
+            cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !sched_->idle(); });
+            if (stopping_) {
+                for (auto &r : incoming_) live_.push_back(r);
+                incoming_.clear();
+            } else {
+                while (!incoming_.empty()) {
+                    live_.push_back(incoming_.front());
+                    sched_->add(incoming_.front().get());
+                    incoming_.pop_front();
+                }
+            }
+        }
+        // Cancelled requests (and all of them at shutdown) give their blocks back before anything is scheduled.
+        bool stopping = false;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stopping = stopping_;
+        }
+        for (size_t i = 0; i < live_.size();) {
+            sequence &s = *live_[i];
+            if (stopping || s.cancelled) {
+                finish(s, STRATA_FINISH_CANCELLED);
+                live_[i] = std::move(live_.back());
+                live_.pop_back();
+            } else {
+                ++i;
+            }
+        }
+        if (stopping) {
+            publish_stats();
+            return;
+        }
+        failed_.clear();
+        try {
+            sched_->schedule(batch_, failed_);
+        } catch (const std::exception &e) {
+            // A KV copy or tier read failed while moving blocks: the requests in flight fail with the reason, the
+            // server keeps serving.
+            log::error("engine", "scheduling failed: {}; failing the {} requests in flight", e.what(), live_.size());
+            for (auto &r : live_) {
+                if (r->state != seq_state::finished) finish(*r, STRATA_FINISH_ERROR, std::string("KV cache: ") + e.what());
+            }
+            live_.clear();
+            publish_stats();
+            continue;
+        }
+        for (auto &[s, why] : failed_) finish(*s, STRATA_FINISH_ERROR, why);
+        if (batch_.empty() && !sched_->idle() && failed_.empty()) {
+            // Nothing could be scheduled although work remains: only swapped sequences that cannot come back remain.
+            sched_->swapped_to_recompute();
+        }
+        if (!batch_.empty()) {
+            try {
+                run_step(batch_);
+            } catch (const std::exception &e) {
+                // A failed forward pass fails the sequences of this step, not the server.
+                for (const auto &b : batch_) {
+                    if (b.seq->state != seq_state::finished) finish(*b.seq, STRATA_FINISH_ERROR, e.what());
+                }
+            }
+        }
+        live_.erase(std::remove_if(live_.begin(), live_.end(), [](const auto &s) { return s->state == seq_state::finished; }),
+                    live_.end());
+        publish_stats();
+    }
+}
+
+void engine::run_step(const std::vector<scheduled_seq> &batch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    int32_t n = 0, n_logits = 0;
+    step_block_base_.clear();
+    const int32_t n_seqs = static_cast<int32_t>(batch.size());
+    for (int32_t k = 0; k < n_seqs; ++k) {
+        sequence &s = *batch[static_cast<size_t>(k)].seq;
+        const int32_t n_new = batch[static_cast<size_t>(k)].n_new;
+        for (int32_t j = 0; j < n_new; ++j) {
+            step_tokens_[static_cast<size_t>(n)] = s.tokens[static_cast<size_t>(s.n_computed + j)];
+            step_positions_[static_cast<size_t>(n)] = s.n_computed + j;
+            step_token_seq_[static_cast<size_t>(n)] = k;
+            ++n;
+        }
+        step_seq_block_start_[static_cast<size_t>(k)] = static_cast<int32_t>(step_block_base_.size());
+        for (const kv::block_ref &b : s.kv.table) {
+            void *addr = kv_->device_address(b);
+            if (addr == nullptr) fail("internal: sequence {} runs with a KV block outside device memory", s.id);
+            step_block_base_.push_back(addr);
+        }
+        if (s.n_computed + n_new == static_cast<int32_t>(s.tokens.size())) {
+            step_logits_tokens_[static_cast<size_t>(n_logits)] = n - 1;
+            step_logits_owner_[static_cast<size_t>(n_logits)] = &s;
+            ++n_logits;
+        }
+    }
+    step_seq_block_start_[static_cast<size_t>(n_seqs)] = static_cast<int32_t>(step_block_base_.size());
+    forward_batch(n, n_seqs, n_logits);
+    for (const auto &b : batch) {
+        b.seq->n_computed += b.n_new;
+        kv_->register_full_blocks(b.seq->kv, b.seq->tokens, b.seq->n_computed);
+    }
+    if (n > n_seqs) sched_->observe_prefill(seconds_since(t0) / n); // a step with prefill: time per token
+
+    for (int32_t i = 0; i < n_logits; ++i) {
+        sequence &s = *step_logits_owner_[static_cast<size_t>(i)];
+        float *logits = const_cast<float *>(logits_row(i));
+        if (s.logprobs != 0) s.lp->capture(logits);
+        const int32_t tok = s.smp->sample(logits, s.tokens);
+        s.tokens.push_back(tok);
+        ++s.generated;
+        if (!s.has_first_token) {
+            s.has_first_token = true;
+            s.t_first_token = std::chrono::steady_clock::now();
+        }
+        const bool eos = tokenizer_->is_eog(tok) && s.sampling.ignore_eos == 0;
+        emit_token(s, tok, eos);
+        if (eos) finish(s, STRATA_FINISH_STOP);
+        else if (s.generated >= s.max_tokens || static_cast<int32_t>(s.tokens.size()) >= n_ctx_)
+            finish(s, STRATA_FINISH_LENGTH);
+    }
+}
+
+const float *engine::logits_row(int32_t i) {
+    const uint64_t off = static_cast<uint64_t>(i) * static_cast<uint64_t>(hp_.n_vocab);
+    if (logits_host_.empty()) return logits_ + off;
+    strata_status st{};
+    if (device_desc_.desc->copy(device_, logits_host_.data() + off, logits_ + off, sizeof(float) * hp_.n_vocab,
+                                STRATA_COPY_D2H, &st) != STRATA_OK)
+        fail("copying logits from the device failed: {}", status_text(st));
+    return logits_host_.data() + off;
+}
+
+void engine::forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits) {
+    strata_paged_kv pk{};
+    pk.struct_size = sizeof pk;
+    pk.block_size = opts_.kv.block_size;
+    pk.kv_dim = hp_.n_head_kv * hp_.head_dim;
+    pk.n_seqs = n_seqs;
+    pk.seq_block_start = step_seq_block_start_.data();
+    pk.block_base = step_block_base_.data();
+    strata_forward_args a{};
+    a.struct_size = sizeof a;
+    a.device_ops = device_desc_.desc;
+    a.device = device_;
+    a.tokens = step_tokens_.data();
+    a.positions = step_positions_.data();
+    a.n_tokens = n_tokens;
+    a.workspace = workspace_;
+    a.workspace_size = workspace_size_;
+    a.logits = logits_;
+    a.paged_kv = &pk;
+    a.token_seq = step_token_seq_.data();
+    a.logits_tokens = step_logits_tokens_.data();
+    a.n_logits = n_logits;
+    prefetch_ring *ring = weights_ ? weights_->ring() : nullptr;
+    if (ring != nullptr) {
+        a.layer_begin = [](void *user, int32_t layer, strata_status *st) {
+            return static_cast<prefetch_ring *>(user)->layer_begin(layer, st);
+        };
+        a.user = ring;
+    }
+    strata_status st{};
+    const int32_t rc = arch_.desc->forward(model_, &a, &st);
+    if (ring != nullptr) {
+        if (rc == STRATA_OK) ring->forward_done();
+        else ring->recover(); // a pass that stopped partway leaves slots mid-cycle
+    }
+    if (rc != STRATA_OK) fail("forward pass failed: {}", status_text(st));
+}
+
+const float *engine::forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n) {
+    int32_t max_pos = 0;
+    for (int32_t i = 0; i < n; ++i) max_pos = std::max(max_pos, positions[i]);
+    if (max_pos >= n_ctx_) fail("position {} is outside max_model_len {}", max_pos, n_ctx_);
+    if (!kv_->ensure_slots(testing_kv_, max_pos + 1))
+        fail("the device KV cache cannot hold {} positions; raise --kv-cache-memory", max_pos + 1);
+    const int32_t chunk = opts_.scheduler.max_num_batched_tokens;
+    for (int32_t done = 0; done < n; done += chunk) {
+        const int32_t m = std::min(chunk, n - done);
+        step_block_base_.clear();
+        for (const kv::block_ref &b : testing_kv_.table) step_block_base_.push_back(kv_->device_address(b));
+        step_seq_block_start_[0] = 0;
+        step_seq_block_start_[1] = static_cast<int32_t>(step_block_base_.size());
+        for (int32_t i = 0; i < m; ++i) {
+            step_tokens_[static_cast<size_t>(i)] = tokens[done + i];
+            step_positions_[static_cast<size_t>(i)] = positions[done + i];
+            step_token_seq_[static_cast<size_t>(i)] = 0;
+        }
+        step_logits_tokens_[0] = m - 1;
+        forward_batch(m, 1, 1);
+    }
+    return logits_row(0);
+}
+
+} // namespace strata::engine

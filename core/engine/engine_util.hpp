@@ -1,0 +1,34 @@
+// Small helpers shared by the engine's source files (internal to core/engine).
+#pragma once
+
+#include <strata/plugin_abi.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace strata::engine::detail {
+
+inline std::string status_text(const strata_status &st) {
+    return st.message[0] != '\0' ? std::string(st.message) : std::string("error code ") + std::to_string(st.code);
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+constexpr uint64_t gib = uint64_t{1} << 30;
+
+inline uint64_t gib_bytes(double g) { return static_cast<uint64_t>(std::llround(g * static_cast<double>(gib))); }
+
+inline std::string human(uint64_t b) {
+    if (b >= gib) return fmt::format("{:.2f} GiB", static_cast<double>(b) / static_cast<double>(gib));
+    if (b >= (uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(b) / 1048576.0);
+    if (b >= 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024.0);
+    return fmt::format("{} B", b);
+}
+
+} // namespace strata::engine::detail
