@@ -203,8 +203,36 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
     std::vector<std::unique_ptr<config::plugin_config_view>> views;
     engine::engine_options opts = engine_options_from(doc, s, views);
     engine::model_plan mp = engine::plan_model(registry, host, opts);
-    if (json) std::cout << planner::to_json(mp.plan, mp.inputs).dump(2) << "\n";
-    else std::cout << planner::to_table(mp.plan, mp.inputs);
+    // Where KV goes besides the device, and the scheduler's limits: the engine sizes its pools from these.
+    const auto &kv = opts.kv;
+    const auto &sc = opts.scheduler;
+    const std::string mode = sc.mode == engine::preemption_mode::swap        ? "swap"
+                             : sc.mode == engine::preemption_mode::recompute ? "recompute"
+                                                                             : "auto";
+    if (json) {
+        nlohmann::json j = planner::to_json(mp.plan, mp.inputs);
+        j["kv"] = {{"block_size", kv.block_size},          {"prefix_caching", kv.enable_prefix_caching},
+                   {"swap_space_gib", kv.swap_space_gib},  {"host_tier", kv.host_tier},
+                   {"nvme_space_gib", kv.nvme_space_gib},  {"prefix_store_dir", kv.prefix_store_dir},
+                   {"prefix_store_gib", kv.prefix_store_gib}};
+        j["scheduler"] = {{"max_num_seqs", sc.max_num_seqs},
+                          {"max_num_batched_tokens", sc.max_num_batched_tokens},
+                          {"prefill_chunk", opts.prefill_chunk},
+                          {"preemption_mode", mode}};
+        std::cout << j.dump(2) << "\n";
+    } else {
+        std::cout << planner::to_table(mp.plan, mp.inputs);
+        std::cout << fmt::format("KV blocks of {} tokens, prefix caching {}; host tier {} GiB in '{}' (swap_space); "
+                                 "NVMe {} GiB (kv_nvme_space); prefix store {}\n",
+                                 kv.block_size, kv.enable_prefix_caching ? "on" : "off", kv.swap_space_gib,
+                                 kv.host_tier, kv.nvme_space_gib,
+                                 kv.prefix_store_dir.empty() ? std::string("none")
+                                                             : fmt::format("{} ({} GiB)", kv.prefix_store_dir,
+                                                                           kv.prefix_store_gib));
+        std::cout << fmt::format("scheduler: max_num_seqs {}, max_num_batched_tokens {}, prefill chunk {}, preemption "
+                                 "{}\n",
+                                 sc.max_num_seqs, sc.max_num_batched_tokens, opts.prefill_chunk, mode);
+    }
     return mp.plan.fits ? 0 : 1;
 }
 

@@ -67,7 +67,7 @@ void engine::setup_kv() {
         if (bar) bar->finish();
     }
     kv_->add_pool(kv::tier::device, static_cast<uint32_t>(n_device),
-                  kv::make_device_storage(device_desc_.desc, device_, base, block_bytes, device_reads_host_));
+                  kv::make_device_storage(device_desc_.desc, device_, base, block_bytes));
 
     auto tier_pool = [&](kv::tier t, const std::string &name, uint64_t bytes, uint64_t align) -> uint64_t {
         if (bytes == 0) return 0;

@@ -49,9 +49,9 @@ class scheduler {
     // to be recomputed instead.
     void swapped_to_recompute();
 
-    // Cost model for `auto`: seconds per prefill token and bytes per second of KV swaps, as measured by the engine.
+    // Cost model for `auto`: seconds per prefill token as the engine measures its steps (the swap bandwidth is
+    // measured here, on each swap).
     void observe_prefill(double seconds_per_token) { sec_per_token_ = seconds_per_token; }
-    void observe_swap(double bytes_per_second) { swap_bps_ = bytes_per_second; }
 
     size_t n_running() const { return running_.size(); }
     size_t n_waiting() const { return waiting_.size() + swapped_.size(); }

@@ -15,17 +15,14 @@ std::string why(const strata_status &st) {
 
 class device_storage final : public block_storage {
   public:
-    device_storage(const strata_device_desc *desc, strata_device *dev, void *base, uint64_t block_bytes,
-                   bool device_reads_host)
+    device_storage(const strata_device_desc *desc, strata_device *dev, void *base, uint64_t block_bytes)
         : desc_(desc), dev_(dev), base_(static_cast<char *>(base)), bytes_(block_bytes),
           // `host_addressable` says the device reads host memory, not that the CPU may touch device memory: only a
           // device without a copy slot has plain host memory.
-          has_copy_(STRATA_HAS_SLOT(desc, copy)), host_visible_(!has_copy_) {
-        (void)device_reads_host;
-    }
+          has_copy_(STRATA_HAS_SLOT(desc, copy)) {}
 
     void *device_address(uint32_t i) override { return base_ + i * bytes_; }
-    void *host_address(uint32_t i) override { return host_visible_ ? base_ + i * bytes_ : nullptr; }
+    void *host_address(uint32_t i) override { return has_copy_ ? nullptr : base_ + i * bytes_; }
     void load(uint32_t i, void *dst) override { move(dst, base_ + i * bytes_, STRATA_COPY_D2H); }
     void store(uint32_t i, const void *src) override { move(base_ + i * bytes_, src, STRATA_COPY_H2D); }
 
@@ -44,7 +41,6 @@ class device_storage final : public block_storage {
     char *base_;
     uint64_t bytes_;
     bool has_copy_;
-    bool host_visible_;
 };
 
 class tier_storage final : public block_storage {
@@ -87,8 +83,8 @@ class tier_storage final : public block_storage {
 } // namespace
 
 std::unique_ptr<block_storage> make_device_storage(const strata_device_desc *desc, strata_device *dev, void *base,
-                                                   uint64_t block_bytes, bool device_reads_host) {
-    return std::make_unique<device_storage>(desc, dev, base, block_bytes, device_reads_host);
+                                                   uint64_t block_bytes) {
+    return std::make_unique<device_storage>(desc, dev, base, block_bytes);
 }
 
 std::unique_ptr<block_storage> make_tier_storage(const strata_tier_desc *desc, strata_tier *tier, uint64_t region,
@@ -96,7 +92,7 @@ std::unique_ptr<block_storage> make_tier_storage(const strata_tier_desc *desc, s
     return std::make_unique<tier_storage>(desc, tier, region, stride, block_bytes, device_reads_host);
 }
 
-void copy_block(block_storage &src, uint32_t si, block_storage &dst, uint32_t di, void *bounce, uint64_t block_bytes) {
+void copy_block(block_storage &src, uint32_t si, block_storage &dst, uint32_t di, void *bounce) {
     if (void *d = dst.host_address(di)) {
         src.load(si, d);
     } else if (void *s = src.host_address(si)) {
@@ -105,7 +101,6 @@ void copy_block(block_storage &src, uint32_t si, block_storage &dst, uint32_t di
         src.load(si, bounce);
         dst.store(di, bounce);
     }
-    (void)block_bytes;
 }
 
 } // namespace strata::kv

@@ -25,7 +25,7 @@ class block_storage {
 // Blocks of `block_bytes` at base + i * block_bytes in device memory (from the device's mem_alloc). Copies use the
 // device's `copy` slot when it has one, memcpy otherwise.
 std::unique_ptr<block_storage> make_device_storage(const strata_device_desc *desc, strata_device *dev, void *base,
-                                                   uint64_t block_bytes, bool device_reads_host);
+                                                   uint64_t block_bytes);
 
 // Blocks at offset i * stride of one region of a tier. When the tier maps the region, the CPU (and a device that
 // reads host memory) use it in place; otherwise every access goes through the tier's read/write.
@@ -33,6 +33,6 @@ std::unique_ptr<block_storage> make_tier_storage(const strata_tier_desc *desc, s
                                                  uint64_t stride, uint64_t block_bytes, bool device_reads_host);
 
 // Copies block `si` of `src` into block `di` of `dst` through host memory (`bounce` holds one block).
-void copy_block(block_storage &src, uint32_t si, block_storage &dst, uint32_t di, void *bounce, uint64_t block_bytes);
+void copy_block(block_storage &src, uint32_t si, block_storage &dst, uint32_t di, void *bounce);
 
 } // namespace strata::kv

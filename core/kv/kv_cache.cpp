@@ -99,7 +99,7 @@ bool kv_cache::store_put(pool &pl, uint32_t i) {
 }
 
 void kv_cache::copy(block_ref from, block_ref to) {
-    copy_block(*p(from.where).storage, from.index, *p(to.where).storage, to.index, bounce_.data(), cfg_.block_bytes);
+    copy_block(*p(from.where).storage, from.index, *p(to.where).storage, to.index, bounce_.data());
 }
 
 // A cached (ref 0) block leaves `from`: its contents go one tier down (device -> host -> store) so a later request

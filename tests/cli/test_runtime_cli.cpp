@@ -152,6 +152,17 @@ TEST(RuntimeCli, PlanSubcommandPrintsWithoutLoadingAndNamesWhatFits) {
     nlohmann::json j = nlohmann::json::parse(r.out);
     EXPECT_TRUE(j["fits"].get<bool>());
     EXPECT_EQ(j["offloaded_layers"].get<int>(), 3);
+    EXPECT_EQ(j["kv"]["block_size"].get<int>(), 16);
+    EXPECT_EQ(j["scheduler"]["max_num_seqs"].get<int>(), 64);
+    // The KV and scheduler keys show in the plan without loading the model.
+    r = run("plan --config configs/cpu_offload.toml --block-size 8 --swap-space 2 --max-num-seqs 3 "
+            "--preemption-mode recompute --prefix-store-dir /tmp/strata-plan-store");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("KV blocks of 8 tokens"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("host tier 2 GiB in 'numa_ram'"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("prefix store /tmp/strata-plan-store"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("max_num_seqs 3,"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("preemption recompute"), std::string::npos) << r.out;
     // A context that cannot fit: exit 1, and the plan names the largest max_model_len that fits and the knob.
     // (--swap-space 0: KV kept in the host tier would otherwise let one long context spill out of the device.)
     r = run("plan --model " + k_model + " --device-memory 16MiB --max-model-len 4000 --cpu-offload-layers 0 --swap-space 0");
