@@ -94,6 +94,15 @@ const std::vector<std::vector<int32_t>> &alone(int n, int32_t max_tokens) {
     return v;
 }
 
+// Runs prompts 0..n-1 at once on `e` and checks each one's tokens against the same prompt alone with ample KV.
+void expect_alone_tokens(engine::engine &e, int n, int32_t max_tokens) {
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(e, i));
+    const auto got = run_all(e, prompts, max_tokens);
+    const auto &want = alone(n, max_tokens);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+}
+
 } // namespace
 
 class EngineBatching : public ::testing::TestWithParam<engine::preemption_mode> {};
@@ -103,11 +112,7 @@ TEST_P(EngineBatching, SixteenConcurrentSequencesUnderForcedPreemptionGiveTheirA
     constexpr int32_t max_tokens = 48;
     // 24 blocks of device KV for 16 sequences that each grow to ~4 blocks: preemption is certain.
     auto e = make(options(24 * 20 * kib, 0.01, GetParam(), false));
-    std::vector<std::vector<int32_t>> prompts;
-    for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*e, i));
-    const auto got = run_all(*e, prompts, max_tokens);
-    const auto &want = alone(n, max_tokens);
-    for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+    expect_alone_tokens(*e, n, max_tokens);
     const strata_engine_stats s = e->stats();
     EXPECT_GT(s.preemptions_swap + s.preemptions_recompute, 0) << "the KV budget was meant to force preemption";
     if (GetParam() == engine::preemption_mode::swap) {
@@ -300,14 +305,9 @@ TEST(EngineSeparateMemory, PreemptionSwapStreamedLayersAndPrefixHitsGiveTheAlone
     o.device_config = &table.view;
     o.offload.cpu_offload_layers = 2; // the last two layers stream through the staging ring
     auto e = make(o);
-    std::vector<std::vector<int32_t>> prompts;
-    for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*e, i));
-    const auto got = run_all(*e, prompts, max_tokens);
-    const auto &want = alone(n, max_tokens);
-    for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+    expect_alone_tokens(*e, n, max_tokens);
     // The same prompts again: prefix hits (device or host tier) through copies.
-    const auto again = run_all(*e, prompts, max_tokens);
-    for (int i = 0; i < n; ++i) EXPECT_EQ(again[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+    expect_alone_tokens(*e, n, max_tokens);
     const strata_engine_stats s = e->stats();
     EXPECT_GT(s.preemptions_swap, 0);
     EXPECT_GT(s.prefix_hits[0] + s.prefix_hits[1], 0);
@@ -347,11 +347,7 @@ TEST(EngineBatchingNvmeSwap, SequencesSwappedToNvmeComeBackWithTheirAloneTokens)
     o.kv.nvme_space_gib = 0.01;
     o.offload.tier_configs["nvme"] = &nvme.view;
     auto e = make(o);
-    std::vector<std::vector<int32_t>> prompts;
-    for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*e, i));
-    const auto got = run_all(*e, prompts, max_tokens);
-    const auto &want = alone(n, max_tokens);
-    for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+    expect_alone_tokens(*e, n, max_tokens);
     const strata_engine_stats s = e->stats();
     EXPECT_EQ(s.kv_blocks_total[1], 0) << "no host pool in this test";
     EXPECT_GT(s.kv_blocks_total[2], 0);
