@@ -267,6 +267,18 @@ int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, in
     });
 }
 
+int32_t check_attention_heads(const char *op, int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                              const float *q, const float *out, float scale, strata_status *st) {
+    if (n_tokens <= 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0)
+        return fail(st, invalid, "cpu %s: n_tokens = %d, n_heads = %d, n_kv_heads = %d, head_dim = %d; all must be > 0",
+                    op, n_tokens, n_heads, n_kv_heads, head_dim);
+    if (n_heads % n_kv_heads != 0)
+        return fail(st, invalid, "cpu %s: n_heads = %d is not a multiple of n_kv_heads = %d", op, n_heads, n_kv_heads);
+    if (q == nullptr || out == nullptr) return fail(st, invalid, "cpu %s: q or out is NULL", op);
+    if (!std::isfinite(scale)) return fail(st, invalid, "cpu %s: scale = %g; must be finite", op, static_cast<double>(scale));
+    return STRATA_OK;
+}
+
 int32_t attention(strata_device *dev, const strata_attention_args *a, strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cpu attention: device is NULL");
@@ -274,20 +286,15 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
         if (a->struct_size < sizeof(strata_attention_args))
             return fail(st, invalid, "cpu attention: args.struct_size = %u, expected >= %zu", a->struct_size,
                         sizeof(strata_attention_args));
-        if (a->n_tokens <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 || a->head_dim <= 0)
-            return fail(st, invalid,
-                        "cpu attention: n_tokens = %d, n_heads = %d, n_kv_heads = %d, head_dim = %d; all must be > 0",
-                        a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim);
-        if (a->n_heads % a->n_kv_heads != 0)
-            return fail(st, invalid, "cpu attention: n_heads = %d is not a multiple of n_kv_heads = %d", a->n_heads,
-                        a->n_kv_heads);
+        if (int32_t rc = check_attention_heads("attention", a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->q,
+                                               a->out, a->scale, st);
+            rc != STRATA_OK)
+            return rc;
         if (int64_t{a->kv_row_stride} < int64_t{a->n_kv_heads} * a->head_dim)
             return fail(st, invalid, "cpu attention: kv_row_stride = %d is less than n_kv_heads * head_dim = %lld",
                         a->kv_row_stride, static_cast<long long>(int64_t{a->n_kv_heads} * a->head_dim));
-        if (a->q == nullptr || a->k_cache == nullptr || a->v_cache == nullptr || a->out == nullptr)
-            return fail(st, invalid, "cpu attention: q, k_cache, v_cache or out is NULL");
-        if (!std::isfinite(a->scale))
-            return fail(st, invalid, "cpu attention: scale = %g; must be finite", static_cast<double>(a->scale));
+        if (a->k_cache == nullptr || a->v_cache == nullptr)
+            return fail(st, invalid, "cpu attention: k_cache or v_cache is NULL");
         if (int32_t rc = check_positions(a->positions, a->n_tokens, "attention", st); rc != STRATA_OK) return rc;
 
         int64_t n_positions = 0;

@@ -20,6 +20,10 @@ int32_t swiglu(strata_device *dev, const float *gate, const float *up, int64_t n
 int32_t add(strata_device *dev, const float *a, const float *b, int64_t n, float *out, strata_status *st);
 int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, strata_status *st);
 
+// The checks attention and paged_attention share: head counts, q/out, scale. `op` names the op in the message.
+int32_t check_attention_heads(const char *op, int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                              const float *q, const float *out, float scale, strata_status *st);
+
 // The paged KV cache (ABI 1.5), in cpu_paged_ops.cpp.
 int32_t kv_store(strata_device *dev, const strata_kv_store_args *args, strata_status *st);
 int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *args, strata_status *st);

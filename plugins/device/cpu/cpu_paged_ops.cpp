@@ -135,17 +135,10 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
         if (a->struct_size < sizeof(strata_paged_attention_args))
             return fail(st, invalid, "cpu paged_attention: args.struct_size = %u, expected >= %zu", a->struct_size,
                         sizeof(strata_paged_attention_args));
-        if (a->n_tokens <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 || a->head_dim <= 0)
-            return fail(st, invalid,
-                        "cpu paged_attention: n_tokens = %d, n_heads = %d, n_kv_heads = %d, head_dim = %d; all must "
-                        "be > 0",
-                        a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim);
-        if (a->n_heads % a->n_kv_heads != 0)
-            return fail(st, invalid, "cpu paged_attention: n_heads = %d is not a multiple of n_kv_heads = %d",
-                        a->n_heads, a->n_kv_heads);
-        if (a->q == nullptr || a->out == nullptr) return fail(st, invalid, "cpu paged_attention: q or out is NULL");
-        if (!std::isfinite(a->scale))
-            return fail(st, invalid, "cpu paged_attention: scale = %g; must be finite", static_cast<double>(a->scale));
+        if (int32_t rc = check_attention_heads("paged_attention", a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim,
+                                               a->q, a->out, a->scale, st);
+            rc != STRATA_OK)
+            return rc;
         if (int32_t rc = check_paged_kv(a->kv, "paged_attention", st); rc != STRATA_OK) return rc;
         if (int64_t{a->kv->kv_dim} != int64_t{a->n_kv_heads} * a->head_dim)
             return fail(st, invalid, "cpu paged_attention: kv.kv_dim = %d but n_kv_heads * head_dim = %lld",
