@@ -95,7 +95,8 @@ class engine {
     void worker_loop();
     void run_step(const std::vector<scheduled_seq> &batch);
     void forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits);
-    const float *logits_row(int32_t i);
+    void fetch_logits(int32_t n_logits);
+    float *logits_row(int32_t i);
     void emit_token(sequence &s, int32_t tok, bool eos);
     void finish(sequence &s, int32_t reason, const std::string &error = std::string());
     void publish_stats();

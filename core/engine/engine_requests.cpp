@@ -31,6 +31,7 @@ strata_request_id engine::submit(const strata_request &req) {
              n_ctx_);
     }
     r->sampling = req.sampling;
+    sampling_config sc;
     // The 1.4 tail: a frontend built against an older ABI passes a smaller struct_size and gets the neutral values.
     if (req.struct_size >= offsetof(strata_request, logprobs) + sizeof req.logprobs) {
         for (const float p : {req.presence_penalty, req.frequency_penalty}) {
@@ -40,28 +41,26 @@ strata_request_id engine::submit(const strata_request &req) {
             fail("logprobs is {}; it must be -1 (chosen token only), 0 (off) or 1..{} alternatives", req.logprobs,
                  max_top_logprobs);
         }
-        r->presence_penalty = req.presence_penalty;
-        r->frequency_penalty = req.frequency_penalty;
+        sc.presence_penalty = req.presence_penalty;
+        sc.frequency_penalty = req.frequency_penalty;
         r->logprobs = std::min(req.logprobs, hp_.n_vocab);
     }
     r->on_token = req.on_token;
     r->user = req.user;
-    r->tokens.reserve(static_cast<size_t>(n_ctx_));
+    r->max_tokens = r->sampling.max_tokens > 0 ? r->sampling.max_tokens : n_ctx_;
+    // Room for everything it can generate, so appending a token never reallocates in the step loop.
+    r->tokens.reserve(static_cast<size_t>(std::min<int64_t>(n_ctx_, int64_t{r->n_prompt} + r->max_tokens)));
     // Sampling state is allocated here, once per request, never in the step loop.
-    sampling_config sc;
     sc.temperature = r->sampling.temperature;
     sc.top_k = r->sampling.top_k;
     sc.top_p = r->sampling.top_p;
     sc.min_p = r->sampling.min_p;
     sc.repetition_penalty = r->sampling.repetition_penalty;
     sc.repetition_last_n = r->sampling.repetition_last_n;
-    sc.presence_penalty = r->presence_penalty;
-    sc.frequency_penalty = r->frequency_penalty;
     sc.seed = r->sampling.seed;
     r->smp = std::make_unique<sampler>(hp_.n_vocab, sc);
     // Logprobs are of the raw model output (vLLM's default): the sampler changes the logits in place.
     r->lp = std::make_unique<token_logprobs>(r->logprobs != 0 ? hp_.n_vocab : 0, std::max(r->logprobs, 0));
-    r->max_tokens = r->sampling.max_tokens > 0 ? r->sampling.max_tokens : n_ctx_;
     // Text emitted so far is empty while only control tokens (BOS) precede: SPM then drops the dummy-prefix space.
     for (int32_t i = 0; i < r->n_prompt && !r->text_started; ++i) {
         r->text_started = tokenizer_->type(r->tokens[static_cast<size_t>(i)]) != token_type::control;

@@ -18,7 +18,7 @@ void engine::finish(sequence &s, int32_t reason, const std::string &error) {
     sched_->remove(&s); // frees its blocks now, so the next step can use them
     s.result.finish = reason;
     s.result.n_completion_tokens = s.generated;
-    if (s.has_first_token) {
+    if (s.generated > 0) {
         s.result.prefill_seconds = std::chrono::duration<double>(s.t_first_token - s.t_submit).count();
         s.result.decode_seconds = seconds_since(s.t_first_token);
     } else {
@@ -173,6 +173,7 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
     }
     step_seq_block_start_[static_cast<size_t>(n_seqs)] = static_cast<int32_t>(step_block_base_.size());
     forward_batch(n, n_seqs, n_logits);
+    fetch_logits(n_logits);
     for (const auto &b : batch) {
         b.seq->n_computed += b.n_new;
         kv_->register_full_blocks(b.seq->kv, b.seq->tokens, b.seq->n_computed);
@@ -181,15 +182,12 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
 
     for (int32_t i = 0; i < n_logits; ++i) {
         sequence &s = *step_logits_owner_[static_cast<size_t>(i)];
-        float *logits = const_cast<float *>(logits_row(i));
+        float *logits = logits_row(i);
         if (s.logprobs != 0) s.lp->capture(logits);
         const int32_t tok = s.smp->sample(logits, s.tokens);
         s.tokens.push_back(tok);
         ++s.generated;
-        if (!s.has_first_token) {
-            s.has_first_token = true;
-            s.t_first_token = std::chrono::steady_clock::now();
-        }
+        if (s.generated == 1) s.t_first_token = std::chrono::steady_clock::now();
         const bool eos = tokenizer_->is_eog(tok) && s.sampling.ignore_eos == 0;
         emit_token(s, tok, eos);
         if (eos) finish(s, STRATA_FINISH_STOP);
@@ -198,14 +196,18 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
     }
 }
 
-const float *engine::logits_row(int32_t i) {
-    const uint64_t off = static_cast<uint64_t>(i) * static_cast<uint64_t>(hp_.n_vocab);
-    if (logits_host_.empty()) return logits_ + off;
+// Brings the step's logits rows to host memory in one copy when the device has its own memory.
+void engine::fetch_logits(int32_t n_logits) {
+    if (logits_host_.empty() || n_logits == 0) return;
     strata_status st{};
-    if (device_desc_.desc->copy(device_, logits_host_.data() + off, logits_ + off, sizeof(float) * hp_.n_vocab,
-                                STRATA_COPY_D2H, &st) != STRATA_OK)
+    const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(n_logits) * static_cast<uint64_t>(hp_.n_vocab);
+    if (device_desc_.desc->copy(device_, logits_host_.data(), logits_, bytes, STRATA_COPY_D2H, &st) != STRATA_OK)
         fail("copying logits from the device failed: {}", status_text(st));
-    return logits_host_.data() + off;
+}
+
+float *engine::logits_row(int32_t i) {
+    const uint64_t off = static_cast<uint64_t>(i) * static_cast<uint64_t>(hp_.n_vocab);
+    return (logits_host_.empty() ? logits_ : logits_host_.data()) + off;
 }
 
 void engine::forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits) {
@@ -267,6 +269,7 @@ const float *engine::forward_for_testing(const int32_t *tokens, const int32_t *p
         step_logits_tokens_[0] = m - 1;
         forward_batch(m, 1, 1);
     }
+    fetch_logits(1);
     return logits_row(0);
 }
 

@@ -31,8 +31,6 @@ struct sequence {
 
     // Request parameters.
     strata_sampling_params sampling{};
-    float presence_penalty = 0.f;  // since ABI 1.4 (strata_request tail)
-    float frequency_penalty = 0.f;
     int32_t logprobs = 0;          // 0: none, -1: the chosen token's only, n > 0: also the top n
     strata_token_callback on_token = nullptr;
     void *user = nullptr;
@@ -45,7 +43,6 @@ struct sequence {
     int32_t generated = 0;
     int32_t max_tokens = 0;
     std::chrono::steady_clock::time_point t_submit, t_first_token;
-    bool has_first_token = false;
 
     // Completion (guarded by the engine's mutex once the step loop hands it over).
     bool done = false;
