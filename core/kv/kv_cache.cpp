@@ -86,10 +86,25 @@ void kv_cache::set_hash(pool &pl, uint32_t i, uint64_t h, std::span<const int32_
     std::copy(toks.begin(), toks.end(), pl.tokens.begin() + static_cast<ptrdiff_t>(i) * cfg_.block_size);
 }
 
+std::span<const int32_t> kv_cache::block_tokens(const pool &pl, uint32_t i) const {
+    return {pl.tokens.data() + static_cast<size_t>(i) * cfg_.block_size, static_cast<size_t>(cfg_.block_size)};
+}
+
+void kv_cache::lru_push(pool &pl, uint32_t i) {
+    pl.lru.push_back(i);
+    pl.lru_pos[i] = std::prev(pl.lru.end());
+    pl.in_lru[i] = 1;
+}
+
+void kv_cache::lru_remove(pool &pl, uint32_t i) {
+    if (!pl.in_lru[i]) return;
+    pl.lru.erase(pl.lru_pos[i]);
+    pl.in_lru[i] = 0;
+}
+
 bool kv_cache::store_put(pool &pl, uint32_t i) {
     if (store_ == nullptr || pl.hash[i] == 0 || store_->contains(pl.hash[i])) return false;
-    const std::span<const int32_t> toks(pl.tokens.data() + static_cast<size_t>(i) * cfg_.block_size,
-                                        static_cast<size_t>(cfg_.block_size));
+    const std::span<const int32_t> toks = block_tokens(pl, i);
     const void *src = pl.storage->host_address(i);
     if (src == nullptr) {
         pl.storage->load(i, bounce_.data());
@@ -115,13 +130,8 @@ void kv_cache::demote(tier from, uint32_t i) {
         if (hi) {
             copy({tier::device, i}, {tier::host, *hi}); // before taking it: a failed copy leaves the pools as they were
             h.free.pop_back();
-            set_hash(h, *hi, src.hash[i],
-                     std::span<const int32_t>(src.tokens.data() + static_cast<size_t>(i) * cfg_.block_size,
-                                              static_cast<size_t>(cfg_.block_size)));
-            // A cached block: ref 0, most recently used end of the host LRU.
-            h.lru.push_back(*hi);
-            h.lru_pos[*hi] = std::prev(h.lru.end());
-            h.in_lru[*hi] = 1;
+            set_hash(h, *hi, src.hash[i], block_tokens(src, i));
+            lru_push(h, *hi); // a cached block: ref 0, at the most recently used end
             return;
         }
     }
@@ -132,8 +142,7 @@ void kv_cache::evict_cached(tier t) {
     pool &pl = p(t);
     const uint32_t i = pl.lru.front();
     demote(t, i); // first: if it throws, the block is still cached where it was
-    pl.lru.pop_front();
-    pl.in_lru[i] = 0;
+    lru_remove(pl, i);
     forget_hash(pl, i);
     pl.free.push_back(i);
 }
@@ -156,9 +165,7 @@ void kv_cache::unref(block_ref b) {
     pool &pl = p(b.where);
     if (--pl.ref[b.index] > 0) return;
     if (pl.hash[b.index] != 0 && b.where != tier::nvme) {
-        pl.lru.push_back(b.index);
-        pl.lru_pos[b.index] = std::prev(pl.lru.end());
-        pl.in_lru[b.index] = 1;
+        lru_push(pl, b.index);
     } else {
         forget_hash(pl, b.index);
         pl.free.push_back(b.index);
@@ -177,10 +184,7 @@ int32_t kv_cache::match_prefix(seq_blocks &s, std::span<const int32_t> tokens, i
         const uint64_t h = block_hash(parent, toks);
         if (auto it = dev.by_hash.find(h); it != dev.by_hash.end()) {
             const uint32_t i = it->second;
-            if (dev.in_lru[i]) {
-                dev.lru.erase(dev.lru_pos[i]);
-                dev.in_lru[i] = 0;
-            }
+            lru_remove(dev, i);
             ++dev.ref[i];
             st_.prefix_hits[static_cast<int>(tier::device)] += bs;
         } else {
@@ -194,10 +198,9 @@ int32_t kv_cache::match_prefix(seq_blocks &s, std::span<const int32_t> tokens, i
             }
             if (found == tier::device && (store_ == nullptr || !store_->contains(h))) break;
             // Pin the host copy while a device block is found (taking one may evict host blocks).
-            if (found == tier::host) ++p(tier::host).ref[hi];
-            if (found == tier::host && p(tier::host).in_lru[hi]) {
-                p(tier::host).lru.erase(p(tier::host).lru_pos[hi]);
-                p(tier::host).in_lru[hi] = 0;
+            if (found == tier::host) {
+                ++p(tier::host).ref[hi];
+                lru_remove(p(tier::host), hi);
             }
             std::optional<uint32_t> di = take(tier::device);
             bool ok = di.has_value();
@@ -293,6 +296,25 @@ void kv_cache::release(seq_blocks &s) {
     s.hashes.clear();
 }
 
+// Moves the block `r` points at into `dst` (already taken, reference 1): copies the bytes, carries the prefix hash
+// (not into the NVMe swap pool), drops the old reference and points `r` at the copy. `keep_cached`: a hashed source
+// stays cached where it was (reclaimable); otherwise it is freed because the block has left its tier.
+void kv_cache::move_block(block_ref &r, block_ref dst, bool keep_cached) {
+    try {
+        copy(r, dst);
+    } catch (...) {
+        unref(dst); // the sequence keeps its block; blocks moved before stay moved (the table says so)
+        throw;
+    }
+    pool &src = p(r.where);
+    if (src.hash[r.index] != 0) {
+        if (dst.where != tier::nvme) set_hash(p(dst.where), dst.index, src.hash[r.index], block_tokens(src, r.index));
+        if (!keep_cached) forget_hash(src, r.index);
+    }
+    unref(r);
+    r = dst;
+}
+
 bool kv_cache::swap_out(seq_blocks &s, tier &to, uint64_t &bytes) {
     const uint32_t n = blocks_in(s, tier::device);
     const uint32_t host_room = reclaimable_host_blocks();
@@ -309,34 +331,11 @@ bool kv_cache::swap_out(seq_blocks &s, tier &to, uint64_t &bytes) {
             dst = {tier::nvme, *take(tier::nvme)};
             to = tier::nvme;
         }
-        try {
-            copy(r, dst);
-        } catch (...) {
-            unref(dst); // the sequence keeps its device block; the blocks moved so far stay moved (the table says so)
-            throw;
-        }
-        pool &dev = p(tier::device);
-        const size_t b = static_cast<size_t>(&r - s.table.data());
-        if (dst.where == tier::host && dev.hash[r.index] != 0) {
-            set_hash(p(tier::host), dst.index, dev.hash[r.index],
-                     std::span<const int32_t>(dev.tokens.data() + static_cast<size_t>(r.index) * cfg_.block_size,
-                                              static_cast<size_t>(cfg_.block_size)));
-        }
-        (void)b;
-        unref(r); // a hashed device block stays cached (reclaimable); others return to the free list
-        r = dst;
+        move_block(r, dst, true); // a hashed device block stays cached (reclaimable)
         bytes += cfg_.block_bytes;
     }
     st_.bytes_out += static_cast<int64_t>(bytes);
     return true;
-}
-
-uint32_t kv_cache::blocks_to_swap_in(const seq_blocks &s) const {
-    uint32_t n = 0;
-    for (const block_ref &b : s.table) {
-        if (b.where == tier::nvme || (b.where == tier::host && !cfg_.device_reads_host)) ++n;
-    }
-    return n;
 }
 
 bool kv_cache::swap_in(seq_blocks &s, uint32_t keep_free, uint64_t &bytes) {
@@ -352,38 +351,15 @@ bool kv_cache::swap_in(seq_blocks &s, uint32_t keep_free, uint64_t &bytes) {
         const uint32_t nvme_left = nvme_blocks > to_device ? nvme_blocks - to_device : 0;
         if (nvme_left > reclaimable_host_blocks()) return false;
     }
-    pool &dev = p(tier::device);
     // Newest blocks first onto the device: decode attends to all, but the next writes go to the newest.
     for (auto it = s.table.rbegin(); it != s.table.rend(); ++it) {
         block_ref &r = *it;
         if (r.where == tier::device) continue;
         if (reclaimable_device_blocks() > keep_free) {
-            const uint32_t di = *take(tier::device);
-            try {
-                copy(r, {tier::device, di});
-            } catch (...) {
-                unref({tier::device, di});
-                throw;
-            }
-            pool &src = p(r.where);
-            if (src.hash[r.index] != 0) {
-                set_hash(dev, di, src.hash[r.index],
-                         std::span<const int32_t>(src.tokens.data() + static_cast<size_t>(r.index) * cfg_.block_size,
-                                                  static_cast<size_t>(cfg_.block_size)));
-            }
-            unref(r);
-            r = {tier::device, di};
+            move_block(r, {tier::device, *take(tier::device)}, true); // the host copy stays cached
             bytes += cfg_.block_bytes;
         } else if (r.where == tier::nvme) {
-            const uint32_t hi = *take(tier::host);
-            try {
-                copy(r, {tier::host, hi});
-            } catch (...) {
-                unref({tier::host, hi});
-                throw;
-            }
-            unref(r);
-            r = {tier::host, hi};
+            move_block(r, {tier::host, *take(tier::host)}, true);
         }
     }
     st_.bytes_in += static_cast<int64_t>(bytes);
@@ -398,20 +374,7 @@ bool kv_cache::spill_oldest(seq_blocks &s) {
         if (dev.ref[r.index] > 1) continue; // shared: moving it would not free a device block
         std::optional<uint32_t> hi = take(tier::host);
         if (!hi) return false;
-        try {
-            copy(r, {tier::host, *hi});
-        } catch (...) {
-            unref({tier::host, *hi});
-            throw;
-        }
-        if (dev.hash[r.index] != 0) {
-            set_hash(p(tier::host), *hi, dev.hash[r.index],
-                     std::span<const int32_t>(dev.tokens.data() + static_cast<size_t>(r.index) * cfg_.block_size,
-                                              static_cast<size_t>(cfg_.block_size)));
-            forget_hash(dev, r.index); // the block leaves the device: free it rather than keep it cached
-        }
-        unref(r);
-        r = {tier::host, *hi};
+        move_block(r, {tier::host, *hi}, false); // it leaves the device: freed there, not kept cached
         st_.bytes_out += static_cast<int64_t>(cfg_.block_bytes);
         return true;
     }

@@ -101,9 +101,6 @@ class kv_cache {
     // All or nothing; returns false (nothing moved) when the lower tiers cannot take them. `to` gets the lowest tier
     // used.
     bool swap_out(seq_blocks &s, tier &to, uint64_t &bytes);
-    // Blocks of `s` outside the device that must move before it runs (all of them when the device cannot read the
-    // host pool; only NVMe ones otherwise).
-    uint32_t blocks_to_swap_in(const seq_blocks &s) const;
     // Moves every block outside the device back onto it while the device has more than `keep_free` reclaimable
     // blocks; when the device reads host memory the rest may stay in (or, from NVMe, come to) the host pool. False
     // (with nothing lost) when `s` still cannot run.
@@ -141,6 +138,10 @@ class kv_cache {
     void evict_cached(tier t);                     // frees the LRU cached block of t (demoting it first)
     void demote(tier from, uint32_t i);            // copies a cached block one tier down (or to the store)
     void copy(block_ref from, block_ref to);
+    void move_block(block_ref &r, block_ref dst, bool keep_cached);
+    std::span<const int32_t> block_tokens(const pool &pl, uint32_t i) const;
+    void lru_push(pool &pl, uint32_t i);
+    void lru_remove(pool &pl, uint32_t i);
     bool store_put(pool &pl, uint32_t i);
 
     kv_cache_config cfg_;

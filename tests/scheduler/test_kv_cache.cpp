@@ -218,7 +218,7 @@ TEST(KvCache, SwapOutAndInRoundTripsEveryByteThroughHostAndNvme) {
     EXPECT_EQ(to, kv::tier::nvme) << "one block fits the host pool, the rest go to NVMe";
     EXPECT_EQ(bytes, 3 * bb);
     EXPECT_EQ(r.kv->blocks_in(a, kv::tier::device), 0u);
-    EXPECT_EQ(r.kv->blocks_to_swap_in(a), 3u);
+    EXPECT_EQ(r.kv->blocks_in(a, kv::tier::host) + r.kv->blocks_in(a, kv::tier::nvme), 3u);
     r.expect_contents(a, t, 3);
     // Fill the device so the sequence cannot come back yet: nothing may be lost.
     kv::seq_blocks other;
