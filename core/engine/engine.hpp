@@ -100,6 +100,7 @@ class engine {
     void emit_token(sequence &s, int32_t tok, bool eos);
     void finish(sequence &s, int32_t reason, const std::string &error = std::string());
     void publish_stats();
+    void publish_stats_locked(const kv::kv_cache_stats &ks);
 
     const plugins::registry &registry_;
     const strata_host_services *host_;

@@ -127,6 +127,11 @@ strata_engine_stats engine::stats() const {
 void engine::publish_stats() {
     const kv::kv_cache_stats ks = kv_->stats();
     std::lock_guard<std::mutex> lock(mu_);
+    publish_stats_locked(ks);
+}
+
+// With mu_ held; the worker's scheduler and KV figures as of now.
+void engine::publish_stats_locked(const kv::kv_cache_stats &ks) {
     kv_snapshot_ = ks;
     sched_snapshot_ = sched_->counters();
     running_snapshot_ = static_cast<int64_t>(sched_->n_running());

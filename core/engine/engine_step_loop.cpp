@@ -42,10 +42,7 @@ void engine::finish(sequence &s, int32_t reason, const std::string &error) {
         ++finished_;
         prompt_tokens_total_ += s.result.n_prompt_tokens;
         generation_tokens_total_ += s.generated;
-        kv_snapshot_ = ks;
-        sched_snapshot_ = sched_->counters();
-        running_snapshot_ = static_cast<int64_t>(sched_->n_running());
-        waiting_snapshot_ = static_cast<int64_t>(sched_->n_waiting());
+        publish_stats_locked(ks);
         s.done = true;
     }
     cv_.notify_all();
@@ -125,10 +122,6 @@ void engine::worker_loop() {
             continue;
         }
         for (auto &[s, why] : failed_) finish(*s, STRATA_FINISH_ERROR, why);
-        if (batch_.empty() && !sched_->idle() && failed_.empty()) {
-            // Nothing could be scheduled although work remains: only swapped sequences that cannot come back remain.
-            sched_->swapped_to_recompute();
-        }
         if (!batch_.empty()) {
             try {
                 run_step(batch_);

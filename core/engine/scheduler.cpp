@@ -51,11 +51,16 @@ void scheduler::remove(sequence *s) {
     s->state = seq_state::finished;
 }
 
-// Drops a sequence's KV and queues it (by arrival) to be prefilled again; its tokens are kept.
-void scheduler::requeue_for_recompute(sequence *s) {
+// Gives back a sequence's blocks; its tokens are kept, to be prefilled again (and looked up in the prefix cache).
+void scheduler::drop_kv(sequence *s) {
     kv_.release(s->kv);
     s->n_computed = 0;
     s->prefix_looked_up = false;
+}
+
+// Drops a sequence's KV and queues it (by arrival) to be prefilled again.
+void scheduler::requeue_for_recompute(sequence *s) {
+    drop_kv(s);
     s->state = seq_state::waiting;
     insert_by_arrival(waiting_, s);
 }
@@ -172,9 +177,7 @@ void scheduler::schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<
         if (!make_room(s, s->n_computed + n_new, out, preempted)) {
             if (s->state == seq_state::running) { // alone and still no room: it can never run
                 failed.emplace_back(s, no_room(s));
-                running_.erase(running_.begin() + static_cast<ptrdiff_t>(i));
-                kv_.release(s->kv); // now, so the sequences scheduled after it in this step can use the blocks
-                s->state = seq_state::finished;
+                remove(s); // its blocks go back now, for the sequences scheduled after it in this step
                 --i;
             }
             continue; // preempted itself: it was the last, so the loop ends
@@ -221,18 +224,11 @@ void scheduler::schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<
         }
         int32_t n_new = std::min({s->pending(), budget, cfg_.prefill_chunk});
         // A sequence that is not admitted gives back the prefix blocks it just took: a waiting sequence holds none.
-        auto not_admitted = [&] {
-            kv_.release(s->kv);
-            s->n_computed = 0;
-            s->prefix_looked_up = false;
-        };
         if (running_.empty()) {
             // Alone: may spill its own blocks to the host tier to make room.
             if (!make_room(s, s->n_computed + n_new, out, preempted)) {
-                waiting_.pop_front();
-                not_admitted();
-                s->state = seq_state::finished;
                 failed.emplace_back(s, no_room(s));
+                remove(s);
                 continue;
             }
         } else {
@@ -241,7 +237,7 @@ void scheduler::schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<
                                   static_cast<int64_t>(kv_.reclaimable_device_blocks()) * bs;
             n_new = static_cast<int32_t>(std::min<int64_t>(n_new, slots));
             if (n_new <= 0 || !kv_.ensure_slots(s->kv, s->n_computed + n_new)) {
-                not_admitted();
+                drop_kv(s);
                 break;
             }
         }
@@ -250,6 +246,10 @@ void scheduler::schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<
         out.push_back({s, n_new});
         budget -= n_new;
     }
+
+    // Nothing runs or can start, yet swapped-out sequences remain: their blocks no longer fit the device (the
+    // device cannot read them where they are), so they give them up and are recomputed instead.
+    if (out.empty() && failed.empty() && running_.empty() && !swapped_.empty()) swapped_to_recompute();
 }
 
 } // namespace strata::engine

@@ -45,9 +45,6 @@ class scheduler {
     // Plans one step into `out` (cleared first). Sequences that can never run are appended to `failed` with a reason.
     void schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<sequence *, std::string>> &failed);
 
-    // Swapped sequences that cannot come back (their blocks no longer fit the device) give their blocks up and wait
-    // to be recomputed instead.
-    void swapped_to_recompute();
 
     // Cost model for `auto`: seconds per prefill token as the engine measures its steps (the swap bandwidth is
     // measured here, on each swap).
@@ -60,10 +57,14 @@ class scheduler {
     const scheduler_config &config() const { return cfg_; }
 
   private:
+    // Swapped sequences that cannot come back (their blocks no longer fit the device) give their blocks up and wait
+    // to be recomputed instead.
+    void swapped_to_recompute();
     bool make_room(sequence *s, int32_t n_tokens, std::vector<scheduled_seq> &out, bool &preempted);
     void preempt(sequence *victim, std::vector<scheduled_seq> &out);
     preemption_mode choose(const sequence *victim) const;
     void insert_by_arrival(std::deque<sequence *> &q, sequence *s);
+    void drop_kv(sequence *s);
     void requeue_for_recompute(sequence *s);
     void insert_running(sequence *s);
 
