@@ -170,9 +170,18 @@ void start_signal_thread() {
 }
 
 // Everything the engine reads from the config; `views` keeps the tier tables' views alive as long as the options.
-engine::engine_options engine_options_from(const config::document &doc, const config::schema &s,
+engine::engine_options engine_options_from(const plugins::registry &registry, const config::document &doc,
+                                           const config::schema &s,
                                            std::vector<std::unique_ptr<config::plugin_config_view>> &views) {
     engine::engine_options opts;
+    // Each plugin reads only its own table; a device's table is named after the plugin that provides it. Every
+    // device gets its view, since `auto` may fall back from one device to another.
+    for (const std::string &dev : registry.names(STRATA_KIND_DEVICE)) {
+        if (s.find_table(dev) == nullptr) continue;
+        views.push_back(std::make_unique<config::plugin_config_view>(doc, s, dev));
+        opts.device_configs[dev] = views.back()->view();
+    }
+
     if (auto p = doc.get_string("model", "path", s)) {
         fs::path path(*p);
         opts.model_path = (path.is_absolute() ? path : doc.base_dir() / path).lexically_normal().string();
@@ -201,7 +210,7 @@ engine::engine_options engine_options_from(const config::document &doc, const co
 int print_plan(const plugins::registry &registry, const strata_host_services *host, const config::document &doc,
                const config::schema &s, bool json) {
     std::vector<std::unique_ptr<config::plugin_config_view>> views;
-    engine::engine_options opts = engine_options_from(doc, s, views);
+    engine::engine_options opts = engine_options_from(registry, doc, s, views);
     engine::model_plan mp = engine::plan_model(registry, host, opts);
     // Where KV goes besides the device, and the scheduler's limits: the engine sizes its pools from these.
     const auto &kv = opts.kv;
@@ -239,20 +248,12 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
 int run_frontend(const plugins::registry &registry, const strata_host_services *host, const config::document &doc,
                  const config::schema &s) {
     std::vector<std::unique_ptr<config::plugin_config_view>> tier_views;
-    engine::engine_options opts = engine_options_from(doc, s, tier_views);
+    engine::engine_options opts = engine_options_from(registry, doc, s, tier_views);
     const std::string frontend_name = doc.get_string("engine", "frontend", s).value_or("cli");
     auto fe_handle = registry.find_frontend(frontend_name);
     if (fe_handle.desc == nullptr) {
         fail("frontend '{}' is not provided by any loaded plugin (available: {}); set [engine] frontend or --frontend",
              frontend_name, fmt::join(registry.names(STRATA_KIND_FRONTEND), ", "));
-    }
-    // Each plugin reads only its own table; a device's table is named after the plugin that provides it. Every
-    // device gets its view, since `auto` may fall back from one device to another.
-    std::vector<std::unique_ptr<config::plugin_config_view>> device_views;
-    for (const std::string &dev : registry.names(STRATA_KIND_DEVICE)) {
-        if (s.find_table(dev) == nullptr) continue;
-        device_views.push_back(std::make_unique<config::plugin_config_view>(doc, s, dev));
-        opts.device_configs[dev] = device_views.back()->view();
     }
 
     engine::engine eng(registry, host, opts);

@@ -4,6 +4,8 @@
 #include "engine/model_source.hpp"
 #include "engine/plan_inputs.hpp"
 
+#include <optional>
+
 namespace strata::engine {
 
 model_plan plan_model(const plugins::registry &registry, const strata_host_services *host, const engine_options &opts) {
@@ -18,6 +20,30 @@ model_plan plan_model(const plugins::registry &registry, const strata_host_servi
         if (!best) fail("no usable device plugin found (device = \"auto\")");
         device_kind = best.desc->header.name;
     }
+    // A device with its own memory says how much it has: start it briefly (as the engine would) and ask. One that
+    // cannot run here is an error with its reason, not a plan made up from host RAM.
+    std::optional<uint64_t> device_total;
+    std::optional<bool> device_reads_host;
+    if (auto dev_h = registry.find_device(device_kind); dev_h && device_kind != "cpu") {
+        strata_status dst{};
+        strata_device_create_args dargs{};
+        dargs.struct_size = sizeof dargs;
+        dargs.host = host;
+        auto it = opts.device_configs.find(device_kind);
+        dargs.config = it != opts.device_configs.end() ? it->second : opts.device_config;
+        strata_device *dev = dev_h.desc->score() > 0 ? dev_h.desc->create(&dargs, &dst) : nullptr;
+        if (dev == nullptr && dst.message[0] == '\0') dev = dev_h.desc->create(&dargs, &dst);
+        if (dev == nullptr) {
+            fail("device '{}' cannot run on this machine: {}; plan with --device cpu or on a machine with the device",
+                 device_kind, dst.message[0] ? dst.message : "the plugin scores 0 here");
+        }
+        uint64_t free_b = 0, total_b = 0;
+        if (STRATA_HAS_SLOT(dev_h.desc, mem_info) && dev_h.desc->mem_info(dev, &free_b, &total_b, &dst) == STRATA_OK &&
+            total_b > 0)
+            device_total = total_b;
+        if (STRATA_HAS_SLOT(dev_h.desc, host_addressable)) device_reads_host = dev_h.desc->host_addressable(dev) != 0;
+        dev_h.desc->destroy(dev);
+    }
     model_source source(file, registry, host);
     strata_status st{};
     strata_model *model = arch_h.desc->create(source.view(), &st);
@@ -31,6 +57,8 @@ model_plan plan_model(const plugins::registry &registry, const strata_host_servi
     shape.activation_bytes = activation_bytes(arch_h.desc, model, shape.hp, opts.scheduler);
     offload_options o = opts.offload;
     o.measure_bandwidth = o.remeasure; // `plan` reads the cache; it measures only when asked to
+    if (device_total) o.device_total = device_total;
+    if (device_reads_host) o.device_reads_host = device_reads_host;
     // As the engine does: the CPU device attends KV kept in the host tier in place, so swap_space counts for one long
     // context.
     if (device_kind == "cpu" && opts.kv.swap_space_gib > 0)

@@ -111,6 +111,10 @@ TEST(RuntimeCli, AnUnusableDeviceIsAnErrorByNameAndSkippedWithOneWarningUnderAut
     run_result r = run("--model " + k_model + " --device cuda --prompt Lily --max-tokens 2");
     if (r.exit_code == 0) GTEST_SKIP() << "a usable GPU is present: nothing to fall back from";
     EXPECT_NE(r.err.find("device 'cuda' cannot run on this machine: cuda create:"), std::string::npos) << r.err;
+    // `plan` for it is the same error, not a plan made up from host RAM.
+    r = run("plan --model " + k_model + " --device cuda");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("device 'cuda' cannot run on this machine: cuda create:"), std::string::npos) << r.err;
     r = run("--model " + k_model + " --device auto --prompt Lily --temperature 0 --max-tokens 2");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("device = \"auto\": using 'cpu'; skipped 'cuda' (cuda create:"), std::string::npos) << r.err;
