@@ -23,6 +23,9 @@ TEST(CudaPlugin, OffersTheAbi15Slots) {
     EXPECT_TRUE(STRATA_HAS_SLOT(d, paged_attention));
     EXPECT_TRUE(STRATA_HAS_SLOT(d, copy));
     EXPECT_TRUE(STRATA_HAS_SLOT(d, host_addressable));
+    EXPECT_TRUE(STRATA_HAS_SLOT(d, host_register));
+    EXPECT_TRUE(STRATA_HAS_SLOT(d, host_unregister));
+    EXPECT_TRUE(STRATA_HAS_SLOT(d, mem_info));
 }
 
 TEST(CudaPlugin, DeclaresDeviceIndexInItsTable) {

@@ -382,6 +382,7 @@ async function main() {
     if (metricsAfter['vllm:num_requests_running'] !== 0) problems.push(`vllm:num_requests_running is ${metricsAfter['vllm:num_requests_running']} at the end`);
     if (metricsAfter['vllm:num_requests_waiting'] !== 0) problems.push(`vllm:num_requests_waiting is ${metricsAfter['vllm:num_requests_waiting']} at the end`);
     if (kvAfter === null) problems.push('/metrics has no strata_kv_blocks series (the engine did not report its KV blocks)');
+    else if (!(kvAfter.device?.total > 0)) problems.push('the device reports no KV blocks at all: the held-blocks check would prove nothing');
     for (const tier of KV_TIERS) {
         const t = kvAfter?.[tier];
         if (kvAfter !== null && t === undefined) problems.push(`/metrics has no strata_kv_blocks series for tier ${tier}`);
