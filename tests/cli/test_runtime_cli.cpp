@@ -1,5 +1,7 @@
 // End-to-end tests of the `runtime` executable: the CLI frontend's text and JSON modes, subcommands, and the
 // errors users see for bad configs and flags. Each test runs the real binary with the real plugins.
+#include "app/core_schema.hpp"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -267,6 +269,21 @@ TEST(RuntimeCli, HelpListsFlagsWithDefaults) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     for (const char *s : {"--model", "--max-model-len", "--seed", "--frontend", "--threads", "--prompt", "--temperature"}) {
         EXPECT_NE(r.out.find(s), std::string::npos) << s;
+    }
+    // Every core key with a flag is listed on one line with its flag and, when it has one, its default.
+    const strata::config::schema schema = strata::app::core_schema();
+    for (const auto &table : schema.tables()) {
+        for (const auto &key : table.keys) {
+            if (key.flag.empty()) continue;
+            // Flags with a value print "--flag VALUE"; booleans "--flag, --no-flag".
+            size_t at = r.out.find(" " + key.flag + " ");
+            if (at == std::string::npos) at = r.out.find(" " + key.flag + ",");
+            ASSERT_NE(at, std::string::npos) << key.flag << " is not in --help";
+            const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+            if (key.default_value) {
+                EXPECT_NE(line.find("default " + *key.default_value), std::string::npos) << key.flag << ": " << line;
+            }
+        }
     }
 }
 
