@@ -112,9 +112,21 @@ TEST_P(EngineBatching, SixteenConcurrentSequencesUnderForcedPreemptionGiveTheirA
     constexpr int32_t max_tokens = 48;
     // 24 blocks of device KV for 16 sequences that each grow to ~4 blocks: preemption is certain.
     auto e = make(options(24 * 20 * kib, 0.01, GetParam(), false));
+    ::testing::internal::CaptureStderr();
     expect_alone_tokens(*e, n, max_tokens);
+    const std::string log = ::testing::internal::GetCapturedStderr();
     const strata_engine_stats s = e->stats();
     EXPECT_GT(s.preemptions_swap + s.preemptions_recompute, 0) << "the KV budget was meant to force preemption";
+    // vLLM's line for each preemption, and where swapped pages went.
+    if (s.preemptions_swap > 0) {
+        EXPECT_NE(log.find(" is preempted by PreemptionMode.SWAP mode because there is not enough KV cache space."),
+                  std::string::npos);
+        EXPECT_NE(log.find("KV cache pages evicted to CPU: "), std::string::npos);
+    }
+    if (s.preemptions_recompute > 0) {
+        EXPECT_NE(log.find(" is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space."),
+                  std::string::npos);
+    }
     if (GetParam() == engine::preemption_mode::swap) {
         EXPECT_GT(s.preemptions_swap, 0);
         EXPECT_GT(s.kv_bytes_swapped_out, 0);
@@ -347,7 +359,9 @@ TEST(EngineBatchingNvmeSwap, SequencesSwappedToNvmeComeBackWithTheirAloneTokens)
     o.kv.nvme_space_gib = 0.01;
     o.offload.tier_configs["nvme"] = &nvme.view;
     auto e = make(o);
+    ::testing::internal::CaptureStderr();
     expect_alone_tokens(*e, n, max_tokens);
+    EXPECT_NE(::testing::internal::GetCapturedStderr().find("KV cache pages evicted to NVMe: "), std::string::npos);
     const strata_engine_stats s = e->stats();
     EXPECT_EQ(s.kv_blocks_total[1], 0) << "no host pool in this test";
     EXPECT_GT(s.kv_blocks_total[2], 0);

@@ -24,6 +24,7 @@ struct sim {
     int steps = 0;
     bool allow_failures = false;
     int failures = 0;
+    double prefill_seconds_per_token = 0; // > 0: what the engine would report after each step (auto mode's input)
 
     sim(uint32_t n_dev, uint32_t n_host, uint32_t n_nvme, engine::preemption_mode mode, bool prefix = false,
         int32_t max_seqs = 64, int32_t max_tokens = 64, int32_t chunk = 16, bool reads_host = true) {
@@ -100,6 +101,7 @@ struct sim {
             }
         }
         ASSERT_LE(tokens, sched->config().max_num_batched_tokens);
+        if (prefill_seconds_per_token > 0) sched->observe_prefill(prefill_seconds_per_token);
         for (const auto &b : batch) {
             engine::sequence &s = *b.seq;
             s.n_computed += b.n_new;
@@ -254,4 +256,21 @@ TEST(Scheduler, WaitingSequencesHoldNoBlocksAndOneFailureDoesNotCascade) {
     EXPECT_EQ(c->generated, 2);
     EXPECT_EQ(d->generated, 2);
     t.expect_pools_full();
+}
+
+// `auto` compares the swap time at the swap bandwidth it measured with the recompute time at the prefill speed the
+// engine reports: a recompute that costs nearly nothing is chosen over a swap, an expensive one is not.
+TEST(Scheduler, AutoPreemptionChoosesByCost) {
+    for (const bool cheap_recompute : {true, false}) {
+        sim s(24, 64, 0, engine::preemption_mode::automatic);
+        s.prefill_seconds_per_token = cheap_recompute ? 1e-15 : 1e3;
+        for (int i = 0; i < 16; ++i) s.add(prompt(5 + 3 * i % 17, i), 20 + i % 5);
+        s.run();
+        const auto &c = s.sched->counters();
+        // The first preemption swaps (nothing measured yet); after that the cost decides.
+        EXPECT_GT(c.preempt_swap, 0);
+        if (cheap_recompute) EXPECT_GT(c.preempt_recompute, 0) << "a free recompute must win over a swap";
+        else EXPECT_EQ(c.preempt_recompute, 0) << "a costly recompute must lose to a swap";
+        s.expect_pools_full();
+    }
 }
