@@ -5,7 +5,8 @@
 #   3. measure pinned and pageable host<->device bandwidth and device memory bandwidth (gpu-bandwidth),
 #   4. run a ~0.9B-parameter Llama-shaped forward pass through the plugin's ops (gpu-decode-bench: prefill, decode),
 #   5. make a model of that shape with make-model and measure CPU decode with bench (the baseline on this machine),
-#   6. run the engine on the cuda device (runtime --device cuda), then bench --device cuda with 0, 8 and 16 of the 16
+#   6. compare greedy stories260K tokens on cpu and cuda, run the engine on the cuda device (runtime --device cuda),
+#      then bench --device cuda with 0, 8 and 16 of the 16
 #      layers offloaded to pinned_ram and streamed H2D, against the pinned H2D bound; hybrid placement is reported as
 #      not built.
 # Every figure comes from a command's own output; nothing is estimated. Logs go to $OUT (default ./gpu-out), at most
@@ -198,6 +199,31 @@ else
 fi
 
 # ---- 6. the engine on the GPU ----
+# Greedy tokens of the real stories260K f32 model must be identical on the CPU and the GPU (issue #6).
+stories=""
+for f in "${STRATA_SHARED_DIR:-}/models/stories260K-f32.gguf" "$root/shared/models/stories260K-f32.gguf" \
+         "$root/../shared/models/stories260K-f32.gguf"; do
+  if [ -f "$f" ]; then stories=$f; break; fi
+done
+gt="$OUT/engine_gpu.log"
+if [ -z "$stories" ]; then
+  row "greedy stories260K cpu=cuda" "not run: stories260K-f32.gguf not found (set STRATA_SHARED_DIR)"
+elif [ "$(limit 60)" = 0 ]; then
+  row "greedy stories260K cpu=cuda" "$out_of_time"
+else
+  cmd runtime
+  tok_cpu=$(timeout "$(limit 30)" "${CMD[@]}" --model "$stories" --device cpu --prompt 'Once upon a time' \
+    --temperature 0 --max-tokens 200 --output json 2>>"$gt" | grep -oE '"completion_tokens":\[[0-9,]*\]')
+  tok_gpu=$(timeout "$(limit 30)" "${CMD[@]}" --model "$stories" --device cuda --prompt 'Once upon a time' \
+    --temperature 0 --max-tokens 200 --output json 2>>"$gt" | grep -oE '"completion_tokens":\[[0-9,]*\]')
+  if [ -z "$tok_gpu" ]; then
+    row "greedy stories260K cpu=cuda" "FAILED: no tokens from --device cuda ($(grep -m1 -iE 'error' "$gt" | cut -c1-90))"
+  elif [ "$tok_cpu" = "$tok_gpu" ]; then
+    row "greedy stories260K cpu=cuda" "identical ($(echo "$tok_gpu" | tr -cd ',' | wc -c | awk '{print $1 + 1}') tokens)"
+  else
+    row "greedy stories260K cpu=cuda" "DIFFERENT: cpu $(echo "$tok_cpu" | cut -c1-60)… cuda $(echo "$tok_gpu" | cut -c1-60)…"
+  fi
+fi
 eg="$OUT/engine_gpu.log"
 if [ "$quick" = 1 ] || [ ! -f "$model" ]; then
   row "engine decode on cuda" "not measured: no model was made$([ "$quick" = 1 ] && echo ' (--quick)')"
