@@ -139,6 +139,20 @@ TEST(RuntimeCli, SchedulerKeysAreCheckedAndReachTheEngine) {
     EXPECT_NE(r.err.find("max_num_seqs 3, max_num_batched_tokens 100"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("preemption swap"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("tier 'numa_ram' (swap_space)"), std::string::npos) << r.err;
+    // The KV placement flags reach the pools: device KV size, host tier, NVMe swap (with the nvme tier's path), and a
+    // prefix store whose folder in a config file is relative to that file.
+    const fs::path nvme = fs::path(STRATA_BINARY_DIR) / "test-cli-kv-nvme.bin";
+    cfg = write_config("kv-store.toml", "[memory]\nprefix_store_dir = \"kv-store\"\n");
+    fs::remove_all(cfg.parent_path() / "kv-store");
+    r = run("--config " + cfg.string() + " --model " + k_model + " --prompt Lily --temperature 0 --max-tokens 4 "
+            "--kv-cache-memory 8MiB --kv-host-tier numa_ram --swap-space 0.01 --kv-nvme-space 0.01 --set nvme.path=" +
+            nvme.string() + " --prefix-store-space 0.01");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("device          409         6544      8.0 MiB  device 'cpu' (kv_cache_memory)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tier 'numa_ram' (swap_space)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tier 'nvme' (kv_nvme_space)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("prefix store " + (cfg.parent_path() / "kv-store").string()), std::string::npos) << r.err;
+    EXPECT_TRUE(fs::is_directory(cfg.parent_path() / "kv-store")) << "the store folder is made next to the config";
 }
 
 TEST(RuntimeCli, StartupPrintsTheMemoryPlanAndOffloadLine) {
