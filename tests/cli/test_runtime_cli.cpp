@@ -190,6 +190,34 @@ TEST(RuntimeCli, PlanSubcommandPrintsWithoutLoadingAndNamesWhatFits) {
     EXPECT_NE(r.out.find("largest max_model_len"), std::string::npos) << r.out;
 }
 
+// The placement flags reach the planner: `plan --json` shows each one's effect without loading the model.
+TEST(RuntimeCli, PlacementFlagsShapeThePlan) {
+    auto plan = [&](const std::string &flags) {
+        run_result r = run("plan --json --model " + k_model + " " + flags);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return nlohmann::json::parse(r.out.empty() ? "{}" : r.out);
+    };
+    // cpu_offload_gb rounds up to whole layers; stream_weights streams them through a ring of prefetch_depth + 1.
+    nlohmann::json j = plan("--cpu-offload-gb 0.0005 --stream-weights --prefetch-depth 3 --prefill-chunk 64");
+    EXPECT_EQ(j["offloaded_layers"].get<int>(), 3);
+    EXPECT_EQ(j["prefetch_depth"].get<int>(), 3);
+    EXPECT_GT(j["staging_ring_bytes"].get<uint64_t>(), 0u);
+    for (const auto &p : j["placements"]) {
+        if (p["home"] != "device") {
+            EXPECT_EQ(p["mode"], "streamed") << p.dump();
+        }
+    }
+    EXPECT_EQ(j["scheduler"]["prefill_chunk"].get<int>(), 64);
+    // enable_cpu_offload offloads what the device budget cannot hold: more layers for a smaller budget.
+    const std::string small = " --kv-cache-memory 256KiB --max-num-batched-tokens 64 --max-num-seqs 4";
+    EXPECT_EQ(plan("--enable-cpu-offload --device-memory 5MiB" + small)["offloaded_layers"].get<int>(), 3);
+    EXPECT_EQ(plan("--enable-cpu-offload --device-memory 4700KiB" + small)["offloaded_layers"].get<int>(), 5);
+    // GPU knobs on the CPU device are noted, not silently dropped.
+    j = plan("--gpu-memory-utilization 0.5 --limit-gpu-memory 1GiB");
+    EXPECT_NE(j["notes"].dump().find("gpu_memory_utilization/limit_gpu_memory apply to GPUs"), std::string::npos)
+        << j["notes"].dump();
+}
+
 TEST(RuntimeCli, TierBandwidthsAreMeasuredCachedAndRemeasuredOnRequest) {
     const fs::path cache_home = fs::path(STRATA_BINARY_DIR) / "test-xdg-cache";
     fs::remove_all(cache_home);

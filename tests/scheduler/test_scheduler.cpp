@@ -269,8 +269,11 @@ TEST(Scheduler, AutoPreemptionChoosesByCost) {
         const auto &c = s.sched->counters();
         // The first preemption swaps (nothing measured yet); after that the cost decides.
         EXPECT_GT(c.preempt_swap, 0);
-        if (cheap_recompute) EXPECT_GT(c.preempt_recompute, 0) << "a free recompute must win over a swap";
-        else EXPECT_EQ(c.preempt_recompute, 0) << "a costly recompute must lose to a swap";
+        if (cheap_recompute) {
+            EXPECT_GT(c.preempt_recompute, 0) << "a free recompute must win over a swap";
+        } else {
+            EXPECT_EQ(c.preempt_recompute, 0) << "a costly recompute must lose to a swap";
+        }
         s.expect_pools_full();
     }
 }
