@@ -341,7 +341,9 @@ TEST_F(HttpServer, ErrorsHaveOpenAiShapeAndStatus) {
 }
 
 TEST_F(HttpServer, MetricsNameTheVllmSeries) {
-    request("POST", "/v1/completions", R"({"prompt":"a","max_tokens":3})");
+    // A prompt of more than one 16-token block, so its full blocks are looked up in the prefix cache.
+    request("POST", "/v1/completions",
+            R"({"prompt":"Once upon a time there was a little girl named Lily. She loved to play outside in the park with her friends and her dog.","max_tokens":3})");
     http_reply r = request("GET", "/metrics");
     ASSERT_EQ(r.status, 200);
     for (const char *name : {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:prompt_tokens_total",
