@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Prefill and decode tokens/s of llama.cpp (node-llama-cpp's CPU build) measured the way tools/bench measures Strata:
-// the same synthetic prompt (BOS, then ids 100 + (i * 7919) % 20000 % n_vocab), greedy decode that ignores EOS,
+// the same synthetic prompt (BOS, then ids (100 + (i * 7919) % 20000) % n_vocab), greedy decode that ignores EOS,
 // decode tok/s = (decode_tokens - 1) / time of the forward passes after the first generated token
 // (that first token comes from the prefill logits), best of --repeat runs.
 import { loadLlamaCpp, parseArgs, nonNegativeInt, fail } from "./load-llama.mjs";
@@ -25,7 +25,7 @@ try {
   fail(`llama.cpp cannot load ${args.model}: ${err.message}`);
 }
 const nVocab = model.fileInsights.vocabularySize ?? model.fileInfo.metadata?.llama?.vocab_size;
-const prompt = Array.from({ length: promptTokens }, (_, i) => 100 + ((i * 7919) % 20000) % nVocab);
+const prompt = Array.from({ length: promptTokens }, (_, i) => (100 + ((i * 7919) % 20000)) % nVocab);
 prompt[0] = model.tokens.bos;
 
 // Default llama.cpp context settings (F16 KV cache, flash attention "auto"): what a llama.cpp user gets.
