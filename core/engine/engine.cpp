@@ -67,6 +67,10 @@ void engine::init() {
     n_ctx_ = opts_.max_model_len > 0 ? opts_.max_model_len : hp_.n_ctx_train;
     if (opts_.prefill_chunk < 1) fail("prefill_chunk {} must be at least 1 (--prefill-chunk)", opts_.prefill_chunk);
     opts_.scheduler.prefill_chunk = std::min(opts_.prefill_chunk, opts_.scheduler.max_num_batched_tokens);
+    if (opts_.prefill_chunk > opts_.scheduler.max_num_batched_tokens) {
+        log::warn("engine", "prefill_chunk {} exceeds max_num_batched_tokens {}: prompts are prefilled {} tokens a step",
+                  opts_.prefill_chunk, opts_.scheduler.max_num_batched_tokens, opts_.scheduler.max_num_batched_tokens);
+    }
     // A device without its own memory (no copy slot) or one that says so reads host tiers in place.
     device_reads_host_ = STRATA_HAS_SLOT(device_desc_.desc, host_addressable)
                              ? device_desc_.desc->host_addressable(device_) != 0

@@ -138,6 +138,9 @@ TEST(RuntimeCli, SchedulerKeysAreCheckedAndReachTheEngine) {
     EXPECT_NE(r.err.find("prefix caching off"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("max_num_seqs 3, max_num_batched_tokens 100"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("preemption swap"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("prefill_chunk 512 exceeds max_num_batched_tokens 100: prompts are prefilled 100 tokens a step"),
+              std::string::npos)
+        << r.err;
     EXPECT_NE(r.err.find("tier 'numa_ram' (swap_space)"), std::string::npos) << r.err;
     // The KV placement flags reach the pools: device KV size, host tier, NVMe swap (with the nvme tier's path), and a
     // prefix store whose folder in a config file is relative to that file.
