@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 6
+#define STRATA_ABI_MINOR 7
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -325,6 +325,18 @@ typedef struct strata_device_desc {
     void (*host_unregister)(strata_device *dev, void *ptr);
     /* Free and total bytes of device memory now (cudaMemGetInfo), for gpu_memory_utilization / limit_gpu_memory. */
     int32_t (*mem_info)(strata_device *dev, uint64_t *free_bytes, uint64_t *total_bytes, strata_status *st);
+    /* optional, since 1.7 (test with STRATA_HAS_SLOT) */
+    /* Per-layer ordering for a device that queues its ops (a GPU). fence_record marks the point after every op queued
+     * so far and returns its id in *fence (ids grow; 0 is never returned). copy_after is `copy` ordered only after
+     * that fence, not after the ops queued since, so a prefetch copy into a ring slot overlaps the layers queued
+     * after the slot's last reader; it is complete on return and later ops are ordered after it. A fence too old to
+     * track may be treated as a newer one (never an older one). Devices whose ops complete on return leave both NULL. */
+    int32_t (*fence_record)(strata_device *dev, uint64_t *fence, strata_status *st);
+    int32_t (*copy_after)(strata_device *dev, uint64_t fence, void *dst, const void *src, uint64_t bytes, int32_t kind,
+                          strata_status *st);
+    /* The device's PCI bus id, "dddd:bb:dd.f" (cudaDeviceGetPCIBusId), so the host can put pinned memory on the NUMA
+     * node nearest it. Writes a NUL-terminated string of at most cap bytes; returns 1 when known, else 0. */
+    int32_t (*pci_bus_id)(strata_device *dev, char *buf, uint32_t cap);
 } strata_device_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -343,6 +355,9 @@ typedef struct strata_model_source {
     /* Fills *out with the named weight; returns 1 when found, 0 otherwise. */
     int32_t (*get_tensor)(void *ctx, const char *name, strata_tensor_view *out);
     const strata_host_services *host;
+    /* optional, since 1.7: the named weight as host memory the host device can compute on (a tier's mapping), for
+     * layers run on the host device (strata_forward_args.layer_on_host); returns 1 when the host keeps one, else 0. */
+    int32_t (*get_host_tensor)(void *ctx, const char *name, strata_tensor_view *out);
 } strata_model_source;
 
 typedef struct strata_model_hparams {
@@ -390,6 +405,16 @@ typedef struct strata_forward_args {
     const int32_t *token_seq;        /* n_tokens */
     const int32_t *logits_tokens;    /* n_logits indexes into the batch, strictly ascending */
     int32_t n_logits;                /* 0 is valid: a step whose prefill chunks all end inside their prompts */
+    /* optional, since 1.7: hybrid placement (llama.cpp's -ngl). When struct_size covers these and host_device_ops and
+     * layer_on_host are set, each layer l with layer_on_host[l] != 0 runs its weight ops on host_device from the
+     * weights' host copies (strata_model_source.get_host_tensor), while its KV store and attention run on `device`,
+     * where the paged KV blocks are; activations cross with the device's `copy`. The residual stream stays in
+     * host_workspace across consecutive host layers. Only the paged path supports it. */
+    const strata_device_desc *host_device_ops;
+    strata_device *host_device;
+    const uint8_t *layer_on_host; /* n_layer flags */
+    void *host_workspace;         /* host memory, at least workspace_bytes(n_tokens) bytes */
+    uint64_t host_workspace_size;
 } strata_forward_args;
 
 typedef struct strata_model_arch_desc {
