@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace strata::llama {
 
@@ -50,6 +51,35 @@ strata_tensor_view tensor(const strata_model_source *src, const std::string &nam
     }
     if (t.quant == nullptr) throw std::runtime_error("tensor '" + name + "' has a type no quant plugin provides");
     return t;
+}
+
+// Host copies of every layer's weights when the host offers them (ABI 1.7), for hybrid placement. Shapes were
+// checked on the device views; a host view must describe the same tensor.
+void load_host_views(const strata_model_source *src, model &m) {
+    if (src->struct_size < offsetof(strata_model_source, get_host_tensor) + sizeof(src->get_host_tensor) ||
+        src->get_host_tensor == nullptr)
+        return;
+    std::vector<layer_weights> host(m.layers.size());
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        const layer_weights &dw = m.layers[l];
+        layer_weights &hw = host[l];
+        const std::pair<const char *, std::pair<const strata_tensor_view *, strata_tensor_view *>> list[] = {
+            {"attn_norm.weight", {&dw.attn_norm, &hw.attn_norm}}, {"attn_q.weight", {&dw.wq, &hw.wq}},
+            {"attn_k.weight", {&dw.wk, &hw.wk}},                   {"attn_v.weight", {&dw.wv, &hw.wv}},
+            {"attn_output.weight", {&dw.wo, &hw.wo}},               {"ffn_norm.weight", {&dw.ffn_norm, &hw.ffn_norm}},
+            {"ffn_gate.weight", {&dw.w_gate, &hw.w_gate}},          {"ffn_up.weight", {&dw.w_up, &hw.w_up}},
+            {"ffn_down.weight", {&dw.w_down, &hw.w_down}}};
+        for (const auto &[name, views] : list) {
+            strata_tensor_view v{};
+            v.struct_size = sizeof v;
+            if (!src->get_host_tensor(src->ctx, (b + name).c_str(), &v)) return; // no host copies: no hybrid
+            if (v.cols != views.first->cols || v.rows != views.first->rows || v.ggml_type != views.first->ggml_type)
+                throw std::runtime_error("the host copy of tensor '" + b + name + "' differs from the device's");
+            *views.second = v;
+        }
+    }
+    m.host_layers = std::move(host);
 }
 
 } // namespace
@@ -123,6 +153,7 @@ model *load(const strata_model_source *src) {
         }
     }
     if (m->output_norm.ggml_type != 0) throw std::runtime_error("output_norm.weight must be F32");
+    load_host_views(src, *m);
     return m.release();
 }
 
@@ -181,9 +212,9 @@ struct activations {
     float *x, *xb, *q, *k, *v, *attn, *gate, *up, *last;
 };
 
-activations carve(const strata_model_hparams &hp, const strata_forward_args *a) {
-    const workspace_layout L = layout(hp, a->n_tokens);
-    float *base = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(a->workspace) + 63) & ~uintptr_t{63});
+activations carve(const strata_model_hparams &hp, void *workspace, int32_t n_tokens) {
+    const workspace_layout L = layout(hp, n_tokens);
+    float *base = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(workspace) + 63) & ~uintptr_t{63});
     return {base + L.x, base + L.xb, base + L.q, base + L.k, base + L.v, base + L.attn, base + L.gate, base + L.up,
             base + L.last};
 }
@@ -193,12 +224,79 @@ bool wants_paged(const strata_forward_args *a) {
     return a->struct_size >= offsetof(strata_forward_args, n_logits) + sizeof(a->n_logits) && a->paged_kv != nullptr;
 }
 
+// Hybrid placement (ABI 1.7): the host device and its buffers for the layers marked layer_on_host.
+struct host_side {
+    const strata_device_desc *ops = nullptr;
+    strata_device *dev = nullptr;
+    const uint8_t *on_host = nullptr;
+    activations b{};
+};
+
+bool wants_hybrid(const strata_forward_args *a) {
+    return a->struct_size >= offsetof(strata_forward_args, host_workspace_size) + sizeof(a->host_workspace_size) &&
+           a->host_device_ops != nullptr && a->layer_on_host != nullptr;
+}
+
+// Moves `floats` floats between the device's buffers and host memory: the device's copy when it has its own memory.
+int32_t transfer(const strata_device_desc *ops, strata_device *dev, float *dst, const float *src, int64_t floats,
+                 int32_t kind, strata_status *st) {
+    const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(floats);
+    if (STRATA_HAS_SLOT(ops, copy)) return ops->copy(dev, dst, src, bytes, kind, st);
+    std::memcpy(dst, src, bytes);
+    return STRATA_OK;
+}
+
+// One layer whose weights live in host memory: every weight op runs on the host device, where the weights are, and
+// only the KV store and attention run on the device that holds the KV blocks. The residual stream (h.x) stays on
+// the host across consecutive host layers; the same ops run in the same order as on the device, so a host device
+// with the same kernels gives the same bits.
+template <class Attend>
+int32_t run_host_layer(const model &m, const strata_forward_args *a, const host_side &hs, const activations &b,
+                       int32_t l, const Attend &attend, bool &x_on_host, strata_status *st) {
+    const strata_model_hparams &hp = m.hp;
+    const strata_device_desc *ops = a->device_ops;
+    strata_device *dev = a->device;
+    const strata_device_desc *H = hs.ops;
+    strata_device *hd = hs.dev;
+    const activations &h = hs.b;
+    const layer_weights &w = m.host_layers[static_cast<size_t>(l)];
+    const int32_t n = a->n_tokens;
+    const int32_t d = hp.n_embd;
+    const int64_t nd = static_cast<int64_t>(n) * d;
+    const int64_t nq = static_cast<int64_t>(n) * hp.n_head * hp.head_dim;
+    const int64_t nkv = static_cast<int64_t>(n) * hp.n_head_kv * hp.head_dim;
+    if (!x_on_host) {
+        STRATA_TRY(transfer(ops, dev, h.x, b.x, nd, STRATA_COPY_D2H, st));
+        x_on_host = true;
+    }
+    STRATA_TRY(H->rms_norm(hd, h.x, static_cast<const float *>(w.attn_norm.data), n, d, hp.norm_eps, h.xb, st));
+    STRATA_TRY(H->matmul(hd, &w.wq, h.xb, n, h.q, st));
+    STRATA_TRY(H->matmul(hd, &w.wk, h.xb, n, h.k, st));
+    STRATA_TRY(H->matmul(hd, &w.wv, h.xb, n, h.v, st));
+    STRATA_TRY(H->rope(hd, h.q, n, hp.n_head, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta, hp.rope_mode, st));
+    STRATA_TRY(H->rope(hd, h.k, n, hp.n_head_kv, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta, hp.rope_mode,
+                       st));
+    STRATA_TRY(transfer(ops, dev, b.q, h.q, nq, STRATA_COPY_H2D, st));
+    STRATA_TRY(transfer(ops, dev, b.k, h.k, nkv, STRATA_COPY_H2D, st));
+    STRATA_TRY(transfer(ops, dev, b.v, h.v, nkv, STRATA_COPY_H2D, st));
+    STRATA_TRY(attend(l, b));
+    STRATA_TRY(transfer(ops, dev, h.attn, b.attn, nq, STRATA_COPY_D2H, st));
+    STRATA_TRY(H->matmul(hd, &w.wo, h.attn, n, h.xb, st));
+    STRATA_TRY(H->add(hd, h.x, h.xb, nd, h.x, st));
+    STRATA_TRY(H->rms_norm(hd, h.x, static_cast<const float *>(w.ffn_norm.data), n, d, hp.norm_eps, h.xb, st));
+    STRATA_TRY(H->matmul(hd, &w.w_gate, h.xb, n, h.gate, st));
+    STRATA_TRY(H->matmul(hd, &w.w_up, h.xb, n, h.up, st));
+    STRATA_TRY(H->swiglu(hd, h.gate, h.up, static_cast<int64_t>(n) * hp.n_ff, h.gate, st));
+    STRATA_TRY(H->matmul(hd, &w.w_down, h.gate, n, h.xb, st));
+    return H->add(hd, h.x, h.xb, nd, h.x, st);
+}
+
 // Embedding and every layer. attend(l, b) stores layer l's K/V rows (b.k, b.v, after RoPE) wherever the cache keeps
 // them and writes the attention of b.q into b.attn; everything else is the same for both KV layouts, so a token's
 // activations do not depend on which layout, or which batch, it ran in.
 template <class Attend>
 int32_t run_layers(const model &m, const strata_forward_args *a, const activations &b, const Attend &attend,
-                   strata_status *st) {
+                   strata_status *st, const host_side *hs = nullptr) {
     const strata_model_hparams &hp = m.hp;
     const strata_device_desc *ops = a->device_ops;
     strata_device *dev = a->device;
@@ -206,8 +304,17 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const activatio
     const int32_t d = hp.n_embd;
     const int64_t nd = static_cast<int64_t>(n) * d;
     STRATA_TRY(ops->embedding(dev, &m.tok_embd, a->tokens, n, b.x, st));
+    bool x_on_host = false; // hybrid: the residual stream is in hs->b.x, not b.x
     for (int32_t l = 0; l < hp.n_layer; ++l) {
         if (a->layer_begin) STRATA_TRY(a->layer_begin(a->user, l, st));
+        if (hs != nullptr && hs->on_host[l] != 0) {
+            STRATA_TRY(run_host_layer(m, a, *hs, b, l, attend, x_on_host, st));
+            continue;
+        }
+        if (x_on_host) {
+            STRATA_TRY(transfer(ops, dev, b.x, hs->b.x, nd, STRATA_COPY_H2D, st));
+            x_on_host = false;
+        }
         const layer_weights &w = m.layers[static_cast<size_t>(l)];
         // Attention block.
         STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w.attn_norm.data), n, d, hp.norm_eps, b.xb, st));
@@ -229,6 +336,7 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const activatio
         STRATA_TRY(ops->matmul(dev, &w.w_down, b.gate, n, b.xb, st));
         STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));
     }
+    if (x_on_host) STRATA_TRY(transfer(ops, dev, b.x, hs->b.x, nd, STRATA_COPY_H2D, st));
     return STRATA_OK;
 }
 
@@ -239,6 +347,9 @@ int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_
     const strata_model_hparams &hp = m.hp;
     if (a->k_cache == nullptr || a->v_cache == nullptr)
         return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: k_cache or v_cache is NULL (and no paged_kv)");
+    if (wants_hybrid(a))
+        return fail(st, STRATA_ERR_UNSUPPORTED,
+                    "llama forward: hybrid placement (layer_on_host) needs the paged KV cache (paged_kv)");
     const int32_t n = a->n_tokens;
     for (int32_t t = 0; t < n; ++t) {
         if (a->positions[t] < 0 || a->positions[t] >= a->n_ctx) {
@@ -248,7 +359,7 @@ int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_
     }
     const strata_device_desc *ops = a->device_ops;
     strata_device *dev = a->device;
-    const activations b = carve(hp, a);
+    const activations b = carve(hp, a->workspace, a->n_tokens);
     const int32_t dkv = hp.n_head_kv * hp.head_dim;
     auto attend = [&](int32_t l, const activations &buf) -> int32_t {
         float *kc = a->k_cache[l];
@@ -320,7 +431,7 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
     // Sequences and slots (token_seq, positions against each sequence's blocks) are checked by the device ops,
     // before they write anything.
 
-    const activations b = carve(hp, a);
+    const activations b = carve(hp, a->workspace, a->n_tokens);
     const uint64_t layer_bytes =
         2 * static_cast<uint64_t>(kv->block_size) * static_cast<uint64_t>(dkv) * sizeof(float);
     auto attend = [&](int32_t l, const activations &buf) -> int32_t {
@@ -350,7 +461,23 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
         pa.kv = &layer_kv;
         return ops->paged_attention(dev, &pa, st);
     };
-    STRATA_TRY(run_layers(m, a, b, attend, st));
+    host_side hs;
+    if (wants_hybrid(a)) {
+        if (m.host_layers.size() != m.layers.size())
+            return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                        "llama forward: layer_on_host is set but the host gave no host copies of the weights "
+                        "(strata_model_source.get_host_tensor)");
+        if (a->host_workspace == nullptr || a->host_workspace_size < workspace_bytes(m, n))
+            return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                        "llama forward: host_workspace of %llu bytes is smaller than %llu",
+                        static_cast<unsigned long long>(a->host_workspace_size),
+                        static_cast<unsigned long long>(workspace_bytes(m, n)));
+        hs.ops = a->host_device_ops;
+        hs.dev = a->host_device;
+        hs.on_host = a->layer_on_host;
+        hs.b = carve(hp, a->host_workspace, n);
+    }
+    STRATA_TRY(run_layers(m, a, b, attend, st, hs.ops != nullptr ? &hs : nullptr));
     // Final norm and classifier only for the requested tokens, gathered in order (n_logits x n_vocab logits).
     const int32_t d = hp.n_embd;
     if (a->n_logits == 0) return STRATA_OK;

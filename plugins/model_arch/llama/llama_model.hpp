@@ -16,6 +16,9 @@ struct model {
     strata_model_hparams hp{};
     strata_tensor_view tok_embd{}, output_norm{}, output{};
     std::vector<layer_weights> layers;
+    // The same weights as host memory (strata_model_source.get_host_tensor, ABI 1.7), for layers the host device
+    // computes (hybrid placement); empty when the host offers none.
+    std::vector<layer_weights> host_layers;
     std::vector<std::string> tensor_names; // storage for names handed out in views
 };
 
