@@ -86,6 +86,15 @@ config::schema core_schema() {
         key("stream_weights", STRATA_CONFIG_BOOL, "false",
             "copy offloaded layers into a staging ring ahead of use even from RAM tiers the CPU could read in place",
             "--stream-weights"),
+        key("offload_compute", STRATA_CONFIG_STRING, "\"auto\"",
+            "on a GPU, where offloaded layers compute: \"device\" streams them over the link, \"cpu\" computes them "
+            "on the CPU where they live (llama.cpp -ngl), \"auto\" measures which is faster", "--offload-compute"),
+        key("op_offload", STRATA_CONFIG_BOOL, "true",
+            "with layers computed on the CPU, stream them to the GPU for batches of op_offload_min_batch+ tokens "
+            "(llama.cpp's --no-op-offload turns it off)", "--op-offload"),
+        key("op_offload_min_batch", STRATA_CONFIG_INT, std::nullopt,
+            "tokens per step from which CPU-computed layers stream to the GPU (default: from the measured link and "
+            "CPU speed)", "--op-offload-min-batch", 1, 65536),
         key("io_threads", STRATA_CONFIG_INT, "2", "threads reading streamed layers from their tiers", "--io-threads",
             1, 64),
         key("remeasure", STRATA_CONFIG_BOOL, "false", "measure tier bandwidths again instead of using the cache",

@@ -171,6 +171,8 @@ void engine::release_resources(bool persist) {
     weights_.reset(); // stops the prefetch threads and frees the ring before the device goes
     if (device_ != nullptr) device_desc_.desc->destroy(device_);
     device_ = nullptr;
+    if (host_device_ != nullptr) host_desc_.desc->destroy(host_device_);
+    host_device_ = nullptr;
 }
 
 // Plans every weight's place (device, or a tier in place, or a tier streamed through the prefetch ring), prints the
@@ -184,6 +186,7 @@ void engine::place_weights() {
     shape.activation_bytes = activation_bytes(arch_.desc, model_, hp_, opts_.scheduler);
     planner::inputs in = make_plan_inputs(shape, opts_.offload, registry_, host_, device_name_);
     plan_ = planner::make_plan(in);
+    if (plan_.fits && !device_reads_host_) plan_hybrid(in);
     if (opts_.print_plan) std::fprintf(stderr, "%s", planner::to_table(plan_, in).c_str());
     if (!plan_.fits) {
         std::string all;
@@ -212,14 +215,18 @@ void engine::place_weights() {
 // first tokens. Offloaded tensors are skipped: their bytes now live in their tiers.
 void engine::prefault_weights() {
     uint64_t bytes = 0;
+    // Tensors in a tier (moved, or host copies the CPU computes) are not read through the file mapping.
+    auto in_tier = [&](const std::string &name) {
+        return weights_ && (weights_->address_of(name) != nullptr || weights_->host_address_of(name) != nullptr);
+    };
     for (const auto &t : file_->tensors()) {
-        if (!weights_ || weights_->address_of(t.name) == nullptr) bytes += t.n_bytes;
+        if (!in_tier(t.name)) bytes += t.n_bytes;
     }
     if (bytes < (uint64_t{32} << 20)) return; // small models load instantly; no progress noise
     progress bar(fmt::format("loading {:.1f} MiB of weights", static_cast<double>(bytes) / 1048576.0), bytes);
     uint64_t done = 0;
     for (const auto &t : file_->tensors()) {
-        if (weights_ && weights_->address_of(t.name) != nullptr) continue;
+        if (in_tier(t.name)) continue;
         prefault(t.data, t.n_bytes);
         done += t.n_bytes;
         bar.update(done);

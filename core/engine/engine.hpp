@@ -3,6 +3,7 @@
 // (engine_api.hpp), so a frontend plugin never depends on core's C++ types.
 #pragma once
 
+#include "engine/hybrid_policy.hpp"
 #include "engine/scheduler.hpp"
 #include "engine/sequence.hpp"
 #include "engine/tiered_weights.hpp"
@@ -14,6 +15,7 @@
 
 #include <strata/plugin_abi.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -77,6 +79,14 @@ class engine {
     // Per-tier bytes, streamed bytes per token, read bandwidth and prefetch stalls (empty without offload).
     std::string offload_report() const { return weights_ ? weights_->report() : std::string(); }
     ring_stats offload_stats() const { return weights_ ? weights_->stats() : ring_stats{}; }
+    // Hybrid placement: the layers the CPU computes (empty when none), the batch size from which they stream, and
+    // how many steps ran each way.
+    struct hybrid_report {
+        std::vector<int32_t> host_layers;
+        int32_t min_batch = 0;
+        uint64_t cpu_steps = 0, streamed_steps = 0;
+    };
+    hybrid_report hybrid() const;
     int32_t device_threads() const;
     uint64_t fingerprint() const { return fingerprint_; }
 
@@ -90,6 +100,10 @@ class engine {
     void start_device();
     void release_resources(bool persist);
     void place_weights();
+    void plan_hybrid(const planner::inputs &in);
+    void start_host_device();
+    double measure_link_h2d();
+    std::pair<double, double> measure_cpu_layer(int32_t layer);
     void prefault_weights();
     void setup_kv();
     void worker_loop();
@@ -120,6 +134,15 @@ class engine {
     int32_t n_ctx_ = 0;
     uint64_t fingerprint_ = 0;
     bool device_reads_host_ = false;
+
+    // Hybrid placement (engine_hybrid.cpp): the CPU computes layer_on_host_ layers where they live, except in steps
+    // of hybrid_min_batch_+ tokens (when > 0), which stream them to the device.
+    plugins::handle<strata_device_desc> host_desc_;
+    strata_device *host_device_ = nullptr;
+    std::vector<uint8_t> layer_on_host_;
+    int32_t hybrid_min_batch_ = 0;
+    std::vector<unsigned char> host_workspace_;
+    std::atomic<uint64_t> hybrid_steps_{0}, hybrid_streamed_steps_{0};
 
     // KV cache and scheduler (used by the worker thread only).
     std::unique_ptr<kv::kv_cache> kv_;

@@ -225,16 +225,36 @@ void engine::forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits) {
     a.token_seq = step_token_seq_.data();
     a.logits_tokens = step_logits_tokens_.data();
     a.n_logits = n_logits;
-    prefetch_ring *ring = weights_ ? weights_->ring() : nullptr;
-    if (ring != nullptr) {
+    // Hybrid placement: the CPU computes its layers where they live, unless this step is large enough that
+    // streaming them to the device is cheaper (then their own ring streams them).
+    const bool host_layers = host_device_ != nullptr && !layer_on_host_.empty();
+    const bool stream_host_layers = host_layers && hybrid_min_batch_ > 0 && n_tokens >= hybrid_min_batch_;
+    if (host_layers && !stream_host_layers) {
+        a.host_device_ops = host_desc_.desc;
+        a.host_device = host_device_;
+        a.layer_on_host = layer_on_host_.data();
+        a.host_workspace = host_workspace_.data();
+        a.host_workspace_size = host_workspace_.size();
+        ++hybrid_steps_;
+    } else if (stream_host_layers) {
+        ++hybrid_streamed_steps_;
+    }
+    prefetch_ring *rings[2] = {weights_ ? weights_->ring() : nullptr,
+                               stream_host_layers ? weights_->host_layer_ring() : nullptr};
+    if (rings[0] != nullptr || rings[1] != nullptr) {
         a.layer_begin = [](void *user, int32_t layer, strata_status *st) {
-            return static_cast<prefetch_ring *>(user)->layer_begin(layer, st);
+            for (prefetch_ring *r : *static_cast<prefetch_ring *(*)[2]>(user)) {
+                if (r == nullptr) continue;
+                if (int32_t rc = r->layer_begin(layer, st); rc != STRATA_OK) return rc;
+            }
+            return static_cast<int32_t>(STRATA_OK);
         };
-        a.user = ring;
+        a.user = &rings;
     }
     strata_status st{};
     const int32_t rc = arch_.desc->forward(model_, &a, &st);
-    if (ring != nullptr) {
+    for (prefetch_ring *ring : rings) {
+        if (ring == nullptr) continue;
         if (rc == STRATA_OK) ring->forward_done();
         else ring->recover(); // a pass that stopped partway leaves slots mid-cycle
     }

@@ -12,6 +12,7 @@ model_source::model_source(const gguf::file &file, const plugins::registry &regi
     view_.get_f64 = &model_source::get_f64;
     view_.get_str = &model_source::get_str;
     view_.get_tensor = &model_source::get_tensor;
+    view_.get_host_tensor = &model_source::get_host_tensor;
     view_.host = host;
 }
 
@@ -46,18 +47,39 @@ int32_t model_source::get_tensor(void *ctx, const char *name, strata_tensor_view
     auto *self = static_cast<model_source *>(ctx);
     const gguf::tensor_info *t = self->file_.find_tensor(name);
     if (t == nullptr) return 0;
+    const void *data = t->data;
+    if (self->placement_ != nullptr) {
+        if (const void *moved = self->placement_->address_of(t->name)) data = moved;
+    }
+    self->describe(*t, data, out);
+    return 1;
+}
+
+// Host memory holding the tensor: its tier's mapping when hybrid placement computes its layer on the host device,
+// else the file mapping (valid host memory for every tensor, though only the host layers' views are used).
+int32_t model_source::get_host_tensor(void *ctx, const char *name, strata_tensor_view *out) {
+    auto *self = static_cast<model_source *>(ctx);
+    const gguf::tensor_info *t = self->file_.find_tensor(name);
+    if (t == nullptr) return 0;
+    const void *data = t->data;
+    if (self->placement_ != nullptr) {
+        if (const void *host = self->placement_->host_address_of(t->name)) data = host;
+    }
+    self->describe(*t, data, out);
+    return 1;
+}
+
+void model_source::describe(const gguf::tensor_info &tensor, const void *data, strata_tensor_view *out) const {
+    const gguf::tensor_info *t = &tensor;
     strata_tensor_view v{};
     v.struct_size = sizeof v;
     v.ggml_type = t->type;
-    v.data = t->data;
-    if (self->placement_ != nullptr) {
-        if (const void *moved = self->placement_->address_of(t->name)) v.data = moved;
-    }
+    v.data = data;
     v.cols = t->ne[0];
     v.rows = 1;
     for (uint32_t i = 1; i < t->n_dims; ++i) v.rows *= t->ne[i];
     v.name = t->name.c_str();
-    auto q = self->registry_.find_quant_by_type(t->type);
+    auto q = registry_.find_quant_by_type(t->type);
     v.quant = q.desc; // nullptr when no plugin provides the type; the architecture reports it
     if (q.desc != nullptr) {
         v.row_bytes = v.cols / q.desc->block_elems * q.desc->block_bytes;
@@ -65,7 +87,6 @@ int32_t model_source::get_tensor(void *ctx, const char *name, strata_tensor_view
         v.row_bytes = v.cols / tr->block_elems * tr->block_bytes;
     }
     *out = v;
-    return 1;
 }
 
 } // namespace strata::engine

@@ -84,7 +84,7 @@ tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &
     progress bar(fmt::format("placing {:.1f} MiB of weights in tiers", static_cast<double>(offloaded) / 1048576.0),
                  offloaded);
     uint64_t done = 0;
-    std::map<int32_t, std::vector<std::pair<const planner::placement *, uint64_t>>> streamed; // layer -> (tensor, region)
+    streamed_tensors streamed, host_streamed; // layer -> (tensor, region); host layers apart (hybrid)
     for (const auto &p : plan.placements) {
         if (p.home == "device") continue;
         const gguf::tensor_info *t = file.find_tensor(p.tensor);
@@ -109,6 +109,12 @@ tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &
             void *addr = STRATA_HAS_SLOT(ti.handle.desc, map) ? ti.handle.desc->map(ti.tier.get(), region) : nullptr;
             if (addr == nullptr) fail("tier '{}' cannot be computed on in place (no map); use streaming", p.home);
             address_[p.tensor] = addr;
+        } else if (p.how == planner::mode::on_cpu) {
+            // Hybrid: the host device computes this layer from the tier's memory; large batches may stream it.
+            void *addr = STRATA_HAS_SLOT(ti.handle.desc, map) ? ti.handle.desc->map(ti.tier.get(), region) : nullptr;
+            if (addr == nullptr) fail("tier '{}' cannot be computed on by the CPU in place (no map)", p.home);
+            host_address_[p.tensor] = addr;
+            if (opts.op_offload) host_streamed[p.layer].push_back({&p, region});
         } else if (p.how == planner::mode::streamed) {
             streamed[p.layer].push_back({&p, region});
         }
@@ -117,8 +123,17 @@ tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &
     }
     bar.finish();
 
-    // 3. The staging ring for streamed layers: each layer's tensors at fixed, aligned offsets within its slot.
-    if (streamed.empty()) return;
+    // 3. The staging rings: one for the streamed layers, one for the host layers' large batches (hybrid).
+    ring_ = make_ring(file, streamed, n_layer, opts, device_reads_host, slots_);
+    host_ring_ = make_ring(file, host_streamed, n_layer, opts, device_reads_host, host_slots_);
+}
+
+// A staging ring for `streamed`: each layer's tensors at fixed, aligned offsets within its slot; the tensors' device
+// addresses become slot addresses. nullptr when nothing is streamed.
+std::unique_ptr<prefetch_ring> tiered_weights::make_ring(const gguf::file &file, const streamed_tensors &streamed,
+                                                         int32_t n_layer, const offload_options &opts,
+                                                         bool device_reads_host, void *&slots) {
+    if (streamed.empty()) return nullptr;
     for (const auto &[layer, list] : streamed) {
         if (layer < 0 || layer >= n_layer) {
             fail("the plan streams '{}', which is outside the layers; only layer weights can be streamed",
@@ -150,20 +165,22 @@ tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &
     }
     const int32_t slot_count = prefetch_ring::slots_needed(static_cast<int32_t>(layers.size()), opts.prefetch_depth);
     strata_status st{};
-    slots_ = device_desc_->mem_alloc(device_, slot_bytes * static_cast<uint64_t>(slot_count), &st);
-    if (slots_ == nullptr) fail("could not allocate the {}-slot staging ring ({} bytes): {}", slot_count,
+    slots = device_desc_->mem_alloc(device_, slot_bytes * static_cast<uint64_t>(slot_count), &st);
+    if (slots == nullptr) fail("could not allocate the {}-slot staging ring ({} bytes): {}", slot_count,
                                 slot_bytes * static_cast<uint64_t>(slot_count), status_text(st));
     device_stager stager;
     if (!device_reads_host) {
         stager.desc = device_desc_;
         stager.dev = device_;
     }
-    ring_ = std::make_unique<prefetch_ring>(std::move(layers), n_layer, static_cast<uint8_t *>(slots_), slot_bytes,
-                                            slot_count, opts.io_threads, stager);
-    for (const auto &[tensor, lo] : slot_offset) address_[tensor] = ring_->slot_for_layer(lo.first) + lo.second;
-    ring_->start();
-    log::info("offload", "streaming {} layers through a {}-slot ring of {:.1f} MiB per slot (prefetch_depth {})",
-              streamed.size(), slot_count, static_cast<double>(slot_bytes) / 1048576.0, opts.prefetch_depth);
+    auto ring = std::make_unique<prefetch_ring>(std::move(layers), n_layer, static_cast<uint8_t *>(slots), slot_bytes,
+                                                slot_count, opts.io_threads, stager);
+    for (const auto &[tensor, lo] : slot_offset) address_[tensor] = ring->slot_for_layer(lo.first) + lo.second;
+    ring->start();
+    log::info("offload", "streaming {} layers{} through a {}-slot ring of {:.1f} MiB per slot (prefetch_depth {})",
+              streamed.size(), &slots == &host_slots_ ? " (for large batches; the CPU computes them otherwise)" : "",
+              slot_count, static_cast<double>(slot_bytes) / 1048576.0, opts.prefetch_depth);
+    return ring;
 }
 
 // Copies every tensor the plan keeps on the device into one device allocation (4 KiB aligned offsets), in chunks,
@@ -207,7 +224,9 @@ void tiered_weights::upload_resident(const gguf::file &file, const planner::plan
 
 tiered_weights::~tiered_weights() {
     ring_.reset(); // joins the I/O threads before the slots and tiers go
+    host_ring_.reset();
     if (slots_ != nullptr) device_desc_->mem_free(device_, slots_);
+    if (host_slots_ != nullptr) device_desc_->mem_free(device_, host_slots_);
     if (resident_ != nullptr) device_desc_->mem_free(device_, resident_);
     for (const auto &[tensor, home] : regions_) {
         auto &ti = tiers_.at(home.tier);
@@ -220,20 +239,27 @@ const void *tiered_weights::address_of(const std::string &tensor) const {
     return it == address_.end() ? nullptr : it->second;
 }
 
+const void *tiered_weights::host_address_of(const std::string &tensor) const {
+    auto it = host_address_.find(tensor);
+    return it == host_address_.end() ? nullptr : it->second;
+}
+
 std::string tiered_weights::report() const {
     std::string out;
     for (const auto &[name, ti] : tiers_) {
         if (ti.bytes == 0) continue; // a tier serving only the KV cache
         out += fmt::format("tier {:<10} holds {:.1f} MiB of weights\n", name, static_cast<double>(ti.bytes) / 1048576.0);
     }
-    if (ring_) {
-        const ring_stats s = ring_->stats();
+    for (const auto *ring : {ring_.get(), host_ring_.get()}) {
+        if (ring == nullptr) continue;
+        const ring_stats s = ring->stats();
+        const char *what = ring == host_ring_.get() ? " (CPU-computed layers, large batches)" : "";
         for (const auto &[name, c] : s.tiers) {
-            out += fmt::format("tier {:<10} streamed {:.1f} MiB/token, read at {:.2f} GB/s\n", name,
+            out += fmt::format("tier {:<10} streamed {:.1f} MiB/pass{}, read at {:.2f} GB/s\n", name,
                                s.forwards ? static_cast<double>(c.bytes_read) / 1048576.0 / static_cast<double>(s.forwards) : 0.0,
-                               c.read_seconds > 0 ? static_cast<double>(c.bytes_read) / c.read_seconds / 1e9 : 0.0);
+                               what, c.read_seconds > 0 ? static_cast<double>(c.bytes_read) / c.read_seconds / 1e9 : 0.0);
         }
-        out += fmt::format("prefetch stall {:.3f} s over {} forward passes\n", s.stall_seconds, s.forwards);
+        out += fmt::format("prefetch stall {:.3f} s over {} forward passes{}\n", s.stall_seconds, s.forwards, what);
     }
     return out;
 }

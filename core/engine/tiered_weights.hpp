@@ -42,6 +42,12 @@ struct offload_options {
     std::map<std::string, uint64_t> kv_tier_bytes;
     std::optional<bool> device_reads_host; // set by the engine from the device it created
     std::optional<uint64_t> device_total;  // the device's own memory size (mem_info), for GPU budgets
+    // Hybrid placement ([memory] offload_compute, op_offload, op_offload_min_batch), decided by the engine from
+    // measurements: layers planned on_cpu are computed by the CPU where they live, and with op_offload large batches
+    // stream them to the device through a ring of their own.
+    std::string offload_compute = "auto";
+    bool op_offload = true;
+    std::optional<int32_t> op_offload_min_batch;
 };
 
 // Builds one tier instance; capacity 0 lets the tier use its own `size` key.
@@ -67,7 +73,11 @@ class tiered_weights {
     bool uploaded() const { return resident_ != nullptr; }
     // Address the device should compute from, or nullptr when the tensor stays where the file maps it.
     const void *address_of(const std::string &tensor) const;
+    // Host memory the host device computes from for a tensor of a host layer (hybrid placement), or nullptr.
+    const void *host_address_of(const std::string &tensor) const;
     prefetch_ring *ring() { return ring_.get(); }
+    // The ring that streams the host layers for batches of op_offload_min_batch+ tokens (nullptr when none).
+    prefetch_ring *host_layer_ring() { return host_ring_.get(); }
     // Counters of the prefetch ring (empty when nothing is streamed).
     ring_stats stats() const { return ring_ ? ring_->stats() : ring_stats{}; }
     // One line per tier: bytes held, bytes streamed per token, achieved read bandwidth; plus stall time.
@@ -86,13 +96,17 @@ class tiered_weights {
 
     std::map<std::string, tier_instance> tiers_;
     std::unordered_map<std::string, const void *> address_;
+    std::unordered_map<std::string, const void *> host_address_;
     std::vector<std::pair<std::string, tensor_home>> regions_;
     const strata_device_desc *device_desc_;
     strata_device *device_;
-    void *slots_ = nullptr;
+    void *slots_ = nullptr, *host_slots_ = nullptr;
     void *resident_ = nullptr; // device copy of the resident tensors (devices that cannot read host memory)
+    using streamed_tensors = std::map<int32_t, std::vector<std::pair<const planner::placement *, uint64_t>>>;
     void upload_resident(const gguf::file &file, const planner::plan &plan);
-    std::unique_ptr<prefetch_ring> ring_;
+    std::unique_ptr<prefetch_ring> make_ring(const gguf::file &file, const streamed_tensors &streamed, int32_t n_layer,
+                                             const offload_options &opts, bool device_reads_host, void *&slots);
+    std::unique_ptr<prefetch_ring> ring_, host_ring_;
 };
 
 } // namespace strata::engine

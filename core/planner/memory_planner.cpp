@@ -309,6 +309,7 @@ std::string_view to_string(mode m) {
     case mode::resident: return "resident";
     case mode::streamed: return "streamed";
     case mode::in_place: return "in_place";
+    case mode::on_cpu: return "cpu";
     }
     return "unknown";
 }

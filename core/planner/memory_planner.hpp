@@ -32,7 +32,8 @@
 //   tier addressable, device reads host memory (the cpu device unless device_reads_host says otherwise),
 //   !prefer_streaming                                  -> in_place (the CPU computes on the tier's bytes)
 //   otherwise                                          -> streamed (copied into the staging ring before its layer
-//                                                         runs; always so for cuda until hybrid compute, issue #6)
+//                                                         runs; on a GPU the engine may then compute a RAM tier's
+//                                                         layers on the CPU instead: on_cpu, hybrid_policy.hpp)
 //   staging_ring_bytes = (prefetch_depth + 1) x the largest per-layer streamed bytes (0 if nothing is streamed).
 //
 // KV cache
@@ -64,7 +65,9 @@
 
 namespace strata::planner {
 
-enum class mode { resident, streamed, in_place };
+// on_cpu is never chosen by make_plan: the engine turns streamed layers into on_cpu when hybrid placement computes
+// them on the CPU where they live (measured at start-up; engine/hybrid_policy.hpp).
+enum class mode { resident, streamed, in_place, on_cpu };
 std::string_view to_string(mode m);
 
 struct tensor_req {

@@ -238,6 +238,43 @@ TEST(RuntimeCli, TierBandwidthsAreMeasuredCachedAndRemeasuredOnRequest) {
     EXPECT_NE(r.err.find("measuring the read bandwidth of tier 'numa_ram'"), std::string::npos) << r.err;
 }
 
+// Hybrid placement from the command line, on the CPU device's separate_memory mode (a stand-in for a GPU): the
+// flags reach the engine, the text equals the run without offload, a bad choice is one clear error, and `auto`
+// measures the link once and caches it.
+TEST(RuntimeCli, OffloadComputeFlagsChooseWhereOffloadedLayersRun) {
+    const std::string gpu = "--model " + k_model + " --set cpu.separate_memory=true --prompt Lily --temperature 0 "
+                            "--max-tokens 24";
+    run_result want = run(gpu);
+    ASSERT_EQ(want.exit_code, 0) << want.err;
+    run_result r = run(gpu + " --cpu-offload-layers 3 --offload-compute cpu --op-offload-min-batch 3");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, want.out);
+    EXPECT_NE(r.err.find("layers 2-4 computed on the CPU where the weights live; batches of 3+ tokens stream them"),
+              std::string::npos) << r.err;
+    r = run(gpu + " --cpu-offload-layers 3 --offload-compute cpu --no-op-offload");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, want.out);
+    EXPECT_NE(r.err.find("for every batch (op_offload off)"), std::string::npos) << r.err;
+    r = run(gpu + " --cpu-offload-layers 3 --offload-compute device");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, want.out);
+    EXPECT_EQ(r.err.find("computed on the CPU"), std::string::npos) << r.err;
+    r = run(gpu + " --cpu-offload-layers 3 --offload-compute gpu");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("offload_compute = 'gpu' is not one of auto, device, cpu"), std::string::npos) << r.err;
+    // auto: the link is measured once per machine and cached next to the tiers' bandwidths.
+    const fs::path cache_home = fs::path(STRATA_BINARY_DIR) / "test-xdg-hybrid";
+    fs::remove_all(cache_home);
+    r = run(gpu + " --cpu-offload-layers 3", "XDG_CACHE_HOME=" + cache_home.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, want.out);
+    EXPECT_NE(r.err.find("link to device 'cpu':"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("offload_compute = auto: one token over an offloaded layer costs"), std::string::npos) << r.err;
+    EXPECT_NE(read_file(cache_home / "strata" / "bandwidth.json").find("link:cpu"), std::string::npos);
+    r = run(gpu + " --cpu-offload-layers 3", "XDG_CACHE_HOME=" + cache_home.string());
+    EXPECT_EQ(r.err.find("link to device 'cpu':"), std::string::npos) << "the cached figure is used: " << r.err;
+}
+
 TEST(RuntimeCli, BadPlacementInputIsOneClearError) {
     run_result r = run("--model " + k_model + " --device-memory 100TiB");
     EXPECT_EQ(r.exit_code, 2);

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -97,7 +98,8 @@ inline generation_result generate(engine::engine &e, const std::string &prompt, 
 
 inline std::unique_ptr<engine::engine> make_engine(const std::string &model, int32_t max_model_len = 0,
                                                    int32_t prefill_chunk = 256,
-                                                   engine::offload_options offload = engine::offload_options{}) {
+                                                   engine::offload_options offload = engine::offload_options{},
+                                                   const strata_config_view *device_config = nullptr) {
     engine::engine_options o;
     o.model_path = model;
     o.max_model_len = max_model_len;
@@ -106,11 +108,72 @@ inline std::unique_ptr<engine::engine> make_engine(const std::string &model, int
     o.scheduler.max_num_batched_tokens = prefill_chunk;
     o.scheduler.max_num_seqs = 4;
     o.device = "cpu";
+    o.device_config = device_config;
     o.print_plan = false;
     offload.measure_bandwidth = false; // tests keep start-up fast and leave the user's bandwidth cache alone
     offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
     o.offload = std::move(offload);
     return std::make_unique<engine::engine>(test_registry(), test_host(), o);
 }
+
+// Submits every prompt at once and waits for all; returns each one's generated tokens.
+inline std::vector<std::vector<int32_t>> run_all(engine::engine &e, const std::vector<std::vector<int32_t>> &prompts,
+                                          int32_t max_tokens) {
+    std::vector<generation_result> g(prompts.size());
+    std::vector<strata_request_id> ids;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        strata_request req{};
+        req.struct_size = sizeof req;
+        req.prompt_tokens = prompts[i].data();
+        req.n_prompt_tokens = static_cast<int32_t>(prompts[i].size());
+        req.sampling = greedy(max_tokens);
+        req.sampling.ignore_eos = 1;
+        req.on_token = collect;
+        req.user = &g[i];
+        ids.push_back(e.submit(req));
+    }
+    std::vector<std::vector<int32_t>> out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        e.wait(ids[i]);
+        out.push_back(g[i].tokens);
+    }
+    return out;
+}
+
+// A plugin table for tests: the keys it holds, nothing else.
+struct test_table {
+    strata_config_view view{};
+    std::map<std::string, bool> bools;
+    std::map<std::string, std::string> strings;
+    test_table() {
+        view.struct_size = sizeof view;
+        view.ctx = this;
+        view.get_bool = [](void *ctx, const char *key, int32_t *out) -> int32_t {
+            auto &m = static_cast<test_table *>(ctx)->bools;
+            auto it = m.find(key);
+            if (it == m.end()) return 0;
+            *out = it->second ? 1 : 0;
+            return 1;
+        };
+        view.get_int = [](void *, const char *, int64_t *) -> int32_t { return 0; };
+        view.get_float = [](void *, const char *, double *) -> int32_t { return 0; };
+        view.get_string = [](void *ctx, const char *key, const char **out) -> int32_t {
+            auto &m = static_cast<test_table *>(ctx)->strings;
+            auto it = m.find(key);
+            if (it == m.end()) return 0;
+            *out = it->second.c_str();
+            return 1;
+        };
+        view.get_list_size = [](void *, const char *) -> int32_t { return 0; };
+        view.get_list_item = [](void *, const char *, int32_t) -> const char * { return nullptr; };
+    }
+    test_table(const test_table &) = delete; // the view points at this object
+    test_table &operator=(const test_table &) = delete;
+};
+
+// The [cpu] table of the separate_memory test mode.
+struct cpu_table : test_table {
+    cpu_table() { bools["separate_memory"] = true; }
+};
 
 } // namespace strata::testing

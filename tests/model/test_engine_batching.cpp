@@ -50,30 +50,6 @@ std::vector<int32_t> prompt_of(engine::engine &e, int i) {
     return e.tokenizer().encode(text, true);
 }
 
-// Submits every prompt at once and waits for all; returns each one's generated tokens.
-std::vector<std::vector<int32_t>> run_all(engine::engine &e, const std::vector<std::vector<int32_t>> &prompts,
-                                          int32_t max_tokens) {
-    std::vector<generation_result> g(prompts.size());
-    std::vector<strata_request_id> ids;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-        strata_request req{};
-        req.struct_size = sizeof req;
-        req.prompt_tokens = prompts[i].data();
-        req.n_prompt_tokens = static_cast<int32_t>(prompts[i].size());
-        req.sampling = greedy(max_tokens);
-        req.sampling.ignore_eos = 1;
-        req.on_token = collect;
-        req.user = &g[i];
-        ids.push_back(e.submit(req));
-    }
-    std::vector<std::vector<int32_t>> out;
-    for (size_t i = 0; i < ids.size(); ++i) {
-        e.wait(ids[i]);
-        out.push_back(g[i].tokens);
-    }
-    return out;
-}
-
 void expect_pools_full(const engine::engine &e) {
     const strata_engine_stats s = e.stats();
     for (int t = 0; t < 3; ++t) {
@@ -269,46 +245,6 @@ TEST(EngineBatchingCancel, CancellingMidGenerationFreesItsBlocks) {
 // The paths a discrete GPU takes, run on the CPU device in its `separate_memory` mode: weights uploaded into device
 // memory, streamed layers staged through host buffers and `copy`, KV swaps and prefix loads through `copy`, logits
 // read back with `copy`, and no block attended in place in the host tier.
-namespace {
-
-// A plugin table for tests: the keys it holds, nothing else.
-struct test_table {
-    strata_config_view view{};
-    std::map<std::string, bool> bools;
-    std::map<std::string, std::string> strings;
-    test_table() {
-        view.struct_size = sizeof view;
-        view.ctx = this;
-        view.get_bool = [](void *ctx, const char *key, int32_t *out) -> int32_t {
-            auto &m = static_cast<test_table *>(ctx)->bools;
-            auto it = m.find(key);
-            if (it == m.end()) return 0;
-            *out = it->second ? 1 : 0;
-            return 1;
-        };
-        view.get_int = [](void *, const char *, int64_t *) -> int32_t { return 0; };
-        view.get_float = [](void *, const char *, double *) -> int32_t { return 0; };
-        view.get_string = [](void *ctx, const char *key, const char **out) -> int32_t {
-            auto &m = static_cast<test_table *>(ctx)->strings;
-            auto it = m.find(key);
-            if (it == m.end()) return 0;
-            *out = it->second.c_str();
-            return 1;
-        };
-        view.get_list_size = [](void *, const char *) -> int32_t { return 0; };
-        view.get_list_item = [](void *, const char *, int32_t) -> const char * { return nullptr; };
-    }
-    test_table(const test_table &) = delete; // the view points at this object
-    test_table &operator=(const test_table &) = delete;
-};
-
-// The [cpu] table of the separate_memory test mode.
-struct cpu_table : test_table {
-    cpu_table() { bools["separate_memory"] = true; }
-};
-
-} // namespace
-
 TEST(EngineSeparateMemory, PreemptionSwapStreamedLayersAndPrefixHitsGiveTheAloneTokens) {
     constexpr int n = 16;
     constexpr int32_t max_tokens = 48;
@@ -324,6 +260,28 @@ TEST(EngineSeparateMemory, PreemptionSwapStreamedLayersAndPrefixHitsGiveTheAlone
     EXPECT_GT(s.preemptions_swap, 0);
     EXPECT_GT(s.prefix_hits[0] + s.prefix_hits[1], 0);
     EXPECT_GT(e->offload_stats().layer_loads, 0u) << "layers were staged into the ring";
+    expect_pools_full(*e);
+}
+
+// Hybrid placement under continuous batching and preemption: steps of 16+ tokens (prefill chunks, full decode
+// batches) stream the offloaded layers, smaller ones compute them on the CPU; either way every sequence gets its
+// alone tokens.
+TEST(EngineSeparateMemory, HybridPlacementUnderPreemptionGivesTheAloneTokens) {
+    constexpr int n = 16;
+    constexpr int32_t max_tokens = 48;
+    cpu_table table;
+    auto o = options(24 * 20 * kib, 0.01, engine::preemption_mode::swap, false);
+    o.device_config = &table.view;
+    o.offload.cpu_offload_layers = 3;
+    o.offload.offload_compute = "cpu";
+    o.offload.op_offload_min_batch = 16;
+    auto e = make(o);
+    expect_alone_tokens(*e, n, max_tokens);
+    const auto h = e->hybrid();
+    EXPECT_EQ(h.host_layers, (std::vector<int32_t>{2, 3, 4}));
+    EXPECT_GT(h.cpu_steps, 0u);
+    EXPECT_GT(h.streamed_steps, 0u);
+    EXPECT_GT(e->stats().preemptions_swap, 0);
     expect_pools_full(*e);
 }
 

@@ -150,6 +150,79 @@ TEST(PlacementInvariance, ModelFourTimesTheDeviceBudgetGivesTheSameTokens) {
     }
 }
 
+// Hybrid placement (llama.cpp -ngl) on the paths a GPU takes — the CPU device's separate_memory mode stands in for
+// it: offloaded layers computed by a second, host CPU device where they live (with attention on the "GPU", where the
+// KV is), streamed for batches of op_offload_min_batch+ tokens, or streamed always. Same kernels on both devices, so
+// the tokens must be identical to the "GPU" holding every weight.
+TEST(PlacementInvariance, HybridPlacementGivesTheSameTokensAsTheDeviceHoldingEveryWeight) {
+    const std::string model = shared_path("models/stories260K-f32.gguf");
+    cpu_table gpu;
+    auto run = [&](const offload_options &o, strata::engine::engine::hybrid_report *h = nullptr) {
+        auto e = make_engine(model, 256, 16, o, &gpu.view);
+        auto tokens = generate(*e, "Once upon a time", greedy(120)).tokens;
+        if (h) *h = e->hybrid();
+        return tokens;
+    };
+    const std::vector<int32_t> want = run(offload_options{});
+    ASSERT_EQ(want.size(), 120u);
+    strata::engine::engine::hybrid_report h;
+
+    offload_options streamed = layers(3);
+    streamed.offload_compute = "device";
+    EXPECT_EQ(run(streamed, &h), want) << "offloaded layers streamed to the device";
+    EXPECT_TRUE(h.host_layers.empty());
+
+    offload_options cpu = layers(3);
+    cpu.offload_compute = "cpu";
+    cpu.op_offload = false; // llama.cpp --no-op-offload: every step computes them on the CPU
+    EXPECT_EQ(run(cpu, &h), want) << "offloaded layers computed on the CPU";
+    EXPECT_EQ(h.host_layers, (std::vector<int32_t>{2, 3, 4}));
+    EXPECT_EQ(h.min_batch, 0);
+    EXPECT_GT(h.cpu_steps, 100u);
+    EXPECT_EQ(h.streamed_steps, 0u);
+
+    // The prompt (5 tokens with BOS) streams the layers to the device, every decode step computes them on the CPU.
+    offload_options mixed = layers(3);
+    mixed.offload_compute = "cpu";
+    mixed.op_offload_min_batch = 4;
+    EXPECT_EQ(run(mixed, &h), want) << "prefill streamed, decode on the CPU";
+    EXPECT_EQ(h.min_batch, 4);
+    EXPECT_EQ(h.streamed_steps, 1u);
+    EXPECT_GT(h.cpu_steps, 100u);
+
+    for (const char *tier : {"pinned_ram", "numa_ram"}) {
+        offload_options all = with_tier(layers(5), tier);
+        all.offload_compute = "cpu";
+        all.op_offload_min_batch = 2;
+        EXPECT_EQ(run(all, &h), want) << "every layer on the CPU, tier " << tier;
+        EXPECT_EQ(h.host_layers.size(), 5u);
+    }
+}
+
+// Layers in a tier the CPU cannot compute on in place (nvme) keep streaming next to the CPU-computed ones.
+TEST(PlacementInvariance, HybridPlacementStreamsNvmeLayersAndComputesRamLayersOnTheCpu) {
+    const std::string model = shared_path("models/stories260K-f32.gguf");
+    cpu_table gpu;
+    const std::vector<int32_t> want = [&] {
+        auto e = make_engine(model, 256, 16, offload_options{}, &gpu.view);
+        return generate(*e, "Once upon a time", greedy(60)).tokens;
+    }();
+    table_view small_ram;
+    small_ram.ints["size"] = 300 * 1024; // room for one layer of stories260K; the rest goes to nvme
+    offload_options o = layers(4);
+    o.tiers = {"numa_ram", "nvme"};
+    o.tier_configs["numa_ram"] = &small_ram.view;
+    o.tier_configs["nvme"] = &nvme_table().view;
+    o.offload_compute = "cpu";
+    o.op_offload_min_batch = 4;
+    auto e = make_engine(model, 256, 16, o, &gpu.view);
+    EXPECT_EQ(generate(*e, "Once upon a time", greedy(60)).tokens, want);
+    const auto h = e->hybrid();
+    ASSERT_FALSE(h.host_layers.empty()) << "no layer landed in numa_ram";
+    EXPECT_LT(h.host_layers.size(), 4u) << "no layer landed in nvme";
+    EXPECT_GT(e->offload_stats().tiers.count("nvme"), 0u) << "the nvme layers were streamed";
+}
+
 TEST(PlacementInvariance, TooSmallABudgetIsAClearErrorNamingTheKnob) {
     offload_options o;
     o.device_memory = 1ull << 20; // 1 MiB cannot even hold the overhead

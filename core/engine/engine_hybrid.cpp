@@ -1,0 +1,207 @@
+// Engine: hybrid placement (issue #6). On a device that cannot read host memory (a GPU), offloaded layers living in a
+// RAM tier may be computed by the CPU where they live instead of being streamed over the link every step; large
+// batches stream them anyway. The choice comes from two measurements taken here at start-up — the link's H2D
+// bandwidth (cached with the tiers' bandwidths, --remeasure) and the CPU's time for one offloaded layer at 1 and 16
+// tokens — and is made by decide_hybrid (hybrid_policy.hpp).
+#include "engine/engine.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "engine/engine_util.hpp"
+#include "engine/model_source.hpp"
+#include "planner/bandwidth_cache.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <limits>
+#include <memory>
+
+namespace strata::engine {
+
+using namespace detail;
+
+namespace {
+
+// Best of three timings of fn().
+template <class Fn> double best_seconds(const Fn &fn) {
+    double best = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < 3; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        fn();
+        best = std::min(best, seconds_since(t0));
+    }
+    return best;
+}
+
+} // namespace
+
+// H2D bandwidth of the device's link from page-locked memory, best of three passes over 64 MiB; cached per device.
+double engine::measure_link_h2d() {
+    planner::bandwidth_cache cache(opts_.offload.bandwidth_cache_path.empty()
+                                       ? planner::default_bandwidth_cache_path()
+                                       : std::filesystem::path(opts_.offload.bandwidth_cache_path));
+    std::string key = "link:" + device_name_;
+    char bus[64] = {0};
+    if (STRATA_HAS_SLOT(device_desc_.desc, pci_bus_id) && device_desc_.desc->pci_bus_id(device_, bus, sizeof bus) == 1)
+        key += std::string(":") + bus;
+    if (!opts_.offload.remeasure) {
+        if (auto e = cache.get(key)) return e->write_bps;
+    }
+    if (!opts_.offload.measure_bandwidth) return 0;
+    constexpr uint64_t bytes = uint64_t{64} << 20;
+    strata_status st{};
+    auto host = std::make_unique<unsigned char[]>(bytes);
+    std::fill_n(host.get(), bytes, static_cast<unsigned char>(0x5a));
+    const bool registered = STRATA_HAS_SLOT(device_desc_.desc, host_register) &&
+                            device_desc_.desc->host_register(device_, host.get(), bytes, &st) == STRATA_OK;
+    void *dev = device_desc_.desc->mem_alloc(device_, bytes, &st);
+    if (dev == nullptr) {
+        if (registered) device_desc_.desc->host_unregister(device_, host.get());
+        log::warn("engine", "could not measure the link to device '{}': {}", device_name_, status_text(st));
+        return 0;
+    }
+    planner::bandwidth_entry e;
+    e.key = key;
+    std::string error;
+    auto copy = [&](int32_t kind) {
+        return [&, kind](uint64_t off, uint64_t n) {
+            void *d = static_cast<unsigned char *>(dev) + off;
+            void *h = host.get() + off;
+            if (device_desc_.desc->copy(device_, kind == STRATA_COPY_H2D ? d : h, kind == STRATA_COPY_H2D ? h : d, n,
+                                        kind, &st) != STRATA_OK && error.empty())
+                error = status_text(st);
+        };
+    };
+    e.write_bps = planner::measure(copy(STRATA_COPY_H2D), bytes, uint64_t{8} << 20);
+    e.read_bps = planner::measure(copy(STRATA_COPY_D2H), bytes, uint64_t{8} << 20);
+    e.measured_at = planner::utc_timestamp();
+    device_desc_.desc->mem_free(device_, dev);
+    if (registered) device_desc_.desc->host_unregister(device_, host.get());
+    if (!error.empty()) {
+        log::warn("engine", "could not measure the link to device '{}': {}", device_name_, error);
+        return 0;
+    }
+    log::info("engine", "link to device '{}': {:.1f} GB/s host to device, {:.1f} GB/s back (cached in {})", device_name_,
+              e.write_bps / 1e9, e.read_bps / 1e9, cache.path().string());
+    cache.put(e);
+    try {
+        cache.save();
+    } catch (const std::exception &ex) {
+        log::warn("engine", "could not save measured bandwidths: {}", ex.what());
+    }
+    return e.write_bps;
+}
+
+// The host device: the `cpu` plugin with its [cpu] table (not when the main device is the cpu plugin in its
+// separate_memory test mode, whose table is for the emulated GPU).
+void engine::start_host_device() {
+    host_desc_ = registry_.find_device("cpu");
+    if (host_desc_.desc == nullptr) {
+        fail("offload_compute needs the 'cpu' device plugin to compute offloaded layers (available: {}); load it or "
+             "set --offload-compute device",
+             fmt::join(registry_.names(STRATA_KIND_DEVICE), ", "));
+    }
+    strata_device_create_args args{};
+    args.struct_size = sizeof args;
+    args.host = host_;
+    auto it = opts_.device_configs.find("cpu");
+    args.config = device_name_ != "cpu" && it != opts_.device_configs.end() ? it->second : nullptr;
+    strata_status st{};
+    host_device_ = host_desc_.desc->create(&args, &st);
+    if (host_device_ == nullptr) fail("the cpu device for offloaded layers failed to start: {}", status_text(st));
+}
+
+// Seconds per weight byte the CPU spends on one layer: fixed (one token) and per further token of a batch.
+std::pair<double, double> engine::measure_cpu_layer(int32_t layer) {
+    const strata_model_source *src = source_->view();
+    std::vector<strata_tensor_view> mats;
+    uint64_t bytes = 0;
+    int64_t max_cols = 0, max_rows = 0;
+    for (const auto &p : plan_.placements) {
+        if (p.layer != layer) continue;
+        strata_tensor_view v{};
+        v.struct_size = sizeof v;
+        if (!src->get_host_tensor(src->ctx, p.tensor.c_str(), &v) || v.rows < 2 || v.quant == nullptr) continue;
+        mats.push_back(v);
+        bytes += static_cast<uint64_t>(v.row_bytes * v.rows);
+        max_cols = std::max(max_cols, v.cols);
+        max_rows = std::max(max_rows, v.rows);
+    }
+    if (mats.empty() || bytes == 0) return {0, 0};
+    constexpr int32_t batch = 16;
+    std::vector<float> x(static_cast<size_t>(max_cols) * batch, 0.25f), y(static_cast<size_t>(max_rows) * batch);
+    strata_status st{};
+    auto run = [&](int32_t n) {
+        for (const auto &w : mats) (void)host_desc_.desc->matmul(host_device_, &w, x.data(), n, y.data(), &st);
+    };
+    run(1); // the first pass faults the weights in
+    const double t1 = best_seconds([&] { run(1); });
+    const double tn = best_seconds([&] { run(batch); });
+    const double per_token = std::max(0.0, (tn - t1) / (batch - 1)) / static_cast<double>(bytes);
+    const double fixed = std::max(0.0, t1 / static_cast<double>(bytes) - per_token);
+    log::info("engine", "CPU: {:.2f} ms for layer {} ({:.1f} MiB) at 1 token, {:.2f} ms at {}", t1 * 1e3, layer,
+              static_cast<double>(bytes) / 1048576.0, tn * 1e3, batch);
+    return {fixed, per_token};
+}
+
+// Decides which streamed layers the CPU computes (before the weights are placed, so the rings are built for it).
+void engine::plan_hybrid(const planner::inputs &in) {
+    const offload_compute mode = parse_offload_compute(opts_.offload.offload_compute);
+    hybrid_inputs hi;
+    hi.mode = mode;
+    hi.op_offload = opts_.offload.op_offload;
+    hi.min_batch = opts_.offload.op_offload_min_batch;
+    std::map<int32_t, hybrid_layer> layers;
+    for (const auto &p : plan_.placements) {
+        if (p.how != planner::mode::streamed || p.layer < 0 || p.layer >= hp_.n_layer) continue;
+        auto t = std::find_if(in.tiers.begin(), in.tiers.end(), [&](const auto &ti) { return ti.name == p.home; });
+        auto [it, fresh] = layers.try_emplace(p.layer);
+        hybrid_layer &l = it->second;
+        if (fresh) {
+            l.layer = p.layer;
+            l.host_readable = true;
+        }
+        l.bytes += p.bytes;
+        l.host_readable = l.host_readable && t != in.tiers.end() && t->addressable;
+    }
+    for (const auto &[layer, l] : layers) hi.streamed.push_back(l);
+    if (mode == offload_compute::device || hi.streamed.empty()) return;
+    const bool any_readable =
+        std::any_of(hi.streamed.begin(), hi.streamed.end(), [](const hybrid_layer &l) { return l.host_readable; });
+    if (any_readable) {
+        start_host_device();
+        hi.h2d_bytes_per_second = measure_link_h2d();
+        const auto first = std::find_if(hi.streamed.begin(), hi.streamed.end(),
+                                        [](const hybrid_layer &l) { return l.host_readable; });
+        std::tie(hi.cpu_fixed_s_per_byte, hi.cpu_token_s_per_byte) = measure_cpu_layer(first->layer);
+    }
+    const hybrid_decision d = decide_hybrid(hi);
+    for (const std::string &note : d.notes) plan_.notes.push_back(note);
+    for (const std::string &note : d.notes) log::info("engine", "hybrid placement: {}", note);
+    if (d.host_layers.empty()) {
+        if (host_device_ != nullptr) host_desc_.desc->destroy(host_device_);
+        host_device_ = nullptr;
+        return;
+    }
+    for (auto &p : plan_.placements) {
+        if (std::find(d.host_layers.begin(), d.host_layers.end(), p.layer) != d.host_layers.end())
+            p.how = planner::mode::on_cpu;
+    }
+    hybrid_min_batch_ = d.min_batch;
+    layer_on_host_.assign(static_cast<size_t>(hp_.n_layer), 0);
+    for (int32_t l : d.host_layers) layer_on_host_[static_cast<size_t>(l)] = 1;
+    host_workspace_.resize(arch_.desc->workspace_bytes(model_, opts_.scheduler.max_num_batched_tokens) + 64);
+}
+
+engine::hybrid_report engine::hybrid() const {
+    hybrid_report r;
+    for (int32_t l = 0; l < static_cast<int32_t>(layer_on_host_.size()); ++l)
+        if (layer_on_host_[static_cast<size_t>(l)] != 0) r.host_layers.push_back(l);
+    r.min_batch = hybrid_min_batch_;
+    r.cpu_steps = hybrid_steps_.load();
+    r.streamed_steps = hybrid_streamed_steps_.load();
+    return r;
+}
+
+} // namespace strata::engine
