@@ -4,6 +4,11 @@
 //   bench --model F.gguf [--threads N] [--prompt-tokens 128] [--decode-tokens 64] [--repeat 3]
 //         [--offload-layers N|all --tier numa_ram|pinned_ram|nvme [--nvme-path F] [--stream] [--prefetch-depth D]]
 //         [--device cpu|cuda]   (cuda: weights uploaded, offloaded layers streamed H2D; the bound lines stay CPU's)
+//         [--offload-compute device|cpu|auto [--op-offload-min-batch N]]   (cuda: where offloaded layers compute;
+//                               default device = streamed. cpu = hybrid placement: the CPU computes them in the tier)
+//
+// Hybrid (--offload-compute cpu, or auto choosing it): the layers run one after another, so the bound per token is
+// the all-resident compute time plus the CPU-computed layers' bytes at the measured memory bandwidth.
 //
 // With --offload-layers, the same decode runs twice: all weights resident (the compute time per token) and with the
 // last N layers in the tier (streamed or in place). The tier's read bandwidth is measured by this tool on a fresh
@@ -59,6 +64,8 @@ struct options {
     int prefetch_depth = 2;
     int io_threads = 2;
     std::string device = "cpu"; // or "cuda": the engine uploads and streams to a device that cannot read host memory
+    std::string offload_compute = "device";
+    int op_offload_min_batch = 0; // 0 = the engine's measured choice
 };
 
 [[noreturn]] void usage(const std::string &why) {
@@ -119,6 +126,7 @@ double measure_disk_read(const std::string &file, uint64_t total, uint64_t block
 struct decode_result {
     double prefill_tps = 0, decode_tps = 0;
     strata::engine::ring_stats ring;
+    strata::engine::engine::hybrid_report hybrid;
 };
 
 // Best of `repeat` runs of one prompt + greedy decode.
@@ -132,6 +140,7 @@ decode_result run_decode(strata::engine::engine &eng, const std::vector<int32_t>
         if (r.n_completion_tokens > 1) out.decode_tps = std::max(out.decode_tps, (r.n_completion_tokens - 1) / r.decode_seconds);
     }
     out.ring = eng.offload_stats();
+    out.hybrid = eng.hybrid();
     return out;
 }
 
@@ -206,6 +215,8 @@ int main(int argc, char **argv) try {
         else if (a == "--prefetch-depth") o.prefetch_depth = std::atoi(val().c_str());
         else if (a == "--io-threads") o.io_threads = std::atoi(val().c_str());
         else if (a == "--device") o.device = val();
+        else if (a == "--offload-compute") o.offload_compute = val();
+        else if (a == "--op-offload-min-batch") o.op_offload_min_batch = std::atoi(val().c_str());
         else usage("unknown option " + a);
     }
     if (o.model.empty()) usage("--model is required");
@@ -276,6 +287,9 @@ int main(int argc, char **argv) try {
     eo.offload.stream_weights = o.stream;
     eo.offload.prefetch_depth = o.prefetch_depth;
     eo.offload.io_threads = o.io_threads;
+    eo.offload.offload_compute = o.offload_compute;
+    eo.offload.measure_bandwidth = o.offload_compute == "auto"; // auto decides from the measured link (cached)
+    if (o.op_offload_min_batch > 0) eo.offload.op_offload_min_batch = o.op_offload_min_batch;
     auto off = std::make_unique<strata::engine::engine>(registry, &host, eo);
     const decode_result streamed = run_decode(*off, prompt, o.decode_tokens, o.repeat);
     off.reset(); // frees the tier (and its file) before the bandwidth measurement makes a fresh one
@@ -283,6 +297,19 @@ int main(int argc, char **argv) try {
                 *eo.offload.cpu_offload_layers, o.tier.c_str(), o.stream ? "streamed" : "planner's choice",
                 o.prefetch_depth, o.io_threads);
     std::printf("decode           %.2f tokens/s\n", streamed.decode_tps);
+    if (!streamed.hybrid.host_layers.empty()) {
+        // Hybrid: the CPU reads its layers' bytes once per token; the rest runs on the device as when resident.
+        const auto &h = streamed.hybrid;
+        const double cpu_bytes = weight_bytes * static_cast<double>(h.host_layers.size()) / hp.n_layer;
+        const double t_bound = 1.0 / best_decode + cpu_bytes / bw;
+        std::printf("hybrid           layers %d-%d computed on the CPU (%llu steps; %llu streamed, batches of %d+)\n",
+                    h.host_layers.front(), h.host_layers.back(), static_cast<unsigned long long>(h.cpu_steps),
+                    static_cast<unsigned long long>(h.streamed_steps), h.min_batch);
+        std::printf("hybrid bound     %.2f tokens/s (all-resident compute + %.1f MiB at %.2f GB/s)\n", 1.0 / t_bound,
+                    cpu_bytes / 1048576.0, bw / 1e9);
+        std::printf("hybrid ratio     %.0f%% of the hybrid bound\n", 100.0 * streamed.decode_tps * t_bound);
+        return 0;
+    }
     uint64_t streamed_bytes = 0;
     for (const auto &[name, c] : streamed.ring.tiers) streamed_bytes += c.bytes_read;
     const double per_token = streamed.ring.forwards ? static_cast<double>(streamed_bytes) / streamed.ring.forwards : 0.0;

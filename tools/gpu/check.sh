@@ -7,8 +7,8 @@
 #   5. make a model of that shape with make-model and measure CPU decode with bench (the baseline on this machine),
 #   6. compare greedy stories260K tokens on cpu and cuda, run the engine on the cuda device (runtime --device cuda),
 #      then bench --device cuda with 0, 8 and 16 of the 16
-#      layers offloaded to pinned_ram and streamed H2D, against the pinned H2D bound; hybrid placement is reported as
-#      not built.
+#      layers offloaded to pinned_ram and streamed H2D, against the pinned H2D bound, and with the offloaded 8 computed
+#      on the CPU instead (hybrid placement, --offload-compute cpu and auto), against the hybrid bound.
 # Every figure comes from a command's own output; nothing is estimated. Logs go to $OUT (default ./gpu-out), at most
 # 8 files; the table is printed last and kept in $OUT/summary.txt.
 #
@@ -272,11 +272,31 @@ else
     rm -f "$one"
   done
 fi
-cmd runtime
-if have runtime && "${CMD[@]}" --help 2>&1 | grep -qiE 'gpu[-_]layers|n_gpu_layers'; then
-  row "hybrid CPU/GPU" "the runtime has a GPU layer split: run it by hand (this script predates it)"
+# Hybrid placement: the offloaded half computed on the CPU where it lives (pinned RAM), against the hybrid bound
+# (all-resident GPU compute + the CPU half's bytes at the measured memory bandwidth), and with `auto`'s own choice.
+hb="$OUT/streamed_bench.log" # the streamed runs' log: at most 8 files under $OUT
+if [ "$quick" = 1 ] || [ ! -f "$model" ]; then
+  row "hybrid 8/16 layers on CPU" "not measured: no model was made$([ "$quick" = 1 ] && echo ' (--quick)')"
 else
-  row "hybrid CPU/GPU" "not measured: hybrid placement (offloaded layers computed on the CPU) is not built yet (issue #6)"
+  cmd bench
+  for how in cpu auto; do
+    if [ "$(limit 120)" = 0 ]; then row "hybrid 8/16 ($how)" "$out_of_time"; continue; fi
+    one="$OUT/.hybrid_$how"
+    timeout "$(limit 120)" "${CMD[@]}" --model "$model" --device cuda --prompt-tokens 64 --decode-tokens 32 --repeat 1 \
+      --offload-layers 8 --tier pinned_ram --offload-compute "$how" >"$one" 2>&1
+    rc=$?
+    { echo "== hybrid, --offload-compute $how (rc $rc)"; cat "$one"; } >>"$hb"
+    tps=$(awk '/^offload/ {on=1} on && $1 == "decode" {print $2; exit}' "$one")
+    ratio=$(awk '$1 == "hybrid" && $2 == "ratio" {print $3; exit}' "$one")
+    if [ $rc -ne 0 ] || [ -z "$tps" ]; then
+      row "hybrid 8/16 ($how)" "FAILED (rc $rc): $(grep -m1 -iE 'error' "$one" | cut -c1-100)"
+    elif [ -n "$ratio" ]; then
+      row "hybrid 8/16 ($how)" "$tps tok/s, $ratio of the hybrid bound ($(awk '$1 == "hybrid" && $2 == "bound" {print $3, $4; exit}' "$one"))"
+    else
+      row "hybrid 8/16 ($how)" "$tps tok/s (auto chose to stream: $(grep -m1 -oE 'offload_compute = auto:[^;]*' "$one" | cut -c1-90))"
+    fi
+    rm -f "$one"
+  done
 fi
 rm -f "$model"
 
