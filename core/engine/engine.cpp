@@ -186,7 +186,15 @@ void engine::place_weights() {
     shape.activation_bytes = activation_bytes(arch_.desc, model_, hp_, opts_.scheduler);
     planner::inputs in = make_plan_inputs(shape, opts_.offload, registry_, host_, device_name_);
     plan_ = planner::make_plan(in);
-    if (plan_.fits && !device_reads_host_) plan_hybrid(in);
+    if (!device_reads_host_) {
+        // A device with its own memory: the link's speed decides hybrid placement and is worth showing.
+        measure_link();
+        if (link_h2d_ > 0)
+            plan_.notes.push_back(fmt::format("link to device '{}': {:.1f} GB/s host to device, {:.1f} GB/s back "
+                                              "(page-locked, measured once and cached; --remeasure)",
+                                              device_name_, link_h2d_ / 1e9, link_d2h_ / 1e9));
+        if (plan_.fits) plan_hybrid(in);
+    }
     if (opts_.print_plan) std::fprintf(stderr, "%s", planner::to_table(plan_, in).c_str());
     if (!plan_.fits) {
         std::string all;

@@ -102,7 +102,7 @@ class engine {
     void place_weights();
     void plan_hybrid(const planner::inputs &in);
     void start_host_device();
-    double measure_link_h2d();
+    void measure_link();
     std::pair<double, double> measure_cpu_layer(int32_t layer);
     void prefault_weights();
     void setup_kv();
@@ -142,6 +142,7 @@ class engine {
     std::vector<uint8_t> layer_on_host_;
     int32_t hybrid_min_batch_ = 0;
     std::vector<unsigned char> host_workspace_;
+    double link_h2d_ = 0, link_d2h_ = 0; // measured link to a device with its own memory (bytes/s, 0 = unknown)
     std::atomic<uint64_t> hybrid_steps_{0}, hybrid_streamed_steps_{0};
 
     // KV cache and scheduler (used by the worker thread only).

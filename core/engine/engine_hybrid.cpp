@@ -36,8 +36,10 @@ template <class Fn> double best_seconds(const Fn &fn) {
 
 } // namespace
 
-// H2D bandwidth of the device's link from page-locked memory, best of three passes over 64 MiB; cached per device.
-double engine::measure_link_h2d() {
+// H2D and D2H bandwidth of the device's link from page-locked memory, best of three passes over 64 MiB each way;
+// cached per device (and PCI bus id), measured again with --remeasure. Sets link_h2d_/link_d2h_ (0 = unknown).
+void engine::measure_link() {
+    link_h2d_ = link_d2h_ = 0;
     planner::bandwidth_cache cache(opts_.offload.bandwidth_cache_path.empty()
                                        ? planner::default_bandwidth_cache_path()
                                        : std::filesystem::path(opts_.offload.bandwidth_cache_path));
@@ -46,9 +48,13 @@ double engine::measure_link_h2d() {
     if (STRATA_HAS_SLOT(device_desc_.desc, pci_bus_id) && device_desc_.desc->pci_bus_id(device_, bus, sizeof bus) == 1)
         key += std::string(":") + bus;
     if (!opts_.offload.remeasure) {
-        if (auto e = cache.get(key)) return e->write_bps;
+        if (auto e = cache.get(key)) {
+            link_h2d_ = e->write_bps;
+            link_d2h_ = e->read_bps;
+            return;
+        }
     }
-    if (!opts_.offload.measure_bandwidth) return 0;
+    if (!opts_.offload.measure_bandwidth) return;
     constexpr uint64_t bytes = uint64_t{64} << 20;
     strata_status st{};
     auto host = std::make_unique<unsigned char[]>(bytes);
@@ -59,7 +65,7 @@ double engine::measure_link_h2d() {
     if (dev == nullptr) {
         if (registered) device_desc_.desc->host_unregister(device_, host.get());
         log::warn("engine", "could not measure the link to device '{}': {}", device_name_, status_text(st));
-        return 0;
+        return;
     }
     planner::bandwidth_entry e;
     e.key = key;
@@ -80,9 +86,9 @@ double engine::measure_link_h2d() {
     if (registered) device_desc_.desc->host_unregister(device_, host.get());
     if (!error.empty()) {
         log::warn("engine", "could not measure the link to device '{}': {}", device_name_, error);
-        return 0;
+        return;
     }
-    log::info("engine", "link to device '{}': {:.1f} GB/s host to device, {:.1f} GB/s back (cached in {})", device_name_,
+    log::info("engine", "measured the link to device '{}': {:.1f} GB/s host to device, {:.1f} GB/s back (cached in {})", device_name_,
               e.write_bps / 1e9, e.read_bps / 1e9, cache.path().string());
     cache.put(e);
     try {
@@ -90,7 +96,8 @@ double engine::measure_link_h2d() {
     } catch (const std::exception &ex) {
         log::warn("engine", "could not save measured bandwidths: {}", ex.what());
     }
-    return e.write_bps;
+    link_h2d_ = e.write_bps;
+    link_d2h_ = e.read_bps;
 }
 
 // The host device: the `cpu` plugin with its [cpu] table (not when the main device is the cpu plugin in its
@@ -171,7 +178,7 @@ void engine::plan_hybrid(const planner::inputs &in) {
         std::any_of(hi.streamed.begin(), hi.streamed.end(), [](const hybrid_layer &l) { return l.host_readable; });
     if (any_readable) {
         start_host_device();
-        hi.h2d_bytes_per_second = measure_link_h2d();
+        hi.h2d_bytes_per_second = link_h2d_;
         const auto first = std::find_if(hi.streamed.begin(), hi.streamed.end(),
                                         [](const hybrid_layer &l) { return l.host_readable; });
         std::tie(hi.cpu_fixed_s_per_byte, hi.cpu_token_s_per_byte) = measure_cpu_layer(first->layer);
