@@ -88,37 +88,61 @@ int32_t sampler::sample(float *logits, std::span<const int32_t> history) {
 
     // top-k; the survivors end up sorted, which top-p and min-p rely on.
     size_t n = candidates_.size();
-    const size_t k = cfg_.top_k > 0 ? std::min(n, static_cast<size_t>(cfg_.top_k)) : n;
-    if (k < n)
-        std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(k), candidates_.end(),
+    if (cfg_.top_k > 0 && static_cast<size_t>(cfg_.top_k) < n) {
+        n = static_cast<size_t>(cfg_.top_k);
+        std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(n), candidates_.end(),
                           order);
-    else
-        std::sort(candidates_.begin(), candidates_.end(), order);
-    n = k;
+    } else {
+        // No top-k (what OpenAI clients send by default): sorting the whole vocabulary per token would cost more
+        // than the draw, so only the best candidate goes first; top-p sorts as far as it needs below, min-p keeps
+        // its survivors, and a plain draw walks the rest in id order.
+        const auto best = std::min_element(candidates_.begin(), candidates_.end(), order);
+        std::rotate(candidates_.begin(), best, best + 1);
+    }
     // All -inf: nothing is possible; +inf: certain. Either way softmax would be NaN, so take the first.
     if (!std::isfinite(candidates_[0].logit)) return candidates_[0].id;
+    bool sorted = n < candidates_.size();
 
-    // top-p on the untempered distribution: the smallest prefix whose mass reaches top_p.
+    // top-p on the untempered distribution: the smallest prefix (by descending logit) whose mass reaches top_p.
+    // Sorted in growing prefixes: a peaked distribution reaches top_p within the first few dozen tokens.
     if (cfg_.top_p < 1.f) {
         const float max_logit = candidates_[0].logit;
         double sum = 0.0;
-        for (size_t i = 0; i < n; ++i) sum += probs_[i] = std::exp(static_cast<double>(candidates_[i].logit - max_logit));
+        for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(candidates_[i].logit - max_logit));
         double cumulative = 0.0;
-        for (size_t i = 0; i < n; ++i) {
-            cumulative += probs_[i] / sum;
-            if (cumulative >= cfg_.top_p) {
-                n = i + 1;
-                break;
+        size_t done = 0, m = sorted ? n : std::min<size_t>(n, 64), cut = 0;
+        for (;;) {
+            // [0, done) already holds the best candidates in order; bring the next best into [done, m).
+            if (!sorted)
+                std::partial_sort(candidates_.begin() + static_cast<std::ptrdiff_t>(done),
+                                  candidates_.begin() + static_cast<std::ptrdiff_t>(m),
+                                  candidates_.begin() + static_cast<std::ptrdiff_t>(n), order);
+            for (size_t i = done; i < m && cut == 0; ++i) {
+                cumulative += std::exp(static_cast<double>(candidates_[i].logit - max_logit)) / sum;
+                if (cumulative >= cfg_.top_p) cut = i + 1;
             }
+            if (cut != 0 || m == n) break;
+            done = m;
+            m = std::min(n, m * 4);
         }
+        if (cut != 0) n = cut; // else rounding kept every candidate, all of them sorted by now
+        sorted = true;
     }
 
     // min-p: keep tokens with p >= min_p * p_max, i.e. logit >= max_logit + log(min_p).
     if (cfg_.min_p > 0.f) {
         const float threshold = candidates_[0].logit + std::log(cfg_.min_p);
-        size_t keep = 1;
-        while (keep < n && candidates_[keep].logit >= threshold) ++keep;
-        n = keep;
+        if (sorted) {
+            size_t keep = 1;
+            while (keep < n && candidates_[keep].logit >= threshold) ++keep;
+            n = keep;
+        } else {
+            // Survivors first (the best stays at 0), in descending order like the sorted path.
+            const auto end = std::partition(candidates_.begin() + 1, candidates_.begin() + static_cast<std::ptrdiff_t>(n),
+                                            [&](const candidate &c) { return c.logit >= threshold; });
+            n = static_cast<size_t>(end - candidates_.begin());
+            std::sort(candidates_.begin() + 1, end, order);
+        }
     }
 
     // temperature, softmax, draw.

@@ -1,6 +1,7 @@
 // Sampler: greedy, seeding, each filter, penalties, and that draws follow the softmax distribution.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -231,6 +232,52 @@ TEST(sampler, all_filters_together_stay_in_the_top_k) {
     std::sort(sorted.begin(), sorted.end(), std::greater<>());
     const float kth = sorted[39];
     for (const int32_t t : draw_many(s, l, 300)) ASSERT_GE(l[static_cast<size_t>(t)], kth);
+}
+
+// Without top-k the sampler sorts only as far as top-p needs, in growing prefixes: a nucleus of ~600 of 5000
+// tokens needs several. Every draw must be in the nucleus computed by brute force, and its tail must be reached.
+TEST(sampler, top_p_without_top_k_keeps_exactly_the_nucleus) {
+    sampling_config c = plain(1.f, 5);
+    c.top_p = 0.9f;
+    const int32_t n = 5000;
+    std::vector<float> l(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) l[static_cast<size_t>(i)] = -0.004f * static_cast<float>((i * 2477) % n);
+    std::vector<std::pair<float, int32_t>> order;
+    for (int32_t i = 0; i < n; ++i) order.push_back({l[static_cast<size_t>(i)], i});
+    std::sort(order.begin(), order.end(), [](auto a, auto b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    double sum = 0, cum = 0;
+    for (const auto &o : order) sum += std::exp(static_cast<double>(o.first - order[0].first));
+    std::vector<char> in_nucleus(static_cast<size_t>(n), 0);
+    size_t nucleus = 0;
+    for (const auto &o : order) {
+        in_nucleus[static_cast<size_t>(o.second)] = 1;
+        ++nucleus;
+        cum += std::exp(static_cast<double>(o.first - order[0].first)) / sum;
+        if (cum >= 0.9) break;
+    }
+    ASSERT_GT(nucleus, 300u) << "the nucleus must need more than one growth of the sorted prefix";
+    sampler s(n, c);
+    float lowest_drawn = 0.f;
+    for (const int32_t t : draw_many(s, l, 3000)) {
+        ASSERT_TRUE(in_nucleus[static_cast<size_t>(t)]) << "token " << t << " is outside the top-p nucleus";
+        lowest_drawn = std::min(lowest_drawn, l[static_cast<size_t>(t)]);
+    }
+    EXPECT_LT(lowest_drawn, order[256].first) << "draws never reached the nucleus beyond the first sorted prefixes";
+}
+
+// min-p without top-k keeps its survivors without sorting the vocabulary: nothing below the threshold is drawn.
+TEST(sampler, min_p_without_top_k_draws_only_survivors) {
+    sampling_config c = plain(1.f, 6);
+    c.min_p = 0.2f;
+    const auto l = ramp(4000, 1234);
+    const float threshold = l[1234] + std::log(0.2f);
+    sampler s(4000, c);
+    int above_peak_neighbours = 0;
+    for (const int32_t t : draw_many(s, l, 2000)) {
+        ASSERT_GE(l[static_cast<size_t>(t)], threshold) << "token " << t;
+        above_peak_neighbours += t != 1234;
+    }
+    EXPECT_GT(above_peak_neighbours, 0) << "only the peak was drawn: the survivors were lost";
 }
 
 } // namespace
