@@ -24,8 +24,13 @@
 #include <thread>
 #include <vector>
 
+namespace strata::topology {
+struct machine;
+}
+
 namespace strata::engine {
 
+class config_override_view;
 class model_source;
 class prefix_store_adapter;
 
@@ -51,6 +56,8 @@ struct engine_options {
     scheduler_config scheduler;                        // [scheduler]; its prefill_chunk is set from the field above
     kv_options kv;
     bool print_plan = true;                            // the memory plan table on stderr at start-up
+    // The app's start-up discovery (borrowed), for the GPU's nearest NUMA node; null: discovered here when needed.
+    const topology::machine *machine = nullptr;
 };
 
 class engine {
@@ -88,6 +95,7 @@ class engine {
   private:
     void init();
     void start_device();
+    void bind_pinned_staging();
     void release_resources(bool persist);
     void place_weights();
     void prefault_weights();
@@ -120,6 +128,8 @@ class engine {
     int32_t n_ctx_ = 0;
     uint64_t fingerprint_ = 0;
     bool device_reads_host_ = false;
+    // [pinned_ram] with numa_node set to the GPU's nearest node (opts_.offload.tier_configs points at it).
+    std::unique_ptr<config_override_view> pinned_ram_config_;
 
     // KV cache and scheduler (used by the worker thread only).
     std::unique_ptr<kv::kv_cache> kv_;
