@@ -250,9 +250,10 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
 }
 
 int run_frontend(const plugins::registry &registry, const strata_host_services *host, const config::document &doc,
-                 const config::schema &s) {
+                 const config::schema &s, const topology::machine &machine) {
     std::vector<std::unique_ptr<config::plugin_config_view>> tier_views;
     engine::engine_options opts = engine_options_from(registry, doc, s, tier_views);
+    opts.machine = &machine; // the GPU's nearest NUMA node comes from this discovery, not another one
     const std::string frontend_name = doc.get_string("engine", "frontend", s).value_or("cli");
     auto fe_handle = registry.find_frontend(frontend_name);
     if (fe_handle.desc == nullptr) {
@@ -335,7 +336,7 @@ int main_impl(int argc, char **argv) {
         return 0;
     }
     if (cl.subcommand == "plan") return print_plan(registry, &host, doc, schema, cl.json);
-    return run_frontend(registry, &host, doc, schema);
+    return run_frontend(registry, &host, doc, schema, machine);
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/progress.hpp"
+#include "engine/config_override_view.hpp"
 #include "engine/engine_util.hpp"
 #include "engine/model_fingerprint.hpp"
 #include "engine/model_source.hpp"
@@ -22,8 +23,8 @@ namespace strata::engine {
 using namespace detail;
 
 // Loading the model, planning and placing its weights, and releasing everything; the KV cache, the device choice,
-// the request API and the step loop live in engine_kv_setup.cpp, engine_device.cpp, engine_requests.cpp and
-// engine_step_loop.cpp.
+// pinned staging's NUMA node, the request API and the step loop live in engine_kv_setup.cpp, engine_device.cpp,
+// engine_pinned_staging.cpp, engine_requests.cpp and engine_step_loop.cpp.
 engine::engine(const plugins::registry &registry, const strata_host_services *host, engine_options opts)
     : registry_(registry), host_(host), opts_(std::move(opts)) {
     // If start-up fails part way, what was already made (device memory, page-locked regions, the device) is released
@@ -88,6 +89,7 @@ void engine::init() {
     }
     if (opts_.kv.nvme_space_gib > 0) opts_.offload.kv_tier_bytes["nvme"] += gib_bytes(opts_.kv.nvme_space_gib);
     opts_.offload.device_reads_host = device_reads_host_;
+    bind_pinned_staging();
     if (STRATA_HAS_SLOT(device_desc_.desc, mem_info)) {
         uint64_t free_b = 0, total_b = 0;
         if (device_desc_.desc->mem_info(device_, &free_b, &total_b, &st) == STRATA_OK && total_b > 0)

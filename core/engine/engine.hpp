@@ -26,8 +26,13 @@
 #include <thread>
 #include <vector>
 
+namespace strata::topology {
+struct machine;
+}
+
 namespace strata::engine {
 
+class config_override_view;
 class model_source;
 class prefix_store_adapter;
 
@@ -53,6 +58,8 @@ struct engine_options {
     scheduler_config scheduler;                        // [scheduler]; its prefill_chunk is set from the field above
     kv_options kv;
     bool print_plan = true;                            // the memory plan table on stderr at start-up
+    // The app's start-up discovery (borrowed), for the GPU's nearest NUMA node; null: discovered here when needed.
+    const topology::machine *machine = nullptr;
 };
 
 class engine {
@@ -98,6 +105,7 @@ class engine {
   private:
     void init();
     void start_device();
+    void bind_pinned_staging();
     void release_resources(bool persist);
     void place_weights();
     void plan_hybrid(const planner::inputs &in);
@@ -134,6 +142,8 @@ class engine {
     int32_t n_ctx_ = 0;
     uint64_t fingerprint_ = 0;
     bool device_reads_host_ = false;
+    // [pinned_ram] with numa_node set to the GPU's nearest node (opts_.offload.tier_configs points at it).
+    std::unique_ptr<config_override_view> pinned_ram_config_;
 
     // Hybrid placement (engine_hybrid.cpp): the CPU computes layer_on_host_ layers where they live, except in steps
     // of hybrid_min_batch_+ tokens (when > 0), which stream them to the device.

@@ -6,6 +6,7 @@
 #include <hwloc.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -23,12 +24,20 @@ struct topology_deleter {
 };
 using topology_ptr = std::unique_ptr<hwloc_topology, topology_deleter>;
 
-topology_ptr load_topology() {
+// This machine's topology, or the one an hwloc XML export describes when xml is given.
+topology_ptr load_topology(const std::string *xml = nullptr) {
     hwloc_topology_t raw = nullptr;
     if (hwloc_topology_init(&raw) != 0) fail("hwloc could not initialise a topology");
     topology_ptr topo(raw);
-    // PCI devices are filtered out by default; keep the important ones (GPUs among them).
+    // PCI devices are filtered out by default; keep the important ones (GPUs among them). Their locality is what
+    // puts pinned staging memory next to a GPU; the cost is a walk of /sys/bus/pci at start-up.
     hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (xml != nullptr) {
+        if (hwloc_topology_set_xmlbuffer(raw, xml->c_str(), static_cast<int>(xml->size() + 1)) != 0 ||
+            hwloc_topology_load(raw) != 0)
+            fail("hwloc could not read the topology XML ({} bytes)", xml->size());
+        return topo;
+    }
     if (hwloc_topology_load(raw) != 0)
         fail("hwloc could not read this machine's topology; check that /sys and /proc are mounted");
     return topo;
@@ -122,6 +131,20 @@ void collect_gpus(hwloc_topology_t topo, machine &m) {
     }
 }
 
+void collect_pci_localities(hwloc_topology_t topo, machine &m) {
+    for (hwloc_obj_t obj = hwloc_get_next_pcidev(topo, nullptr); obj != nullptr; obj = hwloc_get_next_pcidev(topo, obj)) {
+        const auto &pci = obj->attr->pcidev;
+        pci_locality l;
+        l.domain = pci.domain;
+        l.bus = pci.bus;
+        l.dev = pci.dev;
+        l.func = pci.func;
+        const hwloc_obj_t anchor = hwloc_get_non_io_ancestor_obj(topo, obj);
+        if (anchor != nullptr) l.numa_nodes = os_ids(anchor->nodeset);
+        m.pci_devices.push_back(std::move(l));
+    }
+}
+
 void collect_caches(hwloc_topology_t topo, machine &m) {
     static constexpr hwloc_obj_type_t levels[] = {HWLOC_OBJ_L1CACHE, HWLOC_OBJ_L2CACHE, HWLOC_OBJ_L3CACHE,
                                                   HWLOC_OBJ_L4CACHE, HWLOC_OBJ_L5CACHE};
@@ -140,11 +163,8 @@ void collect_caches(hwloc_topology_t topo, machine &m) {
     }
 }
 
-} // namespace
-
-machine discover() {
-    const topology_ptr owner = load_topology();
-    hwloc_topology_t topo = owner.get();
+// `local`: the topology is this machine's, so /proc, the cgroup and CPUID may add to what hwloc says.
+machine describe(hwloc_topology_t topo, bool local) {
     machine m;
 
     m.packages = std::max(1, hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE));
@@ -167,7 +187,7 @@ machine discover() {
 
     // Some VMs and sandboxes report less memory per NUMA node than the kernel gives the process; the kernel's
     // MemTotal is what allocations can actually use, so the larger figure wins (and a single node gets all of it).
-    m.total_ram = std::max<uint64_t>(hwloc_get_root_obj(topo)->total_memory, meminfo_bytes("MemTotal"));
+    m.total_ram = std::max<uint64_t>(hwloc_get_root_obj(topo)->total_memory, local ? meminfo_bytes("MemTotal") : 0);
     if (m.numa.size() == 1) m.numa[0].memory_bytes = std::max(m.numa[0].memory_bytes, m.total_ram);
     if (m.numa.empty()) {
         numa_node whole{0, m.total_ram, os_ids(hwloc_get_root_obj(topo)->cpuset)};
@@ -176,23 +196,67 @@ machine discover() {
         m.numa[0].memory_bytes = m.total_ram;
     }
 
-    m.available_ram = meminfo_bytes("MemAvailable");
-    if (m.available_ram == 0) m.available_ram = meminfo_bytes("MemFree");
-    // In a container the cgroup limit, not the host's free memory, is what this process can use.
-    if (const uint64_t limit = cgroup_bytes("/sys/fs/cgroup/memory.max"); limit > 0) {
-        const uint64_t used = cgroup_bytes("/sys/fs/cgroup/memory.current");
-        m.available_ram = std::min(m.available_ram, limit > used ? limit - used : 0);
+    if (local) {
+        m.available_ram = meminfo_bytes("MemAvailable");
+        if (m.available_ram == 0) m.available_ram = meminfo_bytes("MemFree");
+        // In a container the cgroup limit, not the host's free memory, is what this process can use.
+        if (const uint64_t limit = cgroup_bytes("/sys/fs/cgroup/memory.max"); limit > 0) {
+            const uint64_t used = cgroup_bytes("/sys/fs/cgroup/memory.current");
+            m.available_ram = std::min(m.available_ram, limit > used ? limit - used : 0);
+        }
+        m.available_ram = std::min(m.available_ram, m.total_ram);
+    } else {
+        m.available_ram = m.total_ram;
     }
-    m.available_ram = std::min(m.available_ram, m.total_ram);
 
     collect_caches(topo, m);
     collect_gpus(topo, m);
+    collect_pci_localities(topo, m);
 
     const hwloc_obj_t package = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE, 0);
     const char *model = package != nullptr ? hwloc_obj_get_info_by_name(package, "CPUModel") : nullptr;
-    m.cpu_model = model != nullptr ? model : cpu_model_from_proc();
-    detect_isa(m);
+    m.cpu_model = model != nullptr ? model : local ? cpu_model_from_proc() : std::string();
+    if (local) detect_isa(m);
     return m;
+}
+
+} // namespace
+
+machine discover() {
+    const topology_ptr topo = load_topology();
+    return describe(topo.get(), true);
+}
+
+machine discover_from_xml(const std::string &xml) {
+    const topology_ptr topo = load_topology(&xml);
+    return describe(topo.get(), false);
+}
+
+std::optional<pci_locality> parse_pci_bus_id(std::string_view bus_id) {
+    const std::string text(bus_id);
+    pci_locality id;
+    int consumed = -1;
+    // Domain first: "%x:%x.%x" would also match the first part of a full id and stop there.
+    if (std::sscanf(text.c_str(), "%x:%x:%x.%x%n", &id.domain, &id.bus, &id.dev, &id.func, &consumed) != 4 ||
+        static_cast<size_t>(consumed) != text.size()) {
+        id.domain = 0;
+        consumed = -1;
+        if (std::sscanf(text.c_str(), "%x:%x.%x%n", &id.bus, &id.dev, &id.func, &consumed) != 3 ||
+            static_cast<size_t>(consumed) != text.size())
+            return std::nullopt;
+    }
+    // sscanf's %x also takes a sign and a 0x prefix; a bus id has neither.
+    if (text.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) return std::nullopt;
+    if (id.bus > 0xff || id.dev > 0x1f || id.func > 0x7) return std::nullopt;
+    return id;
+}
+
+std::vector<int> nearest_numa_nodes(const machine &m, std::string_view bus_id) {
+    const std::optional<pci_locality> id = parse_pci_bus_id(bus_id);
+    if (!id) return {};
+    for (const pci_locality &d : m.pci_devices)
+        if (d.domain == id->domain && d.bus == id->bus && d.dev == id->dev && d.func == id->func) return d.numa_nodes;
+    return {};
 }
 
 namespace {

@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata::topology {
@@ -30,6 +32,13 @@ struct pci_gpu {
     uint16_t vendor_id = 0, device_id = 0;
 };
 
+// Where one PCI device hangs off the CPU side: the NUMA nodes of its nearest non-I/O ancestor (a package, a group,
+// or the whole machine when the firmware says nothing more precise).
+struct pci_locality {
+    unsigned domain = 0, bus = 0, dev = 0, func = 0;
+    std::vector<int> numa_nodes; // OS indexes; empty when hwloc gives the ancestor no nodes
+};
+
 struct machine {
     int packages = 0;
     int cores = 0;
@@ -37,6 +46,7 @@ struct machine {
     std::vector<numa_node> numa;
     std::vector<cache_info> caches;
     std::vector<pci_gpu> gpus;
+    std::vector<pci_locality> pci_devices; // every PCI device hwloc keeps (GPUs, NICs, storage), for nearest_numa_nodes
     uint64_t total_ram = 0;
     uint64_t available_ram = 0; // /proc/meminfo MemAvailable, capped by a cgroup v2 memory limit when there is one
     std::vector<int> one_pu_per_core; // OS ids, one per physical core, for pinning
@@ -46,6 +56,18 @@ struct machine {
 
 // Throws strata::error when hwloc cannot load the topology.
 machine discover();
+
+// The same description of a topology exported by hwloc as XML (lstopo foo.xml): for tests and for looking at another
+// machine. Memory figures come from the XML only; the SIMD flags stay false.
+machine discover_from_xml(const std::string &xml);
+
+// "0000:17:00.0" (also an 8-digit domain as nvidia-smi writes it, or no domain: "17:00.0"; hex in either case) as
+// {domain, bus, dev, func}; nullopt when it is not a PCI bus id.
+std::optional<pci_locality> parse_pci_bus_id(std::string_view bus_id);
+
+// The OS indexes of the NUMA nodes nearest the PCI device at bus_id; empty ("unknown") when the id does not parse or
+// the device is not in the topology (virtual machines often show no PCI at all).
+std::vector<int> nearest_numa_nodes(const machine &m, std::string_view bus_id);
 
 // Readable table with the headings "CPU", "Memory", "NUMA nodes", "Caches", "GPUs".
 std::string to_text(const machine &m);

@@ -2,6 +2,7 @@
 // reports a score without crashing, explains a failed create(), and rejects bad arguments before touching CUDA.
 #include "cuda_test_support.hpp"
 
+#include <cstdio>
 #include <cstring>
 
 namespace {
@@ -26,6 +27,41 @@ TEST(CudaPlugin, OffersTheAbi15Slots) {
     EXPECT_TRUE(STRATA_HAS_SLOT(d, host_register));
     EXPECT_TRUE(STRATA_HAS_SLOT(d, host_unregister));
     EXPECT_TRUE(STRATA_HAS_SLOT(d, mem_info));
+}
+
+// Since 1.7: the GPU says where it sits on PCI (for pinned memory on its nearest NUMA node); the CPU device has no
+// bus id and leaves the slot empty.
+TEST(CudaPlugin, OffersPciBusIdAndTheCpuDeviceDoesNot) {
+    const plugins &p = loaded();
+    ASSERT_NE(p.cuda, nullptr);
+    ASSERT_NE(p.cpu, nullptr);
+    EXPECT_TRUE(STRATA_HAS_SLOT(p.cuda, pci_bus_id));
+    EXPECT_FALSE(STRATA_HAS_SLOT(p.cpu, pci_bus_id));
+}
+
+// The bus id as the GPU reports it: "dddd:bb:dd.f" in hex (some drivers write an 8-digit domain); a buffer too small
+// for all of it gets nothing rather than a cut-off id that would name another device.
+TEST(CudaPlugin, PciBusIdIsAWholeBusIdOrNothing) {
+    REQUIRE_GPU();
+    strata_status st{};
+    device_ptr dev = create_device(loaded().cuda, &st);
+    ASSERT_NE(dev, nullptr) << st.message;
+    char id[64];
+    std::memset(id, 'x', sizeof id);
+    ASSERT_EQ(loaded().cuda->pci_bus_id(dev.get(), id, sizeof id), 1);
+    unsigned domain = 0, bus = 0, slot = 0, function = 0;
+    int consumed = 0;
+    ASSERT_EQ(std::sscanf(id, "%x:%x:%x.%x%n", &domain, &bus, &slot, &function, &consumed), 4) << id;
+    EXPECT_EQ(static_cast<size_t>(consumed), std::strlen(id)) << id;
+    EXPECT_LT(bus, 256u);
+    EXPECT_LT(slot, 32u);
+    EXPECT_LT(function, 8u);
+    std::printf("cuda device 0 is at PCI %s\n", id);
+
+    char small[6];
+    std::memset(small, 'x', sizeof small);
+    EXPECT_EQ(loaded().cuda->pci_bus_id(dev.get(), small, sizeof small), 0);
+    EXPECT_EQ(small[0], '\0');
 }
 
 TEST(CudaPlugin, DeclaresDeviceIndexInItsTable) {
@@ -103,6 +139,9 @@ TEST(CudaPlugin, SlotsRejectANullDevice) {
     expect_invalid(d->copy(nullptr, buf, buf, 4, STRATA_COPY_D2D, &st), st, "copy");
     EXPECT_EQ(d->mem_alloc(nullptr, 16, &st), nullptr);
     EXPECT_NE(std::strstr(st.message, "device is NULL"), nullptr) << st.message;
+    char id[32] = "unchanged";
+    EXPECT_EQ(d->pci_bus_id(nullptr, id, sizeof id), 0);
+    EXPECT_EQ(id[0], '\0');
     d->mem_free(nullptr, nullptr); // must not crash
     d->destroy(nullptr);
 }

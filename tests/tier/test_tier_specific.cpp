@@ -1,8 +1,12 @@
 // Behaviour particular to one tier: pinned_ram's memlock limit, numa_ram's node choice, nvme's file handling and
 // checksums.
+#include "config/config_view.hpp"
+#include "config/document.hpp"
+#include "config/schema.hpp"
 #include "tier_harness.hpp"
 
 #include <gtest/gtest.h>
+#include <hwloc.h>
 
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -111,6 +115,110 @@ TEST(PinnedRam, SizeKeyIsTheBudgetWhenThePlannerGivesNone) {
     EXPECT_FALSE(create_tier("pinned_ram", none, 0, &st));
     EXPECT_EQ(st.code, STRATA_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(contains(st.message, "size")) << st.message;
+}
+
+// numa_node = 0 exists everywhere: the arena is bound to it before mlock faults it in (or, where the OS cannot bind,
+// the tier says so and works unbound), and its pages then sit on node 0.
+TEST(PinnedRam, NumaNodeZeroBindsTheArenaAndItWorks) {
+    test_host().clear();
+    config_table cfg{{"numa_node", int64_t{0}}};
+    strata_status st{};
+    tier_ptr t = create_tier("pinned_ram", cfg, 1 << 20, &st);
+    ASSERT_TRUE(t) << st.message;
+    const bool bound = test_host().logged("(1.0 MiB) of RAM on NUMA node 0");
+    const bool refused = test_host().logged("cannot bind memory to NUMA node 0 here");
+    ASSERT_TRUE(bound || refused) << "the tier said neither that it bound nor why it could not";
+    std::cout << "pinned_ram numa_node = 0: " << (bound ? "bound" : "the OS cannot bind here") << "\n";
+
+    const strata_tier_desc &d = tier_plugin("pinned_ram");
+    uint64_t r = 0;
+    ASSERT_EQ(d.region_alloc(t.get(), 5000, &r, &st), STRATA_OK) << st.message;
+    const std::vector<unsigned char> data = random_bytes(17, 5000);
+    std::vector<unsigned char> back(5000);
+    ASSERT_EQ(d.write(t.get(), r, 0, data.data(), 5000, &st), STRATA_OK) << st.message;
+    ASSERT_EQ(d.read(t.get(), r, 0, back.data(), 5000, &st), STRATA_OK) << st.message;
+    EXPECT_EQ(back, data);
+    void *addr = d.map(t.get(), r);
+    ASSERT_NE(addr, nullptr);
+    if (!bound) return;
+    hwloc_topology_t topo = nullptr;
+    ASSERT_EQ(hwloc_topology_init(&topo), 0);
+    ASSERT_EQ(hwloc_topology_load(topo), 0);
+    hwloc_bitmap_t where = hwloc_bitmap_alloc();
+    const int rc = hwloc_get_area_memlocation(topo, addr, 5000, where, HWLOC_MEMBIND_BYNODESET);
+    const bool on_node0_only = rc == 0 && hwloc_bitmap_isset(where, 0) && hwloc_bitmap_weight(where) == 1;
+    hwloc_bitmap_free(where);
+    hwloc_topology_destroy(topo);
+    EXPECT_TRUE(on_node0_only) << "the region's pages are not (only) on node 0";
+}
+
+TEST(PinnedRam, ANumaNodeThisMachineLacksIsRefusedNamingTheExistingOnes) {
+    config_table cfg{{"numa_node", int64_t{99}}};
+    strata_status st{};
+    EXPECT_FALSE(create_tier("pinned_ram", cfg, 1 << 20, &st));
+    EXPECT_EQ(st.code, STRATA_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(st.message, "NUMA node 99 does not exist")) << st.message;
+    EXPECT_TRUE(contains(st.message, "this machine has nodes 0")) << st.message;
+    EXPECT_TRUE(contains(st.message, "-1 for no binding")) << st.message;
+
+    cfg.set("numa_node", int64_t{-2}); // a view that was not validated against the schema
+    EXPECT_FALSE(create_tier("pinned_ram", cfg, 1 << 20, &st));
+    EXPECT_EQ(st.code, STRATA_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(st.message, "numa_node = -2 is not a NUMA node")) << st.message;
+}
+
+TEST(PinnedRam, NumaNodeMinusOneIsNoBinding) {
+    test_host().clear();
+    config_table cfg{{"numa_node", int64_t{-1}}};
+    strata_status st{};
+    tier_ptr t = create_tier("pinned_ram", cfg, 1 << 20, &st);
+    ASSERT_TRUE(t) << st.message;
+    EXPECT_TRUE(test_host().logged("(1.0 MiB) of RAM"));
+    EXPECT_FALSE(test_host().logged("NUMA node"));
+}
+
+// The key as the config file sees it: an INT from -1 with no default, so "unset" (the engine may choose the GPU's
+// node) differs from an explicit -1 (no binding).
+TEST(PinnedRam, NumaNodeKeyIsValidatedAndUnsetReadsAsUnset) {
+    strata::plugins::registry reg(test_host().services());
+    reg.load_file(std::string(STRATA_PLUGIN_DIR) + "/libstrata_tier_pinned_ram.so");
+    strata::config::schema s;
+    bool declared = false;
+    for (const auto &[table, keys] : reg.config_tables()) {
+        if (table != "pinned_ram") continue;
+        s.add_plugin_table(table, keys.first, keys.second);
+        for (uint32_t i = 0; i < keys.second; ++i)
+            if (std::strcmp(keys.first[i].name, "numa_node") == 0) {
+                declared = true;
+                EXPECT_EQ(keys.first[i].type, static_cast<uint32_t>(STRATA_CONFIG_INT));
+                EXPECT_EQ(keys.first[i].default_value, nullptr);
+            }
+    }
+    ASSERT_TRUE(declared) << "[pinned_ram] has no numa_node key";
+
+    auto refusal = [&](const std::string &toml) -> std::string {
+        strata::config::document doc = strata::config::document::from_string(toml, "test.toml");
+        try {
+            doc.validate(s);
+        } catch (const std::exception &e) {
+            return e.what();
+        }
+        return "";
+    };
+    EXPECT_EQ(refusal("[pinned_ram]\nnuma_node = 1\n"), "");
+    EXPECT_EQ(refusal("[pinned_ram]\nnuma_node = -1\n"), "");
+    const std::string low = refusal("[pinned_ram]\nnuma_node = -2\n");
+    EXPECT_TRUE(contains(low.c_str(), "numa_node")) << low;
+    EXPECT_TRUE(contains(low.c_str(), "out of range")) << low;
+    const std::string text = refusal("[pinned_ram]\nnuma_node = \"near\"\n");
+    EXPECT_TRUE(contains(text.c_str(), "numa_node")) << text;
+
+    strata::config::document unset = strata::config::document::from_string("[pinned_ram]\nsize = 4096\n", "test.toml");
+    unset.validate(s);
+    const strata::config::plugin_config_view view(unset, s, "pinned_ram");
+    int64_t node = 7;
+    EXPECT_EQ(view.view()->get_int(view.view()->ctx, "numa_node", &node), 0);
+    EXPECT_EQ(node, 7);
 }
 
 // ---- numa_ram --------------------------------------------------------------------------------------------------

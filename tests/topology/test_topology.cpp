@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 using namespace strata::topology;
@@ -106,4 +107,120 @@ TEST(Topology, TextOfThisMachineHasTheHeadings) {
     const std::string text = to_text(this_machine());
     for (const char *heading : {"CPU\n", "Memory\n", "NUMA nodes\n", "Caches\n", "GPUs\n"})
         EXPECT_NE(text.find(heading), std::string::npos) << heading;
+}
+
+// ---- PCI locality: which NUMA node a GPU is nearest -------------------------------------------------------------
+
+namespace {
+
+// Two packages with one NUMA node each; a GPU under the second package's host bridge (0000:41:00.0) and a BMC's
+// display adapter under a host bridge of the whole machine (0000:00:02.0), as on a two-socket server.
+const char *const two_socket_xml = R"(<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc2.dtd">
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset="0x0000000f" complete_cpuset="0x0000000f" allowed_cpuset="0x0000000f" nodeset="0x00000003" complete_nodeset="0x00000003" allowed_nodeset="0x00000003" gp_index="1">
+    <object type="Package" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="2">
+      <object type="NUMANode" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="3" local_memory="1073741824"/>
+      <object type="Core" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="4">
+        <object type="PU" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="5"/>
+      </object>
+      <object type="Core" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="6">
+        <object type="PU" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="7"/>
+      </object>
+    </object>
+    <object type="Package" os_index="1" cpuset="0x0000000c" complete_cpuset="0x0000000c" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="8">
+      <object type="NUMANode" os_index="1" cpuset="0x0000000c" complete_cpuset="0x0000000c" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="9" local_memory="1073741824"/>
+      <object type="Core" os_index="2" cpuset="0x00000004" complete_cpuset="0x00000004" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="10">
+        <object type="PU" os_index="2" cpuset="0x00000004" complete_cpuset="0x00000004" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="11"/>
+      </object>
+      <object type="Core" os_index="3" cpuset="0x00000008" complete_cpuset="0x00000008" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="12">
+        <object type="PU" os_index="3" cpuset="0x00000008" complete_cpuset="0x00000008" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="13"/>
+      </object>
+      <object type="Bridge" gp_index="14" bridge_type="0-1" depth="0" bridge_pci="0000:[41-41]">
+        <object type="PCIDev" gp_index="15" pci_busid="0000:41:00.0" pci_type="0302 [10de:2335] [10de:18be] a1" pci_link_speed="0.000000">
+          <info name="PCIVendor" value="NVIDIA Corporation"/>
+          <info name="PCIDevice" value="GH100 [H200 SXM 141GB]"/>
+        </object>
+      </object>
+    </object>
+    <object type="Bridge" gp_index="16" bridge_type="0-1" depth="0" bridge_pci="0000:[00-00]">
+      <object type="PCIDev" gp_index="17" pci_busid="0000:00:02.0" pci_type="0300 [1a03:2000] [1a03:2000] 41" pci_link_speed="0.000000"/>
+    </object>
+  </object>
+</topology>
+)";
+
+const machine &two_socket() {
+    static const machine m = discover_from_xml(two_socket_xml);
+    return m;
+}
+
+} // namespace
+
+TEST(PciLocality, TheXmlMachineHasTwoNodesAndTwoDisplayDevices) {
+    const machine &m = two_socket();
+    ASSERT_EQ(m.numa.size(), 2U);
+    EXPECT_EQ(m.numa[1].os_index, 1);
+    EXPECT_EQ(m.numa[1].cpus, (std::vector<int>{2, 3}));
+    ASSERT_EQ(m.gpus.size(), 2U);
+    EXPECT_EQ(m.pci_devices.size(), 2U);
+}
+
+TEST(PciLocality, AGpuUnderTheSecondPackageIsNearestNodeOne) {
+    const machine &m = two_socket();
+    EXPECT_EQ(nearest_numa_nodes(m, "0000:41:00.0"), (std::vector<int>{1}));
+    // As CUDA and nvidia-smi write it: upper-case hex, an 8-digit domain, or no domain.
+    EXPECT_EQ(nearest_numa_nodes(m, "0000:41:00.0"), nearest_numa_nodes(m, "00000000:41:00.0"));
+    EXPECT_EQ(nearest_numa_nodes(m, "41:00.0"), (std::vector<int>{1}));
+    const auto gpu = std::find_if(m.gpus.begin(), m.gpus.end(), [](const pci_gpu &g) { return g.bus_id == "0000:41:00.0"; });
+    ASSERT_NE(gpu, m.gpus.end());
+    EXPECT_EQ(gpu->numa_node, 1);
+}
+
+TEST(PciLocality, ADeviceOfTheWholeMachineIsNearEveryNode) {
+    EXPECT_EQ(nearest_numa_nodes(two_socket(), "0000:00:02.0"), (std::vector<int>{0, 1}));
+}
+
+TEST(PciLocality, AnUnknownOrMalformedBusIdIsUnknown) {
+    const machine &m = two_socket();
+    EXPECT_TRUE(nearest_numa_nodes(m, "0000:42:00.0").empty());
+    EXPECT_TRUE(nearest_numa_nodes(m, "0001:41:00.0").empty()) << "another PCI domain";
+    for (const char *bad : {"", "gpu0", "0000:41:00", "0000:41:00.0x", "0000:41:00.0 ", "-0:41:00.0", "0000:41:20.0",
+                            "0000:41:00.8", "0x0:41:00.0"})
+        EXPECT_TRUE(nearest_numa_nodes(m, bad).empty()) << '"' << bad << '"';
+    EXPECT_TRUE(nearest_numa_nodes(machine{}, "0000:41:00.0").empty()) << "a machine without PCI information";
+}
+
+TEST(PciLocality, BusIdsParseAsHwlocReadsThem) {
+    const auto id = parse_pci_bus_id("0000:3B:1f.7");
+    ASSERT_TRUE(id.has_value());
+    EXPECT_EQ(id->domain, 0U);
+    EXPECT_EQ(id->bus, 0x3bU);
+    EXPECT_EQ(id->dev, 0x1fU);
+    EXPECT_EQ(id->func, 7U);
+    const auto short_id = parse_pci_bus_id("3b:00.1");
+    ASSERT_TRUE(short_id.has_value());
+    EXPECT_EQ(short_id->bus, 0x3bU);
+    EXPECT_EQ(short_id->func, 1U);
+}
+
+TEST(PciLocality, ThisMachineKnowsItsOwnGpusLocality) {
+    // Whatever this machine has: each GPU found at discovery is found again by its bus id.
+    const machine &m = this_machine();
+    for (const pci_gpu &g : m.gpus) {
+        const std::vector<int> nodes = nearest_numa_nodes(m, g.bus_id);
+        if (g.numa_node >= 0) {
+            EXPECT_EQ(nodes, (std::vector<int>{g.numa_node})) << g.bus_id;
+        }
+    }
+    std::printf("this machine: %zu GPU(s), %zu PCI device(s) with locality\n", m.gpus.size(), m.pci_devices.size());
+}
+
+TEST(PciLocality, ABrokenXmlIsAClearError) {
+    try {
+        (void)discover_from_xml("<topology>");
+        FAIL() << "no error";
+    } catch (const std::exception &e) {
+        EXPECT_NE(std::string(e.what()).find("topology XML"), std::string::npos) << e.what();
+    }
 }

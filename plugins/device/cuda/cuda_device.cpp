@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstring>
 #include <iterator>
 #include <memory>
 
@@ -272,6 +273,22 @@ int32_t mem_info(strata_device *dev, uint64_t *free_bytes, uint64_t *total_bytes
     return STRATA_OK;
 }
 
+// "0000:17:00.0": where the GPU sits on PCI, so the host can put pinned staging memory on the NUMA node nearest it.
+// A buffer too small for the whole id gets an empty string and 0: a cut-off id would name another device.
+int32_t pci_bus_id(strata_device *dev, char *buf, uint32_t cap) {
+    if (buf != nullptr && cap > 0) buf[0] = '\0';
+    if (dev == nullptr || buf == nullptr || cap == 0) return 0;
+    char id[64] = {0};
+    if (cudaDeviceGetPCIBusId(id, static_cast<int>(sizeof id), dev->index) != cudaSuccess) {
+        (void)cudaGetLastError(); // not an error of any later call
+        return 0;
+    }
+    const size_t n = std::strlen(id);
+    if (n == 0 || n + 1 > cap) return 0;
+    std::memcpy(buf, id, n + 1);
+    return 1;
+}
+
 const strata_device_desc cuda_device_desc = {
     strata::plugin::make_header<strata_device_desc>(STRATA_KIND_DEVICE, "cuda",
                                                     offsetof(strata_device_desc, thread_count)),
@@ -296,6 +313,9 @@ const strata_device_desc cuda_device_desc = {
     host_register,
     host_unregister,
     mem_info,
+    nullptr, // fence_record: not yet
+    nullptr, // copy_after: not yet
+    pci_bus_id,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cuda_device_desc.header};
