@@ -186,7 +186,7 @@ void engine::place_weights() {
     shape.hp = hp_;
     shape.max_model_len = n_ctx_;
     shape.activation_bytes = activation_bytes(arch_.desc, model_, hp_, opts_.scheduler);
-    planner::inputs in = make_plan_inputs(shape, opts_.offload, registry_, host_, device_name_);
+    planner::inputs in = make_plan_inputs(shape, opts_.offload, registry_, host_, device_name_, opts_.machine);
     plan_ = planner::make_plan(in);
     if (!device_reads_host_) {
         // A device with its own memory: the link's speed decides hybrid placement and is worth showing.

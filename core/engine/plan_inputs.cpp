@@ -60,8 +60,9 @@ uint64_t activation_bytes(const strata_model_arch_desc *arch, const strata_model
 }
 
 planner::inputs make_plan_inputs(const model_shape &m, const offload_options &opts, const plugins::registry &registry,
-                                 const strata_host_services *host, const std::string &device_kind) {
-    const topology::machine machine = topology::discover();
+                                 const strata_host_services *host, const std::string &device_kind,
+                                 const topology::machine *known) {
+    const topology::machine machine = known != nullptr ? *known : topology::discover();
     planner::inputs in;
     in.n_layer = m.hp.n_layer;
     in.n_head_kv = m.hp.n_head_kv;

@@ -9,6 +9,10 @@
 
 #include <strata/plugin_abi.h>
 
+namespace strata::topology {
+struct machine;
+}
+
 namespace strata::engine {
 
 struct model_shape {
@@ -25,8 +29,10 @@ uint64_t activation_bytes(const strata_model_arch_desc *arch, const strata_model
                           const scheduler_config &sc);
 
 // Tier bandwidths come from the cache, or are measured on a small temporary instance of each tier (and cached)
-// when opts.measure_bandwidth is set and the cache has none or opts.remeasure asks.
+// when opts.measure_bandwidth is set and the cache has none or opts.remeasure asks. RAM sizes come from `machine`
+// (the start-up discovery) or, when it is null, from a discovery of its own.
 planner::inputs make_plan_inputs(const model_shape &m, const offload_options &opts, const plugins::registry &registry,
-                                 const strata_host_services *host, const std::string &device_kind);
+                                 const strata_host_services *host, const std::string &device_kind,
+                                 const topology::machine *machine = nullptr);
 
 } // namespace strata::engine
