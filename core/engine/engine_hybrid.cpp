@@ -199,6 +199,12 @@ void engine::plan_hybrid(const planner::inputs &in) {
     layer_on_host_.assign(static_cast<size_t>(hp_.n_layer), 0);
     for (int32_t l : d.host_layers) layer_on_host_[static_cast<size_t>(l)] = 1;
     host_workspace_.resize(arch_.desc->workspace_bytes(model_, opts_.scheduler.max_num_batched_tokens) + 64);
+    // Activations cross the link several times per CPU layer: from page-locked memory those copies run at the link's
+    // speed and without a bounce through the driver's staging.
+    strata_status st{};
+    if (STRATA_HAS_SLOT(device_desc_.desc, host_register) &&
+        device_desc_.desc->host_register(device_, host_workspace_.data(), host_workspace_.size(), &st) == STRATA_OK)
+        registered_.push_back(host_workspace_.data());
 }
 
 engine::hybrid_report engine::hybrid() const {
