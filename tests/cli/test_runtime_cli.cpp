@@ -276,6 +276,17 @@ TEST(RuntimeCli, OffloadComputeFlagsChooseWhereOffloadedLayersRun) {
     EXPECT_NE(r.err.find("note: link to device 'cpu': "), std::string::npos) << "the plan shows the link: " << r.err;
 }
 
+// The GPU example config runs anywhere: without a usable GPU, `auto` falls back to the CPU device and the story is
+// the reference one.
+TEST(RuntimeCli, GpuOffloadConfigRunsAndFallsBackWithoutAGpu) {
+    run_result want = run("--config configs/cpu_offload.toml --max-tokens 40");
+    ASSERT_EQ(want.exit_code, 0) << want.err;
+    run_result r = run("--config configs/gpu_offload.toml --max-tokens 40");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, want.out);
+    EXPECT_NE(r.err.find("Memory plan for the"), std::string::npos) << r.err;
+}
+
 TEST(RuntimeCli, BadPlacementInputIsOneClearError) {
     run_result r = run("--model " + k_model + " --device-memory 100TiB");
     EXPECT_EQ(r.exit_code, 2);
