@@ -191,11 +191,16 @@ void engine::place_weights() {
     if (!device_reads_host_) {
         // A device with its own memory: the link's speed decides hybrid placement and is worth showing.
         measure_link();
+        if (plan_.fits) plan_hybrid(in); // may plan again
         if (link_h2d_ > 0)
-            plan_.notes.push_back(fmt::format("link to device '{}': {:.1f} GB/s host to device, {:.1f} GB/s back "
-                                              "(page-locked, measured once and cached; --remeasure)",
-                                              device_name_, link_h2d_ / 1e9, link_d2h_ / 1e9));
-        if (plan_.fits) plan_hybrid(in);
+            plan_.notes.insert(plan_.notes.begin(),
+                               fmt::format("link to device '{}': {:.1f} GB/s host to device, {:.1f} GB/s back "
+                                           "(page-locked, measured once and cached; --remeasure), {:.0f} us per small copy",
+                                           device_name_, link_h2d_ / 1e9, link_d2h_ / 1e9, link_latency_ * 1e6));
+    } else if (opts_.offload.offload_compute != "auto" && plan_.offloaded_bytes > 0) {
+        plan_.notes.push_back(fmt::format("offload_compute = '{}' changes nothing on device '{}': it reads host tiers "
+                                          "itself (in place, or streamed with stream_weights)",
+                                          opts_.offload.offload_compute, device_name_));
     }
     if (opts_.print_plan) std::fprintf(stderr, "%s", planner::to_table(plan_, in).c_str());
     if (!plan_.fits) {

@@ -108,9 +108,11 @@ class engine {
     void bind_pinned_staging();
     void release_resources(bool persist);
     void place_weights();
-    void plan_hybrid(const planner::inputs &in);
-    void start_host_device();
+    void plan_hybrid(planner::inputs in);
+    bool start_host_device(bool required);
+    void stop_host_device();
     void measure_link();
+    void measure_link_latency();
     std::pair<double, double> measure_cpu_layer(int32_t layer);
     void prefault_weights();
     void setup_kv();
@@ -153,6 +155,7 @@ class engine {
     int32_t hybrid_min_batch_ = 0;
     std::vector<unsigned char> host_workspace_;
     double link_h2d_ = 0, link_d2h_ = 0; // measured link to a device with its own memory (bytes/s, 0 = unknown)
+    double link_latency_ = 0;            // one small synchronous copy (s), measured at each start
     std::atomic<uint64_t> hybrid_steps_{0}, hybrid_streamed_steps_{0};
 
     // KV cache and scheduler (used by the worker thread only).

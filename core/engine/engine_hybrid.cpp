@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -40,6 +41,7 @@ template <class Fn> double best_seconds(const Fn &fn) {
 // cached per device (and PCI bus id), measured again with --remeasure. Sets link_h2d_/link_d2h_ (0 = unknown).
 void engine::measure_link() {
     link_h2d_ = link_d2h_ = 0;
+    measure_link_latency();
     planner::bandwidth_cache cache(opts_.offload.bandwidth_cache_path.empty()
                                        ? planner::default_bandwidth_cache_path()
                                        : std::filesystem::path(opts_.offload.bandwidth_cache_path));
@@ -88,23 +90,48 @@ void engine::measure_link() {
         log::warn("engine", "could not measure the link to device '{}': {}", device_name_, error);
         return;
     }
-    log::info("engine", "measured the link to device '{}': {:.1f} GB/s host to device, {:.1f} GB/s back (cached in {})", device_name_,
-              e.write_bps / 1e9, e.read_bps / 1e9, cache.path().string());
     cache.put(e);
+    std::string where = "cached in " + cache.path().string();
     try {
         cache.save();
     } catch (const std::exception &ex) {
-        log::warn("engine", "could not save measured bandwidths: {}", ex.what());
+        where = std::string("not cached: ") + ex.what();
     }
+    log::info("engine", "measured the link to device '{}': {:.1f} GB/s host to device, {:.1f} GB/s back ({})",
+              device_name_, e.write_bps / 1e9, e.read_bps / 1e9, where);
     link_h2d_ = e.write_bps;
     link_d2h_ = e.read_bps;
 }
 
+// The time of one small synchronous copy (the fastest of 32 round trips of 4 KiB, halved): what each activation copy
+// of a CPU-computed layer costs besides its bytes. Cheap enough to measure at every start.
+void engine::measure_link_latency() {
+    link_latency_ = 0;
+    constexpr uint64_t bytes = 4096;
+    strata_status st{};
+    void *dev = device_desc_.desc->mem_alloc(device_, bytes, &st);
+    if (dev == nullptr) return;
+    std::vector<unsigned char> host(bytes, 0);
+    double best = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < 32; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (device_desc_.desc->copy(device_, dev, host.data(), bytes, STRATA_COPY_H2D, &st) != STRATA_OK ||
+            device_desc_.desc->copy(device_, host.data(), dev, bytes, STRATA_COPY_D2H, &st) != STRATA_OK) {
+            best = 0;
+            break;
+        }
+        best = std::min(best, seconds_since(t0) / 2);
+    }
+    device_desc_.desc->mem_free(device_, dev);
+    link_latency_ = std::isfinite(best) ? best : 0;
+}
+
 // The host device: the `cpu` plugin with its [cpu] table (not when the main device is the cpu plugin in its
 // separate_memory test mode, whose table is for the emulated GPU).
-void engine::start_host_device() {
+bool engine::start_host_device(bool required) {
     host_desc_ = registry_.find_device("cpu");
     if (host_desc_.desc == nullptr) {
+        if (!required) return false;
         fail("offload_compute needs the 'cpu' device plugin to compute offloaded layers (available: {}); load it or "
              "set --offload-compute device",
              fmt::join(registry_.names(STRATA_KIND_DEVICE), ", "));
@@ -117,6 +144,7 @@ void engine::start_host_device() {
     strata_status st{};
     host_device_ = host_desc_.desc->create(&args, &st);
     if (host_device_ == nullptr) fail("the cpu device for offloaded layers failed to start: {}", status_text(st));
+    return true;
 }
 
 // Seconds per weight byte the CPU spends on one layer: fixed (one token) and per further token of a batch.
@@ -139,12 +167,21 @@ std::pair<double, double> engine::measure_cpu_layer(int32_t layer) {
     constexpr int32_t batch = 16;
     std::vector<float> x(static_cast<size_t>(max_cols) * batch, 0.25f), y(static_cast<size_t>(max_rows) * batch);
     strata_status st{};
+    bool ok = true;
     auto run = [&](int32_t n) {
-        for (const auto &w : mats) (void)host_desc_.desc->matmul(host_device_, &w, x.data(), n, y.data(), &st);
+        for (const auto &w : mats)
+            ok = ok && host_desc_.desc->matmul(host_device_, &w, x.data(), n, y.data(), &st) == STRATA_OK;
     };
     run(1); // the first pass faults the weights in
+    if (!ok) {
+        // Unknown rather than fast: a failing matmul would otherwise look free.
+        log::warn("engine", "the CPU cannot compute layer {} ({}): offloaded layers are not computed on the CPU", layer,
+                  status_text(st));
+        return {0, 0};
+    }
     const double t1 = best_seconds([&] { run(1); });
     const double tn = best_seconds([&] { run(batch); });
+    if (!ok) return {0, 0};
     const double per_token = std::max(0.0, (tn - t1) / (batch - 1)) / static_cast<double>(bytes);
     const double fixed = std::max(0.0, t1 / static_cast<double>(bytes) - per_token);
     log::info("engine", "CPU: {:.2f} ms for layer {} ({:.1f} MiB) at 1 token, {:.2f} ms at {}", t1 * 1e3, layer,
@@ -152,13 +189,22 @@ std::pair<double, double> engine::measure_cpu_layer(int32_t layer) {
     return {fixed, per_token};
 }
 
-// Decides which streamed layers the CPU computes (before the weights are placed, so the rings are built for it).
-void engine::plan_hybrid(const planner::inputs &in) {
+void engine::stop_host_device() {
+    if (host_device_ != nullptr) host_desc_.desc->destroy(host_device_);
+    host_device_ = nullptr;
+}
+
+// Decides which streamed layers the CPU computes and plans again with that decision (the on_cpu layers' ring is sized
+// only when large batches will use it), before the weights are placed so the rings are built for it. Every way out
+// short of a decision leaves the first plan (everything offloaded streams), with the reason in the plan's notes.
+void engine::plan_hybrid(planner::inputs in) {
     const offload_compute mode = parse_offload_compute(opts_.offload.offload_compute);
     hybrid_inputs hi;
     hi.mode = mode;
     hi.op_offload = opts_.offload.op_offload;
     hi.min_batch = opts_.offload.op_offload_min_batch;
+    hi.h2d_bytes_per_second = link_h2d_;
+    hi.link_latency_s = link_latency_;
     std::map<int32_t, hybrid_layer> layers;
     for (const auto &p : plan_.placements) {
         if (p.how != planner::mode::streamed || p.layer < 0 || p.layer >= hp_.n_layer) continue;
@@ -174,37 +220,72 @@ void engine::plan_hybrid(const planner::inputs &in) {
     }
     for (const auto &[layer, l] : layers) hi.streamed.push_back(l);
     if (mode == offload_compute::device || hi.streamed.empty()) return;
-    const bool any_readable =
-        std::any_of(hi.streamed.begin(), hi.streamed.end(), [](const hybrid_layer &l) { return l.host_readable; });
-    if (any_readable) {
-        start_host_device();
-        hi.h2d_bytes_per_second = link_h2d_;
-        const auto first = std::find_if(hi.streamed.begin(), hi.streamed.end(),
-                                        [](const hybrid_layer &l) { return l.host_readable; });
+    std::vector<std::string> notes;
+    auto keep_first_plan = [&](const std::string &why) {
+        stop_host_device();
+        for (const std::string &note : notes) plan_.notes.push_back(note);
+        if (!why.empty()) plan_.notes.push_back(why);
+        for (const std::string &note : plan_.notes) log::debug("engine", "hybrid placement: {}", note);
+    };
+    const auto first = std::find_if(hi.streamed.begin(), hi.streamed.end(),
+                                    [](const hybrid_layer &l) { return l.host_readable; });
+    // The CPU is measured only when its figure can change the answer.
+    if (first != hi.streamed.end() && (mode == offload_compute::cpu || link_h2d_ > 0)) {
+        if (!start_host_device(mode == offload_compute::cpu)) {
+            keep_first_plan("offload_compute = auto: no 'cpu' device plugin is loaded, so offloaded layers stream");
+            return;
+        }
         std::tie(hi.cpu_fixed_s_per_byte, hi.cpu_token_s_per_byte) = measure_cpu_layer(first->layer);
     }
     const hybrid_decision d = decide_hybrid(hi);
-    for (const std::string &note : d.notes) plan_.notes.push_back(note);
-    for (const std::string &note : d.notes) log::info("engine", "hybrid placement: {}", note);
+    notes = d.notes;
     if (d.host_layers.empty()) {
-        if (host_device_ != nullptr) host_desc_.desc->destroy(host_device_);
-        host_device_ = nullptr;
+        keep_first_plan("");
         return;
     }
-    for (auto &p : plan_.placements) {
-        if (std::find(d.host_layers.begin(), d.host_layers.end(), p.layer) != d.host_layers.end())
-            p.how = planner::mode::on_cpu;
+    // A threshold no step can reach (steps hold at most max_num_batched_tokens) needs no ring.
+    const int32_t max_step = opts_.scheduler.max_num_batched_tokens;
+    const bool stream_large = d.min_batch > 0 && d.min_batch <= max_step;
+    if (d.min_batch > max_step)
+        notes.push_back(fmt::format("no step reaches {} tokens (max_num_batched_tokens {}): they always run on the CPU",
+                                    d.min_batch, max_step));
+    in.on_cpu_layers = d.host_layers;
+    in.stream_on_cpu = stream_large;
+    planner::plan second = planner::make_plan(in);
+    if (!second.fits) {
+        keep_first_plan("computing offloaded layers on the CPU would not fit the device (a second staging ring): "
+                        "they stream");
+        return;
     }
-    hybrid_min_batch_ = d.min_batch;
+    plan_ = std::move(second);
+    for (const std::string &note : notes) plan_.notes.push_back(note);
+    for (const std::string &note : notes) log::info("engine", "hybrid placement: {}", note);
     layer_on_host_.assign(static_cast<size_t>(hp_.n_layer), 0);
-    for (int32_t l : d.host_layers) layer_on_host_[static_cast<size_t>(l)] = 1;
-    host_workspace_.resize(arch_.desc->workspace_bytes(model_, opts_.scheduler.max_num_batched_tokens) + 64);
+    bool any = false;
+    for (const auto &p : plan_.placements) {
+        if (p.how != planner::mode::on_cpu) continue;
+        layer_on_host_[static_cast<size_t>(p.layer)] = 1;
+        any = true;
+    }
+    if (!any) { // the second plan streams them after all (another layer split)
+        layer_on_host_.clear();
+        stop_host_device();
+        return;
+    }
+    hybrid_min_batch_ = stream_large ? d.min_batch : 0;
+    // Hybrid steps are smaller than the threshold: the host workspace needs no more.
+    const int32_t hybrid_tokens = stream_large ? d.min_batch - 1 : max_step;
+    host_workspace_.resize(arch_.desc->workspace_bytes(model_, hybrid_tokens) + 64);
     // Activations cross the link several times per CPU layer: from page-locked memory those copies run at the link's
     // speed and without a bounce through the driver's staging.
     strata_status st{};
-    if (STRATA_HAS_SLOT(device_desc_.desc, host_register) &&
-        device_desc_.desc->host_register(device_, host_workspace_.data(), host_workspace_.size(), &st) == STRATA_OK)
-        registered_.push_back(host_workspace_.data());
+    if (STRATA_HAS_SLOT(device_desc_.desc, host_register)) {
+        if (device_desc_.desc->host_register(device_, host_workspace_.data(), host_workspace_.size(), &st) == STRATA_OK)
+            registered_.push_back(host_workspace_.data());
+        else
+            log::warn("engine", "could not page-lock the {} host workspace of CPU-computed layers: {}; their copies run "
+                      "from pageable memory", human(host_workspace_.size()), status_text(st));
+    }
 }
 
 engine::hybrid_report engine::hybrid() const {

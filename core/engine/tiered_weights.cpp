@@ -114,7 +114,7 @@ tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &
             void *addr = STRATA_HAS_SLOT(ti.handle.desc, map) ? ti.handle.desc->map(ti.tier.get(), region) : nullptr;
             if (addr == nullptr) fail("tier '{}' cannot be computed on by the CPU in place (no map)", p.home);
             host_address_[p.tensor] = addr;
-            if (opts.op_offload) host_streamed[p.layer].push_back({&p, region});
+            if (plan.on_cpu_ring_bytes > 0) host_streamed[p.layer].push_back({&p, region});
         } else if (p.how == planner::mode::streamed) {
             streamed[p.layer].push_back({&p, region});
         }

@@ -43,8 +43,8 @@ struct offload_options {
     std::optional<bool> device_reads_host; // set by the engine from the device it created
     std::optional<uint64_t> device_total;  // the device's own memory size (mem_info), for GPU budgets
     // Hybrid placement ([memory] offload_compute, op_offload, op_offload_min_batch), decided by the engine from
-    // measurements: layers planned on_cpu are computed by the CPU where they live, and with op_offload large batches
-    // stream them to the device through a ring of their own.
+    // measurements: layers planned on_cpu are computed by the CPU where they live; when the plan sized a ring for
+    // them (on_cpu_ring_bytes), large batches stream them to the device through it.
     std::string offload_compute = "auto";
     bool op_offload = true;
     std::optional<int32_t> op_offload_min_batch;

@@ -218,6 +218,22 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
             slot = add_sat(slot, pl.bytes);
         }
     }
+    // Hybrid: listed layers streamed wholly from addressable tiers are computed by the CPU where they live.
+    std::vector<uint64_t> on_cpu(streamed.size(), 0);
+    for (int32_t layer : in.on_cpu_layers) {
+        if (layer < 0 || layer >= in.n_layer) continue;
+        bool all = false;
+        for (const auto &pl : p.placements) {
+            if (pl.layer != layer || pl.home == "device") continue;
+            const auto t = std::find_if(in.tiers.begin(), in.tiers.end(), [&](const tier_info &ti) { return ti.name == pl.home; });
+            all = pl.how == mode::streamed && t != in.tiers.end() && t->addressable;
+            if (!all) break;
+        }
+        if (!all) continue;
+        for (auto &pl : p.placements)
+            if (pl.layer == layer && pl.home != "device") pl.how = mode::on_cpu;
+        std::swap(on_cpu[static_cast<size_t>(layer + 1)], streamed[static_cast<size_t>(layer + 1)]);
+    }
     for (const auto &pl : p.placements) {
         if (pl.home == "device") p.device_weights = add_sat(p.device_weights, pl.bytes);
     }
@@ -228,6 +244,9 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
     p.offloaded_layers = static_cast<int32_t>(std::count(layer_out.begin(), layer_out.end(), true));
     p.staging_ring_bytes =
         mul_sat(static_cast<uint64_t>(in.prefetch_depth) + 1, *std::max_element(streamed.begin(), streamed.end()));
+    if (in.stream_on_cpu)
+        p.on_cpu_ring_bytes =
+            mul_sat(static_cast<uint64_t>(in.prefetch_depth) + 1, *std::max_element(on_cpu.begin(), on_cpu.end()));
 
     if (unplaced > 0) {
         if (in.tiers.empty())
@@ -242,15 +261,16 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
     }
 
     // What the device must hold besides the KV cache.
-    const uint64_t fixed =
-        add_sat(add_sat(p.device_weights, p.device_activation), add_sat(p.device_overhead, p.staging_ring_bytes));
+    const uint64_t fixed = add_sat(add_sat(p.device_weights, p.device_activation),
+                                   add_sat(p.device_overhead, add_sat(p.staging_ring_bytes, p.on_cpu_ring_bytes)));
     uint64_t left = 0;
     if (fixed > budget) {
         p.problems.push_back(fmt::format(
             "resident weights ({}), activations ({}), overhead ({}) and staging ring ({}) need {} but the device "
             "budget is {}: offload layers with --cpu-offload-layers/--cpu-offload-gb/--enable-cpu-offload, shrink the "
             "activations with a lower --max-num-batched-tokens or --max-num-seqs, or raise {}",
-            human(p.device_weights), human(p.device_activation), human(p.device_overhead), human(p.staging_ring_bytes),
+            human(p.device_weights), human(p.device_activation), human(p.device_overhead),
+            human(p.staging_ring_bytes + p.on_cpu_ring_bytes),
             human(fixed), human(budget), budget_knobs(in)));
     } else {
         left = budget - fixed;

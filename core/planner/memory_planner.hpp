@@ -35,6 +35,8 @@
 //                                                         runs; on a GPU the engine may then compute a RAM tier's
 //                                                         layers on the CPU instead: on_cpu, hybrid_policy.hpp)
 //   staging_ring_bytes = (prefetch_depth + 1) x the largest per-layer streamed bytes (0 if nothing is streamed).
+//   on_cpu_layers (hybrid, set by the engine on a second pass): a streamed layer listed there with every tensor in an
+//   addressable tier is on_cpu; its bytes size on_cpu_ring_bytes (same rule) when stream_on_cpu, else nothing.
 //
 // KV cache
 //   kv_bytes_per_token = 2 (K and V) x n_layer x n_head_kv x head_dim x kv_dtype_bytes (GQA-aware).
@@ -113,6 +115,11 @@ struct inputs {
     std::optional<bool> device_reads_host;
     int32_t prefetch_depth = 2;
     bool prefer_streaming = false; // stream even when in_place is possible
+    // Hybrid placement, decided by the engine from measurements (engine/hybrid_policy.hpp) on a first plan: streamed
+    // layers listed here whose every tensor is in an addressable tier become on_cpu; with stream_on_cpu they get a
+    // staging ring of their own (for large batches), sized like the other one.
+    std::vector<int32_t> on_cpu_layers;
+    bool stream_on_cpu = true;
     std::vector<tier_info> tiers;  // configured tiers in preference order
     // physical limits to check budgets against (0 = unknown)
     uint64_t physical_ram = 0;
@@ -131,6 +138,7 @@ struct plan {
     std::string device_kind;
     uint64_t device_budget = 0, device_weights = 0, device_kv = 0, device_activation = 0, device_overhead = 0;
     uint64_t staging_ring_bytes = 0;           // (prefetch_depth + 1) x largest streamed layer; 0 if nothing streamed
+    uint64_t on_cpu_ring_bytes = 0;            // the same for on_cpu layers when stream_on_cpu (else 0)
     std::map<std::string, uint64_t> tier_used; // bytes of weights per configured tier (0 included)
     uint64_t kv_bytes_per_token = 0;
     int64_t kv_capacity_tokens = 0; // KV tokens the device budget holds

@@ -95,10 +95,15 @@ std::string to_table(const plan &p, const inputs &in) {
     rows.push_back({"staging ring", "device", "", size_text(p.staging_ring_bytes),
                     p.staging_ring_bytes ? fmt::format("{} x {}", in.prefetch_depth + 1, size_text(largest_streamed))
                                          : std::string("nothing streamed")});
+    if (p.on_cpu_ring_bytes > 0) {
+        const uint64_t largest = p.on_cpu_ring_bytes / (static_cast<uint64_t>(in.prefetch_depth) + 1);
+        rows.push_back({"ring, cpu layers", "device", "", size_text(p.on_cpu_ring_bytes),
+                        fmt::format("{} x {}, for large batches", in.prefetch_depth + 1, size_text(largest))});
+    }
     rows.push_back({"overhead", "device", "", size_text(p.device_overhead), ""});
 
-    const uint64_t device_used =
-        p.device_weights + p.device_kv + p.device_activation + p.device_overhead + p.staging_ring_bytes;
+    const uint64_t device_used = p.device_weights + p.device_kv + p.device_activation + p.device_overhead +
+                                 p.staging_ring_bytes + p.on_cpu_ring_bytes;
     const size_t first_total = rows.size();
     rows.push_back(
         {"total", "device", "", size_text(device_used), fmt::format("of {} budget", size_text(p.device_budget))});
@@ -185,6 +190,7 @@ nlohmann::json to_json(const plan &p, const inputs &in) {
         {"device_activation", p.device_activation},
         {"device_overhead", p.device_overhead},
         {"staging_ring_bytes", p.staging_ring_bytes},
+        {"on_cpu_ring_bytes", p.on_cpu_ring_bytes},
         {"prefetch_depth", in.prefetch_depth},
         {"tier_used", p.tier_used},
         {"kv_bytes_per_token", p.kv_bytes_per_token},

@@ -19,6 +19,12 @@ hybrid_inputs four_layers(offload_compute mode) {
     return in;
 }
 
+std::string all_notes(const hybrid_decision &d) {
+    std::string out;
+    for (const auto &n : d.notes) out += n + "\n";
+    return out;
+}
+
 } // namespace
 
 TEST(HybridPolicy, AutoComputesOnTheCpuWhenOneTokenIsCheaperThanTheLinkAndStreamsNvmeLayers) {
@@ -26,8 +32,9 @@ TEST(HybridPolicy, AutoComputesOnTheCpuWhenOneTokenIsCheaperThanTheLinkAndStream
     EXPECT_EQ(d.host_layers, (std::vector<int32_t>{4, 5, 6}));
     // 10 + 2n >= 40 from n = 15.
     EXPECT_EQ(d.min_batch, 15);
-    ASSERT_FALSE(d.notes.empty());
-    EXPECT_NE(d.notes.back().find("layers 4-6 computed on the CPU"), std::string::npos) << d.notes.back();
+    EXPECT_NE(all_notes(d).find("layers 4-6 computed on the CPU"), std::string::npos) << all_notes(d);
+    EXPECT_NE(all_notes(d).find("layer 7 not wholly in a tier the CPU can compute on"), std::string::npos)
+        << all_notes(d);
 }
 
 TEST(HybridPolicy, AutoStreamsWhenTheLinkIsFaster) {
@@ -35,7 +42,7 @@ TEST(HybridPolicy, AutoStreamsWhenTheLinkIsFaster) {
     in.h2d_bytes_per_second = 200e9; // 5 ps/byte: cheaper than the CPU's 12
     const hybrid_decision d = decide_hybrid(in);
     EXPECT_TRUE(d.host_layers.empty());
-    EXPECT_NE(d.notes.at(0).find("streaming them"), std::string::npos) << d.notes.at(0);
+    EXPECT_NE(all_notes(d).find("streaming them"), std::string::npos) << all_notes(d);
 }
 
 TEST(HybridPolicy, AutoWithoutMeasurementsStreams) {
@@ -85,4 +92,29 @@ TEST(HybridPolicy, ParseNamesTheKeyAndTheChoices) {
         EXPECT_NE(msg.find("offload_compute"), std::string::npos) << msg;
         EXPECT_NE(msg.find("auto, device, cpu"), std::string::npos) << msg;
     }
+}
+
+// The activation copies cost a fixed time per CPU layer: a small layer whose copies outweigh its streaming stays
+// streamed while large ones go to the CPU, and the threshold is the smallest over the CPU layers.
+TEST(HybridPolicy, CopyLatencyIsChargedPerLayerSoSmallLayersStream) {
+    hybrid_inputs in = four_layers(offload_compute::auto_choose);
+    in.streamed[0].bytes = 1'000'000; // 40 us streamed vs 12 us + 4 x 20 us on the CPU
+    in.streamed[1].bytes = 50'000'000;
+    in.link_latency_s = 20e-6;
+    const hybrid_decision d = decide_hybrid(in);
+    EXPECT_EQ(d.host_layers, (std::vector<int32_t>{5, 6}));
+    // Layer 5: 2 ms streamed vs 0.5 ms + 80 us + n x 0.1 ms: from n = 15 (14.2 rounded up); layer 6: 14.6 -> 15.
+    EXPECT_EQ(d.min_batch, 15);
+    in.link_latency_s = 2e-3; // copies alone cost more than any layer's transfer
+    EXPECT_TRUE(decide_hybrid(in).host_layers.empty());
+}
+
+TEST(HybridPolicy, OnlyNvmeLayersSaySoInsteadOfUnknownSpeeds) {
+    hybrid_inputs in = four_layers(offload_compute::auto_choose);
+    for (auto &l : in.streamed) l.host_readable = false;
+    in.h2d_bytes_per_second = 0;
+    const hybrid_decision d = decide_hybrid(in);
+    EXPECT_TRUE(d.host_layers.empty());
+    EXPECT_NE(all_notes(d).find("layers 4-7 not wholly in a tier"), std::string::npos) << all_notes(d);
+    EXPECT_EQ(all_notes(d).find("unknown"), std::string::npos) << all_notes(d);
 }

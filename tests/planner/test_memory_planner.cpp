@@ -389,6 +389,43 @@ TEST(StagingRing, DepthPlusOneTimesLargestStreamedLayer) {
     EXPECT_EQ(make_plan(in).staging_ring_bytes, 0u);
 }
 
+// Hybrid placement's second pass: listed streamed layers wholly in addressable tiers become on_cpu, leave the
+// streamed ring, and get a ring of their own only with stream_on_cpu; the device KV gets what a ring no longer takes.
+TEST(StagingRing, OnCpuLayersLeaveTheStreamedRingAndGetTheirOwnOnlyWhenStreamedForLargeBatches) {
+    auto in = small_model();
+    in.cpu_offload_layers = 3;
+    in.tiers = {{"pinned_ram", 250 * MiB, 20e9, true}, {"nvme", 100 * GiB, 2e9, false}};
+    const plan first = make_plan(in);
+    EXPECT_EQ(find(first, "blk.5.attn").home, "pinned_ram");
+    EXPECT_EQ(find(first, "blk.6.ffn").home, "pinned_ram");
+    EXPECT_EQ(find(first, "blk.7.attn").home, "nvme");
+    EXPECT_EQ(first.staging_ring_bytes, 300 * MiB);
+    EXPECT_EQ(first.on_cpu_ring_bytes, 0u);
+
+    in.on_cpu_layers = {5, 6, 7}; // layer 7 is in NVMe: it keeps streaming
+    in.stream_on_cpu = true;
+    plan p = make_plan(in);
+    EXPECT_EQ(find(p, "blk.5.attn").how, mode::on_cpu);
+    EXPECT_EQ(find(p, "blk.6.ffn").how, mode::on_cpu);
+    EXPECT_EQ(find(p, "blk.7.attn").how, mode::streamed);
+    EXPECT_EQ(find(p, "blk.4.attn").how, mode::resident);
+    EXPECT_EQ(p.staging_ring_bytes, 300 * MiB);
+    EXPECT_EQ(p.on_cpu_ring_bytes, 300 * MiB);
+    EXPECT_EQ(p.device_kv + 300 * MiB, first.device_kv) << "the second ring comes out of the KV cache";
+
+    in.stream_on_cpu = false;
+    p = make_plan(in);
+    EXPECT_EQ(p.on_cpu_ring_bytes, 0u);
+    EXPECT_EQ(p.device_kv, first.device_kv);
+
+    in.on_cpu_layers = {6, 7};
+    in.cpu_offload_layers = 2;
+    in.tiers = {{"pinned_ram", 250 * MiB, 20e9, true}};
+    p = make_plan(in);
+    EXPECT_EQ(p.staging_ring_bytes, 0u) << "every streamed layer is on the CPU";
+    EXPECT_EQ(p.device_kv, make_plan([&] { auto i = in; i.on_cpu_layers.clear(); return i; }()).device_kv + 300 * MiB);
+}
+
 TEST(Placements, FollowInputOrderAndCoverEveryTensor) {
     auto in = small_model();
     in.cpu_offload_layers = 3;

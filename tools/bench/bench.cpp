@@ -302,9 +302,11 @@ int main(int argc, char **argv) try {
         const auto &h = streamed.hybrid;
         const double cpu_bytes = weight_bytes * static_cast<double>(h.host_layers.size()) / hp.n_layer;
         const double t_bound = 1.0 / best_decode + cpu_bytes / bw;
-        std::printf("hybrid           layers %d-%d computed on the CPU (%llu steps; %llu streamed, batches of %d+)\n",
+        const std::string streamed_when =
+            h.min_batch > 0 ? "batches of " + std::to_string(h.min_batch) + "+ tokens" : std::string("never");
+        std::printf("hybrid           layers %d-%d computed on the CPU (%llu steps; %llu streamed: %s)\n",
                     h.host_layers.front(), h.host_layers.back(), static_cast<unsigned long long>(h.cpu_steps),
-                    static_cast<unsigned long long>(h.streamed_steps), h.min_batch);
+                    static_cast<unsigned long long>(h.streamed_steps), streamed_when.c_str());
         std::printf("hybrid bound     %.2f tokens/s (all-resident compute + %.1f MiB at %.2f GB/s)\n", 1.0 / t_bound,
                     cpu_bytes / 1048576.0, bw / 1e9);
         std::printf("hybrid ratio     %.0f%% of the hybrid bound\n", 100.0 * streamed.decode_tps * t_bound);

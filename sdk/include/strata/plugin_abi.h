@@ -355,8 +355,9 @@ typedef struct strata_model_source {
     /* Fills *out with the named weight; returns 1 when found, 0 otherwise. */
     int32_t (*get_tensor)(void *ctx, const char *name, strata_tensor_view *out);
     const strata_host_services *host;
-    /* optional, since 1.7: the named weight as host memory the host device can compute on (a tier's mapping), for
-     * layers run on the host device (strata_forward_args.layer_on_host); returns 1 when the host keeps one, else 0. */
+    /* optional, since 1.7: the named weight as host memory the host device can compute on — the tier's mapping for
+     * an offloaded weight, else the file's — for layers run on the host device (strata_forward_args.layer_on_host).
+     * Returns 1 when the tensor exists, else 0. */
     int32_t (*get_host_tensor)(void *ctx, const char *name, strata_tensor_view *out);
 } strata_model_source;
 
