@@ -21,7 +21,8 @@ int32_t prefetch_ring::slots_needed(int32_t n_streamed, int32_t prefetch_depth) 
 prefetch_ring::prefetch_ring(std::vector<streamed_layer> layers, int32_t n_layer, uint8_t *slots, uint64_t slot_bytes,
                              int32_t slot_count, int32_t io_threads, device_stager stager)
     : layers_(std::move(layers)), ordinal_of_layer_(static_cast<size_t>(n_layer), -1), slots_(slots), stager_(stager),
-      slot_bytes_(slot_bytes), slot_count_(slot_count), loaded_(static_cast<size_t>(slot_count), -1) {
+      slot_bytes_(slot_bytes), slot_count_(slot_count), loaded_(static_cast<size_t>(slot_count), -1),
+      release_fence_(static_cast<size_t>(slot_count), 0) {
     for (size_t k = 0; k < layers_.size(); ++k) {
         ordinal_of_layer_[static_cast<size_t>(layers_[k].layer)] = static_cast<int32_t>(k);
     }
@@ -49,13 +50,24 @@ void prefetch_ring::start() {
     cv_.notify_all();
 }
 
-// Called with mu_ held. The next occupant of ordinal's slot is ordinal + S, or the slot's first occupant again.
+// A fence after the ops queued so far (the released layer's are the last), or 0 where the device has none. A failed
+// record also gives 0: the load then waits for all the queued compute, which is correct, only slower.
+uint64_t prefetch_ring::record_fence() {
+    if (!stager_.has_fences()) return 0;
+    uint64_t fence = 0;
+    strata_status st{};
+    return stager_.desc->fence_record(stager_.dev, &fence, &st) == STRATA_OK ? fence : 0;
+}
+
+// Called with mu_ held, on the engine thread. The next occupant of ordinal's slot is ordinal + S, or the slot's first
+// occupant again.
 void prefetch_ring::release(int32_t ordinal) {
     const int32_t K = static_cast<int32_t>(layers_.size());
     const int32_t slot = ordinal % slot_count_;
     const int32_t next = ordinal + slot_count_ < K ? ordinal + slot_count_ : slot;
     if (next == ordinal) return; // sole occupant: stays loaded
     loaded_[static_cast<size_t>(slot)] = -1;
+    release_fence_[static_cast<size_t>(slot)] = record_fence(); // one event record; the device lock is brief
     queue_.push_back(next);
     cv_.notify_all();
 }
@@ -98,6 +110,7 @@ void prefetch_ring::recover() {
     queue_.clear();
     cv_.wait(lock, [&] { return in_flight_ == 0 || stopping_; });
     std::fill(loaded_.begin(), loaded_.end(), -1);
+    std::fill(release_fence_.begin(), release_fence_.end(), 0);
     last_executed_ = -1;
     io_error_.clear();
     for (int32_t j = 0; j < slot_count_ && j < static_cast<int32_t>(layers_.size()); ++j) queue_.push_back(j);
@@ -113,9 +126,10 @@ void prefetch_ring::forward_done() {
     ++stats_.forwards;
 }
 
-// Reads `r` into device memory at dst through `bounce` (chunk_bytes of host memory), chunk by chunk.
+// Reads `r` into device memory at dst through `bounce` (chunk_bytes of host memory), chunk by chunk; each copy is
+// ordered after `fence` (0: after all the compute queued when it is issued).
 static bool staged_read(const device_stager &sg, const tier_read &r, uint8_t *dst, unsigned char *bounce,
-                        std::string &error) {
+                        uint64_t fence, std::string &error) {
     for (uint64_t off = 0; off < r.bytes; off += sg.chunk_bytes) {
         const uint64_t n = std::min(sg.chunk_bytes, r.bytes - off);
         strata_status st{};
@@ -123,7 +137,9 @@ static bool staged_read(const device_stager &sg, const tier_read &r, uint8_t *ds
             error = std::string("tier '") + r.tier_name + "' read failed: " + st.message;
             return false;
         }
-        if (sg.desc->copy(sg.dev, dst + off, bounce, n, STRATA_COPY_H2D, &st) != STRATA_OK) {
+        const int32_t rc = fence != 0 ? sg.desc->copy_after(sg.dev, fence, dst + off, bounce, n, STRATA_COPY_H2D, &st)
+                                      : sg.desc->copy(sg.dev, dst + off, bounce, n, STRATA_COPY_H2D, &st);
+        if (rc != STRATA_OK) {
             error = std::string("copy to the device failed: ") + st.message;
             return false;
         }
@@ -155,6 +171,7 @@ void prefetch_ring::io_loop() {
         if (stopping_) return;
         const int32_t k = queue_.front();
         queue_.pop_front();
+        const uint64_t fence = release_fence_[static_cast<size_t>(k % slot_count_)];
         ++in_flight_;
         lock.unlock();
         const streamed_layer &L = layers_[static_cast<size_t>(k)];
@@ -166,7 +183,7 @@ void prefetch_ring::io_loop() {
             const double t0 = now_seconds();
             if (stager_.desc != nullptr) {
                 std::string why;
-                if (!staged_read(stager_, r, slot + r.slot_offset, bounce.get(), why)) {
+                if (!staged_read(stager_, r, slot + r.slot_offset, bounce.get(), fence, why)) {
                     error = "loading layer " + std::to_string(L.layer) + ": " + why;
                     break;
                 }

@@ -49,12 +49,19 @@ struct ring_stats {
 };
 
 // For a device whose memory the CPU cannot write (a GPU): each I/O thread reads into its own page-locked host buffer
-// and the device's `copy` moves it into the slot. The copy is ordered after the compute already queued (the slot's
-// previous occupant has been read), so correctness never depends on the device's timing.
+// and the device moves it into the slot. When the device offers fences (fence_record and copy_after, ABI 1.7), the
+// ring records one when a slot is released (after the ops of the slot's last reader were queued) and the copy is
+// ordered after that fence only, so it overlaps the layers queued since; without them, and for a slot's first fill,
+// `copy` orders it after all the compute already queued. Either way the slot's previous occupant has been read before
+// its bytes change, so correctness never depends on the device's timing.
 struct device_stager {
     const strata_device_desc *desc = nullptr;
     strata_device *dev = nullptr;
     uint64_t chunk_bytes = uint64_t{16} << 20;
+
+    bool has_fences() const {
+        return STRATA_HAS_SLOT(desc, fence_record) && STRATA_HAS_SLOT(desc, copy_after);
+    }
 };
 
 class prefetch_ring {
@@ -85,6 +92,7 @@ class prefetch_ring {
 
   private:
     void release(int32_t ordinal);
+    uint64_t record_fence();
     void io_loop();
 
     std::vector<streamed_layer> layers_;
@@ -97,6 +105,9 @@ class prefetch_ring {
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::vector<int32_t> loaded_;  // per slot: ordinal whose bytes are in place, -1 while loading or empty
+    // Per slot: the device fence recorded when its last occupant was released, which the next load is ordered after;
+    // 0 when there is none (first fill, after recover(), no fences on the device): that load uses plain `copy`.
+    std::vector<uint64_t> release_fence_;
     std::deque<int32_t> queue_;    // ordinals to load
     std::string io_error_;
     int32_t last_executed_ = -1;

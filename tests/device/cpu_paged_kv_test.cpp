@@ -445,4 +445,30 @@ TEST_F(CpuPagedKvBadArguments, CopyAndHostAddressable) {
                    "device is NULL");
 }
 
+// Fences (ABI 1.7): ids grow from 1, copy_after copies like copy, and a fence never returned is refused.
+TEST_F(CpuPagedKvBadArguments, FenceRecordAndCopyAfter) {
+    strata_device *d = dev_.get();
+    ASSERT_TRUE(STRATA_HAS_SLOT(&ops(), fence_record) && STRATA_HAS_SLOT(&ops(), copy_after));
+    expect_invalid(ops().copy_after(d, 1, nullptr, nullptr, 0, STRATA_COPY_H2D, &st_), "before any fence",
+                   "fence 1 was never returned");
+    uint64_t f1 = 0, f2 = 0;
+    ASSERT_EQ(ops().fence_record(d, &f1, &st_), STRATA_OK) << st_.message;
+    ASSERT_EQ(ops().fence_record(d, &f2, &st_), STRATA_OK) << st_.message;
+    EXPECT_EQ(f1, 1u) << "0 is never a fence";
+    EXPECT_EQ(f2, f1 + 1);
+    std::vector<char> src(100), dst(100, 0);
+    std::iota(src.begin(), src.end(), 0);
+    ASSERT_EQ(ops().copy_after(d, f1, dst.data(), src.data(), 100, STRATA_COPY_H2D, &st_), STRATA_OK) << st_.message;
+    EXPECT_EQ(dst, src);
+    expect_invalid(ops().copy_after(d, 0, dst.data(), src.data(), 100, STRATA_COPY_H2D, &st_), "fence 0",
+                   "fence 0 was never returned");
+    expect_invalid(ops().copy_after(d, f2 + 1, dst.data(), src.data(), 100, STRATA_COPY_H2D, &st_), "future fence",
+                   "the newest is 2");
+    expect_invalid(ops().copy_after(d, f1, dst.data(), src.data(), 100, 9, &st_), "unknown kind", "kind 9 is unknown");
+    expect_invalid(ops().copy_after(nullptr, f1, dst.data(), src.data(), 100, STRATA_COPY_H2D, &st_), "null device",
+                   "device is NULL");
+    expect_invalid(ops().fence_record(d, nullptr, &st_), "null fence", "fence is NULL");
+    expect_invalid(ops().fence_record(nullptr, &f1, &st_), "null device", "device is NULL");
+}
+
 } // namespace

@@ -1,6 +1,11 @@
-// Device memory and the copy slot: round trips of odd sizes at odd offsets, ordering with the compute stream, clear
-// errors for impossible allocations and bad copy kinds, and the index staging ring under many ops and one large one.
+// Device memory and the copy slots: round trips of odd sizes at odd offsets, ordering with the compute stream, fences
+// and copy_after (ids, ordering, old and unknown fences, a copying thread beside the queueing one), clear errors for
+// impossible allocations and bad copy kinds, and the index staging ring under many ops and one large one.
 #include "cuda_test_support.hpp"
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 namespace {
 
@@ -50,6 +55,125 @@ TEST_F(CudaMemory, CopyIsOrderedAfterEarlierOps) {
               STRATA_OK);
     EXPECT_EQ(back.front(), 1048576.0f);
     EXPECT_EQ(back.back(), 1048576.0f);
+}
+
+// Fences (ABI 1.7): ids grow from 1; copy_after round-trips bytes in every direction and sees the ops queued before
+// its fence; the ops queued after it see its bytes.
+TEST_F(CudaMemory, FenceIdsGrowAndCopyAfterRoundTripsInOrder) {
+    uint64_t f1 = 0, f2 = 0;
+    ASSERT_EQ(cuda().fence_record(dev(), &f1, &st_), STRATA_OK) << st_.message;
+    ASSERT_EQ(cuda().fence_record(dev(), &f2, &st_), STRATA_OK) << st_.message;
+    EXPECT_GT(f1, 0u) << "0 is never a fence";
+    EXPECT_GT(f2, f1);
+
+    const size_t bytes = (1u << 20) + 3;
+    std::vector<unsigned char> src(bytes);
+    std::mt19937 rng(7);
+    for (auto &b : src) b = static_cast<unsigned char>(rng());
+    device_buffer a(dev(), bytes), b(dev(), bytes);
+    ASSERT_EQ(cuda().copy_after(dev(), f2, a.get(), src.data(), bytes, STRATA_COPY_H2D, &st_), STRATA_OK)
+        << st_.message;
+    ASSERT_EQ(cuda().copy_after(dev(), f1, b.get(), a.get(), bytes, STRATA_COPY_D2D, &st_), STRATA_OK) << st_.message;
+    std::vector<unsigned char> back(bytes, 0);
+    ASSERT_EQ(cuda().copy_after(dev(), f2, back.data(), b.get(), bytes, STRATA_COPY_D2H, &st_), STRATA_OK)
+        << st_.message;
+    EXPECT_EQ(back, src);
+
+    // Ops before the fence are seen by the copy; ops queued after a copy_after see its bytes.
+    const int64_t n = 1 << 22;
+    const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+    auto x = to_device(dev(), ones);
+    for (int i = 0; i < 20; ++i) ASSERT_EQ(cuda().add(dev(), x->f(), x->f(), n, x->f(), &st_), STRATA_OK);
+    uint64_t f3 = 0;
+    ASSERT_EQ(cuda().fence_record(dev(), &f3, &st_), STRATA_OK) << st_.message;
+    EXPECT_GT(f3, f2);
+    std::vector<float> got(static_cast<size_t>(n), 0.0f);
+    const size_t fbytes = sizeof(float) * static_cast<size_t>(n);
+    ASSERT_EQ(cuda().copy_after(dev(), f3, got.data(), x->get(), fbytes, STRATA_COPY_D2H, &st_), STRATA_OK);
+    EXPECT_EQ(got.front(), 1048576.0f);
+    EXPECT_EQ(got.back(), 1048576.0f);
+    const std::vector<float> twos(static_cast<size_t>(n), 2.0f);
+    ASSERT_EQ(cuda().copy_after(dev(), f3, x->get(), twos.data(), fbytes, STRATA_COPY_H2D, &st_), STRATA_OK);
+    ASSERT_EQ(cuda().add(dev(), x->f(), x->f(), n, x->f(), &st_), STRATA_OK);
+    const auto four = floats_from(dev(), x->get(), static_cast<size_t>(n));
+    EXPECT_EQ(four.front(), 4.0f);
+    EXPECT_EQ(four.back(), 4.0f);
+}
+
+// A fence older than the device's event pool is waited on through a newer record (later ops: safe); a fence never
+// returned is refused with a clear error.
+TEST_F(CudaMemory, OldFencesStillWorkAndUnknownFencesAreRefused) {
+    uint64_t first = 0, last = 0;
+    ASSERT_EQ(cuda().fence_record(dev(), &first, &st_), STRATA_OK) << st_.message;
+    for (int i = 0; i < 300; ++i) {
+        uint64_t f = 0;
+        ASSERT_EQ(cuda().fence_record(dev(), &f, &st_), STRATA_OK) << st_.message;
+        ASSERT_GT(f, last > 0 ? last : first) << "ids grow";
+        last = f;
+    }
+    float x = 3.0f, y = 0.0f;
+    device_buffer buf(dev(), sizeof x);
+    ASSERT_EQ(cuda().copy_after(dev(), first, buf.get(), &x, sizeof x, STRATA_COPY_H2D, &st_), STRATA_OK)
+        << st_.message;
+    ASSERT_EQ(cuda().copy_after(dev(), last, &y, buf.get(), sizeof y, STRATA_COPY_D2H, &st_), STRATA_OK) << st_.message;
+    EXPECT_EQ(y, 3.0f);
+    for (uint64_t bad : {uint64_t{0}, last + 1}) {
+        EXPECT_EQ(cuda().copy_after(dev(), bad, buf.get(), &x, sizeof x, STRATA_COPY_H2D, &st_),
+                  STRATA_ERR_INVALID_ARGUMENT);
+        EXPECT_NE(std::strstr(st_.message, "never returned by fence_record"), nullptr) << st_.message;
+    }
+    EXPECT_EQ(cuda().copy_after(dev(), last, buf.get(), &x, sizeof x, 7, &st_), STRATA_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::strstr(st_.message, "cuda copy_after: kind 7"), nullptr) << st_.message;
+    EXPECT_EQ(cuda().fence_record(dev(), nullptr, &st_), STRATA_ERR_INVALID_ARGUMENT);
+}
+
+// The ring's pattern: one thread records fences and queues ops while another copies after them; no deadlock, and
+// every copy lands.
+TEST_F(CudaMemory, CopyAfterFromAnotherThreadWhileOpsAreQueued) {
+    const int64_t n = 1 << 20;
+    auto work = to_device(dev(), std::vector<float>(static_cast<size_t>(n), 1.0f));
+    constexpr int rounds = 50;
+    std::vector<float> src(1024);
+    device_buffer slot(dev(), sizeof(float) * src.size());
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<uint64_t> fences;
+    bool copier_failed = false;
+    std::thread copier([&] {
+        strata_status st{};
+        std::vector<float> data(src.size()), back(src.size());
+        for (int r = 0; r < rounds; ++r) {
+            uint64_t f = 0;
+            {
+                std::unique_lock lock(mu);
+                cv.wait(lock, [&] { return static_cast<int>(fences.size()) > r; });
+                f = fences[static_cast<size_t>(r)];
+            }
+            std::fill(data.begin(), data.end(), static_cast<float>(r));
+            if (cuda().copy_after(dev(), f, slot.get(), data.data(), sizeof(float) * data.size(), STRATA_COPY_H2D,
+                                  &st) != STRATA_OK ||
+                cuda().copy_after(dev(), f, back.data(), slot.get(), sizeof(float) * back.size(), STRATA_COPY_D2H,
+                                  &st) != STRATA_OK ||
+                back != data) {
+                std::lock_guard lock(mu);
+                copier_failed = true;
+                return;
+            }
+        }
+    });
+    // No ASSERT here: the copier must always get its `rounds` fences (a failed record passes 0, which it reports).
+    for (int r = 0; r < rounds; ++r) {
+        EXPECT_EQ(cuda().add(dev(), work->f(), work->f(), n, work->f(), &st_), STRATA_OK) << st_.message;
+        uint64_t f = 0;
+        EXPECT_EQ(cuda().fence_record(dev(), &f, &st_), STRATA_OK) << st_.message;
+        std::lock_guard lock(mu);
+        fences.push_back(f);
+        cv.notify_all();
+    }
+    copier.join();
+    EXPECT_FALSE(copier_failed);
+    const auto got = floats_from(dev(), work->get(), 1);
+    EXPECT_EQ(got[0], std::ldexp(1.0f, rounds)) << "each round doubled the work buffer once";
 }
 
 TEST_F(CudaMemory, ImpossibleAllocationsAndBadCopiesAreClearErrors) {

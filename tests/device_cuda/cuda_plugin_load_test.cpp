@@ -27,6 +27,8 @@ TEST(CudaPlugin, OffersTheAbi15Slots) {
     EXPECT_TRUE(STRATA_HAS_SLOT(d, host_register));
     EXPECT_TRUE(STRATA_HAS_SLOT(d, host_unregister));
     EXPECT_TRUE(STRATA_HAS_SLOT(d, mem_info));
+    EXPECT_TRUE(STRATA_HAS_SLOT(d, fence_record)) << "ABI 1.7";
+    EXPECT_TRUE(STRATA_HAS_SLOT(d, copy_after)) << "ABI 1.7";
 }
 
 // Since 1.7: the GPU says where it sits on PCI (for pinned memory on its nearest NUMA node); the CPU device has no
@@ -137,6 +139,9 @@ TEST(CudaPlugin, SlotsRejectANullDevice) {
     expect_invalid(d->kv_store(nullptr, &store, &st), st, "kv_store");
     expect_invalid(d->paged_attention(nullptr, &paged, &st), st, "paged_attention");
     expect_invalid(d->copy(nullptr, buf, buf, 4, STRATA_COPY_D2D, &st), st, "copy");
+    uint64_t fence = 0;
+    expect_invalid(d->fence_record(nullptr, &fence, &st), st, "fence_record");
+    expect_invalid(d->copy_after(nullptr, 1, buf, buf, 4, STRATA_COPY_D2D, &st), st, "copy_after");
     EXPECT_EQ(d->mem_alloc(nullptr, 16, &st), nullptr);
     EXPECT_NE(std::strstr(st.message, "device is NULL"), nullptr) << st.message;
     char id[32] = "unchanged";

@@ -251,7 +251,10 @@ TEST(EngineSeparateMemory, PreemptionSwapStreamedLayersAndPrefixHitsGiveTheAlone
     cpu_table table;
     auto o = options(24 * 20 * kib, 0.01, engine::preemption_mode::swap, true);
     o.device_config = &table.view;
-    o.offload.cpu_offload_layers = 2; // the last two layers stream through the staging ring
+    // The last three layers stream through a two-slot ring: one slot holds layer 3, the other cycles layers 2 and 4,
+    // each load a copy_after the fence recorded when the slot was released (the device's fence path).
+    o.offload.cpu_offload_layers = 3;
+    o.offload.prefetch_depth = 1;
     auto e = make(o);
     expect_alone_tokens(*e, n, max_tokens);
     // The same prompts again: prefix hits (device or host tier) through copies.
@@ -259,7 +262,8 @@ TEST(EngineSeparateMemory, PreemptionSwapStreamedLayersAndPrefixHitsGiveTheAlone
     const strata_engine_stats s = e->stats();
     EXPECT_GT(s.preemptions_swap, 0);
     EXPECT_GT(s.prefix_hits[0] + s.prefix_hits[1], 0);
-    EXPECT_GT(e->offload_stats().layer_loads, 0u) << "layers were staged into the ring";
+    const engine::ring_stats ring = e->offload_stats();
+    EXPECT_GT(ring.layer_loads, 2 * ring.forwards) << "two loads per forward pass into the cycling slot";
     expect_pools_full(*e);
 }
 

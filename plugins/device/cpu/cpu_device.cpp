@@ -165,6 +165,11 @@ const strata_device_desc cpu_device_desc = {
     strata::cpu::paged_attention,
     strata::cpu::copy,
     strata::cpu::host_addressable,
+    nullptr, // host_register: device memory is host memory
+    nullptr, // host_unregister
+    nullptr, // mem_info
+    strata::cpu::fence_record,
+    strata::cpu::copy_after,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cpu_device_desc.header};

@@ -7,6 +7,9 @@
 // Paged KV (ABI 1.5): kv_store and paged_attention work on blocks anywhere in host memory (host_addressable is 1);
 // paged_attention shares attention's inner kernel, so per token both give the same bits for the same rows.
 //
+// Fences (ABI 1.7): fence_record returns increasing ids and copy_after is `copy` (ops complete on return); they are
+// offered in every mode so the prefetch ring's fence path runs on the CPU device's `separate_memory` test mode.
+//
 // Memory: no op allocates, with two documented exceptions: attention and paged_attention keep a per-thread score
 // buffer (preallocated for 4096 positions in create()) and grow it the first time they see a longer context, and
 // matmul's integer path keeps one buffer of quantized activations (64 KiB preallocated) that grows the first time a

@@ -6,6 +6,7 @@
 
 #include <strata/plugin_abi.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -30,6 +31,9 @@ struct strata_device {
     // (weights uploaded, KV and logits through `copy`); a test mode for those paths on machines without a GPU.
     bool separate_memory = false;
     std::mutex op_mutex;              // serialises ops: the pool and the scratch serve one op at a time
+    // The newest id fence_record returned. Ops complete on return, so a fence orders nothing; the ids exist so the
+    // host's fence path (the prefetch ring's copy_after) runs, and is checked, on the CPU device too.
+    std::atomic<uint64_t> last_fence{0};
 
     std::unique_ptr<float[]> scores;
     int64_t scores_per_thread = 0;

@@ -30,5 +30,9 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
 // Device memory is host memory: every kind is a memmove.
 int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int32_t kind, strata_status *st);
 int32_t host_addressable(strata_device *dev);
+// Fences (ABI 1.7): increasing ids; copy_after is `copy` once the fence is known (ops complete on return).
+int32_t fence_record(strata_device *dev, uint64_t *fence, strata_status *st);
+int32_t copy_after(strata_device *dev, uint64_t fence, void *dst, const void *src, uint64_t bytes, int32_t kind,
+                   strata_status *st);
 
 } // namespace strata::cpu

@@ -1,6 +1,7 @@
 // The paged KV cache ops of the CPU device (ABI 1.5): kv_store writes K/V rows into block slots, paged_attention
 // attends through the block table with the same inner kernel as the contiguous attention op (so per token the two
-// agree bit for bit), and copy/host_addressable say that device memory is host memory.
+// agree bit for bit), and copy/host_addressable say that device memory is host memory. fence_record/copy_after
+// (ABI 1.7) are ids and `copy`: every op is complete on return, so there is nothing to order.
 //
 // Block layout (plugin_abi.h, strata_paged_kv): at block base + layer_offset_bytes, block_size K rows of kv_dim
 // floats, then block_size V rows. Token slot p of a sequence is row p % block_size of its block p / block_size.
@@ -198,6 +199,25 @@ int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int
     if (bytes > 0) std::memmove(dst, src, static_cast<size_t>(bytes));
     ok(st);
     return STRATA_OK;
+}
+
+int32_t fence_record(strata_device *dev, uint64_t *fence, strata_status *st) {
+    if (dev == nullptr) return fail(st, invalid, "cpu fence_record: device is NULL");
+    if (fence == nullptr) return fail(st, invalid, "cpu fence_record: fence is NULL");
+    *fence = dev->last_fence.fetch_add(1, std::memory_order_relaxed) + 1;
+    ok(st);
+    return STRATA_OK;
+}
+
+// Checks the fence as the CUDA device does, so a host that passes a fence it never got fails here too.
+int32_t copy_after(strata_device *dev, uint64_t fence, void *dst, const void *src, uint64_t bytes, int32_t kind,
+                   strata_status *st) {
+    if (dev == nullptr) return fail(st, invalid, "cpu copy_after: device is NULL");
+    const uint64_t last = dev->last_fence.load(std::memory_order_relaxed);
+    if (fence == 0 || fence > last)
+        return fail(st, invalid, "cpu copy_after: fence %llu was never returned by fence_record (the newest is %llu)",
+                    static_cast<unsigned long long>(fence), static_cast<unsigned long long>(last));
+    return copy(dev, dst, src, bytes, kind, st);
 }
 
 // 0 only in the `separate_memory` test mode, where the host must treat device memory as a discrete GPU's.

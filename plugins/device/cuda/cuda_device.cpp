@@ -1,5 +1,5 @@
 // The "cuda" device descriptor and plugin info: capability score, creation from [cuda] config, device memory, the
-// synchronous copy slot, and the op table.
+// synchronous copy slots (copy, and copy_after a recorded fence), and the op table.
 #include "cuda_device.hpp"
 
 #include "cuda_device_state.hpp"
@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
 #include <memory>
@@ -33,6 +34,8 @@ strata_device::~strata_device() {
     if (copy != nullptr) (void)cudaStreamSynchronize(copy);
     staging.release();
     if (compute_done != nullptr) (void)cudaEventDestroy(compute_done);
+    for (cudaEvent_t &ev : fence_events)
+        if (ev != nullptr) (void)cudaEventDestroy(ev);
     if (compute != nullptr) (void)cudaStreamDestroy(compute);
     if (copy != nullptr) (void)cudaStreamDestroy(copy);
     (void)cudaGetLastError();
@@ -73,6 +76,9 @@ int32_t open_queues(strata_device &dev, strata_status *st) {
         return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaStreamCreate (copy)");
     if (cudaError_t e = cudaEventCreateWithFlags(&dev.compute_done, cudaEventDisableTiming); e != cudaSuccess)
         return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaEventCreate");
+    for (cudaEvent_t &ev : dev.fence_events)
+        if (cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming); e != cudaSuccess)
+            return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaEventCreate (fences)");
     if (cudaError_t e = dev.staging.init(); e != cudaSuccess)
         return fail_cuda(st, STRATA_ERR_OUT_OF_MEMORY, e, "cuda create: allocating the index staging buffers");
     return STRATA_OK;
@@ -188,18 +194,32 @@ cudaMemcpyKind memcpy_kind(int32_t kind) {
     }
 }
 
-// Ordered after the compute work enqueued before it, complete on return; later compute is ordered after it.
-int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int32_t kind, strata_status *st) {
-    if (dev == nullptr) return fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda copy: device is NULL");
+const char *copy_kind_text(int32_t kind) {
+    return kind == STRATA_COPY_H2D ? "host to device" : kind == STRATA_COPY_D2H ? "device to host" : "device to device";
+}
+
+// The checks copy and copy_after share; `op` names the slot in the message.
+int32_t check_copy(const char *op, const strata_device *dev, const void *dst, const void *src, uint64_t bytes,
+                   int32_t kind, strata_status *st) {
+    if (dev == nullptr) return fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda %s: device is NULL", op);
     if (kind != STRATA_COPY_H2D && kind != STRATA_COPY_D2H && kind != STRATA_COPY_D2D)
         return fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                    "cuda copy: kind %d is unknown; use STRATA_COPY_H2D (1), STRATA_COPY_D2H (2) or STRATA_COPY_D2D (3)",
-                    kind);
+                    "cuda %s: kind %d is unknown; use STRATA_COPY_H2D (1), STRATA_COPY_D2H (2) or STRATA_COPY_D2D (3)",
+                    op, kind);
+    if (bytes > 0 && (dst == nullptr || src == nullptr))
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda %s: dst or src is NULL", op);
+    return STRATA_OK;
+}
+
+// What the copy stream waits for before a copy: after_fence 0 is every op queued on the compute stream so far (copy),
+// otherwise the ops up to that recorded fence (copy_after). The copy is complete on return and the compute queued
+// later is ordered after it.
+int32_t copy_on_copy_stream(const char *op, strata_device *dev, uint64_t after_fence, void *dst, const void *src,
+                            uint64_t bytes, int32_t kind, strata_status *st) {
     if (bytes == 0) {
         strata::plugin::ok(st);
         return STRATA_OK;
     }
-    if (dst == nullptr || src == nullptr) return fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda copy: dst or src is NULL");
     // Each calling thread waits on its own event, outside the device lock: a prefetch thread's H2D copy then runs on
     // the copy stream while the engine thread keeps queueing kernels (which the lock would otherwise hold up).
     struct thread_event {
@@ -213,28 +233,71 @@ int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int
     {
         std::lock_guard lock(dev->mutex);
         e = strata::cuda::make_current(dev);
-        if (e != cudaSuccess) return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda copy: cudaSetDevice");
+        if (e != cudaSuccess) {
+            char what[64];
+            std::snprintf(what, sizeof what, "cuda %s: cudaSetDevice", op);
+            return fail_cuda(st, STRATA_ERR_INTERNAL, e, what);
+        }
         if (done.ev == nullptr) e = cudaEventCreateWithFlags(&done.ev, cudaEventDisableTiming);
-        // Ordered after the compute queued so far (a ring slot's previous occupant has been read), and the compute
-        // queued later after this copy.
-        if (e == cudaSuccess) e = cudaEventRecord(dev->compute_done, dev->compute);
-        if (e == cudaSuccess) e = cudaStreamWaitEvent(dev->copy, dev->compute_done, 0);
+        if (after_fence == 0) {
+            // Ordered after the compute queued so far (a ring slot's previous occupant has been read).
+            if (e == cudaSuccess) e = cudaEventRecord(dev->compute_done, dev->compute);
+            if (e == cudaSuccess) e = cudaStreamWaitEvent(dev->copy, dev->compute_done, 0);
+        } else if (e == cudaSuccess) {
+            // The pool entry holds this fence or a newer one with the same residue (never an older one).
+            e = cudaStreamWaitEvent(dev->copy, dev->fence_events[after_fence % strata_device::fence_pool_size], 0);
+        }
         if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), memcpy_kind(kind), dev->copy);
         if (e == cudaSuccess) e = cudaEventRecord(done.ev, dev->copy);
+        // The compute queued later is ordered after this copy.
         if (e == cudaSuccess) e = cudaStreamWaitEvent(dev->compute, done.ev, 0);
     }
     // Also where an earlier kernel's execution error (e.g. an illegal address) is reported.
     if (e == cudaSuccess) e = cudaEventSynchronize(done.ev);
     if (e != cudaSuccess) {
         char what[160];
-        std::snprintf(what, sizeof what, "cuda copy: %llu bytes (%s) failed",
-                      static_cast<unsigned long long>(bytes),
-                      kind == STRATA_COPY_H2D ? "host to device" : kind == STRATA_COPY_D2H ? "device to host"
-                                                                                           : "device to device");
+        std::snprintf(what, sizeof what, "cuda %s: %llu bytes (%s) failed", op, static_cast<unsigned long long>(bytes),
+                      copy_kind_text(kind));
         return fail_cuda(st, STRATA_ERR_IO, e, what);
     }
     strata::plugin::ok(st);
     return STRATA_OK;
+}
+
+// Ordered after the compute work enqueued before it, complete on return; later compute is ordered after it.
+int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int32_t kind, strata_status *st) {
+    if (int32_t rc = check_copy("copy", dev, dst, src, bytes, kind, st); rc != STRATA_OK) return rc;
+    return copy_on_copy_stream("copy", dev, 0, dst, src, bytes, kind, st);
+}
+
+// Marks the compute queued so far with the next fence id. Runs on the engine thread; copy_after on I/O threads.
+int32_t fence_record(strata_device *dev, uint64_t *fence, strata_status *st) {
+    if (dev == nullptr) return fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda fence_record: device is NULL");
+    if (fence == nullptr) return fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda fence_record: fence is NULL");
+    std::lock_guard lock(dev->mutex);
+    if (cudaError_t e = strata::cuda::make_current(dev); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda fence_record: cudaSetDevice");
+    const uint64_t id = dev->last_fence.load(std::memory_order_relaxed) + 1;
+    if (cudaError_t e = cudaEventRecord(dev->fence_events[id % strata_device::fence_pool_size], dev->compute);
+        e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda fence_record: cudaEventRecord");
+    dev->last_fence.store(id, std::memory_order_relaxed); // the mutex orders it with copy_after's wait
+    *fence = id;
+    strata::plugin::ok(st);
+    return STRATA_OK;
+}
+
+// `copy` ordered only after the compute up to `fence`, not after the ops queued since.
+int32_t copy_after(strata_device *dev, uint64_t fence, void *dst, const void *src, uint64_t bytes, int32_t kind,
+                   strata_status *st) {
+    if (int32_t rc = check_copy("copy_after", dev, dst, src, bytes, kind, st); rc != STRATA_OK) return rc;
+    // Ids only grow, so a fence recorded when this check passes stays recorded.
+    const uint64_t last = dev->last_fence.load(std::memory_order_relaxed);
+    if (fence == 0 || fence > last)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                    "cuda copy_after: fence %llu was never returned by fence_record (the newest is %llu)",
+                    static_cast<unsigned long long>(fence), static_cast<unsigned long long>(last));
+    return copy_on_copy_stream("copy_after", dev, fence, dst, src, bytes, kind, st);
 }
 
 int32_t host_addressable(strata_device *) { return 0; }
@@ -313,8 +376,8 @@ const strata_device_desc cuda_device_desc = {
     host_register,
     host_unregister,
     mem_info,
-    nullptr, // fence_record: not yet
-    nullptr, // copy_after: not yet
+    fence_record,
+    copy_after,
     pci_bus_id,
 };
 

@@ -3,8 +3,13 @@
 // Ordering: every op is enqueued on one compute stream and returns without waiting for the GPU; copy() runs on a
 // separate copy stream after waiting (event) for the compute work enqueued before it, and the compute stream waits
 // (event) for the copy, so work keeps the order the caller issued it in. copy() returns only when its bytes have
-// arrived, which is also where a kernel's execution error surfaces. The events stay for a later prefetch ring that
-// overlaps weight copies with compute.
+// arrived, which is also where a kernel's execution error surfaces.
+//
+// Fences (ABI 1.7): fence_record records one of a fixed pool of events on the compute stream; copy_after makes the
+// copy stream wait only on that event, so a prefetch copy into a ring slot overlaps the layers queued after the
+// slot's last reader instead of waiting for them too. Fence f lives in fence_events[f % fence_pool_size]; a fence
+// whose event has since been recorded again is waited on through the newer record (later compute: safe, just less
+// overlap).
 #pragma once
 
 #include "index_staging.hpp"
@@ -13,6 +18,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -29,6 +37,10 @@ struct strata_device {
     cudaStream_t compute = nullptr;
     cudaStream_t copy = nullptr;
     cudaEvent_t compute_done = nullptr; // recorded on compute; the copy stream waits on it
+    // More than the fences a prefetch ring keeps in flight (about one per slot), so a fence is normally exact.
+    static constexpr uint64_t fence_pool_size = 64;
+    std::array<cudaEvent_t, fence_pool_size> fence_events{}; // created with the streams, recorded by fence_record
+    std::atomic<uint64_t> last_fence{0}; // the newest fence id recorded; written under `mutex`, read by copy_after checks
     strata::cuda::index_staging staging;
     std::mutex mutex; // serialises calls: the staging ring and the events serve one call at a time
 };
