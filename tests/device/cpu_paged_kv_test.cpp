@@ -471,4 +471,35 @@ TEST_F(CpuPagedKvBadArguments, FenceRecordAndCopyAfter) {
     expect_invalid(ops().fence_record(nullptr, &f1, &st_), "null device", "device is NULL");
 }
 
+// separate_memory mode stands in for a GPU in the engine's tests, so it must fault where a GPU would: ops refuse
+// memory mem_alloc did not hand out, and copies check their direction.
+TEST_F(CpuPagedKvBadArguments, SeparateMemoryRefusesHostPointersAndWrongCopyDirections) {
+    device_ptr gpu = make_device(2, false, true);
+    strata_device *d = gpu.get();
+    EXPECT_EQ(ops().host_addressable(d), 0);
+    constexpr int64_t n = 64;
+    auto *a = static_cast<float *>(ops().mem_alloc(d, n * sizeof(float), &st_));
+    auto *b = static_cast<float *>(ops().mem_alloc(d, n * sizeof(float), &st_));
+    ASSERT_TRUE(a != nullptr && b != nullptr) << st_.message;
+    std::vector<float> host(n, 1.0f);
+    ASSERT_EQ(ops().copy(d, a, host.data(), n * sizeof(float), STRATA_COPY_H2D, &st_), STRATA_OK) << st_.message;
+    ASSERT_EQ(ops().copy(d, b, host.data(), n * sizeof(float), STRATA_COPY_H2D, &st_), STRATA_OK) << st_.message;
+    ASSERT_EQ(ops().add(d, a, b, n, a, &st_), STRATA_OK) << st_.message;
+    ASSERT_EQ(ops().copy(d, host.data(), a, n * sizeof(float), STRATA_COPY_D2H, &st_), STRATA_OK) << st_.message;
+    EXPECT_EQ(host[0], 2.0f);
+    expect_invalid(ops().add(d, a, host.data(), n, a, &st_), "a host operand", "b (");
+    expect_invalid(ops().add(d, a, b, n + 1, a, &st_), "past the end of an allocation", "is not device memory");
+    expect_invalid(ops().copy(d, host.data(), a, 16, STRATA_COPY_H2D, &st_), "H2D into host memory",
+                   "H2D of 16 bytes from device memory to host memory");
+    expect_invalid(ops().copy(d, a, host.data(), 16, STRATA_COPY_D2H, &st_), "D2H from host memory",
+                   "D2H of 16 bytes from host memory to device memory");
+    expect_invalid(ops().copy(d, a, host.data(), 16, STRATA_COPY_D2D, &st_), "D2D from host memory", "D2D");
+    ops().mem_free(d, b);
+    expect_invalid(ops().add(d, a, b, n, a, &st_), "freed memory", "is not device memory");
+    ops().mem_free(d, a);
+    // The normal mode reads host memory: the same add is fine there.
+    std::vector<float> x(n, 1.0f), y(n, 2.0f);
+    ASSERT_EQ(ops().add(dev_.get(), x.data(), y.data(), n, x.data(), &st_), STRATA_OK) << st_.message;
+}
+
 } // namespace

@@ -25,6 +25,7 @@ inline const strata_device_desc &ops() { return *strata_cpu_device_descriptor();
 struct fake_config {
     std::optional<int64_t> threads;
     std::optional<bool> pin_threads;
+    std::optional<bool> separate_memory;
 
     strata_config_view view() {
         strata_config_view v{};
@@ -32,8 +33,11 @@ struct fake_config {
         v.ctx = this;
         v.get_bool = [](void *ctx, const char *key, int32_t *out) -> int32_t {
             auto *self = static_cast<fake_config *>(ctx);
-            if (std::strcmp(key, "pin_threads") != 0 || !self->pin_threads) return 0;
-            *out = *self->pin_threads ? 1 : 0;
+            const std::optional<bool> &v = std::strcmp(key, "pin_threads") == 0       ? self->pin_threads
+                                           : std::strcmp(key, "separate_memory") == 0 ? self->separate_memory
+                                                                                      : std::optional<bool>();
+            if (!v) return 0;
+            *out = *v ? 1 : 0;
             return 1;
         };
         v.get_int = [](void *ctx, const char *key, int64_t *out) -> int32_t {
@@ -76,7 +80,7 @@ struct device_deleter {
 using device_ptr = std::unique_ptr<strata_device, device_deleter>;
 
 // A device with `threads` workers (config key) and the given kernel set (through STRATA_FORCE_SCALAR, restored).
-inline device_ptr make_device(int threads, bool force_scalar = false) {
+inline device_ptr make_device(int threads, bool force_scalar = false, bool separate_memory = false) {
     const char *old = std::getenv("STRATA_FORCE_SCALAR");
     const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
     if (force_scalar) setenv("STRATA_FORCE_SCALAR", "1", 1);
@@ -85,6 +89,7 @@ inline device_ptr make_device(int threads, bool force_scalar = false) {
     fake_config cfg;
     cfg.threads = threads;
     cfg.pin_threads = false;
+    if (separate_memory) cfg.separate_memory = true;
     const strata_config_view view = cfg.view();
     strata_device_create_args args{};
     args.struct_size = sizeof args;

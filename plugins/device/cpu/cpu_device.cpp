@@ -136,11 +136,15 @@ void *mem_alloc(strata_device *dev, uint64_t bytes, strata_status *st) {
         return nullptr;
     }
     if (align == huge_alignment) (void)madvise(p, rounded, MADV_HUGEPAGE); // a hint; failure is harmless
+    if (dev->separate_memory) dev->ranges.add(p, bytes);
     strata::plugin::ok(st);
     return p;
 }
 
-void mem_free(strata_device *, void *ptr) { std::free(ptr); }
+void mem_free(strata_device *dev, void *ptr) {
+    if (dev != nullptr && dev->separate_memory && ptr != nullptr) dev->ranges.remove(ptr);
+    std::free(ptr);
+}
 
 int32_t thread_count(strata_device *dev) { return dev != nullptr ? dev->pool.size() : 0; }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cpu_kernels.hpp"
+#include "separate_memory.hpp"
 #include "thread_pool.hpp"
 
 #include <strata/plugin_abi.h>
@@ -30,6 +31,7 @@ struct strata_device {
     // [cpu] separate_memory: report host_addressable = 0 so the host moves data as it must for a discrete GPU
     // (weights uploaded, KV and logits through `copy`); a test mode for those paths on machines without a GPU.
     bool separate_memory = false;
+    strata::cpu::device_ranges ranges; // what mem_alloc handed out (kept in separate_memory mode only)
     std::mutex op_mutex;              // serialises ops: the pool and the scratch serve one op at a time
     // The newest id fence_record returned. Ops complete on return, so a fence orders nothing; the ids exist so the
     // host's fence path (the prefetch ring's copy_after) runs, and is checked, on the CPU device too.

@@ -21,6 +21,12 @@ using strata::plugin::fail;
 using strata::plugin::guarded;
 using strata::plugin::ok;
 
+// In separate_memory mode: an error unless `p` is device memory (separate_memory.hpp).
+#define STRATA_REQUIRE_DEVICE(p, bytes, op, what)                                                                      \
+    do {                                                                                                               \
+        if (int32_t rc_ = require_device_memory(dev, (p), (bytes), (op), (what), st); rc_ != STRATA_OK) return rc_;     \
+    } while (0)
+
 // Tokens whose activations are reused against one weight row while it sits in L1 (matmul cache blocking).
 constexpr int32_t matmul_token_block = 16;
 
@@ -124,6 +130,10 @@ int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, 
         if (int32_t rc = check_tensor(w, "matmul", true, st); rc != STRATA_OK) return rc;
         if (x == nullptr || y == nullptr) return fail(st, invalid, "cpu matmul: x or y is NULL");
         if (n_tokens <= 0) return fail(st, invalid, "cpu matmul: n_tokens = %d; must be > 0", n_tokens);
+        const uint64_t fl = sizeof(float) * static_cast<uint64_t>(n_tokens);
+        STRATA_REQUIRE_DEVICE(w->data, static_cast<uint64_t>(w->rows * w->row_bytes), "matmul", "the weight");
+        STRATA_REQUIRE_DEVICE(x, fl * static_cast<uint64_t>(w->cols), "matmul", "x");
+        STRATA_REQUIRE_DEVICE(y, fl * static_cast<uint64_t>(w->rows), "matmul", "y");
 
         const strata_quant_desc *q = w->quant;
         const auto *data = static_cast<const unsigned char *>(w->data);
@@ -173,6 +183,8 @@ int32_t embedding(strata_device *dev, const strata_tensor_view *table, const int
         if (int32_t rc = check_tensor(table, "embedding", false, st); rc != STRATA_OK) return rc;
         if (tokens == nullptr || out == nullptr) return fail(st, invalid, "cpu embedding: tokens or out is NULL");
         if (n_tokens <= 0) return fail(st, invalid, "cpu embedding: n_tokens = %d; must be > 0", n_tokens);
+        STRATA_REQUIRE_DEVICE(table->data, static_cast<uint64_t>(table->rows * table->row_bytes), "embedding", "the table");
+        STRATA_REQUIRE_DEVICE(out, sizeof(float) * static_cast<uint64_t>(n_tokens * table->cols), "embedding", "out");
         // Check every id before writing anything, so a bad one leaves out untouched.
         for (int32_t t = 0; t < n_tokens; ++t)
             if (tokens[t] < 0 || tokens[t] >= table->rows)
@@ -196,6 +208,10 @@ int32_t rms_norm(strata_device *dev, const float *x, const float *weight, int32_
             return fail(st, invalid, "cpu rms_norm: x, weight or out is NULL");
         if (n_tokens <= 0 || dim <= 0)
             return fail(st, invalid, "cpu rms_norm: n_tokens = %d, dim = %d; both must be > 0", n_tokens, dim);
+        const uint64_t rows = sizeof(float) * static_cast<uint64_t>(n_tokens) * static_cast<uint64_t>(dim);
+        STRATA_REQUIRE_DEVICE(x, rows, "rms_norm", "x");
+        STRATA_REQUIRE_DEVICE(weight, sizeof(float) * static_cast<uint64_t>(dim), "rms_norm", "weight");
+        STRATA_REQUIRE_DEVICE(out, rows, "rms_norm", "out");
         if (!(eps >= 0.0f) || !std::isfinite(eps))
             return fail(st, invalid, "cpu rms_norm: eps = %g; must be finite and >= 0", static_cast<double>(eps));
 
@@ -222,6 +238,9 @@ int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, in
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cpu rope: device is NULL");
         if (x == nullptr) return fail(st, invalid, "cpu rope: x is NULL");
+        STRATA_REQUIRE_DEVICE(x, sizeof(float) * static_cast<uint64_t>(std::max(0, n_tokens)) *
+                                     static_cast<uint64_t>(std::max(0, n_heads)) * static_cast<uint64_t>(std::max(0, head_dim)),
+                              "rope", "x");
         if (n_tokens <= 0 || n_heads <= 0 || head_dim <= 0)
             return fail(st, invalid, "cpu rope: n_tokens = %d, n_heads = %d, head_dim = %d; all must be > 0", n_tokens,
                         n_heads, head_dim);
@@ -337,6 +356,10 @@ int32_t swiglu(strata_device *dev, const float *gate, const float *up, int64_t n
         if (gate == nullptr || up == nullptr || out == nullptr)
             return fail(st, invalid, "cpu swiglu: gate, up or out is NULL");
         if (n <= 0) return fail(st, invalid, "cpu swiglu: n = %lld; must be > 0", static_cast<long long>(n));
+        const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(n);
+        STRATA_REQUIRE_DEVICE(gate, bytes, "swiglu", "gate");
+        STRATA_REQUIRE_DEVICE(up, bytes, "swiglu", "up");
+        STRATA_REQUIRE_DEVICE(out, bytes, "swiglu", "out");
         const kernels &k = dev->kern;
         auto body = [&](int64_t i0, int64_t i1, int) noexcept { k.swiglu(gate + i0, up + i0, out + i0, i1 - i0); };
         std::lock_guard lock(dev->op_mutex);
@@ -351,6 +374,10 @@ int32_t add(strata_device *dev, const float *a, const float *b, int64_t n, float
         if (dev == nullptr) return fail(st, invalid, "cpu add: device is NULL");
         if (a == nullptr || b == nullptr || out == nullptr) return fail(st, invalid, "cpu add: a, b or out is NULL");
         if (n <= 0) return fail(st, invalid, "cpu add: n = %lld; must be > 0", static_cast<long long>(n));
+        const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(n);
+        STRATA_REQUIRE_DEVICE(a, bytes, "add", "a");
+        STRATA_REQUIRE_DEVICE(b, bytes, "add", "b");
+        STRATA_REQUIRE_DEVICE(out, bytes, "add", "out");
         const kernels &k = dev->kern;
         auto body = [&](int64_t i0, int64_t i1, int) noexcept { k.add(a + i0, b + i0, out + i0, i1 - i0); };
         std::lock_guard lock(dev->op_mutex);

@@ -53,6 +53,17 @@ int32_t check_paged_kv(const strata_paged_kv *kv, const char *what, strata_statu
     return STRATA_OK;
 }
 
+// separate_memory mode: every block of the table must be device memory, up to this layer's V rows.
+int32_t require_device_blocks(const strata_device *dev, const strata_paged_kv *kv, const char *op, strata_status *st) {
+    if (!dev->separate_memory) return STRATA_OK;
+    const uint64_t bytes = kv->layer_offset_bytes + 2 * sizeof(float) * static_cast<uint64_t>(kv->block_size) *
+                                                        static_cast<uint64_t>(kv->kv_dim);
+    for (int32_t b = kv->seq_block_start[0]; b < kv->seq_block_start[kv->n_seqs]; ++b)
+        if (int32_t rc = require_device_memory(dev, kv->block_base[b], bytes, op, "a KV block", st); rc != STRATA_OK)
+            return rc;
+    return STRATA_OK;
+}
+
 // Checks each token's sequence and slot against the table (kv already checked), and the base of every block the op
 // touches for it: the slot's block for a store, every block up to it for attention (a cost well below the rows it
 // then reads). Writes the longest causal span.
@@ -111,6 +122,12 @@ int32_t kv_store(strata_device *dev, const strata_kv_store_args *a, strata_statu
             rc != STRATA_OK)
             return rc;
 
+        if (a->kv != nullptr) {
+            const uint64_t rows = sizeof(float) * static_cast<uint64_t>(a->n_tokens) * static_cast<uint64_t>(a->kv->kv_dim);
+            if (int32_t rc = require_device_memory(dev, a->k, rows, "kv_store", "k", st); rc != STRATA_OK) return rc;
+            if (int32_t rc = require_device_memory(dev, a->v, rows, "kv_store", "v", st); rc != STRATA_OK) return rc;
+            if (int32_t rc = require_device_blocks(dev, a->kv, "kv_store", st); rc != STRATA_OK) return rc;
+        }
         // A plain copy of 2 * n_tokens rows: memory-bound and small next to the matmuls around it, so it stays on the
         // calling thread (no pool wake-up, no op lock needed: it touches no device scratch).
         const strata_paged_kv *kv = a->kv;
@@ -150,6 +167,12 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
                                   st);
             rc != STRATA_OK)
             return rc;
+        const uint64_t q_bytes = sizeof(float) * static_cast<uint64_t>(a->n_tokens) * static_cast<uint64_t>(a->n_heads) *
+                                 static_cast<uint64_t>(a->head_dim);
+        if (int32_t rc = require_device_memory(dev, a->q, q_bytes, "paged_attention", "q", st); rc != STRATA_OK) return rc;
+        if (int32_t rc = require_device_memory(dev, a->out, q_bytes, "paged_attention", "out", st); rc != STRATA_OK)
+            return rc;
+        if (int32_t rc = require_device_blocks(dev, a->kv, "paged_attention", st); rc != STRATA_OK) return rc;
 
         std::lock_guard lock(dev->op_mutex);
         dev->reserve_scores(n_positions);
@@ -195,6 +218,7 @@ int32_t copy(strata_device *dev, void *dst, const void *src, uint64_t bytes, int
     if (kind != STRATA_COPY_H2D && kind != STRATA_COPY_D2H && kind != STRATA_COPY_D2D)
         return fail(st, invalid, "cpu copy: kind %d is unknown; use STRATA_COPY_H2D (1), D2H (2) or D2D (3)", kind);
     if (bytes > 0 && (dst == nullptr || src == nullptr)) return fail(st, invalid, "cpu copy: dst or src is NULL");
+    if (int32_t rc = check_copy_direction(dev, dst, src, bytes, kind, st); rc != STRATA_OK) return rc;
     // Device memory is host memory, so every kind is one host copy; memmove keeps an overlapping D2D copy defined.
     if (bytes > 0) std::memmove(dst, src, static_cast<size_t>(bytes));
     ok(st);
