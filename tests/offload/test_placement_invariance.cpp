@@ -182,9 +182,12 @@ TEST(PlacementInvariance, HybridPlacementGivesTheSameTokensAsTheDeviceHoldingEve
     EXPECT_EQ(h.streamed_steps, 0u);
 
     // The prompt (5 tokens with BOS) streams the layers to the device, every decode step computes them on the CPU.
+    // prefetch_depth 1: two slots for three layers, so the CPU layers' ring cycles and a decode step that used the
+    // device's views of them would read the wrong layer.
     offload_options mixed = layers(3);
     mixed.offload_compute = "cpu";
     mixed.op_offload_min_batch = 4;
+    mixed.prefetch_depth = 1;
     EXPECT_EQ(run(mixed, &h), want) << "prefill streamed, decode on the CPU";
     EXPECT_EQ(h.min_batch, 4);
     EXPECT_EQ(h.streamed_steps, 1u);
@@ -214,7 +217,7 @@ TEST(PlacementInvariance, HybridPlacementStreamsNvmeLayersAndComputesRamLayersOn
     o.tier_configs["numa_ram"] = &small_ram.view;
     o.tier_configs["nvme"] = &nvme_table().view;
     o.offload_compute = "cpu";
-    o.op_offload_min_batch = 4;
+    o.op_offload = false; // no ring for the CPU layers: the device has no copy of them at all
     auto e = make_engine(model, 256, 16, o, &gpu.view);
     EXPECT_EQ(generate(*e, "Once upon a time", greedy(60)).tokens, want);
     const auto h = e->hybrid();
