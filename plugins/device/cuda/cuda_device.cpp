@@ -32,12 +32,14 @@ strata_device::~strata_device() {
     (void)cudaSetDevice(index);
     if (compute != nullptr) (void)cudaStreamSynchronize(compute);
     if (copy != nullptr) (void)cudaStreamSynchronize(copy);
+    if (prefetch != nullptr) (void)cudaStreamSynchronize(prefetch);
     staging.release();
     if (compute_done != nullptr) (void)cudaEventDestroy(compute_done);
     for (cudaEvent_t &ev : fence_events)
         if (ev != nullptr) (void)cudaEventDestroy(ev);
     if (compute != nullptr) (void)cudaStreamDestroy(compute);
     if (copy != nullptr) (void)cudaStreamDestroy(copy);
+    if (prefetch != nullptr) (void)cudaStreamDestroy(prefetch);
     (void)cudaGetLastError();
 }
 
@@ -74,6 +76,8 @@ int32_t open_queues(strata_device &dev, strata_status *st) {
         return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaStreamCreate (compute)");
     if (cudaError_t e = cudaStreamCreateWithFlags(&dev.copy, cudaStreamNonBlocking); e != cudaSuccess)
         return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaStreamCreate (copy)");
+    if (cudaError_t e = cudaStreamCreateWithFlags(&dev.prefetch, cudaStreamNonBlocking); e != cudaSuccess)
+        return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaStreamCreate (prefetch)");
     if (cudaError_t e = cudaEventCreateWithFlags(&dev.compute_done, cudaEventDisableTiming); e != cudaSuccess)
         return fail_cuda(st, STRATA_ERR_INTERNAL, e, "cuda create: cudaEventCreate");
     for (cudaEvent_t &ev : dev.fence_events)
@@ -239,16 +243,17 @@ int32_t copy_on_copy_stream(const char *op, strata_device *dev, uint64_t after_f
             return fail_cuda(st, STRATA_ERR_INTERNAL, e, what);
         }
         if (done.ev == nullptr) e = cudaEventCreateWithFlags(&done.ev, cudaEventDisableTiming);
+        cudaStream_t stream = after_fence == 0 ? dev->copy : dev->prefetch;
         if (after_fence == 0) {
             // Ordered after the compute queued so far (a ring slot's previous occupant has been read).
             if (e == cudaSuccess) e = cudaEventRecord(dev->compute_done, dev->compute);
-            if (e == cudaSuccess) e = cudaStreamWaitEvent(dev->copy, dev->compute_done, 0);
+            if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, dev->compute_done, 0);
         } else if (e == cudaSuccess) {
             // The pool entry holds this fence or a newer one with the same residue (never an older one).
-            e = cudaStreamWaitEvent(dev->copy, dev->fence_events[after_fence % strata_device::fence_pool_size], 0);
+            e = cudaStreamWaitEvent(stream, dev->fence_events[after_fence % strata_device::fence_pool_size], 0);
         }
-        if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), memcpy_kind(kind), dev->copy);
-        if (e == cudaSuccess) e = cudaEventRecord(done.ev, dev->copy);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), memcpy_kind(kind), stream);
+        if (e == cudaSuccess) e = cudaEventRecord(done.ev, stream);
         // The compute queued later is ordered after this copy.
         if (e == cudaSuccess) e = cudaStreamWaitEvent(dev->compute, done.ev, 0);
     }

@@ -36,6 +36,9 @@ struct strata_device {
     int cc_major = 0, cc_minor = 0;
     cudaStream_t compute = nullptr;
     cudaStream_t copy = nullptr;
+    // Prefetch copies (copy_after) get a stream of their own: a plain copy (KV swap, logits) waits for all compute
+    // queued before it, and prefetches queued behind it on one stream would wait for that too.
+    cudaStream_t prefetch = nullptr;
     cudaEvent_t compute_done = nullptr; // recorded on compute; the copy stream waits on it
     // More than the fences a prefetch ring keeps in flight (about one per slot), so a fence is normally exact.
     static constexpr uint64_t fence_pool_size = 64;

@@ -330,7 +330,8 @@ typedef struct strata_device_desc {
      * so far and returns its id in *fence (ids grow; 0 is never returned). copy_after is `copy` ordered only after
      * that fence, not after the ops queued since, so a prefetch copy into a ring slot overlaps the layers queued
      * after the slot's last reader; it is complete on return and later ops are ordered after it. A fence too old to
-     * track may be treated as a newer one (never an older one). Devices whose ops complete on return leave both NULL. */
+     * track may be treated as a newer one (never an older one). Devices whose ops complete on return may leave both
+     * NULL or offer them trivially (ids, and `copy`), as the CPU device does so the host's fence path runs there. */
     int32_t (*fence_record)(strata_device *dev, uint64_t *fence, strata_status *st);
     int32_t (*copy_after)(strata_device *dev, uint64_t fence, void *dst, const void *src, uint64_t bytes, int32_t kind,
                           strata_status *st);
