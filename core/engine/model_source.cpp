@@ -44,28 +44,26 @@ int32_t model_source::get_str(void *ctx, const char *key, const char **out) {
 }
 
 int32_t model_source::get_tensor(void *ctx, const char *name, strata_tensor_view *out) {
-    auto *self = static_cast<model_source *>(ctx);
-    const gguf::tensor_info *t = self->file_.find_tensor(name);
-    if (t == nullptr) return 0;
-    const void *data = t->data;
-    if (self->placement_ != nullptr) {
-        if (const void *moved = self->placement_->address_of(t->name)) data = moved;
-    }
-    self->describe(*t, data, out);
-    return 1;
+    return static_cast<model_source *>(ctx)->resolve(name, false, out);
 }
 
 // Host memory holding the tensor: its tier's mapping when hybrid placement computes its layer on the host device,
 // else the file mapping (valid host memory for every tensor, though only the host layers' views are used).
 int32_t model_source::get_host_tensor(void *ctx, const char *name, strata_tensor_view *out) {
-    auto *self = static_cast<model_source *>(ctx);
-    const gguf::tensor_info *t = self->file_.find_tensor(name);
+    return static_cast<model_source *>(ctx)->resolve(name, true, out);
+}
+
+// The file's tensor at the address the placement gave it: where the device computes from, or (host) where the host
+// device does. The file mapping when the placement moved nothing.
+int32_t model_source::resolve(const char *name, bool host, strata_tensor_view *out) const {
+    const gguf::tensor_info *t = file_.find_tensor(name);
     if (t == nullptr) return 0;
     const void *data = t->data;
-    if (self->placement_ != nullptr) {
-        if (const void *host = self->placement_->host_address_of(t->name)) data = host;
+    if (placement_ != nullptr) {
+        if (const void *moved = host ? placement_->host_address_of(t->name) : placement_->address_of(t->name))
+            data = moved;
     }
-    self->describe(*t, data, out);
+    describe(*t, data, out);
     return 1;
 }
 

@@ -24,6 +24,7 @@ class model_source {
     static int32_t get_str(void *ctx, const char *key, const char **out);
     static int32_t get_tensor(void *ctx, const char *name, strata_tensor_view *out);
     static int32_t get_host_tensor(void *ctx, const char *name, strata_tensor_view *out);
+    int32_t resolve(const char *name, bool host, strata_tensor_view *out) const;
     void describe(const gguf::tensor_info &t, const void *data, strata_tensor_view *out) const;
 
     const gguf::file &file_;

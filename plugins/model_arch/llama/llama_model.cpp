@@ -246,54 +246,44 @@ int32_t transfer(const strata_device_desc *ops, strata_device *dev, float *dst, 
     return STRATA_OK;
 }
 
-// One layer whose weights live in host memory: every weight op runs on the host device, where the weights are, and
-// only the KV store and attention run on the device that holds the KV blocks. The residual stream (h.x) stays on
-// the host across consecutive host layers; the same ops run in the same order as on the device, so a host device
-// with the same kernels gives the same bits.
+// One layer's ops on `ops`/`dev` over buffers `b` with weights `w`. attend(b) stores the layer's K/V rows (b.k, b.v,
+// after RoPE) wherever the cache keeps them and writes the attention of b.q into b.attn.
 template <class Attend>
-int32_t run_host_layer(const model &m, const strata_forward_args *a, const host_side &hs, const activations &b,
-                       int32_t l, const Attend &attend, bool &x_on_host, strata_status *st) {
+int32_t run_layer(const model &m, const strata_forward_args *a, const strata_device_desc *ops, strata_device *dev,
+                  const layer_weights &w, const activations &b, const Attend &attend, strata_status *st) {
     const strata_model_hparams &hp = m.hp;
-    const strata_device_desc *ops = a->device_ops;
-    strata_device *dev = a->device;
-    const strata_device_desc *H = hs.ops;
-    strata_device *hd = hs.dev;
-    const activations &h = hs.b;
-    const layer_weights &w = m.host_layers[static_cast<size_t>(l)];
     const int32_t n = a->n_tokens;
     const int32_t d = hp.n_embd;
     const int64_t nd = static_cast<int64_t>(n) * d;
-    const int64_t nq = static_cast<int64_t>(n) * hp.n_head * hp.head_dim;
-    const int64_t nkv = static_cast<int64_t>(n) * hp.n_head_kv * hp.head_dim;
-    if (!x_on_host) {
-        STRATA_TRY(transfer(ops, dev, h.x, b.x, nd, STRATA_COPY_D2H, st));
-        x_on_host = true;
-    }
-    STRATA_TRY(H->rms_norm(hd, h.x, static_cast<const float *>(w.attn_norm.data), n, d, hp.norm_eps, h.xb, st));
-    STRATA_TRY(H->matmul(hd, &w.wq, h.xb, n, h.q, st));
-    STRATA_TRY(H->matmul(hd, &w.wk, h.xb, n, h.k, st));
-    STRATA_TRY(H->matmul(hd, &w.wv, h.xb, n, h.v, st));
-    STRATA_TRY(H->rope(hd, h.q, n, hp.n_head, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta, hp.rope_mode, st));
-    STRATA_TRY(H->rope(hd, h.k, n, hp.n_head_kv, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta, hp.rope_mode,
-                       st));
-    STRATA_TRY(transfer(ops, dev, b.q, h.q, nq, STRATA_COPY_H2D, st));
-    STRATA_TRY(transfer(ops, dev, b.k, h.k, nkv, STRATA_COPY_H2D, st));
-    STRATA_TRY(transfer(ops, dev, b.v, h.v, nkv, STRATA_COPY_H2D, st));
-    STRATA_TRY(attend(l, b));
-    STRATA_TRY(transfer(ops, dev, h.attn, b.attn, nq, STRATA_COPY_D2H, st));
-    STRATA_TRY(H->matmul(hd, &w.wo, h.attn, n, h.xb, st));
-    STRATA_TRY(H->add(hd, h.x, h.xb, nd, h.x, st));
-    STRATA_TRY(H->rms_norm(hd, h.x, static_cast<const float *>(w.ffn_norm.data), n, d, hp.norm_eps, h.xb, st));
-    STRATA_TRY(H->matmul(hd, &w.w_gate, h.xb, n, h.gate, st));
-    STRATA_TRY(H->matmul(hd, &w.w_up, h.xb, n, h.up, st));
-    STRATA_TRY(H->swiglu(hd, h.gate, h.up, static_cast<int64_t>(n) * hp.n_ff, h.gate, st));
-    STRATA_TRY(H->matmul(hd, &w.w_down, h.gate, n, h.xb, st));
-    return H->add(hd, h.x, h.xb, nd, h.x, st);
+    // Attention block.
+    STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w.attn_norm.data), n, d, hp.norm_eps, b.xb, st));
+    STRATA_TRY(ops->matmul(dev, &w.wq, b.xb, n, b.q, st));
+    STRATA_TRY(ops->matmul(dev, &w.wk, b.xb, n, b.k, st));
+    STRATA_TRY(ops->matmul(dev, &w.wv, b.xb, n, b.v, st));
+    STRATA_TRY(ops->rope(dev, b.q, n, hp.n_head, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta, hp.rope_mode,
+                         st));
+    STRATA_TRY(ops->rope(dev, b.k, n, hp.n_head_kv, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta,
+                         hp.rope_mode, st));
+    STRATA_TRY(attend(b));
+    STRATA_TRY(ops->matmul(dev, &w.wo, b.attn, n, b.xb, st));
+    STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));
+    // Feed-forward block (SwiGLU).
+    STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w.ffn_norm.data), n, d, hp.norm_eps, b.xb, st));
+    STRATA_TRY(ops->matmul(dev, &w.w_gate, b.xb, n, b.gate, st));
+    STRATA_TRY(ops->matmul(dev, &w.w_up, b.xb, n, b.up, st));
+    STRATA_TRY(ops->swiglu(dev, b.gate, b.up, static_cast<int64_t>(n) * hp.n_ff, b.gate, st));
+    STRATA_TRY(ops->matmul(dev, &w.w_down, b.gate, n, b.xb, st));
+    return ops->add(dev, b.x, b.xb, nd, b.x, st);
 }
 
-// Embedding and every layer. attend(l, b) stores layer l's K/V rows (b.k, b.v, after RoPE) wherever the cache keeps
-// them and writes the attention of b.q into b.attn; everything else is the same for both KV layouts, so a token's
-// activations do not depend on which layout, or which batch, it ran in.
+// Embedding and every layer. attend(l, b) stores layer l's K/V rows wherever the cache keeps them and writes the
+// attention of b.q into b.attn; everything else is the same for both KV layouts, so a token's activations do not
+// depend on which layout, or which batch, it ran in.
+//
+// Hybrid (hs set): a layer flagged on_host runs the same ops in the same order on the host device, from the host
+// copies of its weights, over the host buffers; only its KV store and attention run on the device that holds the KV
+// blocks (Q, K, V go over, the attention output comes back). The residual stream stays on the host across
+// consecutive host layers. A host device with the same kernels therefore gives the same bits.
 template <class Attend>
 int32_t run_layers(const model &m, const strata_forward_args *a, const activations &b, const Attend &attend,
                    strata_status *st, const host_side *hs = nullptr) {
@@ -301,40 +291,32 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const activatio
     const strata_device_desc *ops = a->device_ops;
     strata_device *dev = a->device;
     const int32_t n = a->n_tokens;
-    const int32_t d = hp.n_embd;
-    const int64_t nd = static_cast<int64_t>(n) * d;
+    const int64_t nd = static_cast<int64_t>(n) * hp.n_embd;
+    const int64_t nq = static_cast<int64_t>(n) * hp.n_head * hp.head_dim;
+    const int64_t nkv = static_cast<int64_t>(n) * hp.n_head_kv * hp.head_dim;
     STRATA_TRY(ops->embedding(dev, &m.tok_embd, a->tokens, n, b.x, st));
     bool x_on_host = false; // hybrid: the residual stream is in hs->b.x, not b.x
     for (int32_t l = 0; l < hp.n_layer; ++l) {
         if (a->layer_begin) STRATA_TRY(a->layer_begin(a->user, l, st));
-        if (hs != nullptr && hs->on_host[l] != 0) {
-            STRATA_TRY(run_host_layer(m, a, *hs, b, l, attend, x_on_host, st));
+        const bool on_host = hs != nullptr && hs->on_host[l] != 0;
+        if (on_host != x_on_host) {
+            STRATA_TRY(on_host ? transfer(ops, dev, hs->b.x, b.x, nd, STRATA_COPY_D2H, st)
+                               : transfer(ops, dev, b.x, hs->b.x, nd, STRATA_COPY_H2D, st));
+            x_on_host = on_host;
+        }
+        if (!on_host) {
+            STRATA_TRY(run_layer(m, a, ops, dev, m.layers[static_cast<size_t>(l)], b,
+                                 [&](const activations &buf) { return attend(l, buf); }, st));
             continue;
         }
-        if (x_on_host) {
-            STRATA_TRY(transfer(ops, dev, b.x, hs->b.x, nd, STRATA_COPY_H2D, st));
-            x_on_host = false;
-        }
-        const layer_weights &w = m.layers[static_cast<size_t>(l)];
-        // Attention block.
-        STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w.attn_norm.data), n, d, hp.norm_eps, b.xb, st));
-        STRATA_TRY(ops->matmul(dev, &w.wq, b.xb, n, b.q, st));
-        STRATA_TRY(ops->matmul(dev, &w.wk, b.xb, n, b.k, st));
-        STRATA_TRY(ops->matmul(dev, &w.wv, b.xb, n, b.v, st));
-        STRATA_TRY(ops->rope(dev, b.q, n, hp.n_head, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta,
-                             hp.rope_mode, st));
-        STRATA_TRY(ops->rope(dev, b.k, n, hp.n_head_kv, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta,
-                             hp.rope_mode, st));
-        STRATA_TRY(attend(l, b));
-        STRATA_TRY(ops->matmul(dev, &w.wo, b.attn, n, b.xb, st));
-        STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));
-        // Feed-forward block (SwiGLU).
-        STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w.ffn_norm.data), n, d, hp.norm_eps, b.xb, st));
-        STRATA_TRY(ops->matmul(dev, &w.w_gate, b.xb, n, b.gate, st));
-        STRATA_TRY(ops->matmul(dev, &w.w_up, b.xb, n, b.up, st));
-        STRATA_TRY(ops->swiglu(dev, b.gate, b.up, static_cast<int64_t>(n) * hp.n_ff, b.gate, st));
-        STRATA_TRY(ops->matmul(dev, &w.w_down, b.gate, n, b.xb, st));
-        STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));
+        auto attend_on_device = [&](const activations &h) -> int32_t {
+            STRATA_TRY(transfer(ops, dev, b.q, h.q, nq, STRATA_COPY_H2D, st));
+            STRATA_TRY(transfer(ops, dev, b.k, h.k, nkv, STRATA_COPY_H2D, st));
+            STRATA_TRY(transfer(ops, dev, b.v, h.v, nkv, STRATA_COPY_H2D, st));
+            STRATA_TRY(attend(l, b));
+            return transfer(ops, dev, h.attn, b.attn, nq, STRATA_COPY_D2H, st);
+        };
+        STRATA_TRY(run_layer(m, a, hs->ops, hs->dev, m.host_layers[static_cast<size_t>(l)], hs->b, attend_on_device, st));
     }
     if (x_on_host) STRATA_TRY(transfer(ops, dev, b.x, hs->b.x, nd, STRATA_COPY_H2D, st));
     return STRATA_OK;
