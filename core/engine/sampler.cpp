@@ -104,26 +104,44 @@ int32_t sampler::sample(float *logits, std::span<const int32_t> history) {
     bool sorted = n < candidates_.size();
 
     // top-p on the untempered distribution: the smallest prefix (by descending logit) whose mass reaches top_p.
-    // Sorted in growing prefixes: a peaked distribution reaches top_p within the first few dozen tokens.
+    // A peaked distribution gets there within the best 64, sorted first. Otherwise the cut is found by selection on
+    // mass (nth_element halves the range each round, O(n) in all) and only the kept prefix is sorted: a long tail then
+    // costs a fraction of sorting the vocabulary.
     if (cfg_.top_p < 1.f) {
         const float max_logit = candidates_[0].logit;
         double sum = 0.0;
-        for (size_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(candidates_[i].logit - max_logit));
-        double cumulative = 0.0;
-        size_t done = 0, m = sorted ? n : std::min<size_t>(n, 64), cut = 0;
-        for (;;) {
-            // [0, done) already holds the best candidates in order; bring the next best into [done, m).
-            if (!sorted)
-                std::partial_sort(candidates_.begin() + static_cast<std::ptrdiff_t>(done),
-                                  candidates_.begin() + static_cast<std::ptrdiff_t>(m),
-                                  candidates_.begin() + static_cast<std::ptrdiff_t>(n), order);
-            for (size_t i = done; i < m && cut == 0; ++i) {
-                cumulative += std::exp(static_cast<double>(candidates_[i].logit - max_logit)) / sum;
-                if (cumulative >= cfg_.top_p) cut = i + 1;
+        for (size_t i = 0; i < n; ++i) {
+            const candidate &c = candidates_[i];
+            sum += probs_[static_cast<size_t>(c.id)] = std::exp(static_cast<double>(c.logit - max_logit));
+        }
+        const double target = static_cast<double>(cfg_.top_p) * sum;
+        auto weight = [&](size_t i) { return probs_[static_cast<size_t>(candidates_[i].id)]; };
+        auto at = [&](size_t i) { return candidates_.begin() + static_cast<std::ptrdiff_t>(i); };
+        const size_t head = sorted ? n : std::min<size_t>(n, 64);
+        if (!sorted) std::partial_sort(at(0), at(head), at(n), order);
+        double mass = 0.0;
+        size_t cut = 0;
+        for (size_t i = 0; i < head && cut == 0; ++i)
+            if ((mass += weight(i)) >= target) cut = i + 1;
+        if (cut == 0 && head < n) {
+            size_t lo = head, hi = n; // the cut lies in [lo, hi); [head, lo) is all kept
+            while (hi - lo > 64) {
+                const size_t mid = lo + (hi - lo) / 2;
+                std::nth_element(at(lo), at(mid), at(hi), order);
+                double half = 0.0;
+                for (size_t i = lo; i < mid; ++i) half += weight(i);
+                if (mass + half >= target) {
+                    hi = mid;
+                } else {
+                    mass += half;
+                    lo = mid;
+                }
             }
-            if (cut != 0 || m == n) break;
-            done = m;
-            m = std::min(n, m * 4);
+            std::sort(at(lo), at(hi), order);
+            for (size_t i = lo; i < hi && cut == 0; ++i)
+                if ((mass += weight(i)) >= target) cut = i + 1;
+            if (cut == 0) cut = hi; // the halves' sums said the cut is here; the last bits of rounding disagree
+            std::sort(at(head), at(lo), order);
         }
         if (cut != 0) n = cut; // else rounding kept every candidate, all of them sorted by now
         sorted = true;
