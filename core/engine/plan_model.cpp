@@ -1,5 +1,7 @@
 #include "engine/plan_model.hpp"
 
+#include <algorithm>
+
 #include "common/error.hpp"
 #include "engine/model_source.hpp"
 #include "engine/plan_inputs.hpp"
@@ -20,11 +22,11 @@ model_plan plan_model(const plugins::registry &registry, const strata_host_servi
         if (!best) fail("no usable device plugin found (device = \"auto\")");
         device_kind = best.desc->header.name;
     }
-    // A device with its own memory says how much it has: start it briefly (as the engine would) and ask. One that
-    // cannot run here is an error with its reason, not a plan made up from host RAM.
+    // The device says how much memory it has and whether it reads host memory: start it briefly (as the engine would)
+    // and ask. One that cannot run here is an error with its reason, not a plan made up from host RAM.
     std::optional<uint64_t> device_total;
     std::optional<bool> device_reads_host;
-    if (auto dev_h = registry.find_device(device_kind); dev_h && device_kind != "cpu") {
+    if (auto dev_h = registry.find_device(device_kind)) {
         strata_status dst{};
         strata_device_create_args dargs{};
         dargs.struct_size = sizeof dargs;
@@ -67,6 +69,15 @@ model_plan plan_model(const plugins::registry &registry, const strata_host_servi
     try {
         out.inputs = make_plan_inputs(shape, o, registry, host, device_kind);
         out.plan = planner::make_plan(out.inputs);
+        // Hybrid placement is decided at start-up from measurements of the weights themselves, which `plan` does not
+        // load: say so where it could apply.
+        const bool streamed = std::any_of(out.plan.placements.begin(), out.plan.placements.end(),
+                                          [](const planner::placement &p) { return p.how == planner::mode::streamed; });
+        if (!device_reads_host.value_or(device_kind == "cpu") && streamed && o.offload_compute != "device")
+            out.plan.notes.push_back(fmt::format(
+                "offload_compute = {}: at start-up, streamed layers in RAM tiers may be computed on the CPU instead "
+                "(measured then; the start-up plan shows them as 'cpu')",
+                o.offload_compute));
     } catch (...) {
         arch_h.desc->destroy(model);
         throw;

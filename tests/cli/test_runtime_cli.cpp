@@ -259,6 +259,12 @@ TEST(RuntimeCli, OffloadComputeFlagsChooseWhereOffloadedLayersRun) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(r.out, want.out);
     EXPECT_EQ(r.err.find("computed on the CPU"), std::string::npos) << r.err;
+    // `plan` loads no weights, so it cannot measure the CPU on them: it says the choice is made at start-up.
+    r = run("plan --model " + k_model + " --set cpu.separate_memory=true --cpu-offload-layers 3");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("layers 2-4   | numa_ram | streamed"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("at start-up, streamed layers in RAM tiers may be computed on the CPU"), std::string::npos)
+        << r.out;
     r = run(gpu + " --cpu-offload-layers 3 --offload-compute gpu");
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("offload_compute = 'gpu' is not one of auto, device, cpu"), std::string::npos) << r.err;
