@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check of the cuda device plugin, as one script for a machine with an NVIDIA GPU (issue #6):
 #   1. build with CUDA (or use a pack made by tools/gpu/pack.sh),
-#   2. run test_cuda_device (every op against the CPU device, paged attention, copies),
+#   2. run test_cuda_device (every op against the CPU device, paged attention, copies, fences, and the engine on the
+#      GPU: stories260K greedy tokens equal to the CPU's, streamed layers, KV swap),
 #   3. measure pinned and pageable host<->device bandwidth and device memory bandwidth (gpu-bandwidth),
 #   4. run a ~0.9B-parameter Llama-shaped forward pass through the plugin's ops (gpu-decode-bench: prefill, decode),
 #   5. make a model of that shape with make-model and measure CPU decode with bench (the baseline on this machine),
@@ -99,13 +100,19 @@ else
   fi
 fi
 have() { [ -x "$bin_dir/$1" ]; }
+# The shared models (stories260K for the engine tests and step 6): $STRATA_SHARED_DIR, a pack's own copy (pack.sh),
+# or the checkout's neighbours.
+shared_dir=""
+for d in "${STRATA_SHARED_DIR:-}" "${pack:-/nonexistent}" "$root/shared" "$root/../shared"; do
+  if [ -n "$d" ] && [ -f "$d/models/stories260K-f32.gguf" ]; then shared_dir=$(cd "$d" && pwd); break; fi
+done
 
 # ---- 2. tests ----
 if have test_cuda_device; then
   cmd test_cuda_device
   t=$(limit 240)
   if [ "$t" = 0 ]; then echo "$out_of_time" >"$OUT/tests.log"; rc=124; else
-    STRATA_TEST_PLUGIN_DIR=$plugin_dir timeout "$t" "${CMD[@]}" >"$OUT/tests.log" 2>&1
+    STRATA_TEST_PLUGIN_DIR=$plugin_dir STRATA_SHARED_DIR=$shared_dir timeout "$t" "${CMD[@]}" >"$OUT/tests.log" 2>&1
     rc=$?
   fi
   passed=$(grep -oE '\[  PASSED  \] [0-9]+' "$OUT/tests.log" | grep -oE '[0-9]+$')
@@ -201,10 +208,7 @@ fi
 # ---- 6. the engine on the GPU ----
 # Greedy tokens of the real stories260K f32 model must be identical on the CPU and the GPU (issue #6).
 stories=""
-for f in "${STRATA_SHARED_DIR:-}/models/stories260K-f32.gguf" "$root/shared/models/stories260K-f32.gguf" \
-         "$root/../shared/models/stories260K-f32.gguf"; do
-  if [ -f "$f" ]; then stories=$f; break; fi
-done
+[ -n "$shared_dir" ] && stories=$shared_dir/models/stories260K-f32.gguf
 gt="$OUT/engine_gpu.log"
 if [ -z "$stories" ]; then
   row "greedy stories260K cpu=cuda" "not run: stories260K-f32.gguf not found (set STRATA_SHARED_DIR)"

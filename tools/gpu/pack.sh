@@ -11,7 +11,8 @@
 #
 # Layout: bin/ (executables), plugins/ (the plugins the runtime and bench load, tiers included), lib/ (their shared
 # libraries), glibc/ (ld-linux,
-# libc, libm, ... of this machine) and vocab/ (the SPM vocabulary make-model copies into the model). check.sh starts
+# libc, libm, ... of this machine), vocab/ (the SPM vocabulary make-model copies into the model) and models/
+# (stories260K-f32.gguf, found as $pack/models by check.sh). check.sh starts
 # every executable through glibc/ld-linux-x86-64.so.2; such a process sees /proc/self/exe as the loader, so the
 # executables' "<exe dir>/../plugins" is PACK_DIR/plugins, which is why glibc/ and plugins/ are siblings.
 set -euo pipefail
@@ -49,6 +50,11 @@ for stub in libdl.so.2 libpthread.so.0 librt.so.1 libutil.so.1 libresolv.so.2; d
   if [ -e "$libc_dir/$stub" ]; then cp -L "$libc_dir/$stub" "$pack/glibc/"; fi
 done
 
+# stories260K for the engine tests on the GPU (test_cuda_device's CudaEngine.*, check.sh step 6): the GPU machine
+# sees only the repository, not ../shared.
+mkdir -p "$pack/models"
+stories="$shared/models/stories260K-f32.gguf"
+if [ -f "$stories" ]; then cp "$stories" "$pack/models/"; else echo "pack: warning: $stories not found; the GPU engine tests will skip" >&2; fi
 vocab="$shared/models/vocab/ggml-vocab-llama-spm.gguf"
 if [ -f "$vocab" ]; then cp "$vocab" "$pack/vocab/"; else echo "pack: warning: $vocab not found; check.sh will need --vocab" >&2; fi
 {
