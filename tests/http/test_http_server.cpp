@@ -632,7 +632,7 @@ TEST(HttpServerLimits, AnIdleKeptAliveConnectionIsClosedAfterTheIdleTimeout) {
 // --- [openai_http] keys from a config file ------------------------------------------------------------------------
 
 // Runs `runtime --frontend openai_http` with `extra` to its end (it is expected to fail at start-up); returns its exit
-// code (-1 if it was still running after a minute, or was killed) and leaves its stderr in `log`.
+// code, or -1 if it started serving, was still running after a minute, or was killed; leaves its stderr in `log`.
 int runtime_exit_code(const fs::path &log, const std::vector<std::string> &extra) {
     const std::string runtime = STRATA_BINARY_DIR "/bin/runtime";
     std::vector<std::string> args = {runtime, "--model", k_model, "--frontend", "openai_http", "--port", "0"};
@@ -650,9 +650,11 @@ int runtime_exit_code(const fs::path &log, const std::vector<std::string> &extra
     if (rc != 0) return -1;
     int status = 0;
     pid_t done = 0;
-    for (int i = 0; i < 600 && done == 0; ++i) { // a hang detector: a failed start takes well under a second
+    bool serving = false; // it started after all: stop it rather than wait
+    for (int i = 0; i < 600 && done == 0 && !serving; ++i) { // a hang detector: a failed start takes well under a second
         done = ::waitpid(pid, &status, WNOHANG);
-        if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        serving = done == 0 && read_text(log).find("ready on http://") != std::string::npos;
+        if (done == 0 && !serving) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (done == 0) {
         ::kill(pid, SIGKILL);
