@@ -76,6 +76,8 @@ class prefetch_ring {
     // Base address of the slot the given layer computes from (fixed for the ring's life), or nullptr.
     uint8_t *slot_for_layer(int32_t layer) const;
     static int32_t slots_needed(int32_t n_streamed, int32_t prefetch_depth);
+    // Threads reading layers from their tiers (io_threads, at least one).
+    int32_t io_thread_count() const { return static_cast<int32_t>(io_threads_.size()); }
 
     // Queues the first occupant of every slot. Call once, after the tiers hold the weights.
     void start();

@@ -177,9 +177,11 @@ std::unique_ptr<prefetch_ring> tiered_weights::make_ring(const gguf::file &file,
                                                 slot_count, opts.io_threads, stager);
     for (const auto &[tensor, lo] : slot_offset) address_[tensor] = ring->slot_for_layer(lo.first) + lo.second;
     ring->start();
-    log::info("offload", "streaming {} layers{} through a {}-slot ring of {:.1f} MiB per slot (prefetch_depth {})",
+    // The thread count is the ring's own, so the line shows what [memory] io_threads became.
+    log::info("offload",
+              "streaming {} layers{} through a {}-slot ring of {:.1f} MiB per slot (prefetch_depth {}) and {} I/O threads",
               streamed.size(), &slots == &host_slots_ ? " (for large batches; the CPU computes them otherwise)" : "",
-              slot_count, static_cast<double>(slot_bytes) / 1048576.0, opts.prefetch_depth);
+              slot_count, static_cast<double>(slot_bytes) / 1048576.0, opts.prefetch_depth, ring->io_thread_count());
     return ring;
 }
 

@@ -221,6 +221,29 @@ TEST(RuntimeCli, PlacementFlagsShapeThePlan) {
         << j["notes"].dump();
 }
 
+// [memory] io_threads reaches the prefetch ring: the start-up line of a streamed run states the ring's thread count,
+// from the flag or the config key; the text is the same with any count, and a count out of range is refused.
+TEST(RuntimeCli, IoThreadsReachThePrefetchRing) {
+    const std::string streamed = "--model " + k_model + " --prompt Lily --temperature 0 --max-tokens 8 "
+                                 "--cpu-offload-layers 3 --stream-weights --tiers numa_ram";
+    run_result base = run(streamed);
+    ASSERT_EQ(base.exit_code, 0) << base.err;
+    EXPECT_NE(base.err.find("(prefetch_depth 2) and 2 I/O threads"), std::string::npos) << "the default: " << base.err;
+    run_result r = run(streamed + " --io-threads 3");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("streaming 3 layers through a 3-slot ring"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("and 3 I/O threads"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, base.out);
+    const fs::path cfg = write_config("io_threads.toml", "[memory]\nio_threads = 5\n");
+    r = run("--config " + cfg.string() + " " + streamed);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("and 5 I/O threads"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, base.out);
+    r = run(streamed + " --io-threads 0");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("io_threads"), std::string::npos) << r.err;
+}
+
 TEST(RuntimeCli, TierBandwidthsAreMeasuredCachedAndRemeasuredOnRequest) {
     const fs::path cache_home = fs::path(STRATA_BINARY_DIR) / "test-xdg-cache";
     fs::remove_all(cache_home);

@@ -629,4 +629,188 @@ TEST(HttpServerLimits, AnIdleKeptAliveConnectionIsClosedAfterTheIdleTimeout) {
     stop_runtime(pid, log);
 }
 
+// --- [openai_http] keys from a config file ------------------------------------------------------------------------
+
+// Runs `runtime --frontend openai_http` with `extra` to its end (it is expected to fail at start-up); returns its exit
+// code, or -1 if it started serving, was still running after a minute, or was killed; leaves its stderr in `log`.
+int runtime_exit_code(const fs::path &log, const std::vector<std::string> &extra) {
+    const std::string runtime = STRATA_BINARY_DIR "/bin/runtime";
+    std::vector<std::string> args = {runtime, "--model", k_model, "--frontend", "openai_http", "--port", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, runtime.c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return -1;
+    int status = 0;
+    pid_t done = 0;
+    bool serving = false; // it started after all: stop it rather than wait
+    for (int i = 0; i < 600 && done == 0 && !serving; ++i) { // a hang detector: a failed start takes well under a second
+        done = ::waitpid(pid, &status, WNOHANG);
+        serving = done == 0 && read_text(log).find("ready on http://") != std::string::npos;
+        if (done == 0 && !serving) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (done == 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        return -1;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// A server configured through an [openai_http] table (not flags): extra API keys from api_key_file, a served model
+// name other than the GGUF's, a 4 KiB body limit (the default is 1 MiB) and the chatml chat format forced on a model
+// that has no chat template (plain otherwise). The fixture's --api-key stays accepted too.
+class HttpServerConfigured : public ::testing::Test {
+  protected:
+    static void SetUpTestSuite() {
+        const std::string stem = "strata_http_cfg_" + std::to_string(::getpid());
+        key_file_ = fs::temp_directory_path() / (stem + ".keys");
+        // A comment, a blank line, trailing blanks and a CRLF line end: only the two keys count.
+        std::ofstream(key_file_) << "# keys for the test clients\n\nsk-from-file  \r\n# sk-commented-out\nsk-second\n";
+        config_ = fs::temp_directory_path() / (stem + ".toml");
+        std::ofstream(config_) << "[openai_http]\napi_key_file = \"" << key_file_.string()
+                               << "\"\nserved_model_name = \"tiny-stories\"\nmax_body_bytes = \"4KiB\"\nchat_template = \"chatml\"\n";
+        g_port = free_port();
+        log_ = fs::temp_directory_path() / (stem + ".log");
+        pid_ = start_runtime(g_port, log_, {"--config", config_.string()});
+        ASSERT_NE(pid_, 0) << "server did not start:\n" << read_text(log_);
+    }
+    static void TearDownTestSuite() {
+        if (pid_ > 0) stop_runtime(pid_, log_);
+        fs::remove(key_file_);
+        fs::remove(config_);
+    }
+    static inline pid_t pid_ = 0;
+    static inline fs::path log_, key_file_, config_;
+};
+
+TEST_F(HttpServerConfigured, ApiKeyFileKeysAreAcceptedAndOthersAre401) {
+    EXPECT_EQ(request("GET", "/v1/models", "", "Bearer sk-from-file").status, 200);
+    EXPECT_EQ(request("GET", "/v1/models", "", "Bearer sk-second").status, 200);
+    EXPECT_EQ(request("GET", "/v1/models").status, 200) << "the --api-key key still counts";
+    http_reply wrong = request("GET", "/v1/models", "", "Bearer sk-not-in-the-file");
+    EXPECT_EQ(wrong.status, 401);
+    EXPECT_EQ(json::parse(wrong.body)["error"]["code"], "invalid_api_key") << wrong.body;
+    EXPECT_EQ(request("GET", "/v1/models", "", "Bearer # sk-commented-out").status, 401);
+    EXPECT_EQ(request("GET", "/v1/models", "", "Bearer sk-commented-out").status, 401);
+    http_reply gen = request("POST", "/v1/completions", R"({"prompt":"Lily","max_tokens":2})", "Bearer sk-from-file");
+    EXPECT_EQ(gen.status, 200) << gen.body;
+}
+
+TEST_F(HttpServerConfigured, ServedModelNameIsTheModelIdEverywhereAndTheGgufNameIsUnknown) {
+    http_reply models = request("GET", "/v1/models");
+    ASSERT_EQ(models.status, 200);
+    const json list = json::parse(models.body)["data"];
+    ASSERT_EQ(list.size(), 1u) << models.body;
+    EXPECT_EQ(list[0]["id"], "tiny-stories");
+    http_reply named = request("POST", "/v1/completions", R"({"model":"tiny-stories","prompt":"Lily","max_tokens":3})");
+    ASSERT_EQ(named.status, 200) << named.body;
+    EXPECT_EQ(json::parse(named.body)["model"], "tiny-stories");
+    http_reply unnamed = request("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"Hi"}],"max_tokens":3})");
+    ASSERT_EQ(unnamed.status, 200) << unnamed.body;
+    EXPECT_EQ(json::parse(unnamed.body)["model"], "tiny-stories");
+    http_reply streamed = request("POST", "/v1/completions", R"({"prompt":"Lily","max_tokens":3,"stream":true})");
+    ASSERT_EQ(streamed.status, 200);
+    EXPECT_NE(streamed.body.find(R"("model":"tiny-stories")"), std::string::npos) << streamed.body;
+    EXPECT_EQ(streamed.body.find("stories260K"), std::string::npos) << streamed.body;
+    // The GGUF's own name is now another model: the same 404 as any unknown model.
+    http_reply other = request("POST", "/v1/completions", R"({"model":"stories260K","prompt":"Lily","max_tokens":3})");
+    EXPECT_EQ(other.status, 404) << other.body;
+    const json err = json::parse(other.body)["error"];
+    EXPECT_EQ(err["code"], "model_not_found");
+    EXPECT_EQ(err["param"], "model");
+    EXPECT_NE(err["message"].get<std::string>().find("'stories260K'"), std::string::npos) << other.body;
+    EXPECT_NE(request("GET", "/metrics").body.find("model_name=\"tiny-stories\""), std::string::npos);
+}
+
+TEST_F(HttpServerConfigured, BodiesOverMaxBodyBytesGet413NamingTheLimit) {
+    // The same valid request, padded with JSON whitespace to just under and to over 4 KiB (both far under the 1 MiB
+    // default).
+    const std::string head = R"({"prompt":"Once upon a time","max_tokens":2)";
+    const std::string under = head + std::string(4000 - head.size(), ' ') + "}";
+    const std::string over = head + std::string(6000, ' ') + "}";
+    http_reply ok = request("POST", "/v1/completions", under);
+    EXPECT_EQ(ok.status, 200) << ok.body;
+    http_reply big = request("POST", "/v1/completions", over);
+    EXPECT_EQ(big.status, 413) << big.body;
+    EXPECT_NE(big.body.find("max_body_bytes (4096 bytes)"), std::string::npos) << big.body;
+    // The server goes on serving.
+    EXPECT_EQ(request("POST", "/v1/completions", under).status, 200);
+}
+
+TEST_F(HttpServerConfigured, ForcedChatTemplateRendersTheChatPrompt) {
+    const std::string messages = R"("messages":[{"role":"user","content":"Hello"}])";
+    const std::string chatml = "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n";
+    const std::string plain = "user: Hello\nassistant:";
+    auto tokens_of = [](const std::string &body) {
+        http_reply r = request("POST", "/tokenize", body);
+        EXPECT_EQ(r.status, 200) << r.body;
+        return r.status == 200 ? json::parse(r.body)["tokens"] : json::array();
+    };
+    const json rendered = tokens_of("{" + messages + "}");
+    ASSERT_FALSE(rendered.empty());
+    EXPECT_EQ(rendered, tokens_of(json{{"prompt", chatml}}.dump()));
+    EXPECT_NE(rendered, tokens_of(json{{"prompt", plain}}.dump()));
+    // /v1/chat/completions generates from that prompt: its prompt_tokens and greedy text are those of a completion
+    // of the chatml text.
+    http_reply chat = request("POST", "/v1/chat/completions", "{" + messages + R"(,"max_tokens":10,"temperature":0})");
+    ASSERT_EQ(chat.status, 200) << chat.body;
+    const json c = json::parse(chat.body);
+    EXPECT_EQ(c["usage"]["prompt_tokens"], rendered.size());
+    http_reply text = request("POST", "/v1/completions", json{{"prompt", chatml}, {"max_tokens", 10}, {"temperature", 0}}.dump());
+    ASSERT_EQ(text.status, 200) << text.body;
+    EXPECT_EQ(c["choices"][0]["message"]["content"], json::parse(text.body)["choices"][0]["text"]);
+}
+
+// The flags for the same keys: --served-model-name and --chat-template.
+TEST(HttpServerFlags, ServedModelNameAndChatTemplateFlagsSetTheirKeys) {
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_http_flags_" + std::to_string(::getpid()) + ".log");
+    const pid_t pid = start_runtime(g_port, log, {"--served-model-name", "flag-name", "--chat-template", "phi3"});
+    ASSERT_NE(pid, 0) << read_text(log);
+    EXPECT_EQ(json::parse(request("GET", "/v1/models").body)["data"][0]["id"], "flag-name");
+    auto tokens_of = [](const std::string &body) { return json::parse(request("POST", "/tokenize", body).body)["tokens"]; };
+    EXPECT_EQ(tokens_of(R"({"messages":[{"role":"user","content":"Hello"}]})"),
+              tokens_of(json{{"prompt", "<|user|>\nHello<|end|>\n<|assistant|>\n"}}.dump()));
+    stop_runtime(pid, log);
+}
+
+// A key file that cannot be read stops the start with an error naming the path, rather than serving with fewer keys
+// (or, without --api-key, with no authentication at all).
+TEST(HttpServerFlags, AnUnreadableApiKeyFileIsAStartUpErrorNamingThePath) {
+    const std::string stem = "strata_http_keyfile_" + std::to_string(::getpid());
+    const fs::path log = fs::temp_directory_path() / (stem + ".log");
+    const fs::path missing = fs::temp_directory_path() / (stem + "_missing" ) / "keys.txt";
+    const fs::path dir = fs::temp_directory_path() / (stem + "_dir");
+    const fs::path empty = fs::temp_directory_path() / (stem + "_empty.txt");
+    fs::create_directories(dir);
+    std::ofstream(empty) << "# no keys yet\n\n";
+    for (const fs::path &p : {missing, dir, empty}) {
+        SCOPED_TRACE(p.string());
+        const int code = runtime_exit_code(log, {"--set", "openai_http.api_key_file=" + p.string()});
+        const std::string err = read_text(log);
+        EXPECT_GT(code, 0) << err;
+        EXPECT_NE(err.find("api_key_file '" + p.string() + "'"), std::string::npos) << err;
+        EXPECT_EQ(err.find("ready on"), std::string::npos) << err;
+    }
+    if (::geteuid() != 0) { // root reads a mode-000 file regardless
+        const fs::path locked = fs::temp_directory_path() / (stem + "_locked.txt");
+        std::ofstream(locked) << "sk-locked\n";
+        fs::permissions(locked, fs::perms::none);
+        EXPECT_GT(runtime_exit_code(log, {"--set", "openai_http.api_key_file=" + locked.string()}), 0);
+        EXPECT_NE(read_text(log).find("api_key_file '" + locked.string() + "'"), std::string::npos) << read_text(log);
+        fs::remove(locked);
+    }
+    fs::remove(dir);
+    fs::remove(empty);
+    fs::remove(log);
+}
+
 } // namespace

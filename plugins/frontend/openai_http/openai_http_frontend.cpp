@@ -25,16 +25,28 @@ std::vector<std::string> string_list(const strata_config_view *v, const char *ke
 }
 
 // One key per line; blank lines and lines starting with '#' are skipped. Read once at start-up (never per request).
+// A file that cannot be read to its end (a directory opens, then fails its first read) or that holds no key is an
+// error: serving with fewer keys than the operator wrote, or with no authentication at all, must not pass silently.
 bool read_key_file(const std::string &path, std::vector<std::string> &keys, strata_status *st) {
     std::ifstream in(path);
-    if (!in) {
+    std::string line;
+    size_t found = 0;
+    while (std::getline(in, line)) {
+        while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+        if (!line.empty() && line.front() != '#') {
+            keys.push_back(line);
+            ++found;
+        }
+    }
+    if (!in.is_open() || in.bad()) {
         fail(st, STRATA_ERR_IO, "openai_http: cannot read api_key_file '%s'; check the path and its permissions", path.c_str());
         return false;
     }
-    std::string line;
-    while (std::getline(in, line)) {
-        while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-        if (!line.empty() && line.front() != '#') keys.push_back(line);
+    if (found == 0) {
+        fail(st, STRATA_ERR_INVALID_ARGUMENT,
+             "openai_http: api_key_file '%s' holds no API key (one per line; '#' starts a comment); add one or drop the key",
+             path.c_str());
+        return false;
     }
     return true;
 }
