@@ -257,21 +257,22 @@ void engine::plan_hybrid(planner::inputs in) {
                         "they stream");
         return;
     }
+    const bool any = std::any_of(second.placements.begin(), second.placements.end(),
+                                 [](const planner::placement &p) { return p.how == planner::mode::on_cpu; });
+    if (!any) {
+        keep_first_plan("with the CPU layers' ring the plan splits the layers differently and streams them all");
+        return;
+    }
+    if (second.kv_capacity_tokens < plan_.kv_capacity_tokens)
+        notes.push_back(fmt::format("the ring for large batches costs {} tokens of device KV (--no-op-offload or a "
+                                    "larger --op-offload-min-batch gives them back)",
+                                    plan_.kv_capacity_tokens - second.kv_capacity_tokens));
     plan_ = std::move(second);
     for (const std::string &note : notes) plan_.notes.push_back(note);
     for (const std::string &note : notes) log::info("engine", "hybrid placement: {}", note);
     layer_on_host_.assign(static_cast<size_t>(hp_.n_layer), 0);
-    bool any = false;
-    for (const auto &p : plan_.placements) {
-        if (p.how != planner::mode::on_cpu) continue;
-        layer_on_host_[static_cast<size_t>(p.layer)] = 1;
-        any = true;
-    }
-    if (!any) { // the second plan streams them after all (another layer split)
-        layer_on_host_.clear();
-        stop_host_device();
-        return;
-    }
+    for (const auto &p : plan_.placements)
+        if (p.how == planner::mode::on_cpu) layer_on_host_[static_cast<size_t>(p.layer)] = 1;
     hybrid_min_batch_ = stream_large ? d.min_batch : 0;
     // Hybrid steps are smaller than the threshold: the host workspace needs no more.
     const int32_t hybrid_tokens = stream_large ? d.min_batch - 1 : max_step;

@@ -28,6 +28,7 @@ sampler::sampler(int32_t n_vocab, sampling_config cfg) : n_vocab_(n_vocab), cfg_
              cfg.frequency_penalty);
     candidates_.resize(static_cast<size_t>(n_vocab));
     probs_.resize(static_cast<size_t>(n_vocab));
+    mass_.resize(static_cast<size_t>(n_vocab));
     counts_.assign(static_cast<size_t>(n_vocab), 0);
 }
 
@@ -108,18 +109,22 @@ int32_t sampler::sample(float *logits, std::span<const int32_t> history) {
     // mass (nth_element halves the range each round, O(n) in all) and only the kept prefix is sorted: a long tail then
     // costs a fraction of sorting the vocabulary.
     if (cfg_.top_p < 1.f) {
+        // Mass in fixed point (2^40 per unit of probability relative to the best token), so sums do not depend on
+        // the order the selection leaves candidates in: the cut is the same with every standard library.
         const float max_logit = candidates_[0].logit;
-        double sum = 0.0;
+        uint64_t total = 0;
         for (size_t i = 0; i < n; ++i) {
             const candidate &c = candidates_[i];
-            sum += probs_[static_cast<size_t>(c.id)] = std::exp(static_cast<double>(c.logit - max_logit));
+            const auto w = static_cast<uint64_t>(std::ldexp(std::exp(static_cast<double>(c.logit - max_logit)), 40));
+            mass_[static_cast<size_t>(c.id)] = w;
+            total += w;
         }
-        const double target = static_cast<double>(cfg_.top_p) * sum;
-        auto weight = [&](size_t i) { return probs_[static_cast<size_t>(candidates_[i].id)]; };
+        const auto target = static_cast<uint64_t>(std::ceil(static_cast<double>(cfg_.top_p) * static_cast<double>(total)));
+        auto weight = [&](size_t i) { return mass_[static_cast<size_t>(candidates_[i].id)]; };
         auto at = [&](size_t i) { return candidates_.begin() + static_cast<std::ptrdiff_t>(i); };
         const size_t head = sorted ? n : std::min<size_t>(n, 64);
         if (!sorted) std::partial_sort(at(0), at(head), at(n), order);
-        double mass = 0.0;
+        uint64_t mass = 0;
         size_t cut = 0;
         for (size_t i = 0; i < head && cut == 0; ++i)
             if ((mass += weight(i)) >= target) cut = i + 1;
@@ -128,7 +133,7 @@ int32_t sampler::sample(float *logits, std::span<const int32_t> history) {
             while (hi - lo > 64) {
                 const size_t mid = lo + (hi - lo) / 2;
                 std::nth_element(at(lo), at(mid), at(hi), order);
-                double half = 0.0;
+                uint64_t half = 0;
                 for (size_t i = lo; i < mid; ++i) half += weight(i);
                 if (mass + half >= target) {
                     hi = mid;
@@ -140,10 +145,9 @@ int32_t sampler::sample(float *logits, std::span<const int32_t> history) {
             std::sort(at(lo), at(hi), order);
             for (size_t i = lo; i < hi && cut == 0; ++i)
                 if ((mass += weight(i)) >= target) cut = i + 1;
-            if (cut == 0) cut = hi; // the halves' sums said the cut is here; the last bits of rounding disagree
             std::sort(at(head), at(lo), order);
         }
-        if (cut != 0) n = cut; // else rounding kept every candidate, all of them sorted by now
+        if (cut != 0) n = cut; // else the whole (sorted) set is needed to reach top_p
         sorted = true;
     }
 

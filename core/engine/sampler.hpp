@@ -50,6 +50,7 @@ class sampler {
     std::mt19937_64 rng_;
     std::vector<candidate> candidates_;
     std::vector<double> probs_;
+    std::vector<uint64_t> mass_; // top-p: each token's probability in fixed point, by id
     std::vector<int32_t> counts_; // per-token occurrences in the penalty window; all zero between calls
 };
 

@@ -6,8 +6,12 @@
 
 #include "engine/engine.hpp"
 
+#include <cstdio>
 #include <filesystem>
 #include <map>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 namespace {
 
@@ -124,15 +128,22 @@ TEST(CudaEngine, Stories260KGreedyTokensEqualTheCpuDevice) {
 TEST(CudaEngine, LayersStreamedThroughThePrefetchRingGiveTheSameTokens) {
     REQUIRE_GPU_AND_MODEL();
     for (const char *tier : {"pinned_ram", "numa_ram"}) {
+        // pinned_ram locks its memory: as a user with a small RLIMIT_MEMLOCK it cannot hold the layers.
+        if (rlimit lim{}; std::string(tier) == "pinned_ram" && geteuid() != 0 && getrlimit(RLIMIT_MEMLOCK, &lim) == 0 &&
+                          lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < (8u << 20)) {
+            std::printf("pinned_ram not tried: RLIMIT_MEMLOCK is %llu bytes (raise it with ulimit -l)\n",
+                        static_cast<unsigned long long>(lim.rlim_cur));
+            continue;
+        }
         auto o = options("cuda");
-        o.offload.cpu_offload_layers = 3;
+        o.offload.cpu_offload_layers = 4;
         o.offload.tiers = {tier};
-        o.offload.prefetch_depth = 1; // two slots for three layers: every slot is reloaded each token
+        o.offload.prefetch_depth = 1; // two slots for four layers: both slots reload twice each token
         strata::engine::engine gpu(registry(), host(), o);
         EXPECT_EQ(generate(gpu, {prompts()[0]}, 120)[0], std::vector<int32_t>(cpu_tokens(200)[0].begin(),
                                                                               cpu_tokens(200)[0].begin() + 120))
             << tier;
-        EXPECT_GT(gpu.offload_stats().layer_loads, 2 * gpu.offload_stats().forwards) << tier;
+        EXPECT_GE(gpu.offload_stats().layer_loads, 4 * gpu.offload_stats().forwards) << tier;
     }
 }
 

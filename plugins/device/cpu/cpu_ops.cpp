@@ -309,6 +309,12 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
                                                a->out, a->scale, st);
             rc != STRATA_OK)
             return rc;
+        const uint64_t q_bytes = sizeof(float) * static_cast<uint64_t>(a->n_tokens) * static_cast<uint64_t>(a->n_heads) *
+                                 static_cast<uint64_t>(a->head_dim);
+        STRATA_REQUIRE_DEVICE(a->q, q_bytes, "attention", "q");
+        STRATA_REQUIRE_DEVICE(a->out, q_bytes, "attention", "out");
+        STRATA_REQUIRE_DEVICE(a->k_cache, sizeof(float), "attention", "k_cache");
+        STRATA_REQUIRE_DEVICE(a->v_cache, sizeof(float), "attention", "v_cache");
         if (int64_t{a->kv_row_stride} < int64_t{a->n_kv_heads} * a->head_dim)
             return fail(st, invalid, "cpu attention: kv_row_stride = %d is less than n_kv_heads * head_dim = %lld",
                         a->kv_row_stride, static_cast<long long>(int64_t{a->n_kv_heads} * a->head_dim));
@@ -393,6 +399,8 @@ int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, st
         if (x == nullptr) return fail(st, invalid, "cpu softmax: x is NULL");
         if (n_rows <= 0 || n_cols <= 0)
             return fail(st, invalid, "cpu softmax: n_rows = %d, n_cols = %d; both must be > 0", n_rows, n_cols);
+        STRATA_REQUIRE_DEVICE(x, sizeof(float) * static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(n_cols), "softmax",
+                              "x");
         const kernels &k = dev->kern;
         auto body = [&](int64_t r0, int64_t r1, int) noexcept {
             for (int64_t r = r0; r < r1; ++r) {
