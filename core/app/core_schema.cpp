@@ -89,6 +89,8 @@ config::schema core_schema() {
         key("offload_compute", STRATA_CONFIG_STRING, "\"auto\"",
             "on a GPU, where offloaded layers compute: \"device\" streams them over the link, \"cpu\" computes them "
             "on the CPU where they live (llama.cpp -ngl), \"auto\" measures which is faster", "--offload-compute"),
+        key("offload_device", STRATA_CONFIG_STRING, "\"cpu\"",
+            "device plugin that computes offloaded layers where they live (offload_compute)", "--offload-device"),
         key("op_offload", STRATA_CONFIG_BOOL, "true",
             "with layers computed on the CPU, stream them to the GPU for batches of op_offload_min_batch+ tokens "
             "(llama.cpp's --no-op-offload turns it off)", "--op-offload"),

@@ -106,6 +106,7 @@ engine::offload_options offload_from(const config::document &doc, const config::
     o.io_threads = static_cast<int32_t>(doc.get_int("memory", "io_threads", s).value_or(2));
     o.offload_compute = doc.get_string("memory", "offload_compute", s).value_or("auto");
     engine::parse_offload_compute(o.offload_compute); // a typo fails here, before the model loads
+    o.offload_device = doc.get_string("memory", "offload_device", s).value_or("cpu");
     o.op_offload = doc.get_bool("memory", "op_offload", s).value_or(true);
     if (auto v = doc.get_int("memory", "op_offload_min_batch", s)) o.op_offload_min_batch = static_cast<int32_t>(*v);
     o.remeasure = doc.get_bool("memory", "remeasure", s).value_or(false);

@@ -145,7 +145,7 @@ class engine {
     uint64_t fingerprint_ = 0;
     bool device_reads_host_ = false;
     // [pinned_ram] with numa_node set to the GPU's nearest node (opts_.offload.tier_configs points at it).
-    std::unique_ptr<config_override_view> pinned_ram_config_;
+    std::vector<std::unique_ptr<config_override_view>> staging_configs_; // tiers bound near the GPU
 
     // Hybrid placement (engine_hybrid.cpp): the CPU computes layer_on_host_ layers where they live, except in steps
     // of hybrid_min_batch_+ tokens (when > 0), which stream them to the device.

@@ -126,24 +126,26 @@ void engine::measure_link_latency() {
     link_latency_ = std::isfinite(best) ? best : 0;
 }
 
-// The host device: the `cpu` plugin with its [cpu] table (not when the main device is the cpu plugin in its
-// separate_memory test mode, whose table is for the emulated GPU).
+// The host device: [memory] offload_device (the `cpu` plugin by default) with its own table — none when it is the
+// main device's plugin (the CPU device's separate_memory test mode), whose table is for the emulated GPU.
 bool engine::start_host_device(bool required) {
-    host_desc_ = registry_.find_device("cpu");
+    const std::string &name = opts_.offload.offload_device;
+    host_desc_ = registry_.find_device(name);
     if (host_desc_.desc == nullptr) {
         if (!required) return false;
-        fail("offload_compute needs the 'cpu' device plugin to compute offloaded layers (available: {}); load it or "
-             "set --offload-compute device",
-             fmt::join(registry_.names(STRATA_KIND_DEVICE), ", "));
+        fail("[memory] offload_device = '{}' is not a loaded device plugin (available: {}); it computes the offloaded "
+             "layers for offload_compute = \"cpu\" (or set --offload-compute device)",
+             name, fmt::join(registry_.names(STRATA_KIND_DEVICE), ", "));
     }
     strata_device_create_args args{};
     args.struct_size = sizeof args;
     args.host = host_;
-    auto it = opts_.device_configs.find("cpu");
-    args.config = device_name_ != "cpu" && it != opts_.device_configs.end() ? it->second : nullptr;
+    auto it = opts_.device_configs.find(name);
+    args.config = device_name_ != name && it != opts_.device_configs.end() ? it->second : nullptr;
     strata_status st{};
     host_device_ = host_desc_.desc->create(&args, &st);
-    if (host_device_ == nullptr) fail("the cpu device for offloaded layers failed to start: {}", status_text(st));
+    if (host_device_ == nullptr)
+        fail("offload_device '{}' (for offloaded layers) failed to start: {}", name, status_text(st));
     return true;
 }
 
@@ -232,7 +234,9 @@ void engine::plan_hybrid(planner::inputs in) {
     // The CPU is measured only when its figure can change the answer.
     if (first != hi.streamed.end() && (mode == offload_compute::cpu || link_h2d_ > 0)) {
         if (!start_host_device(mode == offload_compute::cpu)) {
-            keep_first_plan("offload_compute = auto: no 'cpu' device plugin is loaded, so offloaded layers stream");
+            keep_first_plan(fmt::format("offload_compute = auto: offload_device '{}' is not loaded, so offloaded "
+                                        "layers stream",
+                                        opts_.offload.offload_device));
             return;
         }
         std::tie(hi.cpu_fixed_s_per_byte, hi.cpu_token_s_per_byte) = measure_cpu_layer(first->layer);

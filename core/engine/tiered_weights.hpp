@@ -46,6 +46,7 @@ struct offload_options {
     // measurements: layers planned on_cpu are computed by the CPU where they live; when the plan sized a ring for
     // them (on_cpu_ring_bytes), large batches stream them to the device through it.
     std::string offload_compute = "auto";
+    std::string offload_device = "cpu"; // the device plugin computing them (by name, like [engine] device)
     bool op_offload = true;
     std::optional<int32_t> op_offload_min_batch;
 };

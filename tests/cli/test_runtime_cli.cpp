@@ -288,6 +288,10 @@ TEST(RuntimeCli, OffloadComputeFlagsChooseWhereOffloadedLayersRun) {
     EXPECT_NE(r.out.find("layers 2-4   | numa_ram | streamed"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("at start-up, streamed layers in RAM tiers may be computed on the CPU"), std::string::npos)
         << r.out;
+    r = run(gpu + " --cpu-offload-layers 3 --offload-compute cpu --offload-device npu");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("offload_device = 'npu' is not a loaded device plugin (available: "), std::string::npos)
+        << r.err;
     r = run(gpu + " --cpu-offload-layers 3 --offload-compute gpu");
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("offload_compute = 'gpu' is not one of auto, device, cpu"), std::string::npos) << r.err;
