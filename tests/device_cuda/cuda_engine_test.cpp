@@ -5,6 +5,7 @@
 #include "cuda_test_support.hpp"
 
 #include "engine/engine.hpp"
+#include "engine_fixture.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -17,16 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const strata_host_services *host() {
-    static strata_host_services h = [] {
-        strata_host_services x{};
-        x.struct_size = sizeof x;
-        x.host_abi_major = STRATA_ABI_MAJOR;
-        x.host_abi_minor = STRATA_ABI_MINOR;
-        return x;
-    }();
-    return &h;
-}
+const strata_host_services *host() { return strata::testing::test_host(); }
 
 // Every plugin next to the cuda plugin (the build's plugin folder, or a pack's with STRATA_TEST_PLUGIN_DIR).
 strata::plugins::registry &registry() {

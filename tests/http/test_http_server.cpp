@@ -97,14 +97,11 @@ std::string read_text(const fs::path &p) {
     return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Starts `runtime --frontend openai_http` on `port` with stderr to `log`; returns its pid once it logs "ready" (or
-// 0 after a minute).
-pid_t start_runtime(uint16_t port, const fs::path &log, const std::vector<std::string> &extra) {
+// Spawns `runtime --model <stories> --frontend openai_http --port <port> ARGS` with stdin from /dev/null and stderr
+// to `log`; returns its pid, or 0 when it could not be started.
+pid_t spawn_runtime(const std::string &port, const fs::path &log, std::vector<std::string> args) {
     const std::string runtime = STRATA_BINARY_DIR "/bin/runtime";
-    const std::string port_text = std::to_string(port);
-    std::vector<std::string> args = {runtime, "--model", k_model, "--frontend", "openai_http", "--port", port_text,
-                                     "--api-key", k_key};
-    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.begin(), {runtime, "--model", k_model, "--frontend", "openai_http", "--port", port});
     std::vector<char *> argv;
     for (auto &a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -115,7 +112,17 @@ pid_t start_runtime(uint16_t port, const fs::path &log, const std::vector<std::s
     pid_t pid = 0;
     const int rc = posix_spawn(&pid, runtime.c_str(), &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return 0;
+    return rc == 0 ? pid : 0;
+}
+
+// Starts `runtime --frontend openai_http` on `port` with stderr to `log`; returns its pid once it logs "ready" (or
+// 0 after a minute).
+pid_t start_runtime(uint16_t port, const fs::path &log, const std::vector<std::string> &extra) {
+    const std::string port_text = std::to_string(port);
+    std::vector<std::string> args = {"--api-key", k_key};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const pid_t pid = spawn_runtime(port_text, log, args);
+    if (pid == 0) return 0;
     for (int i = 0; i < 600; ++i) {
         if (read_text(log).find("ready on http://127.0.0.1:" + port_text) != std::string::npos) return pid;
         if (::waitpid(pid, nullptr, WNOHANG) == pid) return 0; // exited (e.g. the port was taken meanwhile)
@@ -634,20 +641,8 @@ TEST(HttpServerLimits, AnIdleKeptAliveConnectionIsClosedAfterTheIdleTimeout) {
 // Runs `runtime --frontend openai_http` with `extra` to its end (it is expected to fail at start-up); returns its exit
 // code, or -1 if it started serving, was still running after a minute, or was killed; leaves its stderr in `log`.
 int runtime_exit_code(const fs::path &log, const std::vector<std::string> &extra) {
-    const std::string runtime = STRATA_BINARY_DIR "/bin/runtime";
-    std::vector<std::string> args = {runtime, "--model", k_model, "--frontend", "openai_http", "--port", "0"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    std::vector<char *> argv;
-    for (auto &a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid = 0;
-    const int rc = posix_spawn(&pid, runtime.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return -1;
+    const pid_t pid = spawn_runtime("0", log, extra);
+    if (pid == 0) return -1;
     int status = 0;
     pid_t done = 0;
     bool serving = false; // it started after all: stop it rather than wait
