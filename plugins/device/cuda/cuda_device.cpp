@@ -393,19 +393,9 @@ const strata_config_key config_keys[] = {
      "CUDA device ordinal to run on (as CUDA numbers them; CUDA_VISIBLE_DEVICES applies)", nullptr, nullptr},
 };
 
-const strata_plugin_info plugin_info = {
-    sizeof(strata_plugin_info),
-    STRATA_ABI_MAJOR,
-    STRATA_ABI_MINOR,
-    static_cast<uint32_t>(std::size(descriptors)),
-    plugin_name,
-    "0.1.0",
-    "MIT",
+const strata_plugin_info plugin_info = strata::plugin::make_info(plugin_name, "0.1.0", "MIT",
     "CUDA device: NVIDIA GPUs (compute capability 8.0+) with F32/F16/BF16/Q8_0/Q4_0 kernels",
-    descriptors,
-    config_keys,
-    static_cast<uint32_t>(std::size(config_keys)),
-};
+    descriptors, config_keys);
 
 } // namespace
 

@@ -177,11 +177,9 @@ const strata_config_key k_keys[] = {
      "--output", "text|json"},
 };
 
-const strata_plugin_info k_info = {
-    sizeof(strata_plugin_info), STRATA_ABI_MAJOR, STRATA_ABI_MINOR, 1, "cli", "0.1.0", "MIT",
-    "command-line frontend: one-shot text/JSON generation or an interactive loop",
-    k_descriptors, k_keys, 2,
-};
+const strata_plugin_info k_info = strata::plugin::make_info(
+    "cli", "0.1.0", "MIT", "command-line frontend: one-shot text/JSON generation or an interactive loop",
+    k_descriptors, k_keys);
 
 } // namespace
 

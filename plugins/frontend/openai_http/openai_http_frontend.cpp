@@ -153,11 +153,10 @@ const strata_config_key k_keys[] = {
      "or a built-in family by name", "--chat-template", "auto|plain|llama2|llama3|chatml|mistral|phi3|gemma"},
 };
 
-const strata_plugin_info k_info = {
-    sizeof(strata_plugin_info), STRATA_ABI_MAJOR, STRATA_ABI_MINOR, 1, "openai_http", "0.1.0", "MIT",
+const strata_plugin_info k_info = strata::plugin::make_info(
+    "openai_http", "0.1.0", "MIT",
     "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions, /v1/models, /health, /metrics",
-    k_descriptors, k_keys, sizeof(k_keys) / sizeof(k_keys[0]),
-};
+    k_descriptors, k_keys);
 
 } // namespace
 

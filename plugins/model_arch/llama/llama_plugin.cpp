@@ -90,19 +90,8 @@ const strata_model_arch_desc k_llama_desc = {
 
 const strata_descriptor_header *const k_descriptors[] = {&k_llama_desc.header};
 
-const strata_plugin_info k_info = {
-    sizeof(strata_plugin_info),
-    STRATA_ABI_MAJOR,
-    STRATA_ABI_MINOR,
-    1,
-    "llama",
-    "0.1.0",
-    "MIT",
-    "Llama-family decoder (Llama 1/2/3, Mistral) from GGUF",
-    k_descriptors,
-    nullptr,
-    0,
-};
+const strata_plugin_info k_info = strata::plugin::make_info(
+    "llama", "0.1.0", "MIT", "Llama-family decoder (Llama 1/2/3, Mistral) from GGUF", k_descriptors);
 
 } // namespace
 

@@ -168,19 +168,9 @@ const strata_config_key config_keys[] = {
      nullptr, nullptr},
 };
 
-const strata_plugin_info plugin_info = {
-    sizeof(strata_plugin_info),
-    STRATA_ABI_MAJOR,
-    STRATA_ABI_MINOR,
-    static_cast<uint32_t>(std::size(descriptors)),
-    plugin_name,
-    "0.1.0",
-    "MIT",
+const strata_plugin_info plugin_info = strata::plugin::make_info(plugin_name, "0.1.0", "MIT",
     "Page-locked (mlock'ed) host RAM: weights that must never be swapped out",
-    descriptors,
-    config_keys,
-    static_cast<uint32_t>(std::size(config_keys)),
-};
+    descriptors, config_keys);
 
 } // namespace
 

@@ -222,19 +222,8 @@ const strata_device_desc &descriptor() {
 
 const strata_plugin_info &plugin_info() {
     static const strata_descriptor_header *const descriptors[] = {&descriptor().header};
-    static const strata_plugin_info info = [] {
-        strata_plugin_info i{};
-        i.struct_size = sizeof(strata_plugin_info);
-        i.abi_major = STRATA_ABI_MAJOR;
-        i.abi_minor = STRATA_ABI_MINOR;
-        i.n_descriptors = 1;
-        i.name = "example_device";
-        i.version = "0.1.0";
-        i.license = "MIT";
-        i.description = "SDK example: single-threaded reference CPU device";
-        i.descriptors = descriptors;
-        return i;
-    }();
+    // make_info takes the counts from the arrays and the ABI version from the SDK it is built against.
+    static const strata_plugin_info info = strata::plugin::make_info("example_device", "0.1.0", "MIT", "SDK example: single-threaded reference CPU device", descriptors);
     return info;
 }
 

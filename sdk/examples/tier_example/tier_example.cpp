@@ -165,21 +165,8 @@ const strata_config_key config_keys[] = {
 
 const strata_plugin_info &plugin_info() {
     static const strata_descriptor_header *const descriptors[] = {&descriptor().header};
-    static const strata_plugin_info info = [] {
-        strata_plugin_info i{};
-        i.struct_size = sizeof(strata_plugin_info);
-        i.abi_major = STRATA_ABI_MAJOR;
-        i.abi_minor = STRATA_ABI_MINOR;
-        i.n_descriptors = 1;
-        i.name = plugin_name;
-        i.version = "0.1.0";
-        i.license = "MIT";
-        i.description = "SDK example: heap-backed memory tier";
-        i.descriptors = descriptors;
-        i.config_keys = config_keys;
-        i.n_config_keys = sizeof config_keys / sizeof config_keys[0];
-        return i;
-    }();
+    // make_info takes the counts from the arrays and the ABI version from the SDK it is built against.
+    static const strata_plugin_info info = strata::plugin::make_info(plugin_name, "0.1.0", "MIT", "SDK example: heap-backed memory tier", descriptors, config_keys);
     return info;
 }
 

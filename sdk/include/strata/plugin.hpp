@@ -112,6 +112,25 @@ template <class Desc> constexpr strata_descriptor_header make_header(strata_kind
                                     static_cast<uint32_t>(kind), 0u, name};
 }
 
+// The plugin's info from its descriptor and config-key arrays, with the ABI version it is built against and the
+// counts taken from the arrays themselves (so they cannot disagree).
+template <size_t ND, size_t NK>
+constexpr strata_plugin_info make_info(const char *name, const char *version, const char *license,
+                                       const char *description, const strata_descriptor_header *const (&descriptors)[ND],
+                                       const strata_config_key (&config_keys)[NK]) {
+    return strata_plugin_info{static_cast<uint32_t>(sizeof(strata_plugin_info)), STRATA_ABI_MAJOR, STRATA_ABI_MINOR,
+                              static_cast<uint32_t>(ND), name, version, license, description, descriptors,
+                              config_keys, static_cast<uint32_t>(NK)};
+}
+
+// The same for a plugin without config keys.
+template <size_t ND>
+constexpr strata_plugin_info make_info(const char *name, const char *version, const char *license,
+                                       const char *description, const strata_descriptor_header *const (&descriptors)[ND]) {
+    return strata_plugin_info{static_cast<uint32_t>(sizeof(strata_plugin_info)), STRATA_ABI_MAJOR, STRATA_ABI_MINOR,
+                              static_cast<uint32_t>(ND), name, version, license, description, descriptors, nullptr, 0};
+}
+
 } // namespace strata::plugin
 
 // Defines the exported entry point returning `info` (a static strata_plugin_info). Checks the host's major.
