@@ -49,19 +49,10 @@ const strata_quant_desc &descriptor() {
 
 const strata_plugin_info &plugin_info() {
     static const strata_descriptor_header *const descriptors[] = {&descriptor().header};
-    static const strata_plugin_info info = [] {
-        strata_plugin_info i{};
-        i.struct_size = sizeof(strata_plugin_info);
-        i.abi_major = STRATA_ABI_MAJOR; // the ABI this plugin was compiled against
-        i.abi_minor = STRATA_ABI_MINOR;
-        i.n_descriptors = 1;
-        i.name = "example_quant"; // also the name of the plugin's config table (it declares no keys)
-        i.version = "0.1.0";
-        i.license = "MIT";
-        i.description = "SDK example: F32 as a quant format";
-        i.descriptors = descriptors;
-        return i;
-    }();
+    // make_info takes the counts from the arrays and the ABI version this plugin is compiled against; the name is
+    // also the name of the plugin's config table (it declares no keys).
+    static const strata_plugin_info info = strata::plugin::make_info(
+        "example_quant", "0.1.0", "MIT", "SDK example: F32 as a quant format", descriptors);
     return info;
 }
 
