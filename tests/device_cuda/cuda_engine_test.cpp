@@ -57,37 +57,12 @@ strata::engine::engine_options options(const std::string &device) {
     return o;
 }
 
-struct collected {
-    std::vector<int32_t> tokens;
-};
-
+// Every prompt at once, greedy, ignoring EOS; each one's generated tokens.
 std::vector<std::vector<int32_t>> generate(strata::engine::engine &e, const std::vector<std::string> &prompts,
                                            int32_t max_tokens) {
-    std::vector<collected> out(prompts.size());
-    std::vector<std::vector<int32_t>> ids(prompts.size());
-    std::vector<strata_request_id> reqs;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-        ids[i] = e.tokenizer().encode(prompts[i], true);
-        strata_request r{};
-        r.struct_size = sizeof r;
-        r.prompt_tokens = ids[i].data();
-        r.n_prompt_tokens = static_cast<int32_t>(ids[i].size());
-        r.sampling.struct_size = sizeof r.sampling;
-        r.sampling.temperature = 0.f;
-        r.sampling.top_p = 1.f;
-        r.sampling.repetition_penalty = 1.f;
-        r.sampling.max_tokens = max_tokens;
-        r.sampling.ignore_eos = 1;
-        r.on_token = [](void *user, const strata_token_event *ev) {
-            if (ev->token >= 0) static_cast<collected *>(user)->tokens.push_back(ev->token);
-        };
-        r.user = &out[i];
-        reqs.push_back(e.submit(r));
-    }
-    for (strata_request_id id : reqs) e.wait(id);
-    std::vector<std::vector<int32_t>> tokens;
-    for (auto &c : out) tokens.push_back(std::move(c.tokens));
-    return tokens;
+    std::vector<std::vector<int32_t>> ids;
+    for (const std::string &p : prompts) ids.push_back(e.tokenizer().encode(p, true));
+    return strata::testing::run_all(e, ids, max_tokens);
 }
 
 const std::vector<std::string> &prompts() {
