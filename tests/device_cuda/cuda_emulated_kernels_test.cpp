@@ -22,19 +22,6 @@ device_ptr cpu_device() {
     return dev;
 }
 
-std::vector<double> reference_product(const std::vector<float> &w, const std::vector<float> &x, int64_t rows,
-                                      int64_t cols, int32_t n_tokens) {
-    std::vector<double> y(static_cast<size_t>(rows * n_tokens));
-    for (int32_t t = 0; t < n_tokens; ++t)
-        for (int64_t r = 0; r < rows; ++r) {
-            double sum = 0.0;
-            for (int64_t k = 0; k < cols; ++k)
-                sum += static_cast<double>(w[static_cast<size_t>(r * cols + k)]) * x[static_cast<size_t>(t * cols + k)];
-            y[static_cast<size_t>(t * rows + r)] = sum;
-        }
-    return y;
-}
-
 TEST(CudaEmulatedKernels, MatmulOfEveryFormatMatchesFloat64) {
     for (uint32_t type : {cu::weight_f32, cu::weight_f16, cu::weight_bf16, cu::weight_q8_0, cu::weight_q4_0}) {
         const strata_quant_desc *q = loaded().quant(type);
@@ -135,12 +122,6 @@ TEST(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
     EXPECT_LT(normwise_error(probs, logits), 1e-5) << "softmax";
 }
 
-struct attention_case {
-    int32_t n_tokens, n_heads, n_kv_heads, head_dim, first_pos;
-    int32_t stride() const { return n_kv_heads * head_dim + 3; }
-    int32_t n_ctx() const { return first_pos + n_tokens; }
-};
-
 TEST(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {
     device_ptr cpu = cpu_device();
     ASSERT_NE(cpu, nullptr);
@@ -149,30 +130,15 @@ TEST(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {
                                    attention_case{3, 6, 3, 80, 37}, attention_case{1, 2, 1, 256, 1000}}) {
         SCOPED_TRACE(testing::Message() << c.n_tokens << " tokens, " << c.n_heads << "/" << c.n_kv_heads
                                         << " heads, head_dim " << c.head_dim << ", from " << c.first_pos);
-        auto q = random_floats(static_cast<size_t>(c.n_tokens * c.n_heads * c.head_dim), 51, -2.0f, 2.0f);
-        const auto k = random_floats(static_cast<size_t>(c.n_ctx() * c.stride()), 52, -2.0f, 2.0f);
-        const auto v = random_floats(static_cast<size_t>(c.n_ctx() * c.stride()), 53);
-        std::vector<int32_t> positions;
-        for (int32_t t = 0; t < c.n_tokens; ++t) positions.push_back(c.first_pos + t);
-        strata_attention_args a{};
-        a.struct_size = sizeof a;
-        a.n_tokens = c.n_tokens;
-        a.n_heads = c.n_heads;
-        a.n_kv_heads = c.n_kv_heads;
-        a.head_dim = c.head_dim;
-        a.kv_row_stride = c.stride();
-        a.positions = positions.data();
-        a.q = q.data();
-        a.k_cache = k.data();
-        a.v_cache = v.data();
-        a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-        std::vector<float> want(q.size());
-        a.out = want.data();
+        const attention_data d = make_attention_data(c, 51);
+        std::vector<float> want(d.q.size());
+        const strata_attention_args a = attention_args(c, d, want.data());
         ASSERT_EQ(loaded().cpu->attention(cpu.get(), &a, &st), STRATA_OK) << st.message;
         const cu::attention_shape shape{c.n_tokens, c.n_heads, c.n_kv_heads, c.head_dim, a.scale};
         // out aliasing q, as the engine may do
-        ASSERT_EQ(cu::launch_attention(shape, positions.data(), q.data(), k.data(), v.data(), c.stride(), q.data(),
-                                       nullptr),
+        std::vector<float> q = d.q;
+        ASSERT_EQ(cu::launch_attention(shape, d.positions.data(), q.data(), d.k.data(), d.v.data(), c.stride(),
+                                       q.data(), nullptr),
                   cudaSuccess);
         EXPECT_LT(normwise_error(q, want), 1e-5);
     }

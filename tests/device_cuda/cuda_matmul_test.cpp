@@ -26,19 +26,6 @@ void PrintTo(const format_case &c, std::ostream *os) { *os << c.name; }
 
 class CudaMatmul : public ::testing::TestWithParam<format_case> {};
 
-std::vector<double> reference_product(const std::vector<float> &w, const std::vector<float> &x, int64_t rows,
-                                      int64_t cols, int32_t n_tokens) {
-    std::vector<double> y(static_cast<size_t>(rows * n_tokens));
-    for (int32_t t = 0; t < n_tokens; ++t)
-        for (int64_t r = 0; r < rows; ++r) {
-            double sum = 0.0;
-            for (int64_t k = 0; k < cols; ++k)
-                sum += static_cast<double>(w[static_cast<size_t>(r * cols + k)]) * x[static_cast<size_t>(t * cols + k)];
-            y[static_cast<size_t>(t * rows + r)] = sum;
-        }
-    return y;
-}
-
 TEST_P(CudaMatmul, MatchesFloat64AndTheCpuDevice) {
     REQUIRE_GPU();
     const format_case &c = GetParam();

@@ -70,12 +70,6 @@ TEST_F(CudaOps, RopeMatchesCpuInBothModes) {
     }
 }
 
-struct attention_case {
-    int32_t n_tokens, n_heads, n_kv_heads, head_dim, first_pos;
-    int32_t stride() const { return n_kv_heads * head_dim + 3; } // padded rows
-    int32_t n_ctx() const { return first_pos + n_tokens; }
-};
-
 TEST_F(CudaOps, AttentionMatchesCpu) {
     // Decode and prefill, GQA and MHA, a head_dim that is not a multiple of 32, the largest head_dim, long context.
     for (const attention_case c : {attention_case{1, 8, 2, 64, 100}, attention_case{5, 4, 4, 128, 0},
@@ -83,41 +77,21 @@ TEST_F(CudaOps, AttentionMatchesCpu) {
                                    attention_case{17, 8, 8, 64, 3}}) {
         SCOPED_TRACE(testing::Message() << c.n_tokens << " tokens, " << c.n_heads << "/" << c.n_kv_heads
                                         << " heads, head_dim " << c.head_dim << ", from " << c.first_pos);
-        const auto q = random_floats(static_cast<size_t>(c.n_tokens * c.n_heads * c.head_dim), 51, -2.0f, 2.0f);
-        const auto k = random_floats(static_cast<size_t>(c.n_ctx() * c.stride()), 52, -2.0f, 2.0f);
-        const auto v = random_floats(static_cast<size_t>(c.n_ctx() * c.stride()), 53);
-        std::vector<int32_t> positions;
-        for (int32_t t = 0; t < c.n_tokens; ++t) positions.push_back(c.first_pos + t);
-        auto q_dev = to_device(gpu_dev(), q);
-        auto k_dev = to_device(gpu_dev(), k);
-        auto v_dev = to_device(gpu_dev(), v);
-        device_buffer out_dev(gpu_dev(), q.size() * sizeof(float));
+        const attention_data d = make_attention_data(c, 51);
+        auto q_dev = to_device(gpu_dev(), d.q);
+        auto k_dev = to_device(gpu_dev(), d.k);
+        auto v_dev = to_device(gpu_dev(), d.v);
+        device_buffer out_dev(gpu_dev(), d.q.size() * sizeof(float));
+        std::vector<float> want(d.q.size());
+        const strata_attention_args on_cpu = attention_args(c, d, want.data());
+        ASSERT_EQ(cpu().attention(cpu_dev(), &on_cpu, &st_), STRATA_OK) << st_.message;
 
-        strata_attention_args a{};
-        a.struct_size = sizeof a;
-        a.n_tokens = c.n_tokens;
-        a.n_heads = c.n_heads;
-        a.n_kv_heads = c.n_kv_heads;
-        a.head_dim = c.head_dim;
-        a.kv_row_stride = c.stride();
-        a.positions = positions.data();
-        a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-        std::vector<float> want(q.size());
-        a.q = q.data();
-        a.k_cache = k.data();
-        a.v_cache = v.data();
-        a.out = want.data();
-        ASSERT_EQ(cpu().attention(cpu_dev(), &a, &st_), STRATA_OK) << st_.message;
-
-        a.q = q_dev->f();
-        a.k_cache = k_dev->f();
-        a.v_cache = v_dev->f();
-        a.out = out_dev.f();
+        strata_attention_args a = attention_args(c, d, q_dev->f(), k_dev->f(), v_dev->f(), out_dev.f());
         ASSERT_EQ(cuda().attention(gpu_dev(), &a, &st_), STRATA_OK) << st_.message;
-        EXPECT_LT(normwise_error(floats_from(gpu_dev(), out_dev.get(), q.size()), want), 1e-4);
+        EXPECT_LT(normwise_error(floats_from(gpu_dev(), out_dev.get(), d.q.size()), want), 1e-4);
         a.out = q_dev->f(); // out may alias q
         ASSERT_EQ(cuda().attention(gpu_dev(), &a, &st_), STRATA_OK) << st_.message;
-        EXPECT_LT(normwise_error(floats_from(gpu_dev(), q_dev->get(), q.size()), want), 1e-4);
+        EXPECT_LT(normwise_error(floats_from(gpu_dev(), q_dev->get(), d.q.size()), want), 1e-4);
     }
 }
 

@@ -3,6 +3,7 @@
 // require_gpu() first, which skips them with the plugin's own reason when no usable GPU is visible.
 #pragma once
 
+#include "device_test_numerics.hpp"
 #include "plugin_host/registry.hpp"
 
 #include <strata/plugin_abi.h>
@@ -166,31 +167,15 @@ inline std::vector<float> floats_from(strata_device *dev, const void *src, size_
     return out;
 }
 
-inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (auto &x : v) x = dist(rng);
-    return v;
-}
+using device_test::attention_args;
+using device_test::attention_case;
+using device_test::attention_data;
+using device_test::elementwise_error;
+using device_test::make_attention_data;
+using device_test::normwise_error;
+using device_test::random_floats;
+using device_test::reference_product;
 
-// max |got - want| / max |want|: the error relative to the output's scale.
-inline double normwise_error(const std::vector<float> &got, const std::vector<double> &want) {
-    EXPECT_EQ(got.size(), want.size());
-    double err = 0.0, scale = 0.0;
-    for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-        const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
-        err = std::isnan(d) ? INFINITY : std::max(err, d);
-        scale = std::max(scale, std::fabs(want[i]));
-    }
-    return scale > 0.0 ? err / scale : err;
-}
-
-inline double normwise_error(const std::vector<float> &got, const std::vector<float> &want) {
-    return normwise_error(got, std::vector<double>(want.begin(), want.end()));
-}
-
-// Rows of `w` (rows x cols floats) in the quant format `q`, as GGUF stores them.
 struct quantized_matrix {
     std::vector<unsigned char> bytes;
     int64_t rows = 0, cols = 0, row_bytes = 0;
