@@ -24,11 +24,13 @@ node tools/load/http_load.mjs --smoke --runtime build/bin/runtime \
 CC=clang CXX=clang++ cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=ON \
   -DSTRATA_BUILD_FUZZERS=ON
 cmake --build build-clang -j"$jobs"
-bash tools/fuzz/run_fuzz_gguf.sh build-clang "${STRATA_FUZZ_SECONDS:-60}"
-# Arbitrary bytes as a KV prefix store entry file, read through the real store.
-bash tools/fuzz/run_fuzz_kv_entry.sh build-clang "${STRATA_FUZZ_SECONDS:-60}"
+fuzz_seconds=${STRATA_FUZZ_SECONDS:-60}
+# GGUF files: writer-made seeds plus a real model (longer than max_len: the fuzzer sees its header, KVs and tensor
+# infos).
+bash tools/fuzz/run_fuzz.sh build-clang "$fuzz_seconds" fuzz_gguf 65536 make_fuzz_seeds \
+  "${STRATA_SHARED_DIR:-../shared}/models/stories260K-q4_0.gguf"
+# Arbitrary bytes as a KV prefix store entry file (48 + 16 + 64 bytes), read through the real store.
+bash tools/fuzz/run_fuzz.sh build-clang "$fuzz_seconds" fuzz_kv_entry 4096 make_kv_fuzz_seed
 # HTTP request bytes through Beast's parser and the openai_http request parsers.
-mkdir -p build-clang/fuzz_http_corpus
-build-clang/bin/fuzz_http_request -max_total_time="${STRATA_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -max_len=65536 \
-  build-clang/fuzz_http_corpus
+bash tools/fuzz/run_fuzz.sh build-clang "$fuzz_seconds" fuzz_http_request 65536
 echo "strata: all checks passed"

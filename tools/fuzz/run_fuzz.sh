@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer target for a fixed time from a seed corpus. Exits nonzero when the fuzzer finds a crash.
+# Usage: tools/fuzz/run_fuzz.sh <build_dir> <seconds> <target> <max_len> [seed_maker] [seed files...]
+#   <build_dir> was configured with CC=clang CXX=clang++ -DSTRATA_BUILD_FUZZERS=ON. seed_maker is a tool of that build
+#   that writes seed inputs into the folder it is given ("" for none); seed files are copied in too (a missing one is
+#   a warning). New inputs go to <build_dir>/<target>_corpus, kept between runs; crashes to <target>_artifacts.
+set -euo pipefail
+
+if [[ $# -lt 4 ]]; then
+  echo "usage: $0 <build_dir> <seconds> <target> <max_len> [seed_maker] [seed files...]" >&2
+  exit 2
+fi
+build_dir=$(cd "$1" && pwd)
+seconds=$2
+target=$3
+max_len=$4
+maker=${5:-}
+shift $(($# < 5 ? $# : 5))
+
+ninja -C "$build_dir" -j2 "$target" ${maker:+"$maker"}
+
+corpus="$build_dir/${target}_corpus"
+seeds="$build_dir/${target}_seeds"
+artifacts="$build_dir/${target}_artifacts"
+mkdir -p "$corpus" "$seeds" "$artifacts"
+if [[ -n "$maker" ]]; then "$build_dir/bin/$maker" "$seeds"; fi
+for f in "$@"; do
+  if [[ -f "$f" ]]; then cp "$f" "$seeds/"; else echo "warning: $f not found; fuzzing without it" >&2; fi
+done
+
+# $seeds is read-only input; the fuzzer sees at most max_len bytes of each.
+"$build_dir/bin/$target" "$corpus" "$seeds" \
+  -max_len="$max_len" -rss_limit_mb=2048 -timeout=20 -max_total_time="$seconds" \
+  -artifact_prefix="$artifacts/" -print_final_stats=1
