@@ -21,6 +21,7 @@
 // starts on the same folder). Each case checks through stats().prefix_hits that the hit came from the tier it
 // claims, and the first greedy tokens of every case must be identical; the tool exits non-zero otherwise.
 #include "bench_common.hpp"
+#include "splitmix64.hpp"
 #include "common/error.hpp"
 #include "engine/engine.hpp"
 #include "gguf/gguf_file.hpp"
@@ -121,16 +122,7 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// splitmix64: deterministic prompts, identical on every machine.
-struct rng {
-    uint64_t s;
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-};
+using rng = strata::tools::splitmix64; // deterministic prompts, identical on every machine
 
 // `n` token ids drawn from the vocabulary past the control tokens (unk, BOS, EOS); a different seed gives a different
 // first block, so two prompts of different seeds never share a cached prefix.

@@ -6,6 +6,7 @@
 //
 // The vocabulary (tokens, scores, types, BOS/EOS) is copied from --vocab-from (default: llama.cpp's Llama 2 SPM
 // vocab in ../shared/models/vocab), which also fixes the vocabulary size.
+#include "splitmix64.hpp"
 #include "common/error.hpp"
 #include "gguf/gguf_file.hpp"
 #include "plugin_host/registry.hpp"
@@ -31,17 +32,7 @@ struct options {
     bool untied = false;
 };
 
-// splitmix64: fast, seedable, identical everywhere (std distributions are not).
-struct rng {
-    uint64_t s;
-    uint64_t next() {
-        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    float uniform() { return static_cast<float>(next() >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; } // [-1, 1)
-};
+using rng = strata::tools::splitmix64; // identical weights for a seed on every machine
 
 [[noreturn]] void usage(const char *why) {
     std::fprintf(stderr,
