@@ -127,3 +127,25 @@ TEST(CudaEngine, SequencesSwappedToHostMemoryAndBackGiveTheirAloneTokens) {
     EXPECT_GT(gpu.stats().preemptions_swap, 0) << "the KV budget was meant to force swapping";
     EXPECT_GT(gpu.stats().kv_bytes_swapped_in, 0);
 }
+
+// vLLM's knobs reach the plan from the GPU's own size (mem_info, i.e. cudaMemGetInfo): the device budget is
+// gpu_memory_utilization x total, capped by limit_gpu_memory.
+TEST(CudaEngine, GpuMemoryKnobsSetTheDeviceBudgetFromTheGpusSize) {
+    REQUIRE_GPU_AND_MODEL();
+    strata_status st{};
+    cuda_test::device_ptr dev = cuda_test::create_device(cuda_test::loaded().cuda, &st);
+    ASSERT_NE(dev, nullptr) << st.message;
+    uint64_t free_b = 0, total_b = 0;
+    ASSERT_EQ(cuda_test::loaded().cuda->mem_info(dev.get(), &free_b, &total_b, &st), STRATA_OK) << st.message;
+    dev.reset();
+    auto o = options("cuda");
+    o.offload.gpu_memory_utilization = 0.05;
+    {
+        strata::engine::engine gpu(registry(), host(), o);
+        EXPECT_EQ(gpu.memory_plan().device_budget, static_cast<uint64_t>(0.05 * static_cast<double>(total_b)));
+    }
+    o.offload.limit_gpu_memory = uint64_t{256} << 20;
+    strata::engine::engine gpu(registry(), host(), o);
+    EXPECT_EQ(gpu.memory_plan().device_budget,
+              std::min<uint64_t>(uint64_t{256} << 20, static_cast<uint64_t>(0.05 * static_cast<double>(total_b))));
+}
