@@ -25,7 +25,7 @@ void check_declaration(const table_spec &table) {
         const key_spec &key = table.keys[i];
         const std::string where = fmt::format("config key [{}] {}", table.name, key.name);
         if (key.name.empty()) fail("config table [{}] declares a key with an empty name", table.name);
-        if (!valid_type(key.type)) fail("{} has an unknown type {}", where, static_cast<int>(key.type));
+        if (!valid_type(static_cast<uint32_t>(key.type))) fail("{} has an unknown type {}", where, static_cast<int>(key.type));
         for (size_t j = 0; j < i; ++j)
             if (table.keys[j].name == key.name) fail("{} is declared twice", where);
         if (!key.choices.empty() && key.type != STRATA_CONFIG_STRING) fail("{}: choices are only for string keys", where);
@@ -88,6 +88,9 @@ void schema::add_plugin_table(const std::string &plugin_name, const strata_confi
     for (uint32_t i = 0; i < n; ++i) {
         const strata_config_key &k = keys[i];
         if (k.name == nullptr) fail("plugin '{}' config key #{} has no name", plugin_name, i);
+        // The plugin's integer is checked before it becomes an enum: a value outside the enumerators must not be
+        // loaded as a strata_config_type.
+        if (!valid_type(k.type)) fail("plugin '{}': config key [{}] {} has an unknown type {}", plugin_name, plugin_name, k.name, k.type);
         key_spec key;
         key.name = k.name;
         key.type = static_cast<strata_config_type>(k.type);
