@@ -3,6 +3,8 @@
 // for its own instruction set (see the note at the top of dot_avx2.cpp).
 #pragma once
 
+#include "block_formats.hpp"
+
 #include <immintrin.h>
 
 #include <cstdint>
@@ -23,11 +25,7 @@ STRATA_KERNEL_INLINE float horizontal_sum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-STRATA_KERNEL_INLINE float block_scale(const uint16_t *d) {
-    uint16_t h;
-    std::memcpy(&h, d, sizeof h); // rows are only guaranteed byte-aligned by the ABI
-    return _cvtsh_ss(h);
-}
+STRATA_KERNEL_INLINE float block_scale(const half_bits *d) { return _cvtsh_ss(*d); }
 
 } // namespace
 } // namespace strata::quants

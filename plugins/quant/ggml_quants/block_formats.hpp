@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace strata::quants {
 
@@ -15,19 +16,35 @@ inline constexpr uint32_t ggml_type_q4_0 = 2;
 inline constexpr uint32_t ggml_type_q8_0 = 8;
 inline constexpr uint32_t ggml_type_bf16 = 30;
 
+// A binary16 scale stored as its two bytes. Alignment 1, so a block may sit at any address: the ABI guarantees rows
+// only byte alignment, and reading a uint16_t member through a misaligned block would be undefined behaviour.
+struct half_bits {
+    unsigned char bytes[2];
+    operator uint16_t() const {
+        uint16_t v;
+        std::memcpy(&v, bytes, sizeof v);
+        return v;
+    }
+    half_bits &operator=(uint16_t v) {
+        std::memcpy(bytes, &v, sizeof v);
+        return *this;
+    }
+};
+
 // Q8_0: x[j] ~= d * qs[j].
 struct block_q8_0 {
-    uint16_t d; // binary16 scale
+    half_bits d; // binary16 scale
     int8_t qs[qk8_0];
 };
 static_assert(sizeof(block_q8_0) == 34, "Q8_0 block must be 34 bytes like ggml's");
 
 // Q4_0: byte j holds element j in its low nibble and element j+16 in its high nibble; x ~= d * (nibble - 8).
 struct block_q4_0 {
-    uint16_t d; // binary16 scale
+    half_bits d; // binary16 scale
     uint8_t qs[qk4_0 / 2];
 };
 static_assert(sizeof(block_q4_0) == 18, "Q4_0 block must be 18 bytes like ggml's");
+static_assert(alignof(block_q8_0) == 1 && alignof(block_q4_0) == 1, "weight blocks must be readable at any address");
 
 // Activations quantized for the integer dot path (not a GGUF format; private to this plugin and the devices that
 // call it through quantize_activations/dot_act). The values are ggml's Q8_0 (quantize_row_q8_0_ref, bit for bit:

@@ -30,8 +30,12 @@ template <class LoadElement> float dot_elementwise(const float *x, int64_t n, Lo
 } // namespace
 
 float dot_f32_scalar(const void *row, const float *x, int64_t n) {
-    const auto *w = static_cast<const float *>(row);
-    return dot_elementwise(x, n, [w](int64_t i) { return w[i]; });
+    const auto *w = static_cast<const unsigned char *>(row); // byte-aligned (ABI): read each float with memcpy
+    return dot_elementwise(x, n, [w](int64_t i) {
+        float v;
+        std::memcpy(&v, w + 4 * i, sizeof v);
+        return v;
+    });
 }
 
 float dot_f16_scalar(const void *row, const float *x, int64_t n) {
@@ -57,7 +61,7 @@ float dot_q8_0_scalar(const void *row, const float *x, int64_t n) {
             s2 += static_cast<float>(q[j + 2]) * x[j + 2];
             s3 += static_cast<float>(q[j + 3]) * x[j + 3];
         }
-        sum += fp16_to_fp32(load_u16(reinterpret_cast<const unsigned char *>(&blocks[b].d))) * ((s0 + s1) + (s2 + s3));
+        sum += fp16_to_fp32(static_cast<uint16_t>(blocks[b].d)) * ((s0 + s1) + (s2 + s3));
     }
     return sum;
 }
@@ -74,7 +78,7 @@ float dot_q4_0_scalar(const void *row, const float *x, int64_t n) {
             s0 += static_cast<float>((q[j] & 0x0f) - 8) * x[j];
             s1 += static_cast<float>((q[j] >> 4) - 8) * x[half + j];
         }
-        sum += fp16_to_fp32(load_u16(reinterpret_cast<const unsigned char *>(&blocks[b].d))) * (s0 + s1);
+        sum += fp16_to_fp32(static_cast<uint16_t>(blocks[b].d)) * (s0 + s1);
     }
     return sum;
 }

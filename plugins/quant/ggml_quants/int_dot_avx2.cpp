@@ -72,7 +72,7 @@ void quantize_block(const float *x, block_q8_act &out) {
 }
 
 // One block: d_w * d_a * (8 int32 partial sums of the integer dot), added to acc.
-STRATA_KERNEL_INLINE __m256 scale_and_add(__m256i sums, const uint16_t *w_scale, const block_q8_act &a, __m256 acc) {
+STRATA_KERNEL_INLINE __m256 scale_and_add(__m256i sums, const half_bits *w_scale, const block_q8_act &a, __m256 acc) {
     const __m256 d = _mm256_set1_ps(block_scale(w_scale) * a.d);
     return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc);
 }

@@ -8,11 +8,7 @@
 namespace strata::quants {
 namespace {
 
-float block_scale(const uint16_t *d) {
-    uint16_t h;
-    std::memcpy(&h, d, sizeof h); // rows are only guaranteed byte-aligned by the ABI
-    return fp16_to_fp32(h);
-}
+float block_scale(const half_bits *d) { return fp16_to_fp32(*d); }
 
 } // namespace
 
