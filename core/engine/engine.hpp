@@ -18,6 +18,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,8 +100,9 @@ class engine {
     uint64_t fingerprint() const { return fingerprint_; }
 
     // Runs one forward pass over `tokens` at `positions` of a private sequence slot and returns the last token's
-    // logits (n_vocab floats, valid until the next call). Only for tools and tests that drive the model directly;
-    // must not run concurrently with requests.
+    // logits (n_vocab floats, valid until the next call). Only for tools and tests that drive the model directly.
+    // The pass runs on the worker thread between steps (the KV cache and the step buffers have that one owner);
+    // the caller waits for it.
     const float *forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n);
 
   private:
@@ -117,6 +120,10 @@ class engine {
     void prefault_weights();
     void setup_kv();
     void worker_loop();
+    // Runs fn on the worker thread between two steps and waits for it; rethrows what fn threw.
+    void run_on_worker(const std::function<void()> &fn);
+    void run_worker_task();
+    const float *forward_on_worker(const int32_t *tokens, const int32_t *positions, int32_t n);
     void run_step(const std::vector<scheduled_seq> &batch);
     void forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits);
     void fetch_logits(int32_t n_logits);
@@ -163,6 +170,7 @@ class engine {
     std::unique_ptr<prefix_store_adapter> store_;
     std::unique_ptr<scheduler> sched_;
     kv::seq_blocks testing_kv_;
+    std::vector<float> testing_logits_; // forward_for_testing's result
 
     // Buffers allocated once; nothing is allocated per token or per step.
     std::vector<void *> device_allocations_;
@@ -188,6 +196,9 @@ class engine {
     int64_t finished_ = 0, prompt_tokens_total_ = 0, generation_tokens_total_ = 0;
     int64_t running_snapshot_ = 0, waiting_snapshot_ = 0;
     kv::kv_cache_stats kv_snapshot_{};
+    const std::function<void()> *worker_task_ = nullptr; // run_on_worker's pending task (guarded by mu_)
+    std::exception_ptr worker_task_error_;
+    bool worker_task_done_ = false;
     scheduler_counters sched_snapshot_{};
     std::thread worker_;
 };

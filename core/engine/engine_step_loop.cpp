@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace strata::engine {
 
@@ -75,7 +76,7 @@ void engine::worker_loop() {
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(mu_);
-            cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !sched_->idle(); });
+            cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !sched_->idle() || (worker_task_ != nullptr && !worker_task_done_); });
             if (stopping_) {
                 for (auto &r : incoming_) live_.push_back(r);
                 incoming_.clear();
@@ -103,6 +104,7 @@ void engine::worker_loop() {
                 ++i;
             }
         }
+        run_worker_task();
         if (stopping) {
             publish_stats();
             return;
@@ -261,7 +263,58 @@ void engine::forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits) {
     if (rc != STRATA_OK) fail("forward pass failed: {}", status_text(st));
 }
 
+void engine::run_on_worker(const std::function<void()> &fn) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopping_) fail("the engine is shutting down");
+    cv_.wait(lock, [&] { return worker_task_ == nullptr; }); // one task at a time
+    worker_task_ = &fn;
+    worker_task_done_ = false;
+    worker_task_error_ = nullptr;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return worker_task_done_; });
+    worker_task_ = nullptr;
+    worker_task_done_ = false;
+    std::exception_ptr error = std::exchange(worker_task_error_, nullptr);
+    cv_.notify_all();
+    if (error) std::rethrow_exception(error);
+}
+
+// Worker thread, between steps: the task run_on_worker queued, if any (at shutdown it fails instead of running).
+void engine::run_worker_task() {
+    const std::function<void()> *task = nullptr;
+    bool stopping = false;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (worker_task_ == nullptr || worker_task_done_) return;
+        task = worker_task_;
+        stopping = stopping_;
+    }
+    std::exception_ptr error;
+    try {
+        if (stopping) fail("the engine is shutting down");
+        (*task)();
+        publish_stats();
+    } catch (...) {
+        error = std::current_exception();
+    }
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        worker_task_error_ = error;
+        worker_task_done_ = true;
+    }
+    cv_.notify_all();
+}
+
 const float *engine::forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n) {
+    // Copied on the worker: its next step writes the logits buffer again.
+    run_on_worker([&] {
+        const float *logits = forward_on_worker(tokens, positions, n);
+        testing_logits_.assign(logits, logits + hp_.n_vocab);
+    });
+    return testing_logits_.data();
+}
+
+const float *engine::forward_on_worker(const int32_t *tokens, const int32_t *positions, int32_t n) {
     int32_t max_pos = 0;
     for (int32_t i = 0; i < n; ++i) max_pos = std::max(max_pos, positions[i]);
     if (max_pos >= n_ctx_) fail("position {} is outside max_model_len {}", max_pos, n_ctx_);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 namespace {
 
@@ -126,6 +127,29 @@ TEST(EngineLogprobs, ChosenTokenLogprobIsTheLogSoftmaxOfTheLogits) {
         EXPECT_LE(mass, 1.0 + 1e-5);
         seq.push_back(s.token);
     }
+}
+
+// forward_for_testing while a request is generating: the pass runs on the worker between steps, so neither sees the
+// other's KV pools or step buffers (a pass on the caller's thread raced the worker's stats and corrupted both under
+// ThreadSanitizer). Both results equal the ones each gives alone.
+TEST(EngineLogprobs, ForwardForTestingWhileARequestRunsChangesNeitherResult) {
+    auto e = make_engine(shared_path("models/stories260K-f32.gguf"));
+    const int32_t n_vocab = e->tokenizer().n_vocab();
+    const std::vector<int32_t> seq = e->tokenizer().encode(k_prompt, true);
+    std::vector<int32_t> pos(seq.size());
+    std::iota(pos.begin(), pos.end(), 0);
+    const float *alone = e->forward_for_testing(seq.data(), pos.data(), static_cast<int32_t>(seq.size()));
+    const std::vector<float> expected(alone, alone + n_vocab);
+    const run_output quiet = run(*e, k_prompt, 120, 0.f, 0.f, 0);
+
+    run_output busy;
+    std::thread generator([&] { busy = run(*e, k_prompt, 120, 0.f, 0.f, 0); });
+    for (int i = 0; i < 40; ++i) {
+        const float *logits = e->forward_for_testing(seq.data(), pos.data(), static_cast<int32_t>(seq.size()));
+        ASSERT_TRUE(std::equal(expected.begin(), expected.end(), logits)) << "pass " << i;
+    }
+    generator.join();
+    EXPECT_EQ(tokens_of(busy), tokens_of(quiet));
 }
 
 TEST(EngineLogprobs, MinusOneReportsOnlyTheChosenTokenAndZeroNothing) {
