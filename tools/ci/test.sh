@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The one test command (README, .ci/run): install packages, build everything with warnings as errors (g++ and
-# clang), run every test, build the SDK examples out of tree against the installed SDK, drive the HTTP server with the
-# official openai npm client and a short load run, and fuzz the GGUF and HTTP request parsers and the KV prefix
-# store's entry reader.
+# The one test command (README, .ci/run): install packages, build everything with warnings as errors (g++, and clang
+# with AddressSanitizer + UBSan), run every test, build the SDK examples out of tree against the installed SDK, drive
+# the HTTP server with the official openai npm client and a short load run, run the whole suite again under the
+# sanitizers (clang ASan+UBSan, g++ ThreadSanitizer), and fuzz every parser of untrusted input (tools/fuzz/targets.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash tools/ci/setup.sh
@@ -20,17 +20,26 @@ bash tools/ci/build_sdk_examples.sh build
 # engine must be idle at the end with no KV block still held by a sequence, and the server must exit 0 on SIGINT.
 node tools/load/http_load.mjs --smoke --runtime build/bin/runtime \
   --model "${STRATA_MODEL:-${STRATA_SHARED_DIR:-../shared}/models/stories260K-f32.gguf}"
-# clang 14 must build everything warning-free too; the same build carries the libFuzzer target for the GGUF parser.
+# clang 14 must build everything warning-free too, here with AddressSanitizer and UndefinedBehaviorSanitizer
+# (-fno-sanitize-recover: the first finding fails its test); the same build carries the libFuzzer targets.
 CC=clang CXX=clang++ cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=ON \
-  -DSTRATA_BUILD_FUZZERS=ON
+  -DSTRATA_BUILD_FUZZERS=ON -DSTRATA_SANITIZE=address,undefined
 cmake --build build-clang -j"$jobs"
+echo "strata: the suite under clang AddressSanitizer + UBSan"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-clang --output-on-failure -j"$jobs"
+# The suite under g++ ThreadSanitizer (second_deadlock_stack: both stacks of a lock-order report).
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=ON -DSTRATA_SANITIZE=thread
+cmake --build build-tsan -j"$jobs"
+echo "strata: the suite under g++ ThreadSanitizer"
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --test-dir build-tsan --output-on-failure -j"$jobs"
 fuzz_seconds=${STRATA_FUZZ_SECONDS:-60}
-# GGUF files: writer-made seeds plus a real model (longer than max_len: the fuzzer sees its header, KVs and tensor
-# infos).
-bash tools/fuzz/run_fuzz.sh build-clang "$fuzz_seconds" fuzz_gguf 65536 make_fuzz_seeds \
-  "${STRATA_SHARED_DIR:-../shared}/models/stories260K-q4_0.gguf"
-# Arbitrary bytes as a KV prefix store entry file (48 + 16 + 64 bytes), read through the real store.
-bash tools/fuzz/run_fuzz.sh build-clang "$fuzz_seconds" fuzz_kv_entry 4096 make_kv_fuzz_seed
-# HTTP request bytes through Beast's parser and the openai_http request parsers.
-bash tools/fuzz/run_fuzz.sh build-clang "$fuzz_seconds" fuzz_http_request 65536
+source tools/fuzz/targets.sh
+mapfile -t fuzz_targets < <(strata_fuzz_targets)
+for line in "${fuzz_targets[@]}"; do
+  read -r target max_len maker seeds <<<"$line"
+  [[ $maker == - ]] && maker=""
+  # shellcheck disable=SC2086
+  bash tools/fuzz/run_fuzz.sh build-clang "$fuzz_seconds" "$target" "$max_len" "$maker" $seeds
+done
 echo "strata: all checks passed"

@@ -4,6 +4,7 @@
 #   <build_dir> was configured with CC=clang CXX=clang++ -DSTRATA_BUILD_FUZZERS=ON. seed_maker is a tool of that build
 #   that writes seed inputs into the folder it is given ("" for none); seed files are copied in too (a missing one is
 #   a warning). New inputs go to <build_dir>/<target>_corpus, kept between runs; crashes to <target>_artifacts.
+#   FUZZ_RUNS=N in the environment also stops it after N executions (campaign.sh).
 set -euo pipefail
 
 if [[ $# -lt 4 ]]; then
@@ -31,4 +32,4 @@ done
 # $seeds is read-only input; the fuzzer sees at most max_len bytes of each.
 "$build_dir/bin/$target" "$corpus" "$seeds" \
   -max_len="$max_len" -rss_limit_mb=2048 -timeout=20 -max_total_time="$seconds" \
-  -artifact_prefix="$artifacts/" -print_final_stats=1
+  -artifact_prefix="$artifacts/" -print_final_stats=1 ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A fuzz campaign: every libFuzzer target (targets.sh) for a number of executions or a time, then one table of
+# executions, coverage, corpus size and crashes per target (what docs/FUZZING.md records).
+# Usage: tools/fuzz/campaign.sh <build_dir> [--runs N] [--seconds S] [--jobs J] [--out FILE]
+#   <build_dir>: configured with CC=clang CXX=clang++ -DSTRATA_BUILD_FUZZERS=ON. A target stops at N executions
+#   (default 10^7) or after S seconds (default 4 hours), whichever comes first. J targets run at once (default 1).
+#   Logs go to <build_dir>/campaign/<target>.log; the table goes to stdout and FILE. Exits nonzero on any crash.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=targets.sh
+source "$here/targets.sh"
+
+[[ $# -ge 1 ]] || { echo "usage: $0 <build_dir> [--runs N] [--seconds S] [--jobs J] [--out FILE]" >&2; exit 2; }
+build_dir=$(cd "$1" && pwd)
+shift
+runs=10000000 seconds=14400 jobs=1 out=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --runs) runs=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "campaign: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+logs="$build_dir/campaign"
+mkdir -p "$logs"
+
+run_one() { # <target> <max_len> <maker> [seeds...]
+  local target=$1 max_len=$2 maker=$3
+  shift 3
+  [[ $maker == - ]] && maker=""
+  FUZZ_RUNS=$runs bash "$here/run_fuzz.sh" "$build_dir" "$seconds" "$target" "$max_len" "$maker" "$@" \
+    >"$logs/$target.log" 2>&1 && echo 0 >"$logs/$target.rc" || echo $? >"$logs/$target.rc"
+}
+
+mapfile -t lines < <(strata_fuzz_targets)
+for line in "${lines[@]}"; do
+  # shellcheck disable=SC2086
+  run_one $line &
+  while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n || true; done
+done
+wait
+
+failed=0
+table="| target | executions | seconds | exec/s | coverage (edges) | features | corpus files | crashes |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for line in "${lines[@]}"; do
+  read -r target _ <<<"$line"
+  log="$logs/$target.log"
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo "?")
+  secs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | tail -1 | awk '{print $5}' || true)
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]*' <<<"$last" | grep -o '[0-9]*' || echo "?")
+  ft=$(grep -o 'ft: [0-9]*' <<<"$last" | grep -o '[0-9]*' || echo "?")
+  corpus=$(find "$build_dir/${target}_corpus" -type f | wc -l)
+  crashes=$(find "$build_dir/${target}_artifacts" -type f | wc -l)
+  rate="?"
+  [[ -n $secs && $secs -gt 0 && $execs != "?" ]] && rate=$((execs / secs))
+  [[ $(cat "$logs/$target.rc") == 0 && $crashes == 0 ]] || failed=1
+  table+=$'\n'"| $target | $execs | ${secs:-?} | $rate | $cov | $ft | $corpus | $crashes |"
+done
+echo "$table"
+[[ -n $out ]] && echo "$table" >"$out"
+exit $failed

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The libFuzzer targets, said once for CI (tools/ci/test.sh) and the long campaign (campaign.sh). Source it, then
+# read `strata_fuzz_targets` line by line: <target> <max_len> <seed maker or -> [seed files...]
+#   max_len: the most bytes of one input the fuzzer feeds; seed maker: a tool of the fuzz build that writes seed
+#   inputs into the folder it is given; seed files: copied into the seed folder (a missing one is a warning).
+strata_fuzz_targets() {
+  local shared=${STRATA_SHARED_DIR:-../shared}
+  # GGUF files: writer-made seeds plus a real model (longer than max_len: the fuzzer sees its header, KVs and
+  # tensor infos).
+  echo "fuzz_gguf 65536 make_fuzz_seeds $shared/models/stories260K-q4_0.gguf"
+  # Arbitrary bytes as a KV prefix store entry file (48 + 16 + 64 bytes), read through the real store.
+  echo "fuzz_kv_entry 4096 make_kv_fuzz_seed"
+  # HTTP request bytes through Beast's parser and the openai_http request parsers.
+  echo "fuzz_http_request 65536 -"
+}
