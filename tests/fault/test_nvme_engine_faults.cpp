@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,8 @@ struct weight_fault {
     const char *says; // in the failed request's error
 };
 
+void PrintTo(const weight_fault &f, std::ostream *os) { *os << f.rule; } // CTest's test names stay readable
+
 class WeightStreamingFault : public ::testing::TestWithParam<weight_fault> {};
 
 TEST_P(WeightStreamingFault, FailsTheRequestsOfThatStepWithTheTierAndErrnoAndTheNextRequestGetsTheUndisturbedTokens) {
@@ -260,6 +263,10 @@ struct kv_fault {
                          // reads its chunk first; 4 KiB chunks make a swap-out pure writes and a swap-in pure reads
     const char *path;    // "swapping out" or "swapping in": which way the failed sequence was going
 };
+
+void PrintTo(const kv_fault &f, std::ostream *os) {
+    *os << f.rule << ", block_size " << (f.chunk_bytes > 0 ? std::to_string(f.chunk_bytes) : std::string("1MiB"));
+}
 
 class KvSwapFault : public ::testing::TestWithParam<kv_fault> {};
 

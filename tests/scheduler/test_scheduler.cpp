@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <memory>
+#include <ostream>
 
 using namespace strata;
 using strata::testing::memory_storage;
@@ -296,6 +297,8 @@ struct swap_fault {
     int after;    // operations let through first
     bool forever; // and every one after it
 };
+
+void PrintTo(const swap_fault &f, std::ostream *os) { *os << f.name; }
 
 class SchedulerSwapFault : public ::testing::TestWithParam<swap_fault> {};
 
