@@ -21,6 +21,8 @@ scheduler::scheduler(kv::kv_cache &kv, scheduler_config cfg) : kv_(kv), cfg_(cfg
     if (cfg_.max_num_batched_tokens < 1)
         fail("max_num_batched_tokens {} must be at least 1 (--max-num-batched-tokens)", cfg_.max_num_batched_tokens);
     if (cfg_.prefill_chunk < 1) fail("prefill_chunk {} must be at least 1 (--prefill-chunk)", cfg_.prefill_chunk);
+    if (cfg_.max_waiting_requests < 1)
+        fail("max_waiting_requests {} must be at least 1 (--max-waiting-requests)", cfg_.max_waiting_requests);
     running_.reserve(static_cast<size_t>(cfg_.max_num_seqs));
 }
 
