@@ -1,5 +1,6 @@
 // Overload and slow clients against the real `runtime`: the header deadline, connections closed to make room at
-// max_connections, and a stop while connections keep arriving.
+// max_connections, the engine's waiting-queue limit answered 503 with Retry-After, and a stop while connections
+// keep arriving.
 #include "http_test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -39,6 +40,11 @@ std::string read_head(tcp::socket &sock) {
     boost::system::error_code ec;
     while (got.find("\r\n\r\n") == std::string::npos && !ec) got.append(buf.data(), sock.read_some(net::buffer(buf), ec));
     return got;
+}
+
+std::string completion_request(const std::string &body) {
+    return "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + k_key + "\r\nContent-Type: application/json\r\n"
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 TEST(HttpOverload, AHalfSentHeaderIsClosedAfterTheHeaderTimeoutButAnIdleConnectionWaitsForItsIdleTimeout) {
@@ -98,6 +104,76 @@ TEST(HttpOverload, AtMaxConnectionsTheOldestHalfOpenConnectionMakesRoomForAWhole
     }
     EXPECT_GE(metric_value(metrics, "strata:http_connections_evicted_total"), 1) << metrics;
     EXPECT_EQ(metric_value(metrics, "strata:http_connections_refused_total"), 0) << metrics;
+    stop_runtime(pid, log);
+}
+
+// One sequence runs at a time and one may wait: while a long generation holds the sequence, a burst of requests gets
+// at most two queued (the queue's count lags by one step's intake) and 503 with Retry-After for the rest; a request
+// with n = 3 is refused as a whole and its queued choice cancelled; afterwards the server serves as before.
+TEST(HttpOverload, OverTheWaitingQueueLimitRequestsGet503WithRetryAfterAndTheServerRecovers) {
+    g_port = free_port();
+    const fs::path log = log_path("busy");
+    const pid_t pid = start_runtime(g_port, log, {"--max-num-seqs", "1", "--max-waiting-requests", "1", "--max-model-len", "8192",
+                                                  "--ignore-eos"});
+    ASSERT_NE(pid, 0) << read_text(log);
+    net::io_context ioc;
+    tcp::socket hog = connect_to_server(ioc);
+    net::write(hog, net::buffer(completion_request(R"({"prompt":"Lily","max_tokens":8000,"stream":true})")));
+    {
+        std::string got;
+        std::array<char, 256> buf{};
+        while (got.find("\"text\"") == std::string::npos) got.append(buf.data(), hog.read_some(net::buffer(buf)));
+    }
+
+    http_reply n3 = request("POST", "/v1/completions", R"({"prompt":"Lily","max_tokens":4,"n":3})");
+    EXPECT_EQ(n3.status, 503) << n3.body;
+
+    constexpr int k_burst = 8;
+    std::vector<http_reply> replies(k_burst);
+    std::atomic<int> done{0};
+    std::vector<std::thread> burst;
+    for (int i = 0; i < k_burst; ++i) {
+        burst.emplace_back([&, i] {
+            replies[static_cast<size_t>(i)] = request("POST", "/v1/completions", R"({"prompt":"Lily","max_tokens":4})");
+            done.fetch_add(1);
+        });
+    }
+    // The refused return at once; the queued wait for the long generation, which ends when its client hangs up.
+    for (int i = 0; i < 600 && done.load() < k_burst - 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    hog.close();
+    for (auto &t : burst) t.join();
+
+    int ok = 0, busy = 0;
+    for (const http_reply &r : replies) {
+        if (r.status == 200) {
+            ++ok;
+            continue;
+        }
+        ASSERT_EQ(r.status, 503) << r.headers << "\n" << r.body;
+        ++busy;
+        EXPECT_NE(r.headers.find("Retry-After: 1"), std::string::npos) << r.headers;
+        const json e = json::parse(r.body)["error"];
+        EXPECT_EQ(e["type"], "server_busy") << r.body;
+        EXPECT_NE(e["message"].get<std::string>().find("max_waiting_requests = 1"), std::string::npos) << r.body;
+    }
+    EXPECT_GE(ok, 1);
+    EXPECT_LE(ok, 2);
+    EXPECT_GE(busy, 1);
+
+    // Nothing is left queued or running (the hog and the n = 3 request's queued choice were cancelled), and the
+    // server serves normally.
+    std::string metrics;
+    for (int i = 0; i < 200; ++i) {
+        metrics = request("GET", "/metrics").body;
+        if (metric_value(metrics, "vllm:num_requests_waiting") == 0 && metric_value(metrics, "vllm:num_requests_running") == 0) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(metric_value(metrics, "vllm:num_requests_waiting"), 0) << metrics;
+    EXPECT_EQ(metric_value(metrics, "vllm:num_requests_running"), 0) << metrics;
+    EXPECT_EQ(metric_value(metrics, "strata:requests_refused_busy_total"), busy + 1) << metrics;
+    http_reply after = request("POST", "/v1/completions", R"({"prompt":"Lily","max_tokens":4,"stream":true})");
+    EXPECT_EQ(after.status, 200) << after.body;
+    EXPECT_NE(after.body.find("data: [DONE]"), std::string::npos) << after.body;
     stop_runtime(pid, log);
 }
 

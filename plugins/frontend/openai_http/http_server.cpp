@@ -193,15 +193,26 @@ class session : public std::enable_shared_from_this<session> {
     void send_json(const std::string &body, bool keep_alive) { send_response(http::status::ok, "application/json", body, keep_alive); }
 
     // --- streaming (any thread) ---------------------------------------------------------------------------------
-    void begin_stream(bool keep_alive) {
-        keep_alive_ = keep_alive;
-        append_raw(std::string("HTTP/1.1 200 OK\r\nServer: strata\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                               "Transfer-Encoding: chunked\r\nConnection: ") +
-                   (keep_alive ? "keep-alive" : "close") + "\r\n\r\n");
-    }
-    void append_raw(std::string_view bytes) {
+    // A streamed response is held until every choice is queued: what is appended meanwhile (role and echo chunks,
+    // early tokens) stays buffered, and begin_stream puts the 200 head before it, or discard_output drops it when
+    // the request is refused after all.
+    void hold_output() {
         std::lock_guard<std::mutex> lock(mu_);
-        out_.append(bytes);
+        held_ = true;
+    }
+    void discard_output() {
+        std::lock_guard<std::mutex> lock(mu_);
+        out_.clear();
+        held_ = false;
+    }
+    void begin_stream(bool keep_alive) {
+        const std::string head = std::string("HTTP/1.1 200 OK\r\nServer: strata\r\nContent-Type: text/event-stream\r\n"
+                                             "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: ") +
+                                 (keep_alive ? "keep-alive" : "close") + "\r\n\r\n";
+        std::lock_guard<std::mutex> lock(mu_);
+        keep_alive_ = keep_alive;
+        out_.insert(0, head);
+        held_ = false;
         schedule_flush_locked();
     }
     // One HTTP chunk holding `data`.
@@ -391,7 +402,7 @@ class session : public std::enable_shared_from_this<session> {
     }
 
     void schedule_flush_locked() {
-        if (flush_posted_ || writing_) return;
+        if (held_ || flush_posted_ || writing_) return;
         flush_posted_ = true;
         net::post(stream_.get_executor(), [self = shared_from_this()] { self->flush(); });
     }
@@ -488,6 +499,7 @@ class session : public std::enable_shared_from_this<session> {
     std::string wire_; // bytes being written
     bool writing_ = false;
     bool flush_posted_ = false;
+    bool held_ = false; // a streamed response not begun yet: keep out_ unwritten
     bool stream_done_ = false;
     std::vector<strata_request_id> active_;
 };
@@ -870,7 +882,7 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         choices.push_back(std::move(c));
     }
     if (req.stream) {
-        s->begin_stream(keep);
+        s->hold_output(); // the 200 head goes first once every choice is queued
         if (req.kind == endpoint::chat_completions) {
             for (int32_t i = 0; i < req.n; ++i) s->append_chunk(role_chunk(ids, i));
         }
@@ -888,6 +900,7 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
 
     // Submit every choice (the engine queues them), then wait for each in order.
     std::string failure;
+    int32_t refused = STRATA_OK;
     for (auto &c : choices) {
         if (s->client_gone()) break;
         strata_request r{};
@@ -902,12 +915,41 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         r.frequency_penalty = req.frequency_penalty;
         r.logprobs = req.logprobs;
         strata_status st{};
-        if (api->submit(api->engine, &r, &c->id, &st) != STRATA_OK) {
+        if (const int32_t rc = api->submit(api->engine, &r, &c->id, &st); rc != STRATA_OK) {
+            c->id = 0;
             failure = st.message;
+            refused = rc;
             break;
         }
         s->track(c->id);
     }
+    if (refused != STRATA_OK) {
+        // Nothing was sent yet: the choices already queued are cancelled (and waited for, so the engine forgets
+        // them) and the request is refused as a whole.
+        s->cancel_all();
+        for (auto &c : choices) {
+            if (c->id == 0) continue;
+            strata_request_result res{};
+            res.struct_size = sizeof res;
+            strata_status st{};
+            api->wait(api->engine, c->id, &res, &st);
+            s->untrack(c->id);
+        }
+        if (req.stream) s->discard_output();
+        if (refused == STRATA_ERR_BUSY) {
+            metrics.requests_refused_busy.fetch_add(1);
+            api_error e;
+            e.status = 503;
+            e.type = "server_busy";
+            e.code = "engine_busy";
+            e.message = failure;
+            e.retry_after_s = 1;
+            return s->post_error(e, keep);
+        }
+        // Submit refuses bad input; the request's fields were checked before, so this is rare.
+        return s->post_error(bad_request(failure, "prompt"), keep);
+    }
+    if (req.stream) s->begin_stream(keep);
     usage_counts usage;
     usage.prompt_tokens = n_prompt;
     std::vector<choice_result> results;
@@ -947,13 +989,10 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         return;
     }
     if (!failure.empty()) {
-        // Submit refuses bad input (a token id outside the vocabulary); anything later is the server's fault.
-        api_error e = bad_request(failure, "prompt");
-        if (results.size() > 0) {
-            e.status = 500;
-            e.type = "internal_error";
-            e.param.clear();
-        }
+        // A generation failed after it was queued: the server's fault.
+        api_error e = bad_request(failure);
+        e.status = 500;
+        e.type = "internal_error";
         return s->post_error(e, keep);
     }
     s->post_json(completion_body(ids, results, usage), keep);

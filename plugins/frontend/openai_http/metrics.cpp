@@ -125,6 +125,9 @@ std::string prometheus_text(const frontend_metrics &m, const strata_engine_stats
            static_cast<int64_t>(m.request_success.load()));
     sample(out, "strata:request_failure_total", "counter", "Generations that failed or were cancelled (client gone, shutdown).", labels,
            static_cast<int64_t>(m.request_failure.load()));
+    sample(out, "strata:requests_refused_busy_total", "counter",
+           "HTTP requests answered 503 because the engine's waiting queue was full (max_waiting_requests).", labels,
+           static_cast<int64_t>(m.requests_refused_busy.load()));
     sample(out, "strata:http_connections_evicted_total", "counter",
            "Idle or header-pending connections closed to make room for a new one at max_connections.", labels,
            static_cast<int64_t>(m.connections_evicted.load()));
