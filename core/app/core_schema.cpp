@@ -118,6 +118,9 @@ config::schema core_schema() {
     s.add_table({"scheduler", "continuous batching and the paged KV cache", {
         key("block_size", STRATA_CONFIG_INT, "16", "tokens per KV block", "--block-size", 1, 4096),
         key("max_num_seqs", STRATA_CONFIG_INT, "256", "most sequences in one step", "--max-num-seqs", 1, 65536),
+        key("max_waiting_requests", STRATA_CONFIG_INT, "1024",
+            "most requests queued but not running; more are refused as busy (HTTP 503 with Retry-After)",
+            "--max-waiting-requests", 1, 1 << 20),
         key("max_num_batched_tokens", STRATA_CONFIG_INT, "2048",
             "most tokens in one step (decode tokens plus prefill chunks)", "--max-num-batched-tokens", 1, 1 << 20),
         key("preemption_mode", STRATA_CONFIG_STRING, "\"auto\"",

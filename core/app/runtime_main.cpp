@@ -194,6 +194,7 @@ engine::engine_options engine_options_from(const plugins::registry &registry, co
     opts.max_model_len = static_cast<int32_t>(doc.get_int("model", "max_model_len", s).value_or(0));
     opts.prefill_chunk = static_cast<int32_t>(doc.get_int("engine", "prefill_chunk", s).value_or(512));
     opts.scheduler.max_num_seqs = static_cast<int32_t>(doc.get_int("scheduler", "max_num_seqs", s).value_or(256));
+    opts.scheduler.max_waiting_requests = doc.get_int("scheduler", "max_waiting_requests", s).value_or(1024);
     opts.scheduler.max_num_batched_tokens =
         static_cast<int32_t>(doc.get_int("scheduler", "max_num_batched_tokens", s).value_or(2048));
     opts.scheduler.mode = engine::parse_preemption_mode(doc.get_string("scheduler", "preemption_mode", s).value_or("auto"));
@@ -232,7 +233,8 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
         j["scheduler"] = {{"max_num_seqs", sc.max_num_seqs},
                           {"max_num_batched_tokens", sc.max_num_batched_tokens},
                           {"prefill_chunk", opts.prefill_chunk},
-                          {"preemption_mode", mode}};
+                          {"preemption_mode", mode},
+                          {"max_waiting_requests", sc.max_waiting_requests}};
         std::cout << j.dump(2) << "\n";
     } else {
         std::cout << planner::to_table(mp.plan, mp.inputs);
@@ -244,8 +246,9 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
                                                              : fmt::format("{} ({} GiB)", kv.prefix_store_dir,
                                                                            kv.prefix_store_gib));
         std::cout << fmt::format("scheduler: max_num_seqs {}, max_num_batched_tokens {}, prefill chunk {}, preemption "
-                                 "{}\n",
-                                 sc.max_num_seqs, sc.max_num_batched_tokens, opts.prefill_chunk, mode);
+                                 "{}, max_waiting_requests {}\n",
+                                 sc.max_num_seqs, sc.max_num_batched_tokens, opts.prefill_chunk, mode,
+                                 sc.max_waiting_requests);
     }
     return mp.plan.fits ? 0 : 1;
 }

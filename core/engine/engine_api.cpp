@@ -1,5 +1,7 @@
 #include "engine/engine_api.hpp"
 
+#include "common/error.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -19,11 +21,13 @@ int32_t report(strata_status *st, int32_t code, const char *what) {
     return code;
 }
 
-// Runs f, turning exceptions into a status so none crosses into the frontend plugin.
+// Runs f, turning exceptions into a status so none crosses into the frontend plugin (a coded_error keeps its code).
 template <class F> int32_t guard(strata_status *st, F &&f) noexcept {
     try {
         f();
         return STRATA_OK;
+    } catch (const coded_error &e) {
+        return report(st, e.code(), e.what());
     } catch (const std::exception &e) {
         return report(st, STRATA_ERR_INVALID_ARGUMENT, e.what());
     } catch (...) {

@@ -135,12 +135,14 @@ void engine::setup_kv() {
                              store_->capacity_entries(), "", human(gib_bytes(o.prefix_store_gib)), o.prefix_store_dir,
                              store_->entries());
         }
-        t += fmt::format("  scheduler: max_num_seqs {}, max_num_batched_tokens {}, prefill chunk {}, preemption {}\n",
+        t += fmt::format("  scheduler: max_num_seqs {}, max_num_batched_tokens {}, prefill chunk {}, preemption {}, "
+                         "max_waiting_requests {}\n",
                          opts_.scheduler.max_num_seqs, opts_.scheduler.max_num_batched_tokens,
                          opts_.scheduler.prefill_chunk,
                          opts_.scheduler.mode == preemption_mode::swap        ? "swap"
                          : opts_.scheduler.mode == preemption_mode::recompute ? "recompute"
-                                                                              : "auto");
+                                                                              : "auto",
+                         opts_.scheduler.max_waiting_requests);
         std::fprintf(stderr, "%s", t.c_str());
     }
 }

@@ -70,6 +70,14 @@ strata_request_id engine::submit(const strata_request &req) {
     r->t_submit = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) fail("the engine is shutting down");
+    // Bounded: what stats reports as waiting. It lags by the requests the worker took in during its current step,
+    // so the queue holds at most twice the limit, never more.
+    if (const int64_t waiting = waiting_snapshot_ + static_cast<int64_t>(incoming_.size());
+        waiting >= opts_.scheduler.max_waiting_requests) {
+        throw coded_error(STRATA_ERR_BUSY, fmt::format("the engine is at its waiting-queue limit ({} requests waiting, "
+                                                       "max_waiting_requests = {}); retry later",
+                                                       waiting, opts_.scheduler.max_waiting_requests));
+    }
     r->id = next_id_++;
     r->arrival = next_arrival_++;
     requests_[r->id] = r;

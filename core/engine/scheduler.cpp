@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 
 namespace strata::engine {
 
@@ -20,6 +21,8 @@ scheduler::scheduler(kv::kv_cache &kv, scheduler_config cfg) : kv_(kv), cfg_(cfg
     if (cfg_.max_num_batched_tokens < 1)
         fail("max_num_batched_tokens {} must be at least 1 (--max-num-batched-tokens)", cfg_.max_num_batched_tokens);
     if (cfg_.prefill_chunk < 1) fail("prefill_chunk {} must be at least 1 (--prefill-chunk)", cfg_.prefill_chunk);
+    if (cfg_.max_waiting_requests < 1)
+        fail("max_waiting_requests {} must be at least 1 (--max-waiting-requests)", cfg_.max_waiting_requests);
     running_.reserve(static_cast<size_t>(cfg_.max_num_seqs));
 }
 
@@ -95,7 +98,16 @@ void scheduler::preempt(sequence *victim, std::vector<scheduled_seq> &out) {
     uint64_t bytes = 0;
     if (mode == preemption_mode::swap) {
         const auto t0 = std::chrono::steady_clock::now();
-        if (!kv_.swap_out(victim->kv, to, bytes)) {
+        bool swapped = false;
+        try {
+            swapped = kv_.swap_out(victim->kv, to, bytes);
+        } catch (const std::exception &e) {
+            // A lower tier's write failed (ENOSPC, EIO, a damaged chunk): the blocks moved so far and the rest are
+            // given back below and the sequence is recomputed from its tokens, which lose nothing.
+            log::warn("scheduler", "swapping out sequence group {} failed: {}; it is recomputed instead", victim->id,
+                      e.what());
+        }
+        if (!swapped) {
             mode = preemption_mode::recompute;
         } else {
             const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -198,7 +210,19 @@ void scheduler::schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<
         const bool oversized = kv_.config().device_reads_host &&
                                s->kv.table.size() + 1 > kv_.capacity(kv::tier::device) && running_.empty();
         if (!fits && !oversized) break;
-        if (!kv_.swap_in(s->kv, oversized && !fits ? 1 : 0, bytes)) break;
+        bool back = false;
+        try {
+            back = kv_.swap_in(s->kv, oversized && !fits ? 1 : 0, bytes);
+        } catch (const std::exception &e) {
+            // A swapped block could not be read back (EIO, a short read, a checksum mismatch): its KV is lost, its
+            // tokens are not. It gives every block back and waits to be prefilled again.
+            log::warn("scheduler", "swapping in sequence group {} failed: {}; it is recomputed instead", s->id,
+                      e.what());
+            swapped_.pop_front();
+            requeue_for_recompute(s);
+            continue;
+        }
+        if (!back) break;
         swapped_.pop_front();
         log::info("kv", "KV cache pages of sequence group {} moved back to the device: {} blocks ({:.2f} MiB)", s->id,
                   bytes / kv_.config().block_bytes, static_cast<double>(bytes) / 1048576.0);
@@ -219,7 +243,15 @@ void scheduler::schedule(std::vector<scheduled_seq> &out, std::vector<std::pair<
         if (!running_.empty() && kv_.reclaimable_device_blocks() == 0) break;
         if (!s->prefix_looked_up) {
             // The last prompt token is always computed: its logits start generation.
-            s->n_computed = kv_.match_prefix(s->kv, s->tokens, static_cast<int32_t>(s->tokens.size()) - 1);
+            try {
+                s->n_computed = kv_.match_prefix(s->kv, s->tokens, static_cast<int32_t>(s->tokens.size()) - 1);
+            } catch (const std::exception &e) {
+                // A cached block could not be copied in: a miss, the prompt is computed.
+                log::warn("scheduler", "the prefix-cache lookup of sequence group {} failed: {}; its prompt is "
+                                       "recomputed instead",
+                          s->id, e.what());
+                drop_kv(s);
+            }
             s->prefix_looked_up = true;
         }
         int32_t n_new = std::min({s->pending(), budget, cfg_.prefill_chunk});

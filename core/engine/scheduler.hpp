@@ -23,6 +23,10 @@ struct scheduler_config {
     int32_t max_num_seqs = 256;
     int32_t max_num_batched_tokens = 2048;
     int32_t prefill_chunk = 512; // most prompt tokens of one sequence per step
+    // Requests queued but not running ([scheduler] max_waiting_requests); engine::submit refuses more with
+    // STRATA_ERR_BUSY. Its count lags by the requests taken in during the current step, so the waiting queue holds
+    // at most twice this.
+    int64_t max_waiting_requests = 1024;
     preemption_mode mode = preemption_mode::automatic;
 };
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 namespace strata::kv {
 
@@ -141,7 +142,14 @@ void kv_cache::demote(tier from, uint32_t i) {
 void kv_cache::evict_cached(tier t) {
     pool &pl = p(t);
     const uint32_t i = pl.lru.front();
-    demote(t, i); // first: if it throws, the block is still cached where it was
+    try {
+        demote(t, i);
+    } catch (const std::exception &e) {
+        // A cached block belongs to no request: one that cannot move down (a failed copy or tier write) is dropped,
+        // and the prefix is computed again when it is next asked for.
+        log::warn("kv", "a cached prefix block could not be demoted from the {} pool: {}; it is dropped", tier_name(t),
+                  e.what());
+    }
     lru_remove(pl, i);
     forget_hash(pl, i);
     pl.free.push_back(i);

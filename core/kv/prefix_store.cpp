@@ -151,7 +151,7 @@ void prefix_store::scan() {
         uint64_t hash;
     };
     std::vector<found> entries;
-    uint64_t stale = 0;
+    uint64_t stale = 0, torn = 0;
     while (const dirent *e = ::readdir(d)) {
         const std::string_view name(e->d_name);
         uint64_t hash = 0;
@@ -161,7 +161,13 @@ void prefix_store::scan() {
         } else if (parse_entry_name(name, hash)) {
             struct stat st;
             if (::fstatat(dir_fd_, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
-                entries.push_back({mtime_ns(st), hash});
+                if (static_cast<uint64_t>(st.st_size) != entry_bytes_) {
+                    // Torn (a crash without fsync kept only part of it) or not ours: its size alone says it can
+                    // never pass get's checks, so it goes now rather than on first use. Other damage is found there.
+                    if (::unlinkat(dir_fd_, e->d_name, 0) == 0) ++torn;
+                } else {
+                    entries.push_back({mtime_ns(st), hash});
+                }
             }
         }
     }
@@ -175,6 +181,12 @@ void prefix_store::scan() {
     while (index_.size() > capacity_entries_) {
         evict_oldest_locked();
         ++evicted;
+    }
+    if (stale > 0 || torn > 0) {
+        log::warn(k_log,
+                  "{}: discarded {} partial entr{} left by an interrupted run ({} unfinished write(s), {} torn entr{} of "
+                  "the wrong size); their blocks are recomputed when next needed",
+                  folder_, stale + torn, stale + torn == 1 ? "y" : "ies", stale, torn, torn == 1 ? "y" : "ies");
     }
     log::info(k_log, "{}: {} of at most {} entries ({} bytes each){}{}", folder_, index_.size(), capacity_entries_, entry_bytes_,
               stale ? fmt::format("; removed {} unfinished write(s)", stale) : std::string(),

@@ -37,8 +37,9 @@ class prefix_store {
     };
     // Throws strata::error with a clear message if dir cannot be created/written, another store holds it, or the
     // options are unusable (block_size outside [1, 65536], block_bytes 0, capacity below one entry). Scans the
-    // fingerprint's folder: removes stale temporary files, indexes entries oldest mtime first, and deletes the least
-    // recently used ones beyond capacity. Entries of other fingerprints (other folders) are left alone.
+    // fingerprint's folder: removes stale temporary files and entries of the wrong size (torn by a crash; both logged
+    // as discarded partial entries), indexes the rest oldest mtime first, and deletes the least recently used ones
+    // beyond capacity. Entries of other fingerprints (other folders) are left alone.
     explicit prefix_store(options o);
     ~prefix_store();
     prefix_store(const prefix_store &) = delete;

@@ -131,9 +131,14 @@ TEST(RuntimeCli, SchedulerKeysAreCheckedAndReachTheEngine) {
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("kv.toml:2"), std::string::npos) << r.err;
     // Accepted values show up in the KV table printed at start-up.
+    r = run("--model " + k_model + " --max-waiting-requests 0");
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("max_waiting_requests"), std::string::npos) << r.err;
     r = run("--model " + k_model + " --prompt Lily --temperature 0 --max-tokens 4 --block-size 8 --max-num-seqs 3 "
-            "--max-num-batched-tokens 100 --preemption-mode swap --no-enable-prefix-caching --swap-space 0.01");
+            "--max-num-batched-tokens 100 --preemption-mode swap --no-enable-prefix-caching --swap-space 0.01 "
+            "--max-waiting-requests 7");
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("max_waiting_requests 7"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("blocks of 8 tokens"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("prefix caching off"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("max_num_seqs 3, max_num_batched_tokens 100"), std::string::npos) << r.err;

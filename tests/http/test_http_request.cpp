@@ -304,6 +304,9 @@ TEST(HttpMetrics, PrometheusTextHasCumulativeBucketsAndEngineCounters) {
     m.time_to_first_token.observe(0.2);
     m.time_to_first_token.observe(10.0);
     m.request_success = 2;
+    m.requests_refused_busy = 3;
+    m.connections_evicted = 4;
+    m.connections_refused = 5;
     strata_engine_stats e{};
     e.requests_running = 1;
     e.requests_waiting = 3;
@@ -315,6 +318,9 @@ TEST(HttpMetrics, PrometheusTextHasCumulativeBucketsAndEngineCounters) {
     EXPECT_NE(text.find("vllm:prompt_tokens_total{model_name=\"m\"} 40\n"), std::string::npos);
     EXPECT_NE(text.find("vllm:generation_tokens_total{model_name=\"m\"} 50\n"), std::string::npos);
     EXPECT_NE(text.find("vllm:request_success_total{model_name=\"m\"} 2\n"), std::string::npos);
+    EXPECT_NE(text.find("strata:requests_refused_busy_total{model_name=\"m\"} 3\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("strata:http_connections_evicted_total{model_name=\"m\"} 4\n"), std::string::npos);
+    EXPECT_NE(text.find("strata:http_connections_refused_total{model_name=\"m\"} 5\n"), std::string::npos);
     EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.001\"} 0\n"), std::string::npos);
     EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.005\"} 1\n"), std::string::npos);
     EXPECT_NE(text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"0.25\"} 2\n"), std::string::npos);

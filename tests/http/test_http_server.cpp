@@ -1,5 +1,7 @@
 // End-to-end tests of the openai_http frontend: the real `runtime` serves stories260K on a free loopback port and
 // the tests talk HTTP/1.1 to it with Boost.Asio (one request per connection, chunked bodies decoded).
+#include "http_test_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <boost/asio.hpp>
@@ -24,134 +26,10 @@
 #include <sys/wait.h>
 #include <thread>
 
-extern char **environ;
-
 namespace {
 
-namespace net = boost::asio;
-using tcp = net::ip::tcp;
+using namespace strata_http_test;
 using json = nlohmann::json;
-namespace fs = std::filesystem;
-
-const std::string k_model = std::string(STRATA_SHARED_DIR) + "/models/stories260K-f32.gguf";
-const std::string k_key = "sk-test-key";
-
-struct http_reply {
-    int status = 0;
-    std::string headers;
-    std::string body; // de-chunked
-};
-
-std::string dechunk(const std::string &raw) {
-    std::string out;
-    size_t pos = 0;
-    while (pos < raw.size()) {
-        const size_t eol = raw.find("\r\n", pos);
-        if (eol == std::string::npos) break;
-        const size_t n = std::stoul(raw.substr(pos, eol - pos), nullptr, 16);
-        if (n == 0) break;
-        out += raw.substr(eol + 2, n);
-        pos = eol + 2 + n + 2;
-    }
-    return out;
-}
-
-uint16_t g_port = 0;
-
-http_reply request(const std::string &method, const std::string &path, const std::string &body = {},
-                   const std::string &auth = "Bearer " + k_key) {
-    net::io_context ioc;
-    tcp::socket sock(ioc);
-    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
-    std::string req = method + " " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n";
-    if (!auth.empty()) req += "Authorization: " + auth + "\r\n";
-    if (!body.empty() || method == "POST") req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
-    req += "\r\n" + body;
-    boost::system::error_code ec;
-    net::write(sock, net::buffer(req), ec);
-    std::string raw;
-    std::array<char, 65536> buf{};
-    for (;;) {
-        const size_t n = sock.read_some(net::buffer(buf), ec);
-        raw.append(buf.data(), n);
-        if (ec) break;
-    }
-    http_reply r;
-    const size_t head_end = raw.find("\r\n\r\n");
-    if (head_end == std::string::npos) return r;
-    r.status = std::stoi(raw.substr(9, 3));
-    r.headers = raw.substr(0, head_end);
-    r.body = raw.substr(head_end + 4);
-    if (r.headers.find("chunked") != std::string::npos) r.body = dechunk(r.body);
-    return r;
-}
-
-uint16_t free_port() {
-    net::io_context ioc;
-    tcp::acceptor a(ioc, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
-    return a.local_endpoint().port();
-}
-
-std::string read_text(const fs::path &p) {
-    std::ifstream in(p);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Spawns `runtime --model <stories> --frontend openai_http --port <port> ARGS` with stdin from /dev/null and stderr
-// to `log`; returns its pid, or 0 when it could not be started.
-pid_t spawn_runtime(const std::string &port, const fs::path &log, std::vector<std::string> args) {
-    const std::string runtime = STRATA_BINARY_DIR "/bin/runtime";
-    args.insert(args.begin(), {runtime, "--model", k_model, "--frontend", "openai_http", "--port", port});
-    std::vector<char *> argv;
-    for (auto &a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid = 0;
-    const int rc = posix_spawn(&pid, runtime.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    return rc == 0 ? pid : 0;
-}
-
-// Starts `runtime --frontend openai_http` on `port` with stderr to `log`; returns its pid once it logs "ready" (or
-// 0 after a minute).
-pid_t start_runtime(uint16_t port, const fs::path &log, const std::vector<std::string> &extra) {
-    const std::string port_text = std::to_string(port);
-    std::vector<std::string> args = {"--api-key", k_key};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const pid_t pid = spawn_runtime(port_text, log, args);
-    if (pid == 0) return 0;
-    for (int i = 0; i < 600; ++i) {
-        if (read_text(log).find("ready on http://127.0.0.1:" + port_text) != std::string::npos) return pid;
-        if (::waitpid(pid, nullptr, WNOHANG) == pid) return 0; // exited (e.g. the port was taken meanwhile)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    return 0;
-}
-
-// SIGINT, as a user's Ctrl-C: the server must stop and exit 0.
-void stop_runtime(pid_t pid, const fs::path &log) {
-    ::kill(pid, SIGINT);
-    int status = 0;
-    // A hang detector, not a speed check: a clean stop takes milliseconds.
-    pid_t done = 0;
-    for (int i = 0; i < 600 && done == 0; ++i) {
-        done = ::waitpid(pid, &status, WNOHANG);
-        if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    if (done == 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        ADD_FAILURE() << "the server did not stop within a minute of SIGINT:\n" << read_text(log);
-    } else {
-        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
-    }
-    fs::remove(log);
-}
 
 class HttpServer : public ::testing::Test {
   protected:
@@ -479,12 +357,22 @@ TEST(HttpServerLimits, ConnectionsOverMaxConnectionsGet503) {
     const pid_t pid = start_runtime(g_port, log, {"--set", "openai_http.max_connections=1"});
     ASSERT_NE(pid, 0) << read_text(log);
     {
+        // The one slot is held by a connection in the middle of its body: doing work, so it is not closed for the
+        // newcomer (an idle or header-pending one would be).
         net::io_context ioc;
-        tcp::socket held(ioc); // occupies the one slot (accepted before the next connection: the queue is FIFO)
+        tcp::socket held(ioc);
         held.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+        net::write(held, net::buffer(std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                                                 "Expect: 100-continue\r\n\r\n")));
+        std::string got; // the go-ahead: the server has read the header and waits for the body
+        std::array<char, 256> buf{};
+        while (got.find("\r\n\r\n") == std::string::npos) got.append(buf.data(), held.read_some(net::buffer(buf)));
+        ASSERT_EQ(got.rfind("HTTP/1.1 100", 0), 0u) << got;
+        net::write(held, net::buffer(std::string("{")));
         http_reply r = request("GET", "/health", "", "");
         EXPECT_EQ(r.status, 503);
         EXPECT_NE(r.body.find("max_connections"), std::string::npos) << r.body;
+        EXPECT_NE(r.headers.find("Retry-After: 1"), std::string::npos) << r.headers;
     }
     stop_runtime(pid, log);
 }
@@ -507,15 +395,6 @@ TEST(HttpServerLimits, StopsCleanlyWithKeptAliveConnectionsOpen) {
         open.push_back(std::move(sock)); // kept alive: the server holds a session for each
     }
     stop_runtime(pid, log);
-}
-
-// The value of the one sample of `name` in a Prometheus text, or -1.
-double metric_value(const std::string &text, const std::string &name) {
-    const size_t at = text.find("\n" + name + "{");
-    if (at == std::string::npos) return -1;
-    const size_t eol = text.find('\n', at + 1);
-    const size_t space = text.rfind(' ', eol);
-    return std::stod(text.substr(space + 1, eol - space - 1));
 }
 
 TEST(HttpServerLimits, ClientDisconnectCancelsItsGeneration) {
@@ -553,17 +432,18 @@ TEST(HttpServerLimits, ClientDisconnectCancelsItsGeneration) {
     stop_runtime(pid, log);
 }
 
-// Waits until the server closes `sock` (a read returns end-of-file or an error), reading and keeping any bytes it
-// sends first. False if it is still open after `limit` (a generous bound: this checks behaviour, not speed).
-bool wait_for_close(tcp::socket &sock, std::chrono::milliseconds limit, std::string *received = nullptr) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    std::array<char, 4096> buf{};
-    while (std::chrono::steady_clock::now() < deadline) {
-        pollfd p{sock.native_handle(), POLLIN, 0};
-        if (::poll(&p, 1, 100) <= 0) continue;
-        const ssize_t n = ::recv(sock.native_handle(), buf.data(), buf.size(), 0);
-        if (n <= 0) return true;
-        if (received) received->append(buf.data(), static_cast<size_t>(n));
+// Sends `head` at once, then `slow` one byte every 200 ms until the server closes the connection; returns whether it
+// did before the last byte, and leaves anything it sent in `received`.
+bool closed_while_trickling(const std::string &head, const std::string &slow, std::string &received) {
+    net::io_context ioc;
+    tcp::socket sock(ioc);
+    sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
+    if (!head.empty()) net::write(sock, net::buffer(head));
+    for (size_t sent = 0; sent < slow.size(); ++sent) {
+        boost::system::error_code ec;
+        sock.write_some(net::buffer(slow.data() + sent, 1), ec);
+        if (ec) return true; // the server closed already and the kernel refused the byte
+        if (wait_for_close(sock, std::chrono::milliseconds(200), &received)) return sent + 1 < slow.size();
     }
     return false;
 }
@@ -571,9 +451,10 @@ bool wait_for_close(tcp::socket &sock, std::chrono::milliseconds limit, std::str
 TEST(HttpServerLimits, HeadersOverMaxHeaderBytesGet431AndShortTimeoutsCloseSlowOrIdleClients) {
     g_port = free_port();
     const fs::path log = fs::temp_directory_path() / ("strata_http_slow_" + std::to_string(::getpid()) + ".log");
-    // Reading a request may take 1 s; a kept-alive connection may wait 600 s for its next one.
-    const pid_t pid = start_runtime(g_port, log, {"--set", "openai_http.max_header_bytes=1024", "--set", "openai_http.read_timeout_s=1",
-                                                  "--set", "openai_http.idle_timeout_s=600"});
+    // A header may take 1 s, a body 1 s after its header; a kept-alive connection may wait 600 s for its next one.
+    const pid_t pid = start_runtime(g_port, log, {"--set", "openai_http.max_header_bytes=1024", "--header-timeout", "1",
+                                                  "--set", "openai_http.read_timeout_s=1", "--set",
+                                                  "openai_http.idle_timeout_s=600"});
     ASSERT_NE(pid, 0) << read_text(log);
 
     // Headers of 4 KiB against a 1 KiB limit: 431 with the limit named; a request just under it is served.
@@ -582,29 +463,19 @@ TEST(HttpServerLimits, HeadersOverMaxHeaderBytesGet431AndShortTimeoutsCloseSlowO
     EXPECT_NE(big.body.find("max_header_bytes (1024 bytes)"), std::string::npos) << big.body;
     EXPECT_EQ(request("GET", "/v1/models", "", "Bearer " + k_key + "\r\nX-Pad: " + std::string(700, 'a')).status, 200);
 
-    // A client that sends its header one byte every 200 ms never completes it within 1 s: the server hangs up
-    // without answering, while the client still has bytes to send.
-    {
-        net::io_context ioc;
-        tcp::socket sock(ioc);
-        sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), g_port));
-        const std::string header = "GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + std::string(200, 'b') + "\r\n\r\n";
-        bool closed = false;
-        size_t sent = 0;
-        std::string received;
-        for (; sent < header.size() && !closed; ++sent) {
-            boost::system::error_code ec;
-            sock.write_some(net::buffer(header.data() + sent, 1), ec);
-            if (ec) {
-                closed = true; // the server closed already and the kernel refused the byte
-                break;
-            }
-            closed = wait_for_close(sock, std::chrono::milliseconds(200), &received);
-        }
-        EXPECT_TRUE(closed) << "the slow client was still connected after sending its whole header";
-        EXPECT_LT(sent, header.size());
-        EXPECT_TRUE(received.empty()) << received;
-    }
+    // A client that sends its header (or, after a whole header, its body) one byte every 200 ms never completes it
+    // within 1 s: the server hangs up without answering, while the client still has bytes to send.
+    std::string received;
+    EXPECT_TRUE(closed_while_trickling("", "GET /health HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + std::string(200, 'b') + "\r\n\r\n",
+                                       received))
+        << "the slow client was still connected after sending its whole header";
+    EXPECT_TRUE(received.empty()) << received;
+    const std::string body = R"({"prompt":")" + std::string(200, 'c') + R"(","max_tokens":1})";
+    EXPECT_TRUE(closed_while_trickling("POST /v1/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " + k_key +
+                                           "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n",
+                                       body, received))
+        << "the slow client was still connected after sending its whole body";
+    EXPECT_TRUE(received.empty()) << received;
 
     // The server still serves a client that sends its request at once.
     EXPECT_EQ(request("GET", "/health", "", "").status, 200);

@@ -174,6 +174,30 @@ TEST(KvCache, CorruptStoreEntriesAreRecomputedNeverUsed) {
     EXPECT_EQ(r2.kv->reclaimable_device_blocks(), 3u) << "the block taken for the failed load went back";
 }
 
+// Demoting a cached block is best effort: when its copy down fails (a tier's failed read or write), the block is
+// dropped and its device block reused; nobody holding blocks notices, and the prefix is a miss later.
+TEST(KvCache, ACachedBlockThatCannotBeDemotedIsDroppedNotAnError) {
+    rig r(2, 2, 0);
+    const auto t = tokens(8);
+    kv::seq_blocks a;
+    r.compute(a, t, 8);
+    r.kv->release(a); // two cached blocks on the device
+    r.dev->fail_loads(0, true);
+    ::testing::internal::CaptureStderr();
+    kv::seq_blocks b;
+    ASSERT_TRUE(r.kv->ensure_slots(b, 8)) << "the cached blocks are reclaimed although they cannot move down";
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(log.find("could not be demoted from the device pool"), std::string::npos) << log;
+    EXPECT_EQ(r.dev->faults(), 2);
+    EXPECT_EQ(r.kv->stats().blocks_used[1], 0) << "nothing half-copied stays in the host pool";
+    r.kv->release(b);
+    r.dev->fail_loads(-1);
+    kv::seq_blocks c;
+    EXPECT_EQ(r.kv->match_prefix(c, t, 8), 0) << "the dropped prefix is a miss";
+    r.kv->release(c);
+    r.expect_all_free();
+}
+
 TEST(KvCache, PersistedPrefixesHitAfterARestart) {
     rig r(3, 0, 0, true, true, true, true);
     const auto t = tokens(8);

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <memory>
+#include <ostream>
 
 using namespace strata;
 using strata::testing::memory_storage;
@@ -17,6 +18,7 @@ constexpr uint64_t bb = bs * slot_bytes;
 
 struct sim {
     std::unique_ptr<kv::kv_cache> kv;
+    memory_storage *host_pool = nullptr, *nvme_pool = nullptr; // owned by kv; for injecting I/O faults
     std::unique_ptr<engine::scheduler> sched;
     std::vector<std::unique_ptr<engine::sequence>> seqs;
     std::vector<engine::scheduled_seq> batch;
@@ -36,8 +38,16 @@ struct sim {
         c.device_reads_host = reads_host;
         kv = std::make_unique<kv::kv_cache>(c);
         kv->add_pool(kv::tier::device, n_dev, std::make_unique<strata::testing::memory_storage>(n_dev, bb, true));
-        if (n_host) kv->add_pool(kv::tier::host, n_host, std::make_unique<memory_storage>(n_host, bb, true));
-        if (n_nvme) kv->add_pool(kv::tier::nvme, n_nvme, std::make_unique<memory_storage>(n_nvme, bb, false));
+        if (n_host) {
+            auto h = std::make_unique<memory_storage>(n_host, bb, true);
+            host_pool = h.get();
+            kv->add_pool(kv::tier::host, n_host, std::move(h));
+        }
+        if (n_nvme) {
+            auto v = std::make_unique<memory_storage>(n_nvme, bb, false);
+            nvme_pool = v.get();
+            kv->add_pool(kv::tier::nvme, n_nvme, std::move(v));
+        }
         engine::scheduler_config sc;
         sc.max_num_seqs = max_seqs;
         sc.max_num_batched_tokens = max_tokens;
@@ -276,4 +286,72 @@ TEST(Scheduler, AutoPreemptionChoosesByCost) {
         }
         s.expect_pools_full();
     }
+}
+
+// A KV swap whose tier I/O fails (a write on the way out, a read on the way back, or the tier broken for good) costs
+// that sequence its blocks, not its request: it is recomputed from its tokens, every sequence still finishes with
+// the tokens it has alone (the per-step checks verify every computed slot), and every block goes back.
+struct swap_fault {
+    const char *name;
+    bool loads;   // fail a read (swap-in) rather than a write (swap-out)
+    int after;    // operations let through first
+    bool forever; // and every one after it
+};
+
+void PrintTo(const swap_fault &f, std::ostream *os) { *os << f.name; }
+
+class SchedulerSwapFault : public ::testing::TestWithParam<swap_fault> {};
+
+TEST_P(SchedulerSwapFault, RecomputesTheSequenceWhoseSwapFailedAndEveryoneFinishesIntact) {
+    sim s(24, 0, 64, engine::preemption_mode::swap); // no host pool: every swap goes through the nvme pool
+    ASSERT_NE(s.nvme_pool, nullptr);
+    if (GetParam().loads) s.nvme_pool->fail_loads(GetParam().after, GetParam().forever);
+    else s.nvme_pool->fail_stores(GetParam().after, GetParam().forever);
+    std::vector<engine::sequence *> q;
+    for (int i = 0; i < 16; ++i) q.push_back(s.add(prompt(5 + 3 * i % 17, i), 20 + i % 5));
+    ::testing::internal::CaptureStderr();
+    s.run();
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_GT(s.nvme_pool->faults(), 0) << "the fault never fired";
+    EXPECT_NE(log.find(GetParam().loads ? "swapping in sequence group" : "swapping out sequence group"),
+              std::string::npos);
+    EXPECT_NE(log.find("injected"), std::string::npos) << "the log says why";
+    EXPECT_NE(log.find("is recomputed instead"), std::string::npos);
+    // A failed swap-out is counted as the recompute preemption it became; a failed swap-in was a swap preemption.
+    if (!GetParam().loads) {
+        EXPECT_GT(s.sched->counters().preempt_recompute, 0);
+    }
+    for (int i = 0; i < 16; ++i) EXPECT_EQ(q[static_cast<size_t>(i)]->tokens, alone(prompt(5 + 3 * i % 17, i), 20 + i % 5));
+    s.expect_pools_full();
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, SchedulerSwapFault,
+                         ::testing::Values(swap_fault{"swap_out_once", false, 3, false},
+                                           swap_fault{"swap_in_once", true, 2, false},
+                                           swap_fault{"swap_out_always", false, 3, true},
+                                           swap_fault{"swap_in_always", true, 0, true}),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+// A prefix-cache hit in the host tier that cannot be copied onto the device is a miss: the prompt is computed.
+TEST(Scheduler, APrefixHitThatCannotBeCopiedInIsComputedInstead) {
+    sim s(8, 16, 0, engine::preemption_mode::recompute, true);
+    const auto p = prompt(13, 4); // 3 full blocks
+    engine::sequence *a = s.add(p, 3);
+    s.run();
+    // Other prompts push p's cached blocks from the device down into the host tier.
+    for (int i = 0; i < 3; ++i) {
+        s.add(prompt(20, 40 + i), 8);
+        s.run();
+    }
+    ASSERT_GT(s.kv->stats().blocks_cached[1], 0) << "nothing was demoted to the host tier";
+    s.host_pool->fail_loads(0, true);
+    ::testing::internal::CaptureStderr();
+    engine::sequence *b = s.add(p, 3);
+    s.run();
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(b->tokens, a->tokens);
+    EXPECT_GT(s.host_pool->faults(), 0);
+    EXPECT_NE(log.find("prefix-cache lookup of sequence group"), std::string::npos) << log;
+    EXPECT_EQ(s.kv->stats().prefix_hits[1], 0);
+    s.expect_pools_full();
 }

@@ -2,7 +2,8 @@
 // Load test for the openai_http frontend: starts `runtime --frontend openai_http` on a loopback port, drives it with
 // N concurrent streaming /v1/completions clients for a fixed time (a share of them hang up mid-stream), watches the
 // server's resident memory and /metrics (including the KV blocks still held once it is idle), stops the server with
-// SIGINT and says whether it held up. `--smoke` is the short run CI does.
+// SIGINT and says whether it held up. `--smoke` is the short run CI does. `--half-open N` holds N half-sent request
+// headers open meanwhile (slowloris); `--burst M` replaces the timed load by M requests sent at once (overload).
 // Bounded by design: fixed client count, fixed duration, every request has a timeout, and the tool stops by itself.
 // Only node: built-ins, so it runs on a bare Node >= 20 without `npm install`.
 
@@ -27,12 +28,25 @@ const USAGE = `usage: node tools/load/http_load.mjs --runtime PATH --model PATH 
   --max-tokens N         max_tokens per request (default 64)
   --request-timeout S    a request silent this long fails (default 60)
   --server-log PATH      where the server's stderr goes (default: a file in the temp dir)
+  --server-args='ARGS'   more runtime flags, split on spaces (e.g. --server-args='--max-num-seqs 16'; the = is
+                         needed since the value starts with a dash)
   --json PATH            also write the figures as JSON to PATH
+
+  --half-open N          while the clients run, hold N connections that sent half a request header (slowloris),
+                         re-opening each one the server closes, at most --half-open-rate per second (default 200)
+  --burst M              instead of the timed load: M streaming requests at once, each counted as completed or 503
+                         with Retry-After; server VmRSS before, peak and after; then one request must be served
+  --burst-rss-limit-mib L  the burst fails when VmRSS peaks more than L MiB above its idle value (default 256)
+
+Open files: the tool needs --clients + --half-open + --burst descriptors and more; it checks its soft limit
+(ulimit -n, which the server inherits) and says how to raise it.
 
 Exit code: 0 = passed; 1 = a non-disconnecting request failed, requests were still running/waiting at the end,
 KV blocks were still held by sequences at the end (strata_kv_blocks used minus cached, per tier, or the series is
 missing), resident memory grew more than 10% from the first to the last 10 s (judged on runs of 30 s or more), or
-the server did not exit 0 on SIGINT; 2 = bad arguments or the server did not come up.`;
+the server did not exit 0 on SIGINT, a burst request was neither completed nor 503 with Retry-After, none completed,
+the request after the burst failed or the burst's VmRSS peak passed its limit; 2 = bad arguments, too low an
+open-files limit, or the server did not come up.`;
 
 const HOST = '127.0.0.1'; // loopback only: this tool never talks to another machine
 const PROMPTS = ['Once upon a time', 'The little dog', 'One day, Lily went', 'Tom had a red ball', 'The sun was'];
@@ -56,6 +70,9 @@ function parseOptions() {
                 clients: { type: 'string' }, duration: { type: 'string' },
                 'disconnect-pct': { type: 'string', default: '10' }, 'max-tokens': { type: 'string', default: '64' },
                 'request-timeout': { type: 'string', default: '60' }, 'server-log': { type: 'string' },
+                'server-args': { type: 'string', default: '' },
+                'half-open': { type: 'string', default: '0' }, 'half-open-rate': { type: 'string', default: '200' },
+                burst: { type: 'string', default: '0' }, 'burst-rss-limit-mib': { type: 'string', default: '256' },
                 json: { type: 'string' }, help: { type: 'boolean', short: 'h' },
             },
         }));
@@ -77,11 +94,33 @@ function parseOptions() {
         clients: int('clients', 1, 1024), duration: int('duration', 1, 3600), disconnectPct: int('disconnect-pct', 0, 100),
         maxTokens: int('max-tokens', 1, 100000), requestTimeout: int('request-timeout', 1, 3600),
         serverLog: values['server-log'] ?? path.join(os.tmpdir(), `strata-http-load-${process.pid}.log`),
+        serverArgs: values['server-args'].split(/\s+/).filter(Boolean),
+        halfOpen: int('half-open', 0, 100000), halfOpenRate: int('half-open-rate', 1, 100000),
+        burst: int('burst', 0, 100000), burstRssLimitMiB: int('burst-rss-limit-mib', 1, 1 << 20),
         json: values.json,
     };
+    // Every socket is a descriptor in this process (and the server, which inherits the limit, holds its share).
+    const needed = o.clients + o.halfOpen + o.burst + 64;
+    const limit = openFilesLimit();
+    if (limit !== null && limit < needed) {
+        die(`the open-files limit is ${limit} but this run needs about ${needed} descriptors; raise it first ` +
+            `(ulimit -n ${Math.max(needed, 4096)}; the hard limit is ${openFilesLimit('Hard') ?? 'unknown'})`);
+    }
     if (!fs.existsSync(o.runtime)) die(`runtime '${o.runtime}' does not exist (build it: ninja -C build runtime)`);
     if (!fs.existsSync(o.model)) die(`model '${o.model}' does not exist`);
     return o;
+}
+
+// The soft (or hard) limit on open files of this process, from /proc/self/limits; null when unreadable.
+function openFilesLimit(which = 'Soft') {
+    try {
+        const m = /^Max open files\s+(\S+)\s+(\S+)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
+        if (!m) return null;
+        const v = which === 'Soft' ? m[1] : m[2];
+        return v === 'unlimited' ? Infinity : Number(v);
+    } catch {
+        return null;
+    }
 }
 
 // --- small HTTP helpers ---------------------------------------------------------------------------------------------
@@ -112,7 +151,8 @@ function parseMetrics(text) {
 }
 
 const WATCHED_METRICS = ['vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:request_success_total',
-    'strata:request_failure_total', 'vllm:generation_tokens_total', 'vllm:prompt_tokens_total'];
+    'strata:request_failure_total', 'vllm:generation_tokens_total', 'vllm:prompt_tokens_total',
+    'strata:requests_refused_busy_total', 'strata:http_connections_evicted_total', 'strata:http_connections_refused_total'];
 
 async function scrapeMetrics(port) {
     const r = await getText(port, '/metrics');
@@ -159,7 +199,7 @@ function freePort() {
 
 function startServer(o) {
     const log = fs.openSync(o.serverLog, 'w');
-    const child = spawn(o.runtime, ['--model', o.model, '--frontend', 'openai_http', '--port', String(o.port)],
+    const child = spawn(o.runtime, ['--model', o.model, '--frontend', 'openai_http', '--port', String(o.port), ...o.serverArgs],
         { stdio: ['ignore', log, log] });
     fs.closeSync(log);
     const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
@@ -219,8 +259,13 @@ function streamCompletion(o, agent, body, hangUpAfter) {
             headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) },
         }, (res) => {
             if (res.statusCode !== 200) {
-                res.resume();
-                return fail(`HTTP ${res.statusCode}`);
+                let errBody = '';
+                res.setEncoding('utf8');
+                res.on('data', (d) => { if (errBody.length < 4096) errBody += d; });
+                res.on('end', () => finish({ kind: 'failed', reason: `HTTP ${res.statusCode}`, status: res.statusCode,
+                    retryAfter: res.headers['retry-after'], body: errBody }));
+                res.on('error', (e) => fail(`response: ${e.message}`));
+                return;
             }
             if (!String(res.headers['content-type']).startsWith('text/event-stream')) {
                 return fail(`content-type '${res.headers['content-type']}'`);
@@ -273,6 +318,105 @@ function streamCompletion(o, agent, body, hangUpAfter) {
     });
 }
 
+// --- slow and overloading clients ----------------------------------------------------------------------------------
+
+// What a slowloris client sends: a request header cut off in its middle, never finished.
+const HALF_HEADER = `POST /v1/completions HTTP/1.1\r\nHost: ${HOST}\r\nContent-Type: application/json\r\nContent-Le`;
+
+// Holds `n` half-open connections: each connects and sends HALF_HEADER; one the server closes (header timeout, or
+// closed to make room at max_connections) is opened again. Opens (first ones included) are paced by a token bucket of
+// `ratePerS` per second, so the tool never floods the listen queue. stop() closes them all.
+function holdHalfOpen(o, n, ratePerS) {
+    const st = { opened: 0, closedByServer: 0, connectErrors: 0, open: 0, maxOpen: 0, bytesFromServer: 0 };
+    const sockets = new Set();
+    let pending = n; // connections to (re)open
+    let stopped = false;
+    let tokens = 0;
+    let last = performance.now();
+    const openOne = () => {
+        const s = net.connect({ host: HOST, port: o.port });
+        sockets.add(s);
+        let connected = false;
+        s.on('connect', () => {
+            connected = true;
+            ++st.opened;
+            st.maxOpen = Math.max(st.maxOpen, ++st.open);
+            s.write(HALF_HEADER);
+        });
+        s.on('data', (d) => { st.bytesFromServer += d.length; }); // never expected: a reply to half a header
+        s.on('error', () => { if (!connected) ++st.connectErrors; });
+        s.on('close', () => {
+            sockets.delete(s);
+            if (connected) --st.open;
+            if (stopped) return;
+            if (connected) ++st.closedByServer;
+            ++pending;
+        });
+    };
+    const timer = setInterval(() => {
+        const now = performance.now();
+        tokens = Math.min(ratePerS / 10, tokens + (ratePerS * (now - last)) / 1000); // bursts of at most 100 ms' worth
+        last = now;
+        while (!stopped && tokens >= 1 && pending > 0) {
+            --pending;
+            tokens -= 1;
+            openOne();
+        }
+    }, 10);
+    return {
+        st,
+        stop() {
+            stopped = true;
+            clearInterval(timer);
+            for (const s of sockets) s.destroy();
+        },
+    };
+}
+
+// A 503 as the server answers overload: Retry-After and an OpenAI-shaped error body.
+function isBusyReply(r) {
+    if (r.status !== 503 || !r.retryAfter || !(Number(r.retryAfter) > 0)) return false;
+    try {
+        const e = JSON.parse(r.body).error;
+        return typeof e?.message === 'string' && typeof e?.type === 'string';
+    } catch {
+        return false;
+    }
+}
+
+// M streaming requests at once, each on its own connection; every one must complete or be refused with 503 and
+// Retry-After. VmRSS is read before, every 100 ms during, and after; then one more request must be served.
+async function runBurst(o, pid) {
+    const rssIdle = readRssKiB(pid);
+    let rssPeak = rssIdle;
+    const timer = setInterval(() => {
+        const kib = readRssKiB(pid);
+        if (kib !== null) rssPeak = Math.max(rssPeak, kib);
+    }, 100);
+    const body = (i) => ({ prompt: PROMPTS[i % PROMPTS.length], max_tokens: o.maxTokens, temperature: 0.8, seed: i, stream: true });
+    const started = performance.now();
+    const results = await Promise.all(Array.from({ length: o.burst }, (_, i) => streamCompletion(o, false, body(i), 0)));
+    const seconds = (performance.now() - started) / 1000;
+    clearInterval(timer);
+    const rssAfter = readRssKiB(pid);
+    const b = { requests: o.burst, completed: 0, busy: 0, other: 0, others: {}, seconds, tokens: 0 };
+    for (const r of results) {
+        if (r.kind === 'ok') {
+            ++b.completed;
+            b.tokens += r.tokens;
+        } else if (isBusyReply(r)) {
+            ++b.busy;
+        } else {
+            ++b.other;
+            const why = r.status === 503 ? `${r.reason} without Retry-After or an error body` : r.reason;
+            b.others[why] = (b.others[why] ?? 0) + 1;
+        }
+    }
+    const after = await streamCompletion(o, false, body(o.burst), 0);
+    Object.assign(b, { rss_kib_idle: rssIdle, rss_kib_peak: rssPeak, rss_kib_after: rssAfter, after_burst: after.kind === 'ok' ? 'ok' : after.reason });
+    return b;
+}
+
 // --- the run --------------------------------------------------------------------------------------------------------
 
 function percentile(sorted, p) {
@@ -290,10 +434,19 @@ async function main() {
     const pid = server.child.pid;
     const metricsBefore = (await scrapeMetrics(o.port)).picked;
 
+    // Slowloris: the half-open connections are all opened (paced) before the real clients start, and held until they end.
+    let holder = null;
+    if (o.halfOpen > 0 && o.burst === 0) {
+        holder = holdHalfOpen(o, o.halfOpen, o.halfOpenRate);
+        const deadline = performance.now() + ((2 * o.halfOpen) / o.halfOpenRate + 10) * 1000;
+        while (holder.st.opened < o.halfOpen && performance.now() < deadline) await sleep(50);
+    }
+    const burst = o.burst > 0 ? await runBurst(o, pid) : null;
+
     const stats = { completed: 0, failed: 0, disconnects: 0, hangUpsUnreached: 0, tokens: 0, ttftMs: [], failures: {} };
     const rss = []; // { t: seconds since load start, kib }
     const loadStart = performance.now();
-    const loadEnd = loadStart + o.duration * 1000;
+    const loadEnd = burst ? loadStart : loadStart + o.duration * 1000; // a burst run has no timed load
     const sampleRss = () => {
         const kib = readRssKiB(pid);
         if (kib !== null) rss.push({ t: (performance.now() - loadStart) / 1000, kib });
@@ -331,7 +484,9 @@ async function main() {
         agent.destroy();
     }
 
-    await Promise.all(Array.from({ length: o.clients }, (_, i) => client(i)));
+    await Promise.all(Array.from({ length: burst ? 0 : o.clients }, (_, i) => client(i)));
+    const slow = holder ? { ...holder.st, still_open_at_end: holder.st.open } : null;
+    if (holder) holder.stop();
     const loadSeconds = (performance.now() - loadStart) / 1000;
     clearInterval(rssTimer);
     sampleRss();
@@ -358,7 +513,7 @@ async function main() {
     const rssFirst = mean(first);
     const rssLast = mean(last);
     const rssGrowth = rssFirst ? (rssLast - rssFirst) / rssFirst : null;
-    const rssJudged = o.duration >= RSS_JUDGED_FROM_S;
+    const rssJudged = !burst && o.duration >= RSS_JUDGED_FROM_S;
     const rssPeak = rss.length ? Math.max(...rss.map((s) => s.kib)) : null;
     const ttft = [...stats.ttftMs].sort((a, b) => a - b);
 
@@ -371,6 +526,8 @@ async function main() {
         ttft_ms_p50: percentile(ttft, 50), ttft_ms_p99: percentile(ttft, 99),
         rss_growth_judged: rssJudged, rss_kib_idle: rssIdleKiB, rss_kib_peak: rssPeak, rss_kib_first_10s: rssFirst, rss_kib_last_10s: rssLast, rss_growth: rssGrowth, rss_samples: rss.length,
         rss_series_kib: rss.map((s) => [Number(s.t.toFixed(1)), s.kib]),
+        half_open: slow && { sockets: o.halfOpen, rate_per_s: o.halfOpenRate, ...slow }, burst,
+        server_args: o.serverArgs,
         metrics_before: metricsBefore, metrics_after: metricsAfter, kv_blocks_after: kvAfter,
         loadavg_start: loadavgStart, loadavg_end: loadavgEnd,
         server_exit: exit ?? { code: null, signal: 'SIGKILL (no exit within 30 s of SIGINT)' },
@@ -388,27 +545,46 @@ async function main() {
         if (kvAfter !== null && t === undefined) problems.push(`/metrics has no strata_kv_blocks series for tier ${tier}`);
         else if (t && t.held !== 0) problems.push(`${t.held} KV block(s) of tier ${tier} still held by sequences at the end (used ${t.used}, cached ${t.cached})`);
     }
-    if (rssGrowth === null) problems.push('no resident-memory samples');
+    if (slow && slow.opened < o.halfOpen) problems.push(`only ${slow.opened} of ${o.halfOpen} half-open connections could be opened`);
+    if (burst) {
+        if (burst.other > 0) problems.push(`${burst.other} burst request(s) neither completed nor got 503 with Retry-After: ${JSON.stringify(burst.others)}`);
+        if (burst.completed === 0) problems.push('no burst request completed');
+        if (burst.after_burst !== 'ok') problems.push(`the request after the burst failed: ${burst.after_burst}`);
+        if (burst.rss_kib_peak - burst.rss_kib_idle > o.burstRssLimitMiB * 1024) {
+            problems.push(`VmRSS peaked ${((burst.rss_kib_peak - burst.rss_kib_idle) / 1024).toFixed(1)} MiB above idle during the burst (limit ${o.burstRssLimitMiB} MiB)`);
+        }
+    } else if (rssGrowth === null) problems.push('no resident-memory samples');
     else if (rssJudged && rssGrowth > RSS_GROWTH_LIMIT) problems.push(`resident memory grew ${(rssGrowth * 100).toFixed(1)}% (limit ${RSS_GROWTH_LIMIT * 100}%)`);
     if (!exit || exit.code !== 0) problems.push(`the server did not exit 0 on SIGINT (${JSON.stringify(report.server_exit)})`);
     report.problems = problems;
 
     const f = (x, d = 1) => (x === null || x === undefined ? 'n/a' : x.toFixed(d));
-    const lines = [
-        `clients ${o.clients}, duration ${o.duration} s (load ran ${f(loadSeconds, 1)} s), max_tokens ${o.maxTokens}, disconnect ${o.disconnectPct}%`,
+    const mib = (kib) => f(kib / 1024, 2);
+    const lines = burst ? [
+        `burst of ${burst.requests} streaming requests at once, max_tokens ${o.maxTokens}${o.serverArgs.length ? `, server ${o.serverArgs.join(' ')}` : ''} (${f(burst.seconds, 1)} s)`,
+        `completed                 ${burst.completed}  (${burst.tokens} tokens)`,
+        `503 with Retry-After      ${burst.busy}`,
+        `anything else             ${burst.other}${burst.other ? '  ' + JSON.stringify(burst.others) : ''}`,
+        `server VmRSS              idle ${mib(burst.rss_kib_idle)} MiB, peak ${mib(burst.rss_kib_peak)} MiB, after ${mib(burst.rss_kib_after)} MiB`,
+        `request after the burst   ${burst.after_burst}`,
+    ] : [
+        `clients ${o.clients}, duration ${o.duration} s (load ran ${f(loadSeconds, 1)} s), max_tokens ${o.maxTokens}, disconnect ${o.disconnectPct}%${o.serverArgs.length ? `, server ${o.serverArgs.join(' ')}` : ''}`,
         `requests completed        ${stats.completed}`,
         `failed (non-disconnect)   ${stats.failed}${stats.failed ? '  ' + JSON.stringify(stats.failures) : ''}`,
         `disconnects done          ${stats.disconnects}${stats.hangUpsUnreached ? ` (+${stats.hangUpsUnreached} finished before the hang-up point)` : ''}`,
         `tokens/s (aggregate)      ${f(stats.tokens / loadSeconds)}  (${stats.tokens} tokens)`,
         `time to first token       p50 ${f(report.ttft_ms_p50)} ms, p99 ${f(report.ttft_ms_p99)} ms`,
+        ...(slow ? [`half-open sockets         ${o.halfOpen} held (at most ${o.halfOpenRate}/s opened): ${slow.opened} opened, ${slow.closedByServer} closed by the server, at most ${slow.maxOpen} open at once, ${slow.still_open_at_end} open at the end, ${slow.connectErrors} connect errors, ${slow.bytesFromServer} bytes received`] : []),
         `server VmRSS              first ${RSS_WINDOW_S} s ${f(rssFirst / 1024, 2)} MiB, last ${RSS_WINDOW_S} s ${f(rssLast / 1024, 2)} MiB (${rssGrowth === null ? 'n/a' : (rssGrowth >= 0 ? '+' : '') + (rssGrowth * 100).toFixed(2) + '%'}, ${rss.length} samples; idle before the load ${f(rssIdleKiB / 1024, 2)} MiB, peak ${f(rssPeak / 1024, 2)} MiB)${rssJudged ? '' : `; growth not judged on a run under ${RSS_JUDGED_FROM_S} s`}`,
+    ];
+    lines.push(
         `metrics before            ${WATCHED_METRICS.map((k) => `${k}=${metricsBefore[k]}`).join(' ')}`,
         `metrics after             ${WATCHED_METRICS.map((k) => `${k}=${metricsAfter[k]}`).join(' ')}`,
         `KV blocks held at the end ${kvAfter === null ? 'n/a (no strata_kv_blocks series)' : KV_TIERS.map((t) => `${t} ${kvAfter[t]?.held ?? 'n/a'} (used ${kvAfter[t]?.used ?? 'n/a'}, cached ${kvAfter[t]?.cached ?? 'n/a'}, total ${kvAfter[t]?.total ?? 'n/a'})`).join(', ')}`,
         `load average (1/5/15 min) start ${loadavgStart.map((x) => x.toFixed(2)).join(' ')}, end ${loadavgEnd.map((x) => x.toFixed(2)).join(' ')}`,
         `server exit on SIGINT     ${JSON.stringify(report.server_exit)}  (log: ${o.serverLog})`,
         problems.length ? `FAILED: ${problems.join('; ')}` : 'PASSED',
-    ];
+    );
     process.stdout.write(lines.join('\n') + '\n');
     if (o.json) fs.writeFileSync(o.json, JSON.stringify(report, null, 2) + '\n');
     process.exit(problems.length ? 1 : 0);

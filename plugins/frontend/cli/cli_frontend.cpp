@@ -72,7 +72,14 @@ int32_t generate_once(cli_frontend &fe, const std::string &prompt, bool json, st
     req.on_token = on_token;
     req.user = &g;
     strata_request_id id = 0;
-    if (api->submit(api->engine, &req, &id, st) != STRATA_OK) return st->code;
+    if (api->submit(api->engine, &req, &id, st) != STRATA_OK) {
+        if (st->code == STRATA_ERR_BUSY) {
+            // Not expected with one prompt at a time, but if the queue is full say so plainly (it names the limit).
+            const std::string why = st->message;
+            std::snprintf(st->message, sizeof st->message, "cli: the engine is busy, the prompt was not run: %s", why.c_str());
+        }
+        return st->code;
+    }
     fe.current = id;
     strata_request_result res{};
     res.struct_size = sizeof res;

@@ -18,9 +18,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <random>
-#include <set>
 #include <stdexcept>
 
 namespace strata::openai_http {
@@ -34,23 +34,66 @@ using clock_type = std::chrono::steady_clock;
 
 class session;
 
+// Where a connection is in its request cycle. Idle and header-pending connections (and ones lingering after a final
+// reply) do no work for anyone: over max_connections the one that has waited longest is closed for a newcomer.
+enum class conn_state : uint8_t {
+    header,  // accepted, or a kept-alive one's next request begun: its header is not complete (header_timeout_s)
+    idle,    // kept alive, waiting for the next request's first byte (idle_timeout_s)
+    body,    // reading the body (read_timeout_s)
+    busy,    // the request is being served: generating, writing the response
+    closing, // a final reply was sent; draining what the client still sends, then closed
+};
+
+constexpr bool evictable(conn_state s) { return s == conn_state::header || s == conn_state::idle || s == conn_state::closing; }
+
+// A connection is closed for a newcomer only once it has been in an evictable state this long and has no unread bytes
+// waiting in its socket: one just accepted or just answered is about to send (a burst's clients may take a few hundred
+// ms to write requests on connections the kernel has already completed), and one whose bytes wait for a busy I/O
+// thread is not stalling, so a burst of real clients gets 503 with Retry-After rather than resets, while a connection
+// that holds a slot without sending loses it.
+constexpr std::chrono::milliseconds k_evict_grace{1000};
+constexpr int k_evict_attempts = 4; // candidates tried for one newcomer before it is answered 503
+
+struct session_entry {
+    std::weak_ptr<session> conn; // taken from the shared_ptr once the session is fully constructed
+    conn_state state = conn_state::header;
+    clock_type::time_point since; // when `state` began
+    bool counted = false;         // holds one of max_connections' slots
+    bool probing = false;         // chosen for a newcomer; its own executor decides (hand_over_slot)
+};
+
+// What hand_over_slot decided: whether the chosen connection is to be closed, and whether the newcomer has a slot.
+struct handover {
+    bool close_victim = false;
+    bool admitted = false;
+};
+
 struct http_server::impl {
     server_options opts;
     const strata_engine_api *api;
     strata_sampling_params defaults;
     const strata_host_services *host;
     std::atomic<bool> stopping{false};
-    std::atomic<int64_t> live_connections{0};
     std::atomic<uint64_t> next_id{1};
     frontend_metrics metrics;
+    // Every open connection by serial number (to choose one to close, and to close all at shutdown). Sessions are
+    // added by `admit` after construction and remove themselves in their destructor.
     std::mutex sessions_mu;
-    std::set<session *> sessions; // to close them at shutdown
+    std::map<uint64_t, session_entry> sessions; // guarded by sessions_mu
+    int64_t counted_sessions = 0;               // entries with `counted` (guarded by sessions_mu)
+    uint64_t next_session = 1;                  // guarded by sessions_mu
     // Declared last so they go first: the handlers the io_context destroys hold sessions that use the members above.
     net::io_context ioc{1};
     tcp::acceptor acceptor{ioc};
     net::thread_pool workers{16};
 
     void accept();
+    void admit(tcp::socket sock);
+    void make_room(const std::shared_ptr<session> &newcomer, int attempt);
+    handover hand_over_slot(uint64_t victim, uint64_t newcomer, bool victim_quiet);
+    void refuse(const std::shared_ptr<session> &newcomer);
+    void set_state(uint64_t serial, conn_state st);
+    void forget(uint64_t serial);
     void handle_request(const std::shared_ptr<session> &s, http::request<http::string_body> &&req);
     void generate(const std::shared_ptr<session> &s, generation_request req, clock_type::time_point arrival, bool keep);
     // strata_request's penalty and logprobs fields (and the token event's logprobs) exist from ABI 1.4 on; the host
@@ -83,32 +126,57 @@ bool same_secret(std::string_view a, std::string_view b) {
 // under `mu_` and post a flush.
 class session : public std::enable_shared_from_this<session> {
   public:
-    session(http_server::impl &srv, tcp::socket sock, bool counted)
-        : srv_(srv), stream_(std::move(sock)), counted_(counted) {
-        if (counted_) srv_.live_connections.fetch_add(1);
-        std::lock_guard<std::mutex> lock(srv_.sessions_mu);
-        srv_.sessions.insert(this);
-    }
+    // Not registered here: impl::admit registers the session once make_shared has returned, so no other thread can
+    // reach an object still under construction (or its weak_from_this before make_shared has set it).
+    session(http_server::impl &srv, tcp::socket sock) : srv_(srv), stream_(std::move(sock)) {}
     ~session() {
-        if (counted_) srv_.live_connections.fetch_sub(1);
-        std::lock_guard<std::mutex> lock(srv_.sessions_mu);
-        srv_.sessions.erase(this);
+        if (serial_ != 0) srv_.forget(serial_);
     }
 
-    void start() { read_request(); }
+    void set_serial(uint64_t serial) { serial_ = serial; }
+    uint64_t serial() const { return serial_; }
+    // start and reject_busy run on the session's executor.
+    void start() {
+        net::post(stream_.get_executor(), [self = shared_from_this()] {
+            self->make_non_blocking();
+            self->read_request();
+        });
+    }
 
-    // Over max_connections: read the request (so closing does not reset the connection under the reply), answer
-    // 503 and close.
+    // Over max_connections with no connection to close: read the request (so closing does not reset the connection
+    // under the reply), answer 503 and close.
     void reject_busy() {
-        busy_ = true;
-        read_request();
+        net::post(stream_.get_executor(), [self = shared_from_this()] {
+            self->make_non_blocking();
+            self->busy_ = true;
+            self->read_request();
+        });
+    }
+
+    // Chosen to make room for `newcomer`: on its own executor it looks whether bytes wait unread in its socket, and
+    // hands its slot over (and closes) or keeps it, in which case the next candidate is tried.
+    void offer_slot(std::shared_ptr<session> newcomer, int attempt) {
+        net::post(stream_.get_executor(), [self = shared_from_this(), newcomer = std::move(newcomer), attempt] {
+            beast::error_code ec;
+            const size_t unread = self->stream_.socket().available(ec);
+            const handover h = self->srv_.hand_over_slot(self->serial_, newcomer->serial(), ec || unread == 0);
+            if (h.close_victim) {
+                self->srv_.metrics.connections_evicted.fetch_add(1);
+                self->close();
+            }
+            if (h.admitted) newcomer->start();
+            else if (attempt + 1 < k_evict_attempts) self->srv_.make_room(newcomer, attempt + 1);
+            else self->srv_.refuse(newcomer);
+        });
     }
 
     // --- responses (I/O thread) ---------------------------------------------------------------------------------
-    void send_response(http::status status, std::string content_type, std::string body, bool keep_alive) {
+    void send_response(http::status status, std::string content_type, std::string body, bool keep_alive,
+                       int64_t retry_after_s = 0) {
         auto res = std::make_shared<http::response<http::string_body>>(status, 11);
         res->set(http::field::server, "strata");
         res->set(http::field::content_type, content_type);
+        if (retry_after_s > 0) res->set(http::field::retry_after, std::to_string(retry_after_s));
         res->keep_alive(keep_alive && !srv_.stopping);
         res->body() = std::move(body);
         res->prepare_payload();
@@ -120,20 +188,31 @@ class session : public std::enable_shared_from_this<session> {
         });
     }
     void send_error(const api_error &e, bool keep_alive) {
-        send_response(static_cast<http::status>(e.status), "application/json", e.to_json(), keep_alive);
+        send_response(static_cast<http::status>(e.status), "application/json", e.to_json(), keep_alive, e.retry_after_s);
     }
     void send_json(const std::string &body, bool keep_alive) { send_response(http::status::ok, "application/json", body, keep_alive); }
 
     // --- streaming (any thread) ---------------------------------------------------------------------------------
-    void begin_stream(bool keep_alive) {
-        keep_alive_ = keep_alive;
-        append_raw(std::string("HTTP/1.1 200 OK\r\nServer: strata\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-                               "Transfer-Encoding: chunked\r\nConnection: ") +
-                   (keep_alive ? "keep-alive" : "close") + "\r\n\r\n");
-    }
-    void append_raw(std::string_view bytes) {
+    // A streamed response is held until every choice is queued: what is appended meanwhile (role and echo chunks,
+    // early tokens) stays buffered, and begin_stream puts the 200 head before it, or discard_output drops it when
+    // the request is refused after all.
+    void hold_output() {
         std::lock_guard<std::mutex> lock(mu_);
-        out_.append(bytes);
+        held_ = true;
+    }
+    void discard_output() {
+        std::lock_guard<std::mutex> lock(mu_);
+        out_.clear();
+        held_ = false;
+    }
+    void begin_stream(bool keep_alive) {
+        const std::string head = std::string("HTTP/1.1 200 OK\r\nServer: strata\r\nContent-Type: text/event-stream\r\n"
+                                             "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: ") +
+                                 (keep_alive ? "keep-alive" : "close") + "\r\n\r\n";
+        std::lock_guard<std::mutex> lock(mu_);
+        keep_alive_ = keep_alive;
+        out_.insert(0, head);
+        held_ = false;
         schedule_flush_locked();
     }
     // One HTTP chunk holding `data`.
@@ -191,6 +270,7 @@ class session : public std::enable_shared_from_this<session> {
             char b;
             beast::error_code peek_ec;
             if (!ec) self->stream_.socket().receive(net::buffer(&b, 1), tcp::socket::message_peek, peek_ec);
+            if (peek_ec == net::error::would_block) return self->watch_for_disconnect(); // woken without data
             if (ec || peek_ec) self->mark_gone();
         });
     }
@@ -207,20 +287,71 @@ class session : public std::enable_shared_from_this<session> {
         cancel_all();
     }
 
+    // The deadlines: a fresh connection has header_timeout_s from accept for its header; a kept-alive one has
+    // idle_timeout_s for its next request to start, then header_timeout_s from that first byte; a body then has
+    // read_timeout_s once its header is in.
     void read_request() {
         if (srv_.stopping) return close();
         parser_.emplace();
         parser_->header_limit(srv_.opts.max_header_bytes);
         parser_->body_limit(srv_.opts.max_body_bytes);
-        stream_.expires_after(std::chrono::seconds(served_ > 0 ? srv_.opts.idle_timeout_s : srv_.opts.read_timeout_s));
-        http::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (served_ == 0 || buffer_.size() > 0) return read_header(); // fresh, or the next request already began
+        idle_ = true;
+        srv_.set_state(serial_, conn_state::idle);
+        arm_deadline(srv_.opts.idle_timeout_s);
+        pump_header();
+    }
+
+    void read_header() {
+        idle_ = false;
+        srv_.set_state(serial_, conn_state::header);
+        arm_deadline(srv_.opts.header_timeout_s);
+        pump_header();
+    }
+
+    // The header is read by waiting for readability and then reading what is there with a non-blocking read_some in
+    // the handler, not by Beast's async_read_header: that way bytes the server has not handled yet stay in the socket,
+    // where offer_slot sees them (available() > 0), instead of sitting in a completed read whose handler is still
+    // queued, so a connection that is merely waiting for a busy I/O thread is never taken for a stalled one.
+    void pump_header() {
+        if (buffer_.size() > 0) {
+            beast::error_code ec;
+            buffer_.consume(parser_->put(buffer_.data(), ec));
+            if (ec && ec != http::error::need_more) {
+                deadline_.cancel();
+                return on_read(ec);
+            }
+            if (parser_->is_header_done()) {
+                deadline_.cancel();
+                return read_body();
+            }
+        }
+        stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
             if (ec) return self->on_read(ec);
-            self->read_body();
+            const size_t n = self->stream_.socket().read_some(self->buffer_.prepare(k_read_chunk), ec);
+            self->buffer_.commit(n);
+            if (ec == net::error::would_block) return self->pump_header(); // woken without data
+            if (ec) {
+                self->deadline_.cancel();
+                return self->on_read(ec);
+            }
+            if (self->idle_) return self->read_header(); // the next request's first bytes: its header deadline starts
+            self->pump_header();
+        });
+    }
+
+    // The header (or idle) deadline: when it passes, the connection is closed (the pending wait ends, aborted).
+    void arm_deadline(int64_t seconds) {
+        deadline_.expires_after(std::chrono::seconds(seconds));
+        deadline_.async_wait([self = shared_from_this()](beast::error_code ec) {
+            if (!ec) self->close();
         });
     }
 
     // curl sends "Expect: 100-continue" before bodies over 1 KiB and waits a second for the go-ahead.
     void read_body() {
+        srv_.set_state(serial_, conn_state::body);
+        stream_.expires_after(std::chrono::seconds(srv_.opts.read_timeout_s));
         auto read_rest = [self = shared_from_this()] {
             http::async_read(self->stream_, self->buffer_, *self->parser_,
                              [self](beast::error_code ec, size_t) { self->on_read(ec); });
@@ -238,11 +369,19 @@ class session : public std::enable_shared_from_this<session> {
     }
 
     void on_read(beast::error_code ec) {
+        // Gone or out of time (partial_message: the client closed in the middle of its request): nobody to answer.
+        if (ec == http::error::end_of_stream || ec == http::error::partial_message || ec == beast::error::timeout ||
+            ec == net::error::operation_aborted || ec == net::error::connection_reset || ec == net::error::eof) {
+            return close();
+        }
+        srv_.set_state(serial_, conn_state::busy); // every path below writes a reply
         if (busy_ && !ec) {
             api_error e;
             e.status = 503;
             e.type = "server_busy";
-            e.message = "too many connections (max_connections = " + std::to_string(srv_.opts.max_connections) + "); retry later";
+            e.message = "too many connections (max_connections = " + std::to_string(srv_.opts.max_connections) +
+                        ", none idle); retry later";
+            e.retry_after_s = 1;
             return send_error(e, false);
         }
         if (ec == http::error::body_limit) {
@@ -257,17 +396,13 @@ class session : public std::enable_shared_from_this<session> {
             e.message = "request headers larger than max_header_bytes (" + std::to_string(srv_.opts.max_header_bytes) + " bytes)";
             return send_error(e, false);
         }
-        if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::operation_aborted ||
-            ec == net::error::connection_reset || ec == net::error::eof) {
-            return close();
-        }
         if (ec) return send_error(bad_request(std::string("malformed HTTP request: ") + ec.message()), false);
         ++served_;
         srv_.handle_request(shared_from_this(), parser_->release());
     }
 
     void schedule_flush_locked() {
-        if (flush_posted_ || writing_) return;
+        if (held_ || flush_posted_ || writing_) return;
         flush_posted_ = true;
         net::post(stream_.get_executor(), [self = shared_from_this()] { self->flush(); });
     }
@@ -314,6 +449,7 @@ class session : public std::enable_shared_from_this<session> {
     // After a final reply: stop sending, then read and drop what the client still sends (the rest of a body over the
     // limit) until it closes, so the kernel does not answer those bytes with a reset that could destroy the reply.
     void linger_close() {
+        srv_.set_state(serial_, conn_state::closing);
         beast::error_code ec;
         stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
         stream_.expires_after(std::chrono::seconds(5));
@@ -330,13 +466,25 @@ class session : public std::enable_shared_from_this<session> {
 
     void close() {
         beast::error_code ec;
+        deadline_.cancel();
         stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
         stream_.socket().close(ec);
     }
 
+    // The handlers' own reads (pump_header, the disconnect peek) must never block the I/O thread; Asio's
+    // asynchronous operations work the same on a non-blocking socket.
+    void make_non_blocking() {
+        beast::error_code ec;
+        stream_.socket().non_blocking(true, ec);
+    }
+
+    static constexpr size_t k_read_chunk = 4096; // most bytes one header read takes from the socket
+
     http_server::impl &srv_;
     beast::tcp_stream stream_;
-    bool counted_;
+    net::steady_timer deadline_{stream_.get_executor()}; // the header (or idle) deadline; Beast's covers the rest
+    bool idle_ = false;   // waiting for a kept-alive connection's next request
+    uint64_t serial_ = 0; // its key in srv_.sessions (0: not registered)
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
     uint64_t served_ = 0;
@@ -351,6 +499,7 @@ class session : public std::enable_shared_from_this<session> {
     std::string wire_; // bytes being written
     bool writing_ = false;
     bool flush_posted_ = false;
+    bool held_ = false; // a streamed response not begun yet: keep out_ unwritten
     bool stream_done_ = false;
     std::vector<strata_request_id> active_;
 };
@@ -360,15 +509,111 @@ class session : public std::enable_shared_from_this<session> {
 void http_server::impl::accept() {
     acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket sock) {
         if (stopping) return;
-        if (!ec) {
-            if (live_connections.load() >= opts.max_connections) {
-                std::make_shared<session>(*this, std::move(sock), false)->reject_busy();
-            } else {
-                std::make_shared<session>(*this, std::move(sock), true)->start();
-            }
-        }
+        if (!ec) admit(std::move(sock));
         accept();
     });
+}
+
+// A new connection takes a free slot. At max_connections it takes the slot of the counted connection that has been
+// idle, header-pending or lingering longest (k_evict_grace at least), which is closed, provided that connection's own
+// executor finds no unread bytes in its socket; otherwise the next candidate is asked. With none left (after
+// k_evict_attempts) the newcomer is answered 503. The newcomer holds no slot meanwhile, so the count never passes
+// max_connections.
+void http_server::impl::admit(tcp::socket sock) {
+    auto s = std::make_shared<session>(*this, std::move(sock));
+    bool counted = false;
+    {
+        std::lock_guard<std::mutex> lock(sessions_mu);
+        const uint64_t serial = next_session++;
+        s->set_serial(serial);
+        counted = counted_sessions < opts.max_connections;
+        sessions.emplace(serial, session_entry{s, conn_state::header, clock_type::now(), counted});
+        if (counted) ++counted_sessions;
+    }
+    if (counted) s->start();
+    else make_room(s, 0);
+}
+
+void http_server::impl::make_room(const std::shared_ptr<session> &newcomer, int attempt) {
+    std::shared_ptr<session> victim; // released after the lock: a destructor takes sessions_mu
+    bool admitted = false;
+    {
+        std::lock_guard<std::mutex> lock(sessions_mu);
+        auto self = sessions.find(newcomer->serial());
+        if (self == sessions.end()) return;
+        if (counted_sessions < opts.max_connections) { // a slot came free meanwhile
+            self->second.counted = true;
+            ++counted_sessions;
+            admitted = true;
+        } else {
+            const auto settled = clock_type::now() - k_evict_grace;
+            auto oldest = sessions.end();
+            for (auto it = sessions.begin(); it != sessions.end(); ++it) {
+                const session_entry &e = it->second;
+                if (e.counted && !e.probing && evictable(e.state) && e.since <= settled &&
+                    (oldest == sessions.end() || e.since < oldest->second.since)) {
+                    oldest = it;
+                }
+            }
+            if (oldest != sessions.end()) {
+                victim = oldest->second.conn.lock();
+                if (victim) {
+                    oldest->second.probing = true;
+                } else { // being destroyed: its slot is free now
+                    oldest->second.counted = false;
+                    self->second.counted = true;
+                    admitted = true;
+                }
+            }
+        }
+    }
+    if (admitted) newcomer->start();
+    else if (victim) victim->offer_slot(newcomer, attempt);
+    else refuse(newcomer);
+}
+
+// Under the lock, on the victim's executor: the victim gives its slot up if it is still evictable and quiet (no unread
+// bytes); the newcomer is admitted if a slot is free then.
+handover http_server::impl::hand_over_slot(uint64_t victim, uint64_t newcomer, bool victim_quiet) {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    handover h;
+    if (auto v = sessions.find(victim); v != sessions.end()) {
+        v->second.probing = false;
+        if (victim_quiet && v->second.counted && evictable(v->second.state)) {
+            v->second.counted = false;
+            v->second.state = conn_state::closing;
+            --counted_sessions;
+            h.close_victim = true;
+        }
+    }
+    auto n = sessions.find(newcomer);
+    if (n != sessions.end() && counted_sessions < opts.max_connections) {
+        n->second.counted = true;
+        ++counted_sessions;
+        h.admitted = true;
+    }
+    return h;
+}
+
+void http_server::impl::refuse(const std::shared_ptr<session> &newcomer) {
+    metrics.connections_refused.fetch_add(1);
+    newcomer->reject_busy();
+}
+
+void http_server::impl::set_state(uint64_t serial, conn_state st) {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    auto it = sessions.find(serial);
+    if (it == sessions.end()) return;
+    it->second.state = st;
+    it->second.since = clock_type::now();
+}
+
+void http_server::impl::forget(uint64_t serial) {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    auto it = sessions.find(serial);
+    if (it == sessions.end()) return;
+    if (it->second.counted) --counted_sessions;
+    sessions.erase(it);
 }
 
 namespace {
@@ -637,7 +882,7 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         choices.push_back(std::move(c));
     }
     if (req.stream) {
-        s->begin_stream(keep);
+        s->hold_output(); // the 200 head goes first once every choice is queued
         if (req.kind == endpoint::chat_completions) {
             for (int32_t i = 0; i < req.n; ++i) s->append_chunk(role_chunk(ids, i));
         }
@@ -655,6 +900,7 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
 
     // Submit every choice (the engine queues them), then wait for each in order.
     std::string failure;
+    int32_t refused = STRATA_OK;
     for (auto &c : choices) {
         if (s->client_gone()) break;
         strata_request r{};
@@ -669,12 +915,41 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         r.frequency_penalty = req.frequency_penalty;
         r.logprobs = req.logprobs;
         strata_status st{};
-        if (api->submit(api->engine, &r, &c->id, &st) != STRATA_OK) {
+        if (const int32_t rc = api->submit(api->engine, &r, &c->id, &st); rc != STRATA_OK) {
+            c->id = 0;
             failure = st.message;
+            refused = rc;
             break;
         }
         s->track(c->id);
     }
+    if (refused != STRATA_OK) {
+        // Nothing was sent yet: the choices already queued are cancelled (and waited for, so the engine forgets
+        // them) and the request is refused as a whole.
+        s->cancel_all();
+        for (auto &c : choices) {
+            if (c->id == 0) continue;
+            strata_request_result res{};
+            res.struct_size = sizeof res;
+            strata_status st{};
+            api->wait(api->engine, c->id, &res, &st);
+            s->untrack(c->id);
+        }
+        if (req.stream) s->discard_output();
+        if (refused == STRATA_ERR_BUSY) {
+            metrics.requests_refused_busy.fetch_add(1);
+            api_error e;
+            e.status = 503;
+            e.type = "server_busy";
+            e.code = "engine_busy";
+            e.message = failure;
+            e.retry_after_s = 1;
+            return s->post_error(e, keep);
+        }
+        // Submit refuses bad input; the request's fields were checked before, so this is rare.
+        return s->post_error(bad_request(failure, "prompt"), keep);
+    }
+    if (req.stream) s->begin_stream(keep);
     usage_counts usage;
     usage.prompt_tokens = n_prompt;
     std::vector<choice_result> results;
@@ -714,13 +989,10 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         return;
     }
     if (!failure.empty()) {
-        // Submit refuses bad input (a token id outside the vocabulary); anything later is the server's fault.
-        api_error e = bad_request(failure, "prompt");
-        if (results.size() > 0) {
-            e.status = 500;
-            e.type = "internal_error";
-            e.param.clear();
-        }
+        // A generation failed after it was queued: the server's fault.
+        api_error e = bad_request(failure);
+        e.status = 500;
+        e.type = "internal_error";
         return s->post_error(e, keep);
     }
     s->post_json(completion_body(ids, results, usage), keep);
@@ -774,8 +1046,9 @@ void http_server::request_stop() {
     std::vector<std::shared_ptr<session>> open;
     {
         std::lock_guard<std::mutex> lock(m.sessions_mu);
-        for (session *s : m.sessions) {
-            if (auto alive = s->weak_from_this().lock()) open.push_back(std::move(alive)); // skip one being destroyed
+        open.reserve(m.sessions.size());
+        for (auto &[serial, e] : m.sessions) {
+            if (auto alive = e.conn.lock()) open.push_back(std::move(alive)); // skip one being destroyed
         }
     }
     for (const auto &s : open) s->abort();

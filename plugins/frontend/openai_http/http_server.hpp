@@ -21,8 +21,11 @@ struct server_options {
     std::vector<std::string> api_keys; // empty: no authentication
     uint64_t max_body_bytes = 1 << 20;
     uint32_t max_header_bytes = 16 << 10;
-    int64_t read_timeout_s = 30;  // to receive a whole request on a fresh connection, and per write
-    int64_t idle_timeout_s = 60;  // to receive the next request on a kept-alive connection
+    int64_t header_timeout_s = 10; // to receive a request's header: from accept, or from a kept-alive one's first byte
+    int64_t read_timeout_s = 30;   // to receive a request's body once its header is in, and per write
+    int64_t idle_timeout_s = 60;   // for a kept-alive connection's next request to start (its first byte)
+    // Open connections at most. One more closes the connection that has waited longest while idle or before its
+    // header was complete; only when none is in such a state is the newcomer answered 503.
     int64_t max_connections = 256;
     std::string served_model_name;
     chat_template chat = chat_template::plain;

@@ -125,6 +125,15 @@ std::string prometheus_text(const frontend_metrics &m, const strata_engine_stats
            static_cast<int64_t>(m.request_success.load()));
     sample(out, "strata:request_failure_total", "counter", "Generations that failed or were cancelled (client gone, shutdown).", labels,
            static_cast<int64_t>(m.request_failure.load()));
+    sample(out, "strata:requests_refused_busy_total", "counter",
+           "HTTP requests answered 503 because the engine's waiting queue was full (max_waiting_requests).", labels,
+           static_cast<int64_t>(m.requests_refused_busy.load()));
+    sample(out, "strata:http_connections_evicted_total", "counter",
+           "Idle or header-pending connections closed to make room for a new one at max_connections.", labels,
+           static_cast<int64_t>(m.connections_evicted.load()));
+    sample(out, "strata:http_connections_refused_total", "counter",
+           "Connections answered 503 at max_connections because none could be closed.", labels,
+           static_cast<int64_t>(m.connections_refused.load()));
     m.time_to_first_token.append_prometheus(out, "vllm:time_to_first_token_seconds",
                                             "Seconds from request arrival to its first token.", labels);
     m.inter_token_latency.append_prometheus(out, "vllm:inter_token_latency_seconds", "Seconds between tokens.", labels);

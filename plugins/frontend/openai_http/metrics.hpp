@@ -28,6 +28,9 @@ struct frontend_metrics {
     latency_histogram inter_token_latency;
     std::atomic<uint64_t> request_success{0};
     std::atomic<uint64_t> request_failure{0};
+    std::atomic<uint64_t> requests_refused_busy{0}; // 503: the engine's waiting queue was full
+    std::atomic<uint64_t> connections_evicted{0};   // idle or header-pending connections closed for a new one
+    std::atomic<uint64_t> connections_refused{0};   // 503: max_connections reached and none could be closed
 };
 
 // Whether the engine filled the ABI 1.5 KV tail of its stats (get_stats copies only what both sides know and says

@@ -66,6 +66,7 @@ strata_frontend *http_create(const strata_frontend_create_args *args, strata_sta
         if (auto f = cfg.get_string("api_key_file"); f && !f->empty() && !read_key_file(*f, o.api_keys, st)) return nullptr;
         o.max_body_bytes = static_cast<uint64_t>(cfg.get_int("max_body_bytes").value_or(static_cast<int64_t>(o.max_body_bytes)));
         o.max_header_bytes = static_cast<uint32_t>(cfg.get_int("max_header_bytes").value_or(o.max_header_bytes));
+        o.header_timeout_s = cfg.get_int("header_timeout_s").value_or(o.header_timeout_s);
         o.read_timeout_s = cfg.get_int("read_timeout_s").value_or(o.read_timeout_s);
         o.idle_timeout_s = cfg.get_int("idle_timeout_s").value_or(o.idle_timeout_s);
         o.max_connections = cfg.get_int("max_connections").value_or(o.max_connections);
@@ -141,11 +142,16 @@ const strata_config_key k_keys[] = {
      nullptr, nullptr},
     {"max_header_bytes", STRATA_CONFIG_BYTES, "\"16KiB\"", 256, 16777216.0, "largest request header block; bigger get 431",
      nullptr, nullptr},
-    {"read_timeout_s", STRATA_CONFIG_INT, "30", 1, 86400, "seconds to receive a request (and to write each response piece)",
+    {"header_timeout_s", STRATA_CONFIG_INT, "10", 1, 86400,
+     "seconds to receive a request's header, from accept (or from a kept-alive connection's first byte of it)",
+     "--header-timeout", nullptr},
+    {"read_timeout_s", STRATA_CONFIG_INT, "30", 1, 86400,
+     "seconds to receive a request's body once its header is in (and to write each response piece)", nullptr, nullptr},
+    {"idle_timeout_s", STRATA_CONFIG_INT, "60", 1, 86400,
+     "seconds a kept-alive connection may wait for its next request to start", nullptr, nullptr},
+    {"max_connections", STRATA_CONFIG_INT, "256", 1, 65536,
+     "open connections at most; one more closes the longest idle or header-pending one, or gets 503 when none is",
      nullptr, nullptr},
-    {"idle_timeout_s", STRATA_CONFIG_INT, "60", 1, 86400, "seconds a kept-alive connection may wait for its next request",
-     nullptr, nullptr},
-    {"max_connections", STRATA_CONFIG_INT, "256", 1, 65536, "open connections at most; more get 503", nullptr, nullptr},
     {"served_model_name", STRATA_CONFIG_STRING, nullptr, 0, 0, "model id clients use (default: the GGUF's general.name)",
      "--served-model-name", nullptr},
     {"chat_template", STRATA_CONFIG_STRING, "\"auto\"", 0, 0,

@@ -17,10 +17,13 @@
 //    and job records, all made at create) serves one read/write call at a time; more callers wait on a condition
 //    variable. Reads whose destination and offset are 4096-aligned go straight into the caller's buffer; only
 //    unaligned edges pass through a staging slot. Staging is min(queue_depth, 8) slots of block_size per context.
+//  - Fault injection (fault_inject.hpp, TEST ONLY): `inject_faults` wraps every context's queue in a decorator that
+//    fails chosen requests (EIO, ENOSPC, a transfer that ends early); unset, the queues are the bare engines.
 //  - Regions are 4096-aligned extents from the shared first-fit allocator (../common/region_allocator.hpp). map()
 //    is absent: the CPU cannot address this tier; devices read it through a RAM tier.
 #include "../common/byte_text.hpp"
 #include "../common/region_allocator.hpp"
+#include "fault_inject.hpp"
 #include "io_queue.hpp"
 #include "region_io.hpp"
 #include "tier_file.hpp"
@@ -56,6 +59,7 @@ constexpr uint32_t max_staging_slots = 8;
 struct nvme_tier {
     const strata_host_services *host = nullptr;
     std::unique_ptr<strata::nvme::tier_file> file; // declared first: closed (and deleted) after the contexts
+    std::unique_ptr<strata::nvme::fault_plan> faults; // TEST ONLY (inject_faults); outlives the contexts' queues
     std::unique_ptr<strata::tier::region_allocator> extents;
     uint64_t block_size = 0;
 
@@ -104,6 +108,7 @@ struct nvme_options {
     std::string engine = "auto";
     bool direct_io = true;
     bool keep_file = false;
+    std::string inject_faults; // TEST ONLY
 };
 
 // Reads and checks the [nvme] table (the host validates ranges too, but a plugin must not trust its caller).
@@ -122,6 +127,7 @@ int32_t read_options(const strata_tier_create_args &args, nvme_options &o, strat
     o.engine = cfg.get_string("io_engine").value_or("auto");
     o.direct_io = cfg.get_bool("direct_io").value_or(true);
     o.keep_file = cfg.get_bool("keep_file").value_or(false);
+    o.inject_faults = cfg.get_string("inject_faults").value_or("");
     if (size < 0) return fail(st, STRATA_ERR_INVALID_ARGUMENT, "nvme: [nvme] size must not be negative");
     if (depth < 1 || depth > max_queue_depth)
         return fail(st, STRATA_ERR_INVALID_ARGUMENT, "nvme: [nvme] queue_depth = %lld is outside [1, %lld]",
@@ -162,6 +168,12 @@ strata_tier *create(const strata_tier_create_args *args, strata_status *st) {
         auto t = std::make_unique<nvme_tier>();
         t->host = args->host;
         t->block_size = o.block_size;
+        std::string fault_error;
+        t->faults = strata::nvme::fault_plan::parse(o.inject_faults, args->host, &fault_error);
+        if (!fault_error.empty()) {
+            strata::plugin::fail(st, STRATA_ERR_INVALID_ARGUMENT, "%s", fault_error.c_str());
+            return nullptr;
+        }
         strata::nvme::tier_file_options fo{o.path, o.size, o.direct_io, o.keep_file};
         t->file = strata::nvme::tier_file::open(fo, args->host, st);
         if (!t->file) return nullptr;
@@ -200,6 +212,7 @@ strata_tier *create(const strata_tier_create_args *args, strata_status *st) {
                 i = 0;
             }
             if (!uring) queue = strata::nvme::make_psync_queue(t->file->fd(), q);
+            if (t->faults) queue = strata::nvme::with_faults(std::move(queue), t->faults.get());
             t->contexts.push_back(std::make_unique<io_context>(std::move(queue), t->block_size, slots));
         }
         for (auto &c : t->contexts) t->idle.push_back(c.get());
@@ -209,6 +222,11 @@ strata_tier *create(const strata_tier_create_args *args, strata_status *st) {
                             o.path.c_str(), byte_text(o.size).c_str(), t->file->direct() ? "O_DIRECT" : "buffered",
                             uring ? "io_uring" : "pread/pwrite", q, byte_text(t->block_size).c_str(),
                             o.concurrent_calls);
+        if (t->faults)
+            strata::plugin::log(args->host, STRATA_LOG_WARN, plugin_name,
+                                "WARNING: TEST ONLY: I/O fault injection is armed ([nvme] inject_faults = \"%s\"): "
+                                "chosen reads and writes of this tier fail on purpose",
+                                t->faults->spec().c_str());
         guard.done = true;
         strata::plugin::ok(st);
         return reinterpret_cast<strata_tier *>(t.release()); // caller owns; frees with destroy
@@ -368,6 +386,10 @@ const strata_config_key config_keys[] = {
     {"concurrent_calls", STRATA_CONFIG_INT, "4", 1.0, static_cast<double>(max_concurrent_calls),
      "read/write calls served at once; each has its own queue and min(queue_depth, 8) staging blocks", nullptr,
      nullptr},
+    {"inject_faults", STRATA_CONFIG_STRING, "\"\"", 0.0, 0.0,
+     "TEST ONLY: make chosen I/O requests fail, e.g. \"read:eio:after=40\" or \"write:enospc:count=0\" "
+     "(rules in plugins/tier/nvme/fault_inject.hpp); empty = off",
+     nullptr, nullptr},
 };
 
 const strata_plugin_info plugin_info = strata::plugin::make_info(plugin_name, "0.1.0", "MIT",

@@ -54,6 +54,9 @@ typedef enum strata_code {
     STRATA_ERR_NOT_FOUND = 5,
     STRATA_ERR_CANCELLED = 6,
     STRATA_ERR_INTERNAL = 7,
+    /* The engine is at its waiting-queue limit ([scheduler] max_waiting_requests); retry later. Returned by the
+     * engine API's submit; nothing was queued. An HTTP frontend answers 503 with Retry-After. */
+    STRATA_ERR_BUSY = 8,
 } strata_code;
 
 #define STRATA_STATUS_MESSAGE_MAX 512
