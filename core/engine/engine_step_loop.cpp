@@ -81,6 +81,9 @@ void engine::worker_loop() {
                 for (auto &r : incoming_) live_.push_back(r);
                 incoming_.clear();
             } else {
+                // Still waiting, now in the scheduler: counted until the next snapshot, so submit's queue limit
+                // (max_waiting_requests) never sees them leave early.
+                waiting_snapshot_ += static_cast<int64_t>(incoming_.size());
                 while (!incoming_.empty()) {
                     live_.push_back(incoming_.front());
                     sched_->add(incoming_.front().get());
