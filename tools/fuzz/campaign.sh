@@ -1,25 +1,28 @@
 #!/usr/bin/env bash
 # A fuzz campaign: every libFuzzer target (targets.sh) for a number of executions or a time, then one table of
 # executions, coverage, corpus size and crashes per target (what docs/FUZZING.md records).
-# Usage: tools/fuzz/campaign.sh <build_dir> [--runs N] [--seconds S] [--jobs J] [--out FILE]
+# Usage: tools/fuzz/campaign.sh <build_dir> [--runs N] [--seconds S] [--jobs J] [--only T1,T2] [--out FILE]
 #   <build_dir>: configured with CC=clang CXX=clang++ -DSTRATA_BUILD_FUZZERS=ON. A target stops at N executions
-#   (default 10^7) or after S seconds (default 4 hours), whichever comes first. J targets run at once (default 1).
+#   (default 10^7) or after S seconds (default 4 hours), whichever comes first. J targets run at once (default 1);
+#   --only runs just the named targets; --report runs nothing and prints the table of the logs already there.
 #   Logs go to <build_dir>/campaign/<target>.log; the table goes to stdout and FILE. Exits nonzero on any crash.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=targets.sh
 source "$here/targets.sh"
 
-[[ $# -ge 1 ]] || { echo "usage: $0 <build_dir> [--runs N] [--seconds S] [--jobs J] [--out FILE]" >&2; exit 2; }
+[[ $# -ge 1 ]] || { echo "usage: $0 <build_dir> [--runs N] [--seconds S] [--jobs J] [--only T1,T2] [--out FILE]" >&2; exit 2; }
 build_dir=$(cd "$1" && pwd)
 shift
-runs=10000000 seconds=14400 jobs=1 out=""
+runs=10000000 seconds=14400 jobs=1 out="" only="" report_only=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --runs) runs=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --only) only=",$2,"; shift 2 ;;
+    --report) report_only=1; shift ;;
     *) echo "campaign: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -34,13 +37,18 @@ run_one() { # <target> <max_len> <maker> [seeds...]
     >"$logs/$target.log" 2>&1 && echo 0 >"$logs/$target.rc" || echo $? >"$logs/$target.rc"
 }
 
-mapfile -t lines < <(strata_fuzz_targets)
-for line in "${lines[@]}"; do
-  # shellcheck disable=SC2086
-  run_one $line &
-  while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n || true; done
-done
-wait
+mapfile -t lines < <(strata_fuzz_targets | while read -r t rest; do
+  [[ -z $only || $only == *",$t,"* ]] && echo "$t $rest"
+done)
+[[ ${#lines[@]} -gt 0 ]] || { echo "campaign: no target matches --only" >&2; exit 2; }
+if [[ $report_only == 0 ]]; then
+  for line in "${lines[@]}"; do
+    # shellcheck disable=SC2086
+    run_one $line &
+    while [[ $(jobs -rp | wc -l) -ge $jobs ]]; do wait -n || true; done
+  done
+  wait
+fi
 
 failed=0
 table="| target | executions | seconds | exec/s | coverage (edges) | features | corpus files | crashes |
