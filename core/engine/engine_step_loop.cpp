@@ -81,8 +81,8 @@ void engine::worker_loop() {
                 for (auto &r : incoming_) live_.push_back(r);
                 incoming_.clear();
             } else {
-                // Still waiting, now in the scheduler: counted until the next snapshot, so submit's queue limit
-                // (max_waiting_requests) never sees them leave early.
+                // Still waiting, now in the scheduler: counted until this step's schedule says which of them run,
+                // so submit's queue limit (max_waiting_requests) never sees them leave early.
                 waiting_snapshot_ += static_cast<int64_t>(incoming_.size());
                 while (!incoming_.empty()) {
                     live_.push_back(incoming_.front());
@@ -115,6 +115,8 @@ void engine::worker_loop() {
         failed_.clear();
         try {
             sched_->schedule(batch_, failed_);
+            std::lock_guard<std::mutex> lock(mu_);
+            waiting_snapshot_ = static_cast<int64_t>(sched_->n_waiting()); // those just scheduled no longer wait
         } catch (const std::exception &e) {
             // A KV copy or tier read failed while moving blocks: the requests in flight fail with the reason, the
             // server keeps serving.
