@@ -9,11 +9,24 @@
 #include "kernels_matmul.cuh"
 
 #include "cuda_test_support.hpp"
+#include "sanitizer_build.hpp"
 
 namespace {
 
 using namespace cuda_test;
 namespace cu = strata::cuda;
+
+// The emulator runs a block's threads as fibers on one OS thread, switching stacks with _setjmp/_longjmp, which
+// ThreadSanitizer cannot follow (its shadow stack overflows); with its fiber API it can, at minutes per test, and
+// finds nothing: there is one thread. The plain and the ASan+UBSan builds run these.
+class CudaEmulatedKernels : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (strata::testing::under_thread_sanitizer)
+            GTEST_SKIP() << "single-threaded stack-switching emulation: not a ThreadSanitizer subject (runs in the "
+                            "plain and ASan+UBSan builds)";
+    }
+};
 
 device_ptr cpu_device() {
     strata_status st{};
@@ -22,7 +35,7 @@ device_ptr cpu_device() {
     return dev;
 }
 
-TEST(CudaEmulatedKernels, MatmulOfEveryFormatMatchesFloat64) {
+TEST_F(CudaEmulatedKernels, MatmulOfEveryFormatMatchesFloat64) {
     for (uint32_t type : {cu::weight_f32, cu::weight_f16, cu::weight_bf16, cu::weight_q8_0, cu::weight_q4_0}) {
         const strata_quant_desc *q = loaded().quant(type);
         ASSERT_NE(q, nullptr) << loaded().load_error;
@@ -51,7 +64,7 @@ TEST(CudaEmulatedKernels, MatmulOfEveryFormatMatchesFloat64) {
     }
 }
 
-TEST(CudaEmulatedKernels, EmbeddingRowsEqualTheReference) {
+TEST_F(CudaEmulatedKernels, EmbeddingRowsEqualTheReference) {
     for (uint32_t type : {cu::weight_f32, cu::weight_f16, cu::weight_bf16, cu::weight_q8_0, cu::weight_q4_0}) {
         const strata_quant_desc *q = loaded().quant(type);
         ASSERT_NE(q, nullptr);
@@ -71,7 +84,7 @@ TEST(CudaEmulatedKernels, EmbeddingRowsEqualTheReference) {
     }
 }
 
-TEST(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
+TEST_F(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
     device_ptr cpu = cpu_device();
     ASSERT_NE(cpu, nullptr);
     const strata_device_desc &c = *loaded().cpu;
@@ -122,7 +135,7 @@ TEST(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
     EXPECT_LT(normwise_error(probs, logits), 1e-5) << "softmax";
 }
 
-TEST(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {
+TEST_F(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {
     device_ptr cpu = cpu_device();
     ASSERT_NE(cpu, nullptr);
     strata_status st{};
@@ -146,7 +159,7 @@ TEST(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {
 
 // kv_store into blocks spread over two pools, then paged attention over them equals contiguous attention bit for
 // bit (same kernel template, same order of operations).
-TEST(CudaEmulatedKernels, PagedAttentionEqualsContiguousBitForBit) {
+TEST_F(CudaEmulatedKernels, PagedAttentionEqualsContiguousBitForBit) {
     constexpr int32_t block_size = 4, n_kv_heads = 2, head_dim = 32, kv_dim = n_kv_heads * head_dim, n_heads = 4;
     constexpr size_t block_floats = size_t{2} * 2 * block_size * kv_dim; // two layers; layer 1 under test
     const uint64_t layer_offset = sizeof(float) * 2 * block_size * kv_dim;

@@ -3,6 +3,7 @@
 #include "config/config_view.hpp"
 #include "config/document.hpp"
 #include "config/schema.hpp"
+#include "sanitizer_build.hpp"
 #include "tier_harness.hpp"
 
 #include <gtest/gtest.h>
@@ -55,18 +56,9 @@ bool drop_ipc_lock_capability() {
     return syscall(SYS_capset, &header, data) == 0;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define STRATA_TIER_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define STRATA_TIER_TEST_ASAN 1
-#endif
-#endif
-
 TEST(PinnedRam, LowMemlockLimitIsReportedWithTheFix) {
-#ifdef STRATA_TIER_TEST_ASAN
-    GTEST_SKIP() << "AddressSanitizer replaces mlock with a no-op, so no memlock limit can be hit";
-#endif
+    if (strata::testing::mlock_is_a_no_op)
+        GTEST_SKIP() << "the sanitizer runtime replaces mlock with a no-op, so no memlock limit can be hit";
     const strata_tier_desc &d = tier_plugin("pinned_ram"); // load before fork: the child only calls create
     (void)d;
     int fds[2];
