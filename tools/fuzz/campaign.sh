@@ -51,8 +51,8 @@ if [[ $report_only == 0 ]]; then
 fi
 
 failed=0
-table="| target | executions | seconds | exec/s | coverage (edges) | features | corpus files | crashes |
-| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+table="| target | executions | seconds | exec/s | coverage (edges) | features | corpus files | crashes | slow units |
+| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for line in "${lines[@]}"; do
   read -r target _ <<<"$line"
   log="$logs/$target.log"
@@ -61,12 +61,18 @@ for line in "${lines[@]}"; do
   last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
   cov=$(grep -o 'cov: [0-9]*' <<<"$last" | grep -o '[0-9]*' || echo "?")
   ft=$(grep -o 'ft: [0-9]*' <<<"$last" | grep -o '[0-9]*' || echo "?")
+  # A run still going (or killed) has no final stats yet: its last progress line says how far it got.
+  [[ $execs == "?" && -n $last ]] && execs="$(grep -o '^#[0-9]*' <<<"$last" | tr -d '#') (running)"
   corpus=$(find "$build_dir/${target}_corpus" -type f | wc -l)
-  crashes=$(find "$build_dir/${target}_artifacts" -type f | wc -l)
+  # Findings are crash-, leak-, timeout- and oom- files; slow-unit- files are inputs that took over 10 s once (on a
+  # loaded machine, often just starved), counted apart.
+  crashes=$(find "$build_dir/${target}_artifacts" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
+    -o -name 'oom-*' \) | wc -l)
+  slow=$(find "$build_dir/${target}_artifacts" -type f -name 'slow-unit-*' | wc -l)
   rate="?"
   [[ -n $secs && $secs -gt 0 && $execs != "?" ]] && rate=$((execs / secs))
   [[ $(cat "$logs/$target.rc") == 0 && $crashes == 0 ]] || failed=1
-  table+=$'\n'"| $target | $execs | ${secs:-?} | $rate | $cov | $ft | $corpus | $crashes |"
+  table+=$'\n'"| $target | $execs | ${secs:-?} | $rate | $cov | $ft | $corpus | $crashes | $slow |"
 done
 echo "$table"
 [[ -n $out ]] && echo "$table" >"$out"
