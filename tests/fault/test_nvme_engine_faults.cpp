@@ -82,15 +82,7 @@ std::vector<outcome> run(engine::engine &e, const std::vector<std::vector<int32_
     std::vector<strata_request_id> ids;
     for (size_t i = 0; i < prompts.size(); ++i) {
         out[i].after_token = after_token;
-        strata_request req{};
-        req.struct_size = sizeof req;
-        req.prompt_tokens = prompts[i].data();
-        req.n_prompt_tokens = static_cast<int32_t>(prompts[i].size());
-        req.sampling = greedy(max_tokens);
-        req.sampling.ignore_eos = 1;
-        req.on_token = on_event;
-        req.user = &out[i];
-        ids.push_back(e.submit(req));
+        ids.push_back(e.submit(greedy_request(prompts[i], max_tokens, on_event, &out[i])));
     }
     for (size_t i = 0; i < ids.size(); ++i) {
         try {

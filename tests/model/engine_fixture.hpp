@@ -117,21 +117,25 @@ inline std::unique_ptr<engine::engine> make_engine(const std::string &model, int
 }
 
 // Submits every prompt at once and waits for all; returns each one's generated tokens.
+// A greedy request for exactly max_tokens tokens of `prompt` (EOS ignored), its events sent to on_token(user, ...).
+inline strata_request greedy_request(const std::vector<int32_t> &prompt, int32_t max_tokens,
+                                     void (*on_token)(void *, const strata_token_event *), void *user) {
+    strata_request req{};
+    req.struct_size = sizeof req;
+    req.prompt_tokens = prompt.data();
+    req.n_prompt_tokens = static_cast<int32_t>(prompt.size());
+    req.sampling = greedy(max_tokens);
+    req.sampling.ignore_eos = 1;
+    req.on_token = on_token;
+    req.user = user;
+    return req;
+}
+
 inline std::vector<std::vector<int32_t>> run_all(engine::engine &e, const std::vector<std::vector<int32_t>> &prompts,
                                           int32_t max_tokens) {
     std::vector<generation_result> g(prompts.size());
     std::vector<strata_request_id> ids;
-    for (size_t i = 0; i < prompts.size(); ++i) {
-        strata_request req{};
-        req.struct_size = sizeof req;
-        req.prompt_tokens = prompts[i].data();
-        req.n_prompt_tokens = static_cast<int32_t>(prompts[i].size());
-        req.sampling = greedy(max_tokens);
-        req.sampling.ignore_eos = 1;
-        req.on_token = collect;
-        req.user = &g[i];
-        ids.push_back(e.submit(req));
-    }
+    for (size_t i = 0; i < prompts.size(); ++i) ids.push_back(e.submit(greedy_request(prompts[i], max_tokens, collect, &g[i])));
     std::vector<std::vector<int32_t>> out;
     for (size_t i = 0; i < ids.size(); ++i) {
         e.wait(ids[i]);
