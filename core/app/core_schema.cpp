@@ -18,6 +18,12 @@ config::key_spec key(std::string name, strata_config_type type, std::optional<st
     return k;
 }
 
+// A key users know from another project whose mechanism is not built yet: setting it is an error that says why.
+config::key_spec not_yet(config::key_spec k, std::string why) {
+    k.not_supported = std::move(why);
+    return k;
+}
+
 } // namespace
 
 config::schema core_schema() {
@@ -25,18 +31,47 @@ config::schema core_schema() {
     config::schema s;
     s.add_table({"model", "the model to serve", {
         key("path", STRATA_CONFIG_STRING, std::nullopt,
-            "GGUF model file; relative paths in a config file resolve against the file's folder", "--model"),
+            "GGUF model file; relative paths in a config file resolve against the file's folder", "--model|-m"),
         key("max_model_len", STRATA_CONFIG_INT, "0",
-            "context length in tokens (prompt + output); 0 = the model's trained context", "--max-model-len", 0,
-            1 << 24),
+            "context length in tokens (prompt + output); 0 = the model's trained context",
+            "--max-model-len|-c|--ctx-size", 0, 1 << 24),
+        key("quantization", STRATA_CONFIG_STRING, "\"auto\"",
+            "the weights' format as vLLM names it: auto = what the file holds; gguf checks the file is GGUF; gptq, "
+            "awq, fp8 and the other HF checkpoint formats are refused with the reason (HF folders are not read yet)",
+            "--quantization|-q"),
+        key("dtype", STRATA_CONFIG_STRING, "\"auto\"",
+            "activation dtype (vLLM --dtype): every device computes activations in float32, so auto, float and "
+            "float32 run and half/float16/bfloat16 are refused; weights keep their file's types", "--dtype", 0, 0,
+            "auto|half|float16|bfloat16|float|float32"),
+        key("kv_cache_dtype", STRATA_CONFIG_STRING, "\"auto\"",
+            "KV cache element type (vLLM --kv-cache-dtype): the cache is float32, so auto and float32 run; fp8 and "
+            "the 16-bit types are refused until the cache stores them", "--kv-cache-dtype", 0, 0,
+            "auto|float32|float16|bfloat16|fp8|fp8_e4m3|fp8_e5m2"),
+        key("cache_type_k", STRATA_CONFIG_STRING, "\"f32\"",
+            "KV cache type for K (llama.cpp -ctk): f32 runs; the others are refused until the cache stores them",
+            "--cache-type-k|-ctk", 0, 0, "f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1"),
+        key("cache_type_v", STRATA_CONFIG_STRING, "\"f32\"",
+            "KV cache type for V (llama.cpp -ctv): as cache_type_k", "--cache-type-v|-ctv", 0, 0,
+            "f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1"),
     }});
     s.add_table({"engine", "what runs the model and how users reach it", {
         key("device", STRATA_CONFIG_STRING, "\"auto\"", "compute device plugin, or auto for the best available",
             "--device"),
         key("frontend", STRATA_CONFIG_STRING, "\"cli\"", "frontend plugin: cli (or any loaded frontend)",
             "--frontend"),
-        key("prefill_chunk", STRATA_CONFIG_INT, "512", "most prompt tokens of one sequence per step (chunked prefill)",
-            "--prefill-chunk", 1, 65536),
+        key("prefill_chunk", STRATA_CONFIG_INT, "512",
+            "most prompt tokens of one sequence per step (chunked prefill; llama.cpp's physical batch -ub)",
+            "--prefill-chunk|-ub|--ubatch-size", 1, 65536),
+        key("enforce_eager", STRATA_CONFIG_BOOL, "false",
+            "vLLM --enforce-eager: no device captures CUDA graphs yet, so every step already runs eagerly and this "
+            "changes nothing (said at start-up)", "--enforce-eager"),
+        key("optimization_level", STRATA_CONFIG_INT, std::nullopt,
+            "vLLM -O0..-O3 (compilation level): nothing is compiled or graph-captured yet, so every level runs the "
+            "same kernels (said at start-up)", "--optimization-level|-O", 0, 3),
+        key("flash_attn", STRATA_CONFIG_STRING, "\"auto\"",
+            "llama.cpp -fa: each device has one attention kernel (cuda: online softmax, the flash-attention form; "
+            "cpu: exact two-pass softmax) and uses it whatever this says (said at start-up when not auto)",
+            "--flash-attn|-fa", 0, 0, "on|off|auto"),
         key("log_level", STRATA_CONFIG_STRING, "\"info\"", "stderr log level", "--log-level", 0, 0,
             "debug|info|warn|error"),
         key("numa_bind", STRATA_CONFIG_INT, "-1",
@@ -48,18 +83,23 @@ config::schema core_schema() {
             "extra plugin folders (searched before the built-in ones); relative to the config file"),
     }});
     s.add_table({"sampling", "default sampling for every request", {
-        key("temperature", STRATA_CONFIG_FLOAT, "0.8", "0 = greedy", "--temperature", 0, 100),
+        key("temperature", STRATA_CONFIG_FLOAT, "0.8", "0 = greedy", "--temperature|--temp", 0, 100),
         key("top_k", STRATA_CONFIG_INT, "40", "keep the k most likely tokens (0 = off)", "--top-k", 0, 1 << 24),
         key("top_p", STRATA_CONFIG_FLOAT, "0.95", "nucleus sampling mass (1 = off)", "--top-p", 0, 1),
         key("min_p", STRATA_CONFIG_FLOAT, "0.05", "drop tokens below min_p x the top probability (0 = off)",
             "--min-p", 0, 1),
         key("repetition_penalty", STRATA_CONFIG_FLOAT, "1.0", "penalise recently seen tokens (1 = off)",
-            "--repetition-penalty", 0, 10),
+            "--repetition-penalty|--repeat-penalty", 0, 10),
         key("repetition_last_n", STRATA_CONFIG_INT, "64", "how many recent tokens the penalty looks at",
             "--repeat-last-n", 0, 1 << 24),
-        key("seed", STRATA_CONFIG_INT, "-1", "random seed (-1 = a random seed per run)", "--seed", -1,
+        key("seed", STRATA_CONFIG_INT, "-1", "random seed (-1 = a random seed per run)", "--seed|-s", -1,
             9.2e18),
-        key("max_tokens", STRATA_CONFIG_INT, "256", "tokens to generate per request", "--max-tokens", 1, 1 << 24),
+        key("max_tokens", STRATA_CONFIG_INT, "256", "tokens to generate per request",
+            "--max-tokens|-n|--n-predict", 1, 1 << 24),
+        key("generation_config", STRATA_CONFIG_STRING, "\"auto\"",
+            "vLLM --generation-config: a folder (or file) with generation_config.json whose temperature, top_k, "
+            "top_p, min_p, repetition_penalty and max_new_tokens become the defaults of keys not set here; auto = "
+            "the model's (a GGUF has none); vllm = Strata's own defaults", "--generation-config"),
         key("ignore_eos", STRATA_CONFIG_BOOL, "false", "keep generating past the end-of-sequence token",
             "--ignore-eos"),
     }});
@@ -70,8 +110,14 @@ config::schema core_schema() {
             "GiB of weights kept in host tiers (whole layers, from the last)", "--cpu-offload-gb", 0, 1e6),
         key("cpu_offload_layers", STRATA_CONFIG_INT, std::nullopt,
             "layers kept off the device, from the last (llama.cpp: n_layer - ngl)", "--cpu-offload-layers", 0, 1e6),
+        key("n_gpu_layers", STRATA_CONFIG_INT, std::nullopt,
+            "llama.cpp -ngl: layers kept on the device, from the first (-1 or n_layer or more = all); the rest are "
+            "offloaded as cpu_offload_layers = n_layer - n_gpu_layers", "--n-gpu-layers|-ngl|--gpu-layers", -1, 1e6),
         key("enable_cpu_offload", STRATA_CONFIG_BOOL, "false", "offload whatever does not fit the device budget",
-            "--enable-cpu-offload"),
+            "--enable-cpu-offload|--cpu-offload"),
+        key("cpu_kv_cache", STRATA_CONFIG_BOOL, "false",
+            "keep the KV cache in host RAM: what the cpu device always does; a GPU device refuses it (its KV lives in "
+            "device memory, host RAM holds swap_space)", "--cpu-kv-cache"),
         key("gpu_memory_utilization", STRATA_CONFIG_FLOAT, std::nullopt,
             "fraction of GPU memory to use (GPU devices; noted and unused on the CPU device)",
             "--gpu-memory-utilization", 0, 1),
@@ -81,6 +127,21 @@ config::schema core_schema() {
             "--kv-cache-memory"),
         key("prefetch_depth", STRATA_CONFIG_INT, "2", "streamed layers read ahead of compute (0 = none)",
             "--prefetch-depth", 0, 64),
+        key("enable_cpu_prefetch", STRATA_CONFIG_BOOL, "true",
+            "read streamed layers ahead of compute (prefetch_depth of them); false = prefetch_depth 0",
+            "--enable-cpu-prefetch"),
+        key("mmap", STRATA_CONFIG_BOOL, "true",
+            "map the model file (llama.cpp --no-mmap reads it into memory instead, with progress)", "--mmap"),
+        key("mlock", STRATA_CONFIG_BOOL, "false",
+            "lock the model's pages in RAM so the OS cannot page them out (llama.cpp --mlock; needs ulimit -l)",
+            "--mlock"),
+        not_yet(key("override_tensor", STRATA_CONFIG_STRING_LIST, std::nullopt,
+                    "llama.cpp -ot REGEX=TIER: place tensors by name", "--override-tensor|-ot"),
+                "the planner places whole layers, not single tensors; place layers with --cpu-offload-layers, "
+                "--n-gpu-layers / -ngl or --cpu-offload-gb"),
+        key("n_cpu_moe", STRATA_CONFIG_INT, "0",
+            "llama.cpp --n-cpu-moe N: the MoE experts of the first N layers stay in host RAM", "--n-cpu-moe|-ncmoe", 0,
+            1e6),
         key("tiers", STRATA_CONFIG_STRING_LIST, "[\"numa_ram\"]",
             "tier plugins offloaded weights may use; the fastest measured is filled first", "--tiers"),
         key("stream_weights", STRATA_CONFIG_BOOL, "false",
@@ -117,18 +178,28 @@ config::schema core_schema() {
     }});
     s.add_table({"scheduler", "continuous batching and the paged KV cache", {
         key("block_size", STRATA_CONFIG_INT, "16", "tokens per KV block", "--block-size", 1, 4096),
-        key("max_num_seqs", STRATA_CONFIG_INT, "256", "most sequences in one step", "--max-num-seqs", 1, 65536),
+        key("max_num_seqs", STRATA_CONFIG_INT, "256", "most sequences in one step (llama.cpp -np: parallel slots)",
+            "--max-num-seqs|-np|--parallel", 1, 65536),
         key("max_waiting_requests", STRATA_CONFIG_INT, "1024",
             "most requests queued but not running; more are refused as busy (HTTP 503 with Retry-After)",
             "--max-waiting-requests", 1, 1 << 20),
         key("max_num_batched_tokens", STRATA_CONFIG_INT, "2048",
-            "most tokens in one step (decode tokens plus prefill chunks)", "--max-num-batched-tokens", 1, 1 << 20),
+            "most tokens in one step (decode tokens plus prefill chunks; llama.cpp's logical batch -b)",
+            "--max-num-batched-tokens|-b|--batch-size", 1, 1 << 20),
         key("preemption_mode", STRATA_CONFIG_STRING, "\"auto\"",
             "when KV runs out: swap the newest sequence's blocks to the host tier, recompute them later, or auto "
             "(cheaper of the two by measured swap bandwidth and prefill speed)", "--preemption-mode", 0, 0,
             "swap|recompute|auto"),
         key("enable_prefix_caching", STRATA_CONFIG_BOOL, "true",
             "reuse the KV of shared prompt prefixes (full blocks), across tiers", "--enable-prefix-caching"),
+    }});
+    s.add_table({"parallel", "splitting one model over several devices or processes (vLLM's parallel sizes)", {
+        key("tensor_parallel_size", STRATA_CONFIG_INT, "1", "devices each layer is split over",
+            "--tensor-parallel-size|-tp", 1, 4096),
+        key("pipeline_parallel_size", STRATA_CONFIG_INT, "1", "stages the layers are split into",
+            "--pipeline-parallel-size|-pp", 1, 4096),
+        key("data_parallel_size", STRATA_CONFIG_INT, "1", "replicas of the whole model", "--data-parallel-size|-dp",
+            1, 4096),
     }});
     return s;
 }

@@ -1,5 +1,6 @@
 // `runtime`: loads plugins, reads the config, then runs a subcommand (plugins, topology) or the configured frontend.
 #include "app/core_schema.hpp"
+#include "app/engine_config.hpp"
 #include "app/host_services.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -35,11 +36,14 @@ namespace strata::app {
 namespace {
 
 const char *k_usage = R"(usage: runtime [--config FILE] [options]          run the configured frontend (default: cli)
+       runtime serve MODEL [options]                the OpenAI-compatible server on MODEL (vLLM's vllm serve)
        runtime plugins [--config FILE]              list loaded plugins (kind, name, version, ABI, license, path)
        runtime topology [--json]                    show CPUs, NUMA nodes, caches, GPUs and memory (hwloc)
        runtime plan [--config FILE] [--json]        print the memory plan without loading weights
 
-Every config key can be set with --set table.key=value; the familiar flags below map to keys.
+FILE is TOML, or vLLM-style YAML (.yaml/.yml: option names as keys, e.g. max_model_len: 4096).
+Every config key can be set with --set table.key=value; the familiar flags below map to keys, with the spellings
+vLLM and llama.cpp users know listed under "also" (-m, -c, -ngl, -t, -np, -b, -ub, -fa, -ctk, -tp, -O3, ...).
 )";
 
 // Plugin folders: [plugins] paths (relative to the config file), $STRATA_PLUGIN_PATH, then the ones next to the
@@ -71,57 +75,6 @@ log::level parse_level(const std::string &s) {
     if (s == "warn") return log::level::warn;
     if (s == "error") return log::level::error;
     return log::level::info;
-}
-
-strata_sampling_params sampling_from(const config::document &doc, const config::schema &s) {
-    strata_sampling_params p{};
-    p.struct_size = sizeof p;
-    p.temperature = static_cast<float>(doc.get_float("sampling", "temperature", s).value_or(0.8));
-    p.top_k = static_cast<int32_t>(doc.get_int("sampling", "top_k", s).value_or(40));
-    p.top_p = static_cast<float>(doc.get_float("sampling", "top_p", s).value_or(0.95));
-    p.min_p = static_cast<float>(doc.get_float("sampling", "min_p", s).value_or(0.05));
-    p.repetition_penalty = static_cast<float>(doc.get_float("sampling", "repetition_penalty", s).value_or(1.0));
-    p.repetition_last_n = static_cast<int32_t>(doc.get_int("sampling", "repetition_last_n", s).value_or(64));
-    const int64_t seed = doc.get_int("sampling", "seed", s).value_or(-1);
-    p.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
-    p.max_tokens = static_cast<int32_t>(doc.get_int("sampling", "max_tokens", s).value_or(256));
-    p.ignore_eos = doc.get_bool("sampling", "ignore_eos", s).value_or(false) ? 1 : 0;
-    return p;
-}
-
-// [memory] plus each tier's own table; the views must outlive the engine (they are kept in `views`).
-engine::offload_options offload_from(const config::document &doc, const config::schema &s,
-                                     std::vector<std::unique_ptr<config::plugin_config_view>> &views) {
-    engine::offload_options o;
-    o.device_memory = doc.get_bytes("memory", "device_memory", s);
-    o.cpu_offload_gb = doc.get_float("memory", "cpu_offload_gb", s);
-    if (auto v = doc.get_int("memory", "cpu_offload_layers", s)) o.cpu_offload_layers = static_cast<int32_t>(*v);
-    o.enable_cpu_offload = doc.get_bool("memory", "enable_cpu_offload", s).value_or(false);
-    o.gpu_memory_utilization = doc.get_float("memory", "gpu_memory_utilization", s);
-    o.limit_gpu_memory = doc.get_bytes("memory", "limit_gpu_memory", s);
-    o.kv_cache_memory = doc.get_bytes("memory", "kv_cache_memory", s);
-    o.prefetch_depth = static_cast<int32_t>(doc.get_int("memory", "prefetch_depth", s).value_or(2));
-    o.tiers = doc.get_string_list("memory", "tiers", s);
-    o.stream_weights = doc.get_bool("memory", "stream_weights", s).value_or(false);
-    o.io_threads = static_cast<int32_t>(doc.get_int("memory", "io_threads", s).value_or(2));
-    o.offload_compute = doc.get_string("memory", "offload_compute", s).value_or("auto");
-    engine::parse_offload_compute(o.offload_compute); // a typo fails here, before the model loads
-    o.offload_device = doc.get_string("memory", "offload_device", s).value_or("cpu");
-    o.op_offload = doc.get_bool("memory", "op_offload", s).value_or(true);
-    if (auto v = doc.get_int("memory", "op_offload_min_batch", s)) o.op_offload_min_batch = static_cast<int32_t>(*v);
-    o.remeasure = doc.get_bool("memory", "remeasure", s).value_or(false);
-    std::vector<std::string> tables = o.tiers;
-    // The KV cache's tiers share the instances (and tables) of the weights' tiers.
-    if (doc.get_float("memory", "swap_space", s).value_or(4) > 0)
-        tables.push_back(doc.get_string("memory", "kv_host_tier", s).value_or("numa_ram"));
-    if (doc.get_float("memory", "kv_nvme_space", s).value_or(0) > 0) tables.push_back("nvme");
-    for (const std::string &t : tables) {
-        if (o.tier_configs.count(t) != 0) continue;
-        if (s.find_table(t) == nullptr) continue; // unknown tier: reported with the list of available ones later
-        views.push_back(std::make_unique<config::plugin_config_view>(doc, s, t));
-        o.tier_configs[t] = views.back()->view();
-    }
-    return o;
 }
 
 // Restricts the process to the CPUs of one NUMA node and the pinning list (one PU per core) to that node's cores.
@@ -174,49 +127,10 @@ void start_signal_thread() {
     }).detach();
 }
 
-// Everything the engine reads from the config; `views` keeps the tier tables' views alive as long as the options.
-engine::engine_options engine_options_from(const plugins::registry &registry, const config::document &doc,
-                                           const config::schema &s,
-                                           std::vector<std::unique_ptr<config::plugin_config_view>> &views) {
-    engine::engine_options opts;
-    // Each plugin reads only its own table; a device's table is named after the plugin that provides it. Every
-    // device gets its view, since `auto` may fall back from one device to another.
-    for (const std::string &dev : registry.names(STRATA_KIND_DEVICE)) {
-        if (s.find_table(dev) == nullptr) continue;
-        views.push_back(std::make_unique<config::plugin_config_view>(doc, s, dev));
-        opts.device_configs[dev] = views.back()->view();
-    }
-
-    if (auto p = doc.get_string("model", "path", s)) {
-        fs::path path(*p);
-        opts.model_path = (path.is_absolute() ? path : doc.base_dir() / path).lexically_normal().string();
-    }
-    opts.max_model_len = static_cast<int32_t>(doc.get_int("model", "max_model_len", s).value_or(0));
-    opts.prefill_chunk = static_cast<int32_t>(doc.get_int("engine", "prefill_chunk", s).value_or(512));
-    opts.scheduler.max_num_seqs = static_cast<int32_t>(doc.get_int("scheduler", "max_num_seqs", s).value_or(256));
-    opts.scheduler.max_waiting_requests = doc.get_int("scheduler", "max_waiting_requests", s).value_or(1024);
-    opts.scheduler.max_num_batched_tokens =
-        static_cast<int32_t>(doc.get_int("scheduler", "max_num_batched_tokens", s).value_or(2048));
-    opts.scheduler.mode = engine::parse_preemption_mode(doc.get_string("scheduler", "preemption_mode", s).value_or("auto"));
-    opts.kv.block_size = static_cast<int32_t>(doc.get_int("scheduler", "block_size", s).value_or(16));
-    opts.kv.enable_prefix_caching = doc.get_bool("scheduler", "enable_prefix_caching", s).value_or(true);
-    opts.kv.swap_space_gib = doc.get_float("memory", "swap_space", s).value_or(4);
-    opts.kv.host_tier = doc.get_string("memory", "kv_host_tier", s).value_or("numa_ram");
-    opts.kv.nvme_space_gib = doc.get_float("memory", "kv_nvme_space", s).value_or(0);
-    if (auto d = doc.get_string("memory", "prefix_store_dir", s); d && !d->empty()) {
-        fs::path path(*d);
-        opts.kv.prefix_store_dir = (path.is_absolute() ? path : doc.base_dir() / path).lexically_normal().string();
-    }
-    opts.kv.prefix_store_gib = doc.get_float("memory", "prefix_store_space", s).value_or(16);
-    opts.device = doc.get_string("engine", "device", s).value_or("auto");
-    opts.offload = offload_from(doc, s, views);
-    return opts;
-}
-
 int print_plan(const plugins::registry &registry, const strata_host_services *host, const config::document &doc,
-               const config::schema &s, bool json) {
+               const config::schema &s, const std::string &model_argument, bool json) {
     std::vector<std::unique_ptr<config::plugin_config_view>> views;
-    engine::engine_options opts = engine_options_from(registry, doc, s, views);
+    engine::engine_options opts = engine_options_from(registry, doc, s, model_argument, views);
     engine::model_plan mp = engine::plan_model(registry, host, opts);
     // Where KV goes besides the device, and the scheduler's limits: the engine sizes its pools from these.
     const auto &kv = opts.kv;
@@ -235,6 +149,12 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
                           {"prefill_chunk", opts.prefill_chunk},
                           {"preemption_mode", mode},
                           {"max_waiting_requests", sc.max_waiting_requests}};
+        // Every key the user set, with its effective value and where it came from: the effect of each line of a
+        // config file, and of each flag, whatever the plan shows of it.
+        nlohmann::json settings = nlohmann::json::array();
+        for (const config::document::setting &x : doc.settings(s))
+            settings.push_back({{"key", x.key}, {"value", x.value}, {"from", x.origin}});
+        j["settings"] = settings;
         std::cout << j.dump(2) << "\n";
     } else {
         std::cout << planner::to_table(mp.plan, mp.inputs);
@@ -254,9 +174,10 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
 }
 
 int run_frontend(const plugins::registry &registry, const strata_host_services *host, const config::document &doc,
-                 const config::schema &s, const topology::machine &machine) {
+                 const config::schema &s, const std::string &model_argument, const topology::machine &machine) {
     std::vector<std::unique_ptr<config::plugin_config_view>> tier_views;
-    engine::engine_options opts = engine_options_from(registry, doc, s, tier_views);
+    engine::engine_options opts = engine_options_from(registry, doc, s, model_argument, tier_views);
+    strata_sampling_params sampling = sampling_from(doc, s, opts.model_path);
     opts.machine = &machine; // the GPU's nearest NUMA node comes from this discovery, not another one
     const std::string frontend_name = doc.get_string("engine", "frontend", s).value_or("cli");
     auto fe_handle = registry.find_frontend(frontend_name);
@@ -267,7 +188,6 @@ int run_frontend(const plugins::registry &registry, const strata_host_services *
 
     engine::engine eng(registry, host, opts);
     strata_engine_api api = engine::make_engine_api(eng);
-    strata_sampling_params sampling = sampling_from(doc, s);
     std::unique_ptr<config::plugin_config_view> fe_view;
     if (s.find_table(frontend_name) != nullptr) fe_view = std::make_unique<config::plugin_config_view>(doc, s, frontend_name);
     strata_frontend_create_args args{};
@@ -305,6 +225,7 @@ int main_impl(int argc, char **argv) {
 
     config::schema schema = core_schema();
     config::document doc = cl.config_path ? config::document::from_file(*cl.config_path) : config::document::empty();
+    doc.resolve_yaml(schema, false); // a YAML file's core keys (log level, plugin paths) count before plugins load
     for (const std::string &a : cl.set_assignments) doc.set_override(a, "--set");
     // Core flags are known before plugins load: apply them now so log level and plugin paths take effect.
     log::set_level(parse_level(doc.get_string("engine", "log_level", schema).value_or("info")));
@@ -312,18 +233,32 @@ int main_impl(int argc, char **argv) {
     plugins::registry registry(&host);
     for (const fs::path &dir : plugin_dirs(doc, schema)) registry.load_directory(dir);
     for (const auto &[name, keys] : registry.config_tables()) schema.add_plugin_table(name, keys.first, keys.second);
+    doc.resolve_yaml(schema, true);
 
     if (cl.help || cl.subcommand == "help") {
         std::cout << k_usage << "\n" << schema.help_text();
         return 0;
     }
-    for (std::string a : config::resolve_flags(cl, schema)) {
+    // `runtime serve MODEL`: vLLM's `vllm serve`, the OpenAI server on the positional model (flags may still say
+    // otherwise: they come after).
+    std::string model_argument;
+    if (cl.subcommand == "serve") {
+        if (!cl.model_argument)
+            fail("runtime serve needs the model: runtime serve MODEL.gguf [options] (vLLM's vllm serve MODEL)");
+        doc.set_override("engine.frontend=openai_http", "serve");
+        model_argument = *cl.model_argument;
+        doc.set_override("model.path=" + fs::absolute(model_argument).lexically_normal().string(), "serve MODEL");
+    }
+    for (const config::flag_assignment &a : config::resolve_flag_assignments(cl, schema)) {
         // A model path given on the command line is relative to the working directory, not the config file.
-        if (a.rfind("model.path=", 0) == 0) {
-            fs::path p(a.substr(11));
-            if (!p.is_absolute()) a = "model.path=" + fs::absolute(p).lexically_normal().string();
+        if (a.assignment.rfind("model.path=", 0) == 0) {
+            model_argument = a.assignment.substr(11);
+            fs::path p(model_argument);
+            doc.set_override("model.path=" + (p.is_absolute() ? p : fs::absolute(p)).lexically_normal().string(),
+                             a.origin);
+            continue;
         }
-        doc.set_override(a, "command line");
+        doc.set_override(a.assignment, a.origin);
     }
     doc.validate(schema);
     log::set_level(parse_level(doc.get_string("engine", "log_level", schema).value_or("info")));
@@ -339,8 +274,8 @@ int main_impl(int argc, char **argv) {
         for (const auto &r : registry.rejections()) std::cout << "refused: " << r.path << ": " << r.reason << "\n";
         return 0;
     }
-    if (cl.subcommand == "plan") return print_plan(registry, &host, doc, schema, cl.json);
-    return run_frontend(registry, &host, doc, schema, machine);
+    if (cl.subcommand == "plan") return print_plan(registry, &host, doc, schema, model_argument, cl.json);
+    return run_frontend(registry, &host, doc, schema, model_argument, machine);
 }
 
 } // namespace

@@ -1,6 +1,7 @@
 #include "config/command_line.hpp"
 
 #include "common/error.hpp"
+#include "config/foreign_options.hpp"
 #include "config/units.hpp"
 
 #include <fmt/format.h>
@@ -12,8 +13,8 @@ namespace strata::config {
 
 namespace {
 
-constexpr std::array<std::string_view, 4> k_subcommands{"plugins", "topology", "plan", "help"};
-constexpr std::array<std::string_view, 7> k_builtin_options{"--config", "-c", "--set", "--help", "-h", "--json", "--version"};
+constexpr std::array<std::string_view, 5> k_subcommands{"serve", "plugins", "topology", "plan", "help"};
+constexpr std::array<std::string_view, 6> k_builtin_options{"--config", "--set", "--help", "-h", "--json", "--version"};
 
 bool is_subcommand(std::string_view w) {
     for (const std::string_view s : k_subcommands)
@@ -29,11 +30,19 @@ bool is_builtin_option(std::string_view w) {
 
 bool is_bool_word(std::string_view w) { return w == "true" || w == "false"; }
 
+// "--name" or llama.cpp's "-ngl"; "-1" and "-0.5" are values, not flags.
+bool is_flag_word(std::string_view w) {
+    if (w.size() < 2 || w.front() != '-') return false;
+    if (w[1] == '-') return w.size() > 2;
+    return !(w[1] >= '0' && w[1] <= '9') && w[1] != '.';
+}
+
 [[noreturn]] void unexpected_word(std::string_view word) {
     std::vector<std::string> names(k_subcommands.begin(), k_subcommands.end());
     const std::string best = closest(word, names);
     if (!best.empty()) fail("unexpected argument '{}'; did you mean the subcommand '{}'?", word, best);
-    fail("unexpected argument '{}'; the subcommands are plugins, topology, plan and help, and options start with --",
+    fail("unexpected argument '{}'; the subcommands are serve, plugins, topology, plan and help, and options start "
+         "with -",
          word);
 }
 
@@ -51,7 +60,7 @@ command_line parse_command_line(int argc, const char *const *argv) {
 
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string_view a = args[i];
-        if (a == "--config" || a == "-c") {
+        if (a == "--config") {
             cl.config_path = value_after(i, a, "configs/default.toml");
         } else if (a.rfind("--config=", 0) == 0) {
             cl.config_path = std::string(a.substr(9));
@@ -65,16 +74,22 @@ command_line parse_command_line(int argc, const char *const *argv) {
             cl.json = true;
         } else if (a == "--version") {
             cl.version = true;
-        } else if (a.size() > 2 && a.substr(0, 2) == "--") {
+        } else if (is_flag_word(a)) {
             flag_token t;
             const size_t eq = a.find('=');
             t.name = std::string(a.substr(0, eq));
-            if (eq != std::string_view::npos) {
+            if (a.size() > 2 && a[0] == '-' && a[1] == 'O' && a.find_first_not_of("0123456789", 2) == std::string_view::npos) {
+                t.name = "-O"; // vLLM's -O3 = -O 3
+                t.inline_value = std::string(a.substr(2));
+            } else if (eq != std::string_view::npos) {
                 t.inline_value = std::string(a.substr(eq + 1));
-            } else if (i + 1 < args.size() && args[i + 1].substr(0, 2) != "--" && !is_builtin_option(args[i + 1]) &&
+            } else if (i + 1 < args.size() && !is_flag_word(args[i + 1]) && !is_builtin_option(args[i + 1]) &&
                        !(cl.subcommand.empty() && is_subcommand(args[i + 1]))) {
                 // Maybe this flag's value, maybe a stray word after a switch: resolve_flags decides.
                 t.next_word = std::string(args[++i]);
+                while (i + 1 < args.size() && !is_flag_word(args[i + 1]) && !is_builtin_option(args[i + 1]) &&
+                       !(cl.subcommand.empty() && is_subcommand(args[i + 1])))
+                    t.more_words.emplace_back(args[++i]);
             }
             const bool negated = t.name.rfind("--no-", 0) == 0;
             cl.flags.emplace_back(t.name, t.inline_value ? *t.inline_value
@@ -82,10 +97,12 @@ command_line parse_command_line(int argc, const char *const *argv) {
                                           : negated      ? "false"
                                                          : "true");
             cl.flag_tokens.push_back(std::move(t));
-        } else if (a.size() > 1 && a.front() == '-') {
-            fail("unknown option {}; options are spelled with two dashes (--name), except -c and -h", a);
         } else if (cl.subcommand.empty() && is_subcommand(a)) {
             cl.subcommand = std::string(a);
+        } else if (cl.subcommand == "serve" && !cl.model_argument && cl.flag_tokens.empty()) {
+            cl.model_argument = std::string(a);
+        } else if (cl.subcommand == "serve" && !cl.model_argument) {
+            fail("'{}': the model comes right after serve: runtime serve MODEL [options]", a);
         } else {
             unexpected_word(a);
         }
@@ -97,16 +114,18 @@ command_line parse_command_line(int argc, const char *const *argv) {
 std::vector<flag_assignment> resolve_flag_assignments(const command_line &cl, const schema &s) {
     std::vector<flag_assignment> out;
     for (const flag_token &t : cl.flag_tokens) {
-        std::string table;
-        const key_spec *key = s.find_flag(t.name, &table);
+        flag_match m = s.match_flag(t.name);
         bool negated = false;
-        if (key == nullptr && t.name.rfind("--no-", 0) == 0) {
-            key = s.find_flag("--" + t.name.substr(5), &table);
-            if (key != nullptr && key->type != STRATA_CONFIG_BOOL)
-                fail("{}: {} is not a switch; give it a value instead, e.g. {} VALUE", t.name, key->flag, key->flag);
-            negated = key != nullptr;
+        if (m.key == nullptr && t.name.rfind("--no-", 0) == 0) {
+            m = s.match_flag("--" + t.name.substr(5));
+            if (m.key != nullptr && m.key->type != STRATA_CONFIG_BOOL)
+                fail("{}: {} is not a switch; give it a value instead, e.g. {} VALUE", t.name, m.key->flag, m.key->flag);
+            negated = m.key != nullptr;
         }
+        const key_spec *key = m.key;
+        const std::string &table = m.table;
         if (key == nullptr) {
+            if (auto why = why_not_here(t.name)) fail("{} has no meaning here: {}", t.name, *why);
             std::vector<std::string> candidates = s.all_flags();
             for (const table_spec &ts : s.tables())
                 for (const key_spec &k : ts.keys)
@@ -119,6 +138,7 @@ std::vector<flag_assignment> resolve_flag_assignments(const command_line &cl, co
         }
 
         std::string value;
+        if (key->type == STRATA_CONFIG_BOOL && !t.more_words.empty()) unexpected_word(t.more_words.front());
         if (key->type == STRATA_CONFIG_BOOL) {
             if (t.inline_value) {
                 if (negated) fail("{} takes no value; write {} or {}=false", t.name, t.name, key->flag);
@@ -127,6 +147,9 @@ std::vector<flag_assignment> resolve_flag_assignments(const command_line &cl, co
                 value = *t.next_word;
             } else if (t.next_word) {
                 // A switch does not take the word after it, so that word was a stray positional argument.
+                if (cl.subcommand == "serve" && !cl.model_argument)
+                    fail("'{}' after {}: the model comes right after serve: runtime serve MODEL [options]",
+                         *t.next_word, t.name);
                 if (is_subcommand(*t.next_word))
                     fail("the subcommand '{}' must come before the options: runtime {} [options]", *t.next_word,
                          *t.next_word);
@@ -138,10 +161,19 @@ std::vector<flag_assignment> resolve_flag_assignments(const command_line &cl, co
             value = *t.inline_value;
         } else if (t.next_word) {
             value = *t.next_word;
+            // vLLM's list flags take several words: --served-model-name a b = "a,b".
+            for (const std::string &w : t.more_words) {
+                if (key->type != STRATA_CONFIG_STRING_LIST) unexpected_word(w);
+                value += "," + w;
+            }
         } else {
             fail("{} needs a value ({}), e.g. {} VALUE", t.name, type_name(key->type), key->flag);
         }
-        out.push_back({fmt::format("{}.{}={}", table, key->name, value), key->flag});
+        if (m.inverted) {
+            if (value == "true") value = "false";
+            else if (value == "false") value = "true";
+        }
+        out.push_back({fmt::format("{}.{}={}", table, key->name, value), t.name});
     }
     return out;
 }

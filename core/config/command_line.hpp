@@ -18,10 +18,13 @@ struct flag_token {
     std::string name;                       // as written, with dashes: "--threads", "--no-stream"
     std::optional<std::string> inline_value; // from --flag=value
     std::optional<std::string> next_word;    // the following argv element when it could be this flag's value
+    std::vector<std::string> more_words;     // plain words after that: a list flag's further items (vLLM's nargs)
 };
 
 struct command_line {
-    std::string subcommand; // "" (run), "plugins", "topology", "plan", "help"
+    std::string subcommand; // "" (run), "serve", "plugins", "topology", "plan", "help"
+    // `runtime serve MODEL`: the positional model (a GGUF file), as written.
+    std::optional<std::string> model_argument;
     std::optional<std::string> config_path;
     std::vector<std::string> set_assignments; // from --set, in order
     // Other flags, provisionally paired with a value: --flag value / --flag=value / bare --flag ("true") /
@@ -33,17 +36,20 @@ struct command_line {
     bool version = false;
 };
 
-// Built-in options: --config F / -c F / --config=F, --set t.k=v (repeatable), --help / -h, --json, --version.
-// The subcommand is the first plain word when it is one of plugins|topology|plan|help; any other plain word that
-// is not the value of a flag is an error. Throws strata::error with a hint.
+// Built-in options: --config F / --config=F (TOML, or vLLM-style YAML by extension), --set t.k=v (repeatable),
+// --help / -h, --json, --version. (-c is llama.cpp's --ctx-size, a schema alias.) The subcommand is the first plain
+// word when it is one of serve|plugins|topology|plan|help; `serve` takes the model as the next plain word (vLLM's
+// `vllm serve MODEL`). Other flags are --long or llama.cpp-style -short (-ngl 20, -t 8, -c 4096); -O3 is -O 3. Any
+// other plain word that is not the value of a flag is an error. Throws strata::error with a hint.
 command_line parse_command_line(int argc, const char *const *argv);
 
-// Maps the flags to "table.key=value" assignments using the schema's flags. A BOOL key's flag may be given bare
-// (true), as --no-flag (false), or followed by true/false; any other flag takes the next argv element as its value,
-// even one starting with '-'. Unknown flags: "unknown option --temprature; did you mean --temperature?".
+// Maps the flags to "table.key=value" assignments using the schema's flags and their aliases. A BOOL key's flag may
+// be given bare (true), as --no-flag (false), or followed by true/false; an inverted alias (--disable-log-requests)
+// flips the value; any other flag takes the next argv element as its value, even a negative number. Unknown flags:
+// "unknown option --temprature; did you mean --temperature?".
 std::vector<std::string> resolve_flags(const command_line &cl, const schema &s);
 
-// The same assignments with the flag each came from, for messages ("--threads: ...").
+// The same assignments with the flag each came from, as written, for messages ("-ngl: ...").
 struct flag_assignment {
     std::string assignment;
     std::string origin;

@@ -1,6 +1,7 @@
 #include "config/document.hpp"
 
 #include "common/error.hpp"
+#include "config/foreign_options.hpp"
 #include "config/units.hpp"
 #include "config/value_rules.hpp"
 
@@ -74,9 +75,76 @@ document document::from_file(const std::string &path) {
     std::ostringstream text;
     text << in.rdbuf();
     if (in.bad()) fail("error while reading config file '{}': {}", path, std::strerror(errno));
-    document doc = from_string(text.str(), path);
+    document doc = is_yaml_path(path) ? from_yaml_string(text.str(), path) : from_string(text.str(), path);
     doc.base_dir_ = std::filesystem::absolute(path).parent_path();
     return doc;
+}
+
+document document::from_yaml_string(std::string_view yaml, std::string source_name) {
+    document doc;
+    doc.pending_yaml_ = read_yaml_config(yaml, source_name);
+    doc.source_name_ = std::move(source_name);
+    doc.base_dir_ = std::filesystem::current_path();
+    return doc;
+}
+
+void document::resolve_yaml(const schema &s, bool final) {
+    std::vector<yaml_entry> waiting;
+    std::vector<std::string> problems;
+    for (yaml_entry &e : pending_yaml_) {
+        std::string table, key, value = e.value;
+        if (const size_t dot = e.name.find('.'); dot != std::string::npos) {
+            table = e.name.substr(0, dot);
+            key = e.name.substr(dot + 1);
+            if (s.find_table(table) == nullptr && !final) {
+                waiting.push_back(std::move(e));
+                continue;
+            }
+        } else {
+            std::string flag = "--" + e.name;
+            std::replace(flag.begin(), flag.end(), '_', '-');
+            const flag_match m = s.match_flag(flag);
+            if (m.key == nullptr) {
+                if (!final) {
+                    waiting.push_back(std::move(e));
+                    continue;
+                }
+                if (auto why = why_not_here(flag)) {
+                    problems.push_back(fmt::format("{}:{}: '{}' has no meaning here: {}", source_name_, e.line, e.name, *why));
+                    continue;
+                }
+                std::vector<std::string> names;
+                for (std::string f : s.all_flags()) {
+                    if (f.rfind("--", 0) != 0) continue; // llama.cpp's short spellings are not YAML names
+                    f = f.substr(2);
+                    std::replace(f.begin(), f.end(), '-', '_');
+                    names.push_back(std::move(f));
+                }
+                for (const table_spec &t : s.tables()) names.push_back(t.name);
+                const std::string best = closest(e.name, names);
+                problems.push_back(best.empty()
+                                       ? fmt::format("{}:{}: unknown option '{}'; run runtime --help for the options "
+                                                     "(YAML names are the flags without dashes, - or _)",
+                                                     source_name_, e.line, e.name)
+                                       : fmt::format("{}:{}: unknown option '{}'; did you mean '{}'?", source_name_,
+                                                     e.line, e.name, best));
+                continue;
+            }
+            table = m.table;
+            key = m.key->name;
+            if (m.inverted && (value == "true" || value == "false")) value = value == "true" ? "false" : "true";
+        }
+        // A sequence arrives comma-joined, as plain text, and is split again for a list key.
+        overrides_.insert(overrides_.begin() + static_cast<std::ptrdiff_t>(n_yaml_overrides_++),
+                          make_override(table, key, value, fmt::format("{}:{} ({})", source_name_, e.line, e.name),
+                                        e.is_list));
+    }
+    pending_yaml_ = std::move(waiting);
+    if (!problems.empty()) {
+        std::string message;
+        for (const std::string &p : problems) message += (message.empty() ? "" : "\n") + p;
+        throw error(message);
+    }
 }
 
 document document::from_string(std::string_view toml_text, std::string source_name) {
@@ -98,6 +166,23 @@ document document::empty() {
     return doc;
 }
 
+document::override_entry document::make_override(std::string table, std::string key, std::string raw_text,
+                                                  std::string origin, bool plain_text) {
+    override_entry entry;
+    entry.table = std::move(table);
+    entry.key = std::move(key);
+    entry.raw_text = std::move(raw_text);
+    entry.origin = std::move(origin);
+    if (auto parsed = plain_text ? std::nullopt : parse_value(trim(entry.raw_text))) {
+        entry.holder = std::move(*parsed);
+        entry.parsed_as_toml = true;
+    } else {
+        entry.holder.insert_or_assign("v", entry.raw_text);
+        entry.parsed_as_toml = false;
+    }
+    return entry;
+}
+
 void document::set_override(std::string_view assignment, std::string_view origin) {
     const auto malformed = [&] {
         fail("{} {}: expected table.key=value, e.g. --set sampling.temperature=0.7", origin, assignment);
@@ -108,19 +193,8 @@ void document::set_override(std::string_view assignment, std::string_view origin
     const size_t dot = name.find('.');
     if (dot == std::string_view::npos || dot == 0 || dot + 1 == name.size()) malformed();
 
-    override_entry entry;
-    entry.table = std::string(trim(name.substr(0, dot)));
-    entry.key = std::string(trim(name.substr(dot + 1)));
-    entry.raw_text = std::string(assignment.substr(eq + 1));
-    entry.origin = std::string(origin);
-    if (auto parsed = parse_value(trim(entry.raw_text))) {
-        entry.holder = std::move(*parsed);
-        entry.parsed_as_toml = true;
-    } else {
-        entry.holder.insert_or_assign("v", entry.raw_text);
-        entry.parsed_as_toml = false;
-    }
-    overrides_.push_back(std::move(entry));
+    overrides_.push_back(make_override(std::string(trim(name.substr(0, dot))), std::string(trim(name.substr(dot + 1))),
+                                       std::string(assignment.substr(eq + 1)), std::string(origin), false));
 }
 
 void document::validate(const schema &s) const {
@@ -294,6 +368,33 @@ std::vector<std::string> document::get_string_list(std::string_view table, std::
     std::vector<std::string> out;
     if (v != nullptr)
         for (const toml::node &item : *v->as_array()) out.push_back(item.as_string()->get());
+    return out;
+}
+
+std::vector<document::setting> document::settings(const schema &s) const {
+    std::vector<std::pair<std::string, std::string>> keys; // (table, key), each once
+    const auto add = [&](std::string_view t, std::string_view k) {
+        for (const auto &p : keys)
+            if (p.first == t && p.second == k) return;
+        keys.emplace_back(t, k);
+    };
+    for (const auto &[table_key, table_node] : root_)
+        if (const toml::table *t = table_node.as_table())
+            for (const auto &[key, value] : *t) add(table_key.str(), key.str());
+    for (const override_entry &o : overrides_) add(o.table, o.key);
+    std::vector<setting> out;
+    for (const auto &[table, key] : keys) {
+        const key_spec *spec = s.find_key(table, key);
+        if (spec == nullptr) continue; // validate() reports it
+        toml::table scratch;
+        const toml::node *v = effective(table, key, *spec, scratch);
+        std::ostringstream text;
+        if (v != nullptr && v->is_floating_point()) text << fmt::format("{}", v->as_floating_point()->get()); // 0.9
+        else if (v != nullptr && v->is_string()) text << v->as_string()->get();
+        else if (v != nullptr) v->visit([&](const auto &n) { text << n; });
+        out.push_back({table + "." + key, text.str(), where_set(table, key)});
+    }
+    std::sort(out.begin(), out.end(), [](const setting &a, const setting &b) { return a.key < b.key; });
     return out;
 }
 

@@ -29,13 +29,40 @@ void check_declaration(const table_spec &table) {
         for (size_t j = 0; j < i; ++j)
             if (table.keys[j].name == key.name) fail("{} is declared twice", where);
         if (!key.choices.empty() && key.type != STRATA_CONFIG_STRING) fail("{}: choices are only for string keys", where);
-        if (!key.flag.empty() && strip_dashes(key.flag).empty()) fail("{}: flag \"{}\" has no name", where, key.flag);
+        if (!key.flag.empty() && strip_dashes(key.flag.substr(0, key.flag.find('|'))).empty())
+            fail("{}: flag \"{}\" has no name", where, key.flag);
         if (key.default_value) {
             const auto parsed = parse_value(*key.default_value);
             if (!parsed) fail("{}: default {} is not a TOML value", where, *key.default_value);
             const std::string problem = check_value(key, *parsed->get("v"));
             if (!problem.empty()) fail("{}: the default {}", where, problem);
         }
+    }
+}
+
+// "--threads|-t|!--x" -> flag "--threads" (one spelling: two dashes, so lookups and messages agree), aliases as
+// written. Every alias starts with '-' (after an optional '!'); only a boolean key has inverted ones.
+void split_spellings(key_spec &key) {
+    std::vector<std::string> parts;
+    std::string_view rest = key.flag;
+    while (true) {
+        const size_t bar = rest.find('|');
+        parts.emplace_back(rest.substr(0, bar));
+        if (bar == std::string_view::npos) break;
+        rest.remove_prefix(bar + 1);
+    }
+    if (strip_dashes(parts[0]).empty()) fail("config key {}: flag \"{}\" has no name", key.name, key.flag);
+    if (parts[0].front() == '!') fail("config key {}: the first spelling of \"{}\" cannot be inverted", key.name, key.flag);
+    key.flag = "--" + std::string(strip_dashes(parts[0]));
+    for (size_t i = 1; i < parts.size(); ++i) {
+        const std::string &a = parts[i];
+        const bool inverted = !a.empty() && a.front() == '!';
+        const std::string_view spelling = inverted ? std::string_view(a).substr(1) : std::string_view(a);
+        if (spelling.size() < 2 || spelling.front() != '-' || strip_dashes(spelling).empty())
+            fail("config key {}: alias \"{}\" of {} must start with '-'", key.name, a, key.flag);
+        if (inverted && key.type != STRATA_CONFIG_BOOL)
+            fail("config key {}: only a boolean key can have an inverted alias (\"{}\")", key.name, a);
+        key.aliases.push_back(a);
     }
 }
 
@@ -66,15 +93,22 @@ void schema::add_table(table_spec table) {
     for (size_t i = 0; i < table.keys.size(); ++i) {
         key_spec &key = table.keys[i];
         if (key.flag.empty()) continue;
-        key.flag = "--" + std::string(strip_dashes(key.flag)); // one spelling, so lookups and messages agree
-        static constexpr std::string_view reserved[] = {"config", "set", "help", "json", "version"};
-        for (const std::string_view r : reserved)
-            if (strip_dashes(key.flag) == r) fail("flag {} of [{}] {} is reserved by the runtime", key.flag, table.name, key.name);
-        std::string owner;
-        if (find_flag(key.flag, &owner) != nullptr)
-            fail("flag {} of [{}] {} is already used by [{}]", key.flag, table.name, key.name, owner);
-        for (size_t j = 0; j < i; ++j)
-            if (table.keys[j].flag == key.flag) fail("flag {} is declared twice in [{}]", key.flag, table.name);
+        split_spellings(key);
+        static constexpr std::string_view reserved[] = {"config", "set", "help", "json", "version", "h"};
+        std::vector<std::string> spellings{key.flag};
+        for (const std::string &a : key.aliases) spellings.push_back(a.front() == '!' ? a.substr(1) : a);
+        for (const std::string &sp : spellings) {
+            for (const std::string_view r : reserved)
+                if (strip_dashes(sp) == r) fail("flag {} of [{}] {} is reserved by the runtime", sp, table.name, key.name);
+            std::string owner;
+            if (find_flag(sp, &owner) != nullptr)
+                fail("flag {} of [{}] {} is already used by [{}]", sp, table.name, key.name, owner);
+            for (size_t j = 0; j < i; ++j) {
+                const key_spec &other = table.keys[j];
+                if (other.flag == sp || std::find(other.aliases.begin(), other.aliases.end(), sp) != other.aliases.end())
+                    fail("flag {} is declared twice in [{}]", sp, table.name);
+            }
+        }
     }
     tables_.push_back(std::move(table));
 }
@@ -121,23 +155,43 @@ const key_spec *schema::find_key(std::string_view table, std::string_view key) c
     return it == t->keys.end() ? nullptr : &*it;
 }
 
-const key_spec *schema::find_flag(std::string_view flag, std::string *table_out) const {
+flag_match schema::match_flag(std::string_view flag) const {
+    flag_match m;
     const std::string_view wanted = strip_dashes(flag);
-    if (wanted.empty()) return nullptr;
+    if (wanted.empty()) return m;
     for (const table_spec &t : tables_)
-        for (const key_spec &k : t.keys)
-            if (!k.flag.empty() && strip_dashes(k.flag) == wanted) {
-                if (table_out != nullptr) *table_out = t.name;
-                return &k;
+        for (const key_spec &k : t.keys) {
+            if (k.flag.empty()) continue;
+            bool inverted = false;
+            bool hit = strip_dashes(k.flag) == wanted;
+            for (size_t i = 0; !hit && i < k.aliases.size(); ++i) {
+                const std::string &a = k.aliases[i];
+                inverted = a.front() == '!';
+                hit = (inverted ? std::string_view(a).substr(1) : std::string_view(a)) == flag;
             }
-    return nullptr;
+            if (!hit) continue;
+            m.key = &k;
+            m.table = t.name;
+            m.inverted = inverted;
+            return m;
+        }
+    return m;
+}
+
+const key_spec *schema::find_flag(std::string_view flag, std::string *table_out) const {
+    flag_match m = match_flag(flag);
+    if (m.key != nullptr && table_out != nullptr) *table_out = std::move(m.table);
+    return m.key;
 }
 
 std::vector<std::string> schema::all_flags() const {
     std::vector<std::string> out;
     for (const table_spec &t : tables_)
-        for (const key_spec &k : t.keys)
-            if (!k.flag.empty()) out.push_back(k.flag);
+        for (const key_spec &k : t.keys) {
+            if (k.flag.empty()) continue;
+            out.push_back(k.flag);
+            for (const std::string &a : k.aliases) out.push_back(a.front() == '!' ? a.substr(1) : a);
+        }
     return out;
 }
 
@@ -152,6 +206,13 @@ std::string schema::help_text() const {
             out += fmt::format("  {:<22} {:<28} ({}", k.name, how, type_hint(k));
             if (k.default_value) out += fmt::format(", default {}", *k.default_value);
             out += ")\n";
+            if (!k.aliases.empty()) {
+                std::string also;
+                for (const std::string &a : k.aliases)
+                    also += (also.empty() ? "" : ", ") +
+                            (a.front() == '!' ? fmt::format("{} (= {}=false)", a.substr(1), k.flag) : a);
+                out += fmt::format("      also: {}\n", also);
+            }
             if (!k.help.empty()) out += fmt::format("      {}\n", k.help);
             if (!k.not_supported.empty()) out += fmt::format("      not supported yet: {}\n", k.not_supported);
         }

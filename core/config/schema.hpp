@@ -17,11 +17,21 @@ struct key_spec {
     std::optional<std::string> default_value; // TOML text, e.g. "0.8", "\"text\"", "[]"
     double min_value = 0, max_value = 0;      // inclusive range for INT/FLOAT/BYTES when min_value < max_value
     std::string help;
-    std::string flag;    // command-line flag including the dashes, e.g. "--threads"; "" = only --set
+    // Command-line flag including the dashes, e.g. "--threads"; "" = only --set. Declared as "--threads|-t": the
+    // spellings after the first land in `aliases` (a leading '!' marks a boolean alias of the opposite meaning).
+    std::string flag;
     std::string choices; // STRING only: "a|b|c"
     // Non-empty: the key is reserved for a mechanism not built yet, and setting it is an error
     // "not supported yet: <this text>".
     std::string not_supported;
+    std::vector<std::string> aliases; // the flag's other spellings as written: "-t", "--ctx-size", "!--disable-x"
+};
+
+// What one spelling of a flag names: the key, its table, and whether a boolean value is inverted.
+struct flag_match {
+    const key_spec *key = nullptr;
+    std::string table;
+    bool inverted = false; // "!--disable-x": true means the key is false
 };
 
 struct table_spec {
@@ -44,9 +54,11 @@ class schema {
     const table_spec *find_table(std::string_view table) const;
     const key_spec *find_key(std::string_view table, std::string_view key) const;
     const std::vector<table_spec> &tables() const { return tables_; }
-    // `flag` with or without leading dashes; writes the owning table's name to *table_out when given.
+    // `flag` with or without leading dashes; writes the owning table's name to *table_out when given. Aliases are
+    // matched as written ("-t", "--ctx-size"); an inverted alias is found too (use match_flag to learn that).
     const key_spec *find_flag(std::string_view flag, std::string *table_out) const;
-    // Every flag ("--threads"), for suggestions.
+    flag_match match_flag(std::string_view flag) const;
+    // Every flag and alias ("--threads", "-t"), for suggestions.
     std::vector<std::string> all_flags() const;
 
     // All flags and keys with types, defaults and help, grouped by table, for `runtime --help`.

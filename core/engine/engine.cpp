@@ -1,4 +1,5 @@
 #include "engine/engine.hpp"
+#include "engine/requested_formats.hpp"
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -41,7 +42,9 @@ void engine::init() {
     if (opts_.model_path.empty()) {
         fail("no model given: set [model] path in the config or pass --model FILE.gguf");
     }
-    file_ = std::make_unique<gguf::file>(gguf::file::open(opts_.model_path));
+    file_ = std::make_unique<gguf::file>(gguf::file::open(opts_.model_path, opts_.file_open));
+    check_quantization(*file_, opts_.quantization, opts_.model_path);
+    check_n_cpu_moe(*file_, opts_.n_cpu_moe, opts_.model_path);
     const std::string arch = std::string(file_->get_string("general.architecture").value_or(""));
     if (arch.empty()) fail("{}: no general.architecture key; is this a model GGUF (not a vocab-only file)?", opts_.model_path);
     arch_ = registry_.find_model_arch_for(arch);
@@ -76,6 +79,7 @@ void engine::init() {
     device_reads_host_ = STRATA_HAS_SLOT(device_desc_.desc, host_addressable)
                              ? device_desc_.desc->host_addressable(device_) != 0
                              : !STRATA_HAS_SLOT(device_desc_.desc, copy);
+    check_cpu_kv_cache(opts_.cpu_kv_cache, device_reads_host_, device_desc_.desc->header.name);
     if (opts_.kv.block_size < 1 || opts_.kv.block_size > 4096)
         fail("block_size {} must be in [1, 4096] (--block-size)", opts_.kv.block_size);
     if (opts_.kv.swap_space_gib > 0 && !registry_.find_tier(opts_.kv.host_tier)) {
@@ -96,6 +100,7 @@ void engine::init() {
             opts_.offload.device_total = total_b;
     }
     place_weights();
+    if (opts_.plan_only) return;
     if (opts_.max_model_len > hp_.n_ctx_train) {
         log::warn("engine", "max_model_len {} exceeds the model's trained context {}; quality may degrade",
                   opts_.max_model_len, hp_.n_ctx_train);
@@ -202,7 +207,9 @@ void engine::place_weights() {
                                           "itself (in place, or streamed with stream_weights)",
                                           opts_.offload.offload_compute, device_name_));
     }
+    plan_inputs_ = in;
     if (opts_.print_plan) std::fprintf(stderr, "%s", planner::to_table(plan_, in).c_str());
+    if (opts_.plan_only) return; // `runtime plan` prints it (and says when it does not fit)
     if (!plan_.fits) {
         std::string all;
         for (const auto &p : plan_.problems) all += "\n  " + p;

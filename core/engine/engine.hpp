@@ -51,6 +51,11 @@ struct kv_options {
 
 struct engine_options {
     std::string model_path;
+    std::string model_argument;   // the model as the user named it (--model / serve MODEL / [model] path), unchanged
+    gguf::open_options file_open; // [memory] mmap, mlock
+    std::string quantization = "auto"; // [model] quantization (check_quantization)
+    bool cpu_kv_cache = false;         // [memory] cpu_kv_cache (check_cpu_kv_cache)
+    int32_t n_cpu_moe = 0;             // [memory] n_cpu_moe (check_n_cpu_moe)
     int32_t max_model_len = 0;    // 0 = the model's trained context length
     int32_t prefill_chunk = 512;  // most prompt tokens of one sequence per step ([engine] prefill_chunk)
     std::string device = "auto";  // device plugin name, or "auto" for the best scoring one
@@ -60,6 +65,10 @@ struct engine_options {
     scheduler_config scheduler;                        // [scheduler]; its prefill_chunk is set from the field above
     kv_options kv;
     bool print_plan = true;                            // the memory plan table on stderr at start-up
+    // `runtime plan`: start-up runs as for serving (the same device choice with its fallback, the same measurements
+    // and hybrid decisions) and stops once the memory plan is made: no weight is copied or read, no KV or workspace
+    // is allocated, no request can be submitted. memory_plan() and memory_plan_inputs() are what start-up prints.
+    bool plan_only = false;
     // The app's start-up discovery (borrowed), for the GPU's nearest NUMA node; null: discovered here when needed.
     const topology::machine *machine = nullptr;
 };
@@ -81,10 +90,12 @@ class engine {
     const strata_model_hparams &hparams() const { return hp_; }
     int32_t max_model_len() const { return n_ctx_; }
     const std::string &model_name() const { return model_name_; }
+    const engine_options &options() const { return opts_; }
     // A string metadata value of the model file (NUL-terminated, valid for the engine's life); nullptr when absent.
     const char *metadata_string(const char *key) const;
     const std::string &device_name() const { return device_name_; }
     const planner::plan &memory_plan() const { return plan_; }
+    const planner::inputs &memory_plan_inputs() const { return plan_inputs_; }
     // Per-tier bytes, streamed bytes per token, read bandwidth and prefetch stalls (empty without offload).
     std::string offload_report() const { return weights_ ? weights_->report() : std::string(); }
     ring_stats offload_stats() const { return weights_ ? weights_->stats() : ring_stats{}; }
@@ -145,6 +156,7 @@ class engine {
     strata_model *model_ = nullptr;
     strata_model_hparams hp_{};
     planner::plan plan_;
+    planner::inputs plan_inputs_;
     std::unique_ptr<tiered_weights> weights_;
     std::string model_name_;
     std::string device_name_;

@@ -89,6 +89,7 @@ int32_t api_detokenize(strata_engine *e, const int32_t *ids, int32_t n_ids, char
 }
 
 const char *api_model_name(strata_engine *e) { return self(e).model_name().c_str(); }
+const char *api_model_argument(strata_engine *e) { return self(e).options().model_argument.c_str(); }
 int32_t api_max_model_len(strata_engine *e) { return self(e).max_model_len(); }
 const char *api_model_metadata(strata_engine *e, const char *key) {
     return key == nullptr ? nullptr : self(e).metadata_string(key);
@@ -107,6 +108,7 @@ strata_engine_api make_engine_api(engine &e) {
     api.tokenize = api_tokenize;
     api.detokenize = api_detokenize;
     api.model_name = api_model_name;
+    api.model_argument = api_model_argument;
     api.max_model_len = api_max_model_len;
     api.model_metadata = api_model_metadata;
     return api;

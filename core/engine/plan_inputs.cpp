@@ -96,6 +96,14 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.limit_gpu_memory = opts.limit_gpu_memory;
     in.cpu_offload_gb = opts.cpu_offload_gb;
     in.cpu_offload_layers = opts.cpu_offload_layers;
+    if (opts.n_gpu_layers) {
+        if (opts.cpu_offload_layers)
+            fail("n_gpu_layers {} and cpu_offload_layers {} both say how many layers leave the device: set only one "
+                 "(-ngl / --n-gpu-layers or --cpu-offload-layers)",
+                 *opts.n_gpu_layers, *opts.cpu_offload_layers);
+        const int32_t ngl = *opts.n_gpu_layers;
+        in.cpu_offload_layers = ngl < 0 || ngl >= in.n_layer ? 0 : in.n_layer - ngl;
+    }
     in.enable_cpu_offload = opts.enable_cpu_offload;
     in.kv_cache_memory = opts.kv_cache_memory;
     in.kv_spill_bytes = opts.kv_spill_bytes;
@@ -104,7 +112,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.prefer_streaming = opts.stream_weights;
     in.physical_ram = machine.total_ram;
 
-    const bool offloading = opts.cpu_offload_gb.value_or(0) > 0 || opts.cpu_offload_layers.value_or(0) > 0 ||
+    const bool offloading = opts.cpu_offload_gb.value_or(0) > 0 || in.cpu_offload_layers.value_or(0) > 0 ||
                             opts.enable_cpu_offload;
     planner::bandwidth_cache cache(opts.bandwidth_cache_path.empty() ? planner::default_bandwidth_cache_path()
                                                                      : std::filesystem::path(opts.bandwidth_cache_path));

@@ -1,4 +1,4 @@
-// `runtime plan`: the memory plan of a model and config without loading weights or starting a device.
+// `runtime plan`: the memory plan start-up would make and print, without loading weights or serving.
 #pragma once
 
 #include "engine/engine.hpp"
@@ -11,8 +11,9 @@ struct model_plan {
     planner::plan plan;
 };
 
-// Opens the GGUF (metadata and tensor table only), lets the model_arch plugin list its tensors, and plans them for
-// the device named in opts (auto = the best scoring device plugin). Bandwidths come from the cache only.
-model_plan plan_model(const plugins::registry &registry, const strata_host_services *host, const engine_options &opts);
+// Runs the engine's own start-up with plan_only (engine_options::plan_only): the same model checks, device choice
+// (with auto's fallback), measurements and hybrid decisions as serving, so the plan printed here is the plan start-up
+// prints with the same options.
+model_plan plan_model(const plugins::registry &registry, const strata_host_services *host, engine_options opts);
 
 } // namespace strata::engine

@@ -55,12 +55,18 @@ struct tensor_info {
     int64_t n_elements() const;
 };
 
+// How the file's bytes reach memory ([memory] mmap / mlock, llama.cpp's --no-mmap / --mlock).
+struct open_options {
+    bool mmap = true;   // false: read the whole file into anonymous memory (with progress) instead of mapping it
+    bool mlock = false; // lock the pages in RAM (mlock); a refusal is an error that names ulimit -l
+};
+
 // A parsed GGUF file. Movable, not copyable; a moved-from file must not be used.
 // Scalar getters: nullopt when the key is missing, strata::error when it holds an incompatible type.
 class file {
   public:
     // Maps the file read-only (MAP_PRIVATE) for the lifetime of the object; throws strata::error.
-    static file open(const std::string &path);
+    static file open(const std::string &path, const open_options &how = {});
     // Borrows the buffer: it must outlive the returned object. `name` is used in error messages.
     static file parse(const void *data, size_t size, std::string name = "<memory>");
 

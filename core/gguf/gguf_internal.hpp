@@ -102,6 +102,12 @@ class mapped_region {
     mapped_region(const mapped_region &) = delete;
     mapped_region &operator=(const mapped_region &) = delete;
     ~mapped_region();
+    // Gives up ownership (the caller unmaps); returns the address.
+    void *release() noexcept {
+        void *a = addr_;
+        addr_ = nullptr;
+        return a;
+    }
 
   private:
     void *addr_ = nullptr;

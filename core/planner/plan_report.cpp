@@ -152,8 +152,7 @@ std::string to_table(const plan &p, const inputs &in) {
     for (const auto &problem : p.problems) out += "problem: " + problem + "\n";
     for (const auto &note : p.notes) out += "note: " + note + "\n";
     if (p.offloaded_bytes > 0)
-        out += fmt::format("Using CPU offload with {:.2f} GiB\n",
-                           static_cast<double>(p.offloaded_bytes) / static_cast<double>(1ull << 30));
+        out += fmt::format("Using CPU offload with {}\n", size_text(p.offloaded_bytes));
     return out;
 }
 

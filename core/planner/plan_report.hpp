@@ -24,7 +24,8 @@ struct layer_group {
 std::vector<layer_group> group_layers(const plan &p, const inputs &in);
 
 // Rows for weights, KV cache, activations, staging ring, overhead, totals per tier against its budget, the KV
-// capacity line, problems and notes, and "Using CPU offload with N GiB" (two decimals) when anything is offloaded.
+// capacity line, problems and notes, and "Using CPU offload with N <unit>" (the largest binary unit, two decimals, so
+// 532 KiB reads as 532.00 KiB, not 0.00 GiB) when anything is offloaded.
 std::string to_table(const plan &p, const inputs &in);
 
 // Every plan field under its plan name, plus "groups" (the table's weight rows) and "tiers" (the configured tiers

@@ -7,7 +7,7 @@ namespace strata::config::test_support {
 
 inline schema example_schema() {
     schema s;
-    s.add_table({"model", "Which model to load", {{"path", STRATA_CONFIG_STRING, std::nullopt, 0, 0, "GGUF file", "--model"}}});
+    s.add_table({"model", "Which model to load", {{"path", STRATA_CONFIG_STRING, std::nullopt, 0, 0, "GGUF file", "--model|-m"}}});
     s.add_table({"sampling",
                  "Default sampling parameters",
                  {{"temperature", STRATA_CONFIG_FLOAT, "0.8", 0, 2, "0 = greedy", "--temperature"},
@@ -16,7 +16,11 @@ inline schema example_schema() {
     s.add_table({"engine",
                  "Scheduler",
                  {{"seed", STRATA_CONFIG_INT, std::nullopt, 0, 0, "random seed"},
-                  {"threads", STRATA_CONFIG_INT, std::nullopt, 1, 1024, "worker threads", "--threads"}}});
+                  {"threads", STRATA_CONFIG_INT, std::nullopt, 1, 1024, "worker threads", "--threads|-t|--cpu-parallelism"},
+                  {"n_gpu_layers", STRATA_CONFIG_INT, std::nullopt, -1, 1024, "layers on the device", "--n-gpu-layers|-ngl"},
+                  {"level", STRATA_CONFIG_INT, std::nullopt, 0, 3, "optimization level", "--optimization-level|-O"},
+                  {"log_requests", STRATA_CONFIG_BOOL, "false", 0, 0, "log each request",
+                   "--enable-log-requests|!--disable-log-requests"}}});
     key_spec offload{"cpu_offload_gb", STRATA_CONFIG_FLOAT, std::nullopt, 0, 0, "offload weights"};
     offload.not_supported = "CPU offload arrives with the tier manager";
     s.add_table({"memory",

@@ -42,17 +42,20 @@ TEST(CommandLine, BuiltInOptionsAndSubcommand) {
     EXPECT_TRUE(cl.version);
     EXPECT_TRUE(cl.flags.empty());
 
-    EXPECT_EQ(parse({"-c", "b.toml"}).config_path, "b.toml");
+    // -c is llama.cpp's --ctx-size now, a flag like any other (the config file is --config only).
+    EXPECT_FALSE(parse({"-c", "4096"}).config_path.has_value());
+    EXPECT_EQ(parse({"-c", "4096"}).flags.at(0), (std::pair<std::string, std::string>{"-c", "4096"}));
     EXPECT_EQ(parse({"--config=c.toml"}).config_path, "c.toml");
     EXPECT_EQ(parse({}).subcommand, "");
     EXPECT_TRUE(parse({"help"}).help);
 }
 
 TEST(CommandLine, RejectsStrayWordsAndMissingValues) {
-    EXPECT_THROW(parse({"serve"}), strata::error);
+    EXPECT_THROW(parse({"serve", "a.gguf", "b.gguf"}), strata::error);
+    EXPECT_THROW(parse({"plan", "a.gguf"}), strata::error); // only serve takes a model word
     EXPECT_THROW(parse({"--config"}), strata::error);
     EXPECT_THROW(parse({"--set"}), strata::error);
-    EXPECT_THROW(parse({"-x"}), strata::error);
+    EXPECT_EQ(resolve_error({"-xyzzy"}), "unknown option -xyzzy; run with --help to list the options");
     try {
         parse({"topolgy"});
         FAIL();
@@ -85,7 +88,7 @@ TEST(CommandLine, ResolvesBoolFlags) {
     EXPECT_EQ(resolve({"--stream=false"}), (std::vector<std::string>{"cli.stream=false"}));
     EXPECT_EQ(resolve({"--stream", "false"}), (std::vector<std::string>{"cli.stream=false"}));
     EXPECT_EQ(resolve({"--stream", "--threads", "2"}), (std::vector<std::string>{"cli.stream=true", "engine.threads=2"}));
-    EXPECT_EQ(resolve({"--stream", "-c", "x.toml"}), (std::vector<std::string>{"cli.stream=true"}));
+    EXPECT_EQ(resolve({"--stream", "--config", "x.toml"}), (std::vector<std::string>{"cli.stream=true"}));
     // A switch does not swallow the word after it.
     EXPECT_NE(resolve_error({"--stream", "hello"}).find("unexpected argument 'hello'"), std::string::npos);
     EXPECT_NE(resolve_error({"--no-threads"}).find("is not a switch"), std::string::npos);
@@ -112,4 +115,71 @@ TEST(CommandLine, AppliedFlagsBeatSetAndAreValidated) {
     } catch (const strata::error &e) {
         EXPECT_EQ(std::string(e.what()), "--temperature: [sampling] temperature = -1 is out of range [0, 2]");
     }
+}
+
+// --- the spellings vLLM and llama.cpp users type -------------------------------------------------------------------
+
+TEST(CommandLine, ServeTakesTheModelAsItsFirstWord) {
+    const command_line cl = parse({"serve", "models/m.gguf", "--threads", "2", "--stream"});
+    EXPECT_EQ(cl.subcommand, "serve");
+    EXPECT_EQ(cl.model_argument, "models/m.gguf");
+    EXPECT_EQ(resolve_flags(cl, test_support::example_schema()),
+              (std::vector<std::string>{"engine.threads=2", "cli.stream=true"}));
+    EXPECT_FALSE(parse({"serve"}).model_argument.has_value()); // the runtime says "runtime serve needs the model"
+    // A model word after the options is not taken for a switch's value: the message says where it goes.
+    const command_line late = parse({"serve", "--stream", "m.gguf"});
+    EXPECT_FALSE(late.model_argument.has_value());
+    try {
+        resolve_flags(late, test_support::example_schema());
+        FAIL();
+    } catch (const strata::error &e) {
+        EXPECT_NE(std::string(e.what()).find("the model comes right after serve"), std::string::npos) << e.what();
+    }
+}
+
+TEST(CommandLine, ShortAndForeignSpellingsResolveToTheirKeys) {
+    EXPECT_EQ(resolve({"-m", "m.gguf", "-t", "4", "-ngl", "20", "--cpu-parallelism", "3"}),
+              (std::vector<std::string>{"model.path=m.gguf", "engine.threads=4", "engine.n_gpu_layers=20",
+                                        "engine.threads=3"}));
+    // A negative number is a value, not a flag: llama.cpp's -ngl -1 (all layers).
+    EXPECT_EQ(resolve({"-ngl", "-1"}), (std::vector<std::string>{"engine.n_gpu_layers=-1"}));
+    // vLLM's -O3 is -O 3.
+    EXPECT_EQ(resolve({"-O3"}), (std::vector<std::string>{"engine.level=3"}));
+    EXPECT_EQ(resolve({"-O", "1"}), (std::vector<std::string>{"engine.level=1"}));
+    // An inverted alias flips a switch: --disable-log-requests sets log_requests = false.
+    EXPECT_EQ(resolve({"--enable-log-requests"}), (std::vector<std::string>{"engine.log_requests=true"}));
+    EXPECT_EQ(resolve({"--disable-log-requests"}), (std::vector<std::string>{"engine.log_requests=false"}));
+    EXPECT_EQ(resolve({"--disable-log-requests=false"}), (std::vector<std::string>{"engine.log_requests=true"}));
+    // Typos of a short spelling get the nearest spelling.
+    EXPECT_EQ(resolve_error({"-ngll", "3"}), "unknown option -ngll; did you mean -ngl?");
+}
+
+TEST(CommandLine, MessagesNameTheSpellingTheUserTyped) {
+    const schema s = test_support::example_schema();
+    document doc = document::empty();
+    apply_command_line(doc, parse({"-t", "0"}), s);
+    try {
+        doc.validate(s);
+        FAIL();
+    } catch (const strata::error &e) {
+        EXPECT_EQ(std::string(e.what()), "-t: [engine] threads = 0 is out of range [1, 1024]");
+    }
+}
+
+TEST(CommandLine, ListFlagsTakeSeveralWordsAsVllmDoes) {
+    EXPECT_EQ(resolve({"--stop", "a", "b", "c", "--threads", "2"}),
+              (std::vector<std::string>{"cli.stop=a,b,c", "engine.threads=2"}));
+    EXPECT_EQ(resolve({"--stop", "a,b"}), (std::vector<std::string>{"cli.stop=a,b"}));
+    // Other flags still take one word: the next is a stray argument.
+    EXPECT_NE(resolve_error({"--threads", "2", "3"}).find("unexpected argument '3'"), std::string::npos);
+    EXPECT_NE(resolve_error({"--stream", "true", "x"}).find("unexpected argument 'x'"), std::string::npos);
+    EXPECT_EQ(parse({"--stop", "a", "plan"}).subcommand, "plan"); // a subcommand word is never a list item
+}
+
+TEST(CommandLine, ForeignOptionsWithoutMeaningSayWhy) {
+    EXPECT_EQ(resolve_error({"--trust-remote-code"}),
+              "--trust-remote-code has no meaning here: no Python code runs here: the architecture is the plugin "
+              "named by general.architecture");
+    EXPECT_NE(resolve_error({"-sm", "row"}).find("-sm has no meaning here: one device computes the model"),
+              std::string::npos);
 }

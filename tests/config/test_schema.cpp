@@ -64,3 +64,32 @@ TEST(Schema, HelpTextListsFlagsDefaultsAndTables) {
     EXPECT_NE(help.find("text|json"), std::string::npos);
     EXPECT_NE(help.find("not supported yet"), std::string::npos);
 }
+
+TEST(Schema, AliasesAreDeclaredAfterTheFlagAndListedInHelp) {
+    const schema s = test_support::example_schema();
+    const key_spec *threads = s.find_key("engine", "threads");
+    ASSERT_NE(threads, nullptr);
+    EXPECT_EQ(threads->flag, "--threads");
+    EXPECT_EQ(threads->aliases, (std::vector<std::string>{"-t", "--cpu-parallelism"}));
+    EXPECT_EQ(s.find_flag("-t", nullptr), threads);
+    EXPECT_EQ(s.find_flag("-ngl", nullptr), s.find_key("engine", "n_gpu_layers"));
+    const flag_match off = s.match_flag("--disable-log-requests");
+    EXPECT_EQ(off.key, s.find_key("engine", "log_requests"));
+    EXPECT_TRUE(off.inverted);
+    EXPECT_FALSE(s.match_flag("--enable-log-requests").inverted);
+
+    const std::string help = s.help_text();
+    EXPECT_NE(help.find("also: -t, --cpu-parallelism"), std::string::npos) << help;
+    EXPECT_NE(help.find("--disable-log-requests (= --enable-log-requests=false)"), std::string::npos) << help;
+}
+
+TEST(Schema, RejectsAliasesThatClashOrCannotMeanAnything) {
+    schema s = test_support::example_schema();
+    // -t is [engine] threads already; an alias must start with '-'; only a switch can be inverted.
+    EXPECT_THROW(s.add_table({"a", "", {{"x", STRATA_CONFIG_INT, std::nullopt, 0, 0, "", "--x|-t"}}}), strata::error);
+    EXPECT_THROW(s.add_table({"b", "", {{"x", STRATA_CONFIG_INT, std::nullopt, 0, 0, "", "--x|x"}}}), strata::error);
+    EXPECT_THROW(s.add_table({"c", "", {{"x", STRATA_CONFIG_INT, std::nullopt, 0, 0, "", "--x|!--no-x"}}}),
+                 strata::error);
+    EXPECT_THROW(s.add_table({"d", "", {{"x", STRATA_CONFIG_BOOL, std::nullopt, 0, 0, "", "--x|-h"}}}), strata::error);
+    EXPECT_NO_THROW(s.add_table({"e", "", {{"x", STRATA_CONFIG_BOOL, std::nullopt, 0, 0, "", "--x|!--no-more-x"}}}));
+}

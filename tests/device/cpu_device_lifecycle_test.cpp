@@ -189,7 +189,7 @@ TEST(CpuDevicePluginInfo, DescribesOneCpuDeviceAndItsConfigKeys) {
     EXPECT_EQ(info->config_keys[0].type, static_cast<uint32_t>(STRATA_CONFIG_INT));
     EXPECT_STREQ(info->config_keys[0].default_value, "0");
     EXPECT_EQ(info->config_keys[0].max_value, 1024.0);
-    EXPECT_STREQ(info->config_keys[0].flag, "--threads");
+    EXPECT_STREQ(info->config_keys[0].flag, "--threads|-t|--cpu-parallelism"); // llama.cpp -t, the seeds' cpu_parallelism
     EXPECT_STREQ(info->config_keys[1].name, "pin_threads");
     EXPECT_EQ(info->config_keys[1].type, static_cast<uint32_t>(STRATA_CONFIG_BOOL));
     EXPECT_STREQ(info->config_keys[1].default_value, "true");

@@ -96,9 +96,10 @@ inline std::string read_text(const fs::path &p) {
 
 // Spawns `runtime --model <stories> --frontend openai_http --port <port> ARGS` with stdin from /dev/null and stderr
 // to `log`; returns its pid, or 0 when it could not be started.
-inline pid_t spawn_runtime(const std::string &port, const fs::path &log, std::vector<std::string> args) {
+// Spawns `runtime ARGS` as given, stderr to `log`; returns its pid (0 when it could not start).
+inline pid_t spawn_runtime_argv(const fs::path &log, std::vector<std::string> args) {
     const std::string runtime = STRATA_BINARY_DIR "/bin/runtime";
-    args.insert(args.begin(), {runtime, "--model", k_model, "--frontend", "openai_http", "--port", port});
+    args.insert(args.begin(), runtime);
     std::vector<char *> argv;
     for (auto &a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -112,22 +113,32 @@ inline pid_t spawn_runtime(const std::string &port, const fs::path &log, std::ve
     return rc == 0 ? pid : 0;
 }
 
+inline pid_t spawn_runtime(const std::string &port, const fs::path &log, std::vector<std::string> args) {
+    args.insert(args.begin(), {"--model", k_model, "--frontend", "openai_http", "--port", port});
+    return spawn_runtime_argv(log, std::move(args));
+}
+
+// Waits until `pid` logs that it serves on `port`; 0 (and the process killed) after a minute or when it exits.
+inline pid_t await_ready(pid_t pid, uint16_t port, const fs::path &log) {
+    if (pid == 0) return 0;
+    const std::string port_text = std::to_string(port);
+    for (int i = 0; i < 600; ++i) {
+        if (read_text(log).find("ready on http://127.0.0.1:" + port_text) != std::string::npos) return pid;
+        if (::waitpid(pid, nullptr, WNOHANG) == pid) return 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return 0;
+}
+
 // Starts `runtime --frontend openai_http` on `port` with stderr to `log`; returns its pid once it logs "ready" (or
 // 0 after a minute).
 inline pid_t start_runtime(uint16_t port, const fs::path &log, const std::vector<std::string> &extra) {
     const std::string port_text = std::to_string(port);
     std::vector<std::string> args = {"--api-key", k_key};
     args.insert(args.end(), extra.begin(), extra.end());
-    const pid_t pid = spawn_runtime(port_text, log, args);
-    if (pid == 0) return 0;
-    for (int i = 0; i < 600; ++i) {
-        if (read_text(log).find("ready on http://127.0.0.1:" + port_text) != std::string::npos) return pid;
-        if (::waitpid(pid, nullptr, WNOHANG) == pid) return 0; // exited (e.g. the port was taken meanwhile)
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    return 0;
+    return await_ready(spawn_runtime(port_text, log, args), port, log);
 }
 
 // SIGINT, as a user's Ctrl-C: the server must stop and exit 0.

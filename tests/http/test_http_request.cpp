@@ -20,7 +20,7 @@ using json = nlohmann::json;
 
 parse_context ctx() {
     parse_context c;
-    c.served_model_name = "m";
+    c.served_model_names = {"m"};
     c.defaults.struct_size = sizeof c.defaults;
     c.defaults.temperature = 0.8f;
     c.defaults.top_p = 0.95f;

@@ -542,7 +542,7 @@ class HttpServerConfigured : public ::testing::Test {
         std::ofstream(key_file_) << "# keys for the test clients\n\nsk-from-file  \r\n# sk-commented-out\nsk-second\n";
         config_ = fs::temp_directory_path() / (stem + ".toml");
         std::ofstream(config_) << "[openai_http]\napi_key_file = \"" << key_file_.string()
-                               << "\"\nserved_model_name = \"tiny-stories\"\nmax_body_bytes = \"4KiB\"\nchat_template = \"chatml\"\n";
+                               << "\"\nserved_model_name = [\"tiny-stories\", \"tiny\"]\nmax_body_bytes = \"4KiB\"\nchat_template = \"chatml\"\n";
         g_port = free_port();
         log_ = fs::temp_directory_path() / (stem + ".log");
         pid_ = start_runtime(g_port, log_, {"--config", config_.string()});
@@ -574,8 +574,13 @@ TEST_F(HttpServerConfigured, ServedModelNameIsTheModelIdEverywhereAndTheGgufName
     http_reply models = request("GET", "/v1/models");
     ASSERT_EQ(models.status, 200);
     const json list = json::parse(models.body)["data"];
-    ASSERT_EQ(list.size(), 1u) << models.body;
+    ASSERT_EQ(list.size(), 2u) << models.body; // every served name is listed, the first as the root
     EXPECT_EQ(list[0]["id"], "tiny-stories");
+    EXPECT_EQ(list[1]["id"], "tiny");
+    EXPECT_EQ(list[1]["root"], "tiny-stories");
+    http_reply second = request("POST", "/v1/completions", R"({"model":"tiny","prompt":"Lily","max_tokens":3})");
+    ASSERT_EQ(second.status, 200) << second.body;
+    EXPECT_EQ(json::parse(second.body)["model"], "tiny"); // the name the request used, as vLLM answers
     http_reply named = request("POST", "/v1/completions", R"({"model":"tiny-stories","prompt":"Lily","max_tokens":3})");
     ASSERT_EQ(named.status, 200) << named.body;
     EXPECT_EQ(json::parse(named.body)["model"], "tiny-stories");

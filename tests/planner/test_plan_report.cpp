@@ -100,9 +100,9 @@ TEST(PlanTable, CpuOffloadLineExactlyWhenOffloading) {
     auto table = to_table(make_plan(in), in);
     EXPECT_EQ(table.find("Using CPU offload with"), std::string::npos) << table;
 
-    in.cpu_offload_layers = 4; // 400 MiB = 0.390625 GiB
+    in.cpu_offload_layers = 4; // 400 MiB: said in MiB, not as 0.39 GiB
     table = to_table(make_plan(in), in);
-    EXPECT_NE(table.find("Using CPU offload with 0.39 GiB\n"), std::string::npos) << table;
+    EXPECT_NE(table.find("Using CPU offload with 400.00 MiB\n"), std::string::npos) << table;
 }
 
 TEST(PlanTable, ShowsProblemsAndNotes) {

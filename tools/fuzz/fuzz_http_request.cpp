@@ -31,7 +31,7 @@ void check_error(const api_error &e) {
 
 void exercise_body(std::string_view body) {
     parse_context ctx;
-    ctx.served_model_name = "m";
+    ctx.served_model_names = {"m", "other"};
     ctx.defaults.struct_size = sizeof ctx.defaults;
     ctx.defaults.temperature = 0.8f;
     ctx.defaults.top_p = 1.0f;

@@ -180,7 +180,7 @@ const strata_descriptor_header *const descriptors[] = {&cpu_device_desc.header};
 
 const strata_config_key config_keys[] = {
     {"threads", STRATA_CONFIG_INT, "0", 0.0, static_cast<double>(max_threads),
-     "worker threads for CPU compute (0 = one per physical core)", "--threads", nullptr},
+     "worker threads for CPU compute (0 = one per physical core)", "--threads|-t|--cpu-parallelism", nullptr},
     {"pin_threads", STRATA_CONFIG_BOOL, "true", 0.0, 0.0, "pin each worker to one core reported by hwloc",
      "--pin-threads", nullptr},
     {"separate_memory", STRATA_CONFIG_BOOL, "false", 0.0, 0.0,

@@ -178,7 +178,7 @@ const strata_descriptor_header *const k_descriptors[] = {&k_cli_desc.header};
 const strata_config_key k_keys[] = {
     {"prompt", STRATA_CONFIG_STRING, nullptr, 0, 0,
      "prompt text; without it the CLI runs an interactive loop on a terminal, or the empty prompt otherwise",
-     "--prompt", nullptr},
+     "--prompt|-p", nullptr},
     {"output", STRATA_CONFIG_STRING, "\"text\"", 0, 0,
      "text: print the continuation as it streams; json: one object with token ids, text, finish_reason, timings",
      "--output", "text|json"},

@@ -672,16 +672,19 @@ void http_server::impl::handle_request(const std::shared_ptr<session> &s, http::
     }
     if (path == "/v1/models") {
         if (!get) return s->send_error(method_not_allowed(path, "GET"), keep);
-        json m = {{"id", opts.served_model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "strata"},
-                  {"max_model_len", api->max_model_len(api->engine)}};
-        return s->send_json(json{{"object", "list"}, {"data", json::array({m})}}.dump(), keep);
+        // Every served name is a model id, as vLLM lists them (the first is the model's own; the others alias it).
+        json data = json::array();
+        for (const std::string &name : opts.served_model_names)
+            data.push_back({{"id", name}, {"object", "model"}, {"created", 0}, {"owned_by", "strata"},
+                            {"root", opts.served_model_names.front()}, {"max_model_len", api->max_model_len(api->engine)}});
+        return s->send_json(json{{"object", "list"}, {"data", data}}.dump(), keep);
     }
     if (path == "/metrics") {
         if (!get) return s->send_error(method_not_allowed(path, "GET"), keep);
         strata_engine_stats st{};
         st.struct_size = sizeof st;
         api->get_stats(api->engine, &st);
-        return s->send_response(http::status::ok, "text/plain; version=0.0.4", prometheus_text(metrics, st, opts.served_model_name),
+        return s->send_response(http::status::ok, "text/plain; version=0.0.4", prometheus_text(metrics, st, opts.served_model_names.front()),
                                 keep);
     }
     if (path == "/tokenize") {
@@ -718,7 +721,7 @@ void http_server::impl::handle_request(const std::shared_ptr<session> &s, http::
     if (path == "/v1/completions" || path == "/v1/chat/completions") {
         if (!post) return s->send_error(method_not_allowed(path, "POST"), keep);
         const endpoint kind = path == "/v1/completions" ? endpoint::completions : endpoint::chat_completions;
-        parse_context ctx{opts.served_model_name, defaults, engine_has_penalties_and_logprobs()};
+        parse_context ctx{opts.served_model_names, defaults, engine_has_penalties_and_logprobs()};
         auto parsed = parse_generation_request(req.body(), kind, ctx);
         if (auto *e = std::get_if<api_error>(&parsed)) return s->send_error(*e, keep);
         s->watch_for_disconnect();
@@ -815,7 +818,7 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
     ids.kind = req.kind;
     ids.id = (req.kind == endpoint::chat_completions ? "chatcmpl-" : "cmpl-") + std::to_string(next_id.fetch_add(1));
     ids.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    ids.model = opts.served_model_name;
+    ids.model = req.model; // the name the request used (vLLM echoes it)
 
     // The prompt as token ids, so its length can be checked against max_model_len before anything is queued.
     // echo: each choice's text starts with the prompt, as written or (token ids) as they decode.
@@ -863,6 +866,11 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
     if (!req.max_tokens_given) {
         // OpenAI's defaults: 16 tokens for completions, the rest of the context for chat.
         req.sampling.max_tokens = req.kind == endpoint::completions ? 16 : static_cast<int32_t>(max_len - n_prompt);
+    }
+    if (opts.log_requests) {
+        strata::plugin::log(host, STRATA_LOG_INFO, "openai_http", "request %s: %s, model '%s', %lld prompt tokens, max_tokens %d, n %d%s",
+                            ids.id.c_str(), req.kind == endpoint::chat_completions ? "chat" : "completion", req.model.c_str(),
+                            static_cast<long long>(n_prompt), req.sampling.max_tokens, req.n, req.stream ? ", streamed" : "");
     }
     const uint64_t seed = req.seed_given ? req.sampling.seed : fresh_seed();
 

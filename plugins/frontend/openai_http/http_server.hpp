@@ -27,7 +27,10 @@ struct server_options {
     // Open connections at most. One more closes the connection that has waited longest while idle or before its
     // header was complete; only when none is in such a state is the newcomer answered 503.
     int64_t max_connections = 256;
-    std::string served_model_name;
+    bool log_requests = false; // one info line per generation request (vLLM --enable-log-requests)
+    // Model ids a request may name (--served-model-name, several allowed); the first is the one listed and used when a
+    // request names none.
+    std::vector<std::string> served_model_names;
     chat_template chat = chat_template::plain;
 };
 

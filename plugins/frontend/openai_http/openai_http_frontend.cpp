@@ -70,8 +70,15 @@ strata_frontend *http_create(const strata_frontend_create_args *args, strata_sta
         o.read_timeout_s = cfg.get_int("read_timeout_s").value_or(o.read_timeout_s);
         o.idle_timeout_s = cfg.get_int("idle_timeout_s").value_or(o.idle_timeout_s);
         o.max_connections = cfg.get_int("max_connections").value_or(o.max_connections);
-        o.served_model_name = cfg.get_string("served_model_name").value_or("");
-        if (o.served_model_name.empty()) o.served_model_name = api->model_name(api->engine);
+        o.log_requests = cfg.get_bool("log_requests").value_or(false);
+        // vLLM's default: the model's own name and the model argument as the user wrote it (what its curl examples
+        // send); --served-model-name replaces both with its names.
+        o.served_model_names = string_list(args->config, "served_model_name");
+        if (o.served_model_names.empty()) {
+            o.served_model_names.emplace_back(api->model_name(api->engine));
+            const char *arg = STRATA_STRUCT_HAS(api, model_argument) ? api->model_argument(api->engine) : nullptr;
+            if (arg != nullptr && *arg != '\0' && o.served_model_names.front() != arg) o.served_model_names.emplace_back(arg);
+        }
         const std::string tmpl = cfg.get_string("chat_template").value_or("auto");
         if (tmpl == "auto") {
             // The model's own template decides; an engine before ABI 1.3 cannot tell, so plain.
@@ -152,8 +159,12 @@ const strata_config_key k_keys[] = {
     {"max_connections", STRATA_CONFIG_INT, "256", 1, 65536,
      "open connections at most; one more closes the longest idle or header-pending one, or gets 503 when none is",
      nullptr, nullptr},
-    {"served_model_name", STRATA_CONFIG_STRING, nullptr, 0, 0, "model id clients use (default: the GGUF's general.name)",
-     "--served-model-name", nullptr},
+    {"log_requests", STRATA_CONFIG_BOOL, "false", 0, 0,
+     "log one line per generation request: id, endpoint, model, prompt tokens, max_tokens (vLLM's default is off too)",
+     "--enable-log-requests|!--disable-log-requests", nullptr},
+    {"served_model_name", STRATA_CONFIG_STRING_LIST, "[]", 0, 0,
+     "model ids a request may name, the first listed by /v1/models (default: the GGUF's general.name and the model "
+     "argument as given, as vLLM does)", "--served-model-name", nullptr},
     {"chat_template", STRATA_CONFIG_STRING, "\"auto\"", 0, 0,
      "chat format for /v1/chat/completions: auto = the family of the GGUF's tokenizer.chat_template (plain when none), "
      "or a built-in family by name", "--chat-template", "auto|plain|llama2|llama3|chatml|mistral|phi3|gemma"},

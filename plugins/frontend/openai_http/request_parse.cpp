@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -234,11 +235,13 @@ parse_result parse_generation_request(std::string_view body, endpoint kind, cons
         r.kind = kind;
         r.sampling = ctx.defaults;
         r.sampling.struct_size = sizeof r.sampling;
-        r.model = ctx.served_model_name;
+        r.model = ctx.served_model_names.empty() ? std::string() : ctx.served_model_names.front();
         if (const json *m = field(j, "model")) {
             if (!m->is_string()) reject("'model' must be a string", "model");
             r.model = m->get<std::string>();
-            if (r.model != ctx.served_model_name) return unknown_model(r.model);
+            if (std::find(ctx.served_model_names.begin(), ctx.served_model_names.end(), r.model) ==
+                ctx.served_model_names.end())
+                return unknown_model(r.model);
         }
         if (kind == endpoint::completions) read_prompt(j, r);
         else r.messages = read_messages(j);

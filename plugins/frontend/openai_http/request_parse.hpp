@@ -42,7 +42,7 @@ struct generation_request {
 };
 
 struct parse_context {
-    std::string served_model_name;
+    std::vector<std::string> served_model_names; // ids a request may name; the first is the default
     strata_sampling_params defaults{};
     // The engine reads penalties and logprobs only from ABI 1.4 on; before that they stay "not supported yet".
     bool penalties_and_logprobs = true;

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 7
+#define STRATA_ABI_MINOR 8
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -106,7 +106,10 @@ typedef struct strata_config_key {
     double min_value;          /* inclusive range for INT/FLOAT/BYTES when min_value < max_value */
     double max_value;
     const char *help;  /* one line for `runtime --help` */
-    const char *flag;  /* optional command-line flag, e.g. "--threads"; NULL = only --set */
+    /* optional command-line flag, e.g. "--threads"; NULL = only --set. Since 1.8 it may name other spellings after
+     * '|', e.g. "--threads|-t" (llama.cpp's short flag); a spelling written "!--no-x" sets a boolean key to the
+     * opposite of what it says (vLLM's --disable-log-requests for a log_requests key). The first is the flag shown. */
+    const char *flag;
     const char *choices; /* optional for STRING: '|'-separated allowed values, e.g. "text|json" */
 } strata_config_key;
 
@@ -593,6 +596,10 @@ typedef struct strata_engine_api {
     /* A string metadata value of the model file (e.g. "tokenizer.chat_template"), borrowed for the engine's
      * lifetime; NULL when absent or not a string. */
     const char *(*model_metadata)(strata_engine *e, const char *key);
+    /* optional, since 1.8 (STRATA_STRUCT_HAS(api, model_argument)): the model as the user named it (the --model or
+     * `serve MODEL` argument, or the config's path, as written), for frontends that serve it under that id as vLLM
+     * does; "" when unknown. Borrowed for the engine's lifetime. */
+    const char *(*model_argument)(strata_engine *e);
 } strata_engine_api;
 
 /* ------------------------------------------------------------------------------------------------------------ */

@@ -1,0 +1,53 @@
+#include "engine/requested_formats.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace strata::engine {
+
+namespace {
+
+// "Q4_0 (201 tensors), F32 (65 tensors)": what the file holds, for the message.
+std::string tensor_types(const gguf::file &file) {
+    std::map<std::string, int> count;
+    for (const gguf::tensor_info &t : file.tensors()) {
+        const gguf::type_traits *tr = gguf::ggml_type_traits(t.type);
+        ++count[tr != nullptr ? std::string(tr->name) : fmt::format("type {}", t.type)];
+    }
+    std::string out;
+    for (const auto &[name, n] : count) out += fmt::format("{}{} ({} tensors)", out.empty() ? "" : ", ", name, n);
+    return out;
+}
+
+} // namespace
+
+void check_quantization(const gguf::file &file, const std::string &quantization, const std::string &path) {
+    if (quantization == "auto" || quantization == "gguf" || quantization == "None" || quantization.empty()) return;
+    fail("--quantization {}: {} is a GGUF file holding {}; '{}' names a format of Hugging Face checkpoints, which this "
+         "runtime does not read yet. Drop --quantization (auto) or pass --quantization gguf",
+         quantization, path, tensor_types(file), quantization);
+}
+
+void check_cpu_kv_cache(bool cpu_kv_cache, bool device_reads_host, const std::string &device_kind) {
+    if (!cpu_kv_cache || device_reads_host) return;
+    fail("--cpu-kv-cache: the {} device keeps its KV cache in its own memory and cannot attend KV in host RAM yet; "
+         "use --swap-space GiB for host RAM behind it (preempted sequences and long contexts), or --device cpu",
+         device_kind);
+}
+
+void check_n_cpu_moe(const gguf::file &file, int32_t n_cpu_moe, const std::string &path) {
+    if (n_cpu_moe <= 0) return;
+    const std::string arch(file.get_string("general.architecture").value_or(""));
+    const uint64_t experts = file.get_uint(arch + ".expert_count").value_or(0);
+    if (experts > 0)
+        fail("--n-cpu-moe {}: {} has {} experts per layer, and placing experts apart from their layer is not built "
+             "yet; place whole layers with --cpu-offload-layers or -ngl", n_cpu_moe, path, experts);
+    log::warn("engine", "--n-cpu-moe {}: {} has no MoE experts (a dense '{}' model), so it changes nothing", n_cpu_moe,
+              path, arch);
+}
+
+} // namespace strata::engine

@@ -1,0 +1,23 @@
+// What the user asked of the model's formats and of the KV cache's home, checked against what the file holds and
+// what the device is: vLLM's --quantization and --cpu-kv-cache. Start-up and `runtime plan` call the same checks.
+#pragma once
+
+#include "gguf/gguf_file.hpp"
+
+#include <string>
+
+namespace strata::engine {
+
+// "auto" accepts any file; "gguf" requires a GGUF (every file this runtime opens is one); a name of an HF checkpoint
+// format (gptq, awq, fp8, bitsandbytes, ...) is refused with what the file holds and why.
+void check_quantization(const gguf::file &file, const std::string &quantization, const std::string &path);
+
+// --cpu-kv-cache: the KV cache in host RAM. A device that computes on host memory (cpu) always keeps it there; a
+// device with its own memory keeps KV there, so the request is refused with what to use instead.
+void check_cpu_kv_cache(bool cpu_kv_cache, bool device_reads_host, const std::string &device_kind);
+
+// llama.cpp's --n-cpu-moe N: a model with experts is refused (keeping experts in host RAM is not built yet); for a
+// dense model it changes nothing, as in llama.cpp, and a warning says so.
+void check_n_cpu_moe(const gguf::file &file, int32_t n_cpu_moe, const std::string &path);
+
+} // namespace strata::engine

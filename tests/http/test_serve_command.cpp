@@ -1,0 +1,98 @@
+// The seeds' server command lines as users of vLLM and llama.cpp type them: `runtime serve MODEL` with vLLM's flags,
+// and llama.cpp's server flags, each answering the seeds' curl request (whose "model" is the path given to serve).
+#include "http_test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using namespace strata_http_test;
+using json = nlohmann::json;
+
+namespace {
+
+// greedy "Once upon a time": run.c's reference continuation of stories260K (../shared/models/README.md).
+const std::string k_reference = ", there was a little girl named Lily";
+
+struct server {
+    pid_t pid = 0;
+    fs::path log;
+    server(const std::string &name, std::vector<std::string> args) {
+        g_port = free_port();
+        log = fs::temp_directory_path() / ("strata_serve_" + name + "_" + std::to_string(::getpid()) + ".log");
+        args.insert(args.end(), {"--port", std::to_string(g_port), "--api-key", k_key});
+        pid = await_ready(spawn_runtime_argv(log, args), g_port, log);
+    }
+    ~server() {
+        if (pid > 0) stop_runtime(pid, log);
+        fs::remove(log);
+    }
+};
+
+std::string completion_text(const std::string &model) {
+    http_reply r = request("POST", "/v1/completions",
+                           json{{"model", model}, {"prompt", "Once upon a time"}, {"max_tokens", 10}, {"temperature", 0}}.dump());
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? json::parse(r.body)["choices"][0]["text"].get<std::string>() : "";
+}
+
+} // namespace
+
+TEST(ServeCommand, VllmServeLineAnswersTheSeedsCurlUnderEitherModelName) {
+    // vLLM's line as the seeds write it, on the CPU device (no GPU here): every layer fits under 16 GiB of offload.
+    server s("vllm", {"serve", k_model, "--cpu-offload-gb", "16", "--gpu-memory-utilization", "0.9",
+                      "--max-model-len", "4096", "--device", "cpu", "--disable-log-requests"});
+    ASSERT_NE(s.pid, 0) << read_text(s.log);
+    EXPECT_NE(read_text(s.log).find("Using CPU offload with"), std::string::npos) << read_text(s.log);
+    // vLLM's default served names: the model's own and the argument as given (what the seeds' curl sends).
+    http_reply models = request("GET", "/v1/models");
+    ASSERT_EQ(models.status, 200);
+    const json data = json::parse(models.body)["data"];
+    ASSERT_EQ(data.size(), 2u) << models.body;
+    EXPECT_EQ(data[0]["id"], "stories260K");
+    EXPECT_EQ(data[1]["id"], k_model);
+    EXPECT_EQ(data[0]["max_model_len"], 4096);
+    EXPECT_EQ(completion_text(k_model).rfind(k_reference, 0), 0u);
+    EXPECT_EQ(completion_text("stories260K").rfind(k_reference, 0), 0u);
+    EXPECT_EQ(request("POST", "/v1/completions", R"({"model":"other","prompt":"x"})").status, 404);
+    EXPECT_EQ(read_text(s.log).find("openai_http: request "), std::string::npos) << "--disable-log-requests logged";
+}
+
+TEST(ServeCommand, LlamaCppServerFlagsMeanWhatTheyMeanThere) {
+    // llama-server -m MODEL -ngl 2 -c 256 -t 1 -np 4 -b 512 -ub 128 -fa on: 2 of 5 layers on the device, a 256-token
+    // context, one thread, four slots; the request log on.
+    server s("llamacpp", {"--frontend", "openai_http", "-m", k_model, "-ngl", "2", "-c", "256", "-t", "1", "-np", "4",
+                          "-b", "512", "-ub", "128", "-fa", "on", "--enable-log-requests"});
+    ASSERT_NE(s.pid, 0) << read_text(s.log);
+    const std::string log = read_text(s.log);
+    EXPECT_NE(log.find("layers 2-4"), std::string::npos) << log; // n_layer 5 - ngl 2 = 3 layers offloaded
+    EXPECT_NE(log.find("--flash-attn on"), std::string::npos) << log;
+    EXPECT_NE(log.find("device 'cpu' with 1 threads; up to 4 sequences and 512 tokens per step"), std::string::npos) << log;
+    http_reply models = request("GET", "/v1/models");
+    EXPECT_EQ(json::parse(models.body)["data"][0]["max_model_len"], 256);
+    EXPECT_EQ(completion_text(k_model).rfind(k_reference, 0), 0u); // placement changes no greedy token
+    EXPECT_NE(read_text(s.log).find("openai_http: request cmpl-"), std::string::npos) << read_text(s.log);
+}
+
+TEST(ServeCommand, ServedModelNamesReplaceTheDefaultsAndMayBeSeveralWords) {
+    server s("names", {"serve", k_model, "--served-model-name", "first", "second"}); // vLLM's nargs spelling
+    ASSERT_NE(s.pid, 0) << read_text(s.log);
+    const json data = json::parse(request("GET", "/v1/models").body)["data"];
+    ASSERT_EQ(data.size(), 2u) << data.dump();
+    EXPECT_EQ(data[0]["id"], "first");
+    EXPECT_EQ(data[1]["id"], "second");
+    EXPECT_EQ(completion_text("second").rfind(k_reference, 0), 0u);
+    EXPECT_EQ(request("POST", "/v1/completions", json{{"model", k_model}, {"prompt", "x"}}.dump()).status, 404);
+}
+
+TEST(ServeCommand, ServeWithoutAModelOrWithTwoSaysHow) {
+    const fs::path log = fs::temp_directory_path() / ("strata_serve_bad_" + std::to_string(::getpid()) + ".log");
+    for (const auto &args : {std::vector<std::string>{"serve"}, std::vector<std::string>{"serve", "a.gguf", "b.gguf"}}) {
+        const pid_t pid = spawn_runtime_argv(log, args);
+        ASSERT_NE(pid, 0);
+        int status = 0;
+        ::waitpid(pid, &status, 0);
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << read_text(log);
+        EXPECT_NE(read_text(log).find("serve"), std::string::npos) << read_text(log);
+    }
+    fs::remove(log);
+}
