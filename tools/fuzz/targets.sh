@@ -12,4 +12,6 @@ strata_fuzz_targets() {
   echo "fuzz_kv_entry 4096 make_kv_fuzz_seed"
   # HTTP request bytes through Beast's parser and the openai_http request parsers.
   echo "fuzz_http_request 65536 -"
+  # Config files as TOML and as vLLM-style YAML, resolved and validated against the core schema.
+  echo "fuzz_config 8192 - configs/cpu_offload.toml configs/gpu_offload.toml configs/cpu_offload_config.yaml"
 }
