@@ -18,12 +18,6 @@ config::key_spec key(std::string name, strata_config_type type, std::optional<st
     return k;
 }
 
-// A key users know from another project whose mechanism is not built yet: setting it is an error that says why.
-config::key_spec not_yet(config::key_spec k, std::string why) {
-    k.not_supported = std::move(why);
-    return k;
-}
-
 } // namespace
 
 config::schema core_schema() {
@@ -135,10 +129,10 @@ config::schema core_schema() {
         key("mlock", STRATA_CONFIG_BOOL, "false",
             "lock the model's pages in RAM so the OS cannot page them out (llama.cpp --mlock; needs ulimit -l)",
             "--mlock"),
-        not_yet(key("override_tensor", STRATA_CONFIG_STRING_LIST, std::nullopt,
-                    "llama.cpp -ot REGEX=TIER: place tensors by name", "--override-tensor|-ot"),
-                "the planner places whole layers, not single tensors; place layers with --cpu-offload-layers, "
-                "--n-gpu-layers / -ngl or --cpu-offload-gb"),
+        key("override_tensor", STRATA_CONFIG_STRING_LIST, "[]",
+            "llama.cpp -ot PATTERN=TARGET: tensors whose name matches the regex live there whatever their layer "
+            "(TARGET: device, a tier in tiers, or llama.cpp's CPU = host RAM / CUDA0 = the GPU); the first match "
+            "wins; repeat -ot or separate items with commas", "--override-tensor|-ot"),
         key("n_cpu_moe", STRATA_CONFIG_INT, "0",
             "llama.cpp --n-cpu-moe N: the MoE experts of the first N layers stay in host RAM", "--n-cpu-moe|-ncmoe", 0,
             1e6),

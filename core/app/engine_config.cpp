@@ -24,6 +24,7 @@ engine::offload_options offload_from(const config::document &doc, const config::
     o.cpu_offload_gb = doc.get_float("memory", "cpu_offload_gb", s);
     if (auto v = doc.get_int("memory", "cpu_offload_layers", s)) o.cpu_offload_layers = static_cast<int32_t>(*v);
     if (auto v = doc.get_int("memory", "n_gpu_layers", s)) o.n_gpu_layers = static_cast<int32_t>(*v);
+    o.override_tensor = doc.get_string_list("memory", "override_tensor", s);
     o.enable_cpu_offload = doc.get_bool("memory", "enable_cpu_offload", s).value_or(false);
     o.gpu_memory_utilization = doc.get_float("memory", "gpu_memory_utilization", s);
     o.limit_gpu_memory = doc.get_bytes("memory", "limit_gpu_memory", s);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <map>
 #include <string_view>
 
 namespace strata::config {
@@ -113,6 +114,7 @@ command_line parse_command_line(int argc, const char *const *argv) {
 
 std::vector<flag_assignment> resolve_flag_assignments(const command_line &cl, const schema &s) {
     std::vector<flag_assignment> out;
+    std::map<const key_spec *, size_t> list_at; // a list key's assignment in `out`: a repeated list flag adds to it
     for (const flag_token &t : cl.flag_tokens) {
         flag_match m = s.match_flag(t.name);
         bool negated = false;
@@ -172,6 +174,14 @@ std::vector<flag_assignment> resolve_flag_assignments(const command_line &cl, co
         if (m.inverted) {
             if (value == "true") value = "false";
             else if (value == "false") value = "true";
+        }
+        if (key->type == STRATA_CONFIG_STRING_LIST) {
+            // llama.cpp's -ot a=X -ot b=Y: every occurrence of a list flag adds its items.
+            if (auto it = list_at.find(key); it != list_at.end()) {
+                out[it->second].assignment += "," + value;
+                continue;
+            }
+            list_at[key] = out.size();
         }
         out.push_back({fmt::format("{}.{}={}", table, key->name, value), t.name});
     }

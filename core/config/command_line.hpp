@@ -45,7 +45,8 @@ command_line parse_command_line(int argc, const char *const *argv);
 
 // Maps the flags to "table.key=value" assignments using the schema's flags and their aliases. A BOOL key's flag may
 // be given bare (true), as --no-flag (false), or followed by true/false; an inverted alias (--disable-log-requests)
-// flips the value; any other flag takes the next argv element as its value, even a negative number. Unknown flags:
+// flips the value; any other flag takes the next argv element as its value, even a negative number; a list flag
+// takes the plain words after it too, and a repeated list flag adds its items (-ot a=X -ot b=Y). Unknown flags:
 // "unknown option --temprature; did you mean --temperature?".
 std::vector<std::string> resolve_flags(const command_line &cl, const schema &s);
 

@@ -59,6 +59,45 @@ uint64_t activation_bytes(const strata_model_arch_desc *arch, const strata_model
            sizeof(float) * static_cast<uint64_t>(hp.n_vocab) * static_cast<uint64_t>(sc.max_num_seqs);
 }
 
+namespace {
+
+// llama.cpp's -ot "PATTERN=TARGET" items as (pattern, home): TARGET is a tier name or "device" as the planner knows
+// them, or llama.cpp's buffer names: CPU is host RAM (the device itself for the cpu device, else the first tier the
+// CPU reads in place), CUDA0 / CUDA / GPU the device when it is a GPU.
+std::vector<std::pair<std::string, std::string>> tensor_overrides(const std::vector<std::string> &items,
+                                                                  const std::vector<planner::tier_info> &tiers,
+                                                                  const std::string &device_kind) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const std::string &item : items) {
+        const size_t eq = item.rfind('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+            fail("override_tensor '{}': write PATTERN=TARGET, e.g. -ot \"blk\\.1[0-9]\\.ffn_.*=numa_ram\" (TARGET: "
+                 "device, a tier, or llama.cpp's CPU / CUDA0)",
+                 item);
+        std::string target = item.substr(eq + 1);
+        if (target == "CPU") {
+            if (device_kind == "cpu") {
+                target = "device";
+            } else {
+                const auto ram = std::find_if(tiers.begin(), tiers.end(), [](const planner::tier_info &t) { return t.addressable; });
+                if (ram == tiers.end())
+                    fail("override_tensor '{}': CPU means host RAM, but no configured tier is RAM the CPU reads "
+                         "(add numa_ram or pinned_ram to --tiers)",
+                         item);
+                target = ram->name;
+            }
+        } else if (target == "GPU" || target.rfind("CUDA", 0) == 0) {
+            if (device_kind == "cpu")
+                fail("override_tensor '{}': {} names a GPU, but the model runs on the cpu device", item, target);
+            target = "device";
+        }
+        out.emplace_back(item.substr(0, eq), target);
+    }
+    return out;
+}
+
+} // namespace
+
 planner::inputs make_plan_inputs(const model_shape &m, const offload_options &opts, const plugins::registry &registry,
                                  const strata_host_services *host, const std::string &device_kind,
                                  const topology::machine *known) {
@@ -113,6 +152,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.physical_ram = machine.total_ram;
 
     const bool offloading = opts.cpu_offload_gb.value_or(0) > 0 || in.cpu_offload_layers.value_or(0) > 0 ||
+                            !opts.override_tensor.empty() ||
                             opts.enable_cpu_offload;
     planner::bandwidth_cache cache(opts.bandwidth_cache_path.empty() ? planner::default_bandwidth_cache_path()
                                                                      : std::filesystem::path(opts.bandwidth_cache_path));
@@ -165,6 +205,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     // Fastest tier first: the planner fills tiers in order.
     std::stable_sort(in.tiers.begin(), in.tiers.end(),
                      [](const planner::tier_info &a, const planner::tier_info &b) { return a.read_bandwidth > b.read_bandwidth; });
+    in.tensor_overrides = tensor_overrides(opts.override_tensor, in.tiers, device_kind);
     return in;
 }
 

@@ -25,6 +25,7 @@ struct offload_options {
     std::optional<double> cpu_offload_gb;
     std::optional<int32_t> cpu_offload_layers;
     std::optional<int32_t> n_gpu_layers; // llama.cpp -ngl: becomes cpu_offload_layers = n_layer - it (plan inputs)
+    std::vector<std::string> override_tensor; // llama.cpp -ot "PATTERN=TARGET" items (plan inputs: tensor_overrides)
     bool enable_cpu_offload = false;
     std::optional<double> gpu_memory_utilization;
     std::optional<uint64_t> limit_gpu_memory;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <regex>
 #include <set>
 
 namespace strata::planner {
@@ -160,8 +161,49 @@ struct offload_choice {
     bool edges = false; // embedding and output leave too
 };
 
+// Each tensor's home fixed by tensor_overrides ("" = none), in the order of in.tensors; notes for patterns that match
+// nothing.
+std::vector<std::string> forced_homes(const inputs &in, std::vector<std::string> &notes) {
+    std::vector<std::string> homes(in.tensors.size());
+    for (const auto &[pattern, target] : in.tensor_overrides) {
+        const bool known = target == "device" || std::any_of(in.tiers.begin(), in.tiers.end(),
+                                                              [&](const tier_info &t) { return t.name == target; });
+        if (!known) {
+            std::string tiers;
+            for (const auto &t : in.tiers) tiers += ", " + t.name;
+            fail("override_tensor '{}={}': '{}' is not device or a configured tier (device{}); add it to --tiers or "
+                 "fix the name",
+                 pattern, target, target, tiers);
+        }
+    }
+    std::vector<std::regex> patterns;
+    for (const auto &[pattern, target] : in.tensor_overrides) {
+        try {
+            patterns.emplace_back(pattern, std::regex::ECMAScript);
+        } catch (const std::regex_error &e) {
+            fail("override_tensor '{}={}': the pattern is not a valid regular expression ({})", pattern, target,
+                 e.what());
+        }
+    }
+    std::vector<bool> used(patterns.size(), false);
+    for (size_t i = 0; i < in.tensors.size(); ++i)
+        for (size_t k = 0; k < patterns.size(); ++k)
+            if (std::regex_search(in.tensors[i].name, patterns[k])) {
+                homes[i] = in.tensor_overrides[k].second;
+                used[k] = true;
+                break;
+            }
+    for (size_t k = 0; k < patterns.size(); ++k)
+        if (!used[k])
+            notes.push_back(fmt::format("override_tensor '{}={}' matches no tensor of the model (or only tensors an "
+                                        "earlier pattern placed)",
+                                        in.tensor_overrides[k].first, in.tensor_overrides[k].second));
+    return homes;
+}
+
 // The full plan for one choice of what leaves the device.
-plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max_model_len) {
+plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max_model_len,
+           const std::vector<std::string> &forced) {
     plan p;
     p.device_kind = in.device_kind;
     p.device_budget = budget;
@@ -181,9 +223,10 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
 
     p.placements.reserve(in.tensors.size());
     std::vector<size_t> offloaded; // indices into placements, filled into tiers in layer order
-    for (const auto &t : in.tensors) {
+    for (size_t i = 0; i < in.tensors.size(); ++i) {
+        const tensor_req &t = in.tensors[i];
         placement pl{t.name, t.layer, t.bytes, "device", mode::resident};
-        if (leaves_device(t.layer)) {
+        if (forced[i].empty() ? leaves_device(t.layer) : forced[i] != "device") {
             offloaded.push_back(p.placements.size());
             pl.home.clear();
             pl.how = mode::streamed;
@@ -201,8 +244,14 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
     for (size_t idx : offloaded) {
         auto &pl = p.placements[idx];
         p.offloaded_bytes = add_sat(p.offloaded_bytes, pl.bytes);
+        const std::string &fixed_tier = forced[&pl - p.placements.data()];
         size_t tier = 0;
-        while (tier < room.size() && room[tier] < pl.bytes) ++tier;
+        if (!fixed_tier.empty()) {
+            while (in.tiers[tier].name != fixed_tier) ++tier; // forced_homes checked the name
+            if (room[tier] < pl.bytes) tier = room.size();
+        } else {
+            while (tier < room.size() && room[tier] < pl.bytes) ++tier;
+        }
         if (tier == room.size()) {
             unplaced = add_sat(unplaced, pl.bytes);
             continue;
@@ -216,6 +265,11 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
         if (pl.how == mode::streamed) {
             auto &slot = streamed[static_cast<size_t>(pl.layer + 1)];
             slot = add_sat(slot, pl.bytes);
+            if (!fixed_tier.empty() && (pl.layer < 0 || pl.layer >= in.n_layer))
+                p.problems.push_back(fmt::format(
+                    "override_tensor puts '{}' in tier '{}', which the device would have to stream it from, but only "
+                    "layer weights are streamed: keep it on the device or put it in a tier the device reads in place",
+                    pl.tensor, pl.home));
         }
     }
     // Hybrid: listed layers streamed wholly from addressable tiers are computed by the CPU where they live.
@@ -224,7 +278,11 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
         if (layer < 0 || layer >= in.n_layer) continue;
         bool all = false;
         for (const auto &pl : p.placements) {
-            if (pl.layer != layer || pl.home == "device") continue;
+            if (pl.layer != layer) continue;
+            if (pl.home == "device") { // the CPU cannot read a tensor kept in device memory (override_tensor)
+                all = false;
+                break;
+            }
             const auto t = std::find_if(in.tiers.begin(), in.tiers.end(), [&](const tier_info &ti) { return ti.name == pl.home; });
             all = pl.how == mode::streamed && t != in.tiers.end() && t->addressable;
             if (!all) break;
@@ -355,6 +413,7 @@ plan make_plan(const inputs &in) {
 
     std::vector<std::string> notes;
     const uint64_t budget = device_budget(in, notes);
+    const std::vector<std::string> forced = forced_homes(in, notes);
     const int32_t max_model_len = in.max_model_len > 0 ? in.max_model_len : in.model_context_length;
     if (in.max_model_len == 0)
         notes.push_back(fmt::format("max_model_len 0: using the model's trained context of {} tokens", max_model_len));
@@ -399,7 +458,7 @@ plan make_plan(const inputs &in) {
         for (int32_t k = 0; k <= in.n_layer; ++k) candidates.push_back({k, false});
         candidates.push_back({in.n_layer, true});
         for (const auto &c : candidates) {
-            p = build(in, c, budget, max_model_len);
+            p = build(in, c, budget, max_model_len, forced);
             if (p.fits) break;
         }
         if (p.embedding_output_offloaded)
@@ -410,7 +469,7 @@ plan make_plan(const inputs &in) {
             notes.push_back(fmt::format("enable_cpu_offload: {} layer{} offloaded, the fewest that fit",
                                         p.offloaded_layers, p.offloaded_layers == 1 ? "" : "s"));
     } else {
-        p = build(in, choice, budget, max_model_len);
+        p = build(in, choice, budget, max_model_len, forced);
     }
     p.notes.insert(p.notes.begin(), notes.begin(), notes.end());
     return p;

@@ -22,6 +22,14 @@
 //                            too (said in the notes). Explicit cpu_offload_layers/_gb take precedence over it.
 //   Embedding and output tensors otherwise stay on the device.
 //
+// Tensors placed by name (llama.cpp's -ot REGEX=TARGET, [memory] override_tensor)
+//   tensor_overrides, in order: the first pattern found in a tensor's name (ECMAScript regex search, as llama.cpp
+//   does) fixes its home: "device" keeps it resident whatever its layer, a tier name puts it in that tier whatever
+//   the layer choice. A tensor no pattern matches follows the layer rules. A target that is neither "device" nor a
+//   configured tier, or a bad pattern, is an error; a pattern that matches nothing is a note; an embedding or output
+//   tensor sent to a tier it would have to be streamed from is a problem (only layers are streamed). A layer with any
+//   tensor on the device is never computed on the CPU (hybrid): the CPU cannot read device memory.
+//
 // Where an offloaded tensor lives
 //   The first tier in `tiers` (preference order) with room left for the whole tensor, filling in layer order and
 //   spilling to the next tier. No tier with room -> problem "weights need N more bytes: add a tier or raise
@@ -108,6 +116,7 @@ struct inputs {
     std::optional<int32_t> cpu_offload_layers;
     bool enable_cpu_offload = false;
     std::optional<uint64_t> kv_cache_memory;
+    std::vector<std::pair<std::string, std::string>> tensor_overrides; // (pattern, "device" or a tier name)
     // KV a sequence may keep in a host tier the device attends in place (swap_space on the CPU device): it counts
     // toward fitting max_model_len, so a context larger than the device KV still fits.
     uint64_t kv_spill_bytes = 0;

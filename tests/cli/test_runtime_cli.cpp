@@ -513,7 +513,9 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
         {"--kv-cache-dtype fp8", "--kv-cache-dtype fp8: the KV cache stores float32"},
         {"-ctk q8_0", "--cache-type-k q8_0: the KV cache stores f32"},
         {"-q gptq", "is a GGUF file holding F32 (47 tensors); 'gptq' names a format of Hugging Face checkpoints"},
-        {"-ot blk.0=numa_ram", "-ot: [memory] override_tensor is not supported yet: the planner places whole layers"},
+        {"-ot blk.0=ssd", "override_tensor 'blk.0=ssd': 'ssd' is not device or a configured tier (device, numa_ram)"},
+        {"-ot blk.0", "override_tensor 'blk.0': write PATTERN=TARGET"},
+        {"-ot blk.0=CUDA0", "CUDA0 names a GPU, but the model runs on the cpu device"},
         {"--generation-config /nonexistent", "--generation-config /nonexistent: cannot read"},
     };
     for (const auto &[flags, message] : cases) {
@@ -592,4 +594,36 @@ TEST(SeedCommands, PlanPrintsThePlanStartUpMakesWithTheSameFlags) {
         ASSERT_EQ(start.exit_code, 0) << flags << "\n" << start.err;
         EXPECT_NE(start.err.find(table), std::string::npos) << flags << "\nplan:\n" << table << "\nstart-up:\n" << start.err;
     }
+}
+
+TEST(SeedCommands, OverrideTensorPlacesTensorsByNameAndChangesNoToken) {
+    const auto home_of = [](const nlohmann::json &plan, const std::string &tensor) {
+        for (const auto &p : plan["placements"])
+            if (p["tensor"] == tensor) return p["home"].get<std::string>() + "/" + p["mode"].get<std::string>();
+        return std::string("<none>");
+    };
+    // llama.cpp's usual -ot: the FFN weights of some layers in host RAM, everything else on the device.
+    const std::string ffn = "-ot \"blk\\.[34]\\.ffn_.*=numa_ram\" ";
+    nlohmann::json p = plan_json("--model " + k_model + " " + ffn);
+    EXPECT_EQ(home_of(p, "blk.3.ffn_up.weight"), "numa_ram/in_place");
+    EXPECT_EQ(home_of(p, "blk.4.ffn_down.weight"), "numa_ram/in_place");
+    EXPECT_EQ(home_of(p, "blk.4.attn_q.weight"), "device/resident");
+    EXPECT_EQ(home_of(p, "blk.2.ffn_up.weight"), "device/resident");
+    EXPECT_EQ(p["offloaded_layers"], 2);
+    // Repeated -ot flags add up; the first match wins; CPU is the device itself on the cpu device.
+    p = plan_json("--model " + k_model + " -ot \"blk\\.4\\.attn_q=CPU\" -ot \"attn=numa_ram\" --cpu-offload-layers 1");
+    EXPECT_EQ(home_of(p, "blk.4.attn_q.weight"), "device/resident");
+    EXPECT_EQ(home_of(p, "blk.0.attn_k.weight"), "numa_ram/in_place");
+    EXPECT_EQ(home_of(p, "blk.4.ffn_up.weight"), "numa_ram/in_place"); // layer 4 still offloaded by the layer choice
+
+    const std::vector<int> reference = greedy_tokens("");
+    ASSERT_EQ(reference.size(), 16u);
+    EXPECT_EQ(greedy_tokens(ffn), reference);
+    EXPECT_EQ(greedy_tokens("-ot \"token_embd=numa_ram\" -ot \"output=numa_ram\""), reference);
+    // A discrete device: the RAM tensors stream through the ring, mixed with resident ones in the same layer.
+    EXPECT_EQ(greedy_tokens(ffn + "--set cpu.separate_memory=true --offload-compute device"), reference);
+    EXPECT_EQ(greedy_tokens(ffn + "--set cpu.separate_memory=true --offload-compute cpu"), reference);
+    EXPECT_EQ(greedy_tokens("-ot \"blk\\.[1-3]\\.attn=nvme\" --tiers numa_ram,nvme --set nvme.path=" STRATA_BINARY_DIR
+                            "/test-ot-nvme.bin --set nvme.size=64MiB"),
+              reference);
 }

@@ -183,3 +183,11 @@ TEST(CommandLine, ForeignOptionsWithoutMeaningSayWhy) {
     EXPECT_NE(resolve_error({"-sm", "row"}).find("-sm has no meaning here: one device computes the model"),
               std::string::npos);
 }
+
+TEST(CommandLine, ARepeatedListFlagAddsItsItems) {
+    // llama.cpp's -ot a=X -ot b=Y (and --stop s1 --stop s2): every occurrence counts, in order.
+    EXPECT_EQ(resolve({"--stop", "a", "--threads", "2", "--stop", "b,c"}),
+              (std::vector<std::string>{"cli.stop=a,b,c", "engine.threads=2"}));
+    // Other flags: the last one wins when applied.
+    EXPECT_EQ(resolve({"--threads", "2", "--threads", "3"}), (std::vector<std::string>{"engine.threads=2", "engine.threads=3"}));
+}
