@@ -524,7 +524,9 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
         EXPECT_NE(r.err.find(message), std::string::npos) << flags << "\n" << r.err;
     }
     // The accepted spellings of what runs here.
-    for (const std::string flags : {"--dtype float32", "--kv-cache-dtype auto", "-q gguf", "-ctk f32 -ctv f32", "-tp 1"})
+    // (The seeds' spellings: --tensor-parallel-size 1, --n-gpu-layers 20, --ctx-size 4096, --cpu-kv-cache.)
+    for (const std::string flags : {"--dtype float32", "--kv-cache-dtype auto", "-q gguf", "-ctk f32 -ctv f32", "-tp 1",
+                                    "--tensor-parallel-size 1", "--n-gpu-layers 20 --ctx-size 4096", "--cpu-kv-cache"})
         EXPECT_EQ(greedy_tokens(flags).size(), 16u) << flags;
     // No-ops are said, not silent.
     run_result eager = run("--model " + k_model + " --prompt x --max-tokens 2 --enforce-eager -O3 --n-cpu-moe 2");
