@@ -165,7 +165,8 @@ struct offload_choice {
 // nothing.
 std::vector<std::string> forced_homes(const inputs &in, std::vector<std::string> &notes) {
     std::vector<std::string> homes(in.tensors.size());
-    for (const auto &[pattern, target] : in.tensor_overrides) {
+    for (const auto &override_item : in.tensor_overrides) {
+        const std::string &pattern = override_item.first, &target = override_item.second;
         const bool known = target == "device" || std::any_of(in.tiers.begin(), in.tiers.end(),
                                                               [&](const tier_info &t) { return t.name == target; });
         if (!known) {
