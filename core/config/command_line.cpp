@@ -59,6 +59,7 @@ command_line parse_command_line(int argc, const char *const *argv) {
         return std::string(args[++i]);
     };
 
+    size_t flags_before_subcommand = 0; // serve's model is the word right after it, whatever flags came before
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string_view a = args[i];
         if (a == "--config") {
@@ -100,7 +101,8 @@ command_line parse_command_line(int argc, const char *const *argv) {
             cl.flag_tokens.push_back(std::move(t));
         } else if (cl.subcommand.empty() && is_subcommand(a)) {
             cl.subcommand = std::string(a);
-        } else if (cl.subcommand == "serve" && !cl.model_argument && cl.flag_tokens.empty()) {
+            flags_before_subcommand = cl.flag_tokens.size();
+        } else if (cl.subcommand == "serve" && !cl.model_argument && cl.flag_tokens.size() == flags_before_subcommand) {
             cl.model_argument = std::string(a);
         } else if (cl.subcommand == "serve" && !cl.model_argument) {
             fail("'{}': the model comes right after serve: runtime serve MODEL [options]", a);

@@ -528,6 +528,12 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     for (const std::string flags : {"--dtype float32", "--kv-cache-dtype auto", "-q gguf", "-ctk f32 -ctv f32", "-tp 1",
                                     "--tensor-parallel-size 1", "--n-gpu-layers 20 --ctx-size 4096", "--cpu-kv-cache"})
         EXPECT_EQ(greedy_tokens(flags).size(), 16u) << flags;
+    // --cpu-kv-cache on a device with its own memory (the CPU emulating a GPU's) is refused with what to use.
+    run_result gpu_kv = run("--model " + k_model + " --prompt x --max-tokens 2 --cpu-kv-cache --set cpu.separate_memory=true");
+    EXPECT_EQ(gpu_kv.exit_code, 2);
+    EXPECT_NE(gpu_kv.err.find("--cpu-kv-cache: the cpu device keeps its KV cache in its own memory"), std::string::npos)
+        << gpu_kv.err;
+    EXPECT_EQ(run("plan --model " + k_model + " --cpu-kv-cache --set cpu.separate_memory=true").exit_code, 2);
     // No-ops are said, not silent.
     run_result eager = run("--model " + k_model + " --prompt x --max-tokens 2 --enforce-eager -O3 --n-cpu-moe 2");
     ASSERT_EQ(eager.exit_code, 0) << eager.err;

@@ -126,6 +126,8 @@ TEST(CommandLine, ServeTakesTheModelAsItsFirstWord) {
     EXPECT_EQ(resolve_flags(cl, test_support::example_schema()),
               (std::vector<std::string>{"engine.threads=2", "cli.stream=true"}));
     EXPECT_FALSE(parse({"serve"}).model_argument.has_value()); // the runtime says "runtime serve needs the model"
+    // Flags before serve do not move its model word.
+    EXPECT_EQ(parse({"--threads", "2", "serve", "m.gguf", "--stream"}).model_argument, "m.gguf");
     // A model word after the options is not taken for a switch's value: the message says where it goes.
     const command_line late = parse({"serve", "--stream", "m.gguf"});
     EXPECT_FALSE(late.model_argument.has_value());
