@@ -53,7 +53,7 @@ void engine::init() {
              opts_.model_path, arch, fmt::join(registry_.names(STRATA_KIND_MODEL_ARCH), ", "));
     }
     model_name_ = std::string(file_->get_string("general.name").value_or(arch));
-    tokenizer_ = std::make_unique<spm_tokenizer>(load_spm_vocab(*file_));
+    tokenizer_ = make_tokenizer(load_vocab(*file_));
 
     start_device();
     strata_status st{};

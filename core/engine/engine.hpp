@@ -11,7 +11,7 @@
 #include "kv/kv_cache.hpp"
 #include "planner/memory_planner.hpp"
 #include "plugin_host/registry.hpp"
-#include "tokenizer/spm_tokenizer.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 #include <strata/plugin_abi.h>
 
@@ -86,7 +86,7 @@ class engine {
     void cancel(strata_request_id id);
     strata_engine_stats stats() const;
 
-    const spm_tokenizer &tokenizer() const { return *tokenizer_; }
+    const class tokenizer &tokenizer() const { return *tokenizer_; }
     const strata_model_hparams &hparams() const { return hp_; }
     int32_t max_model_len() const { return n_ctx_; }
     const std::string &model_name() const { return model_name_; }
@@ -149,7 +149,7 @@ class engine {
     engine_options opts_;
     std::unique_ptr<gguf::file> file_;
     std::unique_ptr<model_source> source_;
-    std::unique_ptr<spm_tokenizer> tokenizer_;
+    std::unique_ptr<class tokenizer> tokenizer_;
     plugins::handle<strata_model_arch_desc> arch_;
     plugins::handle<strata_device_desc> device_desc_;
     strata_device *device_ = nullptr;

@@ -67,7 +67,7 @@ void api_get_stats(strata_engine *e, strata_engine_stats *out) {
 int32_t api_tokenize(strata_engine *e, const char *text, int32_t add_bos, int32_t *ids, int32_t cap, int32_t *n,
                      strata_status *st) {
     return guard(st, [&] {
-        std::vector<int32_t> toks = self(e).tokenizer().encode(text ? text : "", add_bos != 0);
+        std::vector<int32_t> toks = self(e).tokenizer().encode(text ? text : "", add_bos != 0, true); // as submit()
         const int32_t count = static_cast<int32_t>(toks.size());
         if (ids != nullptr) std::memcpy(ids, toks.data(), sizeof(int32_t) * static_cast<size_t>(std::min(count, cap)));
         if (n != nullptr) *n = count;

@@ -22,9 +22,15 @@ strata_request_id engine::submit(const strata_request &req) {
             if (t < 0 || t >= hp_.n_vocab) fail("prompt token id {} is outside the vocabulary [0, {})", t, hp_.n_vocab);
         }
     } else {
-        r->tokens = tokenizer_->encode(req.prompt ? std::string_view(req.prompt) : std::string_view(), req.add_bos != 0);
+        // Special-token texts in a prompt are those tokens, as in vLLM and llama-server: a rendered chat prompt
+        // carries its template's markers (<|im_start|>, <|eot_id|>, ...) as text.
+        r->tokens = tokenizer_->encode(req.prompt ? std::string_view(req.prompt) : std::string_view(), req.add_bos != 0,
+                                       true);
     }
-    if (r->tokens.empty()) r->tokens.push_back(tokenizer_->bos()); // generation needs at least one token to condition on
+    if (r->tokens.empty()) { // generation needs at least one token to condition on
+        if (tokenizer_->bos() < 0) fail("the prompt is empty and the model's vocabulary has no BOS token to start from");
+        r->tokens.push_back(tokenizer_->bos());
+    }
     r->n_prompt = static_cast<int32_t>(r->tokens.size());
     if (r->n_prompt >= n_ctx_) {
         fail("the prompt has {} tokens but max_model_len is {}; shorten the prompt or raise --max-model-len", r->n_prompt,
@@ -61,10 +67,7 @@ strata_request_id engine::submit(const strata_request &req) {
     r->smp = std::make_unique<sampler>(hp_.n_vocab, sc);
     // Logprobs are of the raw model output (vLLM's default): the sampler changes the logits in place.
     r->lp = std::make_unique<token_logprobs>(r->logprobs != 0 ? hp_.n_vocab : 0, std::max(r->logprobs, 0));
-    // Text emitted so far is empty while only control tokens (BOS) precede: SPM then drops the dummy-prefix space.
-    for (int32_t i = 0; i < r->n_prompt && !r->text_started; ++i) {
-        r->text_started = tokenizer_->type(r->tokens[static_cast<size_t>(i)]) != token_type::control;
-    }
+    r->text = token_text_stream(*tokenizer_, std::span<const int32_t>(r->tokens.data(), r->tokens.size()));
     r->result.struct_size = sizeof r->result;
     r->result.n_prompt_tokens = r->n_prompt;
     r->t_submit = std::chrono::steady_clock::now();

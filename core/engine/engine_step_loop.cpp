@@ -51,11 +51,7 @@ void engine::finish(sequence &s, int32_t reason, const std::string &error) {
 
 void engine::emit_token(sequence &s, int32_t tok, bool eos) {
     if (!s.on_token) return;
-    std::string_view piece = eos ? std::string_view() : tokenizer_->piece(tok);
-    if (!s.text_started && !piece.empty()) {
-        if (piece.front() == ' ') piece.remove_prefix(1);
-        s.text_started = true;
-    }
+    const std::string_view piece = eos ? std::string_view() : s.text.next(tok);
     strata_token_event ev{};
     ev.struct_size = sizeof ev;
     ev.id = s.id;

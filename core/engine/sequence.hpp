@@ -5,6 +5,7 @@
 #include "engine/sampler.hpp"
 #include "engine/token_logprobs.hpp"
 #include "kv/kv_cache.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 #include <strata/plugin_abi.h>
 
@@ -39,7 +40,7 @@ struct sequence {
     // Generation state (created on first schedule).
     std::unique_ptr<sampler> smp;
     std::unique_ptr<token_logprobs> lp;
-    bool text_started = false;
+    token_text_stream text; // the generated tokens' text, with the tokenizer's leading-space rule
     int32_t generated = 0;
     int32_t max_tokens = 0;
     std::chrono::steady_clock::time_point t_submit, t_first_token;

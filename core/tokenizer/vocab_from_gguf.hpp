@@ -1,7 +1,8 @@
-// Reads a SentencePiece (tokenizer.ggml.model = "llama") vocabulary from GGUF metadata.
+// Reads a model's vocabulary from GGUF metadata (the tokenizer.ggml.* keys), with llama.cpp's defaults and rules:
+// "llama" is SentencePiece, "gpt2" byte-level BPE with the pre-tokenizer named by tokenizer.ggml.pre.
 #pragma once
 
-#include "tokenizer/spm_tokenizer.hpp"
+#include "tokenizer/vocab.hpp"
 
 namespace strata {
 
@@ -9,7 +10,8 @@ namespace gguf {
 class file;
 }
 
-// Throws strata::error naming the file and key when the vocab is missing, is not SPM, or is inconsistent.
-spm_vocab load_spm_vocab(const gguf::file &f);
+// Throws strata::error naming the file and key when the vocab is missing, of a kind Strata cannot run (WordPiece,
+// Unigram, RWKV...: the message says which), or inconsistent.
+vocab_data load_vocab(const gguf::file &f);
 
 } // namespace strata

@@ -532,7 +532,8 @@ typedef struct strata_request {
     const char *prompt;    /* UTF-8 text, or NULL when prompt_tokens is set */
     const int32_t *prompt_tokens;
     int32_t n_prompt_tokens;
-    int32_t add_bos;       /* for text prompts */
+    int32_t add_bos;       /* text prompts: add the model's special tokens (BOS, and EOS) where its vocabulary asks for
+                            * them, as llama.cpp's add_special; special-token texts in the prompt become those tokens */
     strata_sampling_params sampling;
     strata_token_callback on_token;
     void *user;
@@ -584,7 +585,8 @@ typedef struct strata_engine_api {
     /* Asks the request to stop; its final event reports CANCELLED. Safe from any thread, also from callbacks. */
     void (*cancel)(strata_engine *e, strata_request_id id);
     void (*get_stats)(strata_engine *e, strata_engine_stats *out);
-    /* Tokenize: writes up to cap ids, sets *n to the full count (call again with a bigger buffer if > cap). */
+    /* Tokenize: writes up to cap ids, sets *n to the full count (call again with a bigger buffer if > cap). Gives the
+     * ids submit() would use for the same text and add_bos. */
     int32_t (*tokenize)(strata_engine *e, const char *text, int32_t add_bos, int32_t *ids, int32_t cap, int32_t *n,
                         strata_status *st);
     /* Detokenize: writes up to cap bytes (not NUL-terminated), sets *n to the full length. */
