@@ -103,18 +103,25 @@ std::string format_bytes(uint64_t bytes) {
     return fmt::format("{:.2f} {}", value, names[i]);
 }
 
-size_t edit_distance(std::string_view a, std::string_view b) {
+size_t edit_distance(std::string_view a, std::string_view b, size_t cap) {
     // Three rolling rows: the transposition rule looks two rows back.
     std::vector<size_t> two_back(b.size() + 1), prev(b.size() + 1), cur(b.size() + 1);
     for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+    size_t prev_min = 0;
     for (size_t i = 1; i <= a.size(); ++i) {
         cur[0] = i;
+        size_t row_min = cur[0];
         for (size_t j = 1; j <= b.size(); ++j) {
             const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
             cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
             if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
                 cur[j] = std::min(cur[j], two_back[j - 2] + 1);
+            row_min = std::min(row_min, cur[j]);
         }
+        // Every later cell comes from one of the last two rows plus something: once both exceed the cap, so will
+        // the answer.
+        if (row_min > cap && prev_min > cap) return cap + 1;
+        prev_min = row_min;
         std::swap(two_back, prev);
         std::swap(prev, cur);
     }
@@ -127,7 +134,11 @@ std::string closest(std::string_view word, const std::vector<std::string> &candi
     std::string best;
     size_t best_distance = limit + 1;
     for (const std::string &c : candidates) {
-        const size_t d = edit_distance(lowered, lower(c));
+        // The distance is at least the length difference: a long unknown word (a 4 KiB key in a bad file) costs
+        // nothing instead of a quadratic comparison with every name.
+        const size_t length_gap = lowered.size() > c.size() ? lowered.size() - c.size() : c.size() - lowered.size();
+        if (length_gap >= best_distance) continue;
+        const size_t d = edit_distance(lowered, lower(c), best_distance - 1);
         if (d < best_distance) {
             best_distance = d;
             best = c;

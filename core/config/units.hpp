@@ -18,7 +18,8 @@ uint64_t parse_bytes(std::string_view text);
 std::string format_bytes(uint64_t bytes);
 
 // Optimal-string-alignment distance: insertions, deletions, substitutions and adjacent transpositions cost 1.
-size_t edit_distance(std::string_view a, std::string_view b);
+// Stops early and returns cap + 1 once the distance is sure to exceed `cap`.
+size_t edit_distance(std::string_view a, std::string_view b, size_t cap = SIZE_MAX);
 
 // The candidate nearest to `word`, or "" when none is close enough to be a plausible typo (distance at most a
 // third of the word's length, between 1 and 3).

@@ -42,6 +42,9 @@ TEST(Units, EditDistanceCountsTranspositionsOnce) {
     EXPECT_EQ(edit_distance("temprature", "temperature"), 1U);
     EXPECT_EQ(edit_distance("", "abc"), 3U);
     EXPECT_EQ(edit_distance("kitten", "sitting"), 3U);
+    EXPECT_EQ(edit_distance("kitten", "sitting", 3), 3U); // within the cap: exact
+    EXPECT_EQ(edit_distance("kitten", "sitting", 1), 2U); // beyond it: cap + 1
+    EXPECT_EQ(edit_distance(std::string(4096, 'x'), "model", 3), 4U);
 }
 
 TEST(Units, ClosestSuggestsOnlyPlausibleTypos) {
