@@ -9,6 +9,7 @@
 #include "config/document.hpp"
 #include "engine/engine.hpp"
 #include "engine/engine_api.hpp"
+#include "app/tokenize_command.hpp"
 #include "engine/plan_model.hpp"
 #include "planner/plan_report.hpp"
 #include "plugin_host/registry.hpp"
@@ -40,6 +41,7 @@ const char *k_usage = R"(usage: runtime [--config FILE] [options]          run t
        runtime plugins [--config FILE]              list loaded plugins (kind, name, version, ABI, license, path)
        runtime topology [--json]                    show CPUs, NUMA nodes, caches, GPUs and memory (hwloc)
        runtime plan [--config FILE] [--json]        print the memory plan without loading weights
+       runtime tokenize -m MODEL -p TEXT [--ids]    the token ids of a text (llama.cpp's llama-tokenize; --help)
 
 FILE is TOML, or vLLM-style YAML (.yaml/.yml: option names as keys, e.g. max_model_len: 4096).
 Every config key can be set with --set table.key=value; the familiar flags below map to keys, with the spellings
@@ -209,6 +211,8 @@ int run_frontend(const plugins::registry &registry, const strata_host_services *
 }
 
 int main_impl(int argc, char **argv) {
+    // `runtime tokenize` reads only a vocabulary and has llama-tokenize's own options.
+    if (argc >= 2 && std::string_view(argv[1]) == "tokenize") return run_tokenize_command(argc, argv);
     config::command_line cl = config::parse_command_line(argc, argv);
     if (cl.version) {
         std::printf("strata runtime %s (plugin ABI %d.%d)\n", STRATA_VERSION, STRATA_ABI_MAJOR, STRATA_ABI_MINOR);

@@ -638,3 +638,53 @@ TEST(SeedCommands, OverrideTensorPlacesTensorsByNameAndChangesNoToken) {
                             "/test-ot-nvme.bin --set nvme.size=64MiB"),
               reference);
 }
+
+namespace strata {
+namespace {
+
+// `runtime tokenize` is llama.cpp's llama-tokenize on the tokenizer every prompt goes through.
+TEST(RuntimeTokenize, IdsOfAVocabOnlyFileAsLlamaTokenizePrintsThem) {
+    const std::string vocab = std::string(STRATA_SHARED_DIR) + "/models/vocab/ggml-vocab-llama-bpe.gguf";
+    // Llama 3 adds BOS; the escape \n is a newline; <|eot_id|> is parsed as its token by default.
+    auto r = run("tokenize -m " + vocab + " -p 'Hello world<|eot_id|>\\n' --ids --show-count");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "[128000, 9906, 1917, 128009, 198]\nTotal number of tokens: 5\n");
+    r = run("tokenize -m " + vocab + " -p 'Hello world<|eot_id|>' --ids --no-bos --no-parse-special");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.find("128000"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("128009"), std::string::npos) << r.out;
+    r = run("tokenize -m " + vocab + " -p 'Hello' --no-bos");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "  9906 -> 'Hello'\n");
+    r = run("tokenize -m " + vocab + " --detokenize -p '[9906, 1917]'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "Hello world");
+}
+
+TEST(RuntimeTokenize, JsonLinesInAndOut) {
+    const std::string vocab = std::string(STRATA_SHARED_DIR) + "/models/vocab/ggml-vocab-qwen2.gguf";
+    const fs::path in = fs::temp_directory_path() / ("strata_tok_" + std::to_string(::getpid()) + ".jsonl");
+    {
+        std::ofstream f(in);
+        f << "\"Hello world\"\n\"\\u00e9t\\u00e9 123\"\n";
+    }
+    const auto r = run("tokenize -m " + vocab + " --jsonl -f " + in.string());
+    fs::remove(in);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "[9707,1879]\n[38783,220,16,17,18]\n"); // Qwen2 adds no BOS and splits digits one by one
+}
+
+TEST(RuntimeTokenize, BadInputIsAClearError) {
+    auto r = run("tokenize -p hi");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("give the model"), std::string::npos) << r.err;
+    r = run("tokenize -m " + std::string(STRATA_SHARED_DIR) + "/models/vocab/ggml-vocab-gpt-2.gguf --frobnicate");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("unknown option '--frobnicate'"), std::string::npos) << r.err;
+    r = run("tokenize -m /nonexistent.gguf -p hi");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos) << r.err;
+}
+
+} // namespace
+} // namespace strata
