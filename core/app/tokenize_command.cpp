@@ -12,6 +12,7 @@
 
 #include "common/error.hpp"
 #include "gguf/gguf_file.hpp"
+#include "tokenizer/pre_tokenizer.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/vocab_from_gguf.hpp"
 
@@ -34,6 +35,7 @@ Prints the token ids of a text as Strata's tokenizer makes them for MODEL (llama
       --show-count        print the number of tokens after them
       --jsonl             each input line is a JSON string; print each one's ids as a JSON array on its own line
       --detokenize        the input is ids ([1, 2, 3] or 1 2 3); print their text
+      --pre-tokenizers    list the tokenizer.ggml.pre names this build knows, one per line, and exit
 )";
 
 // llama.cpp's string_process_escapes.
@@ -110,6 +112,10 @@ int run_tokenize_command(int argc, char **argv) {
         else if (a == "--show-count") show_count = true;
         else if (a == "--jsonl") jsonl = true;
         else if (a == "--detokenize") detokenize = true;
+        else if (a == "--pre-tokenizers") {
+            for (const std::string_view name : pre_tokenizer_names()) std::cout << name << "\n";
+            return 0;
+        }
         else if (a == "-h" || a == "--help") {
             std::cout << k_usage;
             return 0;

@@ -1,20 +1,14 @@
 #include "tokenizer/vocab.hpp"
 
 #include <algorithm>
-#include <array>
 #include <limits>
 
 #include "common/error.hpp"
+#include "tokenizer/special_tokens.hpp"
 
 namespace strata {
 
 namespace {
-
-// Texts llama.cpp treats as end of generation (and forces to CONTROL) whatever the file says.
-constexpr std::array<std::string_view, 14> k_eog_texts = {
-    "<|eot_id|>",  "<|im_end|>",      "<|end|>",         "<|return|>",          "<|call|>",
-    "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",      "<EOT>",               "_<EOT>",
-    "<|end_of_text|>", "<end_of_utterance>", "[EOT]", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
 
 // llama.cpp's isspace() on the raw bytes, for LSTRIP/RSTRIP; only ASCII whitespace matches.
 bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
@@ -77,15 +71,7 @@ vocab::vocab(vocab_data data) : d_(std::move(data)) {
     token_to_id_.reserve(n);
     for (size_t i = 0; i < n; ++i) token_to_id_.insert_or_assign(d_.tokens[i], static_cast<int32_t>(i));
 
-    is_eog_.assign(n, 0);
-    for (const int32_t id : {d_.eos, d_.eot, d_.eom})
-        if (id >= 0) is_eog_[static_cast<size_t>(id)] = 1;
-    for (std::string_view text : k_eog_texts) {
-        const int32_t id = find(text);
-        if (id < 0) continue;
-        is_eog_[static_cast<size_t>(id)] = 1;
-        d_.types[static_cast<size_t>(id)] = token_type::control; // as llama.cpp: never matched as plain text
-    }
+    is_eog_ = apply_special_token_rules(d_, [this](std::string_view text) { return find(text); });
 
     for (size_t i = 0; i < n; ++i) {
         const token_type t = d_.types[i];

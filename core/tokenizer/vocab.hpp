@@ -45,8 +45,8 @@ int parse_byte_token(std::string_view text);
 
 class vocab {
   public:
-    // Checks sizes, types and ids (strata::error naming data.origin and the field), then builds the indexes.
-    // Tokens llama.cpp treats as end of generation by their text (<|eot_id|>, <|im_end|>, ...) become CONTROL.
+    // Checks sizes, types and ids (strata::error naming data.origin and the field), then builds the indexes and
+    // applies llama.cpp's special-token rules (special_tokens.hpp: roles and end of generation by text).
     explicit vocab(vocab_data data);
 
     const vocab_data &data() const { return d_; }
@@ -56,7 +56,7 @@ class vocab {
     token_type type(int32_t id) const;
     // Id of the token whose text is exactly `text` (the last one when texts repeat), or -1.
     int32_t find(std::string_view text) const;
-    // End of generation: EOS, EOT, EOM, and the tokens recognised by their text.
+    // End of generation: EOS, EOT, EOM, FIM pad/repo/sep, and the tokens recognised by their text.
     bool is_eog(int32_t id) const { return id >= 0 && id < size() && is_eog_[static_cast<size_t>(id)] != 0; }
     bool is_special(int32_t id) const; // control or unknown: no text unless asked for
 

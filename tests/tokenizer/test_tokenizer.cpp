@@ -46,16 +46,21 @@ std::vector<int32_t> concat(std::initializer_list<std::vector<int32_t>> parts) {
     return all;
 }
 
-// Phi-3's "</s>" is USER_DEFINED: llama.cpp cuts it out of the text even without parse_special, drops the
-// whitespace after it (Phi-3 RSTRIP rule) and puts a dummy-prefix space before the text that follows.
-TEST(spm_special_tokens, phi3_user_defined_token_is_matched_without_parse_special) {
+// Phi-3's "</s>" is USER_DEFINED in the file, but llama.cpp makes every "</s>" an end-of-generation CONTROL token
+// (node-llama-cpp 3.21.1's llama.cpp; older ones cut it out as user-defined even without parse_special). So as
+// text it stays text, and with parse_special it is cut out, the whitespace after it dropped (Phi-3's RSTRIP rule)
+// and a dummy-prefix space put before the text that follows.
+TEST(spm_special_tokens, phi3_end_of_sequence_text_is_a_control_token) {
     const auto tok_owner = test::tokenizer_from("vocab/ggml-vocab-phi-3.gguf");
     const tokenizer &tok = *tok_owner;
-    ASSERT_EQ(tok.type(2), token_type::user_defined);
+    ASSERT_EQ(tok.type(2), token_type::control);
+    EXPECT_TRUE(tok.is_eog(2));
+    const auto as_text = tok.encode("Hello</s> world", false, false);
+    EXPECT_EQ(std::find(as_text.begin(), as_text.end(), 2), as_text.end());
     const auto expected = concat({tok.encode("Hello", false), {2}, tok.encode("world", false)});
-    EXPECT_EQ(tok.encode("Hello</s> world", false), expected);
-    EXPECT_EQ(tok.encode("Hello</s>world", false), expected);
-    EXPECT_EQ(tok.encode("</s>", true), (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(tok.encode("Hello</s> world", false, true), expected);
+    EXPECT_EQ(tok.encode("Hello</s>world", false, true), expected);
+    EXPECT_EQ(tok.encode("</s>", true, true), (std::vector<int32_t>{1, 2}));
 }
 
 TEST(spm_special_tokens, control_tokens_need_parse_special) {
