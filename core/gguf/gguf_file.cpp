@@ -192,6 +192,12 @@ std::optional<value_type> file::type_of(std::string_view key) const {
     return kv->type;
 }
 
+std::optional<value_type> file::array_type_of(std::string_view key) const {
+    const kv_entry *kv = find_kv(*impl_, key);
+    if (kv == nullptr || kv->type != value_type::array) return std::nullopt;
+    return kv->elem_type;
+}
+
 std::optional<uint64_t> file::get_uint(std::string_view key) const {
     const kv_entry *kv = find_kv(*impl_, key);
     if (kv == nullptr) return std::nullopt;

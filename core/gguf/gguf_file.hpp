@@ -88,6 +88,7 @@ class file {
 
     bool has(std::string_view key) const;
     std::optional<value_type> type_of(std::string_view key) const;
+    std::optional<value_type> array_type_of(std::string_view key) const; // element type; nullopt unless an array
     std::optional<uint64_t> get_uint(std::string_view key) const; // any integer type with a non-negative value; bool
     std::optional<int64_t> get_int(std::string_view key) const;   // any integer type that fits; bool
     std::optional<double> get_float(std::string_view key) const;  // f32/f64 and integers

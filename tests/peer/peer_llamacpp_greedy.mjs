@@ -6,7 +6,7 @@
 // asserts only that the first token agrees.
 // Exit codes: 0 pass, 1 fail, 77 skip (peer unavailable; the reason is printed).
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
 
 const SKIP = 77;
@@ -28,8 +28,27 @@ if (!existsSync(opts.runtime)) { console.error(`FAIL: runtime not built: ${opts.
 
 const N = 100;
 const prompts = ["", "Once upon a time"];
-// [file suffix, every token must agree]
-const models = [["f32", true], ["f16", true], ["q8_0", false], ["q4_0", false]];
+// [model file, every token must agree, prompts]
+const models = [["f32", true], ["f16", true], ["q8_0", false], ["q4_0", false]]
+  .map(([suffix, full]) => [path.join(opts.models, `stories260K-${suffix}.gguf`), full, prompts]);
+
+// Random-weight F32 models with real byte-level BPE vocabularies (tools/make-model --vocab-from), when the test is
+// given --make-model and --work: prompt ids and every greedy token must agree, special-token texts included.
+if (opts["make-model"] && opts.work) {
+  mkdirSync(opts.work, { recursive: true });
+  const chat = ["The capital of France is", "<|start_header_id|>user<|end_header_id|>\n\nHi 123 😀" +
+                "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"];
+  const qwen = ["The capital of France is", "<|im_start|>user\nHi 123 😀<|im_end|>\n<|im_start|>assistant\n"];
+  for (const [vocab, texts] of [["llama-bpe", chat], ["qwen2", qwen]]) {
+    const file = path.join(opts.work, `random-${vocab}.gguf`);
+    const made = runJson(opts["make-model"], ["--out", file, "--dim", "64", "--layers", "2", "--heads", "4",
+                                              "--kv-heads", "2", "--ff", "128", "--ctx", "256", "--type", "f32",
+                                              "--vocab-from", path.join(opts.models, "vocab", `ggml-vocab-${vocab}.gguf`)],
+                         `make-model ${vocab}`);
+    if (made.status !== 0) { console.error(`FAIL: make-model ${vocab}: ${made.stderr}`); process.exit(1); }
+    models.push([file, true, texts]);
+  }
+}
 
 function runJson(cmd, args, what) {
   const r = spawnSync(cmd, args, { encoding: "utf8", maxBuffer: 1 << 24, timeout: 120000 });
@@ -39,11 +58,10 @@ function runJson(cmd, args, what) {
 
 let failures = 0;
 const rows = [];
-for (const [suffix, mustAgreeFully] of models) {
-  const model = path.join(opts.models, `stories260K-${suffix}.gguf`);
+for (const [model, mustAgreeFully, modelPrompts] of models) {
   if (!existsSync(model)) { console.error(`FAIL: missing model ${model}`); failures++; continue; }
-  for (const prompt of prompts) {
-    const label = `${suffix} ${JSON.stringify(prompt)}`;
+  for (const prompt of modelPrompts) {
+    const label = `${path.basename(model, ".gguf")} ${JSON.stringify(prompt).slice(0, 40)}`;
     const peer = runJson(process.execPath, [path.join(opts.peer, "greedy.mjs"), "--model", model, "--prompt", prompt,
                                             "--n", String(N)], `llama.cpp ${label}`);
     if (peer.status === SKIP) {
@@ -83,7 +101,7 @@ for (const [suffix, mustAgreeFully] of models) {
       if (agree < Math.min(x.length, y.length))
         console.error(`  ${label}: token ${agree}: llama.cpp ${x[agree]} vs strata ${y[agree]}`);
     }
-    rows.push(`${label.padEnd(26)} prompt ids equal (${a.prompt_tokens.length}), ` +
+    rows.push(`${label.padEnd(60)} prompt ids equal (${a.prompt_tokens.length}), ` +
               `leading tokens agreeing: ${agree}/${N}  ${verdict}`);
   }
 }

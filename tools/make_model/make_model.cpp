@@ -4,8 +4,9 @@
 //   make-model --out F.gguf [--dim 768 --layers 12 --heads 12 --kv-heads 12 --ff 2048 --ctx 1024]
 //              [--type f32|f16|bf16|q8_0|q4_0] [--seed 1] [--vocab-from VOCAB.gguf] [--untied]
 //
-// The vocabulary (tokens, scores, types, BOS/EOS) is copied from --vocab-from (default: llama.cpp's Llama 2 SPM
-// vocab in ../shared/models/vocab), which also fixes the vocabulary size.
+// The vocabulary (every tokenizer.* key: SentencePiece or byte-level BPE, special ids, chat template) is copied from
+// --vocab-from (default: llama.cpp's Llama 2 SPM vocab in ../shared/models/vocab), which also fixes the vocabulary
+// size; e.g. --vocab-from ../shared/models/vocab/ggml-vocab-llama-bpe.gguf gives a model with Llama 3's tokenizer.
 #include "splitmix64.hpp"
 #include "common/error.hpp"
 #include "gguf/gguf_file.hpp"
@@ -84,6 +85,44 @@ uint32_t ggml_type_of(const std::string &t) {
     return it->second;
 }
 
+// Every tokenizer.* key of the vocab file as it is (model, pre-tokenizer, tokens, merges, special ids, add_bos,
+// chat template...), so the model tokenizes as the model the vocab came from.
+void copy_tokenizer_keys(const strata::gguf::file &from, strata::gguf::writer &w) {
+    using strata::gguf::value_type;
+    for (size_t i = 0; i < from.kv_count(); ++i) {
+        const std::string key(from.kv_key(i));
+        if (key.rfind("tokenizer.", 0) != 0) continue;
+        switch (from.kv_type(i)) {
+        case value_type::string: w.add_string(key, std::string(*from.get_string(key))); break;
+        case value_type::boolean: w.add_bool(key, *from.get_bool(key)); break;
+        case value_type::f32:
+        case value_type::f64: w.add_f32(key, static_cast<float>(*from.get_float(key))); break;
+        case value_type::array:
+            switch (*from.array_type_of(key)) {
+            case value_type::string: {
+                const auto v = *from.get_string_array(key);
+                w.add_string_array(key, std::vector<std::string>(v.begin(), v.end()));
+                break;
+            }
+            case value_type::f32:
+            case value_type::f64: w.add_f32_array(key, *from.get_float_array(key)); break;
+            default: {
+                const auto v = *from.get_int_array(key);
+                w.add_i32_array(key, std::vector<int32_t>(v.begin(), v.end()));
+            }
+            }
+            break;
+        default: {
+            const int64_t v = *from.get_int(key);
+            if (v < 0)
+                w.add_i32(key, static_cast<int32_t>(v));
+            else
+                w.add_u32(key, static_cast<uint32_t>(v));
+        }
+        }
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv) try {
@@ -114,9 +153,7 @@ int main(int argc, char **argv) try {
 
     strata::gguf::file vocab = strata::gguf::file::open(o.vocab_from);
     auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
-    auto scores = vocab.get_float_array("tokenizer.ggml.scores");
-    auto types = vocab.get_int_array("tokenizer.ggml.token_type");
-    if (!tokens || !scores || !types) strata::fail("{}: no SPM vocabulary (tokenizer.ggml.tokens/scores/token_type)", o.vocab_from);
+    if (!tokens) strata::fail("{}: no vocabulary (tokenizer.ggml.tokens)", o.vocab_from);
     const int64_t n_vocab = static_cast<int64_t>(tokens->size());
 
     strata::gguf::writer w;
@@ -134,16 +171,7 @@ int main(int argc, char **argv) try {
     w.add_u32("llama.rope.dimension_count", static_cast<uint32_t>(o.dim / o.heads));
     w.add_f32("llama.rope.freq_base", 10000.0f);
     w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    w.add_string("tokenizer.ggml.model", "llama");
-    w.add_string_array("tokenizer.ggml.tokens", std::vector<std::string>(tokens->begin(), tokens->end()));
-    w.add_f32_array("tokenizer.ggml.scores", *scores);
-    std::vector<int32_t> types32(types->begin(), types->end());
-    w.add_i32_array("tokenizer.ggml.token_type", types32);
-    for (const char *k : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id"}) {
-        if (auto v = vocab.get_uint(k)) w.add_u32(k, static_cast<uint32_t>(*v));
-    }
-    w.add_bool("tokenizer.ggml.add_bos_token", true);
-    w.add_bool("tokenizer.ggml.add_eos_token", false);
+    copy_tokenizer_keys(vocab, w);
 
     rng r{o.seed};
     std::vector<float> row;

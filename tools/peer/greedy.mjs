@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Greedy (temperature 0) generation with llama.cpp as an independent peer of Strata's runtime.
 // Prints {"prompt_tokens": [...], "completion_tokens": [...], ...} like `runtime --output json`.
-// Tokenization matches Strata: BOS, then the prompt with SentencePiece's dummy-prefix space.
+// Tokenization matches Strata's prompts (llama.cpp's add_special and parse_special): BOS when the vocab asks for it,
+// special-token texts as their tokens, and SentencePiece's dummy-prefix space.
 // The KV cache is F32: with llama.cpp's default F16 cache, greedy runs can depart at near-ties.
 import { loadLlamaCpp, parseArgs, nonNegativeInt, fail } from "./load-llama.mjs";
 
@@ -26,9 +27,9 @@ try {
 }
 
 const promptTokens = [];
-if (model.tokens.bos != null) promptTokens.push(model.tokens.bos);
+if (model.tokens.bos != null && model.tokens.shouldPrependBosToken) promptTokens.push(model.tokens.bos);
 // tokenize() never adds BOS; llama.cpp's SPM tokenizer still adds the dummy-prefix space.
-promptTokens.push(...model.tokenize(args.prompt, false));
+promptTokens.push(...model.tokenize(args.prompt, true));
 
 const contextSize = promptTokens.length + n;
 const trained = model.trainContextSize;
