@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -12,6 +13,7 @@
 
 #include "common/error.hpp"
 #include "gguf/gguf_file.hpp"
+#include "tokenizer/hf_tokenizer.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
 #include "tokenizer/tokenizer.hpp"
 #include "tokenizer/vocab_from_gguf.hpp"
@@ -22,7 +24,8 @@ namespace {
 
 constexpr const char *k_usage = R"(usage: runtime tokenize -m MODEL.gguf (-p TEXT | -f FILE | --stdin) [options]
 Prints the token ids of a text as Strata's tokenizer makes them for MODEL (llama.cpp's llama-tokenize).
-  -m, --model FILE        the GGUF whose vocabulary to use (its weights are not read)
+  -m, --model FILE        the GGUF whose vocabulary to use (its weights are not read), or a Hugging Face model
+                          folder or tokenizer.json (with tokenizer_config.json beside it)
   -p, --prompt TEXT       the text
   -f, --file FILE         the text is this file, byte for byte
       --stdin             the text is standard input (wins over -f and -p)
@@ -127,8 +130,14 @@ int run_tokenize_command(int argc, char **argv) {
     if (!use_stdin && file.empty() && !have_prompt)
         fail("runtime tokenize: give the text with -p TEXT, -f FILE or --stdin");
 
-    const gguf::file f = gguf::file::open(model);
-    const std::unique_ptr<tokenizer> tok = make_tokenizer(load_vocab(f));
+    // A GGUF, or a Hugging Face model folder / tokenizer.json.
+    const std::unique_ptr<tokenizer> tok = [&] {
+        namespace fs = std::filesystem;
+        if (fs::is_directory(model) || fs::path(model).extension() == ".json")
+            return make_tokenizer(load_hf_tokenizer(model).vocab);
+        const gguf::file f = gguf::file::open(model);
+        return make_tokenizer(load_vocab(f));
+    }();
 
     std::string text;
     if (use_stdin) {

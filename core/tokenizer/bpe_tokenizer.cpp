@@ -1,6 +1,7 @@
-// Port of llama.cpp's BPE path (llama-vocab.cpp: llm_tokenizer_bpe_session::tokenize, llama_decode_text). Symbols
-// carry interned ids, so a merge is one hash lookup of two integers instead of llama.cpp's pair of strings; the
-// order of merges and every fallback are the same.
+// Port of llama.cpp's BPE path (llama-vocab.cpp: llm_tokenizer_bpe_session::tokenize, llama_decode_text) and of the
+// parts of Hugging Face tokenizers' BPE model that differ (byte_fallback, unk, fuse_unk). Symbols carry interned
+// ids, so a merge is one hash lookup of two integers instead of a pair of strings; the order of merges and every
+// fallback are the same.
 #include "tokenizer/bpe_tokenizer.hpp"
 
 #include <algorithm>
@@ -14,8 +15,6 @@
 namespace strata {
 
 namespace {
-
-constexpr std::string_view k_space_marker = "\xE2\x96\x81"; // U+2581, SentencePiece-style BPE's space
 
 uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
@@ -43,12 +42,14 @@ std::string decode_byte_text(std::string_view text) {
     return out;
 }
 
-std::string unescape_spaces(std::string_view text) {
+// Every occurrence of `from` replaced by `to`.
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
     std::string out;
+    out.reserve(text.size());
     for (size_t i = 0; i < text.size();) {
-        if (text.substr(i, k_space_marker.size()) == k_space_marker) {
-            out += ' ';
-            i += k_space_marker.size();
+        if (!from.empty() && text.substr(i, from.size()) == from) {
+            out += to;
+            i += from.size();
         } else {
             out += text[i++];
         }
@@ -56,15 +57,22 @@ std::string unescape_spaces(std::string_view text) {
     return out;
 }
 
-// llama.cpp's token_to_piece for BPE vocabs (special=false).
-std::vector<std::string> bpe_pieces(const vocab &v, bool raw_bytes, bool escape_whitespace) {
+// What each token contributes to the output (llama.cpp's token_to_piece for BPE, special=false; Hugging Face's
+// ByteLevel or Replace/ByteFallback decoders).
+std::vector<std::string> bpe_pieces(const vocab &v) {
+    const bpe_rules &r = v.data().bpe;
     std::vector<std::string> pieces(static_cast<size_t>(v.size()));
     for (int32_t i = 0; i < v.size(); ++i) {
         const std::string &text = v.text(i);
         switch (v.type(i)) {
-        case token_type::normal:
-            pieces[i] = escape_whitespace ? unescape_spaces(text) : raw_bytes ? text : decode_byte_text(text);
+        case token_type::normal: {
+            std::string p = r.byte_level ? decode_byte_text(text) : text;
+            // Undo the replacements that spell spaces (U+2581 back to ' ').
+            for (auto it = r.replacements.rbegin(); it != r.replacements.rend(); ++it)
+                if (it->first == " ") p = replace_all(p, it->second, it->first);
+            pieces[i] = std::move(p);
             break;
+        }
         case token_type::user_defined: pieces[i] = text; break;
         case token_type::byte: {
             const int b = parse_byte_token(text);
@@ -94,76 +102,55 @@ struct bpe_bigram {
     uint32_t size;
 };
 
-// Lowest rank first; on equal ranks the leftmost pair (llama.cpp's llm_bigram_bpe::comparator).
+// Lowest rank first; on equal ranks the leftmost pair (llama.cpp's llm_bigram_bpe::comparator, and the order of
+// Hugging Face's merge heap).
 struct bpe_bigram_order {
     bool operator()(const bpe_bigram &l, const bpe_bigram &r) const {
         return l.rank > r.rank || (l.rank == r.rank && l.left > r.left);
     }
 };
 
-pre_tokenizer_spec spec_for(const vocab &v) {
-    const auto spec = find_pre_tokenizer(v.data().pre);
-    if (!spec) {
-        std::string known;
-        for (const std::string_view name : pre_tokenizer_names()) known += fmt::format("{}{}", known.empty() ? "" : ", ", name);
-        fail("{}: unknown pre-tokenizer tokenizer.ggml.pre = \"{}\"; Strata knows the same names as llama.cpp: {}. "
-             "Convert the model with a llama.cpp that knows its tokenizer, or set the key to the pre-tokenizer it "
-             "was trained with",
-             v.data().origin, v.data().pre, known);
-    }
-    return *spec;
-}
+constexpr char k_hex[] = "0123456789ABCDEF";
 
 } // namespace
 
-bpe_tokenizer::bpe_tokenizer(class vocab v) : tokenizer(std::move(v)), pre_(spec_for(vocab())) {
-    const pre_tokenizer_spec spec = spec_for(vocab());
-    ignore_merges_ = (spec.flags & pre_ignore_merges) != 0;
-    newline_words_whole_ = (spec.flags & pre_newline_words_whole) != 0;
-    escape_whitespace_ = (spec.flags & pre_escape_whitespace) != 0;
-    raw_bytes_ = (spec.flags & pre_raw_bytes) != 0;
-    set_pieces(bpe_pieces(vocab(), raw_bytes_, escape_whitespace_));
+bpe_tokenizer::bpe_tokenizer(class vocab v)
+    : tokenizer(std::move(v)), rules_(vocab().data().bpe),
+      pre_(rules_.splits, vocab().data().pre.empty() ? vocab().data().origin : vocab().data().pre) {
+    set_pieces(bpe_pieces(vocab()));
+    if (rules_.unknown == unknown_symbol::unknown_token && vocab().data().unk < 0)
+        fail("{}: the BPE model stands an unknown token for symbols no token spells, but names none (model.unk_token)",
+             vocab().data().origin);
 
     const int32_t n = n_vocab();
     piece_ids_.reserve(static_cast<size_t>(n) * 2);
     for (int32_t i = 0; i < n; ++i) piece_ids_.emplace(token_text(i), find_token(token_text(i)));
     next_piece_id_ = n;
 
-    const std::vector<std::string> &lines = vocab().data().merges;
-    if (lines.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
-        fail("{}: {} merges is more than ranks can address", vocab().data().origin, lines.size());
-    merges_.reserve(lines.size());
-    for (size_t i = 0; i < lines.size(); ++i) {
-        // llama.cpp splits at the first space after the first byte; a line without one is the pair ("", "").
-        const std::string_view line = lines[i];
-        const size_t space = line.find(' ', 1);
-        const std::string_view left = space == std::string_view::npos ? std::string_view() : line.substr(0, space);
-        const std::string_view right = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
-        if (left.empty() || right.empty()) {
-            log::warn("tokenizer", "{}: tokenizer.ggml.merges[{}] = \"{}\" is not two symbols separated by a space; "
-                                   "it can never apply (as in llama.cpp)",
-                      vocab().data().origin, i, line);
-            continue;
-        }
+    const auto &pairs = vocab().data().merges;
+    if (pairs.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+        fail("{}: {} merges is more than ranks can address", vocab().data().origin, pairs.size());
+    merges_.reserve(pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i) {
+        const auto &[left, right] = pairs[i];
+        if (left.empty() || right.empty()) continue; // no symbol is empty: it can never apply
         const int32_t l = intern(left), r = intern(right);
-        std::string joined;
-        joined.reserve(left.size() + right.size());
-        joined.append(left).append(right);
-        const int32_t result = intern(joined);
+        const int32_t result = intern(left + right);
         merges_.emplace(pair_key(l, r), merge{static_cast<int32_t>(i), result}); // the first rank of a pair wins
     }
 
     byte_piece_.assign(256, -1);
-    byte_fallback_.assign(256, -1);
-    static constexpr char hex[] = "0123456789ABCDEF";
+    byte_token_.assign(256, -1);
     for (int b = 0; b < 256; ++b) {
-        if (!raw_bytes_) {
+        if (rules_.byte_level) {
             const auto it = piece_ids_.find(unicode::byte_to_text(static_cast<uint8_t>(b)));
             byte_piece_[b] = it == piece_ids_.end() ? -1 : it->second;
-            byte_fallback_[b] = find_token(std::string(1, static_cast<char>(b)));
+        }
+        if (rules_.unknown == unknown_symbol::single_bytes) {
+            byte_token_[b] = find_token(std::string(1, static_cast<char>(b)));
         } else {
-            const char spelled[] = {'<', '0', 'x', hex[b >> 4], hex[b & 15], '>'};
-            byte_fallback_[b] = find_token(std::string_view(spelled, sizeof spelled));
+            const char spelled[] = {'<', '0', 'x', k_hex[b >> 4], k_hex[b & 15], '>'};
+            byte_token_[b] = find_token(std::string_view(spelled, sizeof spelled));
         }
     }
 }
@@ -180,106 +167,130 @@ const bpe_tokenizer::merge *bpe_tokenizer::find_merge(int32_t left, int32_t righ
     return it == merges_.end() ? nullptr : &it->second;
 }
 
-void bpe_tokenizer::encode_text(std::string_view text, bool, std::vector<int32_t> &out) const {
-    std::string escaped;
-    if (escape_whitespace_) {
-        for (const char c : text) {
-            if (c == ' ')
-                escaped += k_space_marker;
-            else
-                escaped += c;
-        }
-        text = escaped;
+void bpe_tokenizer::encode_text(std::string_view text, bool, bool at_start, std::vector<int32_t> &out) const {
+    // Normalization (tokenizer.json's normalizer and Metaspace, llama.cpp's escaped spaces).
+    std::string normalized;
+    const bool normalize = rules_.nfc || !rules_.replacements.empty() || !rules_.prepend.empty();
+    if (normalize) {
+        normalized = rules_.nfc ? unicode::nfc(text) : std::string(text);
+        for (const auto &[from, to] : rules_.replacements) normalized = replace_all(normalized, from, to);
+        if (!rules_.prepend.empty() && !normalized.empty() &&
+            (rules_.prepend_where == prepend_scheme::every_stretch || at_start) &&
+            !(rules_.prepend_unless_present && normalized.starts_with(rules_.prepend)))
+            normalized.insert(0, rules_.prepend);
+        text = normalized;
     }
+
     pre_split_result words;
     pre_.split(text, words);
-
-    std::string utf8, enc;
-    std::vector<bpe_symbol> symbols;
-    std::vector<bpe_bigram> heap_storage;
-    std::priority_queue<bpe_bigram, std::vector<bpe_bigram>, bpe_bigram_order> queue(bpe_bigram_order{},
-                                                                                     std::move(heap_storage));
+    std::string utf8;
     size_t begin = 0;
     for (const size_t length : words.lengths) {
         utf8.clear();
         for (size_t i = begin; i < begin + length; ++i) unicode::append_utf8(utf8, words.cpts[i]);
         begin += length;
-        if (utf8.empty()) continue;
+        if (!utf8.empty()) encode_word(utf8, out);
+    }
+}
 
-        // The word in the symbols' alphabet (GPT-2's byte characters, or the raw UTF-8).
-        enc.clear();
-        if (raw_bytes_) {
-            enc = utf8;
-        } else {
-            for (const char c : utf8) enc += unicode::byte_to_text(static_cast<uint8_t>(c));
+void bpe_tokenizer::encode_word(std::string_view utf8, std::vector<int32_t> &out) const {
+    // The word in the symbols' alphabet (GPT-2's byte characters, or the raw UTF-8).
+    std::string enc;
+    if (rules_.byte_level) {
+        enc.reserve(utf8.size() * 2);
+        for (const char c : utf8) enc += unicode::byte_to_text(static_cast<uint8_t>(c));
+    } else {
+        enc = utf8;
+    }
+    // A word that is a whole token is that token, whatever the merges would make of it (ignore_merges; and
+    // Gemma 4's runs of newlines, as llama.cpp special-cases them).
+    if (rules_.ignore_merges || (rules_.newline_words_whole && enc.find_first_not_of('\n') == std::string::npos)) {
+        const int32_t whole = find_token(enc);
+        if (whole >= 0) {
+            out.push_back(whole);
+            return;
         }
-        // A word that is a whole token is that token, whatever the merges would make of it (ignore_merges; and
-        // Gemma 4's runs of newlines, as llama.cpp special-cases them).
-        if (ignore_merges_ || (newline_words_whole_ && enc.find_first_not_of('\n') == std::string::npos)) {
-            const int32_t whole = find_token(enc);
-            if (whole >= 0) {
-                out.push_back(whole);
+    }
+
+    // One symbol per character.
+    std::vector<bpe_symbol> symbols;
+    symbols.reserve(enc.size());
+    if (rules_.byte_level) {
+        uint32_t off = 0;
+        for (const char c : utf8) {
+            const auto b = static_cast<uint8_t>(c);
+            const auto len = static_cast<uint32_t>(unicode::byte_to_text(b).size());
+            const auto index = static_cast<int32_t>(symbols.size());
+            symbols.push_back({off, len, byte_piece_[b], index - 1, index + 1});
+            off += len;
+        }
+    } else {
+        for (size_t off = 0; off < enc.size();) {
+            const size_t n = std::min(unicode::utf8_length(static_cast<unsigned char>(enc[off])), enc.size() - off);
+            const auto it = piece_ids_.find(std::string_view(enc).substr(off, n));
+            const auto index = static_cast<int32_t>(symbols.size());
+            symbols.push_back({static_cast<uint32_t>(off), static_cast<uint32_t>(n),
+                               it == piece_ids_.end() ? -1 : it->second, index - 1, index + 1});
+            off += n;
+        }
+    }
+    symbols.back().next = -1;
+
+    std::priority_queue<bpe_bigram, std::vector<bpe_bigram>, bpe_bigram_order> queue;
+    const auto add_bigram = [&](int32_t left, int32_t right) {
+        if (left < 0 || right < 0) return;
+        const merge *m = find_merge(symbols[left].piece, symbols[right].piece);
+        if (m == nullptr) return;
+        queue.push({left, right, m->rank, symbols[left].n + symbols[right].n});
+    };
+    for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) add_bigram(i - 1, i);
+    while (!queue.empty()) {
+        const bpe_bigram bigram = queue.top();
+        queue.pop();
+        bpe_symbol &left = symbols[bigram.left];
+        bpe_symbol &right = symbols[bigram.right];
+        // Stale: a side was merged away, or grew (then the pair's text is no longer the one queued).
+        if (left.n == 0 || right.n == 0 || left.n + right.n != bigram.size) continue;
+        left.piece = find_merge(left.piece, right.piece)->result;
+        left.n += right.n;
+        right.n = 0;
+        left.next = right.next;
+        if (right.next >= 0) symbols[right.next].prev = bigram.left;
+        add_bigram(left.prev, bigram.left);
+        add_bigram(bigram.left, left.next);
+    }
+
+    const int32_t unk = vocab().data().unk;
+    bool previous_unknown = false;
+    for (int32_t i = 0; i != -1; i = symbols[i].next) {
+        const bpe_symbol &s = symbols[i];
+        if (s.piece >= 0 && s.piece < n_vocab()) {
+            out.push_back(s.piece);
+            previous_unknown = false;
+            continue;
+        }
+        // No token spells this symbol.
+        const std::string_view text = std::string_view(enc).substr(s.offset, s.n);
+        switch (rules_.unknown) {
+        case unknown_symbol::single_bytes:
+        case unknown_symbol::byte_tokens:
+            // Each byte on its own, when the vocab has a token for it (llama.cpp drops the others).
+            for (const char c : text)
+                if (const int32_t id = byte_token_[static_cast<uint8_t>(c)]; id >= 0) out.push_back(id);
+            break;
+        case unknown_symbol::byte_fallback:
+            if (std::all_of(text.begin(), text.end(), [&](char c) { return byte_token_[static_cast<uint8_t>(c)] >= 0; })) {
+                for (const char c : text) out.push_back(byte_token_[static_cast<uint8_t>(c)]);
+                previous_unknown = false;
                 continue;
             }
+            [[fallthrough]];
+        case unknown_symbol::unknown_token:
+            if (!(rules_.fuse_unknown && previous_unknown)) out.push_back(unk);
+            previous_unknown = true;
+            continue;
         }
-        // One symbol per character.
-        symbols.clear();
-        if (!raw_bytes_) {
-            uint32_t off = 0;
-            for (const char c : utf8) {
-                const auto b = static_cast<uint8_t>(c);
-                const auto len = static_cast<uint32_t>(unicode::byte_to_text(b).size());
-                const auto index = static_cast<int32_t>(symbols.size());
-                symbols.push_back({off, len, byte_piece_[b], index - 1, index + 1});
-                off += len;
-            }
-        } else {
-            for (size_t off = 0; off < enc.size();) {
-                const size_t n = std::min(unicode::utf8_length(static_cast<unsigned char>(enc[off])), enc.size() - off);
-                const auto it = piece_ids_.find(std::string_view(enc).substr(off, n));
-                const auto index = static_cast<int32_t>(symbols.size());
-                symbols.push_back({static_cast<uint32_t>(off), static_cast<uint32_t>(n),
-                                   it == piece_ids_.end() ? -1 : it->second, index - 1, index + 1});
-                off += n;
-            }
-        }
-        symbols.back().next = -1;
-
-        const auto add_bigram = [&](int32_t left, int32_t right) {
-            if (left < 0 || right < 0) return;
-            const merge *m = find_merge(symbols[left].piece, symbols[right].piece);
-            if (m == nullptr) return;
-            queue.push({left, right, m->rank, symbols[left].n + symbols[right].n});
-        };
-        for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) add_bigram(i - 1, i);
-        while (!queue.empty()) {
-            const bpe_bigram bigram = queue.top();
-            queue.pop();
-            bpe_symbol &left = symbols[bigram.left];
-            bpe_symbol &right = symbols[bigram.right];
-            // Stale: a side was merged away, or grew (then the pair's text is no longer the one queued).
-            if (left.n == 0 || right.n == 0 || left.n + right.n != bigram.size) continue;
-            left.piece = find_merge(left.piece, right.piece)->result;
-            left.n += right.n;
-            right.n = 0;
-            left.next = right.next;
-            if (right.next >= 0) symbols[right.next].prev = bigram.left;
-            add_bigram(left.prev, bigram.left);
-            add_bigram(bigram.left, left.next);
-        }
-
-        for (int32_t i = 0; i != -1; i = symbols[i].next) {
-            const bpe_symbol &s = symbols[i];
-            if (s.piece >= 0 && s.piece < n_vocab()) {
-                out.push_back(s.piece);
-                continue;
-            }
-            // No token spells this symbol: each byte of its text on its own, when the vocab has a token for it.
-            for (uint32_t k = 0; k < s.n; ++k) {
-                const int32_t id = byte_fallback_[static_cast<uint8_t>(enc[s.offset + k])];
-                if (id >= 0) out.push_back(id);
-            }
-        }
+        previous_unknown = false;
     }
 }
 

@@ -1,5 +1,6 @@
 #include "tokenizer/pre_tokenizer.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include "common/error.hpp"
@@ -306,25 +307,92 @@ std::vector<std::string_view> pre_tokenizer_names() {
     return names;
 }
 
-pre_tokenizer::pre_tokenizer(const pre_tokenizer_spec &spec) : name_(spec.name) {
-    for (const std::string_view regex : spec.regexes) {
+bpe_rules rules_for(const pre_tokenizer_spec &spec) {
+    bpe_rules r;
+    for (const std::string_view regex : spec.regexes) r.splits.push_back({std::string(regex), regex_dialect::llama_cpp});
+    r.byte_level = (spec.flags & pre_raw_bytes) == 0;
+    r.unknown = r.byte_level ? unknown_symbol::single_bytes : unknown_symbol::byte_tokens;
+    r.ignore_merges = (spec.flags & pre_ignore_merges) != 0;
+    r.newline_words_whole = (spec.flags & pre_newline_words_whole) != 0;
+    if (spec.flags & pre_escape_whitespace) r.replacements.emplace_back(" ", "\xE2\x96\x81");
+    return r;
+}
+
+pre_tokenizer::pre_tokenizer(std::span<const split_rule> rules, std::string name) : name_(std::move(name)) {
+    for (const split_rule &rule : rules) {
         step s;
-        s.custom = find_custom_splitter(regex);
-        if (s.custom == nullptr) {
-            const std::string label = fmt::format("{} #{}", name_, steps_.size() + 1);
-            if (uses_categories(regex)) {
-                s.on = subject::collapsed;
-                s.regex.emplace(collapse_regex(regex, name_), label);
-                need_collapsed_ = true;
-            } else {
-                s.on = subject::wide;
-                s.regex.emplace(decode_regex(regex), label);
-                need_wide_ = true;
-            }
+        s.rule = rule;
+        const std::string label = fmt::format("{} #{}", name_, steps_.size() + 1);
+        if (rule.dialect == regex_dialect::unicode) {
+            s.regex.emplace(decode_regex(rule.regex), true, label);
+        } else if ((s.custom = find_custom_splitter(rule.regex)) != nullptr) {
+            // llama.cpp's hand-written splitter for exactly this regex
+        } else if (uses_categories(rule.regex)) {
+            s.on = subject::collapsed;
+            s.regex.emplace(collapse_regex(rule.regex, name_), false, label);
+            need_collapsed_ = true;
+        } else {
+            s.on = subject::wide;
+            s.regex.emplace(decode_regex(rule.regex), false, label);
+            need_wide_ = true;
         }
         steps_.push_back(std::move(s));
     }
 }
+
+namespace {
+
+// Hugging Face's split of one piece into words by behaviour (tokenizers' NormalizedString::split): the segments
+// are matches and the stretches between them; empty ones take part in the merging and are dropped at the end.
+void words_by_behavior(std::vector<split_regex::segment> &segs, const split_rule &rule, std::vector<size_t> &out) {
+    if (rule.invert)
+        for (auto &g : segs) g.match = !g.match;
+    std::vector<size_t> words;
+    switch (rule.behavior) {
+    case split_behavior::isolated:
+        for (const auto &g : segs) words.push_back(g.length);
+        break;
+    case split_behavior::merged_with_previous: {
+        bool previous_match = false;
+        for (const auto &g : segs) {
+            if (g.match && !previous_match && !words.empty())
+                words.back() += g.length;
+            else
+                words.push_back(g.length);
+            previous_match = g.match;
+        }
+        break;
+    }
+    case split_behavior::merged_with_next: {
+        bool previous_match = false; // of the segment after this one (walking backwards)
+        for (size_t i = segs.size(); i-- > 0;) {
+            const auto &g = segs[i];
+            if (g.match && !previous_match && !words.empty())
+                words.back() += g.length;
+            else
+                words.push_back(g.length);
+            previous_match = g.match;
+        }
+        std::reverse(words.begin(), words.end());
+        break;
+    }
+    case split_behavior::contiguous: {
+        bool previous_match = false;
+        for (const auto &g : segs) {
+            if (g.match && previous_match && !words.empty())
+                words.back() += g.length;
+            else
+                words.push_back(g.length);
+            previous_match = g.match;
+        }
+        break;
+    }
+    }
+    for (const size_t w : words)
+        if (w > 0) out.push_back(w);
+}
+
+} // namespace
 
 void pre_tokenizer::split(std::string_view text, pre_split_result &r) const {
     r.cpts.clear();
@@ -355,8 +423,20 @@ void pre_tokenizer::split(std::string_view text, pre_split_result &r) const {
         if (s.custom != nullptr) {
             s.custom(r.cpts, r.lengths, r.next);
         } else {
-            const std::vector<uint32_t> &subject = s.on == subject::collapsed ? r.collapsed : r.wide;
-            s.regex->split(subject, r.lengths, r.next);
+            const std::vector<uint32_t> &subject = s.on == subject::collapsed ? r.collapsed
+                                                   : s.on == subject::wide    ? r.wide
+                                                                              : r.cpts;
+            size_t start = 0;
+            for (const size_t length : r.lengths) {
+                s.regex->segments(std::span<const uint32_t>(subject.data() + start, length), r.scratch, r.segments);
+                start += length;
+                if (s.rule.dialect == regex_dialect::unicode) {
+                    words_by_behavior(r.segments, s.rule, r.next);
+                } else {
+                    // llama.cpp keeps every match and gap, an empty match as an empty word.
+                    for (const auto &g : r.segments) r.next.push_back(g.length);
+                }
+            }
         }
         r.lengths.swap(r.next);
     }

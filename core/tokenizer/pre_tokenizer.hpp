@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tokenizer/regex_split.hpp"
+#include "tokenizer/text_rules.hpp"
 
 namespace strata {
 
@@ -37,6 +38,10 @@ std::optional<pre_tokenizer_spec> find_pre_tokenizer(std::string_view name);
 // Every known name, for error messages and tests.
 std::vector<std::string_view> pre_tokenizer_names();
 
+// The rules a tokenizer.ggml.pre name stands for in llama.cpp: its regexes (llama.cpp's dialect), GPT-2's byte
+// alphabet or raw bytes, ignore_merges, and U+2581 for spaces where the name asks for it.
+bpe_rules rules_for(const pre_tokenizer_spec &spec);
+
 // The words of a text, as codepoints: word i is cpts[begin_i, begin_i + lengths[i]) with begin_i the sum of the
 // lengths before it. Reused across calls to avoid reallocating.
 struct pre_split_result {
@@ -45,12 +50,14 @@ struct pre_split_result {
     // scratch
     std::vector<uint32_t> collapsed, wide;
     std::vector<size_t> next;
+    std::vector<split_regex::segment> segments;
+    regex_scratch scratch;
 };
 
 class pre_tokenizer {
   public:
-    // Compiles the spec's regexes once. Throws strata::error when one cannot be compiled.
-    explicit pre_tokenizer(const pre_tokenizer_spec &spec);
+    // Compiles the rules' regexes once; `name` is for messages. Throws strata::error when one cannot be compiled.
+    pre_tokenizer(std::span<const split_rule> rules, std::string name);
 
     // Splits UTF-8 text (invalid bytes become U+FFFD) into words.
     void split(std::string_view text, pre_split_result &out) const;
@@ -65,6 +72,7 @@ class pre_tokenizer {
         custom_splitter custom = nullptr; // when set, `regex` is unused
         std::optional<split_regex> regex;
         subject on = subject::codepoints;
+        split_rule rule;
     };
     std::string name_;
     std::vector<step> steps_;

@@ -35,18 +35,42 @@ struct jit_stack_deleter {
 
 } // namespace
 
+struct regex_scratch::state {
+    std::unique_ptr<pcre2_match_data, match_data_deleter> md;
+    std::unique_ptr<pcre2_match_context, match_context_deleter> ctx;
+    std::unique_ptr<pcre2_jit_stack, jit_stack_deleter> jit_stack;
+};
+
+regex_scratch::regex_scratch() : s_(std::make_unique<state>()) {
+    s_->md.reset(pcre2_match_data_create(1, nullptr)); // only the whole match's offsets are read
+    s_->ctx.reset(pcre2_match_context_create(nullptr));
+    if (!s_->md || !s_->ctx) throw std::bad_alloc();
+    pcre2_set_match_limit(s_->ctx.get(), k_match_limit);
+    pcre2_set_heap_limit(s_->ctx.get(), k_heap_limit_kib);
+    // The JIT's own stack, grown on demand up to 8 MiB (its default is 32 KiB of the machine stack).
+    s_->jit_stack.reset(pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr));
+    if (s_->jit_stack) pcre2_jit_stack_assign(s_->ctx.get(), nullptr, s_->jit_stack.get());
+}
+regex_scratch::~regex_scratch() = default;
+regex_scratch::regex_scratch(regex_scratch &&) noexcept = default;
+regex_scratch &regex_scratch::operator=(regex_scratch &&) noexcept = default;
+
 struct split_regex::compiled {
     pcre2_code *code = nullptr;
     bool jit = false;
     ~compiled() { pcre2_code_free(code); }
 };
 
-split_regex::split_regex(std::u32string pattern, std::string name) : re_(std::make_unique<compiled>()), name_(std::move(name)) {
+split_regex::split_regex(std::u32string pattern, bool unicode, std::string name)
+    : re_(std::make_unique<compiled>()), name_(std::move(name)) {
     int code = 0;
     PCRE2_SIZE offset = 0;
-    // DOLLAR_ENDONLY: `$` means the piece's end only, as in ECMAScript (deepseek-llm's "\s+$").
-    re_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_DOLLAR_ENDONLY,
-                              &code, &offset, nullptr);
+    // DOLLAR_ENDONLY: `$` means the piece's end only, as in ECMAScript (deepseek-llm's "\s+$") and Rust.
+    // MATCH_INVALID_UTF: a lone surrogate in the text (from CESU-style bytes) is an unmatched character, not an error.
+    const uint32_t options =
+        PCRE2_DOLLAR_ENDONLY | (unicode ? PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF : uint32_t{0});
+    re_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &code, &offset,
+                              nullptr);
     if (re_->code == nullptr)
         fail("pre-tokenizer regex {}: PCRE2 cannot compile it at code unit {}: {}", name_, offset, pcre2_message(code));
     re_->jit = pcre2_jit_compile(re_->code, PCRE2_JIT_COMPLETE) == 0;
@@ -56,67 +80,52 @@ split_regex::~split_regex() = default;
 split_regex::split_regex(split_regex &&) noexcept = default;
 split_regex &split_regex::operator=(split_regex &&) noexcept = default;
 
-void split_regex::split(std::span<const uint32_t> subject, std::span<const size_t> pieces,
-                        std::vector<size_t> &out) const {
-    std::unique_ptr<pcre2_match_data, match_data_deleter> md(pcre2_match_data_create_from_pattern(re_->code, nullptr));
-    std::unique_ptr<pcre2_match_context, match_context_deleter> ctx(pcre2_match_context_create(nullptr));
-    if (!md || !ctx) throw std::bad_alloc();
-    pcre2_set_match_limit(ctx.get(), k_match_limit);
-    pcre2_set_heap_limit(ctx.get(), k_heap_limit_kib);
-    // The JIT's own stack, grown on demand up to 8 MiB (its default is 32 KiB of the machine stack).
-    std::unique_ptr<pcre2_jit_stack, jit_stack_deleter> jit_stack;
-    if (re_->jit) {
-        jit_stack.reset(pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr));
-        if (jit_stack) pcre2_jit_stack_assign(ctx.get(), nullptr, jit_stack.get());
-    }
+void split_regex::segments(std::span<const uint32_t> piece, regex_scratch &scratch, std::vector<segment> &out) const {
+    out.clear();
+    pcre2_match_data *md = scratch.get().md.get();
+    pcre2_match_context *ctx = scratch.get().ctx.get();
+    const auto *s = reinterpret_cast<PCRE2_SPTR>(piece.data());
+    const size_t length = piece.size();
 
     // One attempt at `at`; false when there is no match. An interrupted JIT match (its stack limit) is run again
     // by the interpreter, which backtracks on the heap.
-    const auto match = [&](const uint32_t *s, size_t n, size_t at, uint32_t options, size_t &begin, size_t &end) {
-        int rc = pcre2_match(re_->code, reinterpret_cast<PCRE2_SPTR>(s), n, at, options, md.get(), ctx.get());
+    const auto match = [&](size_t at, uint32_t options, size_t &begin, size_t &end) {
+        int rc = pcre2_match(re_->code, s, length, at, options, md, ctx);
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-            rc = pcre2_match(re_->code, reinterpret_cast<PCRE2_SPTR>(s), n, at, options | PCRE2_NO_JIT, md.get(),
-                             ctx.get());
+            rc = pcre2_match(re_->code, s, length, at, options | PCRE2_NO_JIT, md, ctx);
         if (rc == PCRE2_ERROR_NOMATCH) return false;
         if (rc < 0)
             fail("pre-tokenizer regex {} gave up on a piece of {} characters: {} (the text is pathological for this "
                  "tokenizer; shorten or split it)",
-                 name_, n, pcre2_message(rc));
-        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md.get());
+                 name_, length, pcre2_message(rc));
+        const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         begin = ov[0];
         end = ov[1];
         return true;
     };
 
-    size_t start = 0;
-    for (const size_t length : pieces) {
-        const uint32_t *s = subject.data() + start;
-        start += length;
-        size_t done = 0; // end of the last match, relative to the piece
-        size_t at = 0;   // where the next search starts
-        bool after_empty = false;
-        while (at <= length) {
-            size_t b = 0, e = 0;
-            bool found = false;
-            if (after_empty) {
-                // std::regex_iterator after an empty match: a non-empty match right here, else search from one on.
-                found = match(s, length, at, PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED, b, e);
-                if (!found) {
-                    if (at == length) break;
-                    found = match(s, length, at + 1, 0, b, e);
-                }
-            } else {
-                found = match(s, length, at, 0, b, e);
-            }
-            if (!found) break;
-            if (b > done) out.push_back(b - done);
-            out.push_back(e - b);
-            done = e;
-            after_empty = e == b;
-            at = e; // a non-empty match that ends the piece still searches once more there (empty matches)
+    size_t done = 0; // end of the last match
+    size_t at = 0;   // where the next search starts
+    bool after_empty = false;
+    while (at <= length) {
+        size_t b = 0, e = 0;
+        bool found = false;
+        if (after_empty) {
+            // std::regex_iterator after an empty match: a non-empty match right here, else search from one on.
+            if (at == length) break;
+            found = match(at, PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED, b, e);
+            if (!found) found = match(at + 1, 0, b, e);
+        } else {
+            found = match(at, 0, b, e);
         }
-        if (done < length) out.push_back(length - done);
+        if (!found) break;
+        if (b > done) out.push_back({b - done, false});
+        out.push_back({e - b, true});
+        done = e;
+        after_empty = e == b;
+        at = e; // a non-empty match that ends the piece still searches once more there (empty matches)
     }
+    if (done < length) out.push_back({length - done, false});
 }
 
 } // namespace strata

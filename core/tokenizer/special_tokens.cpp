@@ -37,6 +37,15 @@ constexpr std::array<std::string_view, 4> k_always_rendered = {"<|channel|>", "<
 } // namespace
 
 std::vector<uint8_t> apply_special_token_rules(vocab_data &d, const std::function<int32_t(std::string_view)> &find) {
+    if (d.convention == special_token_convention::hugging_face) {
+        std::vector<uint8_t> eog(d.tokens.size(), 0);
+        for (const int32_t id : {d.eos, d.eot, d.eom})
+            if (id >= 0) eog[static_cast<size_t>(id)] = 1;
+        for (const std::string_view t : k_eog_texts)
+            if (const int32_t id = find(t); id >= 0 && d.types[static_cast<size_t>(id)] == token_type::control)
+                eog[static_cast<size_t>(id)] = 1;
+        return eog;
+    }
     const auto make_control = [&](int32_t id) { d.types[static_cast<size_t>(id)] = token_type::control; };
     // A role's token: the id the file gives, else the first text of the list the vocab has. Either way it is
     // CONTROL (llama.cpp retypes found tokens; a given id keeps its type).

@@ -13,7 +13,9 @@
 
 namespace strata {
 
-// Retypes tokens of `d` as llama.cpp does and returns the end-of-generation flag of every token.
+// Retypes tokens of `d` as its convention says and returns the end-of-generation flag of every token. With
+// Hugging Face's convention nothing is retyped: the end-of-generation set is EOS/EOT/EOM plus the special (added)
+// tokens with one of llama.cpp's end-of-generation texts, so a plain "</s>" in a BPE vocab stays text.
 std::vector<uint8_t> apply_special_token_rules(vocab_data &d, const std::function<int32_t(std::string_view)> &find);
 
 } // namespace strata

@@ -98,7 +98,7 @@ void spm_tokenizer::push_byte_tokens(std::string_view bytes, std::vector<int32_t
     }
 }
 
-void spm_tokenizer::encode_text(std::string_view text, bool after_special, std::vector<int32_t> &out) const {
+void spm_tokenizer::encode_text(std::string_view text, bool after_special, bool, std::vector<int32_t> &out) const {
     std::string escaped;
     escaped.reserve(text.size() + k_space_marker.size() * 2);
     if (vocab().data().add_space_prefix && after_special) escaped += k_space_marker;

@@ -13,7 +13,8 @@ class spm_tokenizer final : public tokenizer {
     explicit spm_tokenizer(class vocab v);
 
   private:
-    void encode_text(std::string_view text, bool after_special, std::vector<int32_t> &out) const override;
+    void encode_text(std::string_view text, bool after_special, bool at_start,
+                     std::vector<int32_t> &out) const override;
     void push_byte_tokens(std::string_view bytes, std::vector<int32_t> &out) const;
 
     std::vector<int32_t> byte_to_token_; // 256 entries; -1 when the vocab can't spell the byte

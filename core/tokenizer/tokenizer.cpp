@@ -28,7 +28,7 @@ void tokenizer::encode_into(std::string_view text, bool add_special, bool parse_
             after_special = true;
             continue;
         }
-        encode_text(text.substr(f.offset, f.length), after_special, out);
+        encode_text(text.substr(f.offset, f.length), after_special, f.offset == 0, out);
         after_special = false;
     }
     if (add_special && d.add_eos) out.push_back(d.eos);

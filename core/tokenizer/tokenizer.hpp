@@ -56,8 +56,10 @@ class tokenizer {
     void set_pieces(std::vector<std::string> pieces) { pieces_ = std::move(pieces); }
 
     // Ids for one stretch of text between special tokens; `after_special` is true for the first stretch and for
-    // one that follows a special token (SentencePiece puts its dummy prefix there).
-    virtual void encode_text(std::string_view text, bool after_special, std::vector<int32_t> &out) const = 0;
+    // one that follows a special token (SentencePiece puts its dummy prefix there); `at_start`: the stretch begins
+    // the input.
+    virtual void encode_text(std::string_view text, bool after_special, bool at_start,
+                             std::vector<int32_t> &out) const = 0;
 
   private:
     class vocab vocab_;

@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
+#include <unicode/unorm2.h>
+#include <unicode/ustring.h>
+
+#include "common/error.hpp"
 #include "tokenizer/unicode_data.hpp"
 
 namespace strata::unicode {
@@ -101,6 +106,32 @@ void append_utf8(std::string &out, uint32_t cpt) {
         out += static_cast<char>(0x80 | ((cpt >> 6) & 0x3F));
         out += static_cast<char>(0x80 | (cpt & 0x3F));
     }
+}
+
+std::string nfc(std::string_view text) {
+    // Fast path: ASCII is always in NFC.
+    if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }))
+        return std::string(text);
+    UErrorCode status = U_ZERO_ERROR;
+    const UNormalizer2 *normalizer = unorm2_getNFCInstance(&status);
+    if (U_FAILURE(status)) fail("unicode: ICU has no NFC normalizer: {}", u_errorName(status));
+    if (text.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max() / 2))
+        fail("unicode: a text of {} bytes is too long to normalize", text.size());
+    const auto n = static_cast<int32_t>(text.size());
+    std::u16string utf16(static_cast<size_t>(n), u'\0'); // UTF-16 never needs more units than UTF-8 has bytes
+    int32_t len16 = 0;
+    u_strFromUTF8WithSub(utf16.data(), n, &len16, text.data(), n, 0xFFFD, nullptr, &status);
+    if (U_FAILURE(status)) fail("unicode: cannot read the text as UTF-8: {}", u_errorName(status));
+    std::u16string normalized(static_cast<size_t>(len16) * 3 + 16, u'\0');
+    const int32_t len = unorm2_normalize(normalizer, utf16.data(), len16, normalized.data(),
+                                         static_cast<int32_t>(normalized.size()), &status);
+    if (U_FAILURE(status)) fail("unicode: NFC normalization failed: {}", u_errorName(status));
+    std::string out(static_cast<size_t>(len) * 3, '\0');
+    int32_t len8 = 0;
+    u_strToUTF8(out.data(), static_cast<int32_t>(out.size()), &len8, normalized.data(), len, &status);
+    if (U_FAILURE(status)) fail("unicode: cannot write the normalized text: {}", u_errorName(status));
+    out.resize(static_cast<size_t>(len8));
+    return out;
 }
 
 bool is_han(uint32_t cpt) {

@@ -45,6 +45,10 @@ void decode_utf8(std::string_view text, std::vector<uint32_t> &out);
 // Appends the UTF-8 form of a codepoint (<= U+10FFFF; surrogates are written as 3 bytes, as llama.cpp does).
 void append_utf8(std::string &out, uint32_t cpt);
 
+// Unicode Normalization Form C (ICU's normalizer), as Hugging Face's NFC normalizer applies it; invalid UTF-8
+// becomes U+FFFD first.
+std::string nfc(std::string_view text);
+
 // True for the CJK ideograph blocks llama.cpp's Kimi-K2 splitter treats as \p{Han}.
 bool is_han(uint32_t cpt);
 

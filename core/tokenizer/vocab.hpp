@@ -9,7 +9,10 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
+
+#include "tokenizer/text_rules.hpp"
 
 namespace strata {
 
@@ -22,18 +25,27 @@ enum class vocab_model {
     bpe, // byte-level BPE over ranked merges after a regex pre-tokenizer (GGUF "gpt2")
 };
 
+// Whose conventions decide which tokens a file did not mark are special (special_tokens.hpp).
+enum class special_token_convention {
+    llama_cpp,    // GGUF: llama.cpp retypes tokens by their text (any "<|im_end|>" or "</s>" becomes CONTROL)
+    hugging_face, // tokenizer.json: only added tokens are special; end of generation among them by their text
+};
+
 struct vocab_data {
     vocab_model model = vocab_model::spm;
+    special_token_convention convention = special_token_convention::llama_cpp;
     std::string origin; // where it came from, for messages (the model file)
     std::vector<std::string> tokens;
     std::vector<float> scores;     // SPM: merge priority, higher first; BPE: unused
     std::vector<token_type> types;
-    std::vector<std::string> merges; // BPE: "left right", rank = index
-    std::string pre = "default";     // BPE: the pre-tokenizer (tokenizer.ggml.pre)
+    std::vector<std::pair<std::string, std::string>> merges; // BPE: (left, right), rank = index
+    std::string pre;                 // BPE: the pre-tokenizer's name, for messages (tokenizer.ggml.pre, "tokenizer.json")
+    bpe_rules bpe;                   // BPE: how text is read before the merges
     int32_t bos = -1, eos = -1, unk = -1, pad = -1, eot = -1, eom = -1; // -1: none
     bool add_bos = false;
     bool add_eos = false;
-    bool add_space_prefix = false; // SPM: a space before the text (the dummy prefix)
+    // SPM: a space goes before the text (the dummy prefix); both: decode drops the first text piece's leading space.
+    bool add_space_prefix = false;
     // Per-token whitespace stripping around special tokens found in the text (llama.cpp's LSTRIP/RSTRIP
     // attributes). Empty means "no token strips".
     std::vector<uint8_t> lstrip;

