@@ -14,4 +14,8 @@ strata_fuzz_targets() {
   echo "fuzz_http_request 65536 -"
   # Config files as TOML and as vLLM-style YAML, resolved and validated against the core schema.
   echo "fuzz_config 8192 - configs/cpu_offload.toml configs/gpu_offload.toml configs/cpu_offload_config.yaml"
+  # Hugging Face tokenizer.json files (a NUL, then a tokenizer_config.json), built into tokenizers that encode.
+  echo "fuzz_tokenizer_json 65536 make_tokenizer_json_seeds"
+  # Byte-level BPE: the first byte picks one of llama.cpp's pre-tokenizers, the rest is the text.
+  echo "fuzz_bpe_tokenize 4096 -"
 }
