@@ -14,6 +14,9 @@ strata_fuzz_targets() {
   echo "fuzz_http_request 65536 -"
   # Config files as TOML and as vLLM-style YAML, resolved and validated against the core schema.
   echo "fuzz_config 8192 - configs/cpu_offload.toml configs/gpu_offload.toml configs/cpu_offload_config.yaml"
+  # Chat templates: a Jinja template, then NUL and a JSON context (a built-in conversation when there is none);
+  # seeds: the real templates.
+  echo "fuzz_jinja 16384 - $shared/models/chat_templates/*.jinja"
   # Hugging Face tokenizer.json files (a NUL, then a tokenizer_config.json), built into tokenizers that encode.
   echo "fuzz_tokenizer_json 65536 make_tokenizer_json_seeds"
   # Byte-level BPE: the first byte picks one of llama.cpp's pre-tokenizers, the rest is the text.
