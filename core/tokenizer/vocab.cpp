@@ -82,6 +82,17 @@ vocab::vocab(vocab_data data) : d_(std::move(data)) {
     // Longest first, so "<|end|>" can't be cut out of "<|endoftext|>"; equal lengths keep id order.
     std::stable_sort(special_tokens_.begin(), special_tokens_.end(),
                      [&](int32_t a, int32_t b) { return d_.tokens[a].size() > d_.tokens[b].size(); });
+    special_by_byte_.resize(256);
+    special_first_byte_.assign(256, 0);
+    for (const int32_t id : special_tokens_) {
+        const std::string &t = d_.tokens[static_cast<size_t>(id)];
+        const auto b0 = static_cast<uint8_t>(t[0]);
+        special_first_byte_[b0] = 1;
+        if (t.size() == 1)
+            special_by_byte_[b0].push_back(id);
+        else
+            special_by_prefix_[static_cast<uint16_t>(b0 << 8 | static_cast<uint8_t>(t[1]))].push_back(id);
+    }
 }
 
 void vocab::check_id(int32_t id, const char *what) const {
@@ -109,22 +120,37 @@ bool vocab::is_special(int32_t id) const {
     return t == token_type::control || t == token_type::unknown;
 }
 
+void vocab::specials_in(std::string_view text, std::vector<int32_t> &present) const {
+    present.clear();
+    const size_t n = text.size();
+    for (size_t i = 0; i < n; ++i) {
+        const auto b0 = static_cast<uint8_t>(text[i]);
+        if (!special_first_byte_[b0]) continue;
+        for (const int32_t id : special_by_byte_[b0]) present.push_back(id);
+        if (i + 1 == n) break;
+        const auto it = special_by_prefix_.find(static_cast<uint16_t>(b0 << 8 | static_cast<uint8_t>(text[i + 1])));
+        if (it == special_by_prefix_.end()) continue;
+        for (const int32_t id : it->second)
+            if (text.compare(i, d_.tokens[static_cast<size_t>(id)].size(), d_.tokens[static_cast<size_t>(id)]) == 0)
+                present.push_back(id);
+    }
+    std::sort(present.begin(), present.end());
+    present.erase(std::unique(present.begin(), present.end()), present.end());
+}
+
 void vocab::partition(std::string_view text, bool parse_special, std::vector<fragment> &out) const {
     out.clear();
     if (!text.empty()) out.push_back({-1, 0, text.size()});
+    // Most special tokens appear nowhere in a given text: find the ones that do in one pass.
+    std::vector<int32_t> present;
+    specials_in(text, present);
+    if (present.empty()) return;
     std::vector<fragment> next;
     for (const int32_t id : special_tokens_) {
+        if (!std::binary_search(present.begin(), present.end(), id)) continue;
         const token_type t = d_.types[static_cast<size_t>(id)];
         if (!parse_special && (t == token_type::control || t == token_type::unknown)) continue;
         const std::string &special = d_.tokens[static_cast<size_t>(id)];
-        // Quick reject: most special tokens appear nowhere in a given text.
-        bool present = false;
-        for (const fragment &f : out)
-            if (f.token < 0 && text.substr(f.offset, f.length).find(special) != std::string_view::npos) {
-                present = true;
-                break;
-            }
-        if (!present) continue;
         const bool lstrip = !d_.lstrip.empty() && d_.lstrip[static_cast<size_t>(id)];
         const bool rstrip = !d_.rstrip.empty() && d_.rstrip[static_cast<size_t>(id)];
         next.clear();

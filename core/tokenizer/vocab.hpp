@@ -93,6 +93,13 @@ class vocab {
     vocab_data d_;
     std::unordered_map<std::string, int32_t, text_hash, std::equal_to<>> token_to_id_;
     std::vector<int32_t> special_tokens_; // control/user-defined/unknown ids, longest text first
+    // The same ids by the first two bytes of their text (one-byte texts by their byte), to find in one pass over a
+    // text which special tokens occur in it at all.
+    std::unordered_map<uint16_t, std::vector<int32_t>> special_by_prefix_;
+    std::vector<std::vector<int32_t>> special_by_byte_;
+    std::vector<uint8_t> special_first_byte_;
+
+    void specials_in(std::string_view text, std::vector<int32_t> &present) const;
     std::vector<uint8_t> is_eog_;
 };
 
