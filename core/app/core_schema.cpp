@@ -47,6 +47,14 @@ config::schema core_schema() {
         key("cache_type_v", STRATA_CONFIG_STRING, "\"f32\"",
             "KV cache type for V (llama.cpp -ctv): as cache_type_k", "--cache-type-v|-ctv", 0, 0,
             "f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1"),
+        key("chat_template", STRATA_CONFIG_STRING, "\"\"",
+            "chat template for chat requests (vLLM --chat-template): empty = the model's own (GGUF "
+            "tokenizer.chat_template; the plain built-in when it has none); a built-in name (chatml, llama3, llama2, "
+            "mistral, phi3, gemma, plain); a Jinja file; or the template text itself", "--chat-template"),
+        key("chat_template_content_format", STRATA_CONFIG_STRING, "\"auto\"",
+            "how message content reaches the template (vLLM's flag): string = text parts joined, openai = a list of "
+            "parts, auto = openai when the template walks content parts", "--chat-template-content-format", 0, 0,
+            "auto|string|openai"),
     }});
     s.add_table({"engine", "what runs the model and how users reach it", {
         key("device", STRATA_CONFIG_STRING, "\"auto\"", "compute device plugin, or auto for the best available",

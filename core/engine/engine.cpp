@@ -54,6 +54,7 @@ void engine::init() {
     }
     model_name_ = std::string(file_->get_string("general.name").value_or(arch));
     tokenizer_ = make_tokenizer(load_vocab(*file_));
+    setup_chat();
 
     start_device();
     strata_status st{};

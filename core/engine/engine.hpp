@@ -11,6 +11,7 @@
 #include "kv/kv_cache.hpp"
 #include "planner/memory_planner.hpp"
 #include "plugin_host/registry.hpp"
+#include "chat/chat_formatter.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 #include <strata/plugin_abi.h>
@@ -54,6 +55,9 @@ struct engine_options {
     std::string model_argument;   // the model as the user named it (--model / serve MODEL / [model] path), unchanged
     gguf::open_options file_open; // [memory] mmap, mlock
     std::string quantization = "auto"; // [model] quantization (check_quantization)
+    std::string chat_template;         // [model] chat_template: "" (the model's), a built-in name, a file, or Jinja
+    std::string chat_template_base_dir; // where a relative chat_template file is looked for besides the working dir
+    std::string chat_content_format = "auto"; // [model] chat_template_content_format
     bool cpu_kv_cache = false;         // [memory] cpu_kv_cache (check_cpu_kv_cache)
     int32_t n_cpu_moe = 0;             // [memory] n_cpu_moe (check_n_cpu_moe)
     int32_t max_model_len = 0;    // 0 = the model's trained context length
@@ -87,6 +91,8 @@ class engine {
     strata_engine_stats stats() const;
 
     const class tokenizer &tokenizer() const { return *tokenizer_; }
+    // The model's chat prompts ([model] chat_template, else the file's templates): engine_chat.cpp.
+    const chat::chat_formatter &chat() const { return *chat_; }
     const strata_model_hparams &hparams() const { return hp_; }
     int32_t max_model_len() const { return n_ctx_; }
     const std::string &model_name() const { return model_name_; }
@@ -140,6 +146,7 @@ class engine {
     void fetch_logits(int32_t n_logits);
     float *logits_row(int32_t i);
     void emit_token(sequence &s, int32_t tok, bool eos);
+    void setup_chat();
     void finish(sequence &s, int32_t reason, const std::string &error = std::string());
     void publish_stats();
     void publish_stats_locked(const kv::kv_cache_stats &ks);
@@ -150,6 +157,7 @@ class engine {
     std::unique_ptr<gguf::file> file_;
     std::unique_ptr<model_source> source_;
     std::unique_ptr<class tokenizer> tokenizer_;
+    std::unique_ptr<chat::chat_formatter> chat_;
     plugins::handle<strata_model_arch_desc> arch_;
     plugins::handle<strata_device_desc> device_desc_;
     strata_device *device_ = nullptr;

@@ -2,7 +2,10 @@
 
 #include "common/error.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstring>
 #include <exception>
@@ -88,6 +91,30 @@ int32_t api_detokenize(strata_engine *e, const int32_t *ids, int32_t n_ids, char
     });
 }
 
+int32_t api_apply_chat_template(strata_engine *e, const char *request_json, char *text, int32_t cap, int32_t *n,
+                                strata_status *st) {
+    if (request_json == nullptr) return report(st, STRATA_ERR_INVALID_ARGUMENT, "apply_chat_template: null request");
+    try {
+        const auto request = nlohmann::ordered_json::parse(request_json, nullptr, false);
+        if (request.is_discarded()) return report(st, STRATA_ERR_INVALID_ARGUMENT, "chat request: not valid JSON");
+        const std::string prompt = self(e).chat().render(request);
+        const auto len = static_cast<int32_t>(std::min<size_t>(prompt.size(), INT32_MAX));
+        if (text != nullptr && cap > 0) std::memcpy(text, prompt.data(), static_cast<size_t>(std::min(len, cap)));
+        if (n != nullptr) *n = len;
+        return STRATA_OK;
+    } catch (const chat::template_exception &ex) {
+        // The template's own refusal ("Conversation roles must alternate ..."): its text is for the client.
+        return report(st, STRATA_ERR_INVALID_ARGUMENT, ex.message().c_str());
+    } catch (const std::exception &ex) {
+        return report(st, STRATA_ERR_INVALID_ARGUMENT, ex.what());
+    }
+}
+
+const char *api_chat_template_source(strata_engine *e, const char *name) {
+    const chat::template_source *t = self(e).chat().find(name ? std::string_view(name) : std::string_view());
+    return t ? t->text.c_str() : nullptr;
+}
+
 const char *api_model_name(strata_engine *e) { return self(e).model_name().c_str(); }
 const char *api_model_argument(strata_engine *e) { return self(e).options().model_argument.c_str(); }
 int32_t api_max_model_len(strata_engine *e) { return self(e).max_model_len(); }
@@ -111,6 +138,8 @@ strata_engine_api make_engine_api(engine &e) {
     api.model_argument = api_model_argument;
     api.max_model_len = api_max_model_len;
     api.model_metadata = api_model_metadata;
+    api.apply_chat_template = api_apply_chat_template;
+    api.chat_template_source = api_chat_template_source;
     return api;
 }
 

@@ -1,6 +1,6 @@
 // Unit tests of the socket-free parts of openai_http: request parsing/validation, chat renderers, stop strings and
 // UTF-8 hold-back, and the JSON/SSE shapes.
-#include "chat_template.hpp"
+#include "tool_calls.hpp"
 #include "metrics.hpp"
 #include "request_parse.hpp"
 #include "response_format.hpp"
@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 namespace {
 
@@ -45,7 +47,7 @@ api_error err(std::string_view body, endpoint k = endpoint::completions) {
 TEST(HttpRequestParse, CompletionFieldsMapToSampling) {
     generation_request r = ok(R"({"model":"m","prompt":"hi","max_tokens":7,"temperature":0,"top_p":0.5,"top_k":3,
         "min_p":0.1,"seed":42,"repetition_penalty":1.1,"stop":["a","b"],"n":2,"stream":true,
-        "stream_options":{"include_usage":true},"user":"u","unknown_field":{"x":1}})");
+        "stream_options":{"include_usage":true},"user":"u"})");
     EXPECT_EQ(r.prompt_text, "hi");
     EXPECT_EQ(r.sampling.max_tokens, 7);
     EXPECT_TRUE(r.max_tokens_given);
@@ -80,9 +82,43 @@ TEST(HttpRequestParse, ChatMessagesIncludingTextParts) {
     generation_request r = ok(R"({"messages":[{"role":"system","content":"be brief"},
         {"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})",
                               endpoint::chat_completions);
-    ASSERT_EQ(r.messages.size(), 2u);
-    EXPECT_EQ(r.messages[0].role, "system");
-    EXPECT_EQ(r.messages[1].content, "ab");
+    // The messages go to the engine's chat template as they came (the template decides how parts join).
+    const auto chat = nlohmann::json::parse(r.chat_request);
+    ASSERT_EQ(chat["messages"].size(), 2u);
+    EXPECT_EQ(chat["messages"][0]["role"], "system");
+    EXPECT_EQ(chat["messages"][1]["content"][1]["text"], "b");
+    EXPECT_FALSE(chat.contains("tools"));
+    EXPECT_FALSE(r.tools_given);
+}
+
+TEST(HttpRequestParse, ChatTemplateFieldsToolsAndToolChoice) {
+    const auto chat = endpoint::chat_completions;
+    generation_request r = ok(R"({"messages":[{"role":"developer","content":"be brief"},{"role":"user","content":"hi"},
+        {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",
+           "function":{"name":"f","arguments":"{\"x\":1}"}}]},
+        {"role":"tool","tool_call_id":"c1","content":"42"}],
+        "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],
+        "chat_template_kwargs":{"enable_thinking":false},"add_generation_prompt":true,"parallel_tool_calls":false})",
+                              chat);
+    const auto j = nlohmann::json::parse(r.chat_request);
+    EXPECT_EQ(j["messages"][0]["role"], "system"); // OpenAI's developer role is the templates' system role
+    EXPECT_EQ(j["tools"][0]["function"]["name"], "f");
+    EXPECT_EQ(j["chat_template_kwargs"]["enable_thinking"], false);
+    EXPECT_TRUE(r.tools_given);
+    EXPECT_FALSE(r.parallel_tool_calls);
+    EXPECT_FALSE(ok(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],
+        "tool_choice":"none"})", chat).tools_given);
+    // What needs constrained decoding is refused by name until it is there; so is every unknown field.
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", chat).param, "tool_choice");
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", chat).param,
+              "response_format");
+    EXPECT_EQ(ok(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}})", chat).n, 1);
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"web"}]})", chat).param, "tools");
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"continue_final_message":true})", chat).param,
+              "continue_final_message");
+    EXPECT_EQ(err(R"({"messages":[{"role":"user"}]})", chat).param, "messages");
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", chat).param, "messages");
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"guided_json":{}})", chat).param, "guided_json");
 }
 
 TEST(HttpRequestParse, ErrorsHaveStatusAndParam) {
@@ -206,21 +242,14 @@ TEST(HttpRequestParse, TokenizeAndDetokenizeBodies) {
     EXPECT_TRUE(std::holds_alternative<api_error>(parse_detokenize_request(R"({"tokens":"x"})")));
 }
 
-const std::vector<chat_message> k_chat = {{"system", "S"}, {"user", "U"}, {"assistant", "A"}, {"user", "V"}};
-
-TEST(HttpChatTemplate, EveryFamilyRendersItsMarkers) {
-    EXPECT_EQ(render_chat(chat_template::plain, k_chat), "system: S\nuser: U\nassistant: A\nuser: V\nassistant:");
-    EXPECT_EQ(render_chat(chat_template::chatml, {{"user", "U"}}), "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
-    EXPECT_EQ(render_chat(chat_template::llama2, k_chat), "[INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST] A </s><s>[INST] V [/INST]");
-    EXPECT_EQ(render_chat(chat_template::llama3, {{"user", "U"}}),
-              "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-    EXPECT_EQ(render_chat(chat_template::mistral, k_chat), "[INST] S\n\nU [/INST]A</s>[INST] V [/INST]");
-    EXPECT_EQ(render_chat(chat_template::phi3, {{"user", "U"}}), "<|user|>\nU<|end|>\n<|assistant|>\n");
-    EXPECT_EQ(render_chat(chat_template::gemma, k_chat),
-              "<start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n<start_of_turn>user\nV<end_of_turn>\n"
-              "<start_of_turn>model\n");
-    EXPECT_TRUE(chat_template_from_name("chatml").has_value());
-    EXPECT_FALSE(chat_template_from_name("jinja").has_value());
+TEST(HttpRequestParse, UnknownFieldsAreRefusedByName) {
+    const api_error e = err(R"({"prompt":"x","unknown_field":{"x":1}})");
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "unknown_field");
+    EXPECT_NE(e.message.find("'unknown_field' is not a field"), std::string::npos) << e.message;
+    EXPECT_EQ(err(R"({"prompt":"x","logit_bias":{"5":1}})").param, "logit_bias");
+    EXPECT_EQ(ok(R"({"prompt":"x","logit_bias":{}})").prompt_text, "x");
+    EXPECT_EQ(err(R"({"prompt":"x","messages":[]})").param, "messages");
 }
 
 TEST(HttpTextStream, StopStringCutsTheTextAndHoldsBackPossiblePrefixes) {
@@ -406,22 +435,67 @@ TEST(HttpRequestParse, EchoIsForCompletionsAndNotWithLogprobs) {
 
 } // namespace
 
-// The family comes from the GGUF's own Jinja template: real templates from llama.cpp's vocab files, and the
-// markers of the families that have none here.
-TEST(HttpChatTemplate, FamilyIsRecognisedFromTheGgufTemplate) {
-    auto jinja_of = [](const char *file) {
-        auto f = strata::gguf::file::open(std::string(STRATA_SHARED_DIR) + "/models/vocab/" + file);
-        return std::string(f.get_string("tokenizer.chat_template").value_or(""));
+// The tool-call format comes from the model's chat template: the real templates in the shared folder.
+TEST(HttpToolCalls, FormatIsRecognisedFromTheTemplate) {
+    auto read = [](const char *name) {
+        std::ifstream in(std::string(STRATA_SHARED_DIR) + "/models/chat_templates/" + name);
+        std::stringstream s;
+        s << in.rdbuf();
+        return s.str();
     };
-    const std::string phi3 = jinja_of("ggml-vocab-phi-3.gguf");
-    const std::string qwen2 = jinja_of("ggml-vocab-qwen2.gguf");
-    ASSERT_FALSE(phi3.empty());
-    ASSERT_FALSE(qwen2.empty());
-    EXPECT_EQ(chat_template_from_jinja(phi3), chat_template::phi3);
-    EXPECT_EQ(chat_template_from_jinja(qwen2), chat_template::chatml);
-    EXPECT_EQ(chat_template_from_jinja("{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>' }}"), chat_template::llama3);
-    EXPECT_EQ(chat_template_from_jinja("{{ '<start_of_turn>' + role }}"), chat_template::gemma);
-    EXPECT_EQ(chat_template_from_jinja("{{ '[INST] <<SYS>>\\n' + s + '\\n<</SYS>>' }}"), chat_template::llama2);
-    EXPECT_EQ(chat_template_from_jinja("{{ '[INST] ' + m['content'] + ' [/INST]' }}"), chat_template::mistral);
-    EXPECT_EQ(chat_template_from_jinja("{{ m['content'] }}"), std::nullopt);
+    EXPECT_EQ(detect_tool_format(read("Qwen-Qwen2.5-7B-Instruct.jinja")), tool_format::hermes);
+    EXPECT_EQ(detect_tool_format(read("NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja")), tool_format::hermes);
+    EXPECT_EQ(detect_tool_format(read("meta-llama-Llama-3.2-3B-Instruct.jinja")), tool_format::llama3_json);
+    EXPECT_EQ(detect_tool_format(read("mistralai-Mistral-Nemo-Instruct-2407.jinja")), tool_format::mistral);
+    EXPECT_EQ(detect_tool_format(read("deepseek-ai-DeepSeek-V3.1.jinja")), tool_format::deepseek_v3);
+    EXPECT_EQ(detect_tool_format("{{ messages[0].content }}"), tool_format::none);
+    EXPECT_EQ(tool_format_from_name("llama3_json"), tool_format::llama3_json);
+    EXPECT_FALSE(tool_format_from_name("pythonic"));
+}
+
+TEST(HttpToolCalls, EachFormatParsesBackIntoCallsAndContent) {
+    auto calls = parse_tool_calls(tool_format::hermes, "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", "
+                                                       "\"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
+                                                       "<tool_call>{\"name\": \"t\", \"arguments\": {}}</tool_call>");
+    ASSERT_EQ(calls.calls.size(), 2u);
+    EXPECT_EQ(calls.content, "Let me check.");
+    EXPECT_EQ(calls.calls[0].name, "get_weather");
+    EXPECT_EQ(nlohmann::json::parse(calls.calls[0].arguments)["city"], "Oslo");
+    calls = parse_tool_calls(tool_format::llama3_json, "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": 1}}");
+    ASSERT_EQ(calls.calls.size(), 1u);
+    EXPECT_EQ(calls.calls[0].arguments, "{\"a\":1}");
+    EXPECT_TRUE(calls.content.empty());
+    calls = parse_tool_calls(tool_format::llama3_json, "{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"g\", \"parameters\": {\"s\": \"a;b\"}}");
+    ASSERT_EQ(calls.calls.size(), 2u);
+    EXPECT_EQ(calls.calls[1].name, "g");
+    calls = parse_tool_calls(tool_format::mistral, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"q\": \"x\"}}]");
+    ASSERT_EQ(calls.calls.size(), 1u);
+    calls = parse_tool_calls(tool_format::mistral, "[TOOL_CALLS]f[ARGS]{\"q\": 1}[TOOL_CALLS]g[ARGS]{}");
+    ASSERT_EQ(calls.calls.size(), 2u);
+    EXPECT_EQ(calls.calls[1].name, "g");
+    const std::string ds_begin = "<\xEF\xBD\x9Ctool\xE2\x96\x81" "calls\xE2\x96\x81" "begin\xEF\xBD\x9C>";
+    const std::string ds_call = "<\xEF\xBD\x9Ctool\xE2\x96\x81" "call\xE2\x96\x81" "begin\xEF\xBD\x9C>";
+    const std::string ds_sep = "<\xEF\xBD\x9Ctool\xE2\x96\x81sep\xEF\xBD\x9C>";
+    const std::string ds_end = "<\xEF\xBD\x9Ctool\xE2\x96\x81" "call\xE2\x96\x81" "end\xEF\xBD\x9C>";
+    calls = parse_tool_calls(tool_format::deepseek_v3, "ok" + ds_begin + ds_call + "get_weather" + ds_sep +
+                                                           "{\"city\": \"Oslo\"}" + ds_end);
+    ASSERT_EQ(calls.calls.size(), 1u);
+    EXPECT_EQ(calls.content, "ok");
+    calls = parse_tool_calls(tool_format::deepseek_v3, ds_begin + ds_call + "function" + ds_sep +
+                                                           "f\n```json\n{\"a\": 2}\n```" + ds_end);
+    ASSERT_EQ(calls.calls.size(), 1u);
+    EXPECT_EQ(calls.calls[0].name, "f");
+    // Not a call after all: the model's text comes back as content.
+    calls = parse_tool_calls(tool_format::hermes, "<tool_call>{not json}</tool_call>");
+    EXPECT_TRUE(calls.calls.empty());
+    EXPECT_EQ(calls.content, "<tool_call>{not json}</tool_call>");
+}
+
+TEST(HttpToolCalls, StreamingHoldsBackWhatMayBeACall) {
+    EXPECT_EQ(tool_content_prefix(tool_format::hermes, "Sure. <tool"), 6u);
+    EXPECT_EQ(tool_content_prefix(tool_format::hermes, "Sure. <b>"), 9u);
+    EXPECT_EQ(tool_content_prefix(tool_format::hermes, "a<tool_call>{"), 1u);
+    EXPECT_EQ(tool_content_prefix(tool_format::llama3_json, "  {\"na"), 0u);
+    EXPECT_EQ(tool_content_prefix(tool_format::llama3_json, "<|pyth"), 0u);
+    EXPECT_EQ(tool_content_prefix(tool_format::llama3_json, "The answer"), 10u);
 }

@@ -541,8 +541,8 @@ class HttpServerConfigured : public ::testing::Test {
         // A comment, a blank line, trailing blanks and a CRLF line end: only the two keys count.
         std::ofstream(key_file_) << "# keys for the test clients\n\nsk-from-file  \r\n# sk-commented-out\nsk-second\n";
         config_ = fs::temp_directory_path() / (stem + ".toml");
-        std::ofstream(config_) << "[openai_http]\napi_key_file = \"" << key_file_.string()
-                               << "\"\nserved_model_name = [\"tiny-stories\", \"tiny\"]\nmax_body_bytes = \"4KiB\"\nchat_template = \"chatml\"\n";
+        std::ofstream(config_) << "[model]\nchat_template = \"chatml\"\n[openai_http]\napi_key_file = \"" << key_file_.string()
+                               << "\"\nserved_model_name = [\"tiny-stories\", \"tiny\"]\nmax_body_bytes = \"4KiB\"\n";
         g_port = free_port();
         log_ = fs::temp_directory_path() / (stem + ".log");
         pid_ = start_runtime(g_port, log_, {"--config", config_.string()});

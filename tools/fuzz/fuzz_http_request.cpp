@@ -1,11 +1,14 @@
 // libFuzzer target for the openai_http frontend's input path: arbitrary bytes go through Beast's HTTP/1.1 request
 // parser with the server's limits, and the body through the request parsers (completions, chat, tokenize,
-// detokenize), the chat renderers and the stop-string stream. No input may crash, and every rejection must be a
-// well-formed OpenAI error with a 4xx status.
-#include "chat_template.hpp"
+// detokenize), a chat request through the built-in chat templates (core/chat, as the engine renders it), the
+// tool-call parsers and the stop-string stream. No input may crash, and every rejection must be a well-formed OpenAI
+// error with a 4xx status.
+#include "chat/chat_formatter.hpp"
+#include "common/error.hpp"
 #include "request_parse.hpp"
 #include "response_format.hpp"
 #include "text_stream.hpp"
+#include "tool_calls.hpp"
 
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
@@ -29,6 +32,18 @@ void check_error(const api_error &e) {
     check(!j.is_discarded() && j.contains("error") && j["error"]["message"].is_string());
 }
 
+// One formatter per built-in template (the request's own chat_template text is rendered too, under its limits).
+const std::vector<chat::chat_formatter> &formatters() {
+    static const std::vector<chat::chat_formatter> all = [] {
+        std::vector<chat::chat_formatter> v;
+        for (const std::string_view name : chat::builtin_template_names())
+            v.emplace_back(std::vector<chat::template_source>{*chat::builtin_template(name)}, "<s>", "</s>", true,
+                           chat::content_format::automatic);
+        return v;
+    }();
+    return all;
+}
+
 void exercise_body(std::string_view body) {
     parse_context ctx;
     ctx.served_model_names = {"m", "other"};
@@ -47,9 +62,19 @@ void exercise_body(std::string_view body) {
         check(g.sampling.temperature >= 0.0f && g.sampling.temperature <= 2.0f);
         check(!g.max_tokens_given || g.sampling.max_tokens >= 1);
         if (k == endpoint::chat_completions) {
-            check(!g.messages.empty());
-            for (int t = 0; t <= static_cast<int>(chat_template::gemma); ++t) {
-                (void)render_chat(static_cast<chat_template>(t), g.messages);
+            const auto request = nlohmann::ordered_json::parse(g.chat_request, nullptr, false);
+            check(request.is_object() && request.contains("messages"));
+            for (const chat::chat_formatter &f : formatters()) {
+                try {
+                    (void)f.render(request);
+                } catch (const error &) {
+                }
+            }
+            for (const tool_format f : {tool_format::hermes, tool_format::llama3_json, tool_format::mistral,
+                                        tool_format::deepseek_v3}) {
+                const parsed_output out = parse_tool_calls(f, body);
+                for (const tool_call &c : out.calls) check(!nlohmann::json::parse(c.arguments, nullptr, false).is_discarded());
+                check(tool_content_prefix(f, body) <= body.size());
             }
         }
         // The stop strings against the body itself as "generated" text, in two pieces.

@@ -25,6 +25,35 @@
 
 namespace strata::openai_http {
 
+namespace {
+
+// A chat request's prompt text, rendered by the engine's chat template (ABI 1.9). False with the client's error
+// (the template's own message, or what is wrong with the request) when it cannot be rendered.
+bool render_chat(const strata_engine_api *api, const std::string &request, std::string &text, api_error &error) {
+    if (!STRATA_STRUCT_HAS(api, apply_chat_template)) {
+        error = bad_request("this engine cannot render chat templates (it predates plugin ABI 1.9)", "messages");
+        error.status = 501;
+        return false;
+    }
+    text.resize(8192);
+    for (;;) {
+        int32_t n = 0;
+        strata_status st{};
+        if (api->apply_chat_template(api->engine, request.c_str(), text.data(), static_cast<int32_t>(text.size()), &n,
+                                     &st) != STRATA_OK) {
+            error = bad_request(st.message, "messages");
+            return false;
+        }
+        if (static_cast<size_t>(n) <= text.size()) {
+            text.resize(static_cast<size_t>(n));
+            return true;
+        }
+        text.resize(static_cast<size_t>(n)); // rendered again into a buffer that fits
+    }
+}
+
+} // namespace
+
 namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -692,7 +721,12 @@ void http_server::impl::handle_request(const std::shared_ptr<session> &s, http::
         auto parsed = parse_tokenize_request(req.body());
         if (auto *e = std::get_if<api_error>(&parsed)) return s->send_error(*e, keep);
         const auto &t = std::get<tokenize_request>(parsed);
-        const std::string text = t.messages.empty() ? t.prompt : render_chat(opts.chat, t.messages);
+        std::string text = t.prompt;
+        if (!t.chat_request.empty()) {
+            // The ids /v1/chat/completions would feed the model: the same rendering, tokenized the same way.
+            api_error e;
+            if (!render_chat(api, t.chat_request, text, e)) return s->send_error(e, keep);
+        }
         strata_status st{};
         int32_t n = 0;
         std::vector<int32_t> ids;
@@ -738,6 +772,9 @@ namespace {
 // The state of one choice while the engine generates it; the engine's callback updates it.
 struct choice_state {
     http_server::impl *srv = nullptr;
+    tool_format tools = tool_format::none; // tool calls are parsed out of this choice's text
+    size_t content_sent = 0;               // streaming with tools: bytes of released text sent as content
+    std::string released;                  // streaming with tools: the text released so far
     session *conn = nullptr;
     const response_ids *ids = nullptr;
     bool stream = false;
@@ -797,11 +834,24 @@ void on_token(void *user, const strata_token_event *ev) {
             c.logprobs.add_alternative(token_text(*c.srv->api, ev->top_tokens[k], buf), ev->top_logprobs[k]);
         }
     }
-    if (c.text.push(std::string_view(ev->piece, static_cast<size_t>(ev->piece_len)))) {
+    std::string_view piece(ev->piece, static_cast<size_t>(ev->piece_len));
+    if (c.tools != tool_format::none) {
+        // A tool-call marker that is a special token has no text of its own: it reads as its marker here.
+        for (const auto &[id, text] : c.srv->opts.marker_tokens)
+            if (id == ev->token) piece = text;
+    }
+    if (c.text.push(piece)) {
         c.srv->api->cancel(c.srv->api->engine, ev->id);
     }
     if (c.stream) {
-        const std::string_view ready = c.text.take_ready();
+        std::string_view ready = c.text.take_ready();
+        if (c.tools != tool_format::none) {
+            // Only what can be no tool call goes out now; the rest waits for the end of the generation.
+            c.released.append(ready);
+            const size_t content = std::max(c.content_sent, tool_content_prefix(c.tools, c.released));
+            ready = std::string_view(c.released).substr(c.content_sent, content - c.content_sent);
+            c.content_sent = content;
+        }
         if (ready.empty()) return;
         c.scratch.clear();
         append_text_chunk(c.scratch, *c.ids, c.index, ready, pending_logprobs(c));
@@ -826,7 +876,18 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
     if (req.echo && req.prompt_tokens.empty()) echo_text = req.prompt_text;
     std::vector<int32_t> prompt = std::move(req.prompt_tokens);
     if (prompt.empty()) {
-        const std::string text = req.kind == endpoint::chat_completions ? render_chat(opts.chat, req.messages) : req.prompt_text;
+        std::string text = req.prompt_text;
+        if (req.kind == endpoint::chat_completions) {
+            if (req.tools_given && opts.tools == tool_format::none) {
+                return s->post_error(bad_request("this model's chat template writes tool calls in no format Strata can "
+                                                 "read back; start the server with --tool-call-parser hermes|llama3_json|"
+                                                 "mistral|deepseek_v3, or send tool_choice \"none\"",
+                                                 "tools"),
+                                     keep);
+            }
+            api_error e;
+            if (!render_chat(api, req.chat_request, text, e)) return s->post_error(e, keep);
+        }
         strata_status st{};
         int32_t n = 0;
         if (api->tokenize(api->engine, text.c_str(), 1, nullptr, 0, &n, &st) == STRATA_OK) {
@@ -883,6 +944,7 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         c->stream = req.stream;
         c->index = i;
         c->text = text_stream(req.stop);
+        if (req.tools_given) c->tools = opts.tools;
         c->scratch.reserve(512);
         c->arrival = arrival;
         c->want_logprobs = req.logprobs != 0;
@@ -971,17 +1033,31 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         if (rc != STRATA_OK && failure.empty()) failure = st.message;
         usage.completion_tokens += c->completion_tokens;
         std::string finish = c->text.stopped() ? "stop" : finish_name(res.finish);
+        // Tool calls read back from the whole text (OpenAI's finish_reason then says so).
+        parsed_output out{c->text.text(), {}};
+        if (c->tools != tool_format::none && rc == STRATA_OK) {
+            out = parse_tool_calls(c->tools, c->text.text());
+            if (!req.parallel_tool_calls && out.calls.size() > 1) out.calls.resize(1);
+            if (!out.calls.empty() && finish == "stop") finish = "tool_calls";
+        }
         if (req.stream && rc == STRATA_OK) {
-            const std::string_view rest = c->text.take_rest();
+            std::string_view rest = c->text.take_rest();
+            if (c->tools != tool_format::none) {
+                // What was held back: content that turned out to be no call, then the calls.
+                c->released.append(rest);
+                rest = out.calls.empty() ? std::string_view(c->released).substr(c->content_sent) : std::string_view();
+            }
             if (!rest.empty() || (c->want_logprobs && c->logprobs_sent < c->logprobs.size())) {
                 c->scratch.clear();
                 append_text_chunk(c->scratch, ids, c->index, rest, pending_logprobs(*c));
                 s->append_chunk(c->scratch);
             }
+            if (!out.calls.empty()) s->append_chunk(tool_calls_chunk(ids, c->index, out.calls));
             s->append_chunk(finish_chunk(ids, c->index, finish));
         }
-        results.push_back({echo_text + c->text.text(), finish,
-                           c->want_logprobs ? c->logprobs.to_json(req.kind, 0, c->logprobs.size()) : std::string()});
+        results.push_back({echo_text + out.content, finish,
+                           c->want_logprobs ? c->logprobs.to_json(req.kind, 0, c->logprobs.size()) : std::string(),
+                           std::move(out.calls)});
     }
     if (req.stream) {
         if (!failure.empty()) {

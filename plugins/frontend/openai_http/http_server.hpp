@@ -3,8 +3,8 @@
 // the client from the engine's callback through the connection's output buffer, flushed per token.
 #pragma once
 
-#include "chat_template.hpp"
 #include "metrics.hpp"
+#include "tool_calls.hpp"
 
 #include <strata/plugin_abi.h>
 
@@ -31,7 +31,11 @@ struct server_options {
     // Model ids a request may name (--served-model-name, several allowed); the first is the one listed and used when a
     // request names none.
     std::vector<std::string> served_model_names;
-    chat_template chat = chat_template::plain;
+    // How tool calls are read back from the model's output (vLLM's --tool-call-parser; none: tools are refused).
+    tool_format tools = tool_format::none;
+    // Generated special tokens that stand for a tool-call marker, and the marker's text (they have no text of
+    // their own): resolved at start-up from the format's markers.
+    std::vector<std::pair<int32_t, std::string>> marker_tokens;
 };
 
 class http_server {

@@ -79,29 +79,35 @@ strata_frontend *http_create(const strata_frontend_create_args *args, strata_sta
             const char *arg = STRATA_STRUCT_HAS(api, model_argument) ? api->model_argument(api->engine) : nullptr;
             if (arg != nullptr && *arg != '\0' && o.served_model_names.front() != arg) o.served_model_names.emplace_back(arg);
         }
-        const std::string tmpl = cfg.get_string("chat_template").value_or("auto");
-        if (tmpl == "auto") {
-            // The model's own template decides; an engine before ABI 1.3 cannot tell, so plain.
-            const char *jinja = STRATA_STRUCT_HAS(api, model_metadata)
-                                    ? api->model_metadata(api->engine, "tokenizer.chat_template")
-                                    : nullptr;
-            auto t = jinja ? chat_template_from_jinja(jinja) : std::nullopt;
-            o.chat = t.value_or(chat_template::plain);
-            strata::plugin::log(args->host, jinja && !t ? STRATA_LOG_WARN : STRATA_LOG_INFO, "openai_http",
-                                "chat template: %s", !jinja ? "plain (the model has none)"
-                                                     : !t  ? "plain (the model's template is not a known family; set [openai_http] chat_template)"
-                                                           : "recognised from the model's tokenizer.chat_template");
+        // Tool calls: the format vLLM's --tool-call-parser names, or the one the model's chat template asks for.
+        const std::string parser = cfg.get_string("tool_call_parser").value_or("auto");
+        if (parser == "auto") {
+            const char *tmpl = STRATA_STRUCT_HAS(api, chat_template_source) ? api->chat_template_source(api->engine, "tool_use")
+                                                                            : nullptr;
+            if (tmpl == nullptr && STRATA_STRUCT_HAS(api, chat_template_source))
+                tmpl = api->chat_template_source(api->engine, "");
+            o.tools = tmpl ? detect_tool_format(tmpl) : tool_format::none;
+        } else if (auto f = tool_format_from_name(parser)) {
+            o.tools = *f;
         } else {
-            auto t = chat_template_from_name(tmpl);
-            if (!t) {
-                fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                     "openai_http: chat_template '%s' is unknown; use auto, plain, llama2, llama3, chatml, mistral, phi3 "
-                     "or gemma",
-                     tmpl.c_str());
-                return nullptr;
-            }
-            o.chat = *t;
+            fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                 "openai_http: tool_call_parser '%s' is unknown; use auto, hermes, llama3_json, mistral, deepseek_v3 "
+                 "or none",
+                 parser.c_str());
+            return nullptr;
         }
+        if (!cfg.get_bool("enable_auto_tool_choice").value_or(true)) o.tools = tool_format::none;
+        for (const std::string_view marker : tool_markers(o.tools)) {
+            // A marker that is one special token of this vocabulary: its id, so the generated token shows as text.
+            const std::string text(marker);
+            int32_t ids[4];
+            int32_t n = 0;
+            strata_status ts{};
+            if (api->tokenize(api->engine, text.c_str(), 0, ids, 4, &n, &ts) == STRATA_OK && n == 1)
+                o.marker_tokens.emplace_back(ids[0], text);
+        }
+        strata::plugin::log(args->host, STRATA_LOG_INFO, "openai_http", "tool calls: %s%s", tool_format_name(o.tools),
+                            parser == "auto" ? " (from the chat template)" : "");
         strata_sampling_params defaults{};
         defaults.struct_size = sizeof defaults;
         defaults.temperature = 1.0f;
@@ -165,9 +171,13 @@ const strata_config_key k_keys[] = {
     {"served_model_name", STRATA_CONFIG_STRING_LIST, "[]", 0, 0,
      "model ids a request may name, the first listed by /v1/models (default: the GGUF's general.name and the model "
      "argument as given, as vLLM does)", "--served-model-name", nullptr},
-    {"chat_template", STRATA_CONFIG_STRING, "\"auto\"", 0, 0,
-     "chat format for /v1/chat/completions: auto = the family of the GGUF's tokenizer.chat_template (plain when none), "
-     "or a built-in family by name", "--chat-template", "auto|plain|llama2|llama3|chatml|mistral|phi3|gemma"},
+    {"tool_call_parser", STRATA_CONFIG_STRING, "\"auto\"", 0, 0,
+     "how tool calls are read back from the output (vLLM --tool-call-parser): auto = the format the model's chat "
+     "template asks for; none refuses requests with tools", "--tool-call-parser",
+     "auto|hermes|llama3_json|llama4_json|mistral|deepseek_v3|deepseek_v31|none"},
+    {"enable_auto_tool_choice", STRATA_CONFIG_BOOL, "true", 0, 0,
+     "answer tool_choice \"auto\" with parsed tool calls (vLLM --enable-auto-tool-choice; on by default here)",
+     "--enable-auto-tool-choice", nullptr},
 };
 
 const strata_plugin_info k_info = strata::plugin::make_info(

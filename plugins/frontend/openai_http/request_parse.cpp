@@ -95,41 +95,142 @@ void read_prompt(const json &body, generation_request &r) {
     r.prompt_tokens = token_ids(*p, "prompt");
 }
 
-std::string message_content(const json &m, size_t index) {
-    const std::string where = "messages[" + std::to_string(index) + "].content";
-    auto it = m.find("content");
-    if (it == m.end() || it->is_null()) return {};
-    if (it->is_string()) return it->get<std::string>();
-    if (!it->is_array()) reject("'" + where + "' must be a string or an array of text parts", "messages");
-    std::string text;
-    for (const json &part : *it) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
-            reject("'" + where + "' parts must be {\"type\": \"text\", \"text\": \"...\"}; other part types are not supported",
-                   "messages");
-        }
-        text += part["text"].get<std::string>();
-    }
-    return text;
-}
-
-std::vector<chat_message> read_messages(const json &body) {
+// The messages as the chat template gets them, checked field by field (OpenAI's shapes): role, content as a string,
+// null or text parts, an assistant's tool_calls, a tool result's tool_call_id. "developer" is OpenAI's newer name
+// for the system role, which templates know as "system".
+json read_messages(const json &body) {
     const json *ms = field(body, "messages");
     if (ms == nullptr) reject("'messages' is required", "messages");
     if (!ms->is_array() || ms->empty()) reject("'messages' must be a non-empty array", "messages");
-    std::vector<chat_message> out;
+    json out = json::array();
     for (size_t i = 0; i < ms->size(); ++i) {
-        const json &m = (*ms)[i];
-        if (!m.is_object()) reject("'messages[" + std::to_string(i) + "]' must be an object", "messages");
+        const std::string at = "messages[" + std::to_string(i) + "]";
+        json m = (*ms)[i];
+        if (!m.is_object()) reject("'" + at + "' must be an object", "messages");
         auto role = m.find("role");
-        if (role == m.end() || !role->is_string()) reject("'messages[" + std::to_string(i) + "].role' must be a string", "messages");
+        if (role == m.end() || !role->is_string()) reject("'" + at + ".role' must be a string", "messages");
         const std::string r = role->get<std::string>();
-        if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer") {
-            reject("'messages[" + std::to_string(i) + "].role' must be system, user, assistant, tool or developer, got '" + r + "'",
-                   "messages");
+        if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer")
+            reject("'" + at + ".role' must be system, user, assistant, tool or developer, got '" + r + "'", "messages");
+        if (r == "developer") *role = "system";
+        const auto content = m.find("content");
+        const bool has_calls = m.contains("tool_calls") && !m.at("tool_calls").is_null();
+        if (content == m.end() || content->is_null()) {
+            if (!(r == "assistant" && has_calls)) reject("'" + at + ".content' is required", "messages");
+        } else if (content->is_array()) {
+            for (const json &part : *content)
+                if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+                    reject("'" + at + ".content' parts must be {\"type\": \"text\", \"text\": \"...\"}; images and "
+                           "audio are not supported",
+                           "messages");
+        } else if (!content->is_string()) {
+            reject("'" + at + ".content' must be a string or an array of text parts", "messages");
         }
-        out.push_back({r == "developer" ? "system" : r, message_content(m, i)});
+        if (has_calls) {
+            const json &calls = m.at("tool_calls");
+            if (r != "assistant" || !calls.is_array()) reject("'" + at + ".tool_calls' must be an array on an assistant message", "messages");
+            for (const json &c : calls) {
+                const json *fn = c.is_object() ? field(c, "function") : nullptr;
+                if (fn == nullptr || !fn->is_object() || !fn->contains("name") || !fn->at("name").is_string() ||
+                    (fn->contains("arguments") && !fn->at("arguments").is_string() && !fn->at("arguments").is_object()))
+                    reject("'" + at + ".tool_calls' entries must be {\"type\": \"function\", \"function\": {\"name\": "
+                           "..., \"arguments\": \"...\"}}",
+                           "messages");
+            }
+        }
+        if (r == "tool" && m.contains("tool_call_id") && !m.at("tool_call_id").is_string())
+            reject("'" + at + ".tool_call_id' must be a string", "messages");
+        out.push_back(std::move(m));
     }
     return out;
+}
+
+// The fields the chat template sees besides the messages: tools and vLLM's chat_template, chat_template_kwargs and
+// add_generation_prompt.
+json read_chat_fields(const json &body, json messages) {
+    json req = {{"messages", std::move(messages)}};
+    if (const json *t = field(body, "tools")) {
+        if (!t->is_array()) reject("'tools' must be an array", "tools");
+        for (const json &tool : *t) {
+            const json *fn = tool.is_object() ? field(tool, "function") : nullptr;
+            if (tool.value("type", "") != "function" || fn == nullptr || !fn->is_object() || !fn->contains("name") ||
+                !fn->at("name").is_string())
+                reject("'tools' entries must be {\"type\": \"function\", \"function\": {\"name\": ..., "
+                       "\"parameters\": {...}}}",
+                       "tools");
+        }
+        if (!t->empty()) req["tools"] = *t;
+    }
+    if (const json *v = field(body, "add_generation_prompt")) req["add_generation_prompt"] = boolean(*v, "add_generation_prompt");
+    if (const json *v = field(body, "chat_template_kwargs")) {
+        if (!v->is_object()) reject("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+        req["chat_template_kwargs"] = *v;
+    }
+    if (const json *v = field(body, "chat_template")) {
+        if (!v->is_string()) reject("'chat_template' must be a string", "chat_template");
+        req["chat_template"] = *v;
+    }
+    if (const json *v = field(body, "continue_final_message"); v != nullptr && boolean(*v, "continue_final_message"))
+        reject("'continue_final_message' is not supported yet", "continue_final_message");
+    return req;
+}
+
+// Every field a request may carry; anything else is refused by name rather than ignored.
+void check_fields(const json &body, endpoint kind) {
+    static const std::vector<std::string> common = {
+        "model", "n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed", "presence_penalty",
+        "frequency_penalty", "logprobs", "stop", "stream", "stream_options", "user", "max_tokens", "logit_bias",
+        "ignore_eos", "echo", "best_of", "max_completion_tokens", "top_logprobs"};
+    static const std::vector<std::string> completions = {"prompt", "suffix"};
+    static const std::vector<std::string> chat = {
+        "messages", "tools", "tool_choice", "parallel_tool_calls",
+        "chat_template", "chat_template_kwargs", "add_generation_prompt", "continue_final_message", "response_format"};
+    for (const auto &[key, value] : body.items()) {
+        const auto known = [&](const std::vector<std::string> &names) {
+            return std::find(names.begin(), names.end(), key) != names.end();
+        };
+        if (known(common) || known(kind == endpoint::completions ? completions : chat)) continue;
+        reject("'" + key + "' is not a field Strata supports on " +
+                   (kind == endpoint::completions ? "/v1/completions" : "/v1/chat/completions") +
+                   "; remove it (fields are never ignored silently)",
+               key);
+    }
+    if (const json *v = field(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty()))
+        reject("'logit_bias' is not supported yet", "logit_bias");
+    if (const json *v = field(body, "suffix"); v != nullptr && !(v->is_string() && v->get<std::string>().empty()))
+        reject("'suffix' (fill-in-the-middle) is not supported yet", "suffix");
+}
+
+// tool_choice: "auto" (the default when tools are given) parses the model's tool calls back; "none" leaves its output
+// as text. Forcing a call ("required", or a named function) needs constrained decoding of the call.
+void read_tool_choice(const json &body, const json &chat, generation_request &r) {
+    const bool tools = chat.contains("tools");
+    std::string choice = tools ? "auto" : "none";
+    if (const json *v = field(body, "tool_choice")) {
+        if (v->is_string() && (*v == "auto" || *v == "none")) {
+            choice = v->get<std::string>();
+        } else if ((v->is_string() && *v == "required") || v->is_object()) {
+            reject("'tool_choice' \"required\" or a named function is not supported yet; use \"auto\"", "tool_choice");
+        } else {
+            reject("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}",
+                   "tool_choice");
+        }
+    }
+    r.tools_given = tools && choice == "auto";
+    if (const json *v = field(body, "parallel_tool_calls")) r.parallel_tool_calls = boolean(*v, "parallel_tool_calls");
+}
+
+void read_response_format(const json &body) {
+    const json *v = field(body, "response_format");
+    if (v == nullptr) return;
+    if (!v->is_object() || !v->contains("type") || !v->at("type").is_string())
+        reject("'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}",
+               "response_format");
+    const std::string type = v->at("type").get<std::string>();
+    if (type == "text") return;
+    if (type == "json_object" || type == "json_schema")
+        reject("'response_format' " + type + " is not supported yet", "response_format");
+    reject("'response_format.type' must be text, json_object or json_schema, got '" + type + "'", "response_format");
 }
 
 void read_stop(const json &body, generation_request &r) {
@@ -243,8 +344,16 @@ parse_result parse_generation_request(std::string_view body, endpoint kind, cons
                 ctx.served_model_names.end())
                 return unknown_model(r.model);
         }
-        if (kind == endpoint::completions) read_prompt(j, r);
-        else r.messages = read_messages(j);
+        check_fields(j, kind);
+        if (kind == endpoint::completions) {
+            read_prompt(j, r);
+        } else {
+            json chat = read_chat_fields(j, read_messages(j));
+            read_tool_choice(j, chat, r);
+            read_response_format(j);
+            r.chat_request = chat.dump();
+        }
+        if (const json *v = field(j, "ignore_eos")) r.sampling.ignore_eos = boolean(*v, "ignore_eos") ? 1 : 0;
         if (const json *v = field(j, "n")) r.n = static_cast<int32_t>(integer_in(*v, "n", 1, 16));
         read_sampling(j, r, ctx);
         read_stop(j, r);
@@ -264,8 +373,19 @@ std::variant<tokenize_request, api_error> parse_tokenize_request(std::string_vie
     try {
         const json j = parse_object(body);
         tokenize_request r;
+        for (const auto &[key, value] : j.items()) {
+            static const std::vector<std::string> known = {"model", "prompt", "add_special_tokens", "messages", "tools",
+                                                           "add_generation_prompt", "chat_template_kwargs",
+                                                           "chat_template", "continue_final_message"};
+            if (std::find(known.begin(), known.end(), key) == known.end())
+                reject("'" + key + "' is not a field of /tokenize", key);
+        }
         if (field(j, "messages") != nullptr) {
-            r.messages = read_messages(j);
+            if (field(j, "add_special_tokens") != nullptr)
+                reject("'add_special_tokens' belongs to the prompt form; the chat form gives the ids "
+                       "/v1/chat/completions feeds the model",
+                       "add_special_tokens");
+            r.chat_request = read_chat_fields(j, read_messages(j)).dump();
         } else {
             const json *p = field(j, "prompt");
             if (p == nullptr || !p->is_string()) reject("'prompt' (a string) or 'messages' is required", "prompt");

@@ -17,16 +17,15 @@ namespace strata::openai_http {
 
 enum class endpoint { completions, chat_completions };
 
-struct chat_message {
-    std::string role; // system | user | assistant | tool | developer
-    std::string content;
-};
-
 struct generation_request {
     endpoint kind = endpoint::completions;
     std::string prompt_text;                 // completions with a string prompt
     std::vector<int32_t> prompt_tokens;      // completions with a token-id prompt (used when non-empty)
-    std::vector<chat_message> messages;      // chat
+    // chat: what the engine's chat template renders (apply_chat_template's request JSON: messages, tools,
+    // add_generation_prompt, chat_template_kwargs, chat_template), checked here so a bad field is a 400 naming it
+    std::string chat_request;
+    bool tools_given = false;        // chat: a non-empty 'tools' and tool_choice not "none": parse tool calls back
+    bool parallel_tool_calls = true; // false: only the first call is returned
     strata_sampling_params sampling{};       // defaults merged with the request's fields
     bool max_tokens_given = false;           // false: the endpoint's default applies (see server)
     bool seed_given = false;
@@ -53,10 +52,12 @@ using parse_result = std::variant<generation_request, api_error>;
 
 parse_result parse_generation_request(std::string_view body, endpoint kind, const parse_context &ctx);
 
-// POST /tokenize: {"prompt": "..."} or {"messages": [...]}, optional "add_special_tokens" (default true).
+// POST /tokenize: {"prompt": "...", "add_special_tokens": true} or vLLM's chat form {"messages": [...], "tools",
+// "add_generation_prompt", "chat_template_kwargs", "chat_template"}, which gives the ids /v1/chat/completions feeds
+// the model for the same fields.
 struct tokenize_request {
     std::string prompt;
-    std::vector<chat_message> messages; // rendered with the chat template when non-empty
+    std::string chat_request; // the chat form's apply_chat_template request when non-empty
     bool add_special_tokens = true;
 };
 std::variant<tokenize_request, api_error> parse_tokenize_request(std::string_view body);

@@ -121,6 +121,32 @@ std::string role_chunk(const response_ids &ids, int32_t index) {
     return sse_event(dump(j));
 }
 
+namespace {
+
+// OpenAI's tool_calls array; ids are "call_<response id>_<choice>_<n>", unique within the server's life.
+json tool_calls_json(const response_ids &ids, int32_t index, const std::vector<tool_call> &calls, bool with_index) {
+    json out = json::array();
+    for (size_t k = 0; k < calls.size(); ++k) {
+        json c = {{"id", "call_" + ids.id + "_" + std::to_string(index) + "_" + std::to_string(k)},
+                  {"type", "function"},
+                  {"function", {{"name", calls[k].name}, {"arguments", calls[k].arguments}}}};
+        if (with_index) c["index"] = k;
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+} // namespace
+
+std::string tool_calls_chunk(const response_ids &ids, int32_t index, const std::vector<tool_call> &calls) {
+    json j = envelope(ids, true);
+    j["choices"] = json::array({json{{"index", index},
+                                     {"delta", {{"tool_calls", tool_calls_json(ids, index, calls, true)}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+    return sse_event(dump(j));
+}
+
 std::string finish_chunk(const response_ids &ids, int32_t index, std::string_view finish_reason) {
     json j = envelope(ids, true);
     json c = {{"index", index}, {"logprobs", nullptr}, {"finish_reason", finish_reason}};
@@ -218,7 +244,14 @@ std::string completion_body(const response_ids &ids, const std::vector<choice_re
     for (size_t i = 0; i < choices.size(); ++i) {
         json c = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", choices[i].finish_reason}};
         if (!choices[i].logprobs_json.empty()) c["logprobs"] = json::parse(choices[i].logprobs_json);
-        if (ids.kind == endpoint::chat_completions) c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+        if (ids.kind == endpoint::chat_completions) {
+            c["message"] = {{"role", "assistant"}, {"content", choices[i].text}};
+            if (!choices[i].tool_calls.empty()) {
+                // OpenAI: content is null when the answer is only calls.
+                if (choices[i].text.empty()) c["message"]["content"] = nullptr;
+                c["message"]["tool_calls"] = tool_calls_json(ids, static_cast<int32_t>(i), choices[i].tool_calls, false);
+            }
+        }
         else c["text"] = choices[i].text;
         cs.push_back(std::move(c));
     }

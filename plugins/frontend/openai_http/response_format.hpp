@@ -2,6 +2,7 @@
 #pragma once
 
 #include "request_parse.hpp"
+#include "tool_calls.hpp"
 
 #include <cstdint>
 #include <string>
@@ -46,8 +47,9 @@ class logprob_log {
 
 struct choice_result {
     std::string text;
-    std::string finish_reason; // "stop" | "length" | ...
+    std::string finish_reason; // "stop" | "length" | "tool_calls" | ...
     std::string logprobs_json; // empty: null
+    std::vector<tool_call> tool_calls; // chat: the calls read back from the text (tool_calls.hpp)
 };
 
 struct usage_counts {
@@ -67,6 +69,8 @@ void append_text_chunk(std::string &out, const response_ids &ids, int32_t index,
                        std::string_view logprobs_json = "null");
 // Chat only: the first chunk of a choice, announcing the assistant role.
 std::string role_chunk(const response_ids &ids, int32_t index);
+// Chat only: the tool calls of choice `index`, each whole (name and arguments in one delta), as OpenAI streams them.
+std::string tool_calls_chunk(const response_ids &ids, int32_t index, const std::vector<tool_call> &calls);
 // The last chunk of a choice, carrying its finish_reason.
 std::string finish_chunk(const response_ids &ids, int32_t index, std::string_view finish_reason);
 // stream_options.include_usage: the chunk after all choices, with empty choices and the usage.

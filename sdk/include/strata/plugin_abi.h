@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 8
+#define STRATA_ABI_MINOR 9
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -602,6 +602,20 @@ typedef struct strata_engine_api {
      * `serve MODEL` argument, or the config's path, as written), for frontends that serve it under that id as vLLM
      * does; "" when unknown. Borrowed for the engine's lifetime. */
     const char *(*model_argument)(strata_engine *e);
+    /* optional, since 1.9 (STRATA_STRUCT_HAS(api, apply_chat_template)): the prompt text of a chat, rendered by the
+     * model's chat template as transformers' apply_chat_template (--chat-template, else the model file's own).
+     * request_json: {"messages": [...OpenAI messages...], "tools": [...], "add_generation_prompt": true,
+     * "chat_template_kwargs": {...}, "chat_template": "a template name or text"} (all but messages optional).
+     * Writes up to cap bytes of the text (not NUL-terminated) and sets *n to its full length (call again with a
+     * bigger buffer if > cap). Submit the text with add_bos = 1: a BOS the template wrote is already removed when
+     * the vocabulary adds its own (llama.cpp's rule). A bad request or a template error (its raise_exception text,
+     * a syntax error with line and column) is STRATA_ERR_INVALID_ARGUMENT with the message. */
+    int32_t (*apply_chat_template)(strata_engine *e, const char *request_json, char *text, int32_t cap, int32_t *n,
+                                   strata_status *st);
+    /* optional, since 1.9: the source of the chat template a request would use by default ("" for the default one,
+     * or a name such as "tool_use"); NULL when the model has no such template. Borrowed for the engine's life. For
+     * frontends that recognise a family's tool-call format from its template. */
+    const char *(*chat_template_source)(strata_engine *e, const char *name);
 } strata_engine_api;
 
 /* ------------------------------------------------------------------------------------------------------------ */
