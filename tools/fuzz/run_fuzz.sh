@@ -4,7 +4,9 @@
 #   <build_dir> was configured with CC=clang CXX=clang++ -DSTRATA_BUILD_FUZZERS=ON. seed_maker is a tool of that build
 #   that writes seed inputs into the folder it is given ("" for none); seed files are copied in too (a missing one is
 #   a warning). New inputs go to <build_dir>/<target>_corpus, kept between runs; crashes to <target>_artifacts.
-#   FUZZ_RUNS=N in the environment also stops it after N executions (campaign.sh).
+#   FUZZ_RUNS=N in the environment also stops it after N executions (campaign.sh); FUZZ_TIMEOUT=S changes the
+#   seconds one input may take before it counts as a finding (20; a campaign niced beside builds needs more, since
+#   the limit is wall-clock time and a starved process can stall for longer than any input takes).
 set -euo pipefail
 
 if [[ $# -lt 4 ]]; then
@@ -31,5 +33,5 @@ done
 
 # $seeds is read-only input; the fuzzer sees at most max_len bytes of each.
 "$build_dir/bin/$target" "$corpus" "$seeds" \
-  -max_len="$max_len" -rss_limit_mb=2048 -timeout=20 -max_total_time="$seconds" \
+  -max_len="$max_len" -rss_limit_mb=2048 -timeout="${FUZZ_TIMEOUT:-20}" -max_total_time="$seconds" \
   -artifact_prefix="$artifacts/" -print_final_stats=1 ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"}
