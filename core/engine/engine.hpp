@@ -158,6 +158,9 @@ class engine {
     std::unique_ptr<model_source> source_;
     std::unique_ptr<class tokenizer> tokenizer_;
     std::unique_ptr<chat::chat_formatter> chat_;
+    // Constrained decoding's view of the vocabulary, built by the first request that needs it.
+    std::unique_ptr<constraint_vocab> constraint_vocab_;
+    std::once_flag constraint_vocab_once_;
     plugins::handle<strata_model_arch_desc> arch_;
     plugins::handle<strata_device_desc> device_desc_;
     strata_device *device_ = nullptr;

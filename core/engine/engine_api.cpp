@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 
 namespace strata::engine {
 
@@ -95,7 +96,14 @@ int32_t api_apply_chat_template(strata_engine *e, const char *request_json, char
                                 strata_status *st) {
     if (request_json == nullptr) return report(st, STRATA_ERR_INVALID_ARGUMENT, "apply_chat_template: null request");
     try {
-        const auto request = nlohmann::ordered_json::parse(request_json, nullptr, false);
+        // A bound on nesting before anything walks the request (templates see it, so its depth is theirs to bear).
+        constexpr int max_depth = 128;
+        const nlohmann::ordered_json::parser_callback_t depth_limit = [](int depth, nlohmann::ordered_json::parse_event_t,
+                                                                        nlohmann::ordered_json &) {
+            if (depth > max_depth) throw std::invalid_argument("chat request: JSON nested deeper than 128 levels");
+            return true;
+        };
+        const auto request = nlohmann::ordered_json::parse(request_json, depth_limit, false);
         if (request.is_discarded()) return report(st, STRATA_ERR_INVALID_ARGUMENT, "chat request: not valid JSON");
         const std::string prompt = self(e).chat().render(request);
         const auto len = static_cast<int32_t>(std::min<size_t>(prompt.size(), INT32_MAX));

@@ -51,6 +51,12 @@ strata_request_id engine::submit(const strata_request &req) {
         sc.frequency_penalty = req.frequency_penalty;
         r->logprobs = std::min(req.logprobs, hp_.n_vocab);
     }
+    // The 1.9 tail: constrained decoding (a grammar or schema the engine builds now, so a bad one fails the submit).
+    if (req.struct_size >= offsetof(strata_request, constraint) + sizeof req.constraint &&
+        req.constraint_kind != STRATA_CONSTRAINT_NONE) {
+        std::call_once(constraint_vocab_once_, [&] { constraint_vocab_ = std::make_unique<constraint_vocab>(*tokenizer_); });
+        r->constraint = std::make_unique<output_constraint>(*constraint_vocab_, req.constraint_kind, req.constraint);
+    }
     r->on_token = req.on_token;
     r->user = req.user;
     r->max_tokens = r->sampling.max_tokens > 0 ? r->sampling.max_tokens : n_ctx_;

@@ -180,7 +180,16 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
         sequence &s = *step_logits_owner_[static_cast<size_t>(i)];
         float *logits = logits_row(i);
         if (s.logprobs != 0) s.lp->capture(logits);
-        const int32_t tok = s.smp->sample(logits, s.tokens);
+        int32_t tok = s.smp->sample(logits, s.tokens);
+        if (s.constraint) {
+            try {
+                tok = s.constraint->choose(*s.smp, logits, tok);
+                s.constraint->accept(tok);
+            } catch (const std::exception &e) {
+                finish(s, STRATA_FINISH_ERROR, e.what());
+                continue;
+            }
+        }
         s.tokens.push_back(tok);
         ++s.generated;
         if (s.generated == 1) s.t_first_token = std::chrono::steady_clock::now();

@@ -80,6 +80,10 @@ int32_t sampler::argmax(const float *logits) const {
 int32_t sampler::sample(float *logits, std::span<const int32_t> history) {
     if (logits == nullptr) fail("sampler: logits pointer is null");
     apply_penalties(logits, history);
+    return draw(logits);
+}
+
+int32_t sampler::draw(const float *logits) {
     if (cfg_.temperature <= 0.f) return argmax(logits);
 
     constexpr float neg_inf = -std::numeric_limits<float>::infinity();

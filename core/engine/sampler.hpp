@@ -29,6 +29,8 @@ class sampler {
     // logits: n_vocab floats, modified in place by the penalties. history: previous tokens of this sequence
     // (prompt + generated), each in [0, n_vocab). Returns the chosen token id. Allocates nothing.
     int32_t sample(float *logits, std::span<const int32_t> history);
+    // The draw alone, on logits sample() already penalised (constrained decoding masks them and draws again).
+    int32_t draw(const float *logits);
 
     // Restarts the random stream, as if constructed with this seed.
     void reset(uint64_t seed);

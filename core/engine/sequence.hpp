@@ -2,6 +2,7 @@
 // per-request sampling state (allocated once, when the request is admitted).
 #pragma once
 
+#include "engine/output_constraint.hpp"
 #include "engine/sampler.hpp"
 #include "engine/token_logprobs.hpp"
 #include "kv/kv_cache.hpp"
@@ -40,6 +41,7 @@ struct sequence {
     // Generation state (created on first schedule).
     std::unique_ptr<sampler> smp;
     std::unique_ptr<token_logprobs> lp;
+    std::unique_ptr<output_constraint> constraint; // constrained decoding, when the request asked for it
     token_text_stream text; // the generated tokens' text, with the tokenizer's leading-space rule
     int32_t generated = 0;
     int32_t max_tokens = 0;

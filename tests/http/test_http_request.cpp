@@ -108,17 +108,15 @@ TEST(HttpRequestParse, ChatTemplateFieldsToolsAndToolChoice) {
     EXPECT_FALSE(r.parallel_tool_calls);
     EXPECT_FALSE(ok(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],
         "tool_choice":"none"})", chat).tools_given);
-    // What needs constrained decoding is refused by name until it is there; so is every unknown field.
     EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"required"})", chat).param, "tool_choice");
-    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", chat).param,
-              "response_format");
-    EXPECT_EQ(ok(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}})", chat).n, 1);
+    EXPECT_EQ(ok(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}})", chat).constraint_kind,
+              STRATA_CONSTRAINT_NONE);
     EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"tools":[{"type":"web"}]})", chat).param, "tools");
     EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"continue_final_message":true})", chat).param,
               "continue_final_message");
     EXPECT_EQ(err(R"({"messages":[{"role":"user"}]})", chat).param, "messages");
     EXPECT_EQ(err(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", chat).param, "messages");
-    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"guided_json":{}})", chat).param, "guided_json");
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"guided_regex":"a+"})", chat).param, "guided_regex");
 }
 
 TEST(HttpRequestParse, ErrorsHaveStatusAndParam) {
@@ -240,6 +238,41 @@ TEST(HttpRequestParse, TokenizeAndDetokenizeBodies) {
     ASSERT_TRUE(std::holds_alternative<std::vector<int32_t>>(d));
     EXPECT_EQ(std::get<std::vector<int32_t>>(d).size(), 2u);
     EXPECT_TRUE(std::holds_alternative<api_error>(parse_detokenize_request(R"({"tokens":"x"})")));
+}
+
+TEST(HttpRequestParse, OutputConstraintsFromEveryFieldThatAsksForOne) {
+    const auto chat = endpoint::chat_completions;
+    const std::string tools = R"("tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object",
+        "properties":{"city":{"type":"string"}}}}},{"type":"function","function":{"name":"g"}}])";
+    generation_request r = ok(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", chat);
+    EXPECT_EQ(r.constraint_kind, STRATA_CONSTRAINT_ANY_JSON_OBJECT);
+    r = ok(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema",
+        "json_schema":{"name":"n","schema":{"type":"object","properties":{"a":{"type":"integer"}}},"strict":true}}})", chat);
+    EXPECT_EQ(r.constraint_kind, STRATA_CONSTRAINT_JSON_SCHEMA);
+    EXPECT_EQ(nlohmann::json::parse(r.constraint)["properties"]["a"]["type"], "integer");
+    // A named function: its parameters; required: vLLM's array of {"name", "parameters"}.
+    r = ok(R"({"messages":[{"role":"user","content":"x"}],)" + tools +
+               R"(,"tool_choice":{"type":"function","function":{"name":"f"}}})", chat);
+    EXPECT_EQ(r.forced, generation_request::forced_tools::named);
+    EXPECT_EQ(r.forced_name, "f");
+    EXPECT_EQ(nlohmann::json::parse(r.constraint)["properties"]["city"]["type"], "string");
+    EXPECT_FALSE(r.tools_given);
+    r = ok(R"({"messages":[{"role":"user","content":"x"}],)" + tools + R"(,"tool_choice":"required","parallel_tool_calls":false})",
+           chat);
+    EXPECT_EQ(r.forced, generation_request::forced_tools::required);
+    const auto schema = nlohmann::json::parse(r.constraint);
+    EXPECT_EQ(schema["type"], "array");
+    EXPECT_EQ(schema["maxItems"], 1);
+    EXPECT_EQ(schema["items"]["anyOf"].size(), 2u);
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],)" + tools +
+                      R"(,"tool_choice":{"type":"function","function":{"name":"nope"}}})", chat).param, "tool_choice");
+    // llama.cpp's and vLLM's spellings, on completions too; two constraints at once are refused.
+    EXPECT_EQ(ok(R"({"prompt":"x","grammar":"root ::= \"a\""})").constraint_kind, STRATA_CONSTRAINT_GBNF);
+    EXPECT_EQ(ok(R"({"prompt":"x","json_schema":{"type":"object"}})").constraint_kind, STRATA_CONSTRAINT_JSON_SCHEMA);
+    EXPECT_EQ(ok(R"({"prompt":"x","guided_choice":["yes","no"]})").constraint, R"(root ::= "yes" | "no")");
+    EXPECT_EQ(err(R"({"prompt":"x","grammar":"root ::= \"a\"","guided_json":{}})").param, "grammar");
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})", chat).param,
+              "response_format");
 }
 
 TEST(HttpRequestParse, UnknownFieldsAreRefusedByName) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "engine/engine.hpp"
+#include "made_model.hpp"
 #include "plugin_host/registry.hpp"
 
 #include <strata/plugin_abi.h>
@@ -37,23 +38,6 @@ inline plugins::registry &test_registry() {
         return reg;
     }();
     return r;
-}
-
-// A tools/make-model model, made once per build tree. CTest runs test cases as parallel processes, so each maker
-// writes its own file and renames it into place (a rename is atomic; the last one wins with identical bytes).
-inline std::string made_model(const std::string &name, const std::string &make_model_args) {
-    namespace fs = std::filesystem;
-    const fs::path dir = fs::path(STRATA_BINARY_DIR) / "test-models";
-    const fs::path file = dir / name;
-    if (fs::exists(file)) return file.string();
-    fs::create_directories(dir);
-    const fs::path mine = dir / (name + "." + std::to_string(::getpid()) + ".part.gguf");
-    const std::string cmd = std::string(STRATA_BINARY_DIR) + "/bin/make-model --out " + mine.string() + " " + make_model_args;
-    if (std::system(cmd.c_str()) != 0) return {};
-    std::error_code ec;
-    fs::rename(mine, file, ec);
-    if (ec) return {};
-    return file.string();
 }
 
 struct generation_result {

@@ -21,4 +21,6 @@ strata_fuzz_targets() {
   echo "fuzz_tokenizer_json 65536 make_tokenizer_json_seeds"
   # Byte-level BPE: the first byte picks one of llama.cpp's pre-tokenizers, the rest is the text.
   echo "fuzz_bpe_tokenize 4096 -"
+  # Grammars: GBNF, a JSON schema or a regular expression (first byte % 3), then NUL and a text for a matcher.
+  echo "fuzz_gbnf 8192 make_gbnf_fuzz_seeds"
 }

@@ -52,6 +52,24 @@ bool render_chat(const strata_engine_api *api, const std::string &request, std::
     }
 }
 
+// tool_choice required/named: the constrained output read back as calls (vLLM's forms).
+parsed_output forced_tool_calls(const generation_request &req, const std::string &text) {
+    parsed_output out;
+    if (req.forced == generation_request::forced_tools::named) {
+        const nlohmann::json args = nlohmann::json::parse(text, nullptr, false);
+        if (args.is_discarded()) return {text, {}};
+        out.calls.push_back({req.forced_name, args.dump()});
+        return out;
+    }
+    const nlohmann::json calls = nlohmann::json::parse(text, nullptr, false);
+    if (!calls.is_array()) return {text, {}};
+    for (const nlohmann::json &c : calls) {
+        if (!c.is_object() || !c.contains("name") || !c.at("name").is_string()) return {text, {}};
+        out.calls.push_back({c.at("name").get<std::string>(), c.contains("parameters") ? c.at("parameters").dump() : "{}"});
+    }
+    return out;
+}
+
 } // namespace
 
 namespace net = boost::asio;
@@ -773,6 +791,7 @@ namespace {
 struct choice_state {
     http_server::impl *srv = nullptr;
     tool_format tools = tool_format::none; // tool calls are parsed out of this choice's text
+    bool forced_calls = false;             // tool_choice required/named: the whole text is calls (held to the end)
     size_t content_sent = 0;               // streaming with tools: bytes of released text sent as content
     std::string released;                  // streaming with tools: the text released so far
     session *conn = nullptr;
@@ -845,6 +864,7 @@ void on_token(void *user, const strata_token_event *ev) {
     }
     if (c.stream) {
         std::string_view ready = c.text.take_ready();
+        if (c.forced_calls) return; // calls, sent whole at the end
         if (c.tools != tool_format::none) {
             // Only what can be no tool call goes out now; the rest waits for the end of the generation.
             c.released.append(ready);
@@ -945,6 +965,7 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         c->index = i;
         c->text = text_stream(req.stop);
         if (req.tools_given) c->tools = opts.tools;
+        c->forced_calls = req.forced != generation_request::forced_tools::none;
         c->scratch.reserve(512);
         c->arrival = arrival;
         c->want_logprobs = req.logprobs != 0;
@@ -984,6 +1005,8 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         r.presence_penalty = req.presence_penalty;
         r.frequency_penalty = req.frequency_penalty;
         r.logprobs = req.logprobs;
+        r.constraint_kind = req.constraint_kind;
+        r.constraint = req.constraint_kind == STRATA_CONSTRAINT_NONE ? nullptr : req.constraint.c_str();
         strata_status st{};
         if (const int32_t rc = api->submit(api->engine, &r, &c->id, &st); rc != STRATA_OK) {
             c->id = 0;
@@ -1040,6 +1063,11 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
             if (!req.parallel_tool_calls && out.calls.size() > 1) out.calls.resize(1);
             if (!out.calls.empty() && finish == "stop") finish = "tool_calls";
         }
+        if (c->forced_calls && rc == STRATA_OK && finish == "stop") {
+            // The constrained output is the calls themselves (cut short by max_tokens it stays text).
+            out = forced_tool_calls(req, c->text.text());
+            // OpenAI answers a forced call with finish_reason "stop"; the calls are in the message.
+        }
         if (req.stream && rc == STRATA_OK) {
             std::string_view rest = c->text.take_rest();
             if (c->tools != tool_format::none) {
@@ -1047,6 +1075,7 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
                 c->released.append(rest);
                 rest = out.calls.empty() ? std::string_view(c->released).substr(c->content_sent) : std::string_view();
             }
+            if (c->forced_calls) rest = out.calls.empty() ? std::string_view(c->text.text()) : std::string_view();
             if (!rest.empty() || (c->want_logprobs && c->logprobs_sent < c->logprobs.size())) {
                 c->scratch.clear();
                 append_text_chunk(c->scratch, ids, c->index, rest, pending_logprobs(*c));

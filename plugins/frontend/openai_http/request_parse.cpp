@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <limits>
 
 namespace strata::openai_http {
@@ -19,8 +20,27 @@ struct rejected {
 
 [[noreturn]] void reject(std::string message, std::string param = {}) { throw rejected{bad_request(std::move(message), std::move(param))}; }
 
+// Deeper than any real request (a tool's parameter schema is a few levels): parsing stops there, before a deeply
+// nested body costs anything (copying and walking such values later would be quadratic in the depth).
+constexpr int k_max_json_depth = 128;
+
 json parse_object(std::string_view body) {
-    json j = json::parse(body.begin(), body.end(), nullptr, false);
+    bool too_deep = false;
+    const json::parser_callback_t depth_limit = [&](int depth, json::parse_event_t, json &) {
+        if (depth > k_max_json_depth) {
+            too_deep = true;
+            throw std::invalid_argument("too deep"); // stops the parser at once
+        }
+        return true;
+    };
+    json j;
+    try {
+        j = json::parse(body.begin(), body.end(), depth_limit, false);
+    } catch (const std::invalid_argument &) {
+    }
+    if (too_deep)
+        throw rejected{bad_request("the request body nests JSON deeper than " + std::to_string(k_max_json_depth) +
+                                   " levels")};
     if (j.is_discarded()) throw rejected{bad_request("malformed JSON in the request body")};
     if (!j.is_object()) reject("the request body must be a JSON object");
     return j;
@@ -180,11 +200,12 @@ void check_fields(const json &body, endpoint kind) {
     static const std::vector<std::string> common = {
         "model", "n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed", "presence_penalty",
         "frequency_penalty", "logprobs", "stop", "stream", "stream_options", "user", "max_tokens", "logit_bias",
-        "ignore_eos", "echo", "best_of", "max_completion_tokens", "top_logprobs"};
+        "ignore_eos", "echo", "best_of", "max_completion_tokens", "top_logprobs", "response_format", "grammar",
+        "json_schema", "guided_json", "guided_grammar", "guided_choice"};
     static const std::vector<std::string> completions = {"prompt", "suffix"};
     static const std::vector<std::string> chat = {
         "messages", "tools", "tool_choice", "parallel_tool_calls",
-        "chat_template", "chat_template_kwargs", "add_generation_prompt", "continue_final_message", "response_format"};
+        "chat_template", "chat_template_kwargs", "add_generation_prompt", "continue_final_message"};
     for (const auto &[key, value] : body.items()) {
         const auto known = [&](const std::vector<std::string> &names) {
             return std::find(names.begin(), names.end(), key) != names.end();
@@ -201,36 +222,114 @@ void check_fields(const json &body, endpoint kind) {
         reject("'suffix' (fill-in-the-middle) is not supported yet", "suffix");
 }
 
+// One constraint per request, whichever field asks for it.
+void set_constraint(generation_request &r, int32_t kind, std::string text, const char *field_name) {
+    if (r.constraint_kind != STRATA_CONSTRAINT_NONE)
+        reject(std::string("'") + field_name + "' asks for a second output constraint; send one of response_format, "
+               "tool_choice (required or a function), grammar, json_schema, guided_json, guided_grammar, guided_choice",
+               field_name);
+    r.constraint_kind = kind;
+    r.constraint = std::move(text);
+}
+
 // tool_choice: "auto" (the default when tools are given) parses the model's tool calls back; "none" leaves its output
-// as text. Forcing a call ("required", or a named function) needs constrained decoding of the call.
+// as text; "required" and a named function constrain the output to calls as vLLM does (a JSON array of
+// {"name", "parameters"} objects, or the function's arguments object).
 void read_tool_choice(const json &body, const json &chat, generation_request &r) {
     const bool tools = chat.contains("tools");
     std::string choice = tools ? "auto" : "none";
     if (const json *v = field(body, "tool_choice")) {
-        if (v->is_string() && (*v == "auto" || *v == "none")) {
+        if (v->is_string() && (*v == "auto" || *v == "none" || *v == "required")) {
             choice = v->get<std::string>();
-        } else if ((v->is_string() && *v == "required") || v->is_object()) {
-            reject("'tool_choice' \"required\" or a named function is not supported yet; use \"auto\"", "tool_choice");
+        } else if (v->is_object() && v->value("type", "") == "function" && v->contains("function") &&
+                   v->at("function").is_object() && v->at("function").contains("name") &&
+                   v->at("function").at("name").is_string()) {
+            choice = "named";
+            r.forced_name = v->at("function").at("name").get<std::string>();
         } else {
-            reject("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}",
+            reject("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                   "\"function\": {\"name\": ...}}",
                    "tool_choice");
         }
     }
+    if ((choice == "required" || choice == "named") && !tools)
+        reject("'tool_choice' " + choice + " needs 'tools'", "tool_choice");
     r.tools_given = tools && choice == "auto";
     if (const json *v = field(body, "parallel_tool_calls")) r.parallel_tool_calls = boolean(*v, "parallel_tool_calls");
+    if (choice == "named") {
+        const json *params = nullptr;
+        for (const json &t : chat.at("tools"))
+            if (t.at("function").at("name") == r.forced_name) params = field(t.at("function"), "parameters");
+        bool found = false;
+        for (const json &t : chat.at("tools")) found = found || t.at("function").at("name") == r.forced_name;
+        if (!found) reject("'tool_choice' names '" + r.forced_name + "', which is not in 'tools'", "tool_choice");
+        r.forced = generation_request::forced_tools::named;
+        set_constraint(r, STRATA_CONSTRAINT_JSON_SCHEMA, params ? params->dump() : R"({"type": "object"})", "tool_choice");
+    } else if (choice == "required") {
+        json any_of = json::array();
+        for (const json &t : chat.at("tools")) {
+            const json *params = field(t.at("function"), "parameters");
+            any_of.push_back({{"type", "object"},
+                              {"properties", {{"name", {{"type", "string"}, {"enum", {t.at("function").at("name")}}}},
+                                              {"parameters", params ? *params : json{{"type", "object"}}}}},
+                              {"required", {"name", "parameters"}}});
+        }
+        json schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", any_of}}}};
+        if (!r.parallel_tool_calls) schema["maxItems"] = 1;
+        r.forced = generation_request::forced_tools::required;
+        set_constraint(r, STRATA_CONSTRAINT_JSON_SCHEMA, schema.dump(), "tool_choice");
+    }
 }
 
-void read_response_format(const json &body) {
-    const json *v = field(body, "response_format");
-    if (v == nullptr) return;
-    if (!v->is_object() || !v->contains("type") || !v->at("type").is_string())
-        reject("'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}",
-               "response_format");
-    const std::string type = v->at("type").get<std::string>();
-    if (type == "text") return;
-    if (type == "json_object" || type == "json_schema")
-        reject("'response_format' " + type + " is not supported yet", "response_format");
-    reject("'response_format.type' must be text, json_object or json_schema, got '" + type + "'", "response_format");
+// OpenAI's response_format, and the same asked the ways llama.cpp's server (grammar, json_schema) and vLLM (guided_*)
+// spell it.
+void read_constraints(const json &body, generation_request &r) {
+    if (const json *v = field(body, "response_format")) {
+        if (!v->is_object() || !v->contains("type") || !v->at("type").is_string())
+            reject("'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\", ...}",
+                   "response_format");
+        const std::string type = v->at("type").get<std::string>();
+        if (type == "json_object") {
+            set_constraint(r, STRATA_CONSTRAINT_ANY_JSON_OBJECT, "", "response_format");
+        } else if (type == "json_schema") {
+            const json *js = field(*v, "json_schema");
+            const json *schema = js != nullptr && js->is_object() ? field(*js, "schema") : nullptr;
+            if (schema == nullptr || !schema->is_object())
+                reject("'response_format.json_schema.schema' (a JSON Schema object) is required", "response_format");
+            set_constraint(r, STRATA_CONSTRAINT_JSON_SCHEMA, schema->dump(), "response_format");
+        } else if (type != "text") {
+            reject("'response_format.type' must be text, json_object or json_schema, got '" + type + "'",
+                   "response_format");
+        }
+    }
+    for (const char *name : {"json_schema", "guided_json"}) {
+        if (const json *v = field(body, name)) {
+            if (v->is_string()) {
+                const json parsed = json::parse(v->get<std::string>(), nullptr, false);
+                if (!parsed.is_object()) reject(std::string("'") + name + "' must be a JSON Schema object", name);
+                set_constraint(r, STRATA_CONSTRAINT_JSON_SCHEMA, parsed.dump(), name);
+            } else if (v->is_object()) {
+                set_constraint(r, STRATA_CONSTRAINT_JSON_SCHEMA, v->dump(), name);
+            } else {
+                reject(std::string("'") + name + "' must be a JSON Schema object", name);
+            }
+        }
+    }
+    for (const char *name : {"grammar", "guided_grammar"}) {
+        if (const json *v = field(body, name)) {
+            if (!v->is_string()) reject(std::string("'") + name + "' must be a GBNF grammar (a string)", name);
+            set_constraint(r, STRATA_CONSTRAINT_GBNF, v->get<std::string>(), name);
+        }
+    }
+    if (const json *v = field(body, "guided_choice")) {
+        if (!v->is_array() || v->empty()) reject("'guided_choice' must be a non-empty array of strings", "guided_choice");
+        std::string gbnf = "root ::=";
+        for (size_t i = 0; i < v->size(); ++i) {
+            if (!(*v)[i].is_string()) reject("'guided_choice' must be a non-empty array of strings", "guided_choice");
+            gbnf += (i ? " | " : " ") + json((*v)[i]).dump(); // a JSON string is a GBNF literal with the same escapes
+        }
+        set_constraint(r, STRATA_CONSTRAINT_GBNF, gbnf, "guided_choice");
+    }
 }
 
 void read_stop(const json &body, generation_request &r) {
@@ -350,9 +449,9 @@ parse_result parse_generation_request(std::string_view body, endpoint kind, cons
         } else {
             json chat = read_chat_fields(j, read_messages(j));
             read_tool_choice(j, chat, r);
-            read_response_format(j);
             r.chat_request = chat.dump();
         }
+        read_constraints(j, r);
         if (const json *v = field(j, "ignore_eos")) r.sampling.ignore_eos = boolean(*v, "ignore_eos") ? 1 : 0;
         if (const json *v = field(j, "n")) r.n = static_cast<int32_t>(integer_in(*v, "n", 1, 16));
         read_sampling(j, r, ctx);

@@ -26,6 +26,14 @@ struct generation_request {
     std::string chat_request;
     bool tools_given = false;        // chat: a non-empty 'tools' and tool_choice not "none": parse tool calls back
     bool parallel_tool_calls = true; // false: only the first call is returned
+    // tool_choice "required" or a named function: the output is constrained to calls (vLLM's way: a JSON array of
+    // {"name", "parameters"}, or the named function's arguments object) and read back as such.
+    enum class forced_tools { none, named, required } forced = forced_tools::none;
+    std::string forced_name;
+    // Constrained decoding (strata_request.constraint_kind / constraint): response_format, tool_choice, and
+    // llama.cpp's and vLLM's fields for the same (grammar, json_schema, guided_json, guided_grammar, guided_choice).
+    int32_t constraint_kind = STRATA_CONSTRAINT_NONE;
+    std::string constraint;
     strata_sampling_params sampling{};       // defaults merged with the request's fields
     bool max_tokens_given = false;           // false: the endpoint's default applies (see server)
     bool seed_given = false;

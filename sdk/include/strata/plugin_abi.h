@@ -542,7 +542,20 @@ typedef struct strata_request {
     float presence_penalty;  /* OpenAI semantics, [-2, 2]: subtracted once from each token already seen */
     float frequency_penalty; /* OpenAI semantics, [-2, 2]: subtracted once per earlier occurrence */
     int32_t logprobs;        /* top-n alternatives to report per token (<= 20), 0 = none, -1 = only the chosen token's */
+    /* optional, since 1.9: constrained decoding. Every generated token keeps the output a prefix of a text the
+     * constraint accepts, and end-of-generation tokens are allowed only where the text is complete (as llama.cpp's
+     * grammars and vLLM's guided decoding). A constraint the engine cannot build (a GBNF syntax error, a JSON-schema
+     * keyword it does not implement) makes submit fail with STRATA_ERR_INVALID_ARGUMENT naming it. */
+    int32_t constraint_kind; /* strata_constraint_kind */
+    const char *constraint;  /* GBNF text or a JSON schema (UTF-8, NUL-terminated); NULL for ANY_JSON_OBJECT */
 } strata_request;
+
+typedef enum strata_constraint_kind {
+    STRATA_CONSTRAINT_NONE = 0,
+    STRATA_CONSTRAINT_GBNF = 1,            /* llama.cpp's grammar format, root rule "root" */
+    STRATA_CONSTRAINT_JSON_SCHEMA = 2,     /* a JSON Schema the output must be an instance of */
+    STRATA_CONSTRAINT_ANY_JSON_OBJECT = 3, /* OpenAI's response_format json_object */
+} strata_constraint_kind;
 
 typedef struct strata_request_result {
     uint32_t struct_size;

@@ -1,0 +1,30 @@
+// A tools/make-model model for tests, made once per build tree (shared by the engine, offload and HTTP suites).
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include <unistd.h>
+
+namespace strata::testing {
+
+// A tools/make-model model, made once per build tree. CTest runs test cases as parallel processes, so each maker
+// writes its own file and renames it into place (a rename is atomic; the last one wins with identical bytes).
+inline std::string made_model(const std::string &name, const std::string &make_model_args) {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(STRATA_BINARY_DIR) / "test-models";
+    const fs::path file = dir / name;
+    if (fs::exists(file)) return file.string();
+    fs::create_directories(dir);
+    const fs::path mine = dir / (name + "." + std::to_string(::getpid()) + ".part.gguf");
+    const std::string cmd = std::string(STRATA_BINARY_DIR) + "/bin/make-model --out " + mine.string() + " " + make_model_args;
+    if (std::system(cmd.c_str()) != 0) return {};
+    std::error_code ec;
+    fs::rename(mine, file, ec);
+    if (ec) return {};
+    return file.string();
+}
+
+} // namespace strata::testing
