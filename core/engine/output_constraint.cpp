@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "grammar/gbnf_parser.hpp"
 #include "grammar/json_schema_grammar.hpp"
+#include "grammar/regex_grammar.hpp"
 
 namespace strata::engine {
 
@@ -31,6 +32,9 @@ std::shared_ptr<const grammar::grammar> build(int32_t kind, const char *text) {
         return grammar::parse_gbnf(grammar::json_schema_to_gbnf(schema));
     }
     case STRATA_CONSTRAINT_ANY_JSON_OBJECT: return grammar::parse_gbnf(grammar::json_object_gbnf());
+    case STRATA_CONSTRAINT_REGEX:
+        if (text == nullptr) fail("constraint: a regular expression needs its text");
+        return grammar::parse_gbnf(grammar::regex_to_gbnf(text));
     default: fail("constraint: unknown constraint_kind {}", kind);
     }
 }

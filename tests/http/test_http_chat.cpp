@@ -150,6 +150,21 @@ TEST_F(HttpChat, ResponseFormatJsonOutputParses) {
         EXPECT_TRUE(text.starts_with("{")) << text; // cut by max_tokens: still a JSON object's beginning
 }
 
+TEST_F(HttpChat, GuidedRegexAndChoiceOnCompletions) {
+    http_reply r = request("POST", "/v1/completions",
+                           R"({"prompt": "Code:", "max_tokens": 16, "guided_regex": "[A-F]{2}-[0-9]{3}"})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = json::parse(r.body);
+    const std::string code = j["choices"][0]["text"];
+    ASSERT_EQ(code.size(), 6u) << code;
+    EXPECT_TRUE(code[0] >= 'A' && code[0] <= 'F' && code[2] == '-' && code[5] >= '0' && code[5] <= '9') << code;
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+    r = request("POST", "/v1/completions", R"({"prompt": "Answer:", "max_tokens": 8, "guided_choice": ["yes", "no"]})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    j = json::parse(r.body);
+    EXPECT_TRUE(j["choices"][0]["text"] == "yes" || j["choices"][0]["text"] == "no") << r.body;
+}
+
 TEST_F(HttpChat, BadConstraintsTemplatesAndToolsAre400AndTheServerServesOn) {
     http_reply r = request("POST", "/v1/chat/completions",
                            R"({"messages": [{"role": "user", "content": "x"}], "grammar": "root ::= undefined-rule"})");

@@ -116,7 +116,8 @@ TEST(HttpRequestParse, ChatTemplateFieldsToolsAndToolChoice) {
               "continue_final_message");
     EXPECT_EQ(err(R"({"messages":[{"role":"user"}]})", chat).param, "messages");
     EXPECT_EQ(err(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})", chat).param, "messages");
-    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"guided_regex":"a+"})", chat).param, "guided_regex");
+    EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"guided_whitespace_pattern":"a+"})", chat).param,
+              "guided_whitespace_pattern");
 }
 
 TEST(HttpRequestParse, ErrorsHaveStatusAndParam) {
@@ -270,6 +271,7 @@ TEST(HttpRequestParse, OutputConstraintsFromEveryFieldThatAsksForOne) {
     EXPECT_EQ(ok(R"({"prompt":"x","grammar":"root ::= \"a\""})").constraint_kind, STRATA_CONSTRAINT_GBNF);
     EXPECT_EQ(ok(R"({"prompt":"x","json_schema":{"type":"object"}})").constraint_kind, STRATA_CONSTRAINT_JSON_SCHEMA);
     EXPECT_EQ(ok(R"({"prompt":"x","guided_choice":["yes","no"]})").constraint, R"(root ::= "yes" | "no")");
+    EXPECT_EQ(ok(R"({"prompt":"x","guided_regex":"[0-9]{3}"})").constraint_kind, STRATA_CONSTRAINT_REGEX);
     EXPECT_EQ(err(R"({"prompt":"x","grammar":"root ::= \"a\"","guided_json":{}})").param, "grammar");
     EXPECT_EQ(err(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})", chat).param,
               "response_format");

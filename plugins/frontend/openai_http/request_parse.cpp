@@ -201,7 +201,7 @@ void check_fields(const json &body, endpoint kind) {
         "model", "n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed", "presence_penalty",
         "frequency_penalty", "logprobs", "stop", "stream", "stream_options", "user", "max_tokens", "logit_bias",
         "ignore_eos", "echo", "best_of", "max_completion_tokens", "top_logprobs", "response_format", "grammar",
-        "json_schema", "guided_json", "guided_grammar", "guided_choice"};
+        "json_schema", "guided_json", "guided_grammar", "guided_choice", "guided_regex"};
     static const std::vector<std::string> completions = {"prompt", "suffix"};
     static const std::vector<std::string> chat = {
         "messages", "tools", "tool_choice", "parallel_tool_calls",
@@ -226,7 +226,8 @@ void check_fields(const json &body, endpoint kind) {
 void set_constraint(generation_request &r, int32_t kind, std::string text, const char *field_name) {
     if (r.constraint_kind != STRATA_CONSTRAINT_NONE)
         reject(std::string("'") + field_name + "' asks for a second output constraint; send one of response_format, "
-               "tool_choice (required or a function), grammar, json_schema, guided_json, guided_grammar, guided_choice",
+               "tool_choice (required or a function), grammar, json_schema, guided_json, guided_grammar, guided_choice, "
+               "guided_regex",
                field_name);
     r.constraint_kind = kind;
     r.constraint = std::move(text);
@@ -320,6 +321,10 @@ void read_constraints(const json &body, generation_request &r) {
             if (!v->is_string()) reject(std::string("'") + name + "' must be a GBNF grammar (a string)", name);
             set_constraint(r, STRATA_CONSTRAINT_GBNF, v->get<std::string>(), name);
         }
+    }
+    if (const json *v = field(body, "guided_regex")) {
+        if (!v->is_string()) reject("'guided_regex' must be a regular expression (a string)", "guided_regex");
+        set_constraint(r, STRATA_CONSTRAINT_REGEX, v->get<std::string>(), "guided_regex");
     }
     if (const json *v = field(body, "guided_choice")) {
         if (!v->is_array() || v->empty()) reject("'guided_choice' must be a non-empty array of strings", "guided_choice");

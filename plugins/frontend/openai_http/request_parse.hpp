@@ -31,7 +31,8 @@ struct generation_request {
     enum class forced_tools { none, named, required } forced = forced_tools::none;
     std::string forced_name;
     // Constrained decoding (strata_request.constraint_kind / constraint): response_format, tool_choice, and
-    // llama.cpp's and vLLM's fields for the same (grammar, json_schema, guided_json, guided_grammar, guided_choice).
+    // llama.cpp's and vLLM's fields for the same (grammar, json_schema, guided_json, guided_grammar, guided_choice,
+    // guided_regex).
     int32_t constraint_kind = STRATA_CONSTRAINT_NONE;
     std::string constraint;
     strata_sampling_params sampling{};       // defaults merged with the request's fields

@@ -547,7 +547,7 @@ typedef struct strata_request {
      * grammars and vLLM's guided decoding). A constraint the engine cannot build (a GBNF syntax error, a JSON-schema
      * keyword it does not implement) makes submit fail with STRATA_ERR_INVALID_ARGUMENT naming it. */
     int32_t constraint_kind; /* strata_constraint_kind */
-    const char *constraint;  /* GBNF text or a JSON schema (UTF-8, NUL-terminated); NULL for ANY_JSON_OBJECT */
+    const char *constraint;  /* GBNF text, a JSON schema or a regex (UTF-8, NUL-terminated); NULL for ANY_JSON_OBJECT */
 } strata_request;
 
 typedef enum strata_constraint_kind {
@@ -555,6 +555,7 @@ typedef enum strata_constraint_kind {
     STRATA_CONSTRAINT_GBNF = 1,            /* llama.cpp's grammar format, root rule "root" */
     STRATA_CONSTRAINT_JSON_SCHEMA = 2,     /* a JSON Schema the output must be an instance of */
     STRATA_CONSTRAINT_ANY_JSON_OBJECT = 3, /* OpenAI's response_format json_object */
+    STRATA_CONSTRAINT_REGEX = 4,           /* the whole output matches this regular expression (vLLM's guided_regex) */
 } strata_constraint_kind;
 
 typedef struct strata_request_result {
