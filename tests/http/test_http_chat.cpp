@@ -208,3 +208,48 @@ TEST_F(HttpChat, TokenizeChatFormEqualsTheChatPrompt) {
 }
 
 } // namespace
+
+namespace {
+
+// The same on the Llama 3 vocabulary with Llama 3.2's real template, whose tool calls are bare JSON
+// ({"name": ..., "parameters": ...}), and a JSON-schema answer.
+TEST(HttpChatLlama3, ToolCallsAndJsonOnTheLlama3Vocabulary) {
+    const std::string model = strata::testing::made_model(
+        "random-llama-bpe-f32.gguf", "--dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --ctx 1024 --type f32 "
+                                     "--vocab-from " STRATA_SHARED_DIR "/models/vocab/ggml-vocab-llama-bpe.gguf");
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_http_chat_l3_" + std::to_string(::getpid()) + ".log");
+    const pid_t pid = await_ready(
+        spawn_runtime_argv(log, {"--model", model, "--frontend", "openai_http", "--port", std::to_string(g_port),
+                                 "--api-key", k_key, "--chat-template",
+                                 STRATA_SHARED_DIR "/models/chat_templates/meta-llama-Llama-3.2-3B-Instruct.jinja",
+                                 "--temperature", "0"}),
+        g_port, log);
+    ASSERT_NE(pid, 0) << "server did not start:\n" << read_text(log);
+    const std::string grammar = R"(root ::= "{\"name\": \"get_time\", \"parameters\": {\"zone\": \"CET\"}}")";
+    http_reply r = request("POST", "/v1/chat/completions",
+                           R"({"messages": [{"role": "user", "content": "Time in Paris?"}], "max_tokens": 48, "tools": )" +
+                               k_tools + R"(, "grammar": )" + json(grammar).dump() + "}");
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = json::parse(r.body);
+    EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls") << r.body;
+    ASSERT_EQ(j["choices"][0]["message"]["tool_calls"].size(), 1u) << r.body;
+    EXPECT_EQ(j["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_time");
+    EXPECT_EQ(json::parse(j["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>())["zone"],
+              "CET");
+    r = request("POST", "/v1/chat/completions",
+                R"({"messages": [{"role": "user", "content": "Rate it"}], "max_tokens": 64, "response_format":
+                    {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object",
+                     "properties": {"stars": {"type": "integer", "minimum": 1, "maximum": 5}}, "required": ["stars"],
+                     "additionalProperties": false}}}})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    j = json::parse(r.body);
+    const json out = json::parse(j["choices"][0]["message"]["content"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(out.is_object()) << r.body;
+    EXPECT_TRUE(out["stars"].is_number_integer() && out["stars"] >= 1 && out["stars"] <= 5) << out;
+    stop_runtime(pid, log);
+    fs::remove(log);
+}
+
+} // namespace
