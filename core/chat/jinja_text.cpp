@@ -100,87 +100,73 @@ char32_t map_case(char32_t c, bool upper) {
 
 } // namespace
 
+namespace {
+
+// At s[i], a byte >= 0x80: the length of the well-formed UTF-8 sequence there (2..4), or 0 with `bad` set to the
+// bytes a malformed one spans (up to the first byte that cannot continue it; at least 1), which sanitize_utf8
+// replaces by one U+FFFD.
+size_t utf8_sequence_at(std::string_view s, size_t i, size_t &bad) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    size_t need = 0;
+    unsigned char lower = 0x80, upper = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) {
+        need = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+        need = 2;
+        if (b == 0xE0) lower = 0xA0;
+        if (b == 0xED) upper = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        need = 3;
+        if (b == 0xF0) lower = 0x90;
+        if (b == 0xF4) upper = 0x8F;
+    } else {
+        bad = 1;
+        return 0;
+    }
+    for (size_t k = 1; k <= need; ++k) {
+        const size_t j = i + k;
+        const auto c = j < s.size() ? static_cast<unsigned char>(s[j]) : 0;
+        if (j >= s.size() || c < (k == 1 ? lower : 0x80) || c > (k == 1 ? upper : 0xBF)) {
+            bad = k;
+            return 0;
+        }
+    }
+    return need + 1;
+}
+
+} // namespace
+
 std::string sanitize_utf8(std::string_view s) {
     if (is_valid_utf8(s)) return std::string(s);
     std::string out;
     out.reserve(s.size() + 8);
-    size_t i = 0;
-    while (i < s.size()) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        if (b < 0x80) {
-            out += static_cast<char>(b);
-            ++i;
+    for (size_t i = 0; i < s.size();) {
+        if (static_cast<unsigned char>(s[i]) < 0x80) {
+            out += s[i++];
             continue;
         }
-        int need = 0;
-        unsigned char lower = 0x80, upper = 0xBF;
-        if (b >= 0xC2 && b <= 0xDF) {
-            need = 1;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            need = 2;
-            if (b == 0xE0) lower = 0xA0;
-            if (b == 0xED) upper = 0x9F;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            need = 3;
-            if (b == 0xF0) lower = 0x90;
-            if (b == 0xF4) upper = 0x8F;
+        size_t bad = 0;
+        if (const size_t n = utf8_sequence_at(s, i, bad)) {
+            out.append(s.substr(i, n));
+            i += n;
         } else {
             append_utf8(out, replacement_char);
-            ++i;
-            continue;
+            i += bad;
         }
-        size_t j = i + 1;
-        bool ok = true;
-        for (int k = 0; k < need; ++k, ++j) {
-            if (j >= s.size()) {
-                ok = false;
-                break;
-            }
-            const auto c = static_cast<unsigned char>(s[j]);
-            if (c < (k == 0 ? lower : 0x80) || c > (k == 0 ? upper : 0xBF)) {
-                ok = false;
-                break;
-            }
-        }
-        if (ok) {
-            out.append(s.substr(i, j - i));
-        } else {
-            append_utf8(out, replacement_char);
-        }
-        i = j;
     }
     return out;
 }
 
 bool is_valid_utf8(std::string_view s) {
-    size_t i = 0;
-    while (i < s.size()) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        if (b < 0x80) {
+    for (size_t i = 0; i < s.size();) {
+        if (static_cast<unsigned char>(s[i]) < 0x80) {
             ++i;
             continue;
         }
-        int need;
-        unsigned char lower = 0x80, upper = 0xBF;
-        if (b >= 0xC2 && b <= 0xDF) {
-            need = 1;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            need = 2;
-            if (b == 0xE0) lower = 0xA0;
-            if (b == 0xED) upper = 0x9F;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            need = 3;
-            if (b == 0xF0) lower = 0x90;
-            if (b == 0xF4) upper = 0x8F;
-        } else {
-            return false;
-        }
-        if (i + static_cast<size_t>(need) >= s.size()) return false;
-        for (int k = 1; k <= need; ++k) {
-            const auto c = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
-            if (c < (k == 1 ? lower : 0x80) || c > (k == 1 ? upper : 0xBF)) return false;
-        }
-        i += static_cast<size_t>(need) + 1;
+        size_t bad = 0;
+        const size_t n = utf8_sequence_at(s, i, bad);
+        if (n == 0) return false;
+        i += n;
     }
     return true;
 }

@@ -1,6 +1,7 @@
 #include "grammar/gbnf_parser.hpp"
 
 #include "common/error.hpp"
+#include "common/hex.hpp"
 #include "grammar/utf8_decoder.hpp"
 
 #include <fmt/format.h>
@@ -130,14 +131,11 @@ class parser {
         uint32_t v = 0;
         for (size_t i = 0; i < digits; ++i) {
             const char c = peek();
-            uint32_t d;
-            if (c >= '0' && c <= '9') d = static_cast<uint32_t>(c - '0');
-            else if (c >= 'a' && c <= 'f') d = static_cast<uint32_t>(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') d = static_cast<uint32_t>(c - 'A' + 10);
-            else
+            const int d = hex_digit_value(c);
+            if (d < 0)
                 error(fmt::format("escape \\{} needs exactly {} hex digits (0-9, a-f), e.g. \\{}{}", escape, digits,
                                   escape, std::string(digits, '0')));
-            v = (v << 4) | d;
+            v = (v << 4) | static_cast<uint32_t>(d);
             ++pos_;
         }
         return v;

@@ -1,6 +1,7 @@
 #include "grammar/regex_grammar.hpp"
 
 #include "common/error.hpp"
+#include "common/hex.hpp"
 #include "grammar/char_class.hpp"
 #include "grammar/grammar.hpp"
 #include "grammar/utf8_decoder.hpp"
@@ -223,12 +224,9 @@ class regex_parser {
         uint32_t v = 0;
         for (size_t i = 0; i < digits; ++i) {
             const char c = peek();
-            uint32_t d;
-            if (c >= '0' && c <= '9') d = static_cast<uint32_t>(c - '0');
-            else if (c >= 'a' && c <= 'f') d = static_cast<uint32_t>(c - 'a' + 10);
-            else if (c >= 'A' && c <= 'F') d = static_cast<uint32_t>(c - 'A' + 10);
-            else error(at, fmt::format("escape needs {} hex digits", digits));
-            v = (v << 4) | d;
+            const int d = hex_digit_value(c);
+            if (d < 0) error(at, fmt::format("escape needs {} hex digits", digits));
+            v = (v << 4) | static_cast<uint32_t>(d);
             ++pos_;
         }
         return v;

@@ -42,51 +42,6 @@ std::string decode_byte_text(std::string_view text) {
     return out;
 }
 
-// Every occurrence of `from` replaced by `to`.
-std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
-    std::string out;
-    out.reserve(text.size());
-    for (size_t i = 0; i < text.size();) {
-        if (!from.empty() && text.substr(i, from.size()) == from) {
-            out += to;
-            i += from.size();
-        } else {
-            out += text[i++];
-        }
-    }
-    return out;
-}
-
-// What each token contributes to the output (llama.cpp's token_to_piece for BPE, special=false; Hugging Face's
-// ByteLevel or Replace/ByteFallback decoders).
-std::vector<std::string> bpe_pieces(const vocab &v) {
-    const bpe_rules &r = v.data().bpe;
-    std::vector<std::string> pieces(static_cast<size_t>(v.size()));
-    for (int32_t i = 0; i < v.size(); ++i) {
-        const std::string &text = v.text(i);
-        switch (v.type(i)) {
-        case token_type::normal: {
-            std::string p = r.byte_level ? decode_byte_text(text) : text;
-            // Undo the replacements that spell spaces (U+2581 back to ' ').
-            for (auto it = r.replacements.rbegin(); it != r.replacements.rend(); ++it)
-                if (it->first == " ") p = replace_all(p, it->second, it->first);
-            pieces[i] = std::move(p);
-            break;
-        }
-        case token_type::user_defined: pieces[i] = text; break;
-        case token_type::byte: {
-            const int b = parse_byte_token(text);
-            if (b < 0)
-                fail("{}: token {} has type BYTE but its text '{}' is not of the form <0xNN>", v.data().origin, i, text);
-            pieces[i] = std::string(1, static_cast<char>(b));
-            break;
-        }
-        default: break;
-        }
-    }
-    return pieces;
-}
-
 struct bpe_symbol {
     uint32_t offset; // in the word's encoded text
     uint32_t n;      // bytes; 0 once merged into its left neighbour
@@ -117,7 +72,14 @@ constexpr char k_hex[] = "0123456789ABCDEF";
 bpe_tokenizer::bpe_tokenizer(class vocab v)
     : tokenizer(std::move(v)), rules_(vocab().data().bpe),
       pre_(rules_.splits, vocab().data().pre.empty() ? vocab().data().origin : vocab().data().pre) {
-    set_pieces(bpe_pieces(vocab()));
+    // llama.cpp's token_to_piece for BPE (special=false), or Hugging Face's ByteLevel / Replace+ByteFallback
+    // decoders: GPT-2's byte characters back to bytes, then the replacements that spell spaces undone.
+    set_pieces(pieces_by_type(vocab(), [this](const std::string &text) {
+        std::string p = rules_.byte_level ? decode_byte_text(text) : text;
+        for (auto it = rules_.replacements.rbegin(); it != rules_.replacements.rend(); ++it)
+            if (it->first == " ") p = replace_all(p, it->second, it->first);
+        return p;
+    }));
     if (rules_.unknown == unknown_symbol::unknown_token && vocab().data().unk < 0)
         fail("{}: the BPE model stands an unknown token for symbols no token spells, but names none (model.unk_token)",
              vocab().data().origin);

@@ -14,42 +14,6 @@ namespace {
 
 constexpr std::string_view k_space_marker = "\xE2\x96\x81"; // U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's space
 
-std::string unescape_spaces(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    for (size_t i = 0; i < text.size();) {
-        if (text.substr(i, k_space_marker.size()) == k_space_marker) {
-            out += ' ';
-            i += k_space_marker.size();
-        } else {
-            out += text[i++];
-        }
-    }
-    return out;
-}
-
-// What each token contributes to the output: U+2581 -> ' ', <0xNN> -> that byte, user-defined -> its text,
-// control/unknown/unused -> "".
-std::vector<std::string> spm_pieces(const vocab &v) {
-    std::vector<std::string> pieces(static_cast<size_t>(v.size()));
-    for (int32_t i = 0; i < v.size(); ++i) {
-        const std::string &text = v.text(i);
-        switch (v.type(i)) {
-        case token_type::normal: pieces[i] = unescape_spaces(text); break;
-        case token_type::user_defined: pieces[i] = text; break;
-        case token_type::byte: {
-            const int b = parse_byte_token(text);
-            if (b < 0)
-                fail("{}: token {} has type BYTE but its text '{}' is not of the form <0xNN>", v.data().origin, i, text);
-            pieces[i] = std::string(1, static_cast<char>(b));
-            break;
-        }
-        default: break;
-        }
-    }
-    return pieces;
-}
-
 // Working state of one SPM run: symbols form a linked list over the text; merged symbols grow in place.
 struct spm_symbol {
     const char *text;
@@ -75,7 +39,8 @@ struct spm_bigram_order {
 } // namespace
 
 spm_tokenizer::spm_tokenizer(class vocab v) : tokenizer(std::move(v)) {
-    set_pieces(spm_pieces(vocab()));
+    // U+2581 is a space; <0xNN> a byte; user-defined tokens are their text.
+    set_pieces(pieces_by_type(vocab(), [](const std::string &t) { return replace_all(t, k_space_marker, " "); }));
     byte_to_token_.assign(256, -1);
     static constexpr char hex[] = "0123456789ABCDEF";
     for (int b = 0; b < 256; ++b) {

@@ -46,6 +46,41 @@ std::string tokenizer::decode(std::span<const int32_t> ids) const {
     return out;
 }
 
+std::vector<std::string> tokenizer::pieces_by_type(const class vocab &v,
+                                                   const std::function<std::string(const std::string &)> &normal_text) {
+    std::vector<std::string> pieces(static_cast<size_t>(v.size()));
+    for (int32_t i = 0; i < v.size(); ++i) {
+        const std::string &text = v.text(i);
+        switch (v.type(i)) {
+        case token_type::normal: pieces[static_cast<size_t>(i)] = normal_text(text); break;
+        case token_type::user_defined: pieces[static_cast<size_t>(i)] = text; break;
+        case token_type::byte: {
+            const int b = parse_byte_token(text);
+            if (b < 0)
+                fail("{}: token {} has type BYTE but its text '{}' is not of the form <0xNN>", v.data().origin, i, text);
+            pieces[static_cast<size_t>(i)] = std::string(1, static_cast<char>(b));
+            break;
+        }
+        default: break; // control, unknown, unused, undefined: no text (llama.cpp with special=false)
+        }
+    }
+    return pieces;
+}
+
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size();) {
+        if (!from.empty() && text.substr(i, from.size()) == from) {
+            out += to;
+            i += from.size();
+        } else {
+            out += text[i++];
+        }
+    }
+    return out;
+}
+
 std::unique_ptr<tokenizer> make_tokenizer(vocab_data data) {
     switch (data.model) {
     case vocab_model::spm: return std::make_unique<spm_tokenizer>(vocab(std::move(data)));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -52,8 +53,12 @@ class tokenizer {
 
   protected:
     explicit tokenizer(class vocab v);
-    // The decoded bytes of every token (see piece()); the derived constructor sets them once.
+    // The decoded bytes of every token (see piece()); the derived constructor sets them once, usually from
+    // pieces_by_type: a normal token's text through `normal_text`, a user-defined token's text as it is, a BYTE
+    // token's <0xNN> as that byte (a BYTE token spelled otherwise is a strata::error), and "" for the rest.
     void set_pieces(std::vector<std::string> pieces) { pieces_ = std::move(pieces); }
+    static std::vector<std::string> pieces_by_type(const class vocab &v,
+                                                   const std::function<std::string(const std::string &)> &normal_text);
 
     // Ids for one stretch of text between special tokens; `after_special` is true for the first stretch and for
     // one that follows a special token (SentencePiece puts its dummy prefix there); `at_start`: the stretch begins
@@ -65,6 +70,9 @@ class tokenizer {
     class vocab vocab_;
     std::vector<std::string> pieces_;
 };
+
+// Every occurrence of `from` (non-empty) in `text` replaced by `to`.
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to);
 
 // The tokenizer for a vocabulary (its model says which); throws strata::error when the vocab is inconsistent or
 // its pre-tokenizer is unknown.

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/error.hpp"
+#include "common/hex.hpp"
 #include "tokenizer/special_tokens.hpp"
 
 namespace strata {
@@ -13,18 +14,12 @@ namespace {
 // llama.cpp's isspace() on the raw bytes, for LSTRIP/RSTRIP; only ASCII whitespace matches.
 bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
 
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
 
 } // namespace
 
 int parse_byte_token(std::string_view text) {
     if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
-    const int hi = hex_digit(text[3]), lo = hex_digit(text[4]);
+    const int hi = hex_digit_value(text[3]), lo = hex_digit_value(text[4]);
     return (hi < 0 || lo < 0) ? -1 : hi * 16 + lo;
 }
 
