@@ -21,6 +21,8 @@ namespace {
 
 namespace http = boost::beast::http;
 using namespace strata::openai_http;
+namespace chat = strata::chat;
+using strata::error;
 
 void check(bool ok) {
     if (!ok) __builtin_trap();

@@ -206,7 +206,8 @@ void check_fields(const json &body, endpoint kind) {
     static const std::vector<std::string> chat = {
         "messages", "tools", "tool_choice", "parallel_tool_calls",
         "chat_template", "chat_template_kwargs", "add_generation_prompt", "continue_final_message"};
-    for (const auto &[key, value] : body.items()) {
+    for (const auto &item : body.items()) {
+        const std::string &key = item.key();
         const auto known = [&](const std::vector<std::string> &names) {
             return std::find(names.begin(), names.end(), key) != names.end();
         };
