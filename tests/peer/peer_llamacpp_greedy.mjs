@@ -3,7 +3,8 @@
 // Q8_0/Q4_0: both engines quantize activations to Q8_0, and a tiny float difference upstream can flip one
 // activation's rounding, so long greedy runs legitimately part at some point (llama.cpp departs from itself there
 // when only its batch size, flash attention and thread count change). For those the test prints the agreement and
-// asserts only that the first token agrees.
+// asserts only that the first token agrees. The same holds for the random-weight models of every other quantization
+// type and mixture (K-quants, IQ4, Q4_1/Q5_x) that make-model writes.
 // Exit codes: 0 pass, 1 fail, 77 skip (peer unavailable; the reason is printed).
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
@@ -47,6 +48,19 @@ if (opts["make-model"] && opts.work) {
                          `make-model ${vocab}`);
     if (made.status !== 0) { console.error(`FAIL: make-model ${vocab}: ${made.stderr}`); process.exit(1); }
     models.push([file, true, texts]);
+  }
+  // Every quantization type and llama-quantize mixture make-model writes (bytes equal to ggml's quantizers, see
+  // quant_vs_ggml), on a shape whose rows fit the 256-element super-blocks, 4 layers so the mixtures' per-layer
+  // choices differ, and GQA 4 (the IQ4 mixtures' attn_v rule). Quantized weights: the first token must agree.
+  for (const type of ["q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k", "iq4_xs", "iq4_nl", "q4_k_s", "q3_k_l", "q5_k_s",
+                      "q4_1", "q5_0", "q5_1"]) {
+    const file = path.join(opts.work, `random-${type}.gguf`);
+    const made = runJson(opts["make-model"], ["--out", file, "--dim", "256", "--layers", "4", "--heads", "4",
+                                              "--kv-heads", "1", "--ff", "512", "--ctx", "256", "--type", type,
+                                              "--vocab-from", path.join(opts.models, "vocab", "ggml-vocab-llama-spm.gguf")],
+                         `make-model ${type}`);
+    if (made.status !== 0) { console.error(`FAIL: make-model ${type}: ${made.stderr}`); process.exit(1); }
+    models.push([file, false, ["Once upon a time"]]);
   }
 }
 

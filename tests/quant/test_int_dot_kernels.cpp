@@ -227,14 +227,18 @@ TEST(IntDotKernels, ScalarAndAvx2IntegerSumsAreIdentical) {
 }
 
 TEST(IntDotKernels, DescriptorsOfferTheIntegerPathOnlyForBlockFormats) {
+    // Activation blocks: Q8_0-valued block_q8_act for the 32-element formats, Q8_K for the 256-element ones.
     for (auto set : {q::kernel_set::scalar, q::kernel_set::avx2_fma}) {
         const strata_quant_desc *table = q::descriptors(set);
         for (int i = 0; i < q::n_descriptors(); ++i) {
             const strata_quant_desc &d = table[i];
-            const bool block_format = d.block_elems == 32;
+            const bool block_format = d.block_elems > 1;
             EXPECT_EQ(STRATA_HAS_SLOT(&d, dot_act), block_format) << d.header.name;
             EXPECT_EQ(STRATA_HAS_SLOT(&d, quantize_activations), block_format) << d.header.name;
-            EXPECT_EQ(d.act_block_bytes, block_format ? sizeof(q::block_q8_act) : 0u) << d.header.name;
+            const uint32_t act_bytes = d.block_elems == 32    ? sizeof(q::block_q8_act)
+                                       : d.block_elems == 256 ? sizeof(q::block_q8_k)
+                                                              : 0u;
+            EXPECT_EQ(d.act_block_bytes, act_bytes) << d.header.name;
             EXPECT_EQ(d.reserved_1_1, 0u) << d.header.name;
         }
     }

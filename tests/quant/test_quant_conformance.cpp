@@ -229,17 +229,21 @@ TEST(QuantQ4_0, NegativeScaleAndClampAtOppositeExtreme) {
     EXPECT_EQ(back[2], 0.0f);
 }
 
-TEST(QuantDescriptors, TableDescribesTheFiveFormats) {
-    ASSERT_EQ(q::n_descriptors(), 5);
+TEST(QuantDescriptors, TableDescribesEveryFormat) {
+    ASSERT_EQ(q::n_descriptors(), 15);
     struct expected {
         const char *name;
         uint32_t type, block_elems, block_bytes;
     };
-    const expected want[5] = {
-        {"f32", 0, 1, 4}, {"f16", 1, 1, 2}, {"bf16", 30, 1, 2}, {"q8_0", 8, 32, 34}, {"q4_0", 2, 32, 18}};
+    // GGUF type ids and block sizes as ggml's type traits give them.
+    const expected want[15] = {{"f32", 0, 1, 4},        {"f16", 1, 1, 2},       {"bf16", 30, 1, 2},
+                               {"q8_0", 8, 32, 34},     {"q4_0", 2, 32, 18},    {"q4_1", 3, 32, 20},
+                               {"q5_0", 6, 32, 22},     {"q5_1", 7, 32, 24},    {"iq4_nl", 20, 32, 18},
+                               {"q2_k", 10, 256, 84},   {"q3_k", 11, 256, 110}, {"q4_k", 12, 256, 144},
+                               {"q5_k", 13, 256, 176},  {"q6_k", 14, 256, 210}, {"iq4_xs", 23, 256, 136}};
     for (auto set : {q::kernel_set::scalar, q::kernel_set::avx2_fma}) {
         const strata_quant_desc *table = q::descriptors(set);
-        for (int i = 0; i < 5; ++i) {
+        for (int i = 0; i < 15; ++i) {
             EXPECT_STREQ(table[i].header.name, want[i].name);
             EXPECT_EQ(table[i].header.kind, static_cast<uint32_t>(STRATA_KIND_QUANT));
             EXPECT_EQ(table[i].header.struct_size, sizeof(strata_quant_desc));

@@ -52,7 +52,7 @@ TEST_F(QuantPlugin, InfoDescribesThePlugin) {
     EXPECT_STREQ(info_->license, "MIT");
     EXPECT_NE(info_->description, nullptr);
     EXPECT_EQ(info_->n_config_keys, 0u);
-    EXPECT_EQ(info_->n_descriptors, 5u);
+    EXPECT_EQ(info_->n_descriptors, 15u);
 }
 
 TEST_F(QuantPlugin, DescriptorsHaveGgmlTypesAndSizes) {

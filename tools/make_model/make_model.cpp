@@ -2,11 +2,17 @@
 // lacks. Quantized types go through the quant plugins' reference quantizers, so the file is what the runtime reads.
 //
 //   make-model --out F.gguf [--dim 768 --layers 12 --heads 12 --kv-heads 12 --ff 2048 --ctx 1024]
-//              [--type f32|f16|bf16|q8_0|q4_0] [--seed 1] [--vocab-from VOCAB.gguf] [--untied]
+//              [--type TYPE] [--seed 1] [--vocab-from VOCAB.gguf] [--untied] [--pure]
+//
+// TYPE is a GGML type (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k... see quant_mixture.hpp) or one of
+// llama-quantize's mixtures (q2_k, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs): each tensor then gets the type
+// llama.cpp's rules give it (output in Q6_K, some attn_v/ffn_down layers with more bits, fallbacks when a row does
+// not fit the block); --pure gives every tensor the base type, as llama-quantize --pure does.
 //
 // The vocabulary (every tokenizer.* key: SentencePiece or byte-level BPE, special ids, chat template) is copied from
 // --vocab-from (default: llama.cpp's Llama 2 SPM vocab in ../shared/models/vocab), which also fixes the vocabulary
 // size; e.g. --vocab-from ../shared/models/vocab/ggml-vocab-llama-bpe.gguf gives a model with Llama 3's tokenizer.
+#include "quant_mixture.hpp"
 #include "splitmix64.hpp"
 #include "common/error.hpp"
 #include "gguf/gguf_file.hpp"
@@ -31,6 +37,7 @@ struct options {
     uint64_t seed = 1;
     std::string vocab_from;
     bool untied = false;
+    bool pure = false; // --pure: the base type everywhere (llama-quantize --pure)
 };
 
 using rng = strata::tools::splitmix64; // identical weights for a seed on every machine
@@ -38,7 +45,9 @@ using rng = strata::tools::splitmix64; // identical weights for a seed on every 
 [[noreturn]] void usage(const char *why) {
     std::fprintf(stderr,
                  "make-model: %s\nusage: make-model --out F.gguf [--dim N --layers N --heads N --kv-heads N --ff N "
-                 "--ctx N] [--type f32|f16|bf16|q8_0|q4_0] [--seed N] [--vocab-from VOCAB.gguf] [--untied]\n",
+                 "--ctx N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure]\n"
+                 "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m "
+                 "q5_k_s q5_k_m q6_k\n",
                  why);
     std::exit(2);
 }
@@ -69,6 +78,7 @@ options parse(int argc, char **argv) {
         else if (a == "--seed") o.seed = static_cast<uint64_t>(num());
         else if (a == "--vocab-from") o.vocab_from = val();
         else if (a == "--untied") o.untied = true;
+        else if (a == "--pure") o.pure = true;
         else if (a == "--help" || a == "-h") usage("help");
         else usage(("unknown option " + a).c_str());
     }
@@ -76,13 +86,6 @@ options parse(int argc, char **argv) {
     if (o.dim % o.heads != 0 || o.heads % o.kv_heads != 0) usage("heads must divide dim and be a multiple of kv-heads");
     if ((o.dim / o.heads) % 2 != 0) usage("head size (dim / heads) must be even for RoPE");
     return o;
-}
-
-uint32_t ggml_type_of(const std::string &t) {
-    static const std::map<std::string, uint32_t> types = {{"f32", 0}, {"f16", 1}, {"q4_0", 2}, {"q8_0", 8}, {"bf16", 30}};
-    auto it = types.find(t);
-    if (it == types.end()) usage(("unknown --type " + t + " (f32, f16, bf16, q8_0, q4_0)").c_str());
-    return it->second;
 }
 
 // Every tokenizer.* key of the vocab file as it is (model, pre-tokenizer, tokens, merges, special ids, add_bos,
@@ -143,13 +146,14 @@ int main(int argc, char **argv) try {
     registry.load_directory(exe_dir.parent_path() / "plugins");
     if (const char *env = std::getenv("STRATA_PLUGIN_PATH")) registry.load_directory(env);
 
-    const uint32_t wtype = ggml_type_of(o.type);
-    auto quant = registry.find_quant_by_type(wtype);
-    auto f32 = registry.find_quant_by_type(0);
-    if (quant.desc == nullptr || f32.desc == nullptr) {
-        strata::fail("no quant plugin provides type {} (looked in {}/plugins and $STRATA_PLUGIN_PATH)", o.type,
-                     exe_dir.parent_path().string());
-    }
+    const strata::tools::mixture mix = strata::tools::mixture_named(o.type);
+    // Every type the mixture can give a tensor must come from a loaded quant plugin (checked as each is used).
+    const auto block_elems_of = [&registry](uint32_t type) -> int64_t {
+        const auto q = registry.find_quant_by_type(type);
+        if (q.desc == nullptr) strata::fail("no quant plugin provides GGML type {}", type);
+        return q.desc->block_elems;
+    };
+    const strata::tools::model_shape shape{o.layers, o.heads / o.kv_heads, !o.untied};
 
     strata::gguf::file vocab = strata::gguf::file::open(o.vocab_from);
     auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");
@@ -159,7 +163,7 @@ int main(int argc, char **argv) try {
     strata::gguf::writer w;
     w.add_string("general.architecture", "llama");
     w.add_string("general.name", "strata-make-model-" + o.type);
-    w.add_u32("general.file_type", wtype == 0 ? 0 : wtype == 1 ? 1 : wtype == 8 ? 7 : wtype == 2 ? 2 : 32);
+    w.add_u32("general.file_type", mix.file_type);
     w.add_u32("general.quantization_version", 2);
     w.add_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
     w.add_u32("llama.context_length", static_cast<uint32_t>(o.ctx));
@@ -175,10 +179,11 @@ int main(int argc, char **argv) try {
 
     rng r{o.seed};
     std::vector<float> row;
+    std::map<std::string, int> type_counts;
     // A matrix of `rows` rows of `cols`: uniform in ±1/sqrt(cols) so activations keep unit scale through the layers.
-    auto matrix = [&](const std::string &name, int64_t cols, int64_t rows, uint32_t type) {
-        auto q = type == 0 ? f32 : quant;
-        if (cols % q.desc->block_elems != 0) q = registry.find_quant_by_type(1); // like llama.cpp: F16 when blocks don't fit
+    auto matrix = [&](const std::string &name, int64_t cols, int64_t rows, int64_t layer) {
+        const auto q = registry.find_quant_by_type(strata::tools::tensor_type(mix, shape, name, layer, cols, o.pure, block_elems_of));
+        ++type_counts[q.desc->header.name];
         const int64_t row_bytes = cols / q.desc->block_elems * q.desc->block_bytes;
         std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes * rows));
         row.resize(static_cast<size_t>(cols));
@@ -201,23 +206,26 @@ int main(int argc, char **argv) try {
     std::fprintf(stderr, "make-model: %s, %ld layers, dim %ld, ff %ld, vocab %ld, type %s\n", o.out.c_str(),
                  static_cast<long>(o.layers), static_cast<long>(o.dim), static_cast<long>(o.ff),
                  static_cast<long>(n_vocab), o.type.c_str());
-    matrix("token_embd.weight", o.dim, n_vocab, wtype);
+    matrix("token_embd.weight", o.dim, n_vocab, -1);
     for (int64_t l = 0; l < o.layers; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
         norm(b + "attn_norm.weight");
-        matrix(b + "attn_q.weight", o.dim, o.dim, wtype);
-        matrix(b + "attn_k.weight", o.dim, o.kv_heads * head_dim, wtype);
-        matrix(b + "attn_v.weight", o.dim, o.kv_heads * head_dim, wtype);
-        matrix(b + "attn_output.weight", o.dim, o.dim, wtype);
+        matrix(b + "attn_q.weight", o.dim, o.dim, l);
+        matrix(b + "attn_k.weight", o.dim, o.kv_heads * head_dim, l);
+        matrix(b + "attn_v.weight", o.dim, o.kv_heads * head_dim, l);
+        matrix(b + "attn_output.weight", o.dim, o.dim, l);
         norm(b + "ffn_norm.weight");
-        matrix(b + "ffn_gate.weight", o.dim, o.ff, wtype);
-        matrix(b + "ffn_down.weight", o.ff, o.dim, wtype);
-        matrix(b + "ffn_up.weight", o.dim, o.ff, wtype);
+        matrix(b + "ffn_gate.weight", o.dim, o.ff, l);
+        matrix(b + "ffn_down.weight", o.ff, o.dim, l);
+        matrix(b + "ffn_up.weight", o.dim, o.ff, l);
         std::fprintf(stderr, "\rmake-model: layer %ld/%ld", static_cast<long>(l + 1), static_cast<long>(o.layers));
     }
     std::fprintf(stderr, "\n");
     norm("output_norm.weight");
-    if (o.untied) matrix("output.weight", o.dim, n_vocab, wtype);
+    if (o.untied) matrix("output.weight", o.dim, n_vocab, -1);
+    std::string counts;
+    for (const auto &[type, count] : type_counts) counts += (counts.empty() ? "" : ", ") + type + " " + std::to_string(count);
+    std::fprintf(stderr, "make-model: tensor types: %s\n", counts.c_str());
     w.write(o.out);
     std::fprintf(stderr, "make-model: wrote %s\n", o.out.c_str());
     return 0;

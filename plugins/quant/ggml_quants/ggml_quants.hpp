@@ -1,8 +1,10 @@
-// ggml-compatible block formats (F32, F16, BF16, Q8_0, Q4_0): reference quantize/dequantize, dot kernels and the
-// strata_quant_desc table the ggml_quants plugin exports. The implementation is the static library
+// ggml-compatible block formats (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS; Q8_K as
+// the K-quants' activations): reference quantize/dequantize, dot kernels and the strata_quant_desc table the
+// ggml_quants plugin exports. The implementation is the static library
 // strata_ggml_quants_impl so tests can call every kernel directly.
 //
-// Contract for every row function: n is a multiple of the format's block size (32 for Q8_0/Q4_0, 1 otherwise);
+// Contract for every row function: n is a multiple of the format's block size (256 for the K-quants and IQ4_XS, 32
+// for the other block formats, 1 for the float formats);
 // only whole blocks are read or written. No function allocates; all are thread-safe.
 #pragma once
 
@@ -26,6 +28,32 @@ void quantize_row_q8_0(const float *src, void *dst, int64_t n);
 void dequantize_row_q8_0(const void *src, float *dst, int64_t n);
 void quantize_row_q4_0(const float *src, void *dst, int64_t n);
 void dequantize_row_q4_0(const void *src, float *dst, int64_t n);
+void quantize_row_q4_1(const float *src, void *dst, int64_t n);
+void dequantize_row_q4_1(const void *src, float *dst, int64_t n);
+void quantize_row_q5_0(const float *src, void *dst, int64_t n);
+void dequantize_row_q5_0(const void *src, float *dst, int64_t n);
+void quantize_row_q5_1(const float *src, void *dst, int64_t n);
+void dequantize_row_q5_1(const void *src, float *dst, int64_t n);
+void quantize_row_iq4_nl(const float *src, void *dst, int64_t n);
+void dequantize_row_iq4_nl(const void *src, float *dst, int64_t n);
+void quantize_row_q2_k(const float *src, void *dst, int64_t n);
+void dequantize_row_q2_k(const void *src, float *dst, int64_t n);
+void quantize_row_q3_k(const float *src, void *dst, int64_t n);
+void dequantize_row_q3_k(const void *src, float *dst, int64_t n);
+void quantize_row_q4_k(const float *src, void *dst, int64_t n);
+void dequantize_row_q4_k(const void *src, float *dst, int64_t n);
+void quantize_row_q5_k(const float *src, void *dst, int64_t n);
+void dequantize_row_q5_k(const void *src, float *dst, int64_t n);
+void quantize_row_q6_k(const float *src, void *dst, int64_t n);
+void dequantize_row_q6_k(const void *src, float *dst, int64_t n);
+void quantize_row_iq4_xs(const float *src, void *dst, int64_t n);
+void dequantize_row_iq4_xs(const void *src, float *dst, int64_t n);
+// Q8_K: the activation format of the K-quant and IQ4_XS integer dots (bsums included; an all-zero block gets zero
+// bsums, which ggml leaves unwritten).
+void quantize_row_q8_k(const float *src, void *dst, int64_t n);
+void dequantize_row_q8_k(const void *src, float *dst, int64_t n);
+// Q3_K's sixteen biased 6-bit scales from their 12 packed bytes (values 0..63; the scale is value - 32).
+void unpack_q3_k_scales(const uint8_t *packed, int8_t *scales);
 
 // ---- dot kernels: sum_i dequant(row)[i] * x[i] ----
 // Portable versions, correct on any CPU.
@@ -75,6 +103,27 @@ void dot_act_multi_q8_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq
 void dot_act_multi_q4_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x,
                                      int64_t n, float *out);
 
+// ---- the formats added after Q8_0/Q4_0: their kernels by GGUF type id ----
+// Every format's float dot dequantizes one block at a time (the reference dequantizer) and dots it with x; the
+// integer path quantizes activations to block_q8_act (32-element formats) or block_q8_k (256-element formats, bit
+// for bit ggml's quantize_row_q8_K_ref) and sums exact int32 products per group, then one float expression per
+// block (k_block_ints.hpp). dot_act is dot_act_multi with one vector, so the two agree bit for bit.
+using dot_fn = float (*)(const void *row, const float *x, int64_t n);
+using quantize_fn = void (*)(const float *x, void *xq, int64_t n);
+using dot_act_fn = float (*)(const void *row, const void *xq, int64_t n);
+using dot_act_multi_fn = void (*)(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
+                                  float *out);
+struct format_kernels {
+    dot_fn dot = nullptr;
+    uint32_t act_block_bytes = 0;
+    quantize_fn quantize_activations = nullptr;
+    dot_act_fn dot_act = nullptr;
+    dot_act_multi_fn dot_act_multi = nullptr;
+};
+// Kernels of ggml type `type` (one of the added formats; zero-filled for any other type).
+format_kernels added_format_kernels_scalar(uint32_t type);
+format_kernels added_format_kernels_avx2(uint32_t type); // call only when cpu_has_avx2_fma()
+
 // ---- kernel selection ----
 enum class kernel_set { scalar, avx2_fma };
 
@@ -88,9 +137,10 @@ bool cpu_has_avx_vnni();
 kernel_set select_kernel_set();
 const char *kernel_set_name(kernel_set set); // "avx2+fma" or "scalar"
 
-inline constexpr int descriptor_count = 5;
+inline constexpr int descriptor_count = 15;
 
-// The five descriptors ("f32", "f16", "bf16", "q8_0", "q4_0", in that order) wired to the given kernels.
+// The descriptors ("f32", "f16", "bf16", "q8_0", "q4_0", then "q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k",
+// "q4_k", "q5_k", "q6_k", "iq4_xs") wired to the given kernels.
 const strata_quant_desc *descriptors(kernel_set set);
 // The same, with the kernel set chosen once (select_kernel_set() at the first call) for the life of the process.
 const strata_quant_desc *descriptors();

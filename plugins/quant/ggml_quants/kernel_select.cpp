@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
@@ -20,30 +21,18 @@ namespace {
 const char *kernel_name_scalar() { return "scalar"; }
 const char *kernel_name_avx2() { return "avx2+fma"; }
 
-using dot_fn = float (*)(const void *, const float *, int64_t);
-using quantize_fn = void (*)(const float *, void *, int64_t);
-using dot_act_fn = float (*)(const void *, const void *, int64_t);
-using dot_act_multi_fn = void (*)(const void *, const void *, int64_t, int32_t, int64_t, float *);
-
 struct kernel_row {
     dot_fn f32, f16, bf16, q8_0, q4_0;
     quantize_fn quantize_activations_q8; // Q8_0 and Q4_0 both take block_q8_act activations
     dot_act_fn dot_act_q8_0, dot_act_q4_0;
     dot_act_multi_fn dot_act_multi_q8_0, dot_act_multi_q4_0;
     const char *(*name)();
+    format_kernels (*added)(uint32_t type); // the formats added after Q4_0
 };
 
-// The integer dot path of one format; the float formats have none (all zero / NULL).
-struct int_path {
-    uint32_t act_block_bytes = 0;
-    quantize_fn quantize_activations = nullptr;
-    dot_act_fn dot_act = nullptr;
-    dot_act_multi_fn dot_act_multi = nullptr;
-};
-
-constexpr strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_elems, uint32_t block_bytes,
-                                     void (*dequantize)(const void *, float *, int64_t), quantize_fn quantize,
-                                     dot_fn dot, const char *(*kernel_name)(), int_path path = {}) {
+strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_elems, uint32_t block_bytes,
+                           void (*dequantize)(const void *, float *, int64_t), quantize_fn quantize, dot_fn dot,
+                           const char *(*kernel_name)(), format_kernels path = {}) {
     return strata_quant_desc{
         plugin::make_header<strata_quant_desc>(STRATA_KIND_QUANT, name, offsetof(strata_quant_desc, kernel_name)),
         ggml_type,
@@ -61,30 +50,30 @@ constexpr strata_quant_desc describe(const char *name, uint32_t ggml_type, uint3
         path.dot_act_multi};
 }
 
-constexpr kernel_row scalar_kernels{dot_f32_scalar,
-                                    dot_f16_scalar,
-                                    dot_bf16_scalar,
-                                    dot_q8_0_scalar,
-                                    dot_q4_0_scalar,
-                                    quantize_activations_q8_scalar,
-                                    dot_act_q8_0_scalar,
-                                    dot_act_q4_0_scalar,
-                                    dot_act_multi_q8_0_scalar,
-                                    dot_act_multi_q4_0_scalar,
-                                    kernel_name_scalar};
-constexpr kernel_row avx2_kernels{dot_f32_avx2,
-                                  dot_f16_avx2,
-                                  dot_bf16_avx2,
-                                  dot_q8_0_avx2,
-                                  dot_q4_0_avx2,
-                                  quantize_activations_q8_avx2,
-                                  dot_act_q8_0_avx2,
-                                  dot_act_q4_0_avx2,
-                                  dot_act_multi_q8_0_avx2_or_vnni,
-                                  dot_act_multi_q4_0_avx2_or_vnni,
-                                  kernel_name_avx2};
+// One of the formats added after Q4_0: its reference conversions and the kernel set's dots.
+struct added_format {
+    const char *name;
+    uint32_t ggml_type;
+    uint32_t block_elems, block_bytes;
+    void (*dequantize)(const void *, float *, int64_t);
+    quantize_fn quantize;
+};
 
-constexpr strata_quant_desc make_table_entry(const kernel_row &k, int index) {
+constexpr added_format added_formats[] = {
+    {"q4_1", ggml_type_q4_1, qk32, sizeof(block_q4_1), dequantize_row_q4_1, quantize_row_q4_1},
+    {"q5_0", ggml_type_q5_0, qk32, sizeof(block_q5_0), dequantize_row_q5_0, quantize_row_q5_0},
+    {"q5_1", ggml_type_q5_1, qk32, sizeof(block_q5_1), dequantize_row_q5_1, quantize_row_q5_1},
+    {"iq4_nl", ggml_type_iq4_nl, qk32, sizeof(block_iq4_nl), dequantize_row_iq4_nl, quantize_row_iq4_nl},
+    {"q2_k", ggml_type_q2_k, qk_k, sizeof(block_q2_k), dequantize_row_q2_k, quantize_row_q2_k},
+    {"q3_k", ggml_type_q3_k, qk_k, sizeof(block_q3_k), dequantize_row_q3_k, quantize_row_q3_k},
+    {"q4_k", ggml_type_q4_k, qk_k, sizeof(block_q4_k), dequantize_row_q4_k, quantize_row_q4_k},
+    {"q5_k", ggml_type_q5_k, qk_k, sizeof(block_q5_k), dequantize_row_q5_k, quantize_row_q5_k},
+    {"q6_k", ggml_type_q6_k, qk_k, sizeof(block_q6_k), dequantize_row_q6_k, quantize_row_q6_k},
+    {"iq4_xs", ggml_type_iq4_xs, qk_k, sizeof(block_iq4_xs), dequantize_row_iq4_xs, quantize_row_iq4_xs},
+};
+static_assert(5 + std::size(added_formats) == descriptor_count);
+
+strata_quant_desc make_table_entry(const kernel_row &k, int index) {
     switch (index) {
     case 0: return describe("f32", ggml_type_f32, 1, 4, dequantize_row_f32, quantize_row_f32, k.f32, k.name);
     case 1: return describe("f16", ggml_type_f16, 1, 2, dequantize_row_f16, quantize_row_f16, k.f16, k.name);
@@ -92,20 +81,51 @@ constexpr strata_quant_desc make_table_entry(const kernel_row &k, int index) {
     case 3:
         return describe("q8_0", ggml_type_q8_0, qk8_0, sizeof(block_q8_0), dequantize_row_q8_0, quantize_row_q8_0,
                         k.q8_0, k.name,
-                        {act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q8_0, k.dot_act_multi_q8_0});
-    default:
+                        {nullptr, act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q8_0, k.dot_act_multi_q8_0});
+    case 4:
         return describe("q4_0", ggml_type_q4_0, qk4_0, sizeof(block_q4_0), dequantize_row_q4_0, quantize_row_q4_0,
                         k.q4_0, k.name,
-                        {act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q4_0, k.dot_act_multi_q4_0});
+                        {nullptr, act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q4_0, k.dot_act_multi_q4_0});
+    default: {
+        const added_format &f = added_formats[index - 5];
+        const format_kernels kernels = k.added(f.ggml_type);
+        return describe(f.name, f.ggml_type, f.block_elems, f.block_bytes, f.dequantize, f.quantize, kernels.dot,
+                        k.name, kernels);
+    }
     }
 }
 
-constexpr strata_quant_desc scalar_table[descriptor_count] = {
-    make_table_entry(scalar_kernels, 0), make_table_entry(scalar_kernels, 1), make_table_entry(scalar_kernels, 2),
-    make_table_entry(scalar_kernels, 3), make_table_entry(scalar_kernels, 4)};
-constexpr strata_quant_desc avx2_table[descriptor_count] = {
-    make_table_entry(avx2_kernels, 0), make_table_entry(avx2_kernels, 1), make_table_entry(avx2_kernels, 2),
-    make_table_entry(avx2_kernels, 3), make_table_entry(avx2_kernels, 4)};
+const kernel_row scalar_kernels{dot_f32_scalar,
+                                dot_f16_scalar,
+                                dot_bf16_scalar,
+                                dot_q8_0_scalar,
+                                dot_q4_0_scalar,
+                                quantize_activations_q8_scalar,
+                                dot_act_q8_0_scalar,
+                                dot_act_q4_0_scalar,
+                                dot_act_multi_q8_0_scalar,
+                                dot_act_multi_q4_0_scalar,
+                                kernel_name_scalar,
+                                added_format_kernels_scalar};
+const kernel_row avx2_kernels{dot_f32_avx2,
+                              dot_f16_avx2,
+                              dot_bf16_avx2,
+                              dot_q8_0_avx2,
+                              dot_q4_0_avx2,
+                              quantize_activations_q8_avx2,
+                              dot_act_q8_0_avx2,
+                              dot_act_q4_0_avx2,
+                              dot_act_multi_q8_0_avx2_or_vnni,
+                              dot_act_multi_q4_0_avx2_or_vnni,
+                              kernel_name_avx2,
+                              added_format_kernels_avx2};
+
+struct descriptor_table {
+    strata_quant_desc entries[descriptor_count];
+    explicit descriptor_table(const kernel_row &k) {
+        for (int i = 0; i < descriptor_count; ++i) entries[i] = make_table_entry(k, i);
+    }
+};
 
 bool scalar_forced_by_environment() {
     const char *v = std::getenv("STRATA_FORCE_SCALAR");
@@ -165,7 +185,11 @@ const char *kernel_set_name(kernel_set set) {
     return set == kernel_set::avx2_fma ? kernel_name_avx2() : kernel_name_scalar();
 }
 
-const strata_quant_desc *descriptors(kernel_set set) { return set == kernel_set::avx2_fma ? avx2_table : scalar_table; }
+const strata_quant_desc *descriptors(kernel_set set) {
+    static const descriptor_table scalar_table(scalar_kernels);
+    static const descriptor_table avx2_table(avx2_kernels);
+    return set == kernel_set::avx2_fma ? avx2_table.entries : scalar_table.entries;
+}
 
 const strata_quant_desc *descriptors() {
     static const strata_quant_desc *const chosen = descriptors(select_kernel_set());

@@ -1,0 +1,117 @@
+// Portable kernels of the formats added after Q8_0/Q4_0: the float dot (one block dequantized by the reference
+// dequantizer, then dotted) and the integer dot path on k_block_ints.hpp's integer form. The fallback on CPUs
+// without AVX2 and the baseline the AVX2 kernels are tested against (same integers, same float expression).
+#include "ggml_quants.hpp"
+#include "k_block_ints.hpp"
+
+namespace strata::quants {
+namespace {
+
+float half_scalar(uint16_t h) { return fp16_to_fp32(h); }
+
+// ---- float dot: dequantize a block, dot it (float accumulation in element order) ----
+template <void (*Dequantize)(const void *, float *, int64_t), int64_t Elems, size_t Bytes>
+float dot_by_block(const void *row, const float *x, int64_t n) {
+    const auto *bytes = static_cast<const unsigned char *>(row);
+    float values[Elems];
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / Elems; ++b) {
+        Dequantize(bytes + b * Bytes, values, Elems);
+        for (int64_t j = 0; j < Elems; ++j) sum += values[j] * x[b * Elems + j];
+    }
+    return sum;
+}
+
+// ---- integer dot, 256-element formats against block_q8_k ----
+constexpr int32_t multi_group = 8;
+
+template <class F>
+void dot_multi_k(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
+    const auto *w = static_cast<const typename F::block *>(row);
+    const auto *base = static_cast<const unsigned char *>(xq);
+    const int64_t nb = n / qk_k;
+    for (int32_t i0 = 0; i0 < n_x; i0 += multi_group) {
+        const int32_t m = n_x - i0 < multi_group ? n_x - i0 : multi_group;
+        float sum[multi_group] = {};
+        for (int64_t b = 0; b < nb; ++b) {
+            k_block_scales s;
+            F::scales(w[b], s, half_scalar);
+            int8_t values[qk_k];
+            for (int c = 0; c < 8; ++c) F::values(w[b], c, values + 32 * c);
+            for (int32_t i = 0; i < m; ++i) {
+                const auto &a = reinterpret_cast<const block_q8_k *>(base + (i0 + i) * stride)[b];
+                int32_t isum = 0, msum = 0;
+                for (int h = 0; h < 16; ++h) {
+                    int32_t part = 0;
+                    for (int j = 0; j < 16; ++j) part += int32_t{values[16 * h + j]} * int32_t{a.qs[16 * h + j]};
+                    isum += part * s.scale[h];
+                    msum += int32_t{s.min[h]} * int32_t{a.bsums[h]};
+                }
+                sum[i] += k_block_result(F::mode, a.d, s, isum, msum);
+            }
+        }
+        for (int32_t i = 0; i < m; ++i) out[i0 + i] = sum[i];
+    }
+}
+
+// ---- integer dot, 32-element formats against block_q8_act ----
+template <class F>
+void dot_multi_32(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
+    const auto *w = static_cast<const typename F::block *>(row);
+    const auto *base = static_cast<const unsigned char *>(xq);
+    const int64_t nb = n / qk32;
+    for (int32_t i0 = 0; i0 < n_x; i0 += multi_group) {
+        const int32_t m = n_x - i0 < multi_group ? n_x - i0 : multi_group;
+        float sum[multi_group] = {};
+        for (int64_t b = 0; b < nb; ++b) {
+            int8_t values[qk32];
+            F::values(w[b], values);
+            const float d = F::d(w[b], half_scalar), mw = F::m(w[b], half_scalar);
+            for (int32_t i = 0; i < m; ++i) {
+                const auto &a = reinterpret_cast<const block_q8_act *>(base + (i0 + i) * stride)[b];
+                int32_t isum = 0;
+                for (int j = 0; j < qk32; ++j) isum += int32_t{values[j]} * int32_t{a.qs[j]};
+                isum -= F::offset * (a.sum_x8 / 8);
+                sum[i] += block_result_32(d, mw, a, isum);
+            }
+        }
+        for (int32_t i = 0; i < m; ++i) out[i0 + i] = sum[i];
+    }
+}
+
+template <void (*Multi)(const void *, const void *, int64_t, int32_t, int64_t, float *)>
+float dot_single(const void *row, const void *xq, int64_t n) {
+    float out;
+    Multi(row, xq, 0, 1, n, &out);
+    return out;
+}
+
+template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_k() {
+    return {dot_by_block<Dequantize, qk_k, sizeof(typename F::block)>, sizeof(block_q8_k), quantize_row_q8_k,
+            dot_single<dot_multi_k<F>>, dot_multi_k<F>};
+}
+
+template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_32() {
+    return {dot_by_block<Dequantize, qk32, sizeof(typename F::block)>, sizeof(block_q8_act),
+            quantize_activations_q8_scalar, dot_single<dot_multi_32<F>>, dot_multi_32<F>};
+}
+
+} // namespace
+
+format_kernels added_format_kernels_scalar(uint32_t type) {
+    switch (type) {
+    case ggml_type_q4_1: return kernels_32<small_formats::q4_1, dequantize_row_q4_1>();
+    case ggml_type_q5_0: return kernels_32<small_formats::q5_0, dequantize_row_q5_0>();
+    case ggml_type_q5_1: return kernels_32<small_formats::q5_1, dequantize_row_q5_1>();
+    case ggml_type_iq4_nl: return kernels_32<small_formats::iq4_nl, dequantize_row_iq4_nl>();
+    case ggml_type_q2_k: return kernels_k<k_formats::q2_k, dequantize_row_q2_k>();
+    case ggml_type_q3_k: return kernels_k<k_formats::q3_k, dequantize_row_q3_k>();
+    case ggml_type_q4_k: return kernels_k<k_formats::q4_k, dequantize_row_q4_k>();
+    case ggml_type_q5_k: return kernels_k<k_formats::q5_k, dequantize_row_q5_k>();
+    case ggml_type_q6_k: return kernels_k<k_formats::q6_k, dequantize_row_q6_k>();
+    case ggml_type_iq4_xs: return kernels_k<k_formats::iq4_xs, dequantize_row_iq4_xs>();
+    default: return {};
+    }
+}
+
+} // namespace strata::quants

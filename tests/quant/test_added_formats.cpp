@@ -1,0 +1,223 @@
+// The formats added after Q8_0/Q4_0 (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS), through the descriptor tables
+// the plugin exports: every dot kernel (float and integer path, scalar and AVX2) against a float64 dot of the
+// dequantized operands, dot_act_multi equal to dot_act bit for bit, the scalar and AVX2 integer paths equal up to
+// one float rounding per block, the K-quant activation quantizer equal to the Q8_K reference, and quantization
+// error within each format's expected range. Bit-exactness of the quantizers against ggml is tests/peer's
+// quant_vs_ggml.
+#include "ggml_quants.hpp"
+#include "quant_test_data.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace q = strata::quants;
+using strata::quants::testing::normal_values;
+
+namespace {
+
+const char *const added_names[] = {"q4_1", "q5_0", "q5_1", "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs"};
+
+const strata_quant_desc *find(q::kernel_set set, const std::string &name) {
+    const strata_quant_desc *table = q::descriptors(set);
+    for (int i = 0; i < q::n_descriptors(); ++i) {
+        if (name == table[i].header.name) return &table[i];
+    }
+    return nullptr;
+}
+
+std::vector<q::kernel_set> kernel_sets() {
+    std::vector<q::kernel_set> sets = {q::kernel_set::scalar};
+    if (q::cpu_has_avx2_fma()) sets.push_back(q::kernel_set::avx2_fma);
+    return sets;
+}
+
+// Weights with varied magnitudes per 32 elements (so the K-quants' group scales differ) and one outlier per row.
+std::vector<float> weight_values(int64_t n, uint32_t seed) {
+    std::vector<float> w = normal_values(n, seed);
+    for (int64_t i = 0; i < n; ++i) w[i] *= 0.05f * static_cast<float>(1 + (i / 32) % 7);
+    w[static_cast<size_t>(seed % static_cast<uint32_t>(n))] *= 20.0f;
+    return w;
+}
+
+struct quantized_row {
+    std::vector<unsigned char> bytes;
+    std::vector<float> values; // dequantized
+};
+
+quantized_row quantize(const strata_quant_desc &d, const std::vector<float> &x) {
+    const auto n = static_cast<int64_t>(x.size());
+    quantized_row r;
+    r.bytes.resize(static_cast<size_t>(n / d.block_elems * d.block_bytes));
+    r.values.resize(x.size());
+    d.quantize_row(x.data(), r.bytes.data(), n);
+    d.dequantize_row(r.bytes.data(), r.values.data(), n);
+    return r;
+}
+
+double dot64(const std::vector<float> &a, const float *b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+    return s;
+}
+
+double abs_dot64(const std::vector<float> &a, const float *b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += std::fabs(static_cast<double>(a[i]) * b[i]);
+    return s;
+}
+
+TEST(AddedFormats, EveryFormatIsInBothTablesWithTheIntegerPath) {
+    for (const auto set : kernel_sets()) {
+        for (const char *name : added_names) {
+            const strata_quant_desc *d = find(set, name);
+            ASSERT_NE(d, nullptr) << name;
+            EXPECT_NE(d->dot_f32, nullptr) << name;
+            EXPECT_GT(d->act_block_bytes, 0u) << name;
+            EXPECT_NE(d->quantize_activations, nullptr) << name;
+            EXPECT_NE(d->dot_act, nullptr) << name;
+            EXPECT_NE(d->dot_act_multi, nullptr) << name;
+            EXPECT_TRUE(d->block_elems == 32 || d->block_elems == 256) << name;
+        }
+    }
+}
+
+// Float dot: sum over blocks of the dequantized block times x, in float: within 1e-5 of sum |w x| of the float64.
+TEST(AddedFormats, FloatDotMatchesFloat64) {
+    for (const auto set : kernel_sets()) {
+        for (const char *name : added_names) {
+            const strata_quant_desc &d = *find(set, name);
+            const int64_t n = 4096;
+            const auto row = quantize(d, weight_values(n, 11));
+            const auto x = normal_values(n, 12);
+            const double want = dot64(row.values, x.data());
+            const double bound = 1e-5 * abs_dot64(row.values, x.data());
+            EXPECT_NEAR(d.dot_f32(row.bytes.data(), x.data(), n), want, bound)
+                << name << " " << q::kernel_set_name(set);
+        }
+    }
+}
+
+// Integer path: dot_act equals the float64 dot of dequant(row) and dequant(activations); the integer sums are exact,
+// so only a few float roundings per block separate them.
+TEST(AddedFormats, IntegerDotMatchesFloat64OfDequantizedOperands) {
+    for (const auto set : kernel_sets()) {
+        for (const char *name : added_names) {
+            const strata_quant_desc &d = *find(set, name);
+            for (const int64_t n : {int64_t{256}, int64_t{4096}}) {
+                const auto row = quantize(d, weight_values(n, 21));
+                const auto x = normal_values(n, 22);
+                std::vector<unsigned char> xq(static_cast<size_t>(n / d.block_elems * d.act_block_bytes));
+                d.quantize_activations(x.data(), xq.data(), n);
+                // The activations' dequantized values: Q8_0 blocks for 32-element formats, Q8_K for the others.
+                std::vector<float> xa(static_cast<size_t>(n));
+                if (d.block_elems == 256) {
+                    q::dequantize_row_q8_k(xq.data(), xa.data(), n);
+                } else {
+                    const auto *a = reinterpret_cast<const q::block_q8_act *>(xq.data());
+                    for (int64_t i = 0; i < n; ++i) xa[i] = a[i / 32].d * a[i / 32].qs[i % 32];
+                }
+                const double want = dot64(row.values, xa.data());
+                const double bound = 2e-6 * abs_dot64(row.values, xa.data()) + 1e-30;
+                EXPECT_NEAR(d.dot_act(row.bytes.data(), xq.data(), n), want, bound)
+                    << name << " " << q::kernel_set_name(set) << " n " << n;
+                // And the quantized activations are close to x (the path's only approximation).
+                EXPECT_NEAR(dot64(row.values, x.data()), want, 0.02 * abs_dot64(row.values, x.data())) << name;
+            }
+        }
+    }
+}
+
+TEST(AddedFormats, KQuantActivationsAreTheQ8KReference) {
+    for (const auto set : kernel_sets()) {
+        for (const char *name : {"q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs"}) {
+            const strata_quant_desc &d = *find(set, name);
+            ASSERT_EQ(d.act_block_bytes, sizeof(q::block_q8_k));
+            auto x = normal_values(1024, 31);
+            std::fill(x.begin() + 256, x.begin() + 512, 0.0f); // an all-zero block
+            std::vector<unsigned char> got(4 * sizeof(q::block_q8_k)), want(got.size());
+            d.quantize_activations(x.data(), got.data(), 1024);
+            q::quantize_row_q8_k(x.data(), want.data(), 1024);
+            EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size())) << name;
+        }
+    }
+}
+
+// dot_act_multi: out[i] == dot_act(row, xq_i) bit for bit for every count (the kernels tile by 4 and 8) and a
+// stride larger than one activation row.
+TEST(AddedFormats, MultiEqualsSingleBitForBit) {
+    for (const auto set : kernel_sets()) {
+        for (const char *name : added_names) {
+            const strata_quant_desc &d = *find(set, name);
+            const int64_t n = 1024;
+            const auto row = quantize(d, weight_values(n, 41));
+            const int64_t act_row = n / d.block_elems * d.act_block_bytes;
+            const int64_t stride = act_row + 64;
+            constexpr int32_t max_x = 11;
+            std::vector<unsigned char> xq(static_cast<size_t>(stride * max_x));
+            for (int32_t i = 0; i < max_x; ++i) {
+                const auto x = normal_values(n, 100 + static_cast<uint32_t>(i), 0.5f + i);
+                d.quantize_activations(x.data(), xq.data() + i * stride, n);
+            }
+            for (int32_t n_x = 1; n_x <= max_x; ++n_x) {
+                std::vector<float> out(static_cast<size_t>(n_x), -1.0f);
+                d.dot_act_multi(row.bytes.data(), xq.data(), stride, n_x, n, out.data());
+                for (int32_t i = 0; i < n_x; ++i) {
+                    const float single = d.dot_act(row.bytes.data(), xq.data() + i * stride, n);
+                    uint32_t a, b;
+                    std::memcpy(&a, &out[i], 4);
+                    std::memcpy(&b, &single, 4);
+                    EXPECT_EQ(a, b) << name << " " << q::kernel_set_name(set) << " n_x " << n_x << " i " << i;
+                }
+            }
+        }
+    }
+}
+
+// Scalar and AVX2 reach the same integers and evaluate the same float expression per block (no FMA contraction in
+// either), so the integer paths agree bit for bit.
+TEST(AddedFormats, ScalarAndAvx2IntegerPathsAgree) {
+    if (!q::cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2+FMA";
+    for (const char *name : added_names) {
+        const strata_quant_desc &s = *find(q::kernel_set::scalar, name);
+        const strata_quant_desc &v = *find(q::kernel_set::avx2_fma, name);
+        const int64_t n = 2048;
+        const auto row = quantize(s, weight_values(n, 51));
+        const auto x = normal_values(n, 52);
+        std::vector<unsigned char> xq(static_cast<size_t>(n / s.block_elems * s.act_block_bytes)), xv(xq.size());
+        s.quantize_activations(x.data(), xq.data(), n);
+        v.quantize_activations(x.data(), xv.data(), n);
+        ASSERT_EQ(0, std::memcmp(xq.data(), xv.data(), xq.size())) << name;
+        const float a = s.dot_act(row.bytes.data(), xq.data(), n);
+        const float b = v.dot_act(row.bytes.data(), xq.data(), n);
+        EXPECT_EQ(a, b) << name;
+    }
+}
+
+// Root-mean-square quantization error relative to the data's RMS, for normal data: each format lands in its known
+// range (more bits, less error), which catches a quantizer that writes valid but poor blocks.
+TEST(AddedFormats, QuantizationErrorIsWithinTheFormatsRange) {
+    const struct {
+        const char *name;
+        double max_relative_rms;
+    } limits[] = {{"q4_1", 0.11}, {"q5_0", 0.06}, {"q5_1", 0.05}, {"iq4_nl", 0.10}, {"q2_k", 0.40},
+                  {"q3_k", 0.20}, {"q4_k", 0.10}, {"q5_k", 0.05}, {"q6_k", 0.025}, {"iq4_xs", 0.10}};
+    const auto x = normal_values(65536, 61);
+    double rms = 0;
+    for (float v : x) rms += static_cast<double>(v) * v;
+    rms = std::sqrt(rms / static_cast<double>(x.size()));
+    for (const auto &l : limits) {
+        const strata_quant_desc &d = *find(q::kernel_set::scalar, l.name);
+        const auto r = quantize(d, x);
+        double err = 0;
+        for (size_t i = 0; i < x.size(); ++i) err += (static_cast<double>(r.values[i]) - x[i]) * (r.values[i] - x[i]);
+        const double relative = std::sqrt(err / static_cast<double>(x.size())) / rms;
+        EXPECT_LT(relative, l.max_relative_rms) << l.name;
+        EXPECT_GT(relative, l.max_relative_rms / 20) << l.name << ": suspiciously exact";
+    }
+}
+
+} // namespace
