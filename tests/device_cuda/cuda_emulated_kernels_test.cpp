@@ -36,10 +36,13 @@ device_ptr cpu_device() {
 }
 
 TEST_F(CudaEmulatedKernels, MatmulOfEveryFormatMatchesFloat64) {
-    for (uint32_t type : {cu::weight_f32, cu::weight_f16, cu::weight_bf16, cu::weight_q8_0, cu::weight_q4_0}) {
+    for (uint32_t type : {cu::weight_f32, cu::weight_f16, cu::weight_bf16, cu::weight_q8_0, cu::weight_q4_0,
+                          cu::weight_q4_1, cu::weight_q5_0, cu::weight_q5_1, cu::weight_iq4_nl, cu::weight_q2_k,
+                          cu::weight_q3_k, cu::weight_q4_k, cu::weight_q5_k, cu::weight_q6_k, cu::weight_iq4_xs}) {
         const strata_quant_desc *q = loaded().quant(type);
         ASSERT_NE(q, nullptr) << loaded().load_error;
-        std::vector<std::pair<int64_t, int64_t>> shapes = {{67, 256}, {130, 512}, {1, 64}};
+        std::vector<std::pair<int64_t, int64_t>> shapes = {{67, 256}, {130, 512}};
+        if (q->block_elems <= 32) shapes.push_back({1, 64});
         if (q->block_elems == 1) shapes.push_back({45, 100}); // a partial 32-column step in the tiled kernel
         for (const auto &[rows, cols] : shapes) {
             const quantized_matrix m = quantize(*q, random_floats(static_cast<size_t>(rows * cols), 11), rows, cols);
@@ -65,10 +68,12 @@ TEST_F(CudaEmulatedKernels, MatmulOfEveryFormatMatchesFloat64) {
 }
 
 TEST_F(CudaEmulatedKernels, EmbeddingRowsEqualTheReference) {
-    for (uint32_t type : {cu::weight_f32, cu::weight_f16, cu::weight_bf16, cu::weight_q8_0, cu::weight_q4_0}) {
+    for (uint32_t type : {cu::weight_f32, cu::weight_f16, cu::weight_bf16, cu::weight_q8_0, cu::weight_q4_0,
+                          cu::weight_q4_1, cu::weight_q5_0, cu::weight_q5_1, cu::weight_iq4_nl, cu::weight_q2_k,
+                          cu::weight_q3_k, cu::weight_q4_k, cu::weight_q5_k, cu::weight_q6_k, cu::weight_iq4_xs}) {
         const strata_quant_desc *q = loaded().quant(type);
         ASSERT_NE(q, nullptr);
-        const int64_t rows = 50, cols = 320;
+        const int64_t rows = 50, cols = q->block_elems == 256 ? 512 : 320;
         const quantized_matrix m = quantize(*q, random_floats(static_cast<size_t>(rows * cols), 21, -4, 4), rows, cols);
         const std::vector<int32_t> tokens = {3, 0, 49, 3, 17};
         const auto n = static_cast<int32_t>(tokens.size());

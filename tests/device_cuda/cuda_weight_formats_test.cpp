@@ -19,7 +19,7 @@ uint32_t bits(float f) {
 template <uint32_t T> void expect_rows_decode_exactly(uint32_t seed) {
     const strata_quant_desc *q = loaded().quant(T);
     ASSERT_NE(q, nullptr) << "the ggml quant plugin has no format " << T << ": " << loaded().load_error;
-    const int64_t rows = 7, cols = 256;
+    const int64_t rows = 7, cols = 512;
     // Wide range with some exact zeros, so scales, signs and the Q4_0 nibble ends are all exercised.
     std::vector<float> w = random_floats(static_cast<size_t>(rows * cols), seed, -3.0f, 3.0f);
     for (size_t i = 0; i < w.size(); i += 37) w[i] = 0.0f;
@@ -48,6 +48,53 @@ TEST(CudaWeightFormats, F16DecodesLikeTheQuantPlugin) { expect_rows_decode_exact
 TEST(CudaWeightFormats, BF16DecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_bf16>(3); }
 TEST(CudaWeightFormats, Q8_0DecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q8_0>(4); }
 TEST(CudaWeightFormats, Q4_0DecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q4_0>(5); }
+TEST(CudaWeightFormats, Q4_1DecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q4_1>(6); }
+TEST(CudaWeightFormats, Q5_0DecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q5_0>(7); }
+TEST(CudaWeightFormats, Q5_1DecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q5_1>(8); }
+TEST(CudaWeightFormats, IQ4_NLDecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_iq4_nl>(9); }
+TEST(CudaWeightFormats, Q2_KDecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q2_k>(10); }
+TEST(CudaWeightFormats, Q3_KDecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q3_k>(11); }
+TEST(CudaWeightFormats, Q4_KDecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q4_k>(12); }
+TEST(CudaWeightFormats, Q5_KDecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q5_k>(13); }
+TEST(CudaWeightFormats, Q6_KDecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q6_k>(14); }
+TEST(CudaWeightFormats, IQ4_XSDecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_iq4_xs>(15); }
+
+// Random bytes (any scale bits, every nibble and fifth bit) decode like the reference dequantizer too, for the
+// formats whose decode is a chain of float operations.
+template <uint32_t T> void expect_random_bytes_decode_exactly(uint32_t seed) {
+    const strata_quant_desc *q = loaded().quant(T);
+    ASSERT_NE(q, nullptr) << loaded().load_error;
+    const int64_t cols = 1024;
+    const int64_t row_bytes = cols / q->block_elems * q->block_bytes;
+    std::vector<unsigned char> bytes(static_cast<size_t>(row_bytes));
+    uint32_t state = seed * 2654435761u + 1;
+    for (auto &b : bytes) {
+        state = state * 1664525u + 1013904223u;
+        b = static_cast<unsigned char>(state >> 24);
+    }
+    std::vector<float> want(static_cast<size_t>(cols));
+    q->dequantize_row(bytes.data(), want.data(), cols);
+    for (int64_t k = 0; k < cols; ++k) {
+        const float got = fmt::format<T>::element(bytes.data(), k);
+        const float w = want[static_cast<size_t>(k)];
+        ASSERT_TRUE(bits(got) == bits(w) || (got != got && w != w)) << "type " << T << " col " << k;
+    }
+}
+
+TEST(CudaWeightFormats, RandomBytesDecodeLikeTheQuantPlugin) {
+    uint32_t seed = 1;
+    for (const uint32_t t : {fmt::weight_q4_1, fmt::weight_q5_0, fmt::weight_q5_1, fmt::weight_iq4_nl, fmt::weight_q2_k,
+                             fmt::weight_q3_k, fmt::weight_q4_k, fmt::weight_q5_k, fmt::weight_q6_k, fmt::weight_iq4_xs}) {
+        SCOPED_TRACE(testing::Message() << "type " << t);
+        switch (t) {
+#define STRATA_RANDOM_CASE(x)                                                                                          \
+    case fmt::x: expect_random_bytes_decode_exactly<fmt::x>(seed++); break;
+            STRATA_CUDA_WEIGHT_TYPES(STRATA_RANDOM_CASE)
+#undef STRATA_RANDOM_CASE
+        default: FAIL();
+        }
+    }
+}
 
 // Every binary16 and bfloat16 bit pattern (subnormals, infinities, NaN payloads) widens as the quant plugin's does.
 TEST(CudaWeightFormats, EveryHalfAndBf16PatternWidensExactly) {

@@ -28,6 +28,25 @@ void write_tiny_model(const std::string &dir) {
     w.write(dir + "/tiny-model.gguf");
 }
 
+// One tensor of every block format the quant plugin reads (K-quant super-blocks of 256, the 32-element formats),
+// a two-row Q4_K_M-like mixture, so mutations hit each type's size arithmetic.
+void write_quant_mixture(const std::string &dir) {
+    strata::gguf::writer w;
+    w.add_string("general.architecture", "llama");
+    w.add_u32("general.file_type", 15); // MOSTLY_Q4_K_M
+    w.add_tensor("blk.0.attn_q.weight", 12, {256, 2}, filled(2 * 144, 3));  // Q4_K
+    w.add_tensor("blk.0.attn_v.weight", 14, {256, 1}, filled(210, 4));      // Q6_K
+    w.add_tensor("blk.0.ffn_up.weight", 10, {256, 1}, filled(84, 5));       // Q2_K
+    w.add_tensor("blk.0.ffn_gate.weight", 11, {256, 1}, filled(110, 6));    // Q3_K
+    w.add_tensor("blk.0.ffn_down.weight", 13, {256, 1}, filled(176, 7));    // Q5_K
+    w.add_tensor("blk.0.attn_k.weight", 23, {256, 1}, filled(136, 8));      // IQ4_XS
+    w.add_tensor("blk.0.attn_output.weight", 20, {32, 1}, filled(18, 9));   // IQ4_NL
+    w.add_tensor("blk.1.attn_q.weight", 3, {32, 1}, filled(20, 10));        // Q4_1
+    w.add_tensor("blk.1.attn_k.weight", 6, {32, 1}, filled(22, 11));        // Q5_0
+    w.add_tensor("blk.1.attn_v.weight", 7, {32, 1}, filled(24, 12));        // Q5_1
+    w.write(dir + "/tiny-quant-mixture.gguf");
+}
+
 void write_vocab_only(const std::string &dir) {
     strata::gguf::writer w;
     w.set_alignment(64);
@@ -47,6 +66,7 @@ int main(int argc, char **argv) {
     try {
         write_tiny_model(argv[1]);
         write_vocab_only(argv[1]);
+        write_quant_mixture(argv[1]);
     } catch (const strata::error &e) {
         std::fprintf(stderr, "make_fuzz_seeds: %s\n", e.what());
         return 1;

@@ -39,8 +39,8 @@ int32_t check_tensor(const strata_tensor_view *w, const char *what, strata_statu
     uint32_t alignment = 0;
     if (!weight_type_supported(w->ggml_type, &alignment))
         return fail(st, STRATA_ERR_UNSUPPORTED,
-                    "cuda %s: tensor '%s' has ggml type %u; this device computes on F32 (0), F16 (1), Q4_0 (2), "
-                    "Q8_0 (8) and BF16 (30)",
+                    "cuda %s: tensor '%s' has ggml type %u; this device computes on F32 (0), F16 (1), BF16 (30), "
+                    "Q4_0 (2), Q4_1 (3), Q5_0 (6), Q5_1 (7), Q8_0 (8), Q2_K..Q6_K (10..14), IQ4_NL (20) and IQ4_XS (23)",
                     what, name, w->ggml_type);
     if (w->quant != nullptr && w->ggml_type != w->quant->ggml_type)
         return fail(st, invalid, "cuda %s: tensor '%s' has ggml type %u but its quant descriptor is for type %u", what,
@@ -52,15 +52,11 @@ int32_t check_tensor(const strata_tensor_view *w, const char *what, strata_statu
     if (w->rows > max_grid_x)
         return fail(st, STRATA_ERR_UNSUPPORTED, "cuda %s: tensor '%s' has %lld rows; this device supports up to %d",
                     what, name, static_cast<long long>(w->rows), max_grid_x);
-    const bool blocked = w->ggml_type == weight_q8_0 || w->ggml_type == weight_q4_0;
-    const int64_t block_elems = blocked ? quant_block_elems : 1;
+    int64_t block_elems = 1, block_bytes = 1;
+    weight_block_shape(w->ggml_type, block_elems, block_bytes); // known: weight_type_supported said yes
     if (w->cols % block_elems != 0)
         return fail(st, invalid, "cuda %s: tensor '%s' has %lld columns, not a multiple of its block size %lld", what,
                     name, static_cast<long long>(w->cols), static_cast<long long>(block_elems));
-    const int64_t block_bytes = w->ggml_type == weight_q8_0   ? q8_0_block_bytes
-                                : w->ggml_type == weight_q4_0 ? q4_0_block_bytes
-                                : w->ggml_type == weight_f32  ? 4
-                                                              : 2;
     const int64_t min_row_bytes = w->cols / block_elems * block_bytes;
     if (w->row_bytes < min_row_bytes)
         return fail(st, invalid, "cuda %s: tensor '%s' has row_bytes %lld but %lld columns need %lld", what, name,

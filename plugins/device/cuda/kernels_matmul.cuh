@@ -208,11 +208,10 @@ cudaError_t embedding_as(const weight_ref &table, const int32_t *tokens, int32_t
 bool weight_type_supported(uint32_t type, uint32_t *alignment) {
     uint32_t a = 0;
     switch (type) {
-    case weight_f32: a = format<weight_f32>::alignment; break;
-    case weight_f16: a = format<weight_f16>::alignment; break;
-    case weight_bf16: a = format<weight_bf16>::alignment; break;
-    case weight_q8_0: a = format<weight_q8_0>::alignment; break;
-    case weight_q4_0: a = format<weight_q4_0>::alignment; break;
+#define STRATA_CUDA_ALIGNMENT(t)                                                                                       \
+    case t: a = format<t>::alignment; break;
+        STRATA_CUDA_WEIGHT_TYPES(STRATA_CUDA_ALIGNMENT)
+#undef STRATA_CUDA_ALIGNMENT
     default: return false;
     }
     if (alignment != nullptr) *alignment = a;
@@ -221,11 +220,10 @@ bool weight_type_supported(uint32_t type, uint32_t *alignment) {
 
 cudaError_t launch_matmul(const weight_ref &w, const float *x, int32_t n_tokens, float *y, cudaStream_t stream) {
     switch (w.type) {
-    case weight_f32: return launchers::matmul_as<weight_f32>(w, x, n_tokens, y, stream);
-    case weight_f16: return launchers::matmul_as<weight_f16>(w, x, n_tokens, y, stream);
-    case weight_bf16: return launchers::matmul_as<weight_bf16>(w, x, n_tokens, y, stream);
-    case weight_q8_0: return launchers::matmul_as<weight_q8_0>(w, x, n_tokens, y, stream);
-    case weight_q4_0: return launchers::matmul_as<weight_q4_0>(w, x, n_tokens, y, stream);
+#define STRATA_CUDA_MATMUL(t)                                                                                          \
+    case t: return launchers::matmul_as<t>(w, x, n_tokens, y, stream);
+        STRATA_CUDA_WEIGHT_TYPES(STRATA_CUDA_MATMUL)
+#undef STRATA_CUDA_MATMUL
     default: return cudaErrorInvalidValue;
     }
 }
@@ -233,11 +231,10 @@ cudaError_t launch_matmul(const weight_ref &w, const float *x, int32_t n_tokens,
 cudaError_t launch_embedding(const weight_ref &table, const int32_t *tokens, int32_t n_tokens, float *out,
                              cudaStream_t stream) {
     switch (table.type) {
-    case weight_f32: return launchers::embedding_as<weight_f32>(table, tokens, n_tokens, out, stream);
-    case weight_f16: return launchers::embedding_as<weight_f16>(table, tokens, n_tokens, out, stream);
-    case weight_bf16: return launchers::embedding_as<weight_bf16>(table, tokens, n_tokens, out, stream);
-    case weight_q8_0: return launchers::embedding_as<weight_q8_0>(table, tokens, n_tokens, out, stream);
-    case weight_q4_0: return launchers::embedding_as<weight_q4_0>(table, tokens, n_tokens, out, stream);
+#define STRATA_CUDA_EMBEDDING(t)                                                                                       \
+    case t: return launchers::embedding_as<t>(table, tokens, n_tokens, out, stream);
+        STRATA_CUDA_WEIGHT_TYPES(STRATA_CUDA_EMBEDDING)
+#undef STRATA_CUDA_EMBEDDING
     default: return cudaErrorInvalidValue;
     }
 }
