@@ -9,6 +9,7 @@
 #include "config/document.hpp"
 #include "engine/engine.hpp"
 #include "engine/engine_api.hpp"
+#include "app/perplexity_command.hpp"
 #include "app/tokenize_command.hpp"
 #include "engine/plan_model.hpp"
 #include "planner/plan_report.hpp"
@@ -26,6 +27,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <pthread.h>
 #include <random>
 #include <thread>
@@ -42,6 +44,7 @@ const char *k_usage = R"(usage: runtime [--config FILE] [options]          run t
        runtime topology [--json]                    show CPUs, NUMA nodes, caches, GPUs and memory (hwloc)
        runtime plan [--config FILE] [--json]        print the memory plan without loading weights
        runtime tokenize -m MODEL -p TEXT [--ids]    the token ids of a text (llama.cpp's llama-tokenize; --help)
+       runtime perplexity -m MODEL -f TEXT          perplexity, KL divergence (llama.cpp's llama-perplexity; --help)
 
 FILE is TOML, or vLLM-style YAML (.yaml/.yml: option names as keys, e.g. max_model_len: 4096).
 Every config key can be set with --set table.key=value; the familiar flags below map to keys, with the spellings
@@ -213,7 +216,21 @@ int run_frontend(const plugins::registry &registry, const strata_host_services *
 int main_impl(int argc, char **argv) {
     // `runtime tokenize` reads only a vocabulary and has llama-tokenize's own options.
     if (argc >= 2 && std::string_view(argv[1]) == "tokenize") return run_tokenize_command(argc, argv);
+    // `runtime perplexity` takes its own options out; the rest configure the engine as they would for serving.
+    std::optional<perplexity_args> perplexity;
+    std::vector<char *> engine_argv;
+    if (argc >= 2 && std::string_view(argv[1]) == "perplexity") {
+        perplexity = parse_perplexity_args(argc, argv, engine_argv);
+        if (perplexity->help) {
+            std::cout << k_perplexity_usage;
+            return 0;
+        }
+        argc = static_cast<int>(engine_argv.size());
+        argv = engine_argv.data();
+    }
     config::command_line cl = config::parse_command_line(argc, argv);
+    if (perplexity && !cl.subcommand.empty())
+        fail("runtime perplexity: '{}' is a subcommand of its own; run it separately", cl.subcommand);
     if (cl.version) {
         std::printf("strata runtime %s (plugin ABI %d.%d)\n", STRATA_VERSION, STRATA_ABI_MAJOR, STRATA_ABI_MINOR);
         return 0;
@@ -279,6 +296,7 @@ int main_impl(int argc, char **argv) {
         return 0;
     }
     if (cl.subcommand == "plan") return print_plan(registry, &host, doc, schema, model_argument, cl.json);
+    if (perplexity) return run_perplexity(*perplexity, registry, &host, doc, schema, model_argument, machine);
     return run_frontend(registry, &host, doc, schema, model_argument, machine);
 }
 

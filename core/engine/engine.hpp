@@ -122,6 +122,15 @@ class engine {
     // the caller waits for it.
     const float *forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n);
 
+    // Teacher forcing (perplexity, KL divergence: core/app/perplexity_command.cpp): runs tokens[0..n) at positions
+    // 0..n-1 of the private slot, from an empty context, and writes the logits of positions first_row..n-1 to `out`,
+    // one row of n_vocab floats each ((n - first_row) rows, in order). The text runs in pieces of at most
+    // max_num_batched_tokens tokens asking at most max_num_seqs rows each (the workspace and the logits buffer), so
+    // nothing grows with n but `out`; a position's logits do not depend on the pieces (every op computes a token
+    // independently of the others in its batch: tests/model/test_engine_forward_logits.cpp). n <= max_model_len.
+    // Runs on the worker thread between steps, like forward_for_testing; throws strata::error on a bad token id.
+    void forward_logits(const int32_t *tokens, int32_t n, int32_t first_row, float *out);
+
   private:
     void init();
     void start_device();
@@ -141,6 +150,7 @@ class engine {
     void run_on_worker(const std::function<void()> &fn);
     void run_worker_task();
     const float *forward_on_worker(const int32_t *tokens, const int32_t *positions, int32_t n);
+    void forward_private_piece(const int32_t *tokens, const int32_t *positions, int32_t m, int32_t n_rows);
     void run_step(const std::vector<scheduled_seq> &batch);
     void forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits);
     void fetch_logits(int32_t n_logits);
@@ -194,6 +204,7 @@ class engine {
     std::unique_ptr<scheduler> sched_;
     kv::seq_blocks testing_kv_;
     std::vector<float> testing_logits_; // forward_for_testing's result
+    std::vector<int32_t> positions_scratch_; // forward_logits' positions 0..n-1 (worker thread)
 
     // Buffers allocated once; nothing is allocated per token or per step.
     std::vector<void *> device_allocations_;

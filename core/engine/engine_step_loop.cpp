@@ -315,38 +315,4 @@ void engine::run_worker_task() {
     cv_.notify_all();
 }
 
-const float *engine::forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n) {
-    // Copied on the worker: its next step writes the logits buffer again.
-    run_on_worker([&] {
-        const float *logits = forward_on_worker(tokens, positions, n);
-        testing_logits_.assign(logits, logits + hp_.n_vocab);
-    });
-    return testing_logits_.data();
-}
-
-const float *engine::forward_on_worker(const int32_t *tokens, const int32_t *positions, int32_t n) {
-    int32_t max_pos = 0;
-    for (int32_t i = 0; i < n; ++i) max_pos = std::max(max_pos, positions[i]);
-    if (max_pos >= n_ctx_) fail("position {} is outside max_model_len {}", max_pos, n_ctx_);
-    if (!kv_->ensure_slots(testing_kv_, max_pos + 1))
-        fail("the device KV cache cannot hold {} positions; raise --kv-cache-memory", max_pos + 1);
-    const int32_t chunk = opts_.scheduler.max_num_batched_tokens;
-    for (int32_t done = 0; done < n; done += chunk) {
-        const int32_t m = std::min(chunk, n - done);
-        step_block_base_.clear();
-        for (const kv::block_ref &b : testing_kv_.table) step_block_base_.push_back(kv_->device_address(b));
-        step_seq_block_start_[0] = 0;
-        step_seq_block_start_[1] = static_cast<int32_t>(step_block_base_.size());
-        for (int32_t i = 0; i < m; ++i) {
-            step_tokens_[static_cast<size_t>(i)] = tokens[done + i];
-            step_positions_[static_cast<size_t>(i)] = positions[done + i];
-            step_token_seq_[static_cast<size_t>(i)] = 0;
-        }
-        step_logits_tokens_[0] = m - 1;
-        forward_batch(m, 1, 1);
-    }
-    fetch_logits(1);
-    return logits_row(0);
-}
-
 } // namespace strata::engine
