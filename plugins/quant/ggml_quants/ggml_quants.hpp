@@ -124,6 +124,11 @@ struct format_kernels {
 format_kernels added_format_kernels_scalar(uint32_t type);
 format_kernels added_format_kernels_avx2(uint32_t type); // call only when cpu_has_avx2_fma()
 
+// ---- damage check (ABI 1.10 find_nonfinite) ----
+// Element index of the first block of a row of ggml type `type` whose scale/min (float formats: value) is NaN or
+// infinite; -1 when none is (and for types this plugin does not know).
+int64_t find_nonfinite(uint32_t type, const void *row, int64_t n);
+
 // ---- kernel selection ----
 enum class kernel_set { scalar, avx2_fma };
 

@@ -30,6 +30,30 @@ struct kernel_row {
     format_kernels (*added)(uint32_t type); // the formats added after Q4_0
 };
 
+// find_nonfinite per type: a captureless function for each type the table has.
+template <uint32_t Type> int64_t find_nonfinite_of(const void *row, int64_t n) { return find_nonfinite(Type, row, n); }
+
+int64_t (*nonfinite_check(uint32_t type))(const void *, int64_t) {
+    switch (type) {
+    case ggml_type_f32: return find_nonfinite_of<ggml_type_f32>;
+    case ggml_type_f16: return find_nonfinite_of<ggml_type_f16>;
+    case ggml_type_bf16: return find_nonfinite_of<ggml_type_bf16>;
+    case ggml_type_q8_0: return find_nonfinite_of<ggml_type_q8_0>;
+    case ggml_type_q4_0: return find_nonfinite_of<ggml_type_q4_0>;
+    case ggml_type_q4_1: return find_nonfinite_of<ggml_type_q4_1>;
+    case ggml_type_q5_0: return find_nonfinite_of<ggml_type_q5_0>;
+    case ggml_type_q5_1: return find_nonfinite_of<ggml_type_q5_1>;
+    case ggml_type_iq4_nl: return find_nonfinite_of<ggml_type_iq4_nl>;
+    case ggml_type_q2_k: return find_nonfinite_of<ggml_type_q2_k>;
+    case ggml_type_q3_k: return find_nonfinite_of<ggml_type_q3_k>;
+    case ggml_type_q4_k: return find_nonfinite_of<ggml_type_q4_k>;
+    case ggml_type_q5_k: return find_nonfinite_of<ggml_type_q5_k>;
+    case ggml_type_q6_k: return find_nonfinite_of<ggml_type_q6_k>;
+    case ggml_type_iq4_xs: return find_nonfinite_of<ggml_type_iq4_xs>;
+    default: return nullptr;
+    }
+}
+
 strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_elems, uint32_t block_bytes,
                            void (*dequantize)(const void *, float *, int64_t), quantize_fn quantize, dot_fn dot,
                            const char *(*kernel_name)(), format_kernels path = {}) {
@@ -47,7 +71,8 @@ strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_
         0u,
         path.quantize_activations,
         path.dot_act,
-        path.dot_act_multi};
+        path.dot_act_multi,
+        nonfinite_check(ggml_type)};
 }
 
 // One of the formats added after Q4_0: its reference conversions and the kernel set's dots.

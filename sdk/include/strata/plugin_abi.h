@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 9
+#define STRATA_ABI_MINOR 10
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -201,6 +201,10 @@ typedef struct strata_quant_desc {
      * STRATA_HAS_SLOT). Thread-safe, no allocation. */
     void (*dot_act_multi)(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x, int64_t n,
                           float *out);
+    /* optional, since 1.10: damage check (llama.cpp's ggml_validate_row_data, --check-tensors). The element index
+     * where the first block of the row starts whose scale or minimum (F32/F16/BF16: whose value) is NaN or infinite;
+     * -1 when all are finite. n is a multiple of block_elems. Thread-safe, no allocation. */
+    int64_t (*find_nonfinite)(const void *row, int64_t n);
 } strata_quant_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
