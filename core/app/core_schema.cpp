@@ -33,6 +33,10 @@ config::schema core_schema() {
             "the weights' format as vLLM names it: auto = what the file holds; gguf checks the file is GGUF; gptq, "
             "awq, fp8 and the other HF checkpoint formats are refused with the reason (HF folders are not read yet)",
             "--quantization|-q"),
+        key("check_tensors", STRATA_CONFIG_BOOL, "false",
+            "before running, check every weight block for a NaN or infinite scale or value and refuse a damaged file "
+            "naming the tensor (llama.cpp --check-tensors; reads the whole file once)",
+            "--check-tensors"),
         key("dtype", STRATA_CONFIG_STRING, "\"auto\"",
             "activation dtype (vLLM --dtype): every device computes activations in float32, so auto, float and "
             "float32 run and half/float16/bfloat16 are refused; weights keep their file's types", "--dtype", 0, 0,

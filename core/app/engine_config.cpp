@@ -114,6 +114,7 @@ engine::engine_options engine_options_from(const plugins::registry &registry, co
         opts.model_argument = model_argument.empty() ? *p : model_argument;
     }
     opts.quantization = doc.get_string("model", "quantization", s).value_or("auto");
+    opts.check_tensors = doc.get_bool("model", "check_tensors", s).value_or(false);
     opts.chat_template = doc.get_string("model", "chat_template", s).value_or("");
     opts.chat_template_base_dir = doc.base_dir().string();
     opts.chat_content_format = doc.get_string("model", "chat_template_content_format", s).value_or("auto");

@@ -1,5 +1,6 @@
 #include "engine/engine.hpp"
 #include "engine/requested_formats.hpp"
+#include "engine/tensor_check.hpp"
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -45,6 +46,7 @@ void engine::init() {
     file_ = std::make_unique<gguf::file>(gguf::file::open(opts_.model_path, opts_.file_open));
     check_quantization(*file_, opts_.quantization, opts_.model_path);
     check_n_cpu_moe(*file_, opts_.n_cpu_moe, opts_.model_path);
+    if (opts_.check_tensors && !opts_.plan_only) check_tensors(*file_, registry_, opts_.model_path);
     const std::string arch = std::string(file_->get_string("general.architecture").value_or(""));
     if (arch.empty()) fail("{}: no general.architecture key; is this a model GGUF (not a vocab-only file)?", opts_.model_path);
     arch_ = registry_.find_model_arch_for(arch);

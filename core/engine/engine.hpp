@@ -55,6 +55,7 @@ struct engine_options {
     std::string model_argument;   // the model as the user named it (--model / serve MODEL / [model] path), unchanged
     gguf::open_options file_open; // [memory] mmap, mlock
     std::string quantization = "auto"; // [model] quantization (check_quantization)
+    bool check_tensors = false;        // [model] check_tensors (tensor_check.hpp)
     std::string chat_template;         // [model] chat_template: "" (the model's), a built-in name, a file, or Jinja
     std::string chat_template_base_dir; // where a relative chat_template file is looked for besides the working dir
     std::string chat_content_format = "auto"; // [model] chat_template_content_format

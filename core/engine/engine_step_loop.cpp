@@ -179,6 +179,13 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
     for (int32_t i = 0; i < n_logits; ++i) {
         sequence &s = *step_logits_owner_[static_cast<size_t>(i)];
         float *logits = logits_row(i);
+        if (any_nan(logits, hp_.n_vocab)) {
+            // Garbage in, no garbage out: a NaN logit means damaged weights (or an overflow) upstream.
+            finish(s, STRATA_FINISH_ERROR,
+                   "the model produced NaN logits; a weight block of the file may hold a NaN or infinite scale: run "
+                   "with --check-tensors to find the damaged tensor");
+            continue;
+        }
         if (s.logprobs != 0) s.lp->capture(logits);
         int32_t tok = s.smp->sample(logits, s.tokens);
         if (s.constraint) {

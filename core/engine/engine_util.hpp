@@ -31,4 +31,12 @@ inline std::string human(uint64_t b) {
     return fmt::format("{} B", b);
 }
 
+// True when any of the n floats is NaN (one branch-free pass the compiler vectorises; no early exit needed for a
+// vocabulary-sized row).
+inline bool any_nan(const float *x, int64_t n) {
+    bool nan = false;
+    for (int64_t i = 0; i < n; ++i) nan |= x[i] != x[i];
+    return nan;
+}
+
 } // namespace strata::engine::detail

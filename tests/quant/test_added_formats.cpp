@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -217,6 +218,33 @@ TEST(AddedFormats, QuantizationErrorIsWithinTheFormatsRange) {
         const double relative = std::sqrt(err / static_cast<double>(x.size())) / rms;
         EXPECT_LT(relative, l.max_relative_rms) << l.name;
         EXPECT_GT(relative, l.max_relative_rms / 20) << l.name << ": suspiciously exact";
+    }
+}
+
+} // namespace
+
+namespace {
+
+// A NaN activation reaches the dot product (ggml's quantizer would zero it, hiding damaged weights upstream behind
+// plausible logits): every integer-path format, both kernel sets, the single and the multi kernel.
+TEST(AddedFormats, ANanActivationMakesTheIntegerDotNan) {
+    for (const auto set : kernel_sets()) {
+        const strata_quant_desc *table = q::descriptors(set);
+        for (int i = 0; i < q::n_descriptors(); ++i) {
+            const strata_quant_desc &d = table[i];
+            if (!STRATA_HAS_SLOT(&d, dot_act) || d.dot_act == nullptr) continue;
+            const int64_t n = 512;
+            const auto row = quantize(d, weight_values(n, 71));
+            auto x = normal_values(n, 72);
+            x[300] = std::numeric_limits<float>::quiet_NaN();
+            std::vector<unsigned char> xq(static_cast<size_t>(n / d.block_elems * d.act_block_bytes));
+            d.quantize_activations(x.data(), xq.data(), n);
+            EXPECT_TRUE(std::isnan(d.dot_act(row.bytes.data(), xq.data(), n)))
+                << d.header.name << " " << q::kernel_set_name(set);
+            float out = 0;
+            d.dot_act_multi(row.bytes.data(), xq.data(), 0, 1, n, &out);
+            EXPECT_TRUE(std::isnan(out)) << d.header.name << " " << q::kernel_set_name(set);
+        }
     }
 }
 

@@ -242,6 +242,8 @@ int main(int argc, char **argv) try {
     eo.device_config = o.device == "cpu" ? &tv.view : nullptr;
     eo.print_plan = false;
     eo.offload.measure_bandwidth = false;
+    // Every repeat sends the same prompt: with the prefix cache on, repeats after the first would skip the prefill.
+    eo.kv.enable_prefix_caching = false;
     auto eng_ptr = std::make_unique<strata::engine::engine>(registry, &host, eo);
     strata::engine::engine &eng = *eng_ptr;
     const auto &hp = eng.hparams();

@@ -52,6 +52,10 @@ void dequantize_row_iq4_xs(const void *src, float *dst, int64_t n);
 // bsums, which ggml leaves unwritten).
 void quantize_row_q8_k(const float *src, void *dst, int64_t n);
 void dequantize_row_q8_k(const void *src, float *dst, int64_t n);
+// The K-quant integer path's activation quantizer: quantize_row_q8_k, except that a block holding a NaN gets a NaN
+// scale (ggml zeroes the NaN), so the NaN reaches the dot product and the logits instead of vanishing. The Q8_0
+// activation quantizers do the same.
+void quantize_activations_q8k(const float *x, void *xq, int64_t n);
 // Q3_K's sixteen biased 6-bit scales from their 12 packed bytes (values 0..63; the scale is value - 32).
 void unpack_q3_k_scales(const uint8_t *packed, int8_t *scales);
 

@@ -87,7 +87,7 @@ float dot_single(const void *row, const void *xq, int64_t n) {
 }
 
 template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_k() {
-    return {dot_by_block<Dequantize, qk_k, sizeof(typename F::block)>, sizeof(block_q8_k), quantize_row_q8_k,
+    return {dot_by_block<Dequantize, qk_k, sizeof(typename F::block)>, sizeof(block_q8_k), quantize_activations_q8k,
             dot_single<dot_multi_k<F>>, dot_multi_k<F>};
 }
 

@@ -69,6 +69,9 @@ void quantize_block(const float *x, block_q8_act &out) {
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
     out.sum_x8 = 8 * _mm_cvtsi128_si32(s4);
+    // A NaN input makes the scale NaN (see quantize_activations_q8_scalar).
+    const __m256 unordered = _mm256_or_ps(_mm256_cmp_ps(v0, v1, _CMP_UNORD_Q), _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q));
+    if (_mm256_movemask_ps(unordered) != 0) out.d = __builtin_nanf("");
 }
 
 // One block: d_w * d_a * (8 int32 partial sums of the integer dot), added to acc.

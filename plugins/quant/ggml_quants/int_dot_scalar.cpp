@@ -4,6 +4,7 @@
 #include "ggml_quants.hpp"
 
 #include <cstring>
+#include <limits>
 
 namespace strata::quants {
 namespace {
@@ -25,6 +26,11 @@ void quantize_activations_q8_scalar(const float *x, void *xq, int64_t n) {
         }
         out[b].d = block_scale(&ref.d);
         out[b].sum_x8 = 8 * sum;
+        // ggml's quantizer zeroes a NaN; a NaN scale instead carries it into every dot with this block, so damaged
+        // weights upstream surface as NaN logits (which the engine reports) rather than as plausible tokens.
+        for (int64_t j = 0; j < qk8_0; ++j) {
+            if (x[b * qk8_0 + j] != x[b * qk8_0 + j]) out[b].d = std::numeric_limits<float>::quiet_NaN();
+        }
     }
 }
 

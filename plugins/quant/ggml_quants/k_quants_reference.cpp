@@ -8,6 +8,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace strata::quants {
 namespace {
@@ -626,6 +627,14 @@ void quantize_row_q8_k(const float *src, void *dst, int64_t n) {
             y[i].bsums[j] = static_cast<int16_t>(sum);
         }
         y[i].d = 1 / iscale;
+    }
+}
+
+void quantize_activations_q8k(const float *x, void *xq, int64_t n) {
+    quantize_row_q8_k(x, xq, n);
+    auto *y = static_cast<block_q8_k *>(xq);
+    for (int64_t i = 0; i < n; ++i) {
+        if (x[i] != x[i]) y[i / qk_k].d = std::numeric_limits<float>::quiet_NaN();
     }
 }
 
