@@ -331,6 +331,15 @@ STRATA_CUDA_HD void scale_min_k4(int64_t j, const unsigned char *q, int &d, int 
     }
 }
 
+// Element value q of chunk c of a Q4_K/Q5_K block b (d at 0, dmin at 2, scales at 4): (d * scale) * q - dmin * min.
+STRATA_CUDA_HD float k4_value(const unsigned char *b, int64_t c, unsigned q) {
+    int sc, m;
+    scale_min_k4(c, b + 4, sc, m);
+    const float d1 = mul_rn(half_at(b), static_cast<float>(sc));
+    const float m1 = mul_rn(half_at(b + 2), static_cast<float>(m));
+    return sub_rn(mul_rn(d1, static_cast<float>(q)), m1);
+}
+
 // Q4_K: d, dmin, scales[12], qs[128]; chunk c is the low (even c) or high nibbles of qs[32 (c / 2)..].
 // x = (d * scale) * q - dmin * min.
 template <> struct format<weight_q4_k> : element_wise_load8<format<weight_q4_k>> {
@@ -339,11 +348,7 @@ template <> struct format<weight_q4_k> : element_wise_load8<format<weight_q4_k>>
         const unsigned char *b = row + (k / 256) * block_bytes;
         const int64_t e = k % 256, c = e / 32, l = e % 32;
         const unsigned q = (b[16 + 32 * (c / 2) + l] >> (4 * (c % 2))) & 15u;
-        int sc, m;
-        scale_min_k4(c, b + 4, sc, m);
-        const float d1 = mul_rn(half_at(b), static_cast<float>(sc));
-        const float m1 = mul_rn(half_at(b + 2), static_cast<float>(m));
-        return sub_rn(mul_rn(d1, static_cast<float>(q)), m1);
+        return k4_value(b, c, q);
     }
 };
 
@@ -354,11 +359,7 @@ template <> struct format<weight_q5_k> : element_wise_load8<format<weight_q5_k>>
         const unsigned char *b = row + (k / 256) * block_bytes;
         const int64_t e = k % 256, c = e / 32, l = e % 32;
         const unsigned q = ((b[48 + 32 * (c / 2) + l] >> (4 * (c % 2))) & 15u) + (((b[16 + l] >> c) & 1u) != 0 ? 16u : 0u);
-        int sc, m;
-        scale_min_k4(c, b + 4, sc, m);
-        const float d1 = mul_rn(half_at(b), static_cast<float>(sc));
-        const float m1 = mul_rn(half_at(b + 2), static_cast<float>(m));
-        return sub_rn(mul_rn(d1, static_cast<float>(q)), m1);
+        return k4_value(b, c, q);
     }
 };
 

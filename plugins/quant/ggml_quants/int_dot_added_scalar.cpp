@@ -99,19 +99,13 @@ template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_ke
 } // namespace
 
 format_kernels added_format_kernels_scalar(uint32_t type) {
-    switch (type) {
-    case ggml_type_q4_1: return kernels_32<small_formats::q4_1, dequantize_row_q4_1>();
-    case ggml_type_q5_0: return kernels_32<small_formats::q5_0, dequantize_row_q5_0>();
-    case ggml_type_q5_1: return kernels_32<small_formats::q5_1, dequantize_row_q5_1>();
-    case ggml_type_iq4_nl: return kernels_32<small_formats::iq4_nl, dequantize_row_iq4_nl>();
-    case ggml_type_q2_k: return kernels_k<k_formats::q2_k, dequantize_row_q2_k>();
-    case ggml_type_q3_k: return kernels_k<k_formats::q3_k, dequantize_row_q3_k>();
-    case ggml_type_q4_k: return kernels_k<k_formats::q4_k, dequantize_row_q4_k>();
-    case ggml_type_q5_k: return kernels_k<k_formats::q5_k, dequantize_row_q5_k>();
-    case ggml_type_q6_k: return kernels_k<k_formats::q6_k, dequantize_row_q6_k>();
-    case ggml_type_iq4_xs: return kernels_k<k_formats::iq4_xs, dequantize_row_iq4_xs>();
-    default: return {};
-    }
+    return with_added_format(
+        type,
+        []<class F, void (*Dequantize)(const void *, float *, int64_t), bool K>() {
+            if constexpr (K) return kernels_k<F, Dequantize>();
+            else return kernels_32<F, Dequantize>();
+        },
+        [] { return format_kernels{}; });
 }
 
 } // namespace strata::quants

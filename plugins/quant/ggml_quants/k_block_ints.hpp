@@ -59,6 +59,18 @@ inline void scale_min_k4(int j, const uint8_t *q, int &d, int &m) {
     }
 }
 
+// Q4_K/Q5_K: eight 6-bit scales and mins, each for a 32-element chunk (both of its 16-element halves).
+template <class Block, class Half> void scales_k4(const Block &b, k_block_scales &s, Half half) {
+    for (int c = 0; c < 8; ++c) {
+        int sc, m;
+        scale_min_k4(c, b.scales, sc, m);
+        s.scale[2 * c] = s.scale[2 * c + 1] = static_cast<int16_t>(sc);
+        s.min[2 * c] = s.min[2 * c + 1] = static_cast<int16_t>(m);
+    }
+    s.d = half(b.d);
+    s.dmin = half(b.dmin);
+}
+
 // Every format: its block, value signedness, min mode, scales() and the 32 values of chunk c (elements 32c..32c+31)
 // as bytes (values() in scalar code; the AVX2 file decodes the same chunks in registers).
 struct q2_k {
@@ -106,16 +118,7 @@ struct q4_k {
     using block = block_q4_k;
     static constexpr bool signed_values = false;
     static constexpr min_mode mode = min_mode::separate;
-    template <class Half> static void scales(const block &b, k_block_scales &s, Half half) {
-        for (int c = 0; c < 8; ++c) {
-            int sc, m;
-            scale_min_k4(c, b.scales, sc, m);
-            s.scale[2 * c] = s.scale[2 * c + 1] = static_cast<int16_t>(sc);
-            s.min[2 * c] = s.min[2 * c + 1] = static_cast<int16_t>(m);
-        }
-        s.d = half(b.d);
-        s.dmin = half(b.dmin);
-    }
+    template <class Half> static void scales(const block &b, k_block_scales &s, Half half) { scales_k4(b, s, half); }
     static void values(const block &b, int c, int8_t *v) {
         const uint8_t *q = b.qs + 32 * (c / 2);
         const int shift = 4 * (c % 2);
@@ -127,16 +130,7 @@ struct q5_k {
     using block = block_q5_k;
     static constexpr bool signed_values = false;
     static constexpr min_mode mode = min_mode::separate;
-    template <class Half> static void scales(const block &b, k_block_scales &s, Half half) {
-        for (int c = 0; c < 8; ++c) {
-            int sc, m;
-            scale_min_k4(c, b.scales, sc, m);
-            s.scale[2 * c] = s.scale[2 * c + 1] = static_cast<int16_t>(sc);
-            s.min[2 * c] = s.min[2 * c + 1] = static_cast<int16_t>(m);
-        }
-        s.d = half(b.d);
-        s.dmin = half(b.dmin);
-    }
+    template <class Half> static void scales(const block &b, k_block_scales &s, Half half) { scales_k4(b, s, half); }
     static void values(const block &b, int c, int8_t *v) {
         const uint8_t *q = b.qs + 32 * (c / 2);
         const int shift = 4 * (c % 2);
@@ -261,5 +255,22 @@ struct iq4_nl {
 };
 
 } // namespace small_formats
+
+// The added formats by GGUF type, for both kernel sets: visit(format tag, dequantizer) for `type`, or fallback().
+template <class Visit, class Fallback> auto with_added_format(uint32_t type, Visit visit, Fallback fallback) {
+    switch (type) {
+    case ggml_type_q4_1: return visit.template operator()<small_formats::q4_1, dequantize_row_q4_1, false>();
+    case ggml_type_q5_0: return visit.template operator()<small_formats::q5_0, dequantize_row_q5_0, false>();
+    case ggml_type_q5_1: return visit.template operator()<small_formats::q5_1, dequantize_row_q5_1, false>();
+    case ggml_type_iq4_nl: return visit.template operator()<small_formats::iq4_nl, dequantize_row_iq4_nl, false>();
+    case ggml_type_q2_k: return visit.template operator()<k_formats::q2_k, dequantize_row_q2_k, true>();
+    case ggml_type_q3_k: return visit.template operator()<k_formats::q3_k, dequantize_row_q3_k, true>();
+    case ggml_type_q4_k: return visit.template operator()<k_formats::q4_k, dequantize_row_q4_k, true>();
+    case ggml_type_q5_k: return visit.template operator()<k_formats::q5_k, dequantize_row_q5_k, true>();
+    case ggml_type_q6_k: return visit.template operator()<k_formats::q6_k, dequantize_row_q6_k, true>();
+    case ggml_type_iq4_xs: return visit.template operator()<k_formats::iq4_xs, dequantize_row_iq4_xs, true>();
+    default: return fallback();
+    }
+}
 } // namespace
 } // namespace strata::quants

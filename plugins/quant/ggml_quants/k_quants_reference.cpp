@@ -249,6 +249,18 @@ void requantize_groups_k4(const float *x, const uint8_t *packed, float d_all, fl
     }
 }
 
+// Q4_K/Q5_K's common part: the group search, the packed 6-bit scales and mins, d and dmin, then the levels L
+// requantized with the stored (rounded) scales.
+template <class Block>
+void quantize_levels_k4(const float *x, int nmax, float rmin, int nstep, Block &y, uint8_t *L) {
+    float mins[qk_k / 32], scales[qk_k / 32], max_scale, max_min;
+    search_groups_k4(x, nmax, rmin, nstep, L, scales, mins, max_scale, max_min);
+    pack_scales_mins_k4(scales, mins, max_scale, max_min, y.scales);
+    y.d = fp32_to_fp16(max_scale / 63.f);
+    y.dmin = fp32_to_fp16(max_min / 63.f);
+    requantize_groups_k4(x, y.scales, fp16_to_fp32(y.d), fp16_to_fp32(y.dmin), nmax, L);
+}
+
 // Q2_K/Q3_K's 2-bit packing: byte l of each 32-byte run holds elements l, l+32, l+64, l+96 of its 128.
 template <class Level> void pack_2bit(const Level *L, uint8_t *qs) {
     for (int j = 0; j < qk_k; j += 128) {
@@ -429,12 +441,7 @@ void quantize_row_q4_k(const float *src, void *dst, int64_t n) {
     const float *x = src;
     for (int64_t i = 0; i < n / qk_k; ++i, x += qk_k) {
         uint8_t L[qk_k];
-        float mins[qk_k / 32], scales[qk_k / 32], max_scale, max_min;
-        search_groups_k4(x, 15, -1.f, 20, L, scales, mins, max_scale, max_min);
-        pack_scales_mins_k4(scales, mins, max_scale, max_min, y[i].scales);
-        y[i].d = fp32_to_fp16(max_scale / 63.f);
-        y[i].dmin = fp32_to_fp16(max_min / 63.f);
-        requantize_groups_k4(x, y[i].scales, fp16_to_fp32(y[i].d), fp16_to_fp32(y[i].dmin), 15, L);
+        quantize_levels_k4(x, 15, -1.f, 20, y[i], L);
         uint8_t *q = y[i].qs;
         for (int j = 0; j < qk_k; j += 64, q += 32) {
             for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
@@ -468,12 +475,7 @@ void quantize_row_q5_k(const float *src, void *dst, int64_t n) {
     const float *x = src;
     for (int64_t i = 0; i < n / qk_k; ++i, x += qk_k) {
         uint8_t L[qk_k];
-        float mins[qk_k / 32], scales[qk_k / 32], max_scale, max_min;
-        search_groups_k4(x, 31, -0.5f, 15, L, scales, mins, max_scale, max_min);
-        pack_scales_mins_k4(scales, mins, max_scale, max_min, y[i].scales);
-        y[i].d = fp32_to_fp16(max_scale / 63.f);
-        y[i].dmin = fp32_to_fp16(max_min / 63.f);
-        requantize_groups_k4(x, y[i].scales, fp16_to_fp32(y[i].d), fp16_to_fp32(y[i].dmin), 31, L);
+        quantize_levels_k4(x, 31, -0.5f, 15, y[i], L);
         uint8_t *qh = y[i].qh;
         uint8_t *ql = y[i].qs;
         std::memset(qh, 0, qk_k / 8);
