@@ -80,10 +80,6 @@ bpe_tokenizer::bpe_tokenizer(class vocab v)
             if (it->first == " ") p = replace_all(p, it->second, it->first);
         return p;
     }));
-    if (rules_.unknown == unknown_symbol::unknown_token && vocab().data().unk < 0)
-        fail("{}: the BPE model stands an unknown token for symbols no token spells, but names none (model.unk_token)",
-             vocab().data().origin);
-
     const int32_t n = n_vocab();
     piece_ids_.reserve(static_cast<size_t>(n) * 2);
     for (int32_t i = 0; i < n; ++i) piece_ids_.emplace(token_text(i), find_token(token_text(i)));
@@ -115,6 +111,17 @@ bpe_tokenizer::bpe_tokenizer(class vocab v)
             byte_token_[b] = find_token(std::string_view(spelled, sizeof spelled));
         }
     }
+    // A symbol no token spells becomes the unknown token, unless byte fallback spells its bytes: a vocabulary that
+    // may need one must name it (Hugging Face would drop the text silently).
+    const bool bytes_spell_everything =
+        std::all_of(byte_token_.begin(), byte_token_.end(), [](int32_t id) { return id >= 0; });
+    const bool may_need_unknown = rules_.unknown == unknown_symbol::unknown_token ||
+                                  (rules_.unknown == unknown_symbol::byte_fallback && !bytes_spell_everything);
+    if (may_need_unknown && vocab().data().unk < 0)
+        fail("{}: the BPE model stands an unknown token for symbols no token spells{}, but names none "
+             "(set model.unk_token)",
+             vocab().data().origin,
+             rules_.unknown == unknown_symbol::byte_fallback ? " (byte_fallback lacks some <0xNN> tokens)" : "");
 }
 
 int32_t bpe_tokenizer::intern(std::string_view text) {

@@ -155,6 +155,13 @@ TEST(hf_tokenizer, what_it_cannot_follow_is_refused_by_field) {
                     "split behavior \"Removed\""));
     EXPECT_TRUE(has(refusal(s, "\"special\": true}]", "\"special\": true, \"single_word\": true}]"), "single_word"));
     EXPECT_TRUE(has(refusal(s, "\"unk_token\": \"<unk>\"", "\"unk_token\": \"<nope>\""), "model.unk_token"));
+    // Byte fallback that lacks some <0xNN> tokens needs an unknown token for the bytes it cannot spell (found by
+    // fuzz_tokenizer_json: without one, encode emitted id -1).
+    EXPECT_TRUE(has(refusal(s, "\"unk_token\": \"<unk>\"", "\"unk_tokn\": \"<unk>\""),
+                    "(byte_fallback lacks some <0xNN> tokens), but names none (set model.unk_token)"));
+    EXPECT_TRUE(has(refusal(s, "\"unk_token\": \"<unk>\", \"fuse_unk\": true, \"byte_fallback\": true",
+                            "\"fuse_unk\": true, \"byte_fallback\": false"),
+                    "names none (set model.unk_token)"));
     EXPECT_TRUE(has(refusal(s, "\"a b\"", "\"a  b\""), "model.merges[1]"));
     EXPECT_TRUE(has(refusal(s, "\"a\": 7", "\"a\": -7"), "model.vocab"));
     EXPECT_TRUE(has(refusal(s, "\"b\": 8", "\"b\": 7"), "id 7 is given to both"));
