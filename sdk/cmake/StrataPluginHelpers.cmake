@@ -3,6 +3,7 @@
 function(strata_add_plugin target)
   cmake_parse_arguments(ARG "" "OUTPUT_DIR" "SOURCES" ${ARGN})
   add_library(${target} MODULE ${ARG_SOURCES})
+  set_property(GLOBAL APPEND PROPERTY STRATA_PLUGIN_TARGETS ${target}) # every plugin of this build, by target name
   target_link_libraries(${target} PRIVATE strata::sdk)
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"

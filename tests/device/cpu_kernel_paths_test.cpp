@@ -109,6 +109,31 @@ TEST_F(CpuKernelPaths, AttentionAgrees) {
     }
 }
 
+// A NaN among the scores (a damaged weight upstream) must come out of softmax and attention as NaN, on both kernel
+// sets, wherever it sits (vector body or tail): the engine turns NaN logits into a request error, and a softmax that
+// skipped it would hand back plausible tokens instead.
+TEST(CpuKernelNan, ANanScoreMakesSoftmaxAndAttentionNan) {
+    for (const bool scalar : {true, false}) {
+        device_ptr dev = make_device(1, scalar);
+        ASSERT_NE(dev, nullptr);
+        const std::string set = strata_cpu_device_kernel_name(dev.get());
+        strata_status st{};
+        for (const int at : {0, 5, 17, 36}) { // 37 columns: the first vector, a later one, the scalar tail
+            auto x = random_floats(37, 21, -5.0f, 5.0f);
+            x[static_cast<size_t>(at)] = std::numeric_limits<float>::quiet_NaN();
+            ASSERT_EQ(ops().softmax(dev.get(), x.data(), 1, 37, &st), STRATA_OK);
+            for (const float p : x) EXPECT_TRUE(std::isnan(p)) << set << ", NaN at " << at;
+        }
+        const attention_case c{3, 4, 2, 20, 40};
+        attention_data d = make_attention_data(c, 9);
+        std::fill(d.k.begin(), d.k.begin() + 20, std::numeric_limits<float>::quiet_NaN()); // key row 0 of kv head 0
+        std::vector<float> out(d.q.size());
+        const strata_attention_args args = attention_args(c, d, out.data());
+        ASSERT_EQ(ops().attention(dev.get(), &args, &st), STRATA_OK);
+        EXPECT_TRUE(std::any_of(out.begin(), out.end(), [](float v) { return std::isnan(v); })) << set;
+    }
+}
+
 TEST_F(CpuKernelPaths, RopeAndMatmulDoNotDependOnTheKernelSet) {
     auto a = random_floats(5 * 4 * 64, 9), b = a;
     const std::vector<int32_t> pos = {100, 101, 102, 103, 104};

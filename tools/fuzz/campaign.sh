@@ -2,10 +2,12 @@
 # A fuzz campaign: every libFuzzer target (targets.sh) for a number of executions or a time, then one table of
 # executions, coverage, corpus size and crashes per target (what docs/FUZZING.md records).
 # Usage: tools/fuzz/campaign.sh <build_dir> [--runs N] [--seconds S] [--jobs J] [--only T1,T2] [--out FILE]
-#   <build_dir>: configured with CC=clang CXX=clang++ -DSTRATA_BUILD_FUZZERS=ON. A target stops at N executions
-#   (default 10^7) or after S seconds (default 4 hours), whichever comes first. J targets run at once (default 1);
-#   --only runs just the named targets; --report runs nothing and prints the table of the logs already there.
-#   Logs go to <build_dir>/campaign/<target>.log; the table goes to stdout and FILE. Exits nonzero on any crash.
+#   <build_dir>: configured with CC=clang CXX=clang++ -DSTRATA_BUILD_FUZZERS=ON -DSTRATA_SANITIZE=address,undefined.
+#   A target stops at N executions (default 10^7) or after S seconds (default 4 hours), whichever comes first. J
+#   targets run at once (default 1); --only runs just the named targets; --report runs nothing and prints the table
+#   of the logs already there. Logs go to <build_dir>/campaign/<target>.log; the table goes to stdout and FILE.
+#   Exits nonzero on any crash, after printing the end of that target's log. CI (tools/ci/test.sh) runs it with
+#   --seconds and --jobs 2.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=targets.sh
@@ -42,6 +44,10 @@ mapfile -t lines < <(strata_fuzz_targets | while read -r t rest; do
 done)
 [[ ${#lines[@]} -gt 0 ]] || { echo "campaign: no target matches --only" >&2; exit 2; }
 if [[ $report_only == 0 ]]; then
+  # Every target and seed maker is built once, before any fuzzer starts (parallel runs must not share a ninja call).
+  mapfile -t to_build < <(for line in "${lines[@]}"; do read -r t _ m _ <<<"$line"; echo "$t"; [[ $m == - ]] || echo "$m"; done | sort -u)
+  ninja -C "$build_dir" "${to_build[@]}"
+  export FUZZ_SKIP_BUILD=1
   for line in "${lines[@]}"; do
     # shellcheck disable=SC2086
     run_one $line &
@@ -71,7 +77,11 @@ for line in "${lines[@]}"; do
   slow=$(find "$build_dir/${target}_artifacts" -type f -name 'slow-unit-*' | wc -l)
   rate="?"
   [[ -n $secs && $secs -gt 0 && $execs != "?" ]] && rate=$((execs / secs))
-  [[ $(cat "$logs/$target.rc") == 0 && $crashes == 0 ]] || failed=1
+  if [[ $(cat "$logs/$target.rc") != 0 || $crashes != 0 ]]; then
+    failed=1
+    echo "campaign: $target failed (exit $(cat "$logs/$target.rc"), $crashes finding(s)); the end of $log:" >&2
+    tail -n 80 "$log" >&2
+  fi
   table+=$'\n'"| $target | $execs | ${secs:-?} | $rate | $cov | $ft | $corpus | $crashes | $slow |"
 done
 echo "$table"

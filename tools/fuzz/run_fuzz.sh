@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer target for a fixed time from a seed corpus. Exits nonzero when the fuzzer finds a crash.
 # Usage: tools/fuzz/run_fuzz.sh <build_dir> <seconds> <target> <max_len> [seed_maker] [seed files...]
-#   <build_dir> was configured with CC=clang CXX=clang++ -DSTRATA_BUILD_FUZZERS=ON. seed_maker is a tool of that build
-#   that writes seed inputs into the folder it is given ("" for none); seed files are copied in too (a missing one is
-#   a warning). New inputs go to <build_dir>/<target>_corpus, kept between runs; crashes to <target>_artifacts.
+#   <build_dir> was configured with CC=clang CXX=clang++ -DSTRATA_BUILD_FUZZERS=ON -DSTRATA_SANITIZE=address,undefined.
+#   seed_maker is a tool of that build that writes seed inputs into the folder it is given ("" for none); seed files
+#   are copied in too (a missing one is a warning). New inputs go to <build_dir>/<target>_corpus, kept between runs; crashes to <target>_artifacts.
 #   FUZZ_RUNS=N in the environment also stops it after N executions (campaign.sh); FUZZ_TIMEOUT=S changes the
 #   seconds one input may take before it counts as a finding (20; a campaign niced beside builds needs more, since
-#   the limit is wall-clock time and a starved process can stall for longer than any input takes).
+#   the limit is wall-clock time and a starved process can stall for longer than any input takes); FUZZ_SKIP_BUILD=1
+#   skips building the target (campaign.sh builds them all first).
 set -euo pipefail
 
 if [[ $# -lt 4 ]]; then
@@ -20,7 +21,7 @@ max_len=$4
 maker=${5:-}
 shift $(($# < 5 ? $# : 5))
 
-ninja -C "$build_dir" -j2 "$target" ${maker:+"$maker"}
+[[ -n ${FUZZ_SKIP_BUILD:-} ]] || ninja -C "$build_dir" -j2 "$target" ${maker:+"$maker"}
 
 corpus="$build_dir/${target}_corpus"
 seeds="$build_dir/${target}_seeds"

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace strata::cpu {
 namespace {
@@ -40,7 +41,9 @@ __m256 exp_ps(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.3365447504f);
     const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     const __m256 overflow = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    // min/max return their second operand when one is NaN: with x second in both, a NaN stays a NaN (and comes out
+    // of the polynomial as one) instead of being clamped to a finite value.
+    x = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
 
     const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -145,19 +148,30 @@ void add(const float *a, const float *b, float *out, int64_t n) {
     for (; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+// The largest element, or NaN when any element is NaN (a NaN score must reach the logits, not be skipped).
 float max(const float *x, int64_t n) {
     float m = x[0];
     int64_t i = 0;
+    bool nan = false;
     if (n >= 8) {
         __m256 vm = _mm256_loadu_ps(x);
-        for (i = 8; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+        __m256 unordered = _mm256_cmp_ps(vm, vm, _CMP_UNORD_Q);
+        for (i = 8; i + 8 <= n; i += 8) {
+            const __m256 v = _mm256_loadu_ps(x + i);
+            unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            vm = _mm256_max_ps(vm, v);
+        }
+        nan = _mm256_movemask_ps(unordered) != 0;
         __m128 lo = _mm_max_ps(_mm256_castps256_ps128(vm), _mm256_extractf128_ps(vm, 1));
         lo = _mm_max_ps(lo, _mm_movehl_ps(lo, lo));
         lo = _mm_max_ss(lo, _mm_movehdup_ps(lo));
         m = _mm_cvtss_f32(lo);
     }
-    for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-    return m;
+    for (; i < n; ++i) {
+        nan |= x[i] != x[i];
+        m = x[i] > m ? x[i] : m;
+    }
+    return nan ? std::numeric_limits<float>::quiet_NaN() : m;
 }
 
 double exp_sub_sum(const float *x, float m, float *out, int64_t n) {

@@ -41,9 +41,10 @@ void add(const float *a, const float *b, float *out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+// The largest element, or NaN when any element is NaN (a NaN score must reach the logits, not be skipped).
 float max(const float *x, int64_t n) {
     float m = x[0];
-    for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+    for (int64_t i = 1; i < n; ++i) m = x[i] > m || x[i] != x[i] ? x[i] : m;
     return m;
 }
 
