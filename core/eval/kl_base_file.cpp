@@ -79,7 +79,7 @@ kl_base_writer::kl_base_writer(std::string path, int32_t n_ctx, int32_t n_vocab,
         fail("internal: KL base file {} with n_ctx {}, n_vocab {}, {} chunks and {} tokens", path_, n_ctx, n_vocab,
              n_chunk, tokens.size());
     tmp_path_ = path_ + ".partial";
-    f_ = std::fopen(tmp_path_.c_str(), "wb");
+    f_.reset(std::fopen(tmp_path_.c_str(), "wb"));
     if (f_ == nullptr)
         fail("cannot write the KL-divergence base file: opening {} failed: {}; check that its folder exists and is "
              "writable",
@@ -94,7 +94,7 @@ kl_base_writer::kl_base_writer(std::string path, int32_t n_ctx, int32_t n_vocab,
 }
 
 kl_base_writer::~kl_base_writer() {
-    if (f_ != nullptr) std::fclose(f_);
+    f_.reset();
     if (!finished_) {
         std::error_code ec;
         std::filesystem::remove(tmp_path_, ec);
@@ -103,7 +103,7 @@ kl_base_writer::~kl_base_writer() {
 
 void kl_base_writer::write_bytes(const void *data, size_t size) {
     if (size == 0) return;
-    if (std::fwrite(data, 1, size, f_) != size)
+    if (std::fwrite(data, 1, size, f_.get()) != size)
         fail("writing the KL-divergence base file {} failed: {}", tmp_path_, std::strerror(errno));
 }
 
@@ -119,10 +119,9 @@ void kl_base_writer::finish() {
     if (finished_) return;
     if (rows_written_ != rows_expected_)
         fail("internal: {} of the {} rows of the KL base file {} were written", rows_written_, rows_expected_, path_);
-    const int flushed = std::fflush(f_);
+    const int flushed = std::fflush(f_.get());
     const int err = errno;
-    const int closed = std::fclose(f_);
-    f_ = nullptr;
+    const int closed = std::fclose(f_.release());
     if (flushed != 0 || closed != 0)
         fail("writing the KL-divergence base file {} failed: {}", tmp_path_, std::strerror(flushed != 0 ? err : errno));
     std::error_code ec;
@@ -135,13 +134,13 @@ kl_base_reader::kl_base_reader(std::string path) : path_(std::move(path)) {
     std::error_code ec;
     const uint64_t size = std::filesystem::file_size(path_, ec);
     if (ec) fail("cannot read the KL-divergence base file {}: {}", path_, ec.message());
-    f_ = std::fopen(path_.c_str(), "rb");
+    f_.reset(std::fopen(path_.c_str(), "rb"));
     if (f_ == nullptr) fail("cannot read the KL-divergence base file {}: {}", path_, std::strerror(errno));
     const auto read_exact = [&](void *dst, size_t bytes, const char *what) {
-        if (std::fread(dst, 1, bytes, f_) != bytes) fail("{}: reading {} failed (the file ends early)", path_, what);
+        if (std::fread(dst, 1, bytes, f_.get()) != bytes) fail("{}: reading {} failed (the file ends early)", path_, what);
     };
     char magic[8] = {};
-    if (size < k_header_bytes || std::fread(magic, 1, sizeof magic, f_) != sizeof magic ||
+    if (size < k_header_bytes || std::fread(magic, 1, sizeof magic, f_.get()) != sizeof magic ||
         std::memcmp(magic, k_magic, sizeof magic) != 0)
         fail("{} is not a KL-divergence base file (it does not start with \"_logits_\"); write one with runtime "
              "perplexity --kl-divergence-base FILE --save-kl-base, or with llama-perplexity --kl-divergence-base FILE",
@@ -181,15 +180,11 @@ kl_base_reader::kl_base_reader(std::string path) : path_(std::move(path)) {
     rows_.resize(static_cast<size_t>(h.n_scored()) * kl_base_row_words(h.n_vocab));
 }
 
-kl_base_reader::~kl_base_reader() {
-    if (f_ != nullptr) std::fclose(f_);
-}
-
 void kl_base_reader::read_chunk(std::vector<float> &log_probs) {
     const kl_base_header &h = header_;
     if (next_chunk_ >= h.n_chunk) fail("internal: {} has only {} chunks", path_, h.n_chunk);
     const int32_t chunk = next_chunk_++;
-    if (std::fread(rows_.data(), sizeof(uint16_t), rows_.size(), f_) != rows_.size())
+    if (std::fread(rows_.data(), sizeof(uint16_t), rows_.size(), f_.get()) != rows_.size())
         fail("{}: reading the log-probabilities of chunk {} failed (the file ends early)", path_, chunk + 1);
     const size_t nv = kl_base_row_words(h.n_vocab);
     log_probs.resize(static_cast<size_t>(h.n_scored()) * static_cast<size_t>(h.n_vocab));

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,12 @@ struct kl_base_header {
     int32_t n_scored() const { return n_ctx - 1 - n_ctx / 2; } // rows per chunk
 };
 
+// A FILE* closed when it goes out of scope.
+struct file_closer {
+    void operator()(std::FILE *f) const noexcept { std::fclose(f); }
+};
+using file_handle = std::unique_ptr<std::FILE, file_closer>;
+
 // Writes a base file. The rows go to a temporary file next to `path`, renamed to `path` by finish(), so a run stopped
 // part way never leaves a file that a later run would read as a base.
 class kl_base_writer {
@@ -60,7 +67,7 @@ class kl_base_writer {
     void write_bytes(const void *data, size_t size);
 
     std::string path_, tmp_path_;
-    std::FILE *f_ = nullptr;
+    file_handle f_;
     int32_t n_vocab_ = 0;
     uint64_t rows_expected_ = 0, rows_written_ = 0;
     std::vector<uint16_t> row_;
@@ -71,7 +78,6 @@ class kl_base_writer {
 class kl_base_reader {
   public:
     explicit kl_base_reader(std::string path);
-    ~kl_base_reader();
     kl_base_reader(const kl_base_reader &) = delete;
     kl_base_reader &operator=(const kl_base_reader &) = delete;
 
@@ -81,7 +87,7 @@ class kl_base_reader {
 
   private:
     std::string path_;
-    std::FILE *f_ = nullptr;
+    file_handle f_; // closed by its destructor, also when the constructor throws
     kl_base_header header_;
     int32_t next_chunk_ = 0;
     std::vector<uint16_t> rows_;

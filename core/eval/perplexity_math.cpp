@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace strata::eval {
 
@@ -62,6 +63,20 @@ int32_t argmax(const float *values, int32_t n) {
     for (int32_t i = 1; i < n; ++i)
         if (values[i] > values[best]) best = i;
     return best;
+}
+
+// The largest value other than values[best].
+float runner_up(const float *values, int32_t n, int32_t best) {
+    float second = -std::numeric_limits<float>::infinity();
+    for (int32_t i = 0; i < n; ++i)
+        if (i != best && values[i] > second) second = values[i];
+    return second;
+}
+
+estimate binomial(size_t hits, size_t count) {
+    if (count == 0) return {};
+    const double p = static_cast<double>(hits) / static_cast<double>(count);
+    return {p, count > 1 ? std::sqrt(std::max(0.0, p * (1 - p)) / static_cast<double>(count - 1)) : 0.0};
 }
 
 estimate mean_and_uncertainty(double sum, double sum2, size_t count) {
@@ -139,7 +154,15 @@ void kl_accumulator::add(const float *logits, const float *base_log_probs, int32
     }
     sum_kld_ += kld;
     sum_kld2_ += kld * kld;
-    if (argmax(q_log_probs_.data(), n_vocab) == argmax(base_log_probs, n_vocab)) ++n_same_top_;
+    const int32_t base_top = argmax(base_log_probs, n_vocab);
+    const bool same = argmax(q_log_probs_.data(), n_vocab) == base_top;
+    if (same) ++n_same_top_;
+    const double margin = std::exp(static_cast<double>(base_log_probs[base_top])) -
+                          std::exp(static_cast<double>(runner_up(base_log_probs, n_vocab, base_top)));
+    if (margin > decided_margin) {
+        ++n_decided_;
+        if (same) ++n_decided_same_top_;
+    }
     ++count_;
 
     const float p_diff = static_cast<float>(std::exp(-nll) - std::exp(-nll_base));
@@ -187,11 +210,9 @@ estimate kl_accumulator::p_diff_rms() const {
     return {rms, rms > 0 ? 0.5 / rms * mse.error : 0.0};
 }
 
-estimate kl_accumulator::same_top() const {
-    if (count_ == 0) return {};
-    const double p = static_cast<double>(n_same_top_) / static_cast<double>(count_);
-    return {p, count_ > 1 ? safe_sqrt(p * (1 - p) / static_cast<double>(count_ - 1)) : 0.0};
-}
+estimate kl_accumulator::same_top() const { return binomial(n_same_top_, count_); }
+
+estimate kl_accumulator::same_top_decided() const { return binomial(n_decided_same_top_, n_decided_); }
 
 std::string kl_accumulator::table_header() {
     return "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS"
@@ -283,6 +304,10 @@ std::string kl_accumulator::report() const {
     line(fmt::format("Minimum Δp: {:6.3f}%", 100.0 * pd.front()));
     line(fmt::format("RMS Δp    : {:6.3f} ± {:5.3f} %", 100.0 * rms.value, 100.0 * rms.error));
     line(fmt::format("Same top p: {:6.3f} ± {:5.3f} %", 100.0 * s.value, 100.0 * s.error));
+    // Not in llama-perplexity's report: top-1 agreement where the base's top two are more than a near-tie apart.
+    const estimate sd = same_top_decided();
+    line(fmt::format("Same top p, base top-2 margin > {}: {:6.3f} ± {:5.3f} % of {} tokens", decided_margin,
+                     100.0 * sd.value, 100.0 * sd.error, n_decided_));
     return out;
 }
 

@@ -99,6 +99,11 @@ class kl_accumulator {
     estimate p_diff() const;     // mean Δp
     estimate p_diff_rms() const; // RMS Δp
     estimate same_top() const;   // fraction of tokens whose top-1 token is the same
+    // The same among the tokens where the base is decided: its top-1 probability exceeds its second by more than
+    // decided_margin (elsewhere a near-tie goes either way on one rounding). decided_count() says how many.
+    static constexpr double decided_margin = 1e-3;
+    estimate same_top_decided() const;
+    size_t decided_count() const { return n_decided_; }
     // The KLD and Δp of every token added, in order.
     const std::vector<float> &kld_values() const { return kld_values_; }
     const std::vector<float> &p_diff_values() const { return p_diff_values_; }
@@ -112,7 +117,7 @@ class kl_accumulator {
   private:
     double sum_nll_ = 0, sum_nll2_ = 0, sum_nll_base_ = 0, sum_nll_base2_ = 0, sum_nll_nll_base_ = 0;
     double sum_kld_ = 0, sum_kld2_ = 0, sum_p_diff_ = 0, sum_p_diff2_ = 0, sum_p_diff4_ = 0;
-    size_t n_same_top_ = 0, count_ = 0;
+    size_t n_same_top_ = 0, count_ = 0, n_decided_ = 0, n_decided_same_top_ = 0;
     std::vector<float> kld_values_, p_diff_values_;
     std::vector<float> q_log_probs_; // scratch
 };

@@ -204,6 +204,20 @@ TEST(KlBaseFile, TruncatedFilesAreRefusedWithTheSizes) {
     EXPECT_NE(error_of([&] { kl_base_reader r(p.string()); }).find("1 bytes after its last chunk"), std::string::npos);
 }
 
+// A refused file is closed again (fuzz_kl_base ran out of file descriptors when the constructor threw after fopen).
+TEST(KlBaseFile, ARefusedFileLeavesNoDescriptorOpen) {
+    const fs::path p = temp_file("refused.logits");
+    write_bytes(p, std::vector<char>(40, 'x'));
+    const auto open_descriptors = [] {
+        return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{});
+    };
+    const auto before = open_descriptors();
+    for (int i = 0; i < 50; ++i)
+        EXPECT_NE(error_of([&] { kl_base_reader r(p.string()); }).find("is not a KL-divergence base file"),
+                  std::string::npos);
+    EXPECT_EQ(open_descriptors(), before);
+}
+
 TEST(KlBaseFile, CorruptHeadersTokensAndRowsAreRefused) {
     const fs::path good = temp_file("good2.logits");
     write_file(good, 8, 20, 2);

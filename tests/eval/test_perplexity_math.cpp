@@ -170,6 +170,7 @@ TEST(PerplexityMath, KlMatchesAHandComputedCase) {
     kl.add(q.data(), base.data(), 2, 0);
     EXPECT_NEAR(kl.kld().value, 0.5 * std::log(4.0 / 3.0), 1e-6);
     EXPECT_EQ(kl.same_top().value, 0.0); // base's tie goes to token 0, Q ranks token 1 first
+    EXPECT_EQ(kl.decided_count(), 0u);   // a tie is no decided position
     EXPECT_NEAR(kl.ppl().value, 4.0, 1e-5);      // Q gives the token 1/4
     EXPECT_NEAR(kl.ppl_base().value, 2.0, 1e-5); // the base 1/2
     EXPECT_NEAR(kl.p_diff().value, 0.25 - 0.5, 1e-6);
@@ -188,7 +189,24 @@ TEST(PerplexityMath, KlMatchesAHandComputedCase) {
     k3.add(q3_logits.data(), base3.data(), 3, 2);
     EXPECT_NEAR(k3.kld().value, expected, 1e-6);
     EXPECT_EQ(k3.same_top().value, 1.0);
+    EXPECT_EQ(k3.decided_count(), 1u); // 0.7 - 0.2 > 1e-3
+    EXPECT_EQ(k3.same_top_decided().value, 1.0);
     EXPECT_NEAR(k3.ppl().value, 1 / 0.2, 1e-4);
+
+    // A decided base (0.6 vs 0.4) that Q ranks the other way, then a near-tie (0.5004 vs 0.4996) Q also flips: the
+    // decided agreement counts the first only.
+    kl_accumulator k2;
+    const std::vector<float> b_decided{std::log(0.6f), std::log(0.4f)}, b_tie{std::log(0.5004f), std::log(0.4996f)};
+    const std::vector<float> q_flipped{0.f, 1.f};
+    k2.add(q_flipped.data(), b_decided.data(), 2, 0);
+    k2.add(q_flipped.data(), b_tie.data(), 2, 0);
+    EXPECT_EQ(k2.same_top().value, 0.0);
+    EXPECT_EQ(k2.decided_count(), 1u);
+    EXPECT_EQ(k2.same_top_decided().value, 0.0);
+    k2.add(b_decided.data(), b_decided.data(), 2, 0);
+    EXPECT_EQ(k2.decided_count(), 2u);
+    EXPECT_EQ(k2.same_top_decided().value, 0.5);
+    EXPECT_NE(k2.report().find("Same top p, base top-2 margin > 0.001: 50.000"), std::string::npos) << k2.report();
 }
 
 TEST(PerplexityMath, KlIgnoresBaseTokensBelowTheCutOff) {

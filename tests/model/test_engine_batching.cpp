@@ -334,21 +334,33 @@ TEST(EngineBatchingNvmeSwap, SequencesSwappedToNvmeComeBackWithTheirAloneTokens)
 
 namespace {
 
-// A Q8_0 Llama with grouped-query attention from tools/make-model (random weights, llama-spm vocabulary): the
-// integer matmul path and GQA under batching and preemption. 4 layers x 2 x 2 KV heads x 32 x 4 B = 2 KiB/token.
-std::string made_gqa_q8_0_model() {
-    return made_model("llama-batching-q8_0.gguf", "--dim 128 --layers 4 --heads 4 --kv-heads 2 --ff 256 --ctx 256 "
-                                                  "--type q8_0 --seed 5 --vocab-from " +
-                                                      shared_path("models/vocab/ggml-vocab-llama-spm.gguf"));
+// Llamas with grouped-query attention from tools/make-model (random weights, llama-spm vocabulary): the integer
+// matmul path and GQA under batching and preemption. Q8_0: 4 layers x 2 x 2 KV heads x 32 x 4 B = 2 KiB/token.
+// Q4_K_M, llama-quantize's mixture (Q4_K with Q6_K for half the attn_v/ffn_down and the output): rows of 256 for the
+// super-blocks, 4 layers x 2 x 2 KV heads x 64 x 4 B = 4 KiB/token.
+struct quantized_case {
+    const char *type;
+    const char *dims;
+    uint64_t kv_bytes_per_token;
+};
+
+std::string made_gqa_model(const quantized_case &c) {
+    return made_model(std::string("llama-batching-") + c.type + ".gguf",
+                      std::string(c.dims) + " --layers 4 --heads 4 --kv-heads 2 --ctx 256 --type " + c.type +
+                          " --seed 5 --vocab-from " + shared_path("models/vocab/ggml-vocab-llama-spm.gguf"));
 }
+
+class EngineBatchingQuantized : public ::testing::TestWithParam<quantized_case> {};
 
 } // namespace
 
-TEST(EngineBatchingQuantized, SixteenConcurrentSequencesOnAQ8GqaModelGiveTheirAloneTokensUnderSwapAndRecompute) {
-    const std::string model = made_gqa_q8_0_model();
+TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesOnAGqaModelGiveTheirAloneTokensUnderSwapAndRecompute) {
+    const quantized_case &c = GetParam();
+    const std::string model = made_gqa_model(c);
     ASSERT_FALSE(model.empty()) << "make-model failed";
     constexpr int n = 16;
     constexpr int32_t max_tokens = 40;
+    const uint64_t blocks = c.kv_bytes_per_token * 16; // the engine's 16-token KV blocks
     auto opts = [&](uint64_t kv, engine::preemption_mode mode) {
         auto o = options(kv, mode == engine::preemption_mode::swap ? 0.01 : 0, mode, false);
         o.model_path = model;
@@ -356,12 +368,12 @@ TEST(EngineBatchingQuantized, SixteenConcurrentSequencesOnAQ8GqaModelGiveTheirAl
     };
     std::vector<std::vector<int32_t>> prompts, want;
     {
-        auto ample = make(opts(8192 * kib, engine::preemption_mode::recompute));
+        auto ample = make(opts(256 * blocks, engine::preemption_mode::recompute));
         for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*ample, i));
         for (int i = 0; i < n; ++i) want.push_back(run_all(*ample, {prompts[static_cast<size_t>(i)]}, max_tokens)[0]);
     }
     for (auto mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
-        auto e = make(opts(24 * 32 * kib, mode)); // 24 blocks for 16 sequences of ~4 blocks each
+        auto e = make(opts(24 * blocks, mode)); // 24 blocks for 16 sequences of ~4 blocks each
         const auto got = run_all(*e, prompts, max_tokens);
         for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
         const strata_engine_stats s = e->stats();
@@ -371,7 +383,7 @@ TEST(EngineBatchingQuantized, SixteenConcurrentSequencesOnAQ8GqaModelGiveTheirAl
     // On the GPU stand-in with half the layers computed by the CPU where they live (the integer matmul path on both
     // devices), steps of 16+ tokens streaming them instead.
     cpu_table gpu;
-    auto o = opts(24 * 32 * kib, engine::preemption_mode::swap);
+    auto o = opts(24 * blocks, engine::preemption_mode::swap);
     o.device_config = &gpu.view;
     o.offload.cpu_offload_layers = 2;
     o.offload.offload_compute = "cpu";
@@ -384,3 +396,8 @@ TEST(EngineBatchingQuantized, SixteenConcurrentSequencesOnAQ8GqaModelGiveTheirAl
     EXPECT_GT(e->hybrid().streamed_steps, 0u);
     expect_pools_full(*e);
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, EngineBatchingQuantized,
+                         ::testing::Values(quantized_case{"q8_0", "--dim 128 --ff 256", 2 * kib},
+                                           quantized_case{"q4_k_m", "--dim 256 --ff 256", 4 * kib}),
+                         [](const auto &info) { return std::string(info.param.type); });

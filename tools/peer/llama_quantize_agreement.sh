@@ -5,8 +5,12 @@
 # 64-wide rows make llama-quantize fall back to 32-element types) to each type, then prints per file the tensor
 # types llama-quantize chose, whether Strata loads it, and how many of the greedy tokens agree with llama.cpp
 # (node-llama-cpp, tools/peer/greedy.mjs) on two prompts; where they part, llama.cpp's own gap between its two best
-# logits at that token (a near-tie, where one activation's rounding decides, or a real disagreement). The output is
-# the table in docs/ACCURACY.md.
+# logits at that token (a near-tie, where one activation's rounding decides, or a real disagreement). Then the
+# teacher-forced next-token distributions on a generated text (story_text.sh, --ctx 128, F32 KV on both sides):
+# llama-perplexity writes llama.cpp's log-probabilities of every position as a KL base file, `runtime perplexity
+# --kl-divergence` reads it and prints Strata's mean KL divergence from them and the top-1 agreement where llama.cpp's
+# top two are more than 1e-3 apart; next to it, llama.cpp against itself (flash attention on vs off), the spread that
+# integer-quantized activations give any change of rounding upstream. The output is the table in docs/ACCURACY.md.
 #   bash tools/peer/llama_quantize_agreement.sh [BUILD_DIR (default build)] [TOKENS (default 100)]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,19 +18,43 @@ root=$(cd "$here/../.." && pwd)
 build=${1:-build}
 n=${2:-100}
 shared=${STRATA_SHARED_DIR:-$root/../shared}
-bin=$(bash "$here/build-llama-cpp.sh" llama-quantize)
+bin=$(bash "$here/build-llama-cpp.sh" llama-quantize llama-perplexity | tail -n 1)
 work=${TMPDIR:-/tmp}/strata-llama-quantize
 mkdir -p "$work"
+bash "$here/story_text.sh" 400 > "$work/story.txt"
+# llama-perplexity now and then loses its last log lines (see perplexity_vs_llama_cpp.sh): up to five tries.
+llama_kld() {
+  local out try
+  for try in 1 2 3 4 5; do
+    out=$("$bin/llama-perplexity" -c 128 -ctk f32 -ctv f32 -f "$work/story.txt" "$@" 2>&1) || true
+    grep -q 'Mean    KLD' <<<"$out" && break
+  done
+  sed -n 's/^Mean    KLD: *\([-0-9.]*\).*/\1/p' <<<"$out" | tail -n 1
+}
+# "<Strata mean KLD from llama.cpp> / <top-1 agreement where decided> (<decided tokens>) | <llama.cpp FA on vs off>"
+teacher_forced() { # <model>
+  rm -f "$work/base.logits"
+  "$bin/llama-perplexity" -m "$1" -c 128 -ctk f32 -ctv f32 -f "$work/story.txt" -fa on \
+    --kl-divergence-base "$work/base.logits" >/dev/null 2>&1 || true
+  [[ -s $work/base.logits ]] || { echo "llama-perplexity failed | "; return; }
+  local ours
+  ours=$("$root/$build/bin/runtime" perplexity --ctx 128 -m "$1" --kl-divergence \
+         --kl-divergence-base "$work/base.logits" 2>/dev/null) || { echo "runtime perplexity failed | "; return; }
+  printf '%s / %s %% (%s) | %s\n' "$(sed -n 's/^Mean    KLD: *\([-0-9.]*\).*/\1/p' <<<"$ours")" \
+    "$(sed -n 's/^Same top p, base top-2 margin > 0.001: *\([0-9.]*\).* of \([0-9]*\) tokens/\1/p' <<<"$ours")" \
+    "$(sed -n 's/^Same top p, base top-2 margin > 0.001: .* of \([0-9]*\) tokens/\1/p' <<<"$ours")" \
+    "$(llama_kld -m "$1" -fa off --kl-divergence --kl-divergence-base "$work/base.logits")"
+}
 "$root/$build/bin/make-model" --out "$work/random-f16.gguf" --dim 256 --layers 4 --heads 4 --kv-heads 1 --ff 512 \
   --ctx 256 --type f16 2>/dev/null
 types=(Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS IQ4_NL Q4_K_S Q5_K_S Q3_K_L Q4_0 Q4_1 Q5_0 Q5_1 Q8_0)
-printf '| source | type | tensor types (llama-quantize) | Strata loads | leading greedy tokens equal to llama.cpp, and the llama.cpp top-2 logit gap where they part ("" / "Once upon a time") |\n'
-printf '| --- | --- | --- | --- | --- |\n'
+printf '| source | type | tensor types (llama-quantize) | Strata loads | leading greedy tokens equal to llama.cpp, and the llama.cpp top-2 logit gap where they part ("" / "Once upon a time") | teacher-forced, Strata vs llama.cpp: mean KLD / top-1 agreement where decided (decided tokens) | llama.cpp vs itself (flash attention on/off): mean KLD |\n'
+printf '| --- | --- | --- | --- | --- | --- | --- |\n'
 for src in stories260K random; do
   if [[ $src == stories260K ]]; then in="$shared/models/stories260K-f32.gguf"; else in="$work/random-f16.gguf"; fi
   for t in "${types[@]}"; do
     out="$work/$src-$t.gguf"
-    "$bin/llama-quantize" "$in" "$out" "$t" >"$work/quantize.log" 2>&1 || { printf '| %s | %s | llama-quantize failed | | |\n' "$src" "$t"; continue; }
+    "$bin/llama-quantize" "$in" "$out" "$t" >"$work/quantize.log" 2>&1 || { printf '| %s | %s | llama-quantize failed | | | | |\n' "$src" "$t"; continue; }
     mix=$(python3 "$here/gguf_tensor_types.py" "$out")
     agree=()
     loads=yes
@@ -43,6 +71,8 @@ for src in stories260K random; do
         let i = 0; while (i < a.length && i < b.length && a[i] === b[i]) i++;
         console.log(i === a.length ? `${i}/${a.length}` : `${i}/${a.length} (gap ${p.top2_logit_gaps[i]})`);' "$peer" "$mine")")
     done
-    printf '| %s | %s | %s | %s | %s |\n' "$src" "$t" "$mix" "$loads" "${agree[0]} / ${agree[1]}"
+    tf="- | -"
+    [[ $loads == yes ]] && tf=$(teacher_forced "$out")
+    printf '| %s | %s | %s | %s | %s | %s |\n' "$src" "$t" "$mix" "$loads" "${agree[0]} / ${agree[1]}" "$tf"
   done
 done

@@ -20,25 +20,7 @@ bin=$(nice -n 10 bash "$here/build-llama-cpp.sh" llama-perplexity | tail -n 1)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# Simple English sentences in the TinyStories style, picked by a small LCG (exact in awk's doubles): the same text on
-# every machine.
-awk -v n="$sentences" 'BEGIN {
-  split("Lily Tom Ben Sue Max Anna", names, " "); split("dog cat bird bunny frog", animals, " ");
-  split("park garden forest house school", places, " "); split("ball toy box kite cake", things, " ");
-  split("happy sad excited scared tired", feelings, " "); s = 1;
-  for (i = 0; i < n; i++) {
-    s = (s * 75 + 74) % 65537; who = names[s % 6 + 1];  s = (s * 75 + 74) % 65537; a = animals[s % 5 + 1];
-    s = (s * 75 + 74) % 65537; p = places[s % 5 + 1];  s = (s * 75 + 74) % 65537; t = things[s % 5 + 1];
-    s = (s * 75 + 74) % 65537; f = feelings[s % 5 + 1]; s = (s * 75 + 74) % 65537; k = s % 5;
-    if (k == 0) line = "Once upon a time, there was a little girl named " who ". She loved to play in the " p ".";
-    else if (k == 1) line = "One day, " who " saw a big " a " in the " p ". The " a " was very " f ".";
-    else if (k == 2) line = who " wanted to play with the " t ". " who " said, \"Can I have the " t ", please?\"";
-    else if (k == 3) line = "The " a " found a " t " and gave it to " who ". They were very " f ".";
-    else line = "At the end of the day, " who " went home and told mom about the " a ".";
-    printf "%s ", line;
-  }
-  printf "\n";
-}' > "$work/story.txt"
+bash "$here/story_text.sh" "$sentences" > "$work/story.txt"
 
 final_ppl() { sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p' | tail -n 1; }
 mean_kld() { sed -n 's/^Mean    KLD: *\([-0-9.]*\).*/\1/p' | tail -n 1; }

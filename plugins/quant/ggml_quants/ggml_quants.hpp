@@ -110,8 +110,10 @@ void dot_act_multi_q4_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq
 // ---- the formats added after Q8_0/Q4_0: their kernels by GGUF type id ----
 // Every format's float dot dequantizes one block at a time (the reference dequantizer) and dots it with x; the
 // integer path quantizes activations to block_q8_act (32-element formats) or block_q8_k (256-element formats, bit
-// for bit ggml's quantize_row_q8_K_ref) and sums exact int32 products per group, then one float expression per
-// block (k_block_ints.hpp). dot_act is dot_act_multi with one vector, so the two agree bit for bit.
+// for bit ggml's quantize_row_q8_K_ref) and sums exact int32 products per group; a 256-element format's sums stay in
+// eight lanes that each block adds to eight float lanes with FMAs, reduced once per row, and a 32-element format's
+// go through one float expression per block (k_block_ints.hpp). dot_act is dot_act_multi with one vector, so the two
+// agree bit for bit.
 using dot_fn = float (*)(const void *row, const float *x, int64_t n);
 using quantize_fn = void (*)(const float *x, void *xq, int64_t n);
 using dot_act_fn = float (*)(const void *row, const void *xq, int64_t n);

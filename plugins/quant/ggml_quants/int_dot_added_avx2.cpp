@@ -102,34 +102,168 @@ template <bool Signed> STRATA_KERNEL_INLINE __m256i pair_products(__m256i values
     else return _mm256_maddubs_epi16(values, act);
 }
 
-// ---- 256-element formats: N = sizeof...(I) activation vectors per pass over the row ----
+// A block's scales in registers: halves[0] holds the int16 scales of 16-element halves 0..7 in both 128-bit lanes,
+// halves[1] those of 8..15; mins the 16 int16 mins (k_block_scales' values, decoded without a trip through memory
+// where the format allows).
+struct k_block_vectors {
+    __m256i halves[2];
+    __m256i mins;
+    float d, dmin;
+};
+
+template <class F> STRATA_KERNEL_INLINE void block_vectors(const typename F::block &b, k_block_vectors &v) {
+    k_block_scales s;
+    F::scales(b, s, half_f16c);
+    v.halves[0] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(s.scale)));
+    v.halves[1] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(s.scale + 8)));
+    v.mins = load32(s.min);
+    v.d = s.d;
+    v.dmin = s.dmin;
+}
+
+// Q4_K/Q5_K: eight 6-bit scales and mins packed in 12 bytes (scale_min_k4), unpacked with 32-bit masks as ggml does.
+STRATA_KERNEL_INLINE void k4_block_vectors(const uint8_t *packed, uint16_t d, uint16_t dmin, k_block_vectors &v) {
+    uint32_t u[4];
+    std::memcpy(u, packed, 12);
+    constexpr uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
+    const uint32_t mins_low = u[1] & low6;
+    u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
+    u[2] = mins_low;
+    u[0] &= low6;
+    const __m128i bytes = _mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]), static_cast<int>(u[2]),
+                                         static_cast<int>(u[3]));
+    const __m128i scales = _mm_cvtepu8_epi16(bytes), mins = _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8));
+    v.halves[0] = _mm256_broadcastsi128_si256(_mm_unpacklo_epi16(scales, scales));
+    v.halves[1] = _mm256_broadcastsi128_si256(_mm_unpackhi_epi16(scales, scales));
+    v.mins = _mm256_setr_m128i(_mm_unpacklo_epi16(mins, mins), _mm_unpackhi_epi16(mins, mins));
+    v.d = half_f16c(d);
+    v.dmin = half_f16c(dmin);
+}
+template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q4_k>(const block_q4_k &b, k_block_vectors &v) {
+    k4_block_vectors(b.scales, b.d, b.dmin, v);
+}
+template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q5_k>(const block_q5_k &b, k_block_vectors &v) {
+    k4_block_vectors(b.scales, b.d, b.dmin, v);
+}
+// Q6_K: sixteen int8 scales; the min of a half is 32 times its scale.
+template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q6_k>(const block_q6_k &b, k_block_vectors &v) {
+    const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.scales));
+    v.halves[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(scales));
+    v.halves[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(scales, 8)));
+    v.mins = _mm256_slli_epi16(_mm256_cvtepi8_epi16(scales), 5);
+    v.d = half_f16c(b.d);
+    v.dmin = 0.0f;
+}
+// Q2_K: sixteen bytes, the scale in the low nibble and the min in the high.
+template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q2_k>(const block_q2_k &b, k_block_vectors &v) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.scales));
+    const __m128i low4 = _mm_set1_epi8(0x0f);
+    const __m128i scales = _mm_and_si128(packed, low4);
+    v.halves[0] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scales));
+    v.halves[1] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(scales, 8)));
+    v.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low4));
+    v.d = half_f16c(b.d);
+    v.dmin = half_f16c(b.dmin);
+}
+
+// Q3_K: sixteen 6-bit scales in 12 bytes (low nibbles in bytes 0..7, the two high bits in 8..11), less 32; the
+// min of a half is 4 times its scale (ggml's 32-bit unpacking).
+template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q3_k>(const block_q3_k &b, k_block_vectors &v) {
+    uint32_t aux[3];
+    std::memcpy(aux, b.scales, 12);
+    constexpr uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    const __m128i packed = _mm_setr_epi32(static_cast<int>((aux[0] & low4) | (((aux[2] >> 0) & low2) << 4)),
+                                          static_cast<int>((aux[1] & low4) | (((aux[2] >> 2) & low2) << 4)),
+                                          static_cast<int>(((aux[0] >> 4) & low4) | (((aux[2] >> 4) & low2) << 4)),
+                                          static_cast<int>(((aux[1] >> 4) & low4) | (((aux[2] >> 6) & low2) << 4)));
+    const __m128i scales = _mm_sub_epi8(packed, _mm_set1_epi8(32));
+    v.halves[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(scales));
+    v.halves[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(scales, 8)));
+    v.mins = _mm256_slli_epi16(_mm256_cvtepi8_epi16(scales), 2);
+    v.d = half_f16c(b.d);
+    v.dmin = 0.0f;
+}
+// IQ4_XS: eight 6-bit scales (a nibble in scales_l, two bits in scales_h), less 32, one per 32-element chunk.
+template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::iq4_xs>(const block_iq4_xs &b, k_block_vectors &v) {
+    uint16_t high;
+    std::memcpy(&high, b.scales_h, sizeof high);
+    uint32_t low;
+    std::memcpy(&low, b.scales_l, sizeof low);
+    uint64_t packed = 0;
+    for (int c = 0; c < 8; ++c) {
+        const uint64_t ls = ((low >> 4 * c) & 0xf) | (((high >> 2 * c) & 3) << 4);
+        packed |= ls << 8 * c;
+    }
+    const __m128i scales = _mm_sub_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(packed))),
+                                         _mm_set1_epi16(32));
+    v.halves[0] = _mm256_broadcastsi128_si256(_mm_unpacklo_epi16(scales, scales));
+    v.halves[1] = _mm256_broadcastsi128_si256(_mm_unpackhi_epi16(scales, scales));
+    v.mins = _mm256_setzero_si256();
+    v.d = half_f16c(b.d);
+    v.dmin = 0.0f;
+}
+
+// The int16 scales of chunk C's two 16-element halves, scale[2C] in the low 128 bits and scale[2C + 1] in the
+// high, from the register holding halves 8 * (C / 4) .. + 7.
+template <int C> STRATA_KERNEL_INLINE __m256i chunk_scales(const k_block_vectors &v) {
+    constexpr char lo0 = 4 * (C % 4), lo1 = lo0 + 1, hi0 = lo0 + 2, hi1 = lo0 + 3;
+    return _mm256_shuffle_epi8(v.halves[C / 4],
+                               _mm256_setr_epi8(lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1,
+                                                lo0, lo1, hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1,
+                                                hi0, hi1, hi0, hi1));
+}
+
+// Chunk C of a block against N activation vectors: isum[i] += the chunk's scaled pair sums, in k_block_ints.hpp's
+// lanes.
+template <class F, int C, size_t... I>
+STRATA_KERNEL_INLINE void chunk_step(const typename F::block &w, const k_block_vectors &s, const block_q8_k *const *a,
+                                     int64_t b, __m256i *isum, std::index_sequence<I...>) {
+    const __m256i v = chunk(w, C);
+    const __m256i sc = chunk_scales<C>(s);
+    ((isum[I] = _mm256_add_epi32(
+          isum[I], _mm256_madd_epi16(pair_products<F::signed_values>(v, load32(a[I][b].qs + 32 * C)), sc))),
+     ...);
+}
+
+// The eight chunks unrolled, so every shift, mask and shuffle control is a constant.
+template <class F, size_t... I, int... C>
+STRATA_KERNEL_INLINE void block_chunks(const typename F::block &w, const k_block_vectors &s, const block_q8_k *const *a,
+                                       int64_t b, __m256i *isum, std::index_sequence<I...> vectors,
+                                       std::integer_sequence<int, C...>) {
+    (chunk_step<F, C>(w, s, a, b, isum, vectors), ...);
+}
+
+// ---- 256-element formats: N = sizeof...(I) activation vectors per pass over the row, k_block_ints.hpp's lanes ----
 template <class F, size_t... I>
 STRATA_KERNEL_INLINE void dot_k_n(const typename F::block *w, const unsigned char *xq, int64_t stride, int64_t nb,
                                   float *out, std::index_sequence<I...>) {
     const block_q8_k *const a[] = {reinterpret_cast<const block_q8_k *>(xq + I * stride)...};
-    float sum[] = {(static_cast<void>(I), 0.0f)...};
+    __m256 lanes[] = {(static_cast<void>(I), _mm256_setzero_ps())...};
     for (int64_t b = 0; b < nb; ++b) {
-        k_block_scales s;
-        F::scales(w[b], s, half_f16c);
-        __m256i acc[] = {(static_cast<void>(I), _mm256_setzero_si256())...};
-        for (int c = 0; c < 8; ++c) {
-            const __m256i v = chunk(w[b], c);
-            const __m256i sc = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16(s.scale[2 * c])),
-                                                       _mm_set1_epi16(s.scale[2 * c + 1]), 1);
-            ((acc[I] = _mm256_add_epi32(
-                  acc[I], _mm256_madd_epi16(pair_products<F::signed_values>(v, load32(a[I][b].qs + 32 * c)), sc))),
-             ...);
-        }
+        k_block_vectors s;
+        block_vectors<F>(w[b], s);
+        __m256i isum[] = {(static_cast<void>(I), _mm256_setzero_si256())...};
+        block_chunks<F>(w[b], s, a, b, isum, std::index_sequence<I...>{}, std::make_integer_sequence<int, 8>{});
         if constexpr (F::mode == min_mode::none) {
-            ((sum[I] += k_block_result(F::mode, a[I][b].d, s, horizontal_sum_i32(acc[I]), 0)), ...);
-        } else {
-            const __m256i mins = load32(s.min);
-            ((sum[I] += k_block_result(F::mode, a[I][b].d, s, horizontal_sum_i32(acc[I]),
-                                       horizontal_sum_i32(_mm256_madd_epi16(load32(a[I][b].bsums), mins)))),
+            ((lanes[I] = _mm256_fmadd_ps(_mm256_set1_ps(a[I][b].d * s.d), _mm256_cvtepi32_ps(isum[I]), lanes[I])),
              ...);
+        } else {
+            const __m256i mins = s.mins;
+            const auto msum = [&](const block_q8_k &act) { return _mm256_madd_epi16(load32(act.bsums), mins); };
+            if constexpr (F::mode == min_mode::offset) {
+                ((lanes[I] = _mm256_fmadd_ps(_mm256_set1_ps(a[I][b].d * s.d),
+                                             _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[I], msum(a[I][b]))), lanes[I])),
+                 ...);
+            } else {
+                ((lanes[I] = _mm256_fnmadd_ps(
+                      _mm256_set1_ps(a[I][b].d * s.dmin), _mm256_cvtepi32_ps(msum(a[I][b])),
+                      _mm256_fmadd_ps(_mm256_set1_ps(a[I][b].d * s.d), _mm256_cvtepi32_ps(isum[I]), lanes[I]))),
+                 ...);
+            }
         }
     }
-    ((out[I] = sum[I]), ...);
+    ((out[I] = horizontal_sum(lanes[I])), ...);
 }
 
 // ---- 32-element formats ----

@@ -4,6 +4,8 @@
 #include "ggml_quants.hpp"
 #include "k_block_ints.hpp"
 
+#include <cmath>
+
 namespace strata::quants {
 namespace {
 
@@ -32,7 +34,7 @@ void dot_multi_k(const void *row, const void *xq, int64_t stride, int32_t n_x, i
     const int64_t nb = n / qk_k;
     for (int32_t i0 = 0; i0 < n_x; i0 += multi_group) {
         const int32_t m = n_x - i0 < multi_group ? n_x - i0 : multi_group;
-        float sum[multi_group] = {};
+        float acc[multi_group][k_lanes] = {};
         for (int64_t b = 0; b < nb; ++b) {
             k_block_scales s;
             F::scales(w[b], s, half_scalar);
@@ -40,17 +42,28 @@ void dot_multi_k(const void *row, const void *xq, int64_t stride, int32_t n_x, i
             for (int c = 0; c < 8; ++c) F::values(w[b], c, values + 32 * c);
             for (int32_t i = 0; i < m; ++i) {
                 const auto &a = reinterpret_cast<const block_q8_k *>(base + (i0 + i) * stride)[b];
-                int32_t isum = 0, msum = 0;
-                for (int h = 0; h < 16; ++h) {
-                    int32_t part = 0;
-                    for (int j = 0; j < 16; ++j) part += int32_t{values[16 * h + j]} * int32_t{a.qs[16 * h + j]};
-                    isum += part * s.scale[h];
-                    msum += int32_t{s.min[h]} * int32_t{a.bsums[h]};
+                const float d = a.d * s.d, dmin = a.d * s.dmin;
+                for (int l = 0; l < k_lanes; ++l) {
+                    int32_t isum = 0;
+                    for (int c = 0; c < 8; ++c) {
+                        int32_t part = 0;
+                        for (int j = 32 * c + 4 * l; j < 32 * c + 4 * l + 4; ++j)
+                            part += int32_t{values[j]} * int32_t{a.qs[j]};
+                        isum += part * s.scale[2 * c + l / 4];
+                    }
+                    const int32_t msum = int32_t{s.min[2 * l]} * a.bsums[2 * l] + int32_t{s.min[2 * l + 1]} * a.bsums[2 * l + 1];
+                    float &lane = acc[i][l];
+                    if constexpr (F::mode == min_mode::none) {
+                        lane = std::fma(d, static_cast<float>(isum), lane);
+                    } else if constexpr (F::mode == min_mode::offset) {
+                        lane = std::fma(d, static_cast<float>(isum - msum), lane);
+                    } else {
+                        lane = std::fma(-dmin, static_cast<float>(msum), std::fma(d, static_cast<float>(isum), lane));
+                    }
                 }
-                sum[i] += k_block_result(F::mode, a.d, s, isum, msum);
             }
         }
-        for (int32_t i = 0; i < m; ++i) out[i0 + i] = sum[i];
+        for (int32_t i = 0; i < m; ++i) out[i0 + i] = k_lanes_sum(acc[i]);
     }
 }
 

@@ -1,15 +1,19 @@
 // The integer form of one weight block that both integer-dot kernel sets (int_dot_added_scalar.cpp and
-// int_dot_added_avx2.cpp) compute with, and the one float expression that turns a block's exact integer sums into
-// its contribution. Because every integer sum is exact, the scalar and the AVX2 kernels reach the same integers; the
-// formats differ only in how their bits decode.
+// int_dot_added_avx2.cpp) compute with, and the float arithmetic that turns a block's exact integer sums into the
+// row's result. Because every integer sum is exact and the float steps are the same single-rounding operations in
+// the same order, the scalar and the AVX2 kernels give the same bits; the formats differ only in how their bits
+// decode.
 //
-// 256-element formats against block_q8_k activations (a.d, a.qs, a.bsums per 16):
-//   isum = sum over 16-element halves h of scale[h] * sum_j value[j] * a.qs[j]
-//   msum = sum over h of min[h] * a.bsums[h]
-//   none:     a.d * (d * isum)                 (IQ4_XS: signed grid values)
-//   offset:   a.d * (d * (isum - msum))        (Q6_K: value = q, min = 32 * scale; Q3_K: value = q + 4 h, min = 4 *
-//                                               scale: the offsets cancel in integers, exactly)
-//   separate: a.d * (d * isum - dmin * msum)   (Q2_K, Q4_K, Q5_K: their own min scale)
+// 256-element formats against block_q8_k activations (a.d, a.qs, a.bsums per 16), in eight lanes l = 0..7 (the
+// int32 lanes of one AVX2 register, so the vector kernel needs no horizontal sum per block):
+//   isum[l] = sum over 32-element chunks c of scale[2c + l / 4] * sum_{j<4} value[32c + 4l + j] * a.qs[32c + 4l + j]
+//   msum[l] = min[2l] * a.bsums[2l] + min[2l + 1] * a.bsums[2l + 1]
+// and float lanes acc[l], from 0, per block with D = a.d * d and Dmin = a.d * dmin (fma: one rounding):
+//   none:     acc[l] = fma(D, isum[l], acc[l])                                  (IQ4_XS: signed grid values)
+//   offset:   acc[l] = fma(D, isum[l] - msum[l], acc[l])       (Q6_K: value = q, min = 32 * scale; Q3_K: value =
+//                                                               q + 4 h, min = 4 * scale: the offsets cancel exactly)
+//   separate: acc[l] = fma(-Dmin, msum[l], fma(D, isum[l], acc[l]))             (Q2_K, Q4_K, Q5_K: their own min)
+// The row's result: ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)), the AVX2 horizontal sum.
 // 32-element formats against block_q8_act activations (a.d, a.qs, asum = a.sum_x8 / 8):
 //   isum = sum_j value[j] * a.qs[j] - offset * asum;   (d * a.d) * isum + m * (a.d * asum)
 //
@@ -35,12 +39,11 @@ struct k_block_scales {
     float d, dmin;
 };
 
-inline float k_block_result(min_mode mode, float act_d, const k_block_scales &s, int32_t isum, int32_t msum) {
-    switch (mode) {
-    case min_mode::none: return act_d * (s.d * static_cast<float>(isum));
-    case min_mode::offset: return act_d * (s.d * static_cast<float>(isum - msum));
-    default: return act_d * (s.d * static_cast<float>(isum) - s.dmin * static_cast<float>(msum));
-    }
+constexpr int k_lanes = 8;
+
+// The eight float lanes of a 256-element row, reduced in the AVX2 horizontal sum's order.
+inline float k_lanes_sum(const float *acc) {
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
 inline float block_result_32(float d, float m, const block_q8_act &a, int32_t isum) {
