@@ -146,14 +146,17 @@ template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q4_k>(const block
 template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q5_k>(const block_q5_k &b, k_block_vectors &v) {
     k4_block_vectors(b.scales, b.d, b.dmin, v);
 }
-// Q6_K: sixteen int8 scales; the min of a half is 32 times its scale.
-template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q6_k>(const block_q6_k &b, k_block_vectors &v) {
-    const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.scales));
+// Sixteen int8 scales, one per 16-element half, whose min is the scale shifted left by `min_shift` (Q6_K, Q3_K).
+STRATA_KERNEL_INLINE void signed_block_vectors(__m128i scales, int min_shift, uint16_t d, k_block_vectors &v) {
     v.halves[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(scales));
     v.halves[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(scales, 8)));
-    v.mins = _mm256_slli_epi16(_mm256_cvtepi8_epi16(scales), 5);
-    v.d = half_f16c(b.d);
+    v.mins = _mm256_sll_epi16(_mm256_cvtepi8_epi16(scales), _mm_cvtsi32_si128(min_shift));
+    v.d = half_f16c(d);
     v.dmin = 0.0f;
+}
+// Q6_K: sixteen int8 scales; the min of a half is 32 times its scale.
+template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q6_k>(const block_q6_k &b, k_block_vectors &v) {
+    signed_block_vectors(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b.scales)), 5, b.d, v);
 }
 // Q2_K: sixteen bytes, the scale in the low nibble and the min in the high.
 template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q2_k>(const block_q2_k &b, k_block_vectors &v) {
@@ -177,12 +180,7 @@ template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q3_k>(const block
                                           static_cast<int>((aux[1] & low4) | (((aux[2] >> 2) & low2) << 4)),
                                           static_cast<int>(((aux[0] >> 4) & low4) | (((aux[2] >> 4) & low2) << 4)),
                                           static_cast<int>(((aux[1] >> 4) & low4) | (((aux[2] >> 6) & low2) << 4)));
-    const __m128i scales = _mm_sub_epi8(packed, _mm_set1_epi8(32));
-    v.halves[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(scales));
-    v.halves[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(scales, 8)));
-    v.mins = _mm256_slli_epi16(_mm256_cvtepi8_epi16(scales), 2);
-    v.d = half_f16c(b.d);
-    v.dmin = 0.0f;
+    signed_block_vectors(_mm_sub_epi8(packed, _mm_set1_epi8(32)), 2, b.d, v);
 }
 // IQ4_XS: eight 6-bit scales (a nibble in scales_l, two bits in scales_h), less 32, one per 32-element chunk.
 template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::iq4_xs>(const block_iq4_xs &b, k_block_vectors &v) {
