@@ -94,6 +94,10 @@ inline std::unique_ptr<engine::engine> make_engine(const std::string &model, int
     o.device = "cpu";
     o.device_config = device_config;
     o.print_plan = false;
+    // 64 MiB of KV where a test sets no memory budget (the CPU default of 1 GiB is touched at start-up: seconds per
+    // engine under ThreadSanitizer); tests of budgets leave the planner its own sizing.
+    if (!offload.kv_cache_memory && !offload.device_memory && !offload.limit_gpu_memory && device_config == nullptr)
+        offload.kv_cache_memory = uint64_t{64} << 20;
     offload.measure_bandwidth = false; // tests keep start-up fast and leave the user's bandwidth cache alone
     offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
     o.offload = std::move(offload);

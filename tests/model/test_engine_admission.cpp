@@ -49,6 +49,7 @@ TEST(EngineAdmission, SubmitRefusesWithBusyAtTheWaitingQueueLimit) {
     o.device = "cpu";
     o.print_plan = false;
     o.kv.swap_space_gib = 0; // no host KV tier needed here
+    o.offload.kv_cache_memory = uint64_t{16} << 20; // not the CPU default of 1 GiB, touched at start-up
     o.offload.measure_bandwidth = false;
     o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
     engine::engine e(test_registry(), test_host(), o);
@@ -110,6 +111,7 @@ TEST(EngineAdmission, AWaitingQueueLimitBelowOneIsRefusedAtStartUp) {
     o.device = "cpu";
     o.print_plan = false;
     o.kv.swap_space_gib = 0; // no host KV tier needed here
+    o.offload.kv_cache_memory = uint64_t{16} << 20; // not the CPU default of 1 GiB, touched at start-up
     o.offload.measure_bandwidth = false;
     o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
     try {
