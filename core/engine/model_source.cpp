@@ -18,6 +18,7 @@ model_source::model_source(const gguf::file &file, const plugins::registry &regi
 
 int32_t model_source::get_u64(void *ctx, const char *key, uint64_t *out) {
     auto *self = static_cast<model_source *>(ctx);
+    self->keys_read_.insert(key);
     if (auto v = self->file_.get_uint(key)) {
         *out = *v;
         return 1;
@@ -27,6 +28,7 @@ int32_t model_source::get_u64(void *ctx, const char *key, uint64_t *out) {
 
 int32_t model_source::get_f64(void *ctx, const char *key, double *out) {
     auto *self = static_cast<model_source *>(ctx);
+    self->keys_read_.insert(key);
     if (auto v = self->file_.get_float(key)) {
         *out = *v;
         return 1;
@@ -36,6 +38,7 @@ int32_t model_source::get_f64(void *ctx, const char *key, double *out) {
 
 int32_t model_source::get_str(void *ctx, const char *key, const char **out) {
     auto *self = static_cast<model_source *>(ctx);
+    self->keys_read_.insert(key);
     if (auto v = self->file_.get_string(key)) {
         *out = v->data(); // the reader keeps strings NUL-terminated
         return 1;

@@ -6,6 +6,9 @@
 
 #include <strata/plugin_abi.h>
 
+#include <set>
+#include <string>
+
 namespace strata::engine {
 
 class tiered_weights;
@@ -17,6 +20,8 @@ class model_source {
     const strata_model_source *view() const { return &view_; }
     // From now on tensors the placement moved resolve to their new address (tier memory or a ring slot).
     void set_placement(const class tiered_weights *placement) { placement_ = placement; }
+    // Every metadata key the plugin asked for, found or not (model_coverage: a key nobody read is refused).
+    const std::set<std::string> &keys_read() const { return keys_read_; }
 
   private:
     static int32_t get_u64(void *ctx, const char *key, uint64_t *out);
@@ -31,6 +36,7 @@ class model_source {
     const plugins::registry &registry_;
     const tiered_weights *placement_ = nullptr;
     strata_model_source view_{};
+    mutable std::set<std::string> keys_read_;
 };
 
 } // namespace strata::engine

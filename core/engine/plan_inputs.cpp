@@ -147,7 +147,8 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.kv_cache_memory = opts.kv_cache_memory;
     in.kv_spill_bytes = opts.kv_spill_bytes;
     in.device_reads_host = opts.device_reads_host;
-    in.prefetch_depth = opts.prefetch_depth;
+    // Reading ahead more layers than the model has reads them all: a 1-layer model runs with the default depth 2.
+    in.prefetch_depth = std::min(opts.prefetch_depth, in.n_layer);
     in.prefer_streaming = opts.stream_weights;
     in.physical_ram = machine.total_ram;
 

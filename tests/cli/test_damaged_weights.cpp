@@ -4,6 +4,7 @@
 // check and runs.
 #include "gguf/gguf_file.hpp"
 #include "made_model.hpp"
+#include "runtime_process.hpp"
 
 #include <gtest/gtest.h>
 
@@ -20,24 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct run_result {
-    int exit_code;
-    std::string all; // stdout and stderr
-};
+using run_result = strata::testing::runtime_result;
 
-run_result run(const std::string &args) {
-    const std::string cmd = "XDG_CACHE_HOME=" STRATA_BINARY_DIR "/test-xdg-default " STRATA_BINARY_DIR
-                            "/bin/runtime " + args + " --kv-cache-memory 16MiB --log-level warn </dev/null 2>&1";
-    run_result r{};
-    FILE *p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return {-1, "popen failed"};
-    std::array<char, 4096> buf{};
-    size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.all.append(buf.data(), n);
-    const int status = ::pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
+run_result run(const std::string &args) { return strata::testing::run_runtime(args); }
 
 std::vector<char> read_bytes(const std::string &path) {
     std::ifstream in(path, std::ios::binary);

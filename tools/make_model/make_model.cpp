@@ -2,7 +2,7 @@
 // lacks. Quantized types go through the quant plugins' reference quantizers, so the file is what the runtime reads.
 //
 //   make-model --out F.gguf [--dim 768 --layers 12 --heads 12 --kv-heads 12 --ff 2048 --ctx 1024]
-//              [--type TYPE] [--seed 1] [--vocab-from VOCAB.gguf] [--untied] [--pure]
+//              [--type TYPE] [--seed 1] [--vocab-from VOCAB.gguf] [--untied] [--pure] [--feature NAME]...
 //
 // TYPE is a GGML type (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k... see quant_mixture.hpp) or one of
 // llama-quantize's mixtures (q2_k, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs): each tensor then gets the type
@@ -12,6 +12,10 @@
 // The vocabulary (every tokenizer.* key: SentencePiece or byte-level BPE, special ids, chat template) is copied from
 // --vocab-from (default: llama.cpp's Llama 2 SPM vocab in ../shared/models/vocab), which also fixes the vocabulary
 // size; e.g. --vocab-from ../shared/models/vocab/ggml-vocab-llama-bpe.gguf gives a model with Llama 3's tokenizer.
+//
+// --feature adds what real Llama-family GGUFs carry beyond the nine tensors per layer, as llama.cpp's converter
+// writes it: rope-freqs (rope_freqs.weight, Llama 3.1's frequency factors), qkv-bias (blk.N.attn_{q,k,v}.bias, as
+// Qwen2 and some Llama fine-tunes have), rope-scaling-linear (llama.rope.scaling.type "linear", factor 4).
 #include "quant_mixture.hpp"
 #include "splitmix64.hpp"
 #include "common/error.hpp"
@@ -20,6 +24,7 @@
 
 #include <boost/dll/runtime_symbol_info.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -38,14 +43,18 @@ struct options {
     std::string vocab_from;
     bool untied = false;
     bool pure = false; // --pure: the base type everywhere (llama-quantize --pure)
+    std::vector<std::string> features; // --feature NAME (repeatable)
 };
+
+const char *const k_features[] = {"rope-freqs", "qkv-bias", "rope-scaling-linear"};
 
 using rng = strata::tools::splitmix64; // identical weights for a seed on every machine
 
 [[noreturn]] void usage(const char *why) {
     std::fprintf(stderr,
                  "make-model: %s\nusage: make-model --out F.gguf [--dim N --layers N --heads N --kv-heads N --ff N "
-                 "--ctx N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure]\n"
+                 "--ctx N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure] [--feature NAME]...\n"
+                 "NAME: rope-freqs qkv-bias rope-scaling-linear\n"
                  "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m "
                  "q5_k_s q5_k_m q6_k\n",
                  why);
@@ -79,6 +88,12 @@ options parse(int argc, char **argv) {
         else if (a == "--vocab-from") o.vocab_from = val();
         else if (a == "--untied") o.untied = true;
         else if (a == "--pure") o.pure = true;
+        else if (a == "--feature") {
+            std::string f = val();
+            if (std::find(std::begin(k_features), std::end(k_features), f) == std::end(k_features))
+                usage(("unknown feature " + f).c_str());
+            o.features.push_back(f);
+        }
         else if (a == "--help" || a == "-h") usage("help");
         else usage(("unknown option " + a).c_str());
     }
@@ -175,6 +190,12 @@ int main(int argc, char **argv) try {
     w.add_u32("llama.rope.dimension_count", static_cast<uint32_t>(o.dim / o.heads));
     w.add_f32("llama.rope.freq_base", 10000.0f);
     w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    const auto has = [&o](const char *f) { return std::find(o.features.begin(), o.features.end(), f) != o.features.end(); };
+    if (has("rope-scaling-linear")) {
+        w.add_string("llama.rope.scaling.type", "linear");
+        w.add_f32("llama.rope.scaling.factor", 4.0f);
+        w.add_u32("llama.rope.scaling.original_context_length", static_cast<uint32_t>(o.ctx));
+    }
     copy_tokenizer_keys(vocab, w);
 
     rng r{o.seed};
@@ -194,14 +215,16 @@ int main(int argc, char **argv) try {
         }
         w.add_tensor(name, q.desc->ggml_type, {cols, rows}, std::move(bytes));
     };
-    auto norm = [&](const std::string &name) {
-        std::vector<uint8_t> bytes(static_cast<size_t>(o.dim) * 4);
-        for (int64_t i = 0; i < o.dim; ++i) {
+    // An F32 vector of n values 1 + 0.1 u (norm weights; rope_freqs factors).
+    auto vector_near_one = [&](const std::string &name, int64_t n) {
+        std::vector<uint8_t> bytes(static_cast<size_t>(n) * 4);
+        for (int64_t i = 0; i < n; ++i) {
             float v = 1.0f + 0.1f * r.uniform();
             std::memcpy(bytes.data() + i * 4, &v, 4);
         }
-        w.add_tensor(name, 0, {o.dim}, std::move(bytes));
+        w.add_tensor(name, 0, {n}, std::move(bytes));
     };
+    auto norm = [&](const std::string &name) { vector_near_one(name, o.dim); };
     const int64_t head_dim = o.dim / o.heads;
     std::fprintf(stderr, "make-model: %s, %ld layers, dim %ld, ff %ld, vocab %ld, type %s\n", o.out.c_str(),
                  static_cast<long>(o.layers), static_cast<long>(o.dim), static_cast<long>(o.ff),
@@ -213,6 +236,11 @@ int main(int argc, char **argv) try {
         matrix(b + "attn_q.weight", o.dim, o.dim, l);
         matrix(b + "attn_k.weight", o.dim, o.kv_heads * head_dim, l);
         matrix(b + "attn_v.weight", o.dim, o.kv_heads * head_dim, l);
+        if (has("qkv-bias")) {
+            vector_near_one(b + "attn_q.bias", o.dim);
+            vector_near_one(b + "attn_k.bias", o.kv_heads * head_dim);
+            vector_near_one(b + "attn_v.bias", o.kv_heads * head_dim);
+        }
         matrix(b + "attn_output.weight", o.dim, o.dim, l);
         norm(b + "ffn_norm.weight");
         matrix(b + "ffn_gate.weight", o.dim, o.ff, l);
@@ -222,6 +250,7 @@ int main(int argc, char **argv) try {
     }
     std::fprintf(stderr, "\n");
     norm("output_norm.weight");
+    if (has("rope-freqs")) vector_near_one("rope_freqs.weight", head_dim / 2);
     if (o.untied) matrix("output.weight", o.dim, n_vocab, -1);
     std::string counts;
     for (const auto &[type, count] : type_counts) counts += (counts.empty() ? "" : ", ") + type + " " + std::to_string(count);

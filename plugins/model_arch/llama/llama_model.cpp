@@ -82,6 +82,32 @@ void load_host_views(const strata_model_source *src, model &m) {
     m.host_layers = std::move(host);
 }
 
+// Keys a Llama-family file may carry whose meaning this forward pass does not implement: each is refused with what
+// it is unless its value is the neutral one. (The engine refuses every `<arch>.` key no plugin read at all.)
+void refuse_unimplemented_keys(const strata_model_source *src, const std::string &p, const strata_model_hparams &hp) {
+    const uint64_t experts = meta_u64(src, p + "expert_count", false, 0);
+    meta_u64(src, p + "expert_used_count", false, 0); // meaningful only with experts
+    if (experts > 0)
+        throw std::runtime_error("'" + p + "expert_count' is " + std::to_string(experts) +
+                                 ": mixture-of-experts layers (Mixtral-style) are not implemented by this plugin yet");
+    const uint64_t value_length = meta_u64(src, p + "attention.value_length", false, static_cast<uint64_t>(hp.head_dim));
+    if (value_length != static_cast<uint64_t>(hp.head_dim))
+        throw std::runtime_error("'" + p + "attention.value_length' " + std::to_string(value_length) +
+                                 " differs from the key length " + std::to_string(hp.head_dim) +
+                                 ": separate V head sizes are not implemented");
+    const char *type_c = nullptr;
+    const std::string type = src->get_str(src->ctx, (p + "rope.scaling.type").c_str(), &type_c) && type_c ? type_c : "none";
+    const double factor = meta_f64(src, p + "rope.scaling.factor", 1.0);
+    meta_u64(src, p + "rope.scaling.original_context_length", false, 0); // used only by a scaling type
+    meta_u64(src, p + "rope.scaling.finetuned", false, 0);               // informational
+    if (type != "none" && factor != 1.0)
+        throw std::runtime_error("RoPE scaling '" + type + "' (" + p + "rope.scaling.factor " + std::to_string(factor) +
+                                 ") is not implemented by this plugin yet: positions would be rotated unscaled");
+    if (type == "none" && factor != 1.0 && factor != 0.0)
+        throw std::runtime_error("'" + p + "rope.scaling.factor' is " + std::to_string(factor) +
+                                 " without a scaling type: the file is ambiguous");
+}
+
 } // namespace
 
 model *load(const strata_model_source *src) {
@@ -119,6 +145,7 @@ model *load(const strata_model_source *src) {
     }
     // Llama GGUFs store Q/K permuted for adjacent-pair rotation (llama.cpp's LLAMA_ROPE_TYPE_NORM).
     hp.rope_mode = STRATA_ROPE_PAIRS;
+    refuse_unimplemented_keys(src, p, hp);
 
     const int64_t d = hp.n_embd;
     const int64_t dq = static_cast<int64_t>(hp.n_head) * hp.head_dim;
