@@ -65,8 +65,8 @@ void engine::init() {
     source_ = std::make_unique<model_source>(*file_, registry_, host_);
     model_ = arch_.desc->create(source_->view(), &st);
     if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
-    check_model_covers_file(*file_, arch, *arch_.desc, model_, source_->keys_read(), arch_.desc->header.name,
-                            opts_.model_path);
+    check_model_covers_file(*file_, arch, *arch_.desc, model_, source_->keys_read(), source_->tensors_read(),
+                            arch_.desc->header.name, opts_.model_path);
     hp_.struct_size = sizeof hp_;
     arch_.desc->get_hparams(model_, &hp_);
     if (hp_.n_vocab != tokenizer_->n_vocab()) {

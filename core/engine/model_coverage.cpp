@@ -23,7 +23,8 @@ std::string tensor_text(const gguf::tensor_info &t) {
 
 void check_model_covers_file(const gguf::file &file, const std::string &arch, const strata_model_arch_desc &desc,
                              const strata_model *model, const std::set<std::string> &keys_read,
-                             const std::string &plugin, const std::string &path) {
+                             const std::set<std::string> &tensors_read, const std::string &plugin,
+                             const std::string &path) {
     std::unordered_set<std::string_view> used;
     const int32_t n = desc.tensor_count(model);
     for (int32_t i = 0; i < n; ++i) {
@@ -39,7 +40,7 @@ void check_model_covers_file(const gguf::file &file, const std::string &arch, co
             unused.push_back(fmt::format("metadata key '{}' = {}", key, file.kv_summary(i)));
     }
     for (const gguf::tensor_info &t : file.tensors())
-        if (!used.count(t.name)) unused.push_back(tensor_text(t));
+        if (!used.count(t.name) && !tensors_read.count(t.name)) unused.push_back(tensor_text(t));
     if (unused.empty()) return;
 
     constexpr size_t shown = 12;

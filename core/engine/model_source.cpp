@@ -59,6 +59,7 @@ int32_t model_source::get_host_tensor(void *ctx, const char *name, strata_tensor
 // The file's tensor at the address the placement gave it: where the device computes from, or (host) where the host
 // device does. The file mapping when the placement moved nothing.
 int32_t model_source::resolve(const char *name, bool host, strata_tensor_view *out) const {
+    tensors_read_.insert(name);
     const gguf::tensor_info *t = file_.find_tensor(name);
     if (t == nullptr) return 0;
     const void *data = t->data;

@@ -22,6 +22,9 @@ class model_source {
     void set_placement(const class tiered_weights *placement) { placement_ = placement; }
     // Every metadata key the plugin asked for, found or not (model_coverage: a key nobody read is refused).
     const std::set<std::string> &keys_read() const { return keys_read_; }
+    // Every tensor the plugin resolved (found or not): one it reads itself at create (a small constant it copies,
+    // such as rope_freqs) counts as used even if it is not among its placed weights.
+    const std::set<std::string> &tensors_read() const { return tensors_read_; }
 
   private:
     static int32_t get_u64(void *ctx, const char *key, uint64_t *out);
@@ -37,6 +40,7 @@ class model_source {
     const tiered_weights *placement_ = nullptr;
     strata_model_source view_{};
     mutable std::set<std::string> keys_read_;
+    mutable std::set<std::string> tensors_read_;
 };
 
 } // namespace strata::engine

@@ -93,6 +93,8 @@ TEST_F(CpuBadArguments, RmsNormRopeAndElementwise) {
     expect_invalid(ops().rope(d, x.data(), 2, 2, 16, 16, pos, 0.0f, 0, &st_), "rope theta_base 0");
     expect_invalid(ops().rope(d, x.data(), 2, 0, 16, 16, pos, 1e4f, 0, &st_), "rope 0 heads");
     expect_invalid(ops().rope(d, nullptr, 2, 2, 16, 16, pos, 1e4f, 0, &st_), "rope null x");
+    expect_invalid(ops().rope_ext(d, x.data(), 2, 2, 16, 16, pos, 1e4f, 0, 0.0f, nullptr, &st_), "rope freq_scale 0");
+    expect_invalid(ops().rope_ext(d, x.data(), 2, 2, 16, 16, pos, 1e4f, 0, NAN, nullptr, &st_), "rope freq_scale NaN");
     EXPECT_EQ(x, std::vector<float>(64, 1.0f)) << "failed ropes must not touch x";
 
     expect_invalid(ops().swiglu(d, nullptr, w.data(), 64, out.data(), &st_), "swiglu null gate");

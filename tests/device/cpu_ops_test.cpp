@@ -177,8 +177,31 @@ TEST_P(CpuOps, RopeMatchesFloat64ReferenceInBothModes) {
     }
 }
 
-// The exact float recipe of ggml's rope (theta *= theta_scale per pair, cosf/sinf), which greedy decoding parity with
-// llama.cpp depends on; checked at a large position where a different recipe would differ in the last bits.
+// ggml's rope in its exact float order (ggml_rope_cache_init, rope_yarn without YaRN): theta *= theta_scale per
+// pair, the angle (theta / factor) * freq_scale, cosf/sinf; x is n_tokens rows of n_heads * head_dim.
+std::vector<float> ggml_rope_recipe(std::vector<float> x, const std::vector<int32_t> &pos, int n_heads, int head_dim,
+                                    int rot_dims, float base, int mode, float freq_scale = 1.0f,
+                                    const float *factors = nullptr) {
+    const float theta_scale = powf(base, -2.0f / rot_dims);
+    const int partner = mode == STRATA_ROPE_NEOX ? rot_dims / 2 : 1;
+    for (size_t t = 0; t < pos.size(); ++t)
+        for (int h = 0; h < n_heads; ++h) {
+            float theta = static_cast<float>(pos[t]);
+            for (int i = 0; i < rot_dims / 2; ++i) {
+                const float angle = theta / (factors ? factors[i] : 1.0f) * freq_scale;
+                const float c = cosf(angle), s = sinf(angle);
+                float *v = x.data() + (t * n_heads + h) * head_dim + (mode == STRATA_ROPE_NEOX ? i : 2 * i);
+                const float x0 = v[0], x1 = v[partner];
+                v[0] = x0 * c - x1 * s;
+                v[partner] = x0 * s + x1 * c;
+                theta *= theta_scale;
+            }
+        }
+    return x;
+}
+
+// The exact float recipe of ggml's rope, which greedy decoding parity with llama.cpp depends on; checked at a large
+// position where a different recipe would differ in the last bits.
 TEST_P(CpuOps, RopeFollowsGgmlFloatRecipe) {
     const int n_heads = 2, head_dim = 128, rot_dims = 128;
     const std::vector<int32_t> pos = {4093};
@@ -187,21 +210,34 @@ TEST_P(CpuOps, RopeFollowsGgmlFloatRecipe) {
         auto got = x;
         ASSERT_EQ(ops().rope(dev(), got.data(), 1, n_heads, head_dim, rot_dims, pos.data(), 500000.0f, mode, &st_),
                   STRATA_OK);
-        auto want = x;
-        const float theta_scale = powf(500000.0f, -2.0f / rot_dims);
-        for (int h = 0; h < n_heads; ++h) {
-            float theta = static_cast<float>(pos[0]);
-            for (int i = 0; i < rot_dims / 2; ++i) {
-                const float c = cosf(theta), s = sinf(theta);
-                float *v = want.data() + h * head_dim + (mode == STRATA_ROPE_NEOX ? i : 2 * i);
-                const int partner = mode == STRATA_ROPE_NEOX ? rot_dims / 2 : 1;
-                const float x0 = v[0], x1 = v[partner];
-                v[0] = x0 * c - x1 * s;
-                v[partner] = x0 * s + x1 * c;
-                theta *= theta_scale;
-            }
-        }
+        const auto want = ggml_rope_recipe(x, pos, n_heads, head_dim, rot_dims, 500000.0f, mode);
         for (size_t i = 0; i < got.size(); ++i) ASSERT_FLOAT_EQ(got[i], want[i]) << "element " << i;
+    }
+}
+
+// rope_ext (ABI 1.11): ggml_rope_ext's angle without YaRN, (pos * theta_scale^i / freq_factors[i]) * freq_scale, in
+// that float order (Llama 3.1's rope_freqs tensor; linear RoPE scaling as 1 / factor); without factors and with
+// scale 1 it is `rope` bit for bit.
+TEST_P(CpuOps, RopeExtFollowsGgmlWithFrequencyFactorsAndLinearScale) {
+    const int n_heads = 2, head_dim = 64, rot_dims = 64;
+    const std::vector<int32_t> pos = {3, 1021};
+    const auto factors = random_floats(rot_dims / 2, 43, 1.0f, 8.0f);
+    for (int mode : {STRATA_ROPE_PAIRS, STRATA_ROPE_NEOX}) {
+        const auto x = random_floats(pos.size() * n_heads * head_dim, 42);
+        auto got = x;
+        ASSERT_EQ(ops().rope_ext(dev(), got.data(), 2, n_heads, head_dim, rot_dims, pos.data(), 500000.0f, mode, 0.25f,
+                                 factors.data(), &st_),
+                  STRATA_OK)
+            << st_.message;
+        const auto want = ggml_rope_recipe(x, pos, n_heads, head_dim, rot_dims, 500000.0f, mode, 0.25f, factors.data());
+        for (size_t i = 0; i < got.size(); ++i) ASSERT_FLOAT_EQ(got[i], want[i]) << "element " << i;
+
+        auto plain = x, ext = x;
+        ASSERT_EQ(ops().rope(dev(), plain.data(), 2, n_heads, head_dim, rot_dims, pos.data(), 500000.0f, mode, &st_), 0);
+        ASSERT_EQ(ops().rope_ext(dev(), ext.data(), 2, n_heads, head_dim, rot_dims, pos.data(), 500000.0f, mode, 1.0f,
+                                 nullptr, &st_),
+                  0);
+        EXPECT_EQ(ext, plain) << "rope_ext without factors and with scale 1 is rope";
     }
 }
 

@@ -120,9 +120,20 @@ TEST_F(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
                       STRATA_OK);
             const float theta_scale = std::pow(10000.0f, -2.0f / static_cast<float>(rot_dims));
             ASSERT_EQ(cu::launch_rope(x.data(), n_pos, n_heads, head_dim, rot_dims, positions.data(), theta_scale, mode,
-                                      nullptr),
+                                      nullptr, 1.0f, nullptr),
                       cudaSuccess);
             EXPECT_LT(normwise_error(x, want), 1e-5) << "rope mode " << mode << " rot_dims " << rot_dims;
+            // rope_ext (ABI 1.11): frequency factors (Llama 3.1's rope_freqs) and linear scaling.
+            const auto factors = random_floats(static_cast<size_t>(rot_dims / 2), 42, 1.0f, 8.0f);
+            x = random_floats(static_cast<size_t>(n_pos * n_heads * head_dim), 43, -2.0f, 2.0f);
+            want = x;
+            ASSERT_EQ(c.rope_ext(cpu.get(), want.data(), n_pos, n_heads, head_dim, rot_dims, positions.data(), 10000.0f,
+                                 mode, 0.25f, factors.data(), &st),
+                      STRATA_OK);
+            ASSERT_EQ(cu::launch_rope(x.data(), n_pos, n_heads, head_dim, rot_dims, positions.data(), theta_scale, mode,
+                                      nullptr, 0.25f, factors.data()),
+                      cudaSuccess);
+            EXPECT_LT(normwise_error(x, want), 1e-5) << "rope_ext mode " << mode << " rot_dims " << rot_dims;
         }
 
     const int64_t n = 10007;

@@ -2,6 +2,7 @@
 // offload on or off, streamed or computed in place, prefetch depth. Run on the real stories260K and on a make-model
 // model at least four times the configured device budget.
 #include "engine_fixture.hpp"
+#include "made_model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -147,6 +148,35 @@ std::string big_model() {
         if (std::system(cmd.c_str()) != 0) return {};
     }
     return file.string();
+}
+
+// Llama 3.1+'s RoPE frequency factors and linear RoPE scaling (rope_ext): the factors are read once by the model, so
+// they must stay right wherever the weights live, streamed included, and on a device with its own memory (the CPU
+// device's separate_memory mode takes the GPU's paths: the factors are host memory, like the positions).
+TEST(PlacementInvariance, RopeFrequencyFactorsAndScalingGiveTheSameTokensWhereverTheWeightsLive) {
+    const std::string model = strata::testing::made_model(
+        "llama-4l-rope-freqs-linear.gguf", "--dim 64 --layers 4 --heads 4 --kv-heads 2 --ff 128 --ctx 256 --type f32 "
+                                           "--feature rope-freqs --feature rope-scaling-linear --vocab-from " +
+                                               shared_path("models/stories260K-f32.gguf"));
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, 80);
+    ASSERT_EQ(want.size(), 80u);
+    std::vector<variant> vs;
+    vs.push_back({"cpu_offload_layers=2", layers(2)});
+    offload_options s = with_tier(layers(4), "nvme");
+    s.stream_weights = true;
+    s.prefetch_depth = 1;
+    vs.push_back({"tier nvme streamed", s});
+    for (const variant &v : vs) {
+        int64_t off = -1;
+        EXPECT_EQ(greedy_tokens(model, 256, v.opts, 80, &off), want) << v.name;
+        EXPECT_GT(off, 0) << v.name << ": nothing was offloaded, so the variant tested nothing";
+    }
+    cpu_table gpu;
+    for (const offload_options &o : {offload_options{}, layers(2)}) {
+        auto e = make_engine(model, 256, 16, o, &gpu.view);
+        EXPECT_EQ(generate(*e, "Once upon a time", greedy(80)).tokens, want) << "separate_memory";
+    }
 }
 
 TEST(PlacementInvariance, ModelFourTimesTheDeviceBudgetGivesTheSameTokens) {

@@ -49,6 +49,18 @@ if (opts["make-model"] && opts.work) {
     if (made.status !== 0) { console.error(`FAIL: make-model ${vocab}: ${made.stderr}`); process.exit(1); }
     models.push([file, true, texts]);
   }
+  // RoPE frequency factors (Llama 3.1+'s rope_freqs.weight) and linear RoPE scaling (factor 4), make-model
+  // --feature, on the Llama 3 vocabulary: F32, so every token must agree.
+  for (const feature of ["rope-freqs", "rope-scaling-linear"]) {
+    const file = path.join(opts.work, `random-${feature}.gguf`);
+    const made = runJson(opts["make-model"], ["--out", file, "--dim", "64", "--layers", "2", "--heads", "4",
+                                              "--kv-heads", "2", "--ff", "128", "--ctx", "256", "--type", "f32",
+                                              "--feature", feature, "--vocab-from",
+                                              path.join(opts.models, "vocab", "ggml-vocab-llama-bpe.gguf")],
+                         `make-model ${feature}`);
+    if (made.status !== 0) { console.error(`FAIL: make-model ${feature}: ${made.stderr}`); process.exit(1); }
+    models.push([file, true, ["The capital of France is"]]);
+  }
   // Every quantization type and llama-quantize mixture make-model writes (bytes equal to ggml's quantizers, see
   // quant_vs_ggml), on a shape whose rows fit the 256-element super-blocks, 4 layers so the mixtures' per-layer
   // choices differ, and GQA 4 (the IQ4 mixtures' attn_v rule). Quantized weights: the first token must agree.

@@ -14,8 +14,9 @@
 // size; e.g. --vocab-from ../shared/models/vocab/ggml-vocab-llama-bpe.gguf gives a model with Llama 3's tokenizer.
 //
 // --feature adds what real Llama-family GGUFs carry beyond the nine tensors per layer, as llama.cpp's converter
-// writes it: rope-freqs (rope_freqs.weight, Llama 3.1's frequency factors), qkv-bias (blk.N.attn_{q,k,v}.bias, as
-// Qwen2 and some Llama fine-tunes have), rope-scaling-linear (llama.rope.scaling.type "linear", factor 4).
+// writes it: rope-freqs (rope_freqs.weight, Llama 3.1's frequency factors: 1 for the fastest pair rising to 8 for the
+// slowest, as Llama 3's "llama3" scaling gives), qkv-bias (blk.N.attn_{q,k,v}.bias, as Qwen2 and some Llama
+// fine-tunes have), rope-scaling-linear / rope-scaling-yarn (llama.rope.scaling.type "linear" / "yarn", factor 4).
 #include "quant_mixture.hpp"
 #include "splitmix64.hpp"
 #include "common/error.hpp"
@@ -46,7 +47,7 @@ struct options {
     std::vector<std::string> features; // --feature NAME (repeatable)
 };
 
-const char *const k_features[] = {"rope-freqs", "qkv-bias", "rope-scaling-linear"};
+const char *const k_features[] = {"rope-freqs", "qkv-bias", "rope-scaling-linear", "rope-scaling-yarn"};
 
 using rng = strata::tools::splitmix64; // identical weights for a seed on every machine
 
@@ -54,7 +55,7 @@ using rng = strata::tools::splitmix64; // identical weights for a seed on every 
     std::fprintf(stderr,
                  "make-model: %s\nusage: make-model --out F.gguf [--dim N --layers N --heads N --kv-heads N --ff N "
                  "--ctx N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure] [--feature NAME]...\n"
-                 "NAME: rope-freqs qkv-bias rope-scaling-linear\n"
+                 "NAME: rope-freqs qkv-bias rope-scaling-linear rope-scaling-yarn\n"
                  "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m "
                  "q5_k_s q5_k_m q6_k\n",
                  why);
@@ -191,8 +192,8 @@ int main(int argc, char **argv) try {
     w.add_f32("llama.rope.freq_base", 10000.0f);
     w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
     const auto has = [&o](const char *f) { return std::find(o.features.begin(), o.features.end(), f) != o.features.end(); };
-    if (has("rope-scaling-linear")) {
-        w.add_string("llama.rope.scaling.type", "linear");
+    if (has("rope-scaling-linear") || has("rope-scaling-yarn")) {
+        w.add_string("llama.rope.scaling.type", has("rope-scaling-yarn") ? "yarn" : "linear");
         w.add_f32("llama.rope.scaling.factor", 4.0f);
         w.add_u32("llama.rope.scaling.original_context_length", static_cast<uint32_t>(o.ctx));
     }
@@ -250,7 +251,15 @@ int main(int argc, char **argv) try {
     }
     std::fprintf(stderr, "\n");
     norm("output_norm.weight");
-    if (has("rope-freqs")) vector_near_one("rope_freqs.weight", head_dim / 2);
+    if (has("rope-freqs")) {
+        const int64_t n = head_dim / 2;
+        std::vector<uint8_t> bytes(static_cast<size_t>(n) * 4);
+        for (int64_t i = 0; i < n; ++i) {
+            const float v = 1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(n - 1, 1));
+            std::memcpy(bytes.data() + i * 4, &v, 4);
+        }
+        w.add_tensor("rope_freqs.weight", 0, {n}, std::move(bytes));
+    }
     if (o.untied) matrix("output.weight", o.dim, n_vocab, -1);
     std::string counts;
     for (const auto &[type, count] : type_counts) counts += (counts.empty() ? "" : ", ") + type + " " + std::to_string(count);

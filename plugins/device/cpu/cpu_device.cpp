@@ -174,6 +174,8 @@ const strata_device_desc cpu_device_desc = {
     nullptr, // mem_info
     strata::cpu::fence_record,
     strata::cpu::copy_after,
+    nullptr, // pci_bus_id: not a PCI device
+    strata::cpu::rope_ext,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cpu_device_desc.header};

@@ -235,6 +235,12 @@ int32_t rms_norm(strata_device *dev, const float *x, const float *weight, int32_
 
 int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
              const int32_t *positions, float theta_base, int32_t mode, strata_status *st) {
+    return rope_ext(dev, x, n_tokens, n_heads, head_dim, rot_dims, positions, theta_base, mode, 1.0f, nullptr, st);
+}
+
+int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
+                 const int32_t *positions, float theta_base, int32_t mode, float freq_scale, const float *freq_factors,
+                 strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cpu rope: device is NULL");
         if (x == nullptr) return fail(st, invalid, "cpu rope: x is NULL");
@@ -253,10 +259,14 @@ int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, in
         if (!(theta_base > 0.0f) || !std::isfinite(theta_base))
             return fail(st, invalid, "cpu rope: theta_base = %g; must be finite and > 0",
                         static_cast<double>(theta_base));
+        if (!(freq_scale > 0.0f) || !std::isfinite(freq_scale))
+            return fail(st, invalid, "cpu rope: freq_scale = %g; must be finite and > 0",
+                        static_cast<double>(freq_scale));
         if (int32_t rc = check_positions(positions, n_tokens, "rope", st); rc != STRATA_OK) return rc;
 
         // ggml's recipe, in float, for output identical to llama.cpp: theta_i = pos * theta_scale^i built by repeated
-        // multiplication, then cosf/sinf. Each (cos, sin) pair is computed once per token and applied to all heads.
+        // multiplication, divided by the frequency factor and times freq_scale (ggml_rope_cache_init, rope_yarn
+        // without YaRN), then cosf/sinf. Each (cos, sin) pair is computed once per token and applied to all heads.
         const float theta_scale = std::pow(theta_base, -2.0f / static_cast<float>(rot_dims));
         const int32_t half = rot_dims / 2;
         const int64_t row = int64_t{n_heads} * head_dim;
@@ -267,7 +277,9 @@ int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, in
                 float *xt = x + t * row;
                 float theta = static_cast<float>(positions[t]);
                 for (int32_t i = 0; i < half; ++i) {
-                    const float c = std::cos(theta), s = std::sin(theta);
+                    const float ff = freq_factors != nullptr ? freq_factors[i] : 1.0f;
+                    const float angle = theta / ff * freq_scale;
+                    const float c = std::cos(angle), s = std::sin(angle);
                     for (int32_t h = 0; h < n_heads; ++h) {
                         float *v = xt + int64_t{h} * head_dim + int64_t{i} * pair_stride;
                         const float x0 = v[0], x1 = v[partner];

@@ -384,6 +384,7 @@ const strata_device_desc cuda_device_desc = {
     fence_record,
     copy_after,
     pci_bus_id,
+    strata::cuda::rope_ext,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cuda_device_desc.header};

@@ -244,6 +244,12 @@ int32_t rms_norm(strata_device *dev, const float *x, const float *weight, int32_
 
 int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
              const int32_t *positions, float theta_base, int32_t mode, strata_status *st) {
+    return rope_ext(dev, x, n_tokens, n_heads, head_dim, rot_dims, positions, theta_base, mode, 1.0f, nullptr, st);
+}
+
+int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
+                 const int32_t *positions, float theta_base, int32_t mode, float freq_scale, const float *freq_factors,
+                 strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cuda rope: device is NULL");
         if (x == nullptr) return fail(st, invalid, "cuda rope: x is NULL");
@@ -259,6 +265,9 @@ int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, in
         if (!(theta_base > 0.0f) || !std::isfinite(theta_base))
             return fail(st, invalid, "cuda rope: theta_base = %g; must be finite and > 0",
                         static_cast<double>(theta_base));
+        if (!(freq_scale > 0.0f) || !std::isfinite(freq_scale))
+            return fail(st, invalid, "cuda rope: freq_scale = %g; must be finite and > 0",
+                        static_cast<double>(freq_scale));
         if (rot_dims > max_rot_dims)
             return fail(st, STRATA_ERR_UNSUPPORTED, "cuda rope: rot_dims = %d; this device supports up to %d",
                         rot_dims, max_rot_dims);
@@ -268,13 +277,20 @@ int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, in
         op_scope scope(dev);
         if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda rope: cudaSetDevice", st);
         const size_t bytes = sizeof(int32_t) * static_cast<size_t>(n_tokens);
+        const size_t factor_bytes = freq_factors != nullptr ? sizeof(float) * static_cast<size_t>(rot_dims / 2) : 0;
         index_staging::batch batch;
-        if (cudaError_t e = dev->staging.begin(index_staging::padded(bytes), dev->compute, &batch); e != cudaSuccess)
+        if (cudaError_t e = dev->staging.begin(index_staging::padded(bytes) + index_staging::padded(factor_bytes),
+                                               dev->compute, &batch);
+            e != cudaSuccess)
             return finish(e, "cuda rope: staging positions", st);
         const auto *dev_positions = static_cast<const int32_t *>(batch.add(positions, bytes));
+        const float *dev_factors =
+            freq_factors != nullptr
+                ? static_cast<const float *>(batch.add(freq_factors, factor_bytes))
+                : nullptr;
         if (cudaError_t e = batch.upload(); e != cudaSuccess) return finish(e, "cuda rope: uploading positions", st);
         return finish(launch_rope(x, n_tokens, n_heads, head_dim, rot_dims, dev_positions, theta_scale, mode,
-                                  dev->compute),
+                                  dev->compute, freq_scale, dev_factors),
                       "cuda rope: launch", st);
     });
 }

@@ -38,10 +38,12 @@ __global__ void __launch_bounds__(row_threads)
     for (int32_t i = static_cast<int32_t>(threadIdx.x); i < dim; i += row_threads) ot[i] = (xt[i] * scale) * weight[i];
 }
 
-// One block per token. The angle of pair i is pos * theta_scale^i built by i float multiplications, exactly as the
-// CPU device (and ggml) does, so the angles are the same floats; each (cos, sin) is computed once per token.
+// One block per token. The angle of pair i is pos * theta_scale^i built by i float multiplications, divided by the
+// frequency factor (none: 1) and times freq_scale, exactly as the CPU device (and ggml) does, so the angles are the
+// same floats; each (cos, sin) is computed once per token.
 __global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
-                            const int32_t *__restrict__ positions, float theta_scale, int32_t neox) {
+                            const int32_t *__restrict__ positions, float theta_scale, int32_t neox, float freq_scale,
+                            const float *__restrict__ freq_factors) {
     __shared__ float angles[max_rot_dims]; // cos[half], sin[half]
     const int32_t half = rot_dims / 2;
     float *cos_of = angles, *sin_of = angles + half;
@@ -49,8 +51,9 @@ __global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t
     for (int32_t i = static_cast<int32_t>(threadIdx.x); i < half; i += static_cast<int32_t>(blockDim.x)) {
         float theta = static_cast<float>(positions[t]);
         for (int32_t j = 0; j < i; ++j) theta *= theta_scale;
-        cos_of[i] = cosf(theta);
-        sin_of[i] = sinf(theta);
+        const float angle = theta / (freq_factors != nullptr ? freq_factors[i] : 1.0f) * freq_scale;
+        cos_of[i] = cosf(angle);
+        sin_of[i] = sinf(angle);
     }
     __syncthreads();
     const int32_t pair_stride = neox ? 1 : 2;
@@ -111,9 +114,10 @@ cudaError_t launch_rms_norm(const float *x, const float *weight, int32_t n_token
 }
 
 cudaError_t launch_rope(float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
-                        const int32_t *positions, float theta_scale, int32_t mode, cudaStream_t stream) {
+                        const int32_t *positions, float theta_scale, int32_t mode, cudaStream_t stream,
+                        float freq_scale, const float *freq_factors) {
     return launch_kernel(kernels::rope_kernel, dim3(static_cast<unsigned>(n_tokens)), dim3(128), stream, x, n_heads,
-                         head_dim, rot_dims, positions, theta_scale, mode != 0 ? 1 : 0);
+                         head_dim, rot_dims, positions, theta_scale, mode != 0 ? 1 : 0, freq_scale, freq_factors);
 }
 
 cudaError_t launch_swiglu(const float *gate, const float *up, int64_t n, float *out, cudaStream_t stream) {

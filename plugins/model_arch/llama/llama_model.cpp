@@ -95,17 +95,27 @@ void refuse_unimplemented_keys(const strata_model_source *src, const std::string
         throw std::runtime_error("'" + p + "attention.value_length' " + std::to_string(value_length) +
                                  " differs from the key length " + std::to_string(hp.head_dim) +
                                  ": separate V head sizes are not implemented");
+}
+
+// RoPE scaling as llama.cpp reads it (llama_model::load_hparams and the context): the type defaults to linear; the
+// factor (rope.scaling.factor, or the older rope.scale_linear) gives freq_scale = 1 / factor in float, 0 meaning
+// none; type "none" never scales. YaRN and LongRoPE are refused with their name.
+float rope_freq_scale(const strata_model_source *src, const std::string &p) {
     const char *type_c = nullptr;
-    const std::string type = src->get_str(src->ctx, (p + "rope.scaling.type").c_str(), &type_c) && type_c ? type_c : "none";
-    const double factor = meta_f64(src, p + "rope.scaling.factor", 1.0);
-    meta_u64(src, p + "rope.scaling.original_context_length", false, 0); // used only by a scaling type
+    const std::string key = p + "rope.scaling.type";
+    const std::string type = src->get_str(src->ctx, key.c_str(), &type_c) && type_c ? type_c : "linear";
+    double factor = meta_f64(src, p + "rope.scaling.factor", 0.0);
+    if (factor == 0.0) factor = meta_f64(src, p + "rope.scale_linear", 0.0);
+    meta_u64(src, p + "rope.scaling.original_context_length", false, 0); // YaRN's (refused below); linear ignores it
     meta_u64(src, p + "rope.scaling.finetuned", false, 0);               // informational
-    if (type != "none" && factor != 1.0)
-        throw std::runtime_error("RoPE scaling '" + type + "' (" + p + "rope.scaling.factor " + std::to_string(factor) +
-                                 ") is not implemented by this plugin yet: positions would be rotated unscaled");
-    if (type == "none" && factor != 1.0 && factor != 0.0)
+    if (type == "none") return 1.0f;
+    if (type != "linear")
+        throw std::runtime_error("RoPE scaling '" + type + "' ('" + key + "') is not implemented by this plugin yet; " +
+                                 "linear scaling and rope_freqs factors are");
+    if (!std::isfinite(factor) || factor < 0.0)
         throw std::runtime_error("'" + p + "rope.scaling.factor' is " + std::to_string(factor) +
-                                 " without a scaling type: the file is ambiguous");
+                                 "; it must be a finite factor >= 1 (0: none)");
+    return factor == 0.0 ? 1.0f : 1.0f / static_cast<float>(factor);
 }
 
 } // namespace
@@ -146,6 +156,7 @@ model *load(const strata_model_source *src) {
     // Llama GGUFs store Q/K permuted for adjacent-pair rotation (llama.cpp's LLAMA_ROPE_TYPE_NORM).
     hp.rope_mode = STRATA_ROPE_PAIRS;
     refuse_unimplemented_keys(src, p, hp);
+    m->rope_freq_scale = rope_freq_scale(src, p);
 
     const int64_t d = hp.n_embd;
     const int64_t dq = static_cast<int64_t>(hp.n_head) * hp.head_dim;
@@ -162,6 +173,19 @@ model *load(const strata_model_source *src) {
     bool has_output = false;
     m->output = tensor(src, "output.weight", d, hp.n_vocab, false, &has_output);
     if (!has_output) m->output = m->tok_embd; // tied classifier, as llama.cpp does when output.weight is absent
+    // Llama 3.1+'s RoPE frequency factors (llama.cpp's LLM_TENSOR_ROPE_FREQS): rope_dims / 2 floats, read once here
+    // (host memory for rope_ext), so no placement moves them.
+    bool has_freqs = false;
+    const strata_tensor_view freqs = tensor(src, "rope_freqs.weight", hp.rope_dims / 2, 1, false, &has_freqs);
+    if (has_freqs) {
+        if (freqs.ggml_type != 0) throw std::runtime_error("rope_freqs.weight must be F32");
+        const float *f = static_cast<const float *>(freqs.data);
+        m->rope_freqs.assign(f, f + hp.rope_dims / 2);
+        for (const float v : m->rope_freqs)
+            if (!(v > 0.0f) || !std::isfinite(v))
+                throw std::runtime_error("rope_freqs.weight holds " + std::to_string(v) +
+                                         "; frequency factors must be finite and > 0");
+    }
     m->layers.resize(static_cast<size_t>(hp.n_layer));
     for (int32_t l = 0; l < hp.n_layer; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
@@ -273,6 +297,22 @@ int32_t transfer(const strata_device_desc *ops, strata_device *dev, float *dst, 
     return STRATA_OK;
 }
 
+// RoPE of n tokens of `heads` heads in x: the plain rotation, or rope_ext with the model's frequency factors and
+// linear scale (a device without rope_ext, ABI 1.11, is an error naming it).
+int32_t rotate(const model &m, const strata_device_desc *ops, strata_device *dev, float *x, int32_t n, int32_t heads,
+               const int32_t *positions, strata_status *st) {
+    const strata_model_hparams &hp = m.hp;
+    if (m.rope_freqs.empty() && m.rope_freq_scale == 1.0f)
+        return ops->rope(dev, x, n, heads, hp.head_dim, hp.rope_dims, positions, hp.rope_theta, hp.rope_mode, st);
+    if (!STRATA_HAS_SLOT(ops, rope_ext))
+        return fail(st, STRATA_ERR_UNSUPPORTED,
+                    "llama forward: this model's RoPE needs frequency factors or scaling (rope_ext, ABI 1.11), which "
+                    "device '%s' does not offer",
+                    ops->header.name);
+    return ops->rope_ext(dev, x, n, heads, hp.head_dim, hp.rope_dims, positions, hp.rope_theta, hp.rope_mode,
+                         m.rope_freq_scale, m.rope_freqs.empty() ? nullptr : m.rope_freqs.data(), st);
+}
+
 // One layer's ops on `ops`/`dev` over buffers `b` with weights `w`. attend(b) stores the layer's K/V rows (b.k, b.v,
 // after RoPE) wherever the cache keeps them and writes the attention of b.q into b.attn.
 template <class Attend>
@@ -287,10 +327,8 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
     STRATA_TRY(ops->matmul(dev, &w.wq, b.xb, n, b.q, st));
     STRATA_TRY(ops->matmul(dev, &w.wk, b.xb, n, b.k, st));
     STRATA_TRY(ops->matmul(dev, &w.wv, b.xb, n, b.v, st));
-    STRATA_TRY(ops->rope(dev, b.q, n, hp.n_head, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta, hp.rope_mode,
-                         st));
-    STRATA_TRY(ops->rope(dev, b.k, n, hp.n_head_kv, hp.head_dim, hp.rope_dims, a->positions, hp.rope_theta,
-                         hp.rope_mode, st));
+    STRATA_TRY(rotate(m, ops, dev, b.q, n, hp.n_head, a->positions, st));
+    STRATA_TRY(rotate(m, ops, dev, b.k, n, hp.n_head_kv, a->positions, st));
     STRATA_TRY(attend(b));
     STRATA_TRY(ops->matmul(dev, &w.wo, b.attn, n, b.xb, st));
     STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));

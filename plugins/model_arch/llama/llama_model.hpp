@@ -20,6 +20,10 @@ struct model {
     // computes (hybrid placement); empty when the host offers none.
     std::vector<layer_weights> host_layers;
     std::vector<std::string> tensor_names; // storage for names handed out in views
+    // RoPE beyond the plain rotation (rope_ext, ABI 1.11): 1 / the linear scaling factor, and the per-pair frequency
+    // factors of a rope_freqs tensor (Llama 3.1+), copied at load (empty: none).
+    float rope_freq_scale = 1.0f;
+    std::vector<float> rope_freqs;
 };
 
 // Reads hyperparameters and resolves every tensor, checking shapes; throws std::runtime_error with a clear message.

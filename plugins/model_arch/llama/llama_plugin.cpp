@@ -92,8 +92,8 @@ const strata_descriptor_header *const k_descriptors[] = {&k_llama_desc.header};
 
 const strata_plugin_info k_info = strata::plugin::make_info(
     "llama", "0.1.0", "MIT",
-    "Llama-family decoder from GGUF (Llama 1/2, Llama 3.0, Mistral 7B); files with RoPE scaling, rope_freqs "
-    "(Llama 3.1+), biases or experts are refused",
+    "Llama-family decoder from GGUF (Llama 1/2/3.x, Mistral 7B; linear RoPE scaling and rope_freqs factors); files "
+    "with other RoPE scaling types, biases or experts are refused",
     k_descriptors);
 
 } // namespace

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 10
+#define STRATA_ABI_MINOR 11
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -348,6 +348,14 @@ typedef struct strata_device_desc {
     /* The device's PCI bus id, "dddd:bb:dd.f" (cudaDeviceGetPCIBusId), so the host can put pinned memory on the NUMA
      * node nearest it. Writes a NUL-terminated string of at most cap bytes; returns 1 when known, else 0. */
     int32_t (*pci_bus_id)(strata_device *dev, char *buf, uint32_t cap);
+    /* optional, since 1.11 (test with STRATA_HAS_SLOT) */
+    /* `rope` with llama.cpp's frequency terms (ggml_rope_ext without YaRN): pair i of each head turns by the angle
+     * (pos * theta_base^(-2i/rot_dims) / freq_factors[i]) * freq_scale, in that float order. freq_factors: rot_dims/2
+     * floats in host memory, like positions (a model's rope_freqs tensor, Llama 3.1+), or NULL for all 1;
+     * freq_scale: 1 / the linear RoPE scaling factor, finite and > 0. With NULL and 1 it is `rope`, bit for bit. */
+    int32_t (*rope_ext)(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim,
+                        int32_t rot_dims, const int32_t *positions, float theta_base, int32_t mode, float freq_scale,
+                        const float *freq_factors, strata_status *st);
 } strata_device_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
