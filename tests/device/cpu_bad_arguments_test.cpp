@@ -104,6 +104,10 @@ TEST_F(CpuBadArguments, RmsNormRopeAndElementwise) {
     expect_invalid(ops().softmax(d, nullptr, 1, 64, &st_), "softmax null");
     expect_invalid(ops().softmax(d, x.data(), 1, 0, &st_), "softmax 0 cols");
     expect_invalid(ops().add(nullptr, x.data(), w.data(), 64, out.data(), &st_), "add null device");
+    expect_invalid(ops().add_rows(d, x.data(), nullptr, 2, 32, out.data(), &st_), "add_rows null row");
+    expect_invalid(ops().add_rows(d, x.data(), w.data(), 0, 32, out.data(), &st_), "add_rows 0 rows");
+    expect_invalid(ops().add_rows(d, x.data(), w.data(), 2, -1, out.data(), &st_), "add_rows cols < 0");
+    expect_invalid(ops().add_rows(nullptr, x.data(), w.data(), 2, 32, out.data(), &st_), "add_rows null device");
 }
 
 TEST_F(CpuBadArguments, Attention) {

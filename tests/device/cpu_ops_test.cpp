@@ -297,6 +297,24 @@ TEST_P(CpuOps, AddIsExact) {
     }
 }
 
+// add_rows (ABI 1.12): a bias row added to each token, one float add per element (ggml_add's broadcast).
+TEST_P(CpuOps, AddRowsAddsTheRowToEveryRowExactly) {
+    for (const auto &[rows, cols] : {std::pair<int32_t, int32_t>{1, 7}, {5, 64}, {300, 1001}}) {
+        const auto x = random_floats(static_cast<size_t>(rows) * static_cast<size_t>(cols), 63);
+        const auto bias = random_floats(static_cast<size_t>(cols), 64);
+        std::vector<float> out(x.size(), NAN);
+        ASSERT_EQ(ops().add_rows(dev(), x.data(), bias.data(), rows, cols, out.data(), &st_), STRATA_OK) << st_.message;
+        for (int32_t r = 0; r < rows; ++r)
+            for (int32_t i = 0; i < cols; ++i) {
+                const size_t at = static_cast<size_t>(r) * static_cast<size_t>(cols) + static_cast<size_t>(i);
+                ASSERT_EQ(out[at], x[at] + bias[static_cast<size_t>(i)]) << "row " << r << " column " << i;
+            }
+        auto inplace = x; // out == x, as the model calls it
+        ASSERT_EQ(ops().add_rows(dev(), inplace.data(), bias.data(), rows, cols, inplace.data(), &st_), STRATA_OK);
+        EXPECT_EQ(inplace, out);
+    }
+}
+
 TEST_P(CpuOps, SoftmaxMatchesFloat64Reference) {
     struct shape { int rows, cols; };
     for (const shape s : {shape{1, 1}, shape{5, 37}, shape{3, 32000}, shape{200, 300}}) {

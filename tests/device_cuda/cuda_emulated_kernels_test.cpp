@@ -146,6 +146,16 @@ TEST_F(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
     ASSERT_EQ(cu::launch_add(g.data(), u.data(), n, got.data(), nullptr), cudaSuccess);
     ASSERT_EQ(c.add(cpu.get(), g.data(), u.data(), n, want.data(), &st), STRATA_OK);
     EXPECT_EQ(got, want) << "add";
+    // add_rows (ABI 1.12): a bias row added to every token, in place as the model calls it.
+    {
+        const int32_t n_rows = 7, n_cols = 1001;
+        auto x = random_floats(static_cast<size_t>(n_rows * n_cols), 64, -4.0f, 4.0f);
+        const auto bias = random_floats(static_cast<size_t>(n_cols), 65, -1.0f, 1.0f);
+        std::vector<float> expect(x.size());
+        ASSERT_EQ(c.add_rows(cpu.get(), x.data(), bias.data(), n_rows, n_cols, expect.data(), &st), STRATA_OK);
+        ASSERT_EQ(cu::launch_add_rows(x.data(), bias.data(), n_rows, n_cols, x.data(), nullptr), cudaSuccess);
+        EXPECT_EQ(x, expect) << "add_rows";
+    }
 
     const int32_t rows = 3, cols = 5000;
     auto logits = random_floats(static_cast<size_t>(rows * cols), 63, -10.0f, 10.0f);

@@ -176,6 +176,7 @@ const strata_device_desc cpu_device_desc = {
     strata::cpu::copy_after,
     nullptr, // pci_bus_id: not a PCI device
     strata::cpu::rope_ext,
+    strata::cpu::add_rows,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cpu_device_desc.header};

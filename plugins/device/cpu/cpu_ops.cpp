@@ -405,6 +405,29 @@ int32_t add(strata_device *dev, const float *a, const float *b, int64_t n, float
     });
 }
 
+int32_t add_rows(strata_device *dev, const float *x, const float *row, int32_t n_rows, int32_t n_cols, float *out,
+                 strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu add_rows: device is NULL");
+        if (x == nullptr || row == nullptr || out == nullptr)
+            return fail(st, invalid, "cpu add_rows: x, row or out is NULL");
+        if (n_rows <= 0 || n_cols <= 0)
+            return fail(st, invalid, "cpu add_rows: n_rows = %d, n_cols = %d; both must be > 0", n_rows, n_cols);
+        const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(n_cols);
+        STRATA_REQUIRE_DEVICE(x, bytes, "add_rows", "x");
+        STRATA_REQUIRE_DEVICE(row, sizeof(float) * static_cast<uint64_t>(n_cols), "add_rows", "row");
+        STRATA_REQUIRE_DEVICE(out, bytes, "add_rows", "out");
+        const kernels &k = dev->kern;
+        auto body = [&](int64_t r0, int64_t r1, int) noexcept {
+            for (int64_t r = r0; r < r1; ++r) k.add(x + r * n_cols, row, out + r * n_cols, n_cols);
+        };
+        std::lock_guard lock(dev->op_mutex);
+        dev->pool.parallel_for(n_rows, std::max<int64_t>(1, parallel_min_work / n_cols), body);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
 int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cpu softmax: device is NULL");

@@ -385,6 +385,7 @@ const strata_device_desc cuda_device_desc = {
     copy_after,
     pci_bus_id,
     strata::cuda::rope_ext,
+    strata::cuda::add_rows,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cuda_device_desc.header};

@@ -405,6 +405,20 @@ int32_t add(strata_device *dev, const float *a, const float *b, int64_t n, float
     });
 }
 
+int32_t add_rows(strata_device *dev, const float *x, const float *row, int32_t n_rows, int32_t n_cols, float *out,
+                 strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda add_rows: device is NULL");
+        if (x == nullptr || row == nullptr || out == nullptr)
+            return fail(st, invalid, "cuda add_rows: x, row or out is NULL");
+        if (n_rows <= 0 || n_cols <= 0)
+            return fail(st, invalid, "cuda add_rows: n_rows = %d, n_cols = %d; both must be > 0", n_rows, n_cols);
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda add_rows: cudaSetDevice", st);
+        return finish(launch_add_rows(x, row, n_rows, n_cols, out, dev->compute), "cuda add_rows: launch", st);
+    });
+}
+
 int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cuda softmax: device is NULL");

@@ -1,4 +1,4 @@
-// Row-wise and elementwise ops: RMSNorm, RoPE, SwiGLU, add, softmax. Where the CPU device follows ggml's rounding
+// Row-wise and elementwise ops: RMSNorm, RoPE, SwiGLU, add, add_rows, softmax. Where the CPU device follows ggml's rounding
 // recipe (RoPE's angles), the kernels follow it too, so the two devices agree to float rounding.
 #pragma once
 
@@ -80,6 +80,11 @@ __global__ void add_kernel(const float *a, const float *b, int64_t n, float *out
         out[i] = a[i] + b[i];
 }
 
+__global__ void add_rows_kernel(const float *x, const float *row, int64_t n, int32_t n_cols, float *out) {
+    for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+        out[i] = x[i] + row[i % n_cols];
+}
+
 // One block per row: max, exponentials (kept in place) and their sum, then one multiply by the reciprocal.
 __global__ void __launch_bounds__(row_threads) softmax_kernel(float *x, int32_t n_cols) {
     __shared__ float scratch[row_warps];
@@ -128,6 +133,13 @@ cudaError_t launch_swiglu(const float *gate, const float *up, int64_t n, float *
 cudaError_t launch_add(const float *a, const float *b, int64_t n, float *out, cudaStream_t stream) {
     return launch_kernel(kernels::add_kernel, dim3(kernels::elementwise_blocks(n)), dim3(kernels::row_threads), stream,
                          a, b, n, out);
+}
+
+cudaError_t launch_add_rows(const float *x, const float *row, int32_t n_rows, int32_t n_cols, float *out,
+                            cudaStream_t stream) {
+    const int64_t n = int64_t{n_rows} * n_cols;
+    return launch_kernel(kernels::add_rows_kernel, dim3(kernels::elementwise_blocks(n)), dim3(kernels::row_threads),
+                         stream, x, row, n, n_cols, out);
 }
 
 cudaError_t launch_softmax(float *x, int32_t n_rows, int32_t n_cols, cudaStream_t stream) {

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 11
+#define STRATA_ABI_MINOR 12
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -356,6 +356,12 @@ typedef struct strata_device_desc {
     int32_t (*rope_ext)(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim,
                         int32_t rot_dims, const int32_t *positions, float theta_base, int32_t mode, float freq_scale,
                         const float *freq_factors, strata_status *st);
+    /* optional, since 1.12 (test with STRATA_HAS_SLOT) */
+    /* out[r * n_cols + i] = x[r * n_cols + i] + row[i] for n_rows rows (a bias added to every token, as ggml_add
+     * broadcasts it): one float add per element, so every device gives the same bits. x, row and out are device
+     * memory; out may be x. */
+    int32_t (*add_rows)(strata_device *dev, const float *x, const float *row, int32_t n_rows, int32_t n_cols, float *out,
+                        strata_status *st);
 } strata_device_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
