@@ -6,6 +6,7 @@
 #include "common/log.hpp"
 #include "common/progress.hpp"
 #include "engine/config_override_view.hpp"
+#include "engine/device_capability.hpp"
 #include "engine/engine_util.hpp"
 #include "engine/model_fingerprint.hpp"
 #include "engine/model_coverage.hpp"
@@ -67,6 +68,7 @@ void engine::init() {
     if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
     check_model_covers_file(*file_, arch, *arch_.desc, model_, source_->keys_read(), source_->tensors_read(),
                             arch_.desc->header.name, opts_.model_path);
+    check_device_offers_model_ops(*arch_.desc, model_, *device_desc_.desc, "device", opts_.model_path);
     hp_.struct_size = sizeof hp_;
     arch_.desc->get_hparams(model_, &hp_);
     if (hp_.n_vocab != tokenizer_->n_vocab()) {

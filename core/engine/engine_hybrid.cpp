@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "engine/device_capability.hpp"
 #include "engine/engine_util.hpp"
 #include "engine/model_source.hpp"
 #include "planner/bandwidth_cache.hpp"
@@ -146,6 +147,15 @@ bool engine::start_host_device(bool required) {
     host_device_ = host_desc_.desc->create(&args, &st);
     if (host_device_ == nullptr)
         fail("offload_device '{}' (for offloaded layers) failed to start: {}", name, status_text(st));
+    // It runs the model's layers: it must offer every op they call (asked at load, as for the main device).
+    if (const std::string why = missing_model_op(*arch_.desc, model_, *host_desc_.desc, "offload_device",
+                                                 opts_.model_path);
+        !why.empty()) {
+        if (required) fail("{}", why);
+        log::info("engine", "offloaded layers stream instead of running on the offload device: {}", why);
+        stop_host_device();
+        return false;
+    }
     return true;
 }
 

@@ -20,17 +20,39 @@ std::string model_with(const std::string &name, const std::string &features) {
     return made_model(name, "--dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --ctx 128 --type f32 " + features);
 }
 
+// The completion token ids of `runtime --output json`, as text (empty when there are none).
+std::string tokens(const std::string &out) {
+    const size_t at = out.find("\"completion_tokens\"");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find(']', at) - at);
+}
+
 TEST(ModelCoverage, EveryUnusedTensorIsListedInOneMessage) {
-    const std::string m = model_with("coverage-bias-freqs.gguf", "--feature qkv-bias --feature rope-freqs");
+    // Qwen2 has neither MLP biases nor RoPE frequency factors (llama.cpp refuses such a file too): seven tensors the
+    // qwen2 family does not use, every one named.
+    const std::string m =
+        model_with("coverage-qwen2-mlp-bias-freqs.gguf", "--arch qwen2 --feature mlp-bias --feature rope-freqs");
     ASSERT_FALSE(m.empty()) << "make-model failed";
     const auto r = run_runtime("--model " + m + " --prompt hello --max-tokens 2");
     EXPECT_NE(r.exit_code, 0) << r.all;
-    // Three biases per layer for two layers; the frequency factors are used.
-    EXPECT_NE(r.all.find("does not use 6 part(s)"), std::string::npos) << r.all;
+    EXPECT_NE(r.all.find("does not use 7 part(s)"), std::string::npos) << r.all;
     EXPECT_NE(r.all.find("cannot run it correctly"), std::string::npos) << r.all;
-    for (const char *name : {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.1.attn_v.bias"})
+    for (const char *name : {"blk.0.ffn_gate.bias", "blk.0.ffn_up.bias", "blk.1.ffn_down.bias", "rope_freqs.weight"})
         EXPECT_NE(r.all.find(std::string("tensor '") + name + "' ["), std::string::npos) << name << "\n" << r.all;
-    EXPECT_EQ(r.all.find("rope_freqs"), std::string::npos) << r.all;
+    EXPECT_EQ(r.all.find("attn_q.bias"), std::string::npos) << "qwen2 uses its Q/K/V biases\n" << r.all;
+}
+
+// Biases (Q/K/V, output, MLP) run where llama.cpp's llama reads them, and change the tokens.
+TEST(ModelCoverage, LlamaBiasesRunAndChangeTheTokens) {
+    const std::string plain = model_with("coverage-plain.gguf", "");
+    const std::string biased = model_with("coverage-biases.gguf", "--feature qkv-bias --feature mlp-bias");
+    ASSERT_FALSE(plain.empty() || biased.empty()) << "make-model failed";
+    const std::string args = " --prompt \"one two three\" --max-tokens 16 --temperature 0 --ignore-eos --output json";
+    const auto a = run_runtime("--model " + plain + args);
+    const auto b = run_runtime("--model " + biased + args);
+    ASSERT_EQ(a.exit_code, 0) << a.all;
+    ASSERT_EQ(b.exit_code, 0) << b.all;
+    ASSERT_FALSE(tokens(a.all).empty()) << a.all;
+    EXPECT_NE(tokens(a.all), tokens(b.all)) << "the biases changed no token";
 }
 
 TEST(ModelCoverage, RopeFrequencyFactorsAndLinearScalingRunAndChangeTheTokens) {
@@ -48,10 +70,6 @@ TEST(ModelCoverage, RopeFrequencyFactorsAndLinearScalingRunAndChangeTheTokens) {
     ASSERT_EQ(a.exit_code, 0) << a.all;
     ASSERT_EQ(b.exit_code, 0) << b.all;
     ASSERT_EQ(c.exit_code, 0) << c.all;
-    const auto tokens = [](const std::string &out) {
-        const size_t at = out.find("\"completion_tokens\"");
-        return at == std::string::npos ? std::string() : out.substr(at, out.find(']', at) - at);
-    };
     ASSERT_FALSE(tokens(a.all).empty()) << a.all;
     EXPECT_NE(tokens(a.all), tokens(b.all)) << "rope_freqs.weight changed no token";
     EXPECT_NE(tokens(a.all), tokens(c.all)) << "linear RoPE scaling changed no token";

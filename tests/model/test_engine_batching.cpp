@@ -338,18 +338,23 @@ namespace {
 // Llamas with grouped-query attention from tools/make-model (random weights, llama-spm vocabulary): the integer
 // matmul path and GQA under batching and preemption. Q8_0: 4 layers x 2 x 2 KV heads x 32 x 4 B = 2 KiB/token.
 // Q4_K_M, llama-quantize's mixture (Q4_K with Q6_K for half the attn_v/ffn_down and the output): rows of 256 for the
-// super-blocks, 4 layers x 2 x 2 KV heads x 64 x 4 B = 4 KiB/token.
+// super-blocks, 4 layers x 2 x 2 KV heads x 64 x 4 B = 4 KiB/token. The other families of the decoder plugin in Q8_0:
+// qwen2 (Q/K/V biases, NEOX RoPE), qwen3 (per-head Q/K norms, a head size of 64 with dim 128), and a llama with every
+// optional bias.
 struct quantized_case {
+    const char *name;
     const char *type;
-    const char *dims;
+    const char *dims; // and the architecture and features
     uint64_t kv_bytes_per_token;
 };
 
 std::string made_gqa_model(const quantized_case &c) {
-    return made_model(std::string("llama-batching-") + c.type + ".gguf",
+    return made_model(std::string("batching-") + c.name + ".gguf",
                       std::string(c.dims) + " --layers 4 --heads 4 --kv-heads 2 --ctx 256 --type " + c.type +
                           " --seed 5 --vocab-from " + shared_path("models/vocab/ggml-vocab-llama-spm.gguf"));
 }
+
+void PrintTo(const quantized_case &c, std::ostream *os) { *os << c.name; }
 
 class EngineBatchingQuantized : public ::testing::TestWithParam<quantized_case> {};
 
@@ -404,6 +409,12 @@ TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesOnAGqaModelGiveTheirAl
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, EngineBatchingQuantized,
-                         ::testing::Values(quantized_case{"q8_0", "--dim 128 --ff 256", 2 * kib},
-                                           quantized_case{"q4_k_m", "--dim 256 --ff 256", 4 * kib}),
-                         [](const auto &info) { return std::string(info.param.type); });
+                         ::testing::Values(quantized_case{"q8_0", "q8_0", "--dim 128 --ff 256", 2 * kib},
+                                           quantized_case{"q4_k_m", "q4_k_m", "--dim 256 --ff 256", 4 * kib},
+                                           quantized_case{"qwen2_q8_0", "q8_0", "--arch qwen2 --dim 128 --ff 256", 2 * kib},
+                                           quantized_case{"qwen3_q8_0", "q8_0",
+                                                          "--arch qwen3 --dim 128 --head-dim 64 --ff 256", 4 * kib},
+                                           quantized_case{"llama_biases_q8_0", "q8_0",
+                                                          "--dim 128 --ff 256 --feature qkv-bias --feature mlp-bias",
+                                                          2 * kib}),
+                         [](const auto &info) { return std::string(info.param.name); });

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -47,7 +48,9 @@ table_view &nvme_table() {
         table_view v;
         fs::create_directories(fs::path(STRATA_BINARY_DIR) / "test-nvme");
         const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
-        v.strings["path"] = std::string(STRATA_BINARY_DIR) + "/test-nvme/" + (info ? info->name() : "weights") + ".bin";
+        std::string name = info ? info->name() : "weights";
+        std::replace(name.begin(), name.end(), '/', '_'); // a parameterized test's name has one
+        v.strings["path"] = std::string(STRATA_BINARY_DIR) + "/test-nvme/" + name + ".bin";
         fs::remove(v.strings["path"]); // left over by an earlier run that was killed
         return v;
     }();
@@ -150,14 +153,26 @@ std::string big_model() {
     return file.string();
 }
 
-// Llama 3.1+'s RoPE frequency factors and linear RoPE scaling (rope_ext): the factors are read once by the model, so
-// they must stay right wherever the weights live, streamed included, and on a device with its own memory (the CPU
-// device's separate_memory mode takes the GPU's paths: the factors are host memory, like the positions).
-TEST(PlacementInvariance, RopeFrequencyFactorsAndScalingGiveTheSameTokensWhereverTheWeightsLive) {
+// Every family of the decoder plugin, and the Llama features beyond the nine tensors (make-model --arch/--feature):
+// llama with Llama 3.1+'s RoPE frequency factors and linear RoPE scaling (rope_ext; the factors are read once by the
+// model, so they must stay right wherever the weights live), llama with Q/K/V and MLP biases, qwen2 (Q/K/V biases,
+// NEOX RoPE) and qwen3 (per-head Q/K norms, a head size other than dim / heads). Offloaded, streamed from NVMe, and
+// on a device with its own memory (the CPU device's separate_memory mode takes the GPU's paths).
+struct family_case {
+    const char *name;
+    const char *args;
+};
+
+void PrintTo(const family_case &c, std::ostream *os) { *os << c.name; }
+
+class PlacementInvarianceFamilies : public ::testing::TestWithParam<family_case> {};
+
+TEST_P(PlacementInvarianceFamilies, GreedyTokensAreTheSameWhereverTheWeightsLive) {
+    const family_case &c = GetParam();
     const std::string model = strata::testing::made_model(
-        "llama-4l-rope-freqs-linear.gguf", "--dim 64 --layers 4 --heads 4 --kv-heads 2 --ff 128 --ctx 256 --type f32 "
-                                           "--feature rope-freqs --feature rope-scaling-linear --vocab-from " +
-                                               shared_path("models/stories260K-f32.gguf"));
+        std::string("family-4l-") + c.name + ".gguf",
+        std::string("--dim 64 --layers 4 --heads 4 --kv-heads 2 --ff 128 --ctx 256 --type f32 ") + c.args +
+            " --vocab-from " + shared_path("models/stories260K-f32.gguf"));
     ASSERT_FALSE(model.empty()) << "make-model failed";
     const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, 80);
     ASSERT_EQ(want.size(), 80u);
@@ -178,6 +193,14 @@ TEST(PlacementInvariance, RopeFrequencyFactorsAndScalingGiveTheSameTokensWhereve
         EXPECT_EQ(generate(*e, "Once upon a time", greedy(80)).tokens, want) << "separate_memory";
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Decoder, PlacementInvarianceFamilies,
+                         ::testing::Values(family_case{"llama_rope_freqs_linear",
+                                                       "--feature rope-freqs --feature rope-scaling-linear"},
+                                           family_case{"llama_biases", "--feature qkv-bias --feature mlp-bias"},
+                                           family_case{"qwen2", "--arch qwen2"},
+                                           family_case{"qwen3", "--arch qwen3 --head-dim 32"}),
+                         [](const auto &info) { return std::string(info.param.name); });
 
 TEST(PlacementInvariance, ModelFourTimesTheDeviceBudgetGivesTheSameTokens) {
     const std::string model = big_model();

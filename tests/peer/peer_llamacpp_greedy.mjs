@@ -61,6 +61,24 @@ if (opts["make-model"] && opts.work) {
     if (made.status !== 0) { console.error(`FAIL: make-model ${feature}: ${made.stderr}`); process.exit(1); }
     models.push([file, true, ["The capital of France is"]]);
   }
+  // The decoder plugin's other families and Llama's optional biases (make-model --arch / --feature), with the
+  // vocabulary each family ships: qwen2 (Q/K/V biases, NEOX RoPE), qwen3 (per-head Q/K RMSNorm, a head size of 32
+  // with dim 64 / 4 heads = 16), llama with Q/K/V and MLP biases. F32: every token must agree; Q8_0: the first.
+  for (const [name, args, vocab, texts] of [
+    ["qwen2", ["--arch", "qwen2"], "qwen2", qwen],
+    ["qwen3", ["--arch", "qwen3", "--head-dim", "32"], "qwen2", qwen],
+    ["llama-biases", ["--feature", "qkv-bias", "--feature", "mlp-bias"], "llama-bpe", chat]]) {
+    for (const type of ["f32", "q8_0"]) {
+      const file = path.join(opts.work, `random-${name}-${type}.gguf`);
+      const made = runJson(opts["make-model"], ["--out", file, "--dim", "64", "--layers", "2", "--heads", "4",
+                                                "--kv-heads", "2", "--ff", "128", "--ctx", "256", "--type", type,
+                                                ...args, "--vocab-from",
+                                                path.join(opts.models, "vocab", `ggml-vocab-${vocab}.gguf`)],
+                           `make-model ${name} ${type}`);
+      if (made.status !== 0) { console.error(`FAIL: make-model ${name} ${type}: ${made.stderr}`); process.exit(1); }
+      models.push([file, type === "f32", texts]);
+    }
+  }
   // Every quantization type and llama-quantize mixture make-model writes (bytes equal to ggml's quantizers, see
   // quant_vs_ggml), on a shape whose rows fit the 256-element super-blocks, 4 layers so the mixtures' per-layer
   // choices differ, and GQA 4 (the IQ4 mixtures' attn_v rule). Quantized weights: the first token must agree.

@@ -88,7 +88,7 @@ else
       # No -Werror here: another compiler's new warnings must not stop a measurement (CI enforces them).
       cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WITH_CUDA=ON &&
         cmake --build "$build_dir" -j"$jobs" --target runtime bench make-model test_cuda_device gpu-bandwidth \
-          gpu-decode-bench strata_cuda strata_device_cpu strata_quant_ggml strata_model_llama strata_frontend_cli \
+          gpu-decode-bench strata_cuda strata_device_cpu strata_quant_ggml strata_model_decoder strata_frontend_cli \
           strata_tier_numa_ram strata_tier_pinned_ram strata_tier_nvme
     } >"$OUT/build.log" 2>&1
     rc=$?

@@ -24,7 +24,7 @@ shared=${STRATA_SHARED_DIR:-../shared}
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_WITH_CUDA=ON -DSTRATA_WERROR=ON
 executables=(runtime bench make-model test_cuda_device gpu-bandwidth gpu-decode-bench)
-plugins=(strata_cuda strata_device_cpu strata_quant_ggml strata_model_llama strata_frontend_cli strata_tier_numa_ram
+plugins=(strata_cuda strata_device_cpu strata_quant_ggml strata_model_decoder strata_frontend_cli strata_tier_numa_ram
          strata_tier_pinned_ram strata_tier_nvme)
 cmake --build "$build" -j"$jobs" --target "${executables[@]}" "${plugins[@]}"
 

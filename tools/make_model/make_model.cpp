@@ -1,8 +1,17 @@
 // make-model: writes a Llama-shaped GGUF with seeded random weights, for tests and benchmarks at sizes the real model
 // lacks. Quantized types go through the quant plugins' reference quantizers, so the file is what the runtime reads.
 //
-//   make-model --out F.gguf [--dim 768 --layers 12 --heads 12 --kv-heads 12 --ff 2048 --ctx 1024]
-//              [--type TYPE] [--seed 1] [--vocab-from VOCAB.gguf] [--untied] [--pure] [--feature NAME]...
+//   make-model --out F.gguf [--arch llama] [--dim 768 --layers 12 --heads 12 --kv-heads 12 --ff 2048 --ctx 1024]
+//              [--head-dim N] [--type TYPE] [--seed 1] [--vocab-from VOCAB.gguf] [--untied] [--pure]
+//              [--weight-scale 1] [--feature NAME]...
+//
+// --weight-scale multiplies every matrix (default 1: rows uniform in ±1.7/sqrt(cols), activations of unit scale and
+// nearly uniform next-token distributions); 3 gives peaked distributions whose top tokens are decided, for
+// teacher-forced comparisons.
+//
+// --arch writes that GGUF architecture with the tensors llama.cpp's converter writes for it: llama (the default),
+// qwen2 (Q/K/V biases on every layer, NEOX RoPE), qwen3 (per-head attn_q_norm / attn_k_norm). --head-dim sets
+// attention.key_length/value_length when the head size is not dim / heads (Qwen3: 128 with 1024 / 16).
 //
 // TYPE is a GGML type (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k... see quant_mixture.hpp) or one of
 // llama-quantize's mixtures (q2_k, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs): each tensor then gets the type
@@ -16,7 +25,8 @@
 // --feature adds what real Llama-family GGUFs carry beyond the nine tensors per layer, as llama.cpp's converter
 // writes it: rope-freqs (rope_freqs.weight, Llama 3.1's frequency factors: 1 for the fastest pair rising to 8 for the
 // slowest, as Llama 3's "llama3" scaling gives), qkv-bias (blk.N.attn_{q,k,v}.bias, as Qwen2 and some Llama
-// fine-tunes have), rope-scaling-linear / rope-scaling-yarn (llama.rope.scaling.type "linear" / "yarn", factor 4).
+// fine-tunes have), mlp-bias (blk.N.ffn_{gate,up,down}.bias, llama.cpp's optional MLP biases), rope-scaling-linear /
+// rope-scaling-yarn (<arch>.rope.scaling.type "linear" / "yarn", factor 4).
 #include "quant_mixture.hpp"
 #include "splitmix64.hpp"
 #include "common/error.hpp"
@@ -38,24 +48,30 @@ namespace {
 
 struct options {
     std::string out;
+    std::string arch = "llama";
+    int64_t head_dim = 0; // 0: dim / heads
     int64_t dim = 768, layers = 12, heads = 12, kv_heads = 12, ff = 2048, ctx = 1024;
     std::string type = "q8_0";
     uint64_t seed = 1;
     std::string vocab_from;
     bool untied = false;
+    float weight_scale = 1.0f;
     bool pure = false; // --pure: the base type everywhere (llama-quantize --pure)
     std::vector<std::string> features; // --feature NAME (repeatable)
 };
 
-const char *const k_features[] = {"rope-freqs", "qkv-bias", "rope-scaling-linear", "rope-scaling-yarn"};
+const char *const k_features[] = {"rope-freqs", "qkv-bias", "mlp-bias", "rope-scaling-linear", "rope-scaling-yarn"};
+const char *const k_archs[] = {"llama", "qwen2", "qwen3"};
 
 using rng = strata::tools::splitmix64; // identical weights for a seed on every machine
 
 [[noreturn]] void usage(const char *why) {
     std::fprintf(stderr,
-                 "make-model: %s\nusage: make-model --out F.gguf [--dim N --layers N --heads N --kv-heads N --ff N "
-                 "--ctx N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure] [--feature NAME]...\n"
-                 "NAME: rope-freqs qkv-bias rope-scaling-linear rope-scaling-yarn\n"
+                 "make-model: %s\nusage: make-model --out F.gguf [--arch ARCH] [--dim N --layers N --heads N --kv-heads N --ff N "
+                 "--ctx N] [--head-dim N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure] "
+                 "[--weight-scale X] [--feature NAME]...\n"
+                 "ARCH: llama qwen2 qwen3\n"
+                 "NAME: rope-freqs qkv-bias mlp-bias rope-scaling-linear rope-scaling-yarn\n"
                  "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m "
                  "q5_k_s q5_k_m q6_k\n",
                  why);
@@ -78,6 +94,20 @@ options parse(int argc, char **argv) {
             return n;
         };
         if (a == "--out") o.out = val();
+        else if (a == "--arch") {
+            o.arch = val();
+            if (std::find_if(std::begin(k_archs), std::end(k_archs), [&](const char *x) { return o.arch == x; }) ==
+                std::end(k_archs))
+                usage(("unknown architecture " + o.arch).c_str());
+        }
+        else if (a == "--head-dim") o.head_dim = num();
+        else if (a == "--weight-scale") {
+            const std::string v = val();
+            char *end = nullptr;
+            o.weight_scale = std::strtof(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0' || !(o.weight_scale > 0.0f) || !std::isfinite(o.weight_scale))
+                usage(("--weight-scale needs a positive number, got " + v).c_str());
+        }
         else if (a == "--dim") o.dim = num();
         else if (a == "--layers") o.layers = num();
         else if (a == "--heads") o.heads = num();
@@ -91,7 +121,8 @@ options parse(int argc, char **argv) {
         else if (a == "--pure") o.pure = true;
         else if (a == "--feature") {
             std::string f = val();
-            if (std::find(std::begin(k_features), std::end(k_features), f) == std::end(k_features))
+            if (std::find_if(std::begin(k_features), std::end(k_features), [&](const char *x) { return f == x; }) ==
+                std::end(k_features))
                 usage(("unknown feature " + f).c_str());
             o.features.push_back(f);
         }
@@ -99,8 +130,12 @@ options parse(int argc, char **argv) {
         else usage(("unknown option " + a).c_str());
     }
     if (o.out.empty()) usage("--out is required");
-    if (o.dim % o.heads != 0 || o.heads % o.kv_heads != 0) usage("heads must divide dim and be a multiple of kv-heads");
-    if ((o.dim / o.heads) % 2 != 0) usage("head size (dim / heads) must be even for RoPE");
+    if (o.heads % o.kv_heads != 0) usage("heads must be a multiple of kv-heads");
+    if (o.head_dim == 0) {
+        if (o.dim % o.heads != 0) usage("heads must divide dim (or give --head-dim)");
+        o.head_dim = o.dim / o.heads;
+    }
+    if (o.head_dim % 2 != 0) usage("the head size must be even for RoPE");
     return o;
 }
 
@@ -177,25 +212,30 @@ int main(int argc, char **argv) try {
     const int64_t n_vocab = static_cast<int64_t>(tokens->size());
 
     strata::gguf::writer w;
-    w.add_string("general.architecture", "llama");
+    const std::string p = o.arch + ".";
+    w.add_string("general.architecture", o.arch);
     w.add_string("general.name", "strata-make-model-" + o.type);
     w.add_u32("general.file_type", mix.file_type);
     w.add_u32("general.quantization_version", 2);
-    w.add_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
-    w.add_u32("llama.context_length", static_cast<uint32_t>(o.ctx));
-    w.add_u32("llama.embedding_length", static_cast<uint32_t>(o.dim));
-    w.add_u32("llama.block_count", static_cast<uint32_t>(o.layers));
-    w.add_u32("llama.feed_forward_length", static_cast<uint32_t>(o.ff));
-    w.add_u32("llama.attention.head_count", static_cast<uint32_t>(o.heads));
-    w.add_u32("llama.attention.head_count_kv", static_cast<uint32_t>(o.kv_heads));
-    w.add_u32("llama.rope.dimension_count", static_cast<uint32_t>(o.dim / o.heads));
-    w.add_f32("llama.rope.freq_base", 10000.0f);
-    w.add_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    w.add_u32(p + "vocab_size", static_cast<uint32_t>(n_vocab));
+    w.add_u32(p + "context_length", static_cast<uint32_t>(o.ctx));
+    w.add_u32(p + "embedding_length", static_cast<uint32_t>(o.dim));
+    w.add_u32(p + "block_count", static_cast<uint32_t>(o.layers));
+    w.add_u32(p + "feed_forward_length", static_cast<uint32_t>(o.ff));
+    w.add_u32(p + "attention.head_count", static_cast<uint32_t>(o.heads));
+    w.add_u32(p + "attention.head_count_kv", static_cast<uint32_t>(o.kv_heads));
+    if (o.head_dim * o.heads != o.dim) {
+        w.add_u32(p + "attention.key_length", static_cast<uint32_t>(o.head_dim));
+        w.add_u32(p + "attention.value_length", static_cast<uint32_t>(o.head_dim));
+    }
+    w.add_u32(p + "rope.dimension_count", static_cast<uint32_t>(o.head_dim));
+    w.add_f32(p + "rope.freq_base", 10000.0f);
+    w.add_f32(p + "attention.layer_norm_rms_epsilon", 1e-5f);
     const auto has = [&o](const char *f) { return std::find(o.features.begin(), o.features.end(), f) != o.features.end(); };
     if (has("rope-scaling-linear") || has("rope-scaling-yarn")) {
-        w.add_string("llama.rope.scaling.type", has("rope-scaling-yarn") ? "yarn" : "linear");
-        w.add_f32("llama.rope.scaling.factor", 4.0f);
-        w.add_u32("llama.rope.scaling.original_context_length", static_cast<uint32_t>(o.ctx));
+        w.add_string(p + "rope.scaling.type", has("rope-scaling-yarn") ? "yarn" : "linear");
+        w.add_f32(p + "rope.scaling.factor", 4.0f);
+        w.add_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(o.ctx));
     }
     copy_tokenizer_keys(vocab, w);
 
@@ -209,7 +249,7 @@ int main(int argc, char **argv) try {
         const int64_t row_bytes = cols / q.desc->block_elems * q.desc->block_bytes;
         std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes * rows));
         row.resize(static_cast<size_t>(cols));
-        const float scale = 1.0f / std::sqrt(static_cast<float>(cols));
+        const float scale = o.weight_scale / std::sqrt(static_cast<float>(cols));
         for (int64_t i = 0; i < rows; ++i) {
             for (auto &x : row) x = r.uniform() * scale * 1.7f;
             q.desc->quantize_row(row.data(), bytes.data() + i * row_bytes, cols);
@@ -226,27 +266,37 @@ int main(int argc, char **argv) try {
         w.add_tensor(name, 0, {n}, std::move(bytes));
     };
     auto norm = [&](const std::string &name) { vector_near_one(name, o.dim); };
-    const int64_t head_dim = o.dim / o.heads;
-    std::fprintf(stderr, "make-model: %s, %ld layers, dim %ld, ff %ld, vocab %ld, type %s\n", o.out.c_str(),
-                 static_cast<long>(o.layers), static_cast<long>(o.dim), static_cast<long>(o.ff),
+    const int64_t head_dim = o.head_dim;
+    const int64_t q_dim = o.heads * head_dim, kv_dim = o.kv_heads * head_dim;
+    std::fprintf(stderr, "make-model: %s, %s, %ld layers, dim %ld, ff %ld, vocab %ld, type %s\n", o.out.c_str(),
+                 o.arch.c_str(), static_cast<long>(o.layers), static_cast<long>(o.dim), static_cast<long>(o.ff),
                  static_cast<long>(n_vocab), o.type.c_str());
     matrix("token_embd.weight", o.dim, n_vocab, -1);
     for (int64_t l = 0; l < o.layers; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
         norm(b + "attn_norm.weight");
-        matrix(b + "attn_q.weight", o.dim, o.dim, l);
-        matrix(b + "attn_k.weight", o.dim, o.kv_heads * head_dim, l);
-        matrix(b + "attn_v.weight", o.dim, o.kv_heads * head_dim, l);
-        if (has("qkv-bias")) {
-            vector_near_one(b + "attn_q.bias", o.dim);
-            vector_near_one(b + "attn_k.bias", o.kv_heads * head_dim);
-            vector_near_one(b + "attn_v.bias", o.kv_heads * head_dim);
+        matrix(b + "attn_q.weight", o.dim, q_dim, l);
+        matrix(b + "attn_k.weight", o.dim, kv_dim, l);
+        matrix(b + "attn_v.weight", o.dim, kv_dim, l);
+        if (has("qkv-bias") || o.arch == "qwen2") {
+            vector_near_one(b + "attn_q.bias", q_dim);
+            vector_near_one(b + "attn_k.bias", kv_dim);
+            vector_near_one(b + "attn_v.bias", kv_dim);
         }
-        matrix(b + "attn_output.weight", o.dim, o.dim, l);
+        if (o.arch == "qwen3") {
+            vector_near_one(b + "attn_k_norm.weight", head_dim);
+            vector_near_one(b + "attn_q_norm.weight", head_dim);
+        }
+        matrix(b + "attn_output.weight", q_dim, o.dim, l);
         norm(b + "ffn_norm.weight");
         matrix(b + "ffn_gate.weight", o.dim, o.ff, l);
         matrix(b + "ffn_down.weight", o.ff, o.dim, l);
         matrix(b + "ffn_up.weight", o.dim, o.ff, l);
+        if (has("mlp-bias")) {
+            vector_near_one(b + "ffn_gate.bias", o.ff);
+            vector_near_one(b + "ffn_down.bias", o.dim);
+            vector_near_one(b + "ffn_up.bias", o.ff);
+        }
         std::fprintf(stderr, "\rmake-model: layer %ld/%ld", static_cast<long>(l + 1), static_cast<long>(o.layers));
     }
     std::fprintf(stderr, "\n");

@@ -22,33 +22,11 @@ bin=$(bash "$here/build-llama-cpp.sh" llama-quantize llama-perplexity | tail -n 
 work=${TMPDIR:-/tmp}/strata-llama-quantize
 mkdir -p "$work"
 bash "$here/story_text.sh" 400 > "$work/story.txt"
-# llama-perplexity now and then loses its last log lines (see perplexity_vs_llama_cpp.sh): up to five tries.
-llama_kld() {
-  local out try
-  for try in 1 2 3 4 5; do
-    out=$("$bin/llama-perplexity" -c 128 -ctk f32 -ctv f32 -f "$work/story.txt" "$@" 2>&1) || true
-    grep -q 'Mean    KLD' <<<"$out" && break
-  done
-  sed -n 's/^Mean    KLD: *\([-0-9.]*\).*/\1/p' <<<"$out" | tail -n 1
-}
-# "<Strata mean KLD from llama.cpp> / <top-1 agreement where decided> (<decided tokens>) | <llama.cpp FA on vs off>"
-teacher_forced() { # <model>
-  rm -f "$work/base.logits"
-  "$bin/llama-perplexity" -m "$1" -c 128 -ctk f32 -ctv f32 -f "$work/story.txt" -fa on \
-    --kl-divergence-base "$work/base.logits" >/dev/null 2>&1 || true
-  [[ -s $work/base.logits ]] || { echo "llama-perplexity failed | "; return; }
-  local ours
-  ours=$("$root/$build/bin/runtime" perplexity --ctx 128 -m "$1" --kl-divergence \
-         --kl-divergence-base "$work/base.logits" 2>/dev/null) || { echo "runtime perplexity failed | "; return; }
-  printf '%s / %s %% (%s) | %s\n' "$(sed -n 's/^Mean    KLD: *\([-0-9.]*\).*/\1/p' <<<"$ours")" \
-    "$(sed -n 's/^Same top p, base top-2 margin > 0.001: *\([0-9.]*\).* of \([0-9]*\) tokens/\1/p' <<<"$ours")" \
-    "$(sed -n 's/^Same top p, base top-2 margin > 0.001: .* of \([0-9]*\) tokens/\1/p' <<<"$ours")" \
-    "$(llama_kld -m "$1" -fa off --kl-divergence --kl-divergence-base "$work/base.logits")"
-}
+source "$here/teacher_forced.sh"
 "$root/$build/bin/make-model" --out "$work/random-f16.gguf" --dim 256 --layers 4 --heads 4 --kv-heads 1 --ff 512 \
   --ctx 256 --type f16 2>/dev/null
 types=(Q4_K_M Q5_K_M Q6_K Q3_K_M Q2_K IQ4_XS IQ4_NL Q4_K_S Q5_K_S Q3_K_L Q4_0 Q4_1 Q5_0 Q5_1 Q8_0)
-printf '| source | type | tensor types (llama-quantize) | Strata loads | leading greedy tokens equal to llama.cpp, and the llama.cpp top-2 logit gap where they part ("" / "Once upon a time") | teacher-forced, Strata vs llama.cpp: mean KLD / top-1 agreement where decided (decided tokens) | llama.cpp vs itself (flash attention on/off): mean KLD |\n'
+printf '| source | type | tensor types (llama-quantize) | Strata loads | leading greedy tokens equal to llama.cpp, and the llama.cpp top-2 logit gap where they part ("" / "Once upon a time") | teacher-forced, Strata vs llama.cpp: mean KLD (top-1 agreement) / top-1 agreement where decided (decided tokens) | llama.cpp vs itself (flash attention on/off): mean KLD (top-1 agreement) |\n'
 printf '| --- | --- | --- | --- | --- | --- | --- |\n'
 for src in stories260K random; do
   if [[ $src == stories260K ]]; then in="$shared/models/stories260K-f32.gguf"; else in="$work/random-f16.gguf"; fi

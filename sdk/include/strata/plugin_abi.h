@@ -214,6 +214,12 @@ typedef struct strata_device strata_device; /* opaque, plugin-owned */
 
 typedef enum strata_rope_mode { STRATA_ROPE_PAIRS = 0, STRATA_ROPE_NEOX = 2 } strata_rope_mode;
 
+/* The optional device slots a model may need (strata_model_arch_desc.device_op_need). */
+typedef enum strata_device_op {
+    STRATA_DEVICE_OP_ROPE_EXT = 1, /* rope_ext, since 1.11 */
+    STRATA_DEVICE_OP_ADD_ROWS = 2  /* add_rows, since 1.12 */
+} strata_device_op;
+
 typedef struct strata_device_create_args {
     uint32_t struct_size;
     const strata_host_services *host;  /* borrowed; outlives the device */
@@ -459,6 +465,12 @@ typedef struct strata_model_arch_desc {
     /* Number of weight tensors and their views, in use order (for the memory planner). */
     int32_t (*tensor_count)(const strata_model *model);
     int32_t (*tensor_at)(const strata_model *model, int32_t index, strata_tensor_view *out, int32_t *layer);
+    /* optional, since 1.12 */
+    /* The optional device ops this model's forward calls, so the host refuses at start-up a device (or offload
+     * device) that lacks one, naming the op, what in the file needs it and the device, instead of failing at the
+     * first forward. For index = 0, 1, ...: returns 1 and writes *op (a strata_device_op) and *what (borrowed, valid
+     * for the model's lifetime, e.g. "tensor 'blk.0.attn_q.bias'"), or 0 past the last need. */
+    int32_t (*device_op_need)(const strata_model *model, int32_t index, int32_t *op, const char **what);
 } strata_model_arch_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */

@@ -1,4 +1,4 @@
-#include "llama_model.hpp"
+#include "decoder_model.hpp"
 
 #include <strata/plugin.hpp>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-namespace strata::llama {
+namespace strata::decoder {
 
 namespace {
 
@@ -34,14 +34,14 @@ double meta_f64(const strata_model_source *src, const std::string &key, double f
 }
 
 // Looks up a weight and checks its GGUF shape [cols (ne0), rows (ne1)].
-strata_tensor_view tensor(const strata_model_source *src, const std::string &name, int64_t cols, int64_t rows,
-                          bool required = true, bool *found = nullptr) {
+strata_tensor_view tensor(const strata_model_source *src, const family &fam, const std::string &name, int64_t cols,
+                          int64_t rows, bool required = true, bool *found = nullptr) {
     strata_tensor_view t{};
     t.struct_size = sizeof t;
     if (!src->get_tensor(src->ctx, name.c_str(), &t)) {
         if (found) *found = false;
-        if (!required) return t;
-        throw std::runtime_error("missing tensor '" + name + "'; the file is not a complete Llama model");
+        if (!required) return strata_tensor_view{};
+        throw std::runtime_error("missing tensor '" + name + "'; the file is not a complete " + fam.arch + " model");
     }
     if (found) *found = true;
     if (t.cols != cols || t.rows != rows) {
@@ -53,6 +53,20 @@ strata_tensor_view tensor(const strata_model_source *src, const std::string &nam
     return t;
 }
 
+int64_t resolve(dim d, const strata_model_hparams &hp) {
+    switch (d) {
+    case dim::embd: return hp.n_embd;
+    case dim::q: return static_cast<int64_t>(hp.n_head) * hp.head_dim;
+    case dim::kv: return static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
+    case dim::head: return hp.head_dim;
+    case dim::ff: return hp.n_ff;
+    case dim::one: return 1;
+    }
+    return 0;
+}
+
+std::string layer_prefix(size_t l) { return "blk." + std::to_string(l) + "."; }
+
 // Host copies of every layer's weights when the host offers them (ABI 1.7), for hybrid placement. Shapes were
 // checked on the device views; a host view must describe the same tensor.
 void load_host_views(const strata_model_source *src, model &m) {
@@ -61,29 +75,23 @@ void load_host_views(const strata_model_source *src, model &m) {
         return;
     std::vector<layer_weights> host(m.layers.size());
     for (size_t l = 0; l < m.layers.size(); ++l) {
-        const std::string b = "blk." + std::to_string(l) + ".";
-        const layer_weights &dw = m.layers[l];
-        layer_weights &hw = host[l];
-        const std::pair<const char *, std::pair<const strata_tensor_view *, strata_tensor_view *>> list[] = {
-            {"attn_norm.weight", {&dw.attn_norm, &hw.attn_norm}}, {"attn_q.weight", {&dw.wq, &hw.wq}},
-            {"attn_k.weight", {&dw.wk, &hw.wk}},                   {"attn_v.weight", {&dw.wv, &hw.wv}},
-            {"attn_output.weight", {&dw.wo, &hw.wo}},               {"ffn_norm.weight", {&dw.ffn_norm, &hw.ffn_norm}},
-            {"ffn_gate.weight", {&dw.w_gate, &hw.w_gate}},          {"ffn_up.weight", {&dw.w_up, &hw.w_up}},
-            {"ffn_down.weight", {&dw.w_down, &hw.w_down}}};
-        for (const auto &[name, views] : list) {
+        for (const layer_tensor &lt : k_layer_tensors) {
+            const strata_tensor_view &dv = m.layers[l][lt.r];
+            if (dv.data == nullptr) continue;
+            const std::string name = layer_prefix(l) + lt.name;
             strata_tensor_view v{};
             v.struct_size = sizeof v;
-            if (!src->get_host_tensor(src->ctx, (b + name).c_str(), &v)) return; // no host copies: no hybrid
-            if (v.cols != views.first->cols || v.rows != views.first->rows || v.ggml_type != views.first->ggml_type)
-                throw std::runtime_error("the host copy of tensor '" + b + name + "' differs from the device's");
-            *views.second = v;
+            if (!src->get_host_tensor(src->ctx, name.c_str(), &v)) return; // no host copies: no hybrid
+            if (v.cols != dv.cols || v.rows != dv.rows || v.ggml_type != dv.ggml_type)
+                throw std::runtime_error("the host copy of tensor '" + name + "' differs from the device's");
+            host[l][lt.r] = v;
         }
     }
     m.host_layers = std::move(host);
 }
 
-// Keys a Llama-family file may carry whose meaning this forward pass does not implement: each is refused with what
-// it is unless its value is the neutral one. (The engine refuses every `<arch>.` key no plugin read at all.)
+// Keys a decoder file may carry whose meaning this forward pass does not implement: each is refused with what it is
+// unless its value is the neutral one. (The engine refuses every `<arch>.` key no plugin read at all.)
 void refuse_unimplemented_keys(const strata_model_source *src, const std::string &p, const strata_model_hparams &hp) {
     const uint64_t experts = meta_u64(src, p + "expert_count", false, 0);
     meta_u64(src, p + "expert_used_count", false, 0); // meaningful only with experts
@@ -118,15 +126,9 @@ float rope_freq_scale(const strata_model_source *src, const std::string &p) {
     return factor == 0.0 ? 1.0f : 1.0f / static_cast<float>(factor);
 }
 
-} // namespace
-
-model *load(const strata_model_source *src) {
-    auto m = std::make_unique<model>();
-    const char *arch_c = nullptr;
-    std::string arch = "llama";
-    if (src->get_str(src->ctx, "general.architecture", &arch_c) && arch_c) arch = arch_c;
-    const std::string p = arch + ".";
-    strata_model_hparams &hp = m->hp;
+strata_model_hparams read_hparams(const strata_model_source *src, const family &fam) {
+    const std::string p = std::string(fam.arch) + ".";
+    strata_model_hparams hp{};
     hp.struct_size = sizeof hp;
     hp.n_embd = static_cast<int32_t>(meta_u64(src, p + "embedding_length", true, 0));
     hp.n_layer = static_cast<int32_t>(meta_u64(src, p + "block_count", true, 0));
@@ -142,41 +144,60 @@ model *load(const strata_model_source *src) {
                                  ", block_count " + std::to_string(hp.n_layer) + ", head_count " +
                                  std::to_string(hp.n_head) + ", feed_forward_length " + std::to_string(hp.n_ff) + ")");
     }
-    if (hp.n_embd % hp.n_head != 0 || hp.n_head % hp.n_head_kv != 0) {
-        throw std::runtime_error("head_count " + std::to_string(hp.n_head) + " must divide embedding_length " +
-                                 std::to_string(hp.n_embd) + " and be a multiple of head_count_kv " +
+    if (hp.n_head % hp.n_head_kv != 0) {
+        throw std::runtime_error("head_count " + std::to_string(hp.n_head) + " must be a multiple of head_count_kv " +
                                  std::to_string(hp.n_head_kv));
     }
-    hp.head_dim = static_cast<int32_t>(meta_u64(src, p + "attention.key_length", false, hp.n_embd / hp.n_head));
-    hp.rope_dims = static_cast<int32_t>(meta_u64(src, p + "rope.dimension_count", false, hp.head_dim));
+    // The head size is embedding_length / head_count unless the file says otherwise (Qwen3: 128 with 1024 / 16).
+    const uint64_t head_dim = meta_u64(src, p + "attention.key_length", false,
+                                       hp.n_embd % hp.n_head == 0 ? static_cast<uint64_t>(hp.n_embd / hp.n_head) : 0);
+    if (head_dim == 0 || head_dim > 4096)
+        throw std::runtime_error("head_count " + std::to_string(hp.n_head) + " does not divide embedding_length " +
+                                 std::to_string(hp.n_embd) + " and '" + p +
+                                 "attention.key_length' gives no plausible head size");
+    hp.head_dim = static_cast<int32_t>(head_dim);
+    hp.rope_dims = static_cast<int32_t>(meta_u64(src, p + "rope.dimension_count", false, static_cast<uint64_t>(hp.head_dim)));
     if (hp.rope_dims <= 0 || hp.rope_dims > hp.head_dim || hp.rope_dims % 2 != 0) {
         throw std::runtime_error("rope.dimension_count " + std::to_string(hp.rope_dims) +
                                  " must be even and at most the head size " + std::to_string(hp.head_dim));
     }
-    // Llama GGUFs store Q/K permuted for adjacent-pair rotation (llama.cpp's LLAMA_ROPE_TYPE_NORM).
-    hp.rope_mode = STRATA_ROPE_PAIRS;
+    hp.rope_mode = fam.rope_mode;
+    return hp;
+}
+
+} // namespace
+
+model *load(const family &fam, const strata_model_source *src) {
+    auto m = std::make_unique<model>();
+    m->fam = &fam;
+    const std::string p = std::string(fam.arch) + ".";
+    strata_model_hparams &hp = m->hp;
+    hp = read_hparams(src, fam);
     refuse_unimplemented_keys(src, p, hp);
     m->rope_freq_scale = rope_freq_scale(src, p);
 
-    const int64_t d = hp.n_embd;
-    const int64_t dq = static_cast<int64_t>(hp.n_head) * hp.head_dim;
-    const int64_t dkv = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
     strata_tensor_view probe{};
     probe.struct_size = sizeof probe;
-    if (!src->get_tensor(src->ctx, "token_embd.weight", &probe)) {
-        throw std::runtime_error("missing tensor 'token_embd.weight'; the file is not a complete Llama model");
-    }
-    uint64_t n_vocab = meta_u64(src, p + "vocab_size", false, static_cast<uint64_t>(probe.rows));
-    hp.n_vocab = static_cast<int32_t>(n_vocab);
-    m->tok_embd = tensor(src, "token_embd.weight", d, hp.n_vocab);
-    m->output_norm = tensor(src, "output_norm.weight", d, 1);
+    if (!src->get_tensor(src->ctx, "token_embd.weight", &probe))
+        throw std::runtime_error(std::string("missing tensor 'token_embd.weight'; the file is not a complete ") +
+                                 fam.arch + " model");
+    if (src->get_tensor(src->ctx, "blk.0.attn_qkv.weight", &probe))
+        throw std::runtime_error("tensor 'blk.0.attn_qkv.weight': fused Q/K/V weights are not implemented by this "
+                                 "plugin yet; a file with separate attn_q/attn_k/attn_v runs");
+    const int64_t d = hp.n_embd;
+    hp.n_vocab = static_cast<int32_t>(meta_u64(src, p + "vocab_size", false, static_cast<uint64_t>(probe.rows)));
+    m->tok_embd = tensor(src, fam, "token_embd.weight", d, hp.n_vocab);
+    m->output_norm = tensor(src, fam, "output_norm.weight", d, 1);
     bool has_output = false;
-    m->output = tensor(src, "output.weight", d, hp.n_vocab, false, &has_output);
+    m->output = tensor(src, fam, "output.weight", d, hp.n_vocab, false, &has_output);
     if (!has_output) m->output = m->tok_embd; // tied classifier, as llama.cpp does when output.weight is absent
+    if (m->output_norm.ggml_type != 0) throw std::runtime_error("output_norm.weight must be F32");
     // Llama 3.1+'s RoPE frequency factors (llama.cpp's LLM_TENSOR_ROPE_FREQS): rope_dims / 2 floats, read once here
-    // (host memory for rope_ext), so no placement moves them.
+    // (host memory for rope_ext), so no placement moves them. A family without them leaves the tensor unused, which
+    // the engine refuses.
     bool has_freqs = false;
-    const strata_tensor_view freqs = tensor(src, "rope_freqs.weight", hp.rope_dims / 2, 1, false, &has_freqs);
+    const strata_tensor_view freqs =
+        fam.rope_freqs ? tensor(src, fam, "rope_freqs.weight", hp.rope_dims / 2, 1, false, &has_freqs) : strata_tensor_view{};
     if (has_freqs) {
         if (freqs.ggml_type != 0) throw std::runtime_error("rope_freqs.weight must be F32");
         const float *f = static_cast<const float *>(freqs.data);
@@ -186,24 +207,35 @@ model *load(const strata_model_source *src) {
                 throw std::runtime_error("rope_freqs.weight holds " + std::to_string(v) +
                                          "; frequency factors must be finite and > 0");
     }
+    m->listed.push_back({m->tok_embd, -1});
     m->layers.resize(static_cast<size_t>(hp.n_layer));
     for (int32_t l = 0; l < hp.n_layer; ++l) {
-        const std::string b = "blk." + std::to_string(l) + ".";
+        const std::string b = layer_prefix(static_cast<size_t>(l));
         layer_weights &w = m->layers[static_cast<size_t>(l)];
-        w.attn_norm = tensor(src, b + "attn_norm.weight", d, 1);
-        w.wq = tensor(src, b + "attn_q.weight", d, dq);
-        w.wk = tensor(src, b + "attn_k.weight", d, dkv);
-        w.wv = tensor(src, b + "attn_v.weight", d, dkv);
-        w.wo = tensor(src, b + "attn_output.weight", dq, d);
-        w.ffn_norm = tensor(src, b + "ffn_norm.weight", d, 1);
-        w.w_gate = tensor(src, b + "ffn_gate.weight", d, hp.n_ff);
-        w.w_up = tensor(src, b + "ffn_up.weight", d, hp.n_ff);
-        w.w_down = tensor(src, b + "ffn_down.weight", hp.n_ff, d);
-        for (const strata_tensor_view *norm : {&w.attn_norm, &w.ffn_norm}) {
-            if (norm->ggml_type != 0) throw std::runtime_error(b + " norm weights must be F32");
+        for (const layer_tensor &lt : k_layer_tensors) {
+            const presence how = fam.layer[static_cast<size_t>(lt.r)];
+            if (how == presence::absent) continue;
+            bool found = false;
+            w[lt.r] = tensor(src, fam, b + lt.name, resolve(lt.cols, hp), resolve(lt.rows, hp),
+                             how == presence::required, &found);
+            if (!found) continue;
+            if (lt.is_vector && w[lt.r].ggml_type != 0)
+                throw std::runtime_error("tensor '" + b + lt.name + "' must be F32 (norm weights and biases are)");
+            m->listed.push_back({w[lt.r], l});
         }
     }
-    if (m->output_norm.ggml_type != 0) throw std::runtime_error("output_norm.weight must be F32");
+    m->listed.push_back({m->output_norm, hp.n_layer});
+    m->listed.push_back({m->output, hp.n_layer});
+    // What the forward will ask of the device beyond the required ops (checked by the host at load).
+    if (!m->rope_freqs.empty())
+        m->op_needs.push_back({STRATA_DEVICE_OP_ROPE_EXT, "tensor 'rope_freqs.weight' (RoPE frequency factors)"});
+    else if (m->rope_freq_scale != 1.0f)
+        m->op_needs.push_back({STRATA_DEVICE_OP_ROPE_EXT, "linear RoPE scaling ('" + p + "rope.scaling.factor')"});
+    for (const listed_tensor &t : m->listed)
+        if (t.view.rows == 1 && t.view.name != nullptr && std::string(t.view.name).ends_with(".bias")) {
+            m->op_needs.push_back({STRATA_DEVICE_OP_ADD_ROWS, "tensor '" + std::string(t.view.name) + "' (a bias)"});
+            break;
+        }
     load_host_views(src, *m);
     return m.release();
 }
@@ -306,15 +338,28 @@ int32_t rotate(const model &m, const strata_device_desc *ops, strata_device *dev
         return ops->rope(dev, x, n, heads, hp.head_dim, hp.rope_dims, positions, hp.rope_theta, hp.rope_mode, st);
     if (!STRATA_HAS_SLOT(ops, rope_ext))
         return fail(st, STRATA_ERR_UNSUPPORTED,
-                    "llama forward: this model's RoPE needs frequency factors or scaling (rope_ext, ABI 1.11), which "
+                    "decoder forward: this model's RoPE needs frequency factors or scaling (rope_ext, ABI 1.11), which "
                     "device '%s' does not offer",
                     ops->header.name);
     return ops->rope_ext(dev, x, n, heads, hp.head_dim, hp.rope_dims, positions, hp.rope_theta, hp.rope_mode,
                          m.rope_freq_scale, m.rope_freqs.empty() ? nullptr : m.rope_freqs.data(), st);
 }
 
-// One layer's ops on `ops`/`dev` over buffers `b` with weights `w`. attend(b) stores the layer's K/V rows (b.k, b.v,
-// after RoPE) wherever the cache keeps them and writes the attention of b.q into b.attn.
+// out += the bias row (broadcast over the n tokens) when the layer has that bias (add_rows, ABI 1.12).
+int32_t add_bias(const strata_device_desc *ops, strata_device *dev, const strata_tensor_view &bias, float *out,
+                 int32_t n, strata_status *st) {
+    if (bias.data == nullptr) return STRATA_OK;
+    if (!STRATA_HAS_SLOT(ops, add_rows))
+        return fail(st, STRATA_ERR_UNSUPPORTED,
+                    "decoder forward: tensor '%s' is a bias, which needs the add_rows op (ABI 1.12) that device '%s' "
+                    "does not offer",
+                    bias.name != nullptr ? bias.name : "(unnamed)", ops->header.name);
+    return ops->add_rows(dev, out, static_cast<const float *>(bias.data), n, static_cast<int32_t>(bias.cols), out, st);
+}
+
+// One layer's ops on `ops`/`dev` over buffers `b` with weights `w`: whatever tensors the layer has (the family table
+// says which), in llama.cpp's order. attend(b) stores the layer's K/V rows (b.k, b.v, after RoPE) wherever the cache
+// keeps them and writes the attention of b.q into b.attn.
 template <class Attend>
 int32_t run_layer(const model &m, const strata_forward_args *a, const strata_device_desc *ops, strata_device *dev,
                   const layer_weights &w, const activations &b, const Attend &attend, strata_status *st) {
@@ -322,22 +367,37 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
     const int32_t n = a->n_tokens;
     const int32_t d = hp.n_embd;
     const int64_t nd = static_cast<int64_t>(n) * d;
+    // y = W x (+ bias): a linear layer of the n tokens.
+    auto linear = [&](role weight, role bias, const float *x, float *y) -> int32_t {
+        STRATA_TRY(ops->matmul(dev, &w[weight], x, n, y, st));
+        return add_bias(ops, dev, w[bias], y, n, st);
+    };
+    // Per-head RMSNorm (Qwen3's attn_q_norm / attn_k_norm): every head of every token is a row of head_dim.
+    auto head_norm = [&](role norm, float *x, int32_t heads) -> int32_t {
+        if (!w.has(norm)) return STRATA_OK;
+        return ops->rms_norm(dev, x, static_cast<const float *>(w[norm].data), n * heads, hp.head_dim, hp.norm_eps, x,
+                             st);
+    };
     // Attention block.
-    STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w.attn_norm.data), n, d, hp.norm_eps, b.xb, st));
-    STRATA_TRY(ops->matmul(dev, &w.wq, b.xb, n, b.q, st));
-    STRATA_TRY(ops->matmul(dev, &w.wk, b.xb, n, b.k, st));
-    STRATA_TRY(ops->matmul(dev, &w.wv, b.xb, n, b.v, st));
+    STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w[role::attn_norm].data), n, d, hp.norm_eps, b.xb,
+                             st));
+    STRATA_TRY(linear(role::wq, role::bq, b.xb, b.q));
+    STRATA_TRY(linear(role::wk, role::bk, b.xb, b.k));
+    STRATA_TRY(linear(role::wv, role::bv, b.xb, b.v));
+    STRATA_TRY(head_norm(role::q_norm, b.q, hp.n_head));
     STRATA_TRY(rotate(m, ops, dev, b.q, n, hp.n_head, a->positions, st));
+    STRATA_TRY(head_norm(role::k_norm, b.k, hp.n_head_kv));
     STRATA_TRY(rotate(m, ops, dev, b.k, n, hp.n_head_kv, a->positions, st));
     STRATA_TRY(attend(b));
-    STRATA_TRY(ops->matmul(dev, &w.wo, b.attn, n, b.xb, st));
+    STRATA_TRY(linear(role::wo, role::bo, b.attn, b.xb));
     STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));
     // Feed-forward block (SwiGLU).
-    STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w.ffn_norm.data), n, d, hp.norm_eps, b.xb, st));
-    STRATA_TRY(ops->matmul(dev, &w.w_gate, b.xb, n, b.gate, st));
-    STRATA_TRY(ops->matmul(dev, &w.w_up, b.xb, n, b.up, st));
+    STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w[role::ffn_norm].data), n, d, hp.norm_eps, b.xb,
+                             st));
+    STRATA_TRY(linear(role::w_gate, role::b_gate, b.xb, b.gate));
+    STRATA_TRY(linear(role::w_up, role::b_up, b.xb, b.up));
     STRATA_TRY(ops->swiglu(dev, b.gate, b.up, static_cast<int64_t>(n) * hp.n_ff, b.gate, st));
-    STRATA_TRY(ops->matmul(dev, &w.w_down, b.gate, n, b.xb, st));
+    STRATA_TRY(linear(role::w_down, role::b_down, b.gate, b.xb));
     return ops->add(dev, b.x, b.xb, nd, b.x, st);
 }
 
@@ -393,14 +453,14 @@ float attention_scale(const strata_model_hparams &hp) { return 1.0f / std::sqrt(
 int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_status *st) {
     const strata_model_hparams &hp = m.hp;
     if (a->k_cache == nullptr || a->v_cache == nullptr)
-        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: k_cache or v_cache is NULL (and no paged_kv)");
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: k_cache or v_cache is NULL (and no paged_kv)");
     if (wants_hybrid(a))
         return fail(st, STRATA_ERR_UNSUPPORTED,
-                    "llama forward: hybrid placement (layer_on_host) needs the paged KV cache (paged_kv)");
+                    "decoder forward: hybrid placement (layer_on_host) needs the paged KV cache (paged_kv)");
     const int32_t n = a->n_tokens;
     for (int32_t t = 0; t < n; ++t) {
         if (a->positions[t] < 0 || a->positions[t] >= a->n_ctx) {
-            return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: position %d outside the KV cache of %d",
+            return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: position %d outside the KV cache of %d",
                         a->positions[t], a->n_ctx);
         }
     }
@@ -450,29 +510,29 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
     const char *device_name = ops->header.name != nullptr ? ops->header.name : "(unnamed)";
     if (!STRATA_HAS_SLOT(ops, kv_store) || !STRATA_HAS_SLOT(ops, paged_attention))
         return fail(st, STRATA_ERR_UNSUPPORTED,
-                    "llama forward: device '%s' has no kv_store/paged_attention ops (ABI 1.5), so it cannot run the "
+                    "decoder forward: device '%s' has no kv_store/paged_attention ops (ABI 1.5), so it cannot run the "
                     "paged KV cache; use the contiguous cache (paged_kv = NULL) with this device",
                     device_name);
     const strata_paged_kv *kv = a->paged_kv;
     if (kv->struct_size < sizeof(strata_paged_kv))
-        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: paged_kv.struct_size = %u, expected >= %zu",
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: paged_kv.struct_size = %u, expected >= %zu",
                     kv->struct_size, sizeof(strata_paged_kv));
     if (kv->block_size <= 0 || kv->kv_dim != dkv)
         return fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                    "llama forward: paged_kv has block_size %d and kv_dim %d; this model needs block_size > 0 and "
+                    "decoder forward: paged_kv has block_size %d and kv_dim %d; this model needs block_size > 0 and "
                     "kv_dim = n_head_kv * head_dim = %d",
                     kv->block_size, kv->kv_dim, dkv);
     if (a->token_seq == nullptr || (a->logits_tokens == nullptr && a->n_logits > 0))
-        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: paged batch without token_seq or logits_tokens");
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: paged batch without token_seq or logits_tokens");
     // 0 is valid: a step of prefill chunks that all end before their prompts do.
     if (a->n_logits < 0 || a->n_logits > n)
-        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: n_logits = %d; must be in [0, n_tokens = %d]",
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: n_logits = %d; must be in [0, n_tokens = %d]",
                     a->n_logits, n);
     for (int32_t i = 0; i < a->n_logits; ++i) {
         const int32_t t = a->logits_tokens[i];
         if (t < 0 || t >= n || (i > 0 && t <= a->logits_tokens[i - 1]))
             return fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                        "llama forward: logits_tokens[%d] = %d; entries must ascend strictly within [0, n_tokens = %d)",
+                        "decoder forward: logits_tokens[%d] = %d; entries must ascend strictly within [0, n_tokens = %d)",
                         i, t, n);
     }
     // Sequences and slots (token_seq, positions against each sequence's blocks) are checked by the device ops,
@@ -512,11 +572,11 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
     if (wants_hybrid(a)) {
         if (m.host_layers.size() != m.layers.size())
             return fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                        "llama forward: layer_on_host is set but the host gave no host copies of the weights "
+                        "decoder forward: layer_on_host is set but the host gave no host copies of the weights "
                         "(strata_model_source.get_host_tensor)");
         if (a->host_workspace == nullptr || a->host_workspace_size < workspace_bytes(m, n))
             return fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                        "llama forward: host_workspace of %llu bytes is smaller than %llu",
+                        "decoder forward: host_workspace of %llu bytes is smaller than %llu",
                         static_cast<unsigned long long>(a->host_workspace_size),
                         static_cast<unsigned long long>(workspace_bytes(m, n)));
         hs.ops = a->host_device_ops;
@@ -549,15 +609,15 @@ int32_t forward(const model &m, const strata_forward_args *a, strata_status *st)
     if (a == nullptr || a->device_ops == nullptr || a->tokens == nullptr || a->positions == nullptr ||
         a->n_tokens <= 0 || a->logits == nullptr) {
         return fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                    "llama forward: missing arguments (device_ops, tokens, positions, logits, or n_tokens <= 0)");
+                    "decoder forward: missing arguments (device_ops, tokens, positions, logits, or n_tokens <= 0)");
     }
     const int32_t n = a->n_tokens;
     if (a->workspace == nullptr || a->workspace_size < workspace_bytes(m, n)) {
-        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "llama forward: workspace of %llu bytes is smaller than %llu",
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: workspace of %llu bytes is smaller than %llu",
                     static_cast<unsigned long long>(a->workspace_size),
                     static_cast<unsigned long long>(workspace_bytes(m, n)));
     }
     return wants_paged(a) ? forward_paged(m, a, st) : forward_contiguous(m, a, st);
 }
 
-} // namespace strata::llama
+} // namespace strata::decoder

@@ -1,0 +1,28 @@
+// Capability asked at load: every optional device op a model's forward calls (strata_model_arch_desc.device_op_need,
+// ABI 1.12) must be offered by the device that runs it, else start-up stops naming the op, what in the file needs it
+// and the device — never a failure at the first forward.
+#pragma once
+
+#include <strata/plugin_abi.h>
+
+#include <string>
+
+namespace strata::engine {
+
+// The device slot name of a strata_device_op ("rope_ext"), or nullptr for an id this runtime does not know.
+const char *device_op_name(int32_t op);
+
+// Whether `device` fills the slot of `op` (false for an unknown op).
+bool device_offers(const strata_device_desc &device, int32_t op);
+
+// Why `device` (its role: "device" or "offload_device") cannot run the model — an op the model needs that it lacks,
+// named with what in the file needs it — or "" when it can. A model plugin without device_op_need needs nothing
+// beyond the required slots. `path` is the model file, for the message.
+std::string missing_model_op(const strata_model_arch_desc &arch, const strata_model *model,
+                             const strata_device_desc &device, const std::string &role, const std::string &path);
+
+// Throws strata::error with missing_model_op's message when it has one.
+void check_device_offers_model_ops(const strata_model_arch_desc &arch, const strata_model *model,
+                                   const strata_device_desc &device, const std::string &role, const std::string &path);
+
+} // namespace strata::engine

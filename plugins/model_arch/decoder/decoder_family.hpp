@@ -1,0 +1,107 @@
+// What distinguishes one decoder family from another, as data: the tensors each layer has (said once, in use order,
+// with their shapes), which of them a family requires, allows or lacks, and its RoPE layout. A family is one row of
+// k_families (below); the layer body in decoder_model.cpp runs whatever tensors a model has.
+#pragma once
+
+#include <strata/plugin_abi.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+
+namespace strata::decoder {
+
+// Every per-layer tensor a supported family can carry, in the order the layer uses them.
+enum class role : uint8_t {
+    attn_norm, wq, bq, wk, bk, wv, bv, q_norm, k_norm, wo, bo, ffn_norm, w_gate, b_gate, w_up, b_up, w_down, b_down,
+    count
+};
+inline constexpr size_t role_count = static_cast<size_t>(role::count);
+
+// A dimension of a layer tensor, resolved from the hyperparameters: n_embd, n_head * head_dim, n_head_kv * head_dim,
+// head_dim, n_ff, or 1 (a vector).
+enum class dim : uint8_t { embd, q, kv, head, ff, one };
+
+struct layer_tensor {
+    role r;
+    const char *name; // after "blk.N."
+    dim cols, rows;   // GGUF ne0, ne1
+    bool is_vector;   // a norm weight or bias: F32, read by element-wise ops
+};
+
+inline constexpr layer_tensor k_layer_tensors[role_count] = {
+    {role::attn_norm, "attn_norm.weight", dim::embd, dim::one, true},
+    {role::wq, "attn_q.weight", dim::embd, dim::q, false},
+    {role::bq, "attn_q.bias", dim::q, dim::one, true},
+    {role::wk, "attn_k.weight", dim::embd, dim::kv, false},
+    {role::bk, "attn_k.bias", dim::kv, dim::one, true},
+    {role::wv, "attn_v.weight", dim::embd, dim::kv, false},
+    {role::bv, "attn_v.bias", dim::kv, dim::one, true},
+    {role::q_norm, "attn_q_norm.weight", dim::head, dim::one, true},
+    {role::k_norm, "attn_k_norm.weight", dim::head, dim::one, true},
+    {role::wo, "attn_output.weight", dim::q, dim::embd, false},
+    {role::bo, "attn_output.bias", dim::embd, dim::one, true},
+    {role::ffn_norm, "ffn_norm.weight", dim::embd, dim::one, true},
+    {role::w_gate, "ffn_gate.weight", dim::embd, dim::ff, false},
+    {role::b_gate, "ffn_gate.bias", dim::ff, dim::one, true},
+    {role::w_up, "ffn_up.weight", dim::embd, dim::ff, false},
+    {role::b_up, "ffn_up.bias", dim::ff, dim::one, true},
+    {role::w_down, "ffn_down.weight", dim::ff, dim::embd, false},
+    {role::b_down, "ffn_down.bias", dim::embd, dim::one, true},
+};
+
+// Whether a family's layers have a tensor: never (a file that has it is refused, the tensor named as unused), may, or
+// must.
+enum class presence : uint8_t { absent, optional, required };
+
+struct family {
+    const char *arch;        // general.architecture, and the prefix of its metadata keys
+    const char *description; // for `runtime plugins`
+    int32_t rope_mode;       // STRATA_ROPE_PAIRS (llama.cpp's NORM: Q/K rows permuted by the converter) or NEOX
+    bool rope_freqs;         // reads rope_freqs.weight (Llama 3.1+ frequency factors)
+    std::array<presence, role_count> layer;
+};
+
+namespace detail {
+using enum role;
+
+// The layer every family shares: pre-norm attention and SwiGLU feed-forward, RMSNorm.
+inline constexpr std::array<presence, role_count> base_layer() {
+    std::array<presence, role_count> p{};
+    for (role r : {attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down})
+        p[static_cast<size_t>(r)] = presence::required;
+    return p;
+}
+
+inline constexpr std::array<presence, role_count> with(std::array<presence, role_count> p,
+                                                       std::initializer_list<role> roles, presence how) {
+    for (role r : roles) p[static_cast<size_t>(r)] = how;
+    return p;
+}
+
+// llama.cpp's llama: optional Q/K/V/output biases and MLP biases (create_tensor_qkv, "optional bias tensors").
+inline constexpr auto llama_layer = with(base_layer(), {bq, bk, bv, bo, b_gate, b_up, b_down}, presence::optional);
+// qwen2: Q/K/V biases (optional in llama.cpp's create_tensor_qkv; every Qwen2/2.5 checkpoint has them).
+inline constexpr auto qwen2_layer = with(base_layer(), {bq, bk, bv}, presence::optional);
+// qwen3: per-head RMSNorm of Q and K before RoPE; Q/K/V biases optional as for qwen2.
+inline constexpr auto qwen3_layer =
+    with(with(base_layer(), {q_norm, k_norm}, presence::required), {bq, bk, bv}, presence::optional);
+
+} // namespace detail
+
+// The families this plugin runs, one model_arch descriptor each (decoder_plugin.cpp). Each row follows llama.cpp's
+// src/models/<arch>.cpp (which tensors its load_tensors creates, required or TENSOR_NOT_REQUIRED) and
+// llama_model_rope_type; a family that needs no new kind of op is one row here.
+inline constexpr family k_families[] = {
+    {"llama", "Llama 1/2/3.x (rope_freqs factors, linear RoPE scaling, optional biases)", STRATA_ROPE_PAIRS, true,
+     detail::llama_layer},
+    // llama.cpp's converter writes Mistral 7B as "llama"; some tools write "mistral".
+    {"mistral", "Mistral 7B-shaped files labelled 'mistral' (run as llama)", STRATA_ROPE_PAIRS, true, detail::llama_layer},
+    {"qwen2", "Qwen2 / Qwen2.5 (Q/K/V biases, NEOX RoPE)", STRATA_ROPE_NEOX, false, detail::qwen2_layer},
+    {"qwen3", "Qwen3 dense (per-head Q/K RMSNorm, NEOX RoPE)", STRATA_ROPE_NEOX, false, detail::qwen3_layer},
+};
+
+inline constexpr size_t family_count = sizeof k_families / sizeof k_families[0];
+
+} // namespace strata::decoder

@@ -1,0 +1,63 @@
+// A pre-norm decoder's forward pass expressed in a device's ops, for every family of decoder_family.hpp. Shapes and
+// names follow llama.cpp's GGUF conventions.
+#pragma once
+
+#include "decoder_family.hpp"
+
+#include <strata/plugin_abi.h>
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace strata::decoder {
+
+// One layer's tensors by role; a tensor the file lacks (an optional bias) has data == nullptr.
+struct layer_weights {
+    std::array<strata_tensor_view, role_count> t{};
+    const strata_tensor_view &operator[](role r) const { return t[static_cast<size_t>(r)]; }
+    strata_tensor_view &operator[](role r) { return t[static_cast<size_t>(r)]; }
+    bool has(role r) const { return (*this)[r].data != nullptr; }
+};
+
+// A weight in use order, as tensor_at lists it for the planner (layer -1: before the layers, n_layer: after).
+struct listed_tensor {
+    strata_tensor_view view;
+    int32_t layer;
+};
+
+struct model {
+    const family *fam = nullptr;
+    strata_model_hparams hp{};
+    strata_tensor_view tok_embd{}, output_norm{}, output{};
+    std::vector<layer_weights> layers;
+    // The same weights as host memory (strata_model_source.get_host_tensor, ABI 1.7), for layers the host device
+    // computes (hybrid placement); empty when the host offers none.
+    std::vector<layer_weights> host_layers;
+    std::vector<listed_tensor> listed; // every weight in use order (tensor_count / tensor_at)
+    // RoPE beyond the plain rotation (rope_ext, ABI 1.11): 1 / the linear scaling factor, and the per-pair frequency
+    // factors of a rope_freqs tensor (Llama 3.1+), copied at load (empty: none).
+    float rope_freq_scale = 1.0f;
+    std::vector<float> rope_freqs;
+    // The optional device ops this model's forward calls, with what in the file needs each (device_op_need).
+    struct op_need {
+        int32_t op;
+        std::string what;
+    };
+    std::vector<op_need> op_needs;
+};
+
+// Reads hyperparameters and resolves every tensor of family `fam`, checking shapes; throws std::runtime_error with a
+// clear message.
+model *load(const family &fam, const strata_model_source *src);
+
+// Covers a batch of n_tokens in either KV layout, with logits for up to n_tokens of them.
+uint64_t workspace_bytes(const model &m, int32_t n_tokens);
+
+// One forward step. With the ABI 1.5 tail and paged_kv set: a batch of several sequences over the paged KV cache
+// (device kv_store + paged_attention per layer, logits of the tokens in logits_tokens); otherwise one sequence over
+// its contiguous per-layer cache with the logits of the last token. Per token both give the same bits.
+// Returns a strata_code; fills st on failure.
+int32_t forward(const model &m, const strata_forward_args *args, strata_status *st);
+
+} // namespace strata::decoder

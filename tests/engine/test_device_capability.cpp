@@ -1,0 +1,85 @@
+// Capability asked at load (ABI 1.12): a model's optional device ops against a device's slots, with stand-ins for
+// the model plugin and for devices of two ABI ages.
+#include "engine/device_capability.hpp"
+
+#include "common/error.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <string>
+
+namespace {
+
+using strata::engine::check_device_offers_model_ops;
+using strata::engine::missing_model_op;
+
+int32_t dummy_rope_ext(strata_device *, float *, int32_t, int32_t, int32_t, int32_t, const int32_t *, float, int32_t,
+                       float, const float *, strata_status *) {
+    return STRATA_OK;
+}
+
+// A model needing rope_ext for its frequency factors and add_rows for a bias.
+int32_t two_needs(const strata_model *, int32_t index, int32_t *op, const char **what) {
+    if (index == 0) { *op = STRATA_DEVICE_OP_ROPE_EXT; *what = "tensor 'rope_freqs.weight'"; return 1; }
+    if (index == 1) { *op = STRATA_DEVICE_OP_ADD_ROWS; *what = "tensor 'blk.0.attn_q.bias'"; return 1; }
+    return 0;
+}
+
+int32_t unknown_need(const strata_model *, int32_t index, int32_t *op, const char **what) {
+    if (index != 0) return 0;
+    *op = 99;
+    *what = "tensor 'x'";
+    return 1;
+}
+
+strata_model_arch_desc arch_with(int32_t (*need)(const strata_model *, int32_t, int32_t *, const char **)) {
+    strata_model_arch_desc a{};
+    a.header.struct_size = sizeof a;
+    a.header.name = "stand-in";
+    a.device_op_need = need;
+    return a;
+}
+
+strata_device_desc device_up_to(size_t struct_size) {
+    strata_device_desc d{};
+    d.header.struct_size = static_cast<uint32_t>(struct_size);
+    d.header.name = "old";
+    d.rope_ext = dummy_rope_ext;
+    return d;
+}
+
+TEST(DeviceCapability, AnOpTheDeviceLacksIsNamedWithWhatNeedsItAndTheDevice) {
+    const strata_model_arch_desc arch = arch_with(two_needs);
+    // ABI 1.11: rope_ext but not add_rows.
+    const strata_device_desc old = device_up_to(offsetof(strata_device_desc, add_rows));
+    const std::string why = missing_model_op(arch, nullptr, old, "offload_device", "m.gguf");
+    EXPECT_NE(why.find("m.gguf: tensor 'blk.0.attn_q.bias' needs the device op 'add_rows' (plugin ABI 1.12), which "
+                       "offload_device 'old' does not offer"),
+              std::string::npos)
+        << why;
+    EXPECT_THROW(check_device_offers_model_ops(arch, nullptr, old, "device", "m.gguf"), strata::error);
+    // Older still (before rope_ext): the first need fails first.
+    const strata_device_desc older = device_up_to(offsetof(strata_device_desc, rope_ext));
+    EXPECT_NE(missing_model_op(arch, nullptr, older, "device", "m.gguf").find("'rope_ext'"), std::string::npos);
+}
+
+TEST(DeviceCapability, ADeviceWithEveryOpAndAModelWithoutNeedsPass) {
+    strata_device_desc full = device_up_to(sizeof(strata_device_desc));
+    full.add_rows = [](strata_device *, const float *, const float *, int32_t, int32_t, float *, strata_status *) {
+        return int32_t{STRATA_OK};
+    };
+    EXPECT_EQ(missing_model_op(arch_with(two_needs), nullptr, full, "device", "m.gguf"), "");
+    // A slot inside the struct but NULL is not offered.
+    strata_device_desc null_slot = device_up_to(sizeof(strata_device_desc));
+    EXPECT_NE(missing_model_op(arch_with(two_needs), nullptr, null_slot, "device", "m.gguf"), "");
+    // A model plugin from before ABI 1.12 (no device_op_need) asks nothing.
+    strata_model_arch_desc old_arch = arch_with(two_needs);
+    old_arch.header.struct_size = static_cast<uint32_t>(offsetof(strata_model_arch_desc, device_op_need));
+    EXPECT_EQ(missing_model_op(old_arch, nullptr, null_slot, "device", "m.gguf"), "");
+    // An op id this runtime does not know is refused, not ignored.
+    EXPECT_NE(missing_model_op(arch_with(unknown_need), nullptr, full, "device", "m.gguf").find("does not know"),
+              std::string::npos);
+}
+
+} // namespace

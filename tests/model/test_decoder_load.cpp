@@ -1,0 +1,246 @@
+// The decoder plugin's load step through the plugin ABI over an in-memory model source (no file): the family table
+// decides which tensors a layer must, may or must not have, the planner's tensor list follows from it, and what the
+// plugin does not implement is refused with its name rather than run.
+#include "engine_fixture.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+using strata::testing::test_registry;
+
+// A model source over maps: metadata keys and F32 tensors (zeros; a tensor's view can be edited before create).
+struct fake_source {
+    std::map<std::string, uint64_t> u64;
+    std::map<std::string, double> f64;
+    std::map<std::string, std::string> str;
+    std::map<std::string, strata_tensor_view> tensors;
+    std::map<std::string, std::vector<float>> storage;
+    std::vector<std::string> names;
+    const strata_quant_desc *f32 = nullptr;
+    strata_model_source view{};
+
+    fake_source(const fake_source &) = delete; // view.ctx and the views point into this object
+    fake_source &operator=(const fake_source &) = delete;
+    fake_source() {
+        f32 = test_registry().find_quant_by_type(0).desc;
+        view.struct_size = offsetof(strata_model_source, host) + sizeof(view.host); // no host copies
+        view.ctx = this;
+        view.get_u64 = [](void *ctx, const char *key, uint64_t *out) -> int32_t {
+            auto &m = static_cast<fake_source *>(ctx)->u64;
+            auto it = m.find(key);
+            if (it == m.end()) return 0;
+            *out = it->second;
+            return 1;
+        };
+        view.get_f64 = [](void *ctx, const char *key, double *out) -> int32_t {
+            auto &m = static_cast<fake_source *>(ctx)->f64;
+            auto it = m.find(key);
+            if (it == m.end()) return 0;
+            *out = it->second;
+            return 1;
+        };
+        view.get_str = [](void *ctx, const char *key, const char **out) -> int32_t {
+            auto &m = static_cast<fake_source *>(ctx)->str;
+            auto it = m.find(key);
+            if (it == m.end()) return 0;
+            *out = it->second.c_str();
+            return 1;
+        };
+        view.get_tensor = [](void *ctx, const char *name, strata_tensor_view *out) -> int32_t {
+            auto &m = static_cast<fake_source *>(ctx)->tensors;
+            auto it = m.find(name);
+            if (it == m.end()) return 0;
+            *out = it->second;
+            return 1;
+        };
+    }
+
+    void tensor(const std::string &name, int64_t cols, int64_t rows = 1) {
+        auto &data = storage[name];
+        data.assign(static_cast<size_t>(cols * rows), 1.0f);
+        strata_tensor_view v{};
+        v.struct_size = sizeof v;
+        v.ggml_type = 0;
+        v.quant = f32;
+        v.data = data.data();
+        v.rows = rows;
+        v.cols = cols;
+        v.row_bytes = cols * 4;
+        v.name = storage.find(name)->first.c_str();
+        tensors[name] = v;
+    }
+};
+
+// Fills s with a 2-layer model of `arch` with dim 32, 4 heads (2 KV) of head size `head`, ff 64, vocab 16: every tensor the family
+// requires, plus Q/K/V biases when asked.
+void fill(fake_source &s, const std::string &arch, int64_t head = 8, bool qkv_bias = false) {
+    const std::string p = arch + ".";
+    s.str["general.architecture"] = arch;
+    s.u64[p + "embedding_length"] = 32;
+    s.u64[p + "block_count"] = 2;
+    s.u64[p + "attention.head_count"] = 4;
+    s.u64[p + "attention.head_count_kv"] = 2;
+    s.u64[p + "feed_forward_length"] = 64;
+    if (head != 8) s.u64[p + "attention.key_length"] = static_cast<uint64_t>(head);
+    s.tensor("token_embd.weight", 32, 16);
+    s.tensor("output_norm.weight", 32);
+    for (int l = 0; l < 2; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        s.tensor(b + "attn_norm.weight", 32);
+        s.tensor(b + "attn_q.weight", 32, 4 * head);
+        s.tensor(b + "attn_k.weight", 32, 2 * head);
+        s.tensor(b + "attn_v.weight", 32, 2 * head);
+        if (qkv_bias) {
+            s.tensor(b + "attn_q.bias", 4 * head);
+            s.tensor(b + "attn_k.bias", 2 * head);
+            s.tensor(b + "attn_v.bias", 2 * head);
+        }
+        if (arch == "qwen3") {
+            s.tensor(b + "attn_q_norm.weight", head);
+            s.tensor(b + "attn_k_norm.weight", head);
+        }
+        s.tensor(b + "attn_output.weight", 4 * head, 32);
+        s.tensor(b + "ffn_norm.weight", 32);
+        s.tensor(b + "ffn_gate.weight", 32, 64);
+        s.tensor(b + "ffn_up.weight", 32, 64);
+        s.tensor(b + "ffn_down.weight", 64, 32);
+    }
+}
+
+struct load_result {
+    strata_model *model = nullptr;
+    std::string error;
+    std::vector<std::string> listed; // tensor_at names in order
+    strata_model_hparams hp{};
+};
+
+load_result load(fake_source &s) {
+    load_result r;
+    const auto arch = test_registry().find_model_arch_for(s.str["general.architecture"]);
+    if (!arch) {
+        r.error = "no plugin";
+        return r;
+    }
+    strata_status st{};
+    r.model = arch->create(&s.view, &st);
+    if (r.model == nullptr) {
+        r.error = st.message;
+        return r;
+    }
+    for (int32_t i = 0; i < arch->tensor_count(r.model); ++i) {
+        strata_tensor_view v{};
+        int32_t layer = 0;
+        if (arch->tensor_at(r.model, i, &v, &layer) == STRATA_OK) r.listed.emplace_back(v.name);
+    }
+    r.hp.struct_size = sizeof r.hp;
+    arch->get_hparams(r.model, &r.hp);
+    arch->destroy(r.model);
+    r.model = nullptr;
+    return r;
+}
+
+void expect_refused(fake_source &s, const std::string &needle) {
+    const load_result r = load(s);
+    EXPECT_FALSE(r.error.empty()) << "loaded; expected a refusal naming " << needle;
+    EXPECT_NE(r.error.find(needle), std::string::npos) << r.error;
+}
+
+TEST(DecoderLoad, EachFamilyListsTheTensorsItsRowAllowsInUseOrder) {
+    fake_source qwen3;
+    fill(qwen3, "qwen3", 16); // head size 16 with dim 32 / 4 heads = 8: attention.key_length
+    const load_result r = load(qwen3);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.hp.head_dim, 16);
+    EXPECT_EQ(r.hp.rope_mode, STRATA_ROPE_NEOX);
+    // The embedding, 11 tensors per layer (the 9 shared + the Q/K norms), the output norm and the tied classifier.
+    ASSERT_EQ(r.listed.size(), 1u + 2u * 11u + 2u);
+    const std::vector<std::string> layer0(r.listed.begin() + 1, r.listed.begin() + 12);
+    EXPECT_EQ(layer0, (std::vector<std::string>{"blk.0.attn_norm.weight", "blk.0.attn_q.weight", "blk.0.attn_k.weight",
+                                                "blk.0.attn_v.weight", "blk.0.attn_q_norm.weight",
+                                                "blk.0.attn_k_norm.weight", "blk.0.attn_output.weight",
+                                                "blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight",
+                                                "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"}));
+    EXPECT_EQ(r.listed.back(), "token_embd.weight") << "a tied classifier is the embedding";
+
+    fake_source qwen2;
+    fill(qwen2, "qwen2", 8, true);
+    const load_result q2 = load(qwen2);
+    ASSERT_TRUE(q2.error.empty()) << q2.error;
+    EXPECT_EQ(q2.listed.size(), 1u + 2u * 12u + 2u) << "the three biases per layer are weights the planner places";
+    EXPECT_EQ(q2.hp.rope_mode, STRATA_ROPE_NEOX);
+
+    fake_source llama;
+    fill(llama, "llama");
+    const load_result l = load(llama);
+    ASSERT_TRUE(l.error.empty()) << l.error;
+    EXPECT_EQ(l.listed.size(), 1u + 2u * 9u + 2u);
+    EXPECT_EQ(l.hp.rope_mode, STRATA_ROPE_PAIRS);
+    // A qwen3 norm in a llama file is not something llama uses: left out of the list (the engine refuses it unused).
+    fake_source odd;
+    fill(odd, "llama");
+    odd.tensor("blk.0.attn_q_norm.weight", 8);
+    const load_result o = load(odd);
+    ASSERT_TRUE(o.error.empty()) << o.error;
+    EXPECT_EQ(std::count(o.listed.begin(), o.listed.end(), "blk.0.attn_q_norm.weight"), 0);
+}
+
+TEST(DecoderLoad, WhatTheFamilyLacksIsRefusedByName) {
+    {
+        fake_source s;
+        fill(s, "qwen3");
+        s.tensors.erase("blk.1.attn_k_norm.weight");
+        expect_refused(s, "missing tensor 'blk.1.attn_k_norm.weight'; the file is not a complete qwen3 model");
+    }
+    {
+        fake_source s;
+        fill(s, "llama");
+        s.u64["llama.expert_count"] = 8;
+        expect_refused(s, "'llama.expert_count' is 8: mixture-of-experts layers");
+    }
+    {
+        fake_source s;
+        fill(s, "qwen2");
+        s.u64["qwen2.attention.value_length"] = 16;
+        expect_refused(s, "'qwen2.attention.value_length' 16 differs from the key length 8");
+    }
+    {
+        fake_source s;
+        fill(s, "llama");
+        s.tensor("blk.0.attn_qkv.weight", 32, 64);
+        expect_refused(s, "fused Q/K/V weights are not implemented");
+    }
+    {
+        fake_source s;
+        fill(s, "llama");
+        s.tensor("rope_freqs.weight", 4);
+        s.storage["rope_freqs.weight"][2] = 0.0f;
+        expect_refused(s, "frequency factors must be finite and > 0");
+    }
+    {
+        fake_source s;
+        fill(s, "qwen2", 8, true);
+        s.tensors["blk.0.attn_k.bias"].ggml_type = 1; // F16
+        expect_refused(s, "tensor 'blk.0.attn_k.bias' must be F32");
+    }
+    {
+        fake_source s;
+        fill(s, "qwen2", 8, true);
+        s.tensor("blk.1.attn_v.bias", 32); // should be 2 KV heads x 8
+        expect_refused(s, "tensor 'blk.1.attn_v.bias' has shape [32, 1], expected [16, 1]");
+    }
+    {
+        fake_source s;
+        fill(s, "qwen3");
+        s.str["qwen3.rope.scaling.type"] = "yarn";
+        expect_refused(s, "RoPE scaling 'yarn' ('qwen3.rope.scaling.type') is not implemented");
+    }
+}
+
+} // namespace
