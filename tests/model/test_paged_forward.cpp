@@ -1,4 +1,4 @@
-// The llama plugin's paged forward path (ABI 1.5) against its contiguous path, driven directly through the ABI
+// The decoder plugin's paged forward path (ABI 1.5) against its contiguous path, driven directly through the ABI
 // (registry -> model_arch, device and quant plugins, as the engine does). Three sequences with prompts of different
 // lengths run (a) each alone through the contiguous cache, token by token and in prefill chunks, and (b) together
 // in one paged batch per step — one sequence prefilling in chunks while the others decode, blocks drawn in random
