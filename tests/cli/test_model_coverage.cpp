@@ -55,6 +55,21 @@ TEST(ModelCoverage, LlamaBiasesRunAndChangeTheTokens) {
     EXPECT_NE(tokens(a.all), tokens(b.all)) << "the biases changed no token";
 }
 
+TEST(ModelCoverage, FusedQkvGivesTheTokensOfTheSeparateWeights) {
+    // make-model draws a fused attn_qkv (and its bias) in the order of the separate tensors: the same weights, so the
+    // loader's views must give the same tokens, bit for bit.
+    const std::string separate = model_with("coverage-qkv-bias.gguf", "--feature qkv-bias");
+    const std::string fused = model_with("coverage-fused-qkv-bias.gguf", "--feature qkv-bias --feature fused-qkv");
+    ASSERT_FALSE(separate.empty() || fused.empty()) << "make-model failed";
+    const std::string args = " --prompt \"one two three\" --max-tokens 16 --temperature 0 --ignore-eos --output json";
+    const auto a = run_runtime("--model " + separate + args);
+    const auto b = run_runtime("--model " + fused + args);
+    ASSERT_EQ(a.exit_code, 0) << a.all;
+    ASSERT_EQ(b.exit_code, 0) << b.all;
+    ASSERT_FALSE(tokens(a.all).empty()) << a.all;
+    EXPECT_EQ(tokens(a.all), tokens(b.all));
+}
+
 TEST(ModelCoverage, RopeFrequencyFactorsAndLinearScalingRunAndChangeTheTokens) {
     const std::string plain = model_with("coverage-plain.gguf", "");
     const std::string freqs = model_with("coverage-rope-freqs.gguf", "--feature rope-freqs");

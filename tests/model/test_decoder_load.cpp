@@ -78,8 +78,8 @@ struct fake_source {
     }
 };
 
-// Fills s with a 2-layer model of `arch` with dim 32, 4 heads (2 KV) of head size `head`, ff 64, vocab 16: every tensor the family
-// requires, plus Q/K/V biases when asked.
+// Fills s with a 2-layer model of `arch` with dim 32, 4 heads (2 KV) of head size `head`, ff 64, vocab 16: every
+// tensor the family requires (phi3: fused Q/K/V and gate-up), plus Q/K/V biases when asked.
 void fill(fake_source &s, const std::string &arch, int64_t head = 8, bool qkv_bias = false) {
     const std::string p = arch + ".";
     s.str["general.architecture"] = arch;
@@ -94,10 +94,15 @@ void fill(fake_source &s, const std::string &arch, int64_t head = 8, bool qkv_bi
     for (int l = 0; l < 2; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
         s.tensor(b + "attn_norm.weight", 32);
-        s.tensor(b + "attn_q.weight", 32, 4 * head);
-        s.tensor(b + "attn_k.weight", 32, 2 * head);
-        s.tensor(b + "attn_v.weight", 32, 2 * head);
-        if (qkv_bias) {
+        if (arch == "phi3") {
+            s.tensor(b + "attn_qkv.weight", 32, 8 * head);
+            if (qkv_bias) s.tensor(b + "attn_qkv.bias", 8 * head);
+        } else {
+            s.tensor(b + "attn_q.weight", 32, 4 * head);
+            s.tensor(b + "attn_k.weight", 32, 2 * head);
+            s.tensor(b + "attn_v.weight", 32, 2 * head);
+        }
+        if (qkv_bias && arch != "phi3") {
             s.tensor(b + "attn_q.bias", 4 * head);
             s.tensor(b + "attn_k.bias", 2 * head);
             s.tensor(b + "attn_v.bias", 2 * head);
@@ -108,8 +113,8 @@ void fill(fake_source &s, const std::string &arch, int64_t head = 8, bool qkv_bi
         }
         s.tensor(b + "attn_output.weight", 4 * head, 32);
         s.tensor(b + "ffn_norm.weight", 32);
-        s.tensor(b + "ffn_gate.weight", 32, 64);
-        s.tensor(b + "ffn_up.weight", 32, 64);
+        if (arch != "phi3") s.tensor(b + "ffn_gate.weight", 32, 64);
+        s.tensor(b + "ffn_up.weight", 32, arch == "phi3" ? 128 : 64); // Phi-3: gate and up fused
         s.tensor(b + "ffn_down.weight", 64, 32);
     }
 }
@@ -191,6 +196,44 @@ TEST(DecoderLoad, EachFamilyListsTheTensorsItsRowAllowsInUseOrder) {
     EXPECT_EQ(std::count(o.listed.begin(), o.listed.end(), "blk.0.attn_q_norm.weight"), 0);
 }
 
+TEST(DecoderLoad, FusedTensorsAreListedOnceAndEitherFormOfQkvLoads) {
+    fake_source phi3;
+    fill(phi3, "phi3", 8, true);
+    phi3.u64["phi3.attention.sliding_window"] = 2047; // read, warned about and not applied, as llama.cpp does
+    const load_result r = load(phi3);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.hp.rope_mode, STRATA_ROPE_NEOX);
+    ASSERT_EQ(r.listed.size(), 1u + 2u * 7u + 2u);
+    const std::vector<std::string> layer0(r.listed.begin() + 1, r.listed.begin() + 8);
+    EXPECT_EQ(layer0, (std::vector<std::string>{"blk.0.attn_norm.weight", "blk.0.attn_qkv.weight",
+                                                "blk.0.attn_qkv.bias", "blk.0.attn_output.weight",
+                                                "blk.0.ffn_norm.weight", "blk.0.ffn_up.weight",
+                                                "blk.0.ffn_down.weight"}));
+    // llama.cpp's create_tensor_qkv reads either form for every family: a llama with fused Q/K/V loads too.
+    fake_source llama;
+    fill(llama, "llama");
+    for (int l = 0; l < 2; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        for (const char *t : {"attn_q.weight", "attn_k.weight", "attn_v.weight"}) llama.tensors.erase(b + t);
+        llama.tensor(b + "attn_qkv.weight", 32, 64);
+    }
+    const load_result l = load(llama);
+    ASSERT_TRUE(l.error.empty()) << l.error;
+    EXPECT_EQ(l.listed.size(), 1u + 2u * 7u + 2u);
+    // Phi-3's separate Q/K/V (llama.cpp accepts them too) still need their fused gate-up.
+    fake_source separate;
+    fill(separate, "phi3");
+    for (int l = 0; l < 2; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        separate.tensors.erase(b + "attn_qkv.weight");
+        separate.tensor(b + "attn_q.weight", 32, 32);
+        separate.tensor(b + "attn_k.weight", 32, 16);
+        separate.tensor(b + "attn_v.weight", 32, 16);
+    }
+    const load_result sp = load(separate);
+    EXPECT_TRUE(sp.error.empty()) << sp.error;
+}
+
 TEST(DecoderLoad, WhatTheFamilyLacksIsRefusedByName) {
     {
         fake_source s;
@@ -214,7 +257,26 @@ TEST(DecoderLoad, WhatTheFamilyLacksIsRefusedByName) {
         fake_source s;
         fill(s, "llama");
         s.tensor("blk.0.attn_qkv.weight", 32, 64);
-        expect_refused(s, "fused Q/K/V weights are not implemented");
+        expect_refused(s, "the file has both 'blk.0.attn_qkv.weight' and 'blk.0.attn_q.weight'");
+    }
+    {
+        fake_source s;
+        fill(s, "phi3");
+        s.tensors.erase("blk.1.attn_qkv.weight");
+        expect_refused(s, "missing tensor 'blk.1.attn_q.weight' (or the fused 'blk.1.attn_qkv.weight'); the file is "
+                          "not a complete phi3 model");
+    }
+    {
+        fake_source s;
+        fill(s, "phi3");
+        s.tensor("blk.0.ffn_up.weight", 32, 64); // the separate size: phi3's ffn_up holds gate and up
+        expect_refused(s, "tensor 'blk.0.ffn_up.weight' has shape [32, 64], expected [32, 128]");
+    }
+    {
+        fake_source s;
+        fill(s, "qwen2");
+        s.u64["qwen2.attention.sliding_window"] = 4096;
+        expect_refused(s, "'qwen2.attention.sliding_window' is 4096: sliding-window attention is not implemented");
     }
     {
         fake_source s;

@@ -339,8 +339,8 @@ namespace {
 // matmul path and GQA under batching and preemption. Q8_0: 4 layers x 2 x 2 KV heads x 32 x 4 B = 2 KiB/token.
 // Q4_K_M, llama-quantize's mixture (Q4_K with Q6_K for half the attn_v/ffn_down and the output): rows of 256 for the
 // super-blocks, 4 layers x 2 x 2 KV heads x 64 x 4 B = 4 KiB/token. The other families of the decoder plugin in Q8_0:
-// qwen2 (Q/K/V biases, NEOX RoPE), qwen3 (per-head Q/K norms, a head size of 64 with dim 128), and a llama with every
-// optional bias.
+// qwen2 (Q/K/V biases, NEOX RoPE), qwen3 (per-head Q/K norms, a head size of 64 with dim 128), a llama with every
+// optional bias, and phi3 (fused Q/K/V and gate-up: row views of one Q8_0 tensor, on both devices of the hybrid case).
 struct quantized_case {
     const char *name;
     const char *type;
@@ -416,5 +416,6 @@ INSTANTIATE_TEST_SUITE_P(Types, EngineBatchingQuantized,
                                                           "--arch qwen3 --dim 128 --head-dim 64 --ff 256", 4 * kib},
                                            quantized_case{"llama_biases_q8_0", "q8_0",
                                                           "--dim 128 --ff 256 --feature qkv-bias --feature mlp-bias",
-                                                          2 * kib}),
+                                                          2 * kib},
+                                           quantized_case{"phi3_q8_0", "q8_0", "--arch phi3 --dim 128 --ff 256", 2 * kib}),
                          [](const auto &info) { return std::string(info.param.name); });

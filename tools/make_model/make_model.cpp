@@ -10,7 +10,8 @@
 // teacher-forced comparisons.
 //
 // --arch writes that GGUF architecture with the tensors llama.cpp's converter writes for it: llama (the default),
-// qwen2 (Q/K/V biases on every layer, NEOX RoPE), qwen3 (per-head attn_q_norm / attn_k_norm). --head-dim sets
+// qwen2 (Q/K/V biases on every layer, NEOX RoPE), qwen3 (per-head attn_q_norm / attn_k_norm), phi3 (Q/K/V fused in
+// attn_qkv, gate and up fused in ffn_up with 2 x ff rows, no ffn_gate, as Phi-3/3.5/4 GGUFs are). --head-dim sets
 // attention.key_length/value_length when the head size is not dim / heads (Qwen3: 128 with 1024 / 16).
 //
 // TYPE is a GGML type (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k... see quant_mixture.hpp) or one of
@@ -25,7 +26,9 @@
 // --feature adds what real Llama-family GGUFs carry beyond the nine tensors per layer, as llama.cpp's converter
 // writes it: rope-freqs (rope_freqs.weight, Llama 3.1's frequency factors: 1 for the fastest pair rising to 8 for the
 // slowest, as Llama 3's "llama3" scaling gives), qkv-bias (blk.N.attn_{q,k,v}.bias, as Qwen2 and some Llama
-// fine-tunes have), mlp-bias (blk.N.ffn_{gate,up,down}.bias, llama.cpp's optional MLP biases), rope-scaling-linear /
+// fine-tunes have), mlp-bias (blk.N.ffn_{gate,up,down}.bias, llama.cpp's optional MLP biases), fused-qkv (Q, K and V
+// rows, and their biases, in one blk.N.attn_qkv tensor, as llama.cpp accepts for every family: the same weights as the
+// separate file of the same seed when the types agree), rope-scaling-linear /
 // rope-scaling-yarn (<arch>.rope.scaling.type "linear" / "yarn", factor 4).
 #include "quant_mixture.hpp"
 #include "splitmix64.hpp"
@@ -39,6 +42,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -60,8 +64,9 @@ struct options {
     std::vector<std::string> features; // --feature NAME (repeatable)
 };
 
-const char *const k_features[] = {"rope-freqs", "qkv-bias", "mlp-bias", "rope-scaling-linear", "rope-scaling-yarn"};
-const char *const k_archs[] = {"llama", "qwen2", "qwen3"};
+const char *const k_features[] = {"rope-freqs", "qkv-bias", "mlp-bias", "fused-qkv", "rope-scaling-linear",
+                                  "rope-scaling-yarn"};
+const char *const k_archs[] = {"llama", "qwen2", "qwen3", "phi3"};
 
 using rng = strata::tools::splitmix64; // identical weights for a seed on every machine
 
@@ -70,8 +75,8 @@ using rng = strata::tools::splitmix64; // identical weights for a seed on every 
                  "make-model: %s\nusage: make-model --out F.gguf [--arch ARCH] [--dim N --layers N --heads N --kv-heads N --ff N "
                  "--ctx N] [--head-dim N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure] "
                  "[--weight-scale X] [--feature NAME]...\n"
-                 "ARCH: llama qwen2 qwen3\n"
-                 "NAME: rope-freqs qkv-bias mlp-bias rope-scaling-linear rope-scaling-yarn\n"
+                 "ARCH: llama qwen2 qwen3 phi3\n"
+                 "NAME: rope-freqs qkv-bias mlp-bias fused-qkv rope-scaling-linear rope-scaling-yarn\n"
                  "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m "
                  "q5_k_s q5_k_m q6_k\n",
                  why);
@@ -237,27 +242,59 @@ int main(int argc, char **argv) try {
         w.add_f32(p + "rope.scaling.factor", 4.0f);
         w.add_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(o.ctx));
     }
+    if (o.arch == "phi3") {
+        // What llama.cpp's Phi3MiniModel converter writes for a model without LongRoPE factors (a 4k Phi-3 mini or
+        // Phi-4): the original context, and a sliding window of 0 (Phi-4; llama.cpp disables Phi's window anyway).
+        if (!has("rope-scaling-linear") && !has("rope-scaling-yarn"))
+            w.add_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(o.ctx));
+        w.add_u32(p + "attention.sliding_window", 0);
+    }
     copy_tokenizer_keys(vocab, w);
 
     rng r{o.seed};
     std::vector<float> row;
     std::map<std::string, int> type_counts;
-    // A matrix of `rows` rows of `cols`: uniform in ±1/sqrt(cols) so activations keep unit scale through the layers.
-    auto matrix = [&](const std::string &name, int64_t cols, int64_t rows, int64_t layer) {
+    // The quantization of a weight named `name` (the mixture's rule for it), counted for the summary.
+    auto quant_for = [&](const std::string &name, int64_t cols, int64_t layer) {
         const auto q = registry.find_quant_by_type(strata::tools::tensor_type(mix, shape, name, layer, cols, o.pure, block_elems_of));
         ++type_counts[q.desc->header.name];
-        const int64_t row_bytes = cols / q.desc->block_elems * q.desc->block_bytes;
-        std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes * rows));
+        return q.desc;
+    };
+    // Appends `rows` random rows of `cols` in type q: uniform in ±1.7 w/sqrt(cols) so activations keep unit scale
+    // through the layers.
+    auto random_rows = [&](const strata_quant_desc *q, int64_t cols, int64_t rows, std::vector<uint8_t> &bytes) {
+        const int64_t row_bytes = cols / q->block_elems * q->block_bytes;
+        const size_t at = bytes.size();
+        bytes.resize(at + static_cast<size_t>(row_bytes * rows));
         row.resize(static_cast<size_t>(cols));
         const float scale = o.weight_scale / std::sqrt(static_cast<float>(cols));
         for (int64_t i = 0; i < rows; ++i) {
             for (auto &x : row) x = r.uniform() * scale * 1.7f;
-            q.desc->quantize_row(row.data(), bytes.data() + i * row_bytes, cols);
+            q->quantize_row(row.data(), bytes.data() + at + i * row_bytes, cols);
         }
-        w.add_tensor(name, q.desc->ggml_type, {cols, rows}, std::move(bytes));
     };
-    // An F32 vector of n values 1 + 0.1 u (norm weights; rope_freqs factors).
-    auto vector_near_one = [&](const std::string &name, int64_t n) {
+    auto matrix = [&](const std::string &name, int64_t cols, int64_t rows, int64_t layer) {
+        const strata_quant_desc *q = quant_for(name, cols, layer);
+        std::vector<uint8_t> bytes;
+        random_rows(q, cols, rows, bytes);
+        w.add_tensor(name, q->ggml_type, {cols, rows}, std::move(bytes));
+    };
+    // Matrices one after another in one tensor, drawn in the same order as separate ones (so a fused file holds the
+    // same weights as the separate file of the same seed when the types agree).
+    auto fused_matrix = [&](const std::string &name, int64_t cols, std::initializer_list<int64_t> parts, int64_t layer) {
+        const strata_quant_desc *q = quant_for(name, cols, layer);
+        std::vector<uint8_t> bytes;
+        int64_t rows = 0;
+        for (const int64_t part : parts) {
+            random_rows(q, cols, part, bytes);
+            rows += part;
+        }
+        w.add_tensor(name, q->ggml_type, {cols, rows}, std::move(bytes));
+    };
+    // An F32 vector of n values 1 + 0.1 u (norm weights, biases), or several drawn one after another in one tensor.
+    auto vectors_near_one = [&](const std::string &name, std::initializer_list<int64_t> parts) {
+        int64_t n = 0;
+        for (const int64_t part : parts) n += part;
         std::vector<uint8_t> bytes(static_cast<size_t>(n) * 4);
         for (int64_t i = 0; i < n; ++i) {
             float v = 1.0f + 0.1f * r.uniform();
@@ -265,7 +302,11 @@ int main(int argc, char **argv) try {
         }
         w.add_tensor(name, 0, {n}, std::move(bytes));
     };
+    auto vector_near_one = [&](const std::string &name, int64_t n) { vectors_near_one(name, {n}); };
     auto norm = [&](const std::string &name) { vector_near_one(name, o.dim); };
+    const bool phi3 = o.arch == "phi3";
+    if (phi3 && has("mlp-bias")) strata::fail("--arch phi3 has no MLP biases (its ffn_up is gate and up fused)");
+    const bool fused_qkv = phi3 || has("fused-qkv");
     const int64_t head_dim = o.head_dim;
     const int64_t q_dim = o.heads * head_dim, kv_dim = o.kv_heads * head_dim;
     std::fprintf(stderr, "make-model: %s, %s, %ld layers, dim %ld, ff %ld, vocab %ld, type %s\n", o.out.c_str(),
@@ -275,13 +316,21 @@ int main(int argc, char **argv) try {
     for (int64_t l = 0; l < o.layers; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
         norm(b + "attn_norm.weight");
-        matrix(b + "attn_q.weight", o.dim, q_dim, l);
-        matrix(b + "attn_k.weight", o.dim, kv_dim, l);
-        matrix(b + "attn_v.weight", o.dim, kv_dim, l);
+        if (fused_qkv) {
+            fused_matrix(b + "attn_qkv.weight", o.dim, {q_dim, kv_dim, kv_dim}, l);
+        } else {
+            matrix(b + "attn_q.weight", o.dim, q_dim, l);
+            matrix(b + "attn_k.weight", o.dim, kv_dim, l);
+            matrix(b + "attn_v.weight", o.dim, kv_dim, l);
+        }
         if (has("qkv-bias") || o.arch == "qwen2") {
-            vector_near_one(b + "attn_q.bias", q_dim);
-            vector_near_one(b + "attn_k.bias", kv_dim);
-            vector_near_one(b + "attn_v.bias", kv_dim);
+            if (fused_qkv) {
+                vectors_near_one(b + "attn_qkv.bias", {q_dim, kv_dim, kv_dim});
+            } else {
+                vector_near_one(b + "attn_q.bias", q_dim);
+                vector_near_one(b + "attn_k.bias", kv_dim);
+                vector_near_one(b + "attn_v.bias", kv_dim);
+            }
         }
         if (o.arch == "qwen3") {
             vector_near_one(b + "attn_k_norm.weight", head_dim);
@@ -289,9 +338,10 @@ int main(int argc, char **argv) try {
         }
         matrix(b + "attn_output.weight", q_dim, o.dim, l);
         norm(b + "ffn_norm.weight");
-        matrix(b + "ffn_gate.weight", o.dim, o.ff, l);
+        if (!phi3) matrix(b + "ffn_gate.weight", o.dim, o.ff, l);
         matrix(b + "ffn_down.weight", o.ff, o.dim, l);
-        matrix(b + "ffn_up.weight", o.dim, o.ff, l);
+        if (phi3) fused_matrix(b + "ffn_up.weight", o.dim, {o.ff, o.ff}, l); // gate rows, then up rows
+        else matrix(b + "ffn_up.weight", o.dim, o.ff, l);
         if (has("mlp-bias")) {
             vector_near_one(b + "ffn_gate.bias", o.ff);
             vector_near_one(b + "ffn_down.bias", o.dim);

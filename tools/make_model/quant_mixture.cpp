@@ -96,6 +96,10 @@ uint32_t tensor_type(const mixture &m, const model_shape &shape, const std::stri
         } else if (layer < n / 8 && (f == "iq4_nl" || f == "iq4_xs")) type = t_q5_k;
         else if (f == "q5_k_m" && use_more_bits(layer, n)) type = t_q6_k;
         else if (f == "q4_k_s" && layer < n / 8) type = t_q5_k;
+    } else if (ends_with(tensor, "attn_qkv.weight")) {
+        if (f == "q3_k_m" || f == "q3_k_l") type = t_q4_k;
+        else if (f == "q4_k_m") type = t_q5_k;
+        else if (f == "q5_k_m") type = t_q6_k;
     } else if (ends_with(tensor, "attn_output.weight")) {
         if (f == "q2_k") type = t_q3_k;
         else if (f == "q3_k_m") type = t_q4_k;

@@ -26,6 +26,7 @@ families=(
   "llama + Q/K/V and MLP biases|--arch llama --feature qkv-bias --feature mlp-bias|llama-bpe|<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
   "qwen2|--arch qwen2|qwen2|<|im_start|>user\nHi<|im_end|>\n"
   "qwen3 (head size 32 ≠ 64/4)|--arch qwen3 --head-dim 32|qwen2|<|im_start|>user\nHi<|im_end|>\n"
+  "phi3 (fused Q/K/V + bias, fused gate-up)|--arch phi3 --feature qkv-bias|phi-3|<|user|>\nHi<|end|>\n<|assistant|>\n"
 )
 printf '| family | type | greedy tokens equal to llama.cpp ("The capital of France is" / chat prompt) | teacher-forced, Strata vs llama.cpp: mean KLD (top-1 agreement) / top-1 agreement where decided (decided tokens) | llama.cpp vs itself (flash attention on/off): mean KLD (top-1 agreement) |\n'
 printf '| --- | --- | --- | --- | --- |\n'

@@ -13,15 +13,18 @@
 namespace strata::decoder {
 
 // Every per-layer tensor a supported family can carry, in the order the layer uses them.
+// wqkv / bqkv and w_gate_up are fused tensors (Phi-3): the loader splits each into views of its parts (k_fused), so
+// the layer body only ever reads the separate roles.
 enum class role : uint8_t {
-    attn_norm, wq, bq, wk, bk, wv, bv, q_norm, k_norm, wo, bo, ffn_norm, w_gate, b_gate, w_up, b_up, w_down, b_down,
+    attn_norm, wqkv, bqkv, wq, bq, wk, bk, wv, bv, q_norm, k_norm, wo, bo, ffn_norm, w_gate_up, w_gate, b_gate, w_up,
+    b_up, w_down, b_down,
     count
 };
 inline constexpr size_t role_count = static_cast<size_t>(role::count);
 
 // A dimension of a layer tensor, resolved from the hyperparameters: n_embd, n_head * head_dim, n_head_kv * head_dim,
-// head_dim, n_ff, or 1 (a vector).
-enum class dim : uint8_t { embd, q, kv, head, ff, one };
+// q + 2 kv (fused Q/K/V), head_dim, n_ff, 2 n_ff (fused gate and up), or 1 (a vector).
+enum class dim : uint8_t { embd, q, kv, qkv, head, ff, ff2, one };
 
 struct layer_tensor {
     role r;
@@ -32,6 +35,8 @@ struct layer_tensor {
 
 inline constexpr layer_tensor k_layer_tensors[role_count] = {
     {role::attn_norm, "attn_norm.weight", dim::embd, dim::one, true},
+    {role::wqkv, "attn_qkv.weight", dim::embd, dim::qkv, false},
+    {role::bqkv, "attn_qkv.bias", dim::qkv, dim::one, true},
     {role::wq, "attn_q.weight", dim::embd, dim::q, false},
     {role::bq, "attn_q.bias", dim::q, dim::one, true},
     {role::wk, "attn_k.weight", dim::embd, dim::kv, false},
@@ -43,6 +48,7 @@ inline constexpr layer_tensor k_layer_tensors[role_count] = {
     {role::wo, "attn_output.weight", dim::q, dim::embd, false},
     {role::bo, "attn_output.bias", dim::embd, dim::one, true},
     {role::ffn_norm, "ffn_norm.weight", dim::embd, dim::one, true},
+    {role::w_gate_up, "ffn_up.weight", dim::embd, dim::ff2, false}, // Phi-3: gate rows, then up rows
     {role::w_gate, "ffn_gate.weight", dim::embd, dim::ff, false},
     {role::b_gate, "ffn_gate.bias", dim::ff, dim::one, true},
     {role::w_up, "ffn_up.weight", dim::embd, dim::ff, false},
@@ -50,6 +56,34 @@ inline constexpr layer_tensor k_layer_tensors[role_count] = {
     {role::w_down, "ffn_down.weight", dim::ff, dim::embd, false},
     {role::b_down, "ffn_down.bias", dim::embd, dim::one, true},
 };
+
+inline constexpr const layer_tensor &layer_tensor_of(role r) { return k_layer_tensors[static_cast<size_t>(r)]; }
+
+inline constexpr bool layer_tensors_in_role_order() {
+    for (size_t i = 0; i < role_count; ++i)
+        if (static_cast<size_t>(k_layer_tensors[i].r) != i) return false;
+    return true;
+}
+static_assert(layer_tensors_in_role_order(), "k_layer_tensors must list every role once, in enum order");
+
+// A fused tensor and the consecutive parts it holds, in order: rows of a matrix, or elements of a bias vector (as
+// llama.cpp's build_qkv views attn_qkv's output and ggml_swiglu splits Phi-3's ffn_up output: gate first).
+struct fused_tensor {
+    role whole;
+    std::array<role, 3> parts;
+    std::array<dim, 3> sizes;
+    int n_parts;
+};
+
+inline constexpr fused_tensor k_fused[] = {
+    {role::wqkv, {role::wq, role::wk, role::wv}, {dim::q, dim::kv, dim::kv}, 3},
+    {role::bqkv, {role::bq, role::bk, role::bv}, {dim::q, dim::kv, dim::kv}, 3},
+    {role::w_gate_up, {role::w_gate, role::w_up, role::w_up}, {dim::ff, dim::ff, dim::ff}, 2},
+};
+
+// The roles the layer body needs in every family, from the file or from a fused tensor.
+inline constexpr role k_layer_needs[] = {role::attn_norm, role::wq,     role::wk,   role::wv,    role::wo,
+                                         role::ffn_norm,  role::w_gate, role::w_up, role::w_down};
 
 // Whether a family's layers have a tensor: never (a file that has it is refused, the tensor named as unused), may, or
 // must.
@@ -61,16 +95,21 @@ struct family {
     int32_t rope_mode;       // STRATA_ROPE_PAIRS (llama.cpp's NORM: Q/K rows permuted by the converter) or NEOX
     bool rope_freqs;         // reads rope_freqs.weight (Llama 3.1+ frequency factors)
     std::array<presence, role_count> layer;
+    // Reads <arch>.attention.sliding_window and attends over the whole context anyway, with a warning, as llama.cpp
+    // does for Phi-3 (its converter's window is unreliable); other families refuse a window > 0 until they run one.
+    bool ignores_sliding_window = false;
 };
 
 namespace detail {
 using enum role;
 
-// The layer every family shares: pre-norm attention and SwiGLU feed-forward, RMSNorm.
+// The layer every family shares: pre-norm attention and SwiGLU feed-forward, RMSNorm. Q/K/V come fused (attn_qkv,
+// with an optional fused bias) or separate, as llama.cpp's create_tensor_qkv reads them for every family; the loader
+// checks that one of the two is complete (k_layer_needs).
 inline constexpr std::array<presence, role_count> base_layer() {
     std::array<presence, role_count> p{};
-    for (role r : {attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down})
-        p[static_cast<size_t>(r)] = presence::required;
+    for (role r : {attn_norm, wo, ffn_norm, w_gate, w_up, w_down}) p[static_cast<size_t>(r)] = presence::required;
+    for (role r : {wqkv, bqkv, wq, wk, wv}) p[static_cast<size_t>(r)] = presence::optional;
     return p;
 }
 
@@ -88,6 +127,12 @@ inline constexpr auto qwen2_layer = with(base_layer(), {bq, bk, bv}, presence::o
 inline constexpr auto qwen3_layer =
     with(with(base_layer(), {q_norm, k_norm}, presence::required), {bq, bk, bv}, presence::optional);
 
+// phi3: gate and up fused in ffn_up (2 n_ff rows, gate first), no ffn_gate; Q/K/V fused in attn_qkv in every
+// converted checkpoint; separate Q/K/V biases as llama.cpp's create_tensor_qkv allows them.
+inline constexpr auto phi3_layer =
+    with(with(with(base_layer(), {w_gate, w_up}, presence::absent), {w_gate_up}, presence::required), {bq, bk, bv},
+         presence::optional);
+
 } // namespace detail
 
 // The families this plugin runs, one model_arch descriptor each (decoder_plugin.cpp). Each row follows llama.cpp's
@@ -100,6 +145,8 @@ inline constexpr family k_families[] = {
     {"mistral", "Mistral 7B-shaped files labelled 'mistral' (run as llama)", STRATA_ROPE_PAIRS, true, detail::llama_layer},
     {"qwen2", "Qwen2 / Qwen2.5 (Q/K/V biases, NEOX RoPE)", STRATA_ROPE_NEOX, false, detail::qwen2_layer},
     {"qwen3", "Qwen3 dense (per-head Q/K RMSNorm, NEOX RoPE)", STRATA_ROPE_NEOX, false, detail::qwen3_layer},
+    {"phi3", "Phi-3 / Phi-3.5 / Phi-4 (fused Q/K/V and gate-up weights, NEOX RoPE)", STRATA_ROPE_NEOX, false,
+     detail::phi3_layer, true},
 };
 
 inline constexpr size_t family_count = sizeof k_families / sizeof k_families[0];

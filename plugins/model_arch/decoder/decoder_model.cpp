@@ -58,8 +58,10 @@ int64_t resolve(dim d, const strata_model_hparams &hp) {
     case dim::embd: return hp.n_embd;
     case dim::q: return static_cast<int64_t>(hp.n_head) * hp.head_dim;
     case dim::kv: return static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
+    case dim::qkv: return static_cast<int64_t>(hp.n_head + 2 * hp.n_head_kv) * hp.head_dim;
     case dim::head: return hp.head_dim;
     case dim::ff: return hp.n_ff;
+    case dim::ff2: return 2 * static_cast<int64_t>(hp.n_ff);
     case dim::one: return 1;
     }
     return 0;
@@ -90,9 +92,63 @@ void load_host_views(const strata_model_source *src, model &m) {
     m.host_layers = std::move(host);
 }
 
+// Views of each fused tensor's parts (k_fused): consecutive rows of a matrix (a whole number of rows, so quantized
+// blocks stay whole and aligned) or consecutive elements of a bias vector. A layer may hold a tensor fused or
+// separate, not both; after splitting, every role the layer body needs must be there.
+void split_fused(layer_weights &w, const strata_model_hparams &hp, const family &fam, size_t l) {
+    const std::string b = layer_prefix(l);
+    for (const fused_tensor &f : k_fused) {
+        const strata_tensor_view &whole = w[f.whole];
+        if (whole.data == nullptr) continue;
+        const bool vector = layer_tensor_of(f.whole).is_vector;
+        int64_t at = 0;
+        for (int i = 0; i < f.n_parts; ++i) {
+            const role part = f.parts[static_cast<size_t>(i)];
+            if (w.has(part))
+                throw std::runtime_error("the file has both '" + b + layer_tensor_of(f.whole).name + "' and '" + b +
+                                         layer_tensor_of(part).name + "'; a layer holds a tensor fused or separate, "
+                                         "not both");
+            const int64_t size = resolve(f.sizes[static_cast<size_t>(i)], hp);
+            strata_tensor_view v = whole;
+            if (vector) {
+                v.cols = size;
+                v.row_bytes = size * static_cast<int64_t>(sizeof(float));
+                v.data = static_cast<const char *>(whole.data) + at * static_cast<int64_t>(sizeof(float));
+            } else {
+                v.rows = size;
+                v.data = static_cast<const char *>(whole.data) + at * whole.row_bytes;
+            }
+            w[part] = v;
+            at += size;
+        }
+    }
+    for (const role r : k_layer_needs) {
+        if (w.has(r)) continue;
+        std::string fused;
+        for (const fused_tensor &f : k_fused)
+            for (int i = 0; i < f.n_parts; ++i)
+                if (f.parts[static_cast<size_t>(i)] == r && fam.layer[static_cast<size_t>(f.whole)] != presence::absent)
+                    fused = std::string(" (or the fused '") + b + layer_tensor_of(f.whole).name + "')";
+        throw std::runtime_error("missing tensor '" + b + layer_tensor_of(r).name + "'" + fused +
+                                 "; the file is not a complete " + fam.arch + " model");
+    }
+}
+
 // Keys a decoder file may carry whose meaning this forward pass does not implement: each is refused with what it is
 // unless its value is the neutral one. (The engine refuses every `<arch>.` key no plugin read at all.)
-void refuse_unimplemented_keys(const strata_model_source *src, const std::string &p, const strata_model_hparams &hp) {
+void refuse_unimplemented_keys(const strata_model_source *src, const family &fam, const strata_model_hparams &hp) {
+    const std::string p = std::string(fam.arch) + ".";
+    const uint64_t window = meta_u64(src, p + "attention.sliding_window", false, 0);
+    if (window > 0 && !fam.ignores_sliding_window)
+        throw std::runtime_error("'" + p + "attention.sliding_window' is " + std::to_string(window) +
+                                 ": sliding-window attention is not implemented for " + fam.arch + " yet");
+    if (window > 0 && src->host != nullptr && src->host->log != nullptr) {
+        const std::string msg = "'" + p + "attention.sliding_window' " + std::to_string(window) +
+                                " is not applied: attention spans the whole context, as llama.cpp runs Phi-3 (its "
+                                "window is disabled there); beyond " + std::to_string(window) +
+                                " tokens the output may differ from Hugging Face transformers";
+        src->host->log(src->host->ctx, STRATA_LOG_WARN, "decoder", msg.c_str());
+    }
     const uint64_t experts = meta_u64(src, p + "expert_count", false, 0);
     meta_u64(src, p + "expert_used_count", false, 0); // meaningful only with experts
     if (experts > 0)
@@ -173,7 +229,7 @@ model *load(const family &fam, const strata_model_source *src) {
     const std::string p = std::string(fam.arch) + ".";
     strata_model_hparams &hp = m->hp;
     hp = read_hparams(src, fam);
-    refuse_unimplemented_keys(src, p, hp);
+    refuse_unimplemented_keys(src, fam, hp);
     m->rope_freq_scale = rope_freq_scale(src, p);
 
     strata_tensor_view probe{};
@@ -181,9 +237,6 @@ model *load(const family &fam, const strata_model_source *src) {
     if (!src->get_tensor(src->ctx, "token_embd.weight", &probe))
         throw std::runtime_error(std::string("missing tensor 'token_embd.weight'; the file is not a complete ") +
                                  fam.arch + " model");
-    if (src->get_tensor(src->ctx, "blk.0.attn_qkv.weight", &probe))
-        throw std::runtime_error("tensor 'blk.0.attn_qkv.weight': fused Q/K/V weights are not implemented by this "
-                                 "plugin yet; a file with separate attn_q/attn_k/attn_v runs");
     const int64_t d = hp.n_embd;
     hp.n_vocab = static_cast<int32_t>(meta_u64(src, p + "vocab_size", false, static_cast<uint64_t>(probe.rows)));
     m->tok_embd = tensor(src, fam, "token_embd.weight", d, hp.n_vocab);
@@ -237,6 +290,10 @@ model *load(const family &fam, const strata_model_source *src) {
             break;
         }
     load_host_views(src, *m);
+    for (size_t l = 0; l < m->layers.size(); ++l) {
+        split_fused(m->layers[l], hp, fam, l);
+        if (!m->host_layers.empty()) split_fused(m->host_layers[l], hp, fam, l);
+    }
     return m.release();
 }
 
