@@ -22,6 +22,8 @@ constexpr op_slot k_op_slots[] = {
      [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, rope_ext); }},
     {STRATA_DEVICE_OP_ADD_ROWS, "add_rows", "1.12",
      [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, add_rows); }},
+    {STRATA_DEVICE_OP_ROPE_SCALED, "rope_scaled", "1.13",
+     [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, rope_scaled); }},
 };
 
 const op_slot *find_op(int32_t op) {

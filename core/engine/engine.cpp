@@ -64,6 +64,7 @@ void engine::init() {
     strata_status st{};
 
     source_ = std::make_unique<model_source>(*file_, registry_, host_);
+    source_->set_context_per_sequence(std::max(0, opts_.max_model_len));
     model_ = arch_.desc->create(source_->view(), &st);
     if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
     check_model_covers_file(*file_, arch, *arch_.desc, model_, source_->keys_read(), source_->tensors_read(),

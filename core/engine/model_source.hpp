@@ -18,6 +18,9 @@ class model_source {
     // Both references are borrowed and must outlive this object (and the model created from it).
     model_source(const gguf::file &file, const plugins::registry &registry, const strata_host_services *host);
     const strata_model_source *view() const { return &view_; }
+    // The context one sequence may reach as the user set it (max_model_len; 0: unset), for models whose forward
+    // depends on it (strata_model_source.n_ctx_seq, ABI 1.13: Phi-3's LongRoPE factors).
+    void set_context_per_sequence(int64_t n_ctx_seq) { view_.n_ctx_seq = n_ctx_seq; }
     // From now on tensors the placement moved resolve to their new address (tier memory or a ring slot).
     void set_placement(const class tiered_weights *placement) { placement_ = placement; }
     // Every metadata key the plugin asked for, found or not (model_coverage: a key nobody read is refused).

@@ -1,7 +1,7 @@
 // A model file is run only when the model plugin uses all of it (core/engine/model_coverage.cpp). Of the three files
 // that used to load and give wrong tokens from the first one without a word (issue #13), Q/K/V biases are refused with
-// every unused tensor listed at once, and RoPE frequency factors and linear RoPE scaling now run (their tokens against
-// llama.cpp: peer_llamacpp_greedy); a RoPE scaling type the plugin lacks is refused by name. A 1-layer model runs
+// every unused tensor listed at once, and RoPE frequency factors, linear RoPE scaling, YaRN and LongRoPE now run
+// (their tokens against llama.cpp: peer_llamacpp_greedy). A 1-layer model runs
 // with default settings (prefetch_depth 2 reads ahead what there is).
 #include "made_model.hpp"
 #include "runtime_process.hpp"
@@ -90,13 +90,30 @@ TEST(ModelCoverage, RopeFrequencyFactorsAndLinearScalingRunAndChangeTheTokens) {
     EXPECT_NE(tokens(a.all), tokens(c.all)) << "linear RoPE scaling changed no token";
 }
 
-TEST(ModelCoverage, ARopeScalingTypeThePluginLacksIsRefusedByName) {
-    const std::string m = model_with("coverage-rope-yarn.gguf", "--feature rope-scaling-yarn");
-    ASSERT_FALSE(m.empty()) << "make-model failed";
-    const auto r = run_runtime("--model " + m + " --prompt hello --max-tokens 2");
-    EXPECT_NE(r.exit_code, 0) << r.all;
-    EXPECT_NE(r.all.find("RoPE scaling 'yarn' ('llama.rope.scaling.type') is not implemented"), std::string::npos)
-        << r.all;
+TEST(ModelCoverage, YarnAndLongRopeRunAndChangeTheTokens) {
+    const std::string plain = model_with("coverage-plain.gguf", "");
+    const std::string yarn = model_with("coverage-rope-yarn.gguf", "--feature rope-scaling-yarn");
+    ASSERT_FALSE(plain.empty() || yarn.empty()) << "make-model failed";
+    const std::string args = " --prompt \"one two three four five six seven eight nine ten\" --max-tokens 24 "
+                             "--temperature 0 --ignore-eos --output json";
+    const auto a = run_runtime("--model " + plain + args);
+    const auto b = run_runtime("--model " + yarn + args);
+    ASSERT_EQ(a.exit_code, 0) << a.all;
+    ASSERT_EQ(b.exit_code, 0) << b.all;
+    ASSERT_FALSE(tokens(a.all).empty()) << a.all;
+    EXPECT_NE(tokens(a.all), tokens(b.all)) << "YaRN changed no token";
+    // Phi-3's LongRoPE: the long factors when the context exceeds the original (64 of 128 here), the short ones
+    // within it (which set, and that each equals llama.cpp's: DecoderLoad.RopeScaling*, peer_llamacpp_greedy); the
+    // tokens differ between the two.
+    const std::string phi3 = made_model("coverage-phi3-longrope.gguf",
+                                        "--arch phi3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --ctx 128 "
+                                        "--type f32 --feature longrope");
+    ASSERT_FALSE(phi3.empty()) << "make-model failed";
+    const auto long_run = run_runtime("--model " + phi3 + args);
+    const auto short_run = run_runtime("--model " + phi3 + args + " --max-model-len 64");
+    ASSERT_EQ(long_run.exit_code, 0) << long_run.all;
+    ASSERT_EQ(short_run.exit_code, 0) << short_run.all;
+    EXPECT_NE(tokens(long_run.all), tokens(short_run.all)) << "the factor set changed no token";
 }
 
 TEST(ModelCoverage, AFileWithoutExtrasRunsAndAOneLayerModelRunsWithDefaults) {

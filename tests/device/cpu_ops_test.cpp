@@ -241,6 +241,107 @@ TEST_P(CpuOps, RopeExtFollowsGgmlWithFrequencyFactorsAndLinearScale) {
     }
 }
 
+// ggml's rope_yarn, restated: theta_interp = freq_scale * theta_extrap; with ext_factor the ramp over i0 / 2 mixes in
+// theta_extrap and the magnitude grows by 1 + 0.1 ln(1 / freq_scale); cos and sin times mscale.
+std::vector<float> ggml_rope_yarn_recipe(std::vector<float> x, const std::vector<int32_t> &pos, int n_heads,
+                                         int head_dim, int rot_dims, float base, int mode, float freq_scale,
+                                         const float *factors, float ext_factor, float low, float high,
+                                         float attn_factor) {
+    const float theta_scale = powf(base, -2.0f / rot_dims);
+    const int partner = mode == STRATA_ROPE_NEOX ? rot_dims / 2 : 1;
+    for (size_t t = 0; t < pos.size(); ++t)
+        for (int h = 0; h < n_heads; ++h) {
+            float theta_base = static_cast<float>(pos[t]);
+            for (int i0 = 0; i0 < rot_dims; i0 += 2) {
+                const float theta_extrap = theta_base / (factors ? factors[i0 / 2] : 1.0f);
+                const float theta_interp = freq_scale * theta_extrap;
+                float theta = theta_interp, mscale = attn_factor;
+                if (ext_factor != 0.0f) {
+                    const float y = (i0 / 2 - low) / std::max(0.001f, high - low);
+                    const float ramp_mix = (1 - std::min(1.0f, std::max(0.0f, y))) * ext_factor;
+                    theta = theta_interp * (1 - ramp_mix) + theta_extrap * ramp_mix;
+                    mscale *= 1.0f + 0.1f * logf(1.0f / freq_scale);
+                }
+                const float c = cosf(theta) * mscale, s = sinf(theta) * mscale;
+                float *v = x.data() + (t * n_heads + h) * head_dim + (mode == STRATA_ROPE_NEOX ? i0 / 2 : i0);
+                const float x0 = v[0], x1 = v[partner];
+                v[0] = x0 * c - x1 * s;
+                v[partner] = x0 * s + x1 * c;
+                theta_base *= theta_scale;
+            }
+        }
+    return x;
+}
+
+// rope_scaled (ABI 1.13): YaRN (ext_factor 1 with a ramp between the correction dims, freq_scale 1/4) and LongRoPE's
+// magnitude (attn_factor with frequency factors), in ggml's float recipe; with attn_factor 1 and ext_factor 0 it is
+// rope_ext bit for bit.
+TEST_P(CpuOps, RopeScaledFollowsGgmlYarnAndMagnitude) {
+    const int n_heads = 2, head_dim = 64, rot_dims = 48; // partial rotary: the last 16 dims pass through
+    const std::vector<int32_t> pos = {3, 1021, 30000};
+    const auto factors = random_floats(rot_dims / 2, 45, 1.0f, 30.0f);
+    for (int mode : {STRATA_ROPE_PAIRS, STRATA_ROPE_NEOX})
+        for (const bool yarn : {true, false}) {
+            const auto x = random_floats(pos.size() * n_heads * head_dim, 46);
+            strata_rope_args a{};
+            a.struct_size = sizeof a;
+            a.n_tokens = static_cast<int32_t>(pos.size());
+            a.n_heads = n_heads;
+            a.head_dim = head_dim;
+            a.rot_dims = rot_dims;
+            a.mode = mode;
+            a.positions = pos.data();
+            a.theta_base = 1000000.0f;
+            a.freq_scale = yarn ? 0.25f : 1.0f;
+            a.freq_factors = yarn ? nullptr : factors.data();
+            a.attn_factor = yarn ? 1.0f : 1.1902f;
+            a.ext_factor = yarn ? 1.0f : 0.0f;
+            a.corr_low = yarn ? 5.0f : 0.0f;
+            a.corr_high = yarn ? 17.0f : 0.0f;
+            auto got = x;
+            ASSERT_EQ(ops().rope_scaled(dev(), got.data(), &a, &st_), STRATA_OK) << st_.message;
+            const auto want = ggml_rope_yarn_recipe(x, pos, n_heads, head_dim, rot_dims, a.theta_base, mode,
+                                                    a.freq_scale, a.freq_factors, a.ext_factor, a.corr_low,
+                                                    a.corr_high, a.attn_factor);
+            for (size_t i = 0; i < got.size(); ++i)
+                ASSERT_FLOAT_EQ(got[i], want[i]) << "element " << i << (yarn ? " (YaRN)" : " (LongRoPE)");
+            for (size_t t = 0; t < pos.size(); ++t)
+                for (int h = 0; h < n_heads; ++h)
+                    for (int d = rot_dims; d < head_dim; ++d) {
+                        const size_t at = (t * n_heads + h) * head_dim + static_cast<size_t>(d);
+                        ASSERT_EQ(got[at], x[at]) << "a dim past rot_dims moved";
+                    }
+        }
+    const auto x = random_floats(pos.size() * n_heads * head_dim, 47);
+    auto ext = x, scaled = x;
+    ASSERT_EQ(ops().rope_ext(dev(), ext.data(), 3, n_heads, head_dim, rot_dims, pos.data(), 10000.0f, STRATA_ROPE_NEOX,
+                             0.5f, factors.data(), &st_),
+              STRATA_OK);
+    strata_rope_args a{};
+    a.struct_size = sizeof a;
+    a.n_tokens = 3;
+    a.n_heads = n_heads;
+    a.head_dim = head_dim;
+    a.rot_dims = rot_dims;
+    a.mode = STRATA_ROPE_NEOX;
+    a.positions = pos.data();
+    a.theta_base = 10000.0f;
+    a.freq_scale = 0.5f;
+    a.freq_factors = factors.data();
+    a.attn_factor = 1.0f;
+    ASSERT_EQ(ops().rope_scaled(dev(), scaled.data(), &a, &st_), STRATA_OK) << st_.message;
+    EXPECT_EQ(scaled, ext) << "rope_scaled with attn_factor 1 and ext_factor 0 is rope_ext";
+    // Bad terms are refused before anything is written.
+    for (auto bad : {+[](strata_rope_args &r) { r.attn_factor = 0.0f; }, +[](strata_rope_args &r) { r.ext_factor = 2.0f; },
+                     +[](strata_rope_args &r) { r.corr_high = NAN; }, +[](strata_rope_args &r) { r.struct_size = 8; }}) {
+        strata_rope_args b = a;
+        bad(b);
+        auto y = x;
+        EXPECT_EQ(ops().rope_scaled(dev(), y.data(), &b, &st_), STRATA_ERR_INVALID_ARGUMENT);
+        EXPECT_EQ(y, x);
+    }
+}
+
 TEST_P(CpuOps, AttentionMatchesFloat64ReferenceWithGqaAndCacheOffsets) {
     for (int ratio : {1, 2, 4}) {
         for (int n_tokens : {1, 5}) {

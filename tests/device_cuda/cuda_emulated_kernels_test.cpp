@@ -120,7 +120,7 @@ TEST_F(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
                       STRATA_OK);
             const float theta_scale = std::pow(10000.0f, -2.0f / static_cast<float>(rot_dims));
             ASSERT_EQ(cu::launch_rope(x.data(), n_pos, n_heads, head_dim, rot_dims, positions.data(), theta_scale, mode,
-                                      nullptr, 1.0f, nullptr),
+                                      nullptr, nullptr, cu::rope_terms{1.0f, 0.0f, 0.0f, 1.0f, 1.0f}),
                       cudaSuccess);
             EXPECT_LT(normwise_error(x, want), 1e-5) << "rope mode " << mode << " rot_dims " << rot_dims;
             // rope_ext (ABI 1.11): frequency factors (Llama 3.1's rope_freqs) and linear scaling.
@@ -131,9 +131,38 @@ TEST_F(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
                                  mode, 0.25f, factors.data(), &st),
                       STRATA_OK);
             ASSERT_EQ(cu::launch_rope(x.data(), n_pos, n_heads, head_dim, rot_dims, positions.data(), theta_scale, mode,
-                                      nullptr, 0.25f, factors.data()),
+                                      nullptr, factors.data(), cu::rope_terms{0.25f, 0.0f, 0.0f, 1.0f, 1.0f}),
                       cudaSuccess);
             EXPECT_LT(normwise_error(x, want), 1e-5) << "rope_ext mode " << mode << " rot_dims " << rot_dims;
+            // rope_scaled (ABI 1.13): YaRN's ramp and magnitude, and LongRoPE's attn_factor, through the op (so the
+            // host-side terms are the device's own).
+            for (const float ext : {0.0f, 1.0f}) {
+                strata_rope_args ra{};
+                ra.struct_size = sizeof ra;
+                ra.n_tokens = n_pos;
+                ra.n_heads = n_heads;
+                ra.head_dim = head_dim;
+                ra.rot_dims = rot_dims;
+                ra.mode = mode;
+                ra.positions = positions.data();
+                ra.theta_base = 10000.0f;
+                ra.freq_scale = 0.25f;
+                ra.freq_factors = ext != 0.0f ? nullptr : factors.data();
+                ra.attn_factor = 1.19f;
+                ra.ext_factor = ext;
+                ra.corr_low = 3.0f;
+                ra.corr_high = static_cast<float>(rot_dims / 2 - 4);
+                x = random_floats(static_cast<size_t>(n_pos * n_heads * head_dim), 44, -2.0f, 2.0f);
+                want = x;
+                ASSERT_EQ(c.rope_scaled(cpu.get(), want.data(), &ra, &st), STRATA_OK) << st.message;
+                const float mscale = ext != 0.0f ? 1.19f * (1.0f + 0.1f * std::log(1.0f / 0.25f)) : 1.19f;
+                ASSERT_EQ(cu::launch_rope(x.data(), n_pos, n_heads, head_dim, rot_dims, positions.data(), theta_scale,
+                                          mode, nullptr, ra.freq_factors,
+                                          cu::rope_terms{0.25f, ext, ra.corr_low,
+                                                         std::max(0.001f, ra.corr_high - ra.corr_low), mscale}),
+                          cudaSuccess);
+                EXPECT_EQ(x, want) << "rope_scaled mode " << mode << " rot_dims " << rot_dims << " ext " << ext;
+            }
         }
 
     const int64_t n = 10007;

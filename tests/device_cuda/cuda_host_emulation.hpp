@@ -56,6 +56,7 @@ inline uint3 threadIdx, blockIdx;
 inline dim3 blockDim, gridDim;
 
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
 
 namespace cuda_emulation {
 

@@ -1,4 +1,4 @@
-// Capability asked at load (ABI 1.12): a model's optional device ops against a device's slots, with stand-ins for
+// Capability asked at load (ABI 1.12, rope_scaled 1.13): a model's optional device ops against a device's slots, with stand-ins for
 // the model plugin and for devices of two ABI ages.
 #include "engine/device_capability.hpp"
 
@@ -62,6 +62,30 @@ TEST(DeviceCapability, AnOpTheDeviceLacksIsNamedWithWhatNeedsItAndTheDevice) {
     // Older still (before rope_ext): the first need fails first.
     const strata_device_desc older = device_up_to(offsetof(strata_device_desc, rope_ext));
     EXPECT_NE(missing_model_op(arch, nullptr, older, "device", "m.gguf").find("'rope_ext'"), std::string::npos);
+}
+
+int32_t yarn_need(const strata_model *, int32_t index, int32_t *op, const char **what) {
+    if (index != 0) return 0;
+    *op = STRATA_DEVICE_OP_ROPE_SCALED;
+    *what = "YaRN RoPE scaling ('qwen2.rope.scaling.type')";
+    return 1;
+}
+
+TEST(DeviceCapability, A112DeviceLacksRopeScaled) {
+    strata_device_desc d = device_up_to(offsetof(strata_device_desc, rope_scaled));
+    d.add_rows = [](strata_device *, const float *, const float *, int32_t, int32_t, float *, strata_status *) {
+        return int32_t{STRATA_OK};
+    };
+    const std::string why = missing_model_op(arch_with(yarn_need), nullptr, d, "device", "q.gguf");
+    EXPECT_NE(why.find("q.gguf: YaRN RoPE scaling ('qwen2.rope.scaling.type') needs the device op 'rope_scaled' "
+                       "(plugin ABI 1.13), which device 'old' does not offer"),
+              std::string::npos)
+        << why;
+    strata_device_desc full = device_up_to(sizeof(strata_device_desc));
+    full.rope_scaled = [](strata_device *, float *, const strata_rope_args *, strata_status *) {
+        return int32_t{STRATA_OK};
+    };
+    EXPECT_EQ(missing_model_op(arch_with(yarn_need), nullptr, full, "device", "q.gguf"), "");
 }
 
 TEST(DeviceCapability, ADeviceWithEveryOpAndAModelWithoutNeedsPass) {

@@ -234,6 +234,72 @@ TEST(DecoderLoad, FusedTensorsAreListedOnceAndEitherFormOfQkvLoads) {
     EXPECT_TRUE(sp.error.empty()) << sp.error;
 }
 
+// What rope op the forward calls, and why (the model's device_op_need list; empty: plain rope).
+std::vector<std::pair<int32_t, std::string>> op_needs(fake_source &s) {
+    std::vector<std::pair<int32_t, std::string>> needs;
+    const auto arch = test_registry().find_model_arch_for(s.str["general.architecture"]);
+    strata_status st{};
+    strata_model *m = arch->create(&s.view, &st);
+    if (m == nullptr) {
+        ADD_FAILURE() << st.message;
+        return needs;
+    }
+    int32_t op = 0;
+    const char *what = nullptr;
+    for (int32_t i = 0; arch->device_op_need(m, i, &op, &what) == 1; ++i) needs.emplace_back(op, what);
+    arch->destroy(m);
+    return needs;
+}
+
+TEST(DecoderLoad, RopeScalingPicksTheOpAndLongRopeItsFactorsByContext) {
+    {
+        fake_source s;
+        fill(s, "qwen2");
+        s.str["qwen2.rope.scaling.type"] = "yarn";
+        s.f64["qwen2.rope.scaling.factor"] = 4.0;
+        s.u64["qwen2.rope.scaling.original_context_length"] = 32768;
+        const auto needs = op_needs(s);
+        ASSERT_EQ(needs.size(), 1u);
+        EXPECT_EQ(needs[0].first, STRATA_DEVICE_OP_ROPE_SCALED);
+        EXPECT_NE(needs[0].second.find("YaRN"), std::string::npos) << needs[0].second;
+    }
+    {
+        fake_source s;
+        fill(s, "llama");
+        s.f64["llama.rope.scaling.factor"] = 2.0; // linear by default
+        const auto needs = op_needs(s);
+        ASSERT_EQ(needs.size(), 1u);
+        EXPECT_EQ(needs[0].first, STRATA_DEVICE_OP_ROPE_EXT);
+    }
+    // Phi-3 LongRoPE: the long factors when the context per sequence (the user's max_model_len, ABI 1.13, else the
+    // trained context) exceeds the original; its attn_factor needs rope_scaled.
+    static std::string logged; // the plugin's log lines
+    strata_host_services host{};
+    host.struct_size = sizeof host;
+    host.log = [](void *, int32_t, const char *, const char *message) { logged += std::string(message) + "\n"; };
+    for (const auto &[n_ctx_seq, want] :
+         {std::pair<int64_t, const char *>{0, "long frequency factors, as the context 131072 exceeds the original 4096"},
+          {4096, "short frequency factors, as the context 4096 is within the original 4096"},
+          {4097, "long frequency factors, as the context 4097 exceeds the original 4096"}}) {
+        fake_source s;
+        fill(s, "phi3");
+        s.view.struct_size = sizeof s.view; // with n_ctx_seq (and no host copies: get_host_tensor NULL)
+        s.view.n_ctx_seq = n_ctx_seq;
+        s.view.host = &host;
+        logged.clear();
+        s.u64["phi3.context_length"] = 131072;
+        s.u64["phi3.rope.scaling.original_context_length"] = 4096;
+        s.f64["phi3.rope.scaling.attn_factor"] = 1.19;
+        s.tensor("rope_factors_long.weight", 4);
+        s.tensor("rope_factors_short.weight", 4);
+        const auto needs = op_needs(s);
+        ASSERT_EQ(needs.size(), 1u) << n_ctx_seq;
+        EXPECT_EQ(needs[0].first, STRATA_DEVICE_OP_ROPE_SCALED);
+        EXPECT_NE(needs[0].second.find("attn_factor"), std::string::npos) << needs[0].second;
+        EXPECT_NE(logged.find(want), std::string::npos) << logged;
+    }
+}
+
 TEST(DecoderLoad, WhatTheFamilyLacksIsRefusedByName) {
     {
         fake_source s;
@@ -300,8 +366,29 @@ TEST(DecoderLoad, WhatTheFamilyLacksIsRefusedByName) {
     {
         fake_source s;
         fill(s, "qwen3");
-        s.str["qwen3.rope.scaling.type"] = "yarn";
-        expect_refused(s, "RoPE scaling 'yarn' ('qwen3.rope.scaling.type') is not implemented");
+        s.str["qwen3.rope.scaling.type"] = "dynamic";
+        expect_refused(s, "RoPE scaling 'dynamic' ('qwen3.rope.scaling.type') is not implemented");
+    }
+    {
+        fake_source s;
+        fill(s, "qwen2");
+        s.str["qwen2.rope.scaling.type"] = "yarn";
+        s.f64["qwen2.rope.scaling.factor"] = 4.0;
+        s.f64["qwen2.rope.scaling.yarn_beta_fast"] = 16.0;
+        expect_refused(s, "'qwen2.rope.scaling.yarn_beta_fast' is 16.000000; this plugin runs YaRN as llama.cpp does");
+    }
+    {
+        fake_source s;
+        fill(s, "qwen2");
+        s.str["qwen2.rope.scaling.type"] = "yarn";
+        s.f64["qwen2.rope.scaling.yarn_log_multiplier"] = 0.1;
+        expect_refused(s, "'qwen2.rope.scaling.yarn_log_multiplier' is set");
+    }
+    {
+        fake_source s;
+        fill(s, "phi3");
+        s.tensor("rope_factors_long.weight", 4);
+        expect_refused(s, "the file has 'rope_factors_long.weight' without 'rope_factors_short.weight'");
     }
 }
 

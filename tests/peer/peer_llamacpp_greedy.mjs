@@ -84,6 +84,24 @@ if (opts["make-model"] && opts.work) {
       models.push([file, type === "f32", texts]);
     }
   }
+  // RoPE beyond rope_ext (rope_scaled): YaRN (rope.scaling.type yarn, factor 4) on llama and qwen2, and Phi-3's
+  // LongRoPE (long/short factor tensors and attn_factor; an original context of 512 in a 1024 model): llama.cpp picks
+  // the long factors when its context exceeds the original, so both sides run at 1024 (long) and at 256 (short:
+  // llama.cpp pads the default context of prompt + 100 to 256, Strata takes --max-model-len 256). F32: every token.
+  for (const [name, args, vocab, texts, runs] of [
+    ["llama-yarn", ["--feature", "rope-scaling-yarn"], "llama-bpe", chat, [{}]],
+    ["qwen2-yarn", ["--arch", "qwen2", "--feature", "rope-scaling-yarn"], "qwen2", qwen, [{}]],
+    ["phi3-longrope", ["--arch", "phi3", "--feature", "longrope", "--ctx", "1024"], "phi-3", phi3,
+     [{ tag: " (long)", peer: ["--context", "1024"] }, { tag: " (short)", runtime: ["--max-model-len", "256"] }]]]) {
+    const file = path.join(opts.work, `random-${name}.gguf`);
+    const made = runJson(opts["make-model"], ["--out", file, "--dim", "64", "--layers", "2", "--heads", "4",
+                                              "--kv-heads", "2", "--ff", "128", "--ctx", "256", "--type", "f32",
+                                              ...args, "--vocab-from",
+                                              path.join(opts.models, "vocab", `ggml-vocab-${vocab}.gguf`)],
+                         `make-model ${name}`);
+    if (made.status !== 0) { console.error(`FAIL: make-model ${name}: ${made.stderr}`); process.exit(1); }
+    for (const run of runs) models.push([file, true, texts, run]);
+  }
   // Every quantization type and llama-quantize mixture make-model writes (bytes equal to ggml's quantizers, see
   // quant_vs_ggml), on a shape whose rows fit the 256-element super-blocks, 4 layers so the mixtures' per-layer
   // choices differ, and GQA 4 (the IQ4 mixtures' attn_v rule). Quantized weights: the first token must agree.
@@ -107,12 +125,13 @@ function runJson(cmd, args, what) {
 
 let failures = 0;
 const rows = [];
-for (const [model, mustAgreeFully, modelPrompts] of models) {
+// A model entry may carry extra arguments for either side (the context size, which picks LongRoPE's factors).
+for (const [model, mustAgreeFully, modelPrompts, extra = {}] of models) {
   if (!existsSync(model)) { console.error(`FAIL: missing model ${model}`); failures++; continue; }
   for (const prompt of modelPrompts) {
-    const label = `${path.basename(model, ".gguf")} ${JSON.stringify(prompt).slice(0, 40)}`;
+    const label = `${path.basename(model, ".gguf")}${extra.tag ?? ""} ${JSON.stringify(prompt).slice(0, 40)}`;
     const peer = runJson(process.execPath, [path.join(opts.peer, "greedy.mjs"), "--model", model, "--prompt", prompt,
-                                            "--n", String(N)], `llama.cpp ${label}`);
+                                            "--n", String(N), ...(extra.peer ?? [])], `llama.cpp ${label}`);
     if (peer.status === SKIP) {
       console.log(`SKIP: ${peer.stderr.trim()}`);
       process.exit(SKIP);
@@ -125,7 +144,7 @@ for (const [model, mustAgreeFully, modelPrompts] of models) {
     // 64 MiB of KV cache, not the CPU default of 1 GiB that start-up touches: where the KV lives changes no token.
     const strata = runJson(opts.runtime, ["--model", model, "--prompt", prompt, "--temperature", "0",
                                           "--max-tokens", String(N), "--output", "json", "--log-level", "warn",
-                                          "--kv-cache-memory", "64MiB"],
+                                          "--kv-cache-memory", "64MiB", ...(extra.runtime ?? [])],
                            `runtime ${label}`);
     if (strata.status !== 0) {
       console.error(`FAIL ${label}: runtime exited ${strata.status}: ${strata.stderr}`);

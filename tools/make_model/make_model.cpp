@@ -29,7 +29,9 @@
 // fine-tunes have), mlp-bias (blk.N.ffn_{gate,up,down}.bias, llama.cpp's optional MLP biases), fused-qkv (Q, K and V
 // rows, and their biases, in one blk.N.attn_qkv tensor, as llama.cpp accepts for every family: the same weights as the
 // separate file of the same seed when the types agree), rope-scaling-linear /
-// rope-scaling-yarn (<arch>.rope.scaling.type "linear" / "yarn", factor 4).
+// rope-scaling-yarn (<arch>.rope.scaling.type "linear" / "yarn", factor 4), longrope (phi3: Phi-3 128k's LongRoPE as
+// its converter writes it: rope_factors_long.weight rising from 1 to 8 and rope_factors_short.weight near 1, an
+// original context of --ctx / 2 and rope.scaling.attn_factor sqrt(1 + ln 2 / ln(ctx / 2))).
 #include "quant_mixture.hpp"
 #include "splitmix64.hpp"
 #include "common/error.hpp"
@@ -65,7 +67,7 @@ struct options {
 };
 
 const char *const k_features[] = {"rope-freqs", "qkv-bias", "mlp-bias", "fused-qkv", "rope-scaling-linear",
-                                  "rope-scaling-yarn"};
+                                  "rope-scaling-yarn", "longrope"};
 const char *const k_archs[] = {"llama", "qwen2", "qwen3", "phi3"};
 
 using rng = strata::tools::splitmix64; // identical weights for a seed on every machine
@@ -76,7 +78,7 @@ using rng = strata::tools::splitmix64; // identical weights for a seed on every 
                  "--ctx N] [--head-dim N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure] "
                  "[--weight-scale X] [--feature NAME]...\n"
                  "ARCH: llama qwen2 qwen3 phi3\n"
-                 "NAME: rope-freqs qkv-bias mlp-bias fused-qkv rope-scaling-linear rope-scaling-yarn\n"
+                 "NAME: rope-freqs qkv-bias mlp-bias fused-qkv rope-scaling-linear rope-scaling-yarn longrope\n"
                  "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m "
                  "q5_k_s q5_k_m q6_k\n",
                  why);
@@ -245,8 +247,14 @@ int main(int argc, char **argv) try {
     if (o.arch == "phi3") {
         // What llama.cpp's Phi3MiniModel converter writes for a model without LongRoPE factors (a 4k Phi-3 mini or
         // Phi-4): the original context, and a sliding window of 0 (Phi-4; llama.cpp disables Phi's window anyway).
-        if (!has("rope-scaling-linear") && !has("rope-scaling-yarn"))
+        if (has("longrope")) {
+            const double orig = static_cast<double>(o.ctx / 2);
+            w.add_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(o.ctx / 2));
+            w.add_f32(p + "rope.scaling.attn_factor",
+                      static_cast<float>(std::sqrt(1.0 + std::log(static_cast<double>(o.ctx) / orig) / std::log(orig))));
+        } else if (!has("rope-scaling-linear") && !has("rope-scaling-yarn")) {
             w.add_u32(p + "rope.scaling.original_context_length", static_cast<uint32_t>(o.ctx));
+        }
         w.add_u32(p + "attention.sliding_window", 0);
     }
     copy_tokenizer_keys(vocab, w);
@@ -306,6 +314,7 @@ int main(int argc, char **argv) try {
     auto norm = [&](const std::string &name) { vector_near_one(name, o.dim); };
     const bool phi3 = o.arch == "phi3";
     if (phi3 && has("mlp-bias")) strata::fail("--arch phi3 has no MLP biases (its ffn_up is gate and up fused)");
+    if (!phi3 && has("longrope")) strata::fail("--feature longrope is Phi-3's: use it with --arch phi3");
     const bool fused_qkv = phi3 || has("fused-qkv");
     const int64_t head_dim = o.head_dim;
     const int64_t q_dim = o.heads * head_dim, kv_dim = o.kv_heads * head_dim;
@@ -359,6 +368,16 @@ int main(int argc, char **argv) try {
             std::memcpy(bytes.data() + i * 4, &v, 4);
         }
         w.add_tensor("rope_freqs.weight", 0, {n}, std::move(bytes));
+    }
+    if (has("longrope")) {
+        const int64_t n = head_dim / 2;
+        std::vector<uint8_t> bytes(static_cast<size_t>(n) * 4);
+        for (int64_t i = 0; i < n; ++i) {
+            const float v = 1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(n - 1, 1));
+            std::memcpy(bytes.data() + i * 4, &v, 4);
+        }
+        w.add_tensor("rope_factors_long.weight", 0, {n}, std::move(bytes));
+        vector_near_one("rope_factors_short.weight", n);
     }
     if (o.untied) matrix("output.weight", o.dim, n_vocab, -1);
     std::string counts;

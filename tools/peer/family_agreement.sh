@@ -23,8 +23,10 @@ families=(
   "llama|--arch llama|llama-bpe|<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
   "llama + rope_freqs|--arch llama --feature rope-freqs|llama-bpe|<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
   "llama + linear RoPE scaling|--arch llama --feature rope-scaling-linear|llama-bpe|<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+  "llama + YaRN (factor 4)|--arch llama --feature rope-scaling-yarn|llama-bpe|<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
   "llama + Q/K/V and MLP biases|--arch llama --feature qkv-bias --feature mlp-bias|llama-bpe|<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
   "qwen2|--arch qwen2|qwen2|<|im_start|>user\nHi<|im_end|>\n"
+  "qwen2 + YaRN (factor 4)|--arch qwen2 --feature rope-scaling-yarn|qwen2|<|im_start|>user\nHi<|im_end|>\n"
   "qwen3 (head size 32 ≠ 64/4)|--arch qwen3 --head-dim 32|qwen2|<|im_start|>user\nHi<|im_end|>\n"
   "phi3 (fused Q/K/V + bias, fused gate-up)|--arch phi3 --feature qkv-bias|phi-3|<|user|>\nHi<|end|>\n<|assistant|>\n"
 )

@@ -9,9 +9,11 @@ import { loadLlamaCpp, parseArgs, nonNegativeInt, fail } from "./load-llama.mjs"
 const usage = "usage: node tools/peer/greedy.mjs --model FILE.gguf [--prompt TEXT] [--n TOKENS] [--threads N]\n" +
               "  [--margins 1]       also print top2_logit_gaps: per token, the gap between the two largest logits\n" +
               "  [--batch N]         prompt tokens per llama.cpp batch (default 512)\n" +
-              "  [--flash-attention 0|1] (default 0); --threads 0 lets node-llama-cpp choose";
+              "  [--flash-attention 0|1] (default 0); --threads 0 lets node-llama-cpp choose\n" +
+              "  [--context N]       the context size (default: prompt + n; llama.cpp pads it to a multiple of 256)";
 const args = parseArgs(process.argv.slice(2), {
   model: undefined, prompt: "", n: "100", threads: "1", margins: "0", batch: "512", "flash-attention": "0",
+  context: "0",
 }, usage);
 const n = nonNegativeInt("n", args.n);
 const threads = nonNegativeInt("threads", args.threads);
@@ -31,7 +33,10 @@ if (model.tokens.bos != null && model.tokens.shouldPrependBosToken) promptTokens
 // tokenize() never adds BOS; llama.cpp's SPM tokenizer still adds the dummy-prefix space.
 promptTokens.push(...model.tokenize(args.prompt, true));
 
-const contextSize = promptTokens.length + n;
+const wantedContext = nonNegativeInt("context", args.context);
+if (wantedContext !== 0 && wantedContext < promptTokens.length + n)
+  fail(`--context ${wantedContext} is smaller than the prompt (${promptTokens.length}) + n (${n})`, 2);
+const contextSize = wantedContext !== 0 ? wantedContext : promptTokens.length + n;
 const trained = model.trainContextSize;
 if (contextSize > trained) fail(`prompt (${promptTokens.length}) + n (${n}) exceeds the model's context ${trained}`, 2);
 

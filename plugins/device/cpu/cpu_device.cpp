@@ -177,6 +177,7 @@ const strata_device_desc cpu_device_desc = {
     nullptr, // pci_bus_id: not a PCI device
     strata::cpu::rope_ext,
     strata::cpu::add_rows,
+    strata::cpu::rope_scaled,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cpu_device_desc.header};

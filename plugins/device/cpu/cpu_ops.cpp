@@ -241,9 +241,31 @@ int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, in
 int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
                  const int32_t *positions, float theta_base, int32_t mode, float freq_scale, const float *freq_factors,
                  strata_status *st) {
+    strata_rope_args a{};
+    a.struct_size = sizeof a;
+    a.n_tokens = n_tokens;
+    a.n_heads = n_heads;
+    a.head_dim = head_dim;
+    a.rot_dims = rot_dims;
+    a.mode = mode;
+    a.positions = positions;
+    a.theta_base = theta_base;
+    a.freq_scale = freq_scale;
+    a.freq_factors = freq_factors;
+    a.attn_factor = 1.0f;
+    return rope_scaled(dev, x, &a, st);
+}
+
+int32_t rope_scaled(strata_device *dev, float *x, const strata_rope_args *a, strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cpu rope: device is NULL");
         if (x == nullptr) return fail(st, invalid, "cpu rope: x is NULL");
+        if (a == nullptr) return fail(st, invalid, "cpu rope: args is NULL");
+        if (a->struct_size < sizeof(strata_rope_args))
+            return fail(st, invalid, "cpu rope: args.struct_size = %u, expected >= %zu", a->struct_size,
+                        sizeof(strata_rope_args));
+        const int32_t n_tokens = a->n_tokens, n_heads = a->n_heads, head_dim = a->head_dim, rot_dims = a->rot_dims;
+        const int32_t mode = a->mode;
         STRATA_REQUIRE_DEVICE(x, sizeof(float) * static_cast<uint64_t>(std::max(0, n_tokens)) *
                                      static_cast<uint64_t>(std::max(0, n_heads)) * static_cast<uint64_t>(std::max(0, head_dim)),
                               "rope", "x");
@@ -256,18 +278,33 @@ int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads
         if (mode != STRATA_ROPE_PAIRS && mode != STRATA_ROPE_NEOX)
             return fail(st, invalid, "cpu rope: mode %d is unknown; use STRATA_ROPE_PAIRS (0) or STRATA_ROPE_NEOX (2)",
                         mode);
-        if (!(theta_base > 0.0f) || !std::isfinite(theta_base))
+        if (!(a->theta_base > 0.0f) || !std::isfinite(a->theta_base))
             return fail(st, invalid, "cpu rope: theta_base = %g; must be finite and > 0",
-                        static_cast<double>(theta_base));
-        if (!(freq_scale > 0.0f) || !std::isfinite(freq_scale))
+                        static_cast<double>(a->theta_base));
+        if (!(a->freq_scale > 0.0f) || !std::isfinite(a->freq_scale))
             return fail(st, invalid, "cpu rope: freq_scale = %g; must be finite and > 0",
-                        static_cast<double>(freq_scale));
+                        static_cast<double>(a->freq_scale));
+        if (!(a->attn_factor > 0.0f) || !std::isfinite(a->attn_factor))
+            return fail(st, invalid, "cpu rope: attn_factor = %g; must be finite and > 0",
+                        static_cast<double>(a->attn_factor));
+        if (!(a->ext_factor >= 0.0f && a->ext_factor <= 1.0f) || !std::isfinite(a->corr_low) ||
+            !std::isfinite(a->corr_high))
+            return fail(st, invalid, "cpu rope: ext_factor = %g must be in [0, 1] and corr_low/corr_high (%g, %g) finite",
+                        static_cast<double>(a->ext_factor), static_cast<double>(a->corr_low),
+                        static_cast<double>(a->corr_high));
+        const int32_t *positions = a->positions;
         if (int32_t rc = check_positions(positions, n_tokens, "rope", st); rc != STRATA_OK) return rc;
 
         // ggml's recipe, in float, for output identical to llama.cpp: theta_i = pos * theta_scale^i built by repeated
-        // multiplication, divided by the frequency factor and times freq_scale (ggml_rope_cache_init, rope_yarn
-        // without YaRN), then cosf/sinf. Each (cos, sin) pair is computed once per token and applied to all heads.
-        const float theta_scale = std::pow(theta_base, -2.0f / static_cast<float>(rot_dims));
+        // multiplication, divided by the frequency factor and times freq_scale, YaRN's ramp mix and magnitude when
+        // ext_factor is set (ggml_rope_cache_init, rope_yarn), then cosf/sinf times mscale. Each (cos, sin) pair is
+        // computed once per token and applied to all heads.
+        const float theta_scale = std::pow(a->theta_base, -2.0f / static_cast<float>(rot_dims));
+        const float *freq_factors = a->freq_factors;
+        const float freq_scale = a->freq_scale, ext_factor = a->ext_factor;
+        const float corr_low = a->corr_low, ramp_width = std::max(0.001f, a->corr_high - a->corr_low);
+        const float mscale =
+            ext_factor != 0.0f ? a->attn_factor * (1.0f + 0.1f * std::log(1.0f / freq_scale)) : a->attn_factor;
         const int32_t half = rot_dims / 2;
         const int64_t row = int64_t{n_heads} * head_dim;
         const int32_t pair_stride = mode == STRATA_ROPE_NEOX ? 1 : 2;
@@ -278,8 +315,14 @@ int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads
                 float theta = static_cast<float>(positions[t]);
                 for (int32_t i = 0; i < half; ++i) {
                     const float ff = freq_factors != nullptr ? freq_factors[i] : 1.0f;
-                    const float angle = theta / ff * freq_scale;
-                    const float c = std::cos(angle), s = std::sin(angle);
+                    const float extrap = theta / ff;
+                    float angle = freq_scale * extrap;
+                    if (ext_factor != 0.0f) {
+                        const float y = (static_cast<float>(i) - corr_low) / ramp_width;
+                        const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * ext_factor;
+                        angle = angle * (1.0f - ramp_mix) + extrap * ramp_mix;
+                    }
+                    const float c = std::cos(angle) * mscale, s = std::sin(angle) * mscale;
                     for (int32_t h = 0; h < n_heads; ++h) {
                         float *v = xt + int64_t{h} * head_dim + int64_t{i} * pair_stride;
                         const float x0 = v[0], x1 = v[partner];

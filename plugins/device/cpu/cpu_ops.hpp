@@ -18,6 +18,8 @@ int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, in
 int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
                  const int32_t *positions, float theta_base, int32_t mode, float freq_scale, const float *freq_factors,
                  strata_status *st);
+// rope_ext with YaRN's ramp and a magnitude scale (ABI 1.13); rope_ext is this with attn_factor 1, ext_factor 0.
+int32_t rope_scaled(strata_device *dev, float *x, const strata_rope_args *args, strata_status *st);
 int32_t attention(strata_device *dev, const strata_attention_args *args, strata_status *st);
 int32_t swiglu(strata_device *dev, const float *gate, const float *up, int64_t n, float *out, strata_status *st);
 int32_t add(strata_device *dev, const float *a, const float *b, int64_t n, float *out, strata_status *st);

@@ -386,6 +386,7 @@ const strata_device_desc cuda_device_desc = {
     pci_bus_id,
     strata::cuda::rope_ext,
     strata::cuda::add_rows,
+    strata::cuda::rope_scaled,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cuda_device_desc.header};

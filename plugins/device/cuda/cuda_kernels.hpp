@@ -26,11 +26,11 @@ cudaError_t launch_rms_norm(const float *x, const float *weight, int32_t n_token
                             cudaStream_t stream);
 
 // theta_scale = theta_base^(-2 / rot_dims), computed by the caller on the host with the CPU device's expression so
-// both devices rotate by the same angles. rot_dims <= max_rot_dims. freq_scale and freq_factors (device memory,
-// rot_dims / 2 floats, or NULL) as rope_ext (ABI 1.11); 1 and NULL for the plain rotation.
+// both devices rotate by the same angles. rot_dims <= max_rot_dims. freq_factors (device memory, rot_dims / 2
+// floats, or NULL) and terms as rope_scaled (ABI 1.13); NULL and {1, 0, 0, 1, 1} for the plain rotation.
 cudaError_t launch_rope(float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
                         const int32_t *positions, float theta_scale, int32_t mode, cudaStream_t stream,
-                        float freq_scale, const float *freq_factors);
+                        const float *freq_factors, const rope_terms &terms);
 
 cudaError_t launch_swiglu(const float *gate, const float *up, int64_t n, float *out, cudaStream_t stream);
 cudaError_t launch_add(const float *a, const float *b, int64_t n, float *out, cudaStream_t stream);

@@ -250,9 +250,31 @@ int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, in
 int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
                  const int32_t *positions, float theta_base, int32_t mode, float freq_scale, const float *freq_factors,
                  strata_status *st) {
+    strata_rope_args a{};
+    a.struct_size = sizeof a;
+    a.n_tokens = n_tokens;
+    a.n_heads = n_heads;
+    a.head_dim = head_dim;
+    a.rot_dims = rot_dims;
+    a.mode = mode;
+    a.positions = positions;
+    a.theta_base = theta_base;
+    a.freq_scale = freq_scale;
+    a.freq_factors = freq_factors;
+    a.attn_factor = 1.0f;
+    return rope_scaled(dev, x, &a, st);
+}
+
+int32_t rope_scaled(strata_device *dev, float *x, const strata_rope_args *a, strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cuda rope: device is NULL");
         if (x == nullptr) return fail(st, invalid, "cuda rope: x is NULL");
+        if (a == nullptr) return fail(st, invalid, "cuda rope: args is NULL");
+        if (a->struct_size < sizeof(strata_rope_args))
+            return fail(st, invalid, "cuda rope: args.struct_size = %u, expected >= %zu", a->struct_size,
+                        sizeof(strata_rope_args));
+        const int32_t n_tokens = a->n_tokens, n_heads = a->n_heads, head_dim = a->head_dim, rot_dims = a->rot_dims;
+        const int32_t mode = a->mode;
         if (n_tokens <= 0 || n_heads <= 0 || head_dim <= 0)
             return fail(st, invalid, "cuda rope: n_tokens = %d, n_heads = %d, head_dim = %d; all must be > 0",
                         n_tokens, n_heads, head_dim);
@@ -262,18 +284,37 @@ int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads
         if (mode != STRATA_ROPE_PAIRS && mode != STRATA_ROPE_NEOX)
             return fail(st, invalid,
                         "cuda rope: mode %d is unknown; use STRATA_ROPE_PAIRS (0) or STRATA_ROPE_NEOX (2)", mode);
-        if (!(theta_base > 0.0f) || !std::isfinite(theta_base))
+        if (!(a->theta_base > 0.0f) || !std::isfinite(a->theta_base))
             return fail(st, invalid, "cuda rope: theta_base = %g; must be finite and > 0",
-                        static_cast<double>(theta_base));
-        if (!(freq_scale > 0.0f) || !std::isfinite(freq_scale))
+                        static_cast<double>(a->theta_base));
+        if (!(a->freq_scale > 0.0f) || !std::isfinite(a->freq_scale))
             return fail(st, invalid, "cuda rope: freq_scale = %g; must be finite and > 0",
-                        static_cast<double>(freq_scale));
+                        static_cast<double>(a->freq_scale));
+        if (!(a->attn_factor > 0.0f) || !std::isfinite(a->attn_factor))
+            return fail(st, invalid, "cuda rope: attn_factor = %g; must be finite and > 0",
+                        static_cast<double>(a->attn_factor));
+        if (!(a->ext_factor >= 0.0f && a->ext_factor <= 1.0f) || !std::isfinite(a->corr_low) ||
+            !std::isfinite(a->corr_high))
+            return fail(st, invalid,
+                        "cuda rope: ext_factor = %g must be in [0, 1] and corr_low/corr_high (%g, %g) finite",
+                        static_cast<double>(a->ext_factor), static_cast<double>(a->corr_low),
+                        static_cast<double>(a->corr_high));
         if (rot_dims > max_rot_dims)
             return fail(st, STRATA_ERR_UNSUPPORTED, "cuda rope: rot_dims = %d; this device supports up to %d",
                         rot_dims, max_rot_dims);
+        const int32_t *positions = a->positions;
+        const float *freq_factors = a->freq_factors;
         if (int32_t rc = check_positions(positions, n_tokens, "rope", st); rc != STRATA_OK) return rc;
-        // The CPU device's expression (float pow on the host), so both devices use the same angle step.
-        const float theta_scale = std::pow(theta_base, -2.0f / static_cast<float>(rot_dims));
+        // The CPU device's expressions (float pow and log on the host), so both devices use the same angle step and
+        // magnitude.
+        const float theta_scale = std::pow(a->theta_base, -2.0f / static_cast<float>(rot_dims));
+        rope_terms terms{};
+        terms.freq_scale = a->freq_scale;
+        terms.ext_factor = a->ext_factor;
+        terms.corr_low = a->corr_low;
+        terms.ramp_width = std::max(0.001f, a->corr_high - a->corr_low);
+        terms.mscale = a->ext_factor != 0.0f ? a->attn_factor * (1.0f + 0.1f * std::log(1.0f / a->freq_scale))
+                                             : a->attn_factor;
         op_scope scope(dev);
         if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda rope: cudaSetDevice", st);
         const size_t bytes = sizeof(int32_t) * static_cast<size_t>(n_tokens);
@@ -290,7 +331,7 @@ int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads
                 : nullptr;
         if (cudaError_t e = batch.upload(); e != cudaSuccess) return finish(e, "cuda rope: uploading positions", st);
         return finish(launch_rope(x, n_tokens, n_heads, head_dim, rot_dims, dev_positions, theta_scale, mode,
-                                  dev->compute, freq_scale, dev_factors),
+                                  dev->compute, dev_factors, terms),
                       "cuda rope: launch", st);
     });
 }

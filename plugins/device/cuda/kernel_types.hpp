@@ -31,6 +31,17 @@ inline constexpr int32_t max_head_dim = 256;
 // RoPE keeps a token's cos/sin table (rot_dims floats) in shared memory.
 inline constexpr int32_t max_rot_dims = 1024;
 
+// RoPE's terms beyond the plain rotation (rope_ext, rope_scaled): 1 / the scaling factor, YaRN's mix and ramp
+// (ext_factor 0: none; ramp_width = max(0.001, corr_high - corr_low)), and the magnitude of cos and sin (mscale,
+// computed on the host with the CPU device's expression).
+struct rope_terms {
+    float freq_scale;
+    float ext_factor;
+    float corr_low;
+    float ramp_width;
+    float mscale;
+};
+
 // The paged KV layout of strata_paged_kv (plugin_abi.h), with its index arrays in device memory.
 struct paged_layout {
     const int32_t *seq_block_start; // n_seqs + 1

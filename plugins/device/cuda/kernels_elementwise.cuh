@@ -39,11 +39,12 @@ __global__ void __launch_bounds__(row_threads)
 }
 
 // One block per token. The angle of pair i is pos * theta_scale^i built by i float multiplications, divided by the
-// frequency factor (none: 1) and times freq_scale, exactly as the CPU device (and ggml) does, so the angles are the
-// same floats; each (cos, sin) is computed once per token.
+// frequency factor (none: 1) and times freq_scale, mixed with the unscaled angle by YaRN's ramp when ext_factor is
+// set, exactly as the CPU device (and ggml) does, so the angles are the same floats; cos and sin are multiplied by
+// mscale (computed on the host) and computed once per token.
 __global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
-                            const int32_t *__restrict__ positions, float theta_scale, int32_t neox, float freq_scale,
-                            const float *__restrict__ freq_factors) {
+                            const int32_t *__restrict__ positions, float theta_scale, int32_t neox,
+                            const float *__restrict__ freq_factors, rope_terms terms) {
     __shared__ float angles[max_rot_dims]; // cos[half], sin[half]
     const int32_t half = rot_dims / 2;
     float *cos_of = angles, *sin_of = angles + half;
@@ -51,9 +52,15 @@ __global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t
     for (int32_t i = static_cast<int32_t>(threadIdx.x); i < half; i += static_cast<int32_t>(blockDim.x)) {
         float theta = static_cast<float>(positions[t]);
         for (int32_t j = 0; j < i; ++j) theta *= theta_scale;
-        const float angle = theta / (freq_factors != nullptr ? freq_factors[i] : 1.0f) * freq_scale;
-        cos_of[i] = cosf(angle);
-        sin_of[i] = sinf(angle);
+        const float extrap = theta / (freq_factors != nullptr ? freq_factors[i] : 1.0f);
+        float angle = terms.freq_scale * extrap;
+        if (terms.ext_factor != 0.0f) {
+            const float y = (static_cast<float>(i) - terms.corr_low) / terms.ramp_width;
+            const float ramp_mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * terms.ext_factor;
+            angle = __fadd_rn(__fmul_rn(angle, 1.0f - ramp_mix), __fmul_rn(extrap, ramp_mix));
+        }
+        cos_of[i] = __fmul_rn(cosf(angle), terms.mscale);
+        sin_of[i] = __fmul_rn(sinf(angle), terms.mscale);
     }
     __syncthreads();
     const int32_t pair_stride = neox ? 1 : 2;
@@ -120,9 +127,9 @@ cudaError_t launch_rms_norm(const float *x, const float *weight, int32_t n_token
 
 cudaError_t launch_rope(float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
                         const int32_t *positions, float theta_scale, int32_t mode, cudaStream_t stream,
-                        float freq_scale, const float *freq_factors) {
+                        const float *freq_factors, const rope_terms &terms) {
     return launch_kernel(kernels::rope_kernel, dim3(static_cast<unsigned>(n_tokens)), dim3(128), stream, x, n_heads,
-                         head_dim, rot_dims, positions, theta_scale, mode != 0 ? 1 : 0, freq_scale, freq_factors);
+                         head_dim, rot_dims, positions, theta_scale, mode != 0 ? 1 : 0, freq_factors, terms);
 }
 
 cudaError_t launch_swiglu(const float *gate, const float *up, int64_t n, float *out, cudaStream_t stream) {

@@ -89,11 +89,16 @@ inline constexpr role k_layer_needs[] = {role::attn_norm, role::wq,     role::wk
 // must.
 enum class presence : uint8_t { absent, optional, required };
 
+// RoPE frequency factors a family reads (llama.cpp's llama_model::get_rope_factors): none, one rope_freqs.weight
+// (Llama 3.1+), or Phi-3's LongRoPE pair rope_factors_long / rope_factors_short, the long one when the context exceeds
+// rope.scaling.original_context_length.
+enum class freq_factors : uint8_t { none, rope_freqs, long_short };
+
 struct family {
     const char *arch;        // general.architecture, and the prefix of its metadata keys
     const char *description; // for `runtime plugins`
     int32_t rope_mode;       // STRATA_ROPE_PAIRS (llama.cpp's NORM: Q/K rows permuted by the converter) or NEOX
-    bool rope_freqs;         // reads rope_freqs.weight (Llama 3.1+ frequency factors)
+    freq_factors factors;    // where RoPE frequency factors come from, if anywhere
     std::array<presence, role_count> layer;
     // Reads <arch>.attention.sliding_window and attends over the whole context anyway, with a warning, as llama.cpp
     // does for Phi-3 (its converter's window is unreliable); other families refuse a window > 0 until they run one.
@@ -139,14 +144,18 @@ inline constexpr auto phi3_layer =
 // src/models/<arch>.cpp (which tensors its load_tensors creates, required or TENSOR_NOT_REQUIRED) and
 // llama_model_rope_type; a family that needs no new kind of op is one row here.
 inline constexpr family k_families[] = {
-    {"llama", "Llama 1/2/3.x (rope_freqs factors, linear RoPE scaling, optional biases)", STRATA_ROPE_PAIRS, true,
+    {"llama", "Llama 1/2/3.x (rope_freqs factors, linear RoPE scaling, optional biases)", STRATA_ROPE_PAIRS,
+     freq_factors::rope_freqs,
      detail::llama_layer},
     // llama.cpp's converter writes Mistral 7B as "llama"; some tools write "mistral".
-    {"mistral", "Mistral 7B-shaped files labelled 'mistral' (run as llama)", STRATA_ROPE_PAIRS, true, detail::llama_layer},
-    {"qwen2", "Qwen2 / Qwen2.5 (Q/K/V biases, NEOX RoPE)", STRATA_ROPE_NEOX, false, detail::qwen2_layer},
-    {"qwen3", "Qwen3 dense (per-head Q/K RMSNorm, NEOX RoPE)", STRATA_ROPE_NEOX, false, detail::qwen3_layer},
-    {"phi3", "Phi-3 / Phi-3.5 / Phi-4 (fused Q/K/V and gate-up weights, NEOX RoPE)", STRATA_ROPE_NEOX, false,
-     detail::phi3_layer, true},
+    {"mistral", "Mistral 7B-shaped files labelled 'mistral' (run as llama)", STRATA_ROPE_PAIRS, freq_factors::rope_freqs,
+     detail::llama_layer},
+    {"qwen2", "Qwen2 / Qwen2.5 (Q/K/V biases, NEOX RoPE, YaRN)", STRATA_ROPE_NEOX, freq_factors::none,
+     detail::qwen2_layer},
+    {"qwen3", "Qwen3 dense (per-head Q/K RMSNorm, NEOX RoPE, YaRN)", STRATA_ROPE_NEOX, freq_factors::none,
+     detail::qwen3_layer},
+    {"phi3", "Phi-3 / Phi-3.5 / Phi-4 (fused Q/K/V and gate-up weights, NEOX RoPE, LongRoPE)", STRATA_ROPE_NEOX,
+     freq_factors::long_short, detail::phi3_layer, true},
 };
 
 inline constexpr size_t family_count = sizeof k_families / sizeof k_families[0];

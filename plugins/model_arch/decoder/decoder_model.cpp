@@ -1,5 +1,7 @@
 #include "decoder_model.hpp"
 
+#include "decoder_source.hpp"
+
 #include <strata/plugin.hpp>
 
 #include <algorithm>
@@ -15,43 +17,6 @@
 namespace strata::decoder {
 
 namespace {
-
-std::string fmt_shape(const strata_tensor_view &t) {
-    return "[" + std::to_string(t.cols) + ", " + std::to_string(t.rows) + "]";
-}
-
-uint64_t meta_u64(const strata_model_source *src, const std::string &key, bool required, uint64_t fallback) {
-    uint64_t v = 0;
-    if (src->get_u64(src->ctx, key.c_str(), &v)) return v;
-    if (required) throw std::runtime_error("missing required metadata key '" + key + "'");
-    return fallback;
-}
-
-double meta_f64(const strata_model_source *src, const std::string &key, double fallback) {
-    double v = 0;
-    if (src->get_f64(src->ctx, key.c_str(), &v)) return v;
-    return fallback;
-}
-
-// Looks up a weight and checks its GGUF shape [cols (ne0), rows (ne1)].
-strata_tensor_view tensor(const strata_model_source *src, const family &fam, const std::string &name, int64_t cols,
-                          int64_t rows, bool required = true, bool *found = nullptr) {
-    strata_tensor_view t{};
-    t.struct_size = sizeof t;
-    if (!src->get_tensor(src->ctx, name.c_str(), &t)) {
-        if (found) *found = false;
-        if (!required) return strata_tensor_view{};
-        throw std::runtime_error("missing tensor '" + name + "'; the file is not a complete " + fam.arch + " model");
-    }
-    if (found) *found = true;
-    if (t.cols != cols || t.rows != rows) {
-        throw std::runtime_error("tensor '" + name + "' has shape " + fmt_shape(t) + ", expected [" +
-                                 std::to_string(cols) + ", " + std::to_string(rows) +
-                                 "] from the model's hyperparameters");
-    }
-    if (t.quant == nullptr) throw std::runtime_error("tensor '" + name + "' has a type no quant plugin provides");
-    return t;
-}
 
 int64_t resolve(dim d, const strata_model_hparams &hp) {
     switch (d) {
@@ -161,27 +126,6 @@ void refuse_unimplemented_keys(const strata_model_source *src, const family &fam
                                  ": separate V head sizes are not implemented");
 }
 
-// RoPE scaling as llama.cpp reads it (llama_model::load_hparams and the context): the type defaults to linear; the
-// factor (rope.scaling.factor, or the older rope.scale_linear) gives freq_scale = 1 / factor in float, 0 meaning
-// none; type "none" never scales. YaRN and LongRoPE are refused with their name.
-float rope_freq_scale(const strata_model_source *src, const std::string &p) {
-    const char *type_c = nullptr;
-    const std::string key = p + "rope.scaling.type";
-    const std::string type = src->get_str(src->ctx, key.c_str(), &type_c) && type_c ? type_c : "linear";
-    double factor = meta_f64(src, p + "rope.scaling.factor", 0.0);
-    if (factor == 0.0) factor = meta_f64(src, p + "rope.scale_linear", 0.0);
-    meta_u64(src, p + "rope.scaling.original_context_length", false, 0); // YaRN's (refused below); linear ignores it
-    meta_u64(src, p + "rope.scaling.finetuned", false, 0);               // informational
-    if (type == "none") return 1.0f;
-    if (type != "linear")
-        throw std::runtime_error("RoPE scaling '" + type + "' ('" + key + "') is not implemented by this plugin yet; " +
-                                 "linear scaling and rope_freqs factors are");
-    if (!std::isfinite(factor) || factor < 0.0)
-        throw std::runtime_error("'" + p + "rope.scaling.factor' is " + std::to_string(factor) +
-                                 "; it must be a finite factor >= 1 (0: none)");
-    return factor == 0.0 ? 1.0f : 1.0f / static_cast<float>(factor);
-}
-
 strata_model_hparams read_hparams(const strata_model_source *src, const family &fam) {
     const std::string p = std::string(fam.arch) + ".";
     strata_model_hparams hp{};
@@ -230,7 +174,6 @@ model *load(const family &fam, const strata_model_source *src) {
     strata_model_hparams &hp = m->hp;
     hp = read_hparams(src, fam);
     refuse_unimplemented_keys(src, fam, hp);
-    m->rope_freq_scale = rope_freq_scale(src, p);
 
     strata_tensor_view probe{};
     probe.struct_size = sizeof probe;
@@ -245,21 +188,11 @@ model *load(const family &fam, const strata_model_source *src) {
     m->output = tensor(src, fam, "output.weight", d, hp.n_vocab, false, &has_output);
     if (!has_output) m->output = m->tok_embd; // tied classifier, as llama.cpp does when output.weight is absent
     if (m->output_norm.ggml_type != 0) throw std::runtime_error("output_norm.weight must be F32");
-    // Llama 3.1+'s RoPE frequency factors (llama.cpp's LLM_TENSOR_ROPE_FREQS): rope_dims / 2 floats, read once here
-    // (host memory for rope_ext), so no placement moves them. A family without them leaves the tensor unused, which
-    // the engine refuses.
-    bool has_freqs = false;
-    const strata_tensor_view freqs =
-        fam.rope_freqs ? tensor(src, fam, "rope_freqs.weight", hp.rope_dims / 2, 1, false, &has_freqs) : strata_tensor_view{};
-    if (has_freqs) {
-        if (freqs.ggml_type != 0) throw std::runtime_error("rope_freqs.weight must be F32");
-        const float *f = static_cast<const float *>(freqs.data);
-        m->rope_freqs.assign(f, f + hp.rope_dims / 2);
-        for (const float v : m->rope_freqs)
-            if (!(v > 0.0f) || !std::isfinite(v))
-                throw std::runtime_error("rope_freqs.weight holds " + std::to_string(v) +
-                                         "; frequency factors must be finite and > 0");
-    }
+    // RoPE's scaling and frequency factors (read once here, host memory for the rope ops, so no placement moves
+    // them; a family without factor tensors leaves them unused, which the engine refuses).
+    m->rope = read_rope(src, fam, hp);
+    if (!m->rope.note.empty() && src->host != nullptr && src->host->log != nullptr)
+        src->host->log(src->host->ctx, STRATA_LOG_INFO, "decoder", m->rope.note.c_str());
     m->listed.push_back({m->tok_embd, -1});
     m->layers.resize(static_cast<size_t>(hp.n_layer));
     for (int32_t l = 0; l < hp.n_layer; ++l) {
@@ -280,10 +213,7 @@ model *load(const family &fam, const strata_model_source *src) {
     m->listed.push_back({m->output_norm, hp.n_layer});
     m->listed.push_back({m->output, hp.n_layer});
     // What the forward will ask of the device beyond the required ops (checked by the host at load).
-    if (!m->rope_freqs.empty())
-        m->op_needs.push_back({STRATA_DEVICE_OP_ROPE_EXT, "tensor 'rope_freqs.weight' (RoPE frequency factors)"});
-    else if (m->rope_freq_scale != 1.0f)
-        m->op_needs.push_back({STRATA_DEVICE_OP_ROPE_EXT, "linear RoPE scaling ('" + p + "rope.scaling.factor')"});
+    if (m->rope.op != 0) m->op_needs.push_back({m->rope.op, m->rope.op_reason});
     for (const listed_tensor &t : m->listed)
         if (t.view.rows == 1 && t.view.name != nullptr && std::string(t.view.name).ends_with(".bias")) {
             m->op_needs.push_back({STRATA_DEVICE_OP_ADD_ROWS, "tensor '" + std::string(t.view.name) + "' (a bias)"});
@@ -386,22 +316,6 @@ int32_t transfer(const strata_device_desc *ops, strata_device *dev, float *dst, 
     return STRATA_OK;
 }
 
-// RoPE of n tokens of `heads` heads in x: the plain rotation, or rope_ext with the model's frequency factors and
-// linear scale (a device without rope_ext, ABI 1.11, is an error naming it).
-int32_t rotate(const model &m, const strata_device_desc *ops, strata_device *dev, float *x, int32_t n, int32_t heads,
-               const int32_t *positions, strata_status *st) {
-    const strata_model_hparams &hp = m.hp;
-    if (m.rope_freqs.empty() && m.rope_freq_scale == 1.0f)
-        return ops->rope(dev, x, n, heads, hp.head_dim, hp.rope_dims, positions, hp.rope_theta, hp.rope_mode, st);
-    if (!STRATA_HAS_SLOT(ops, rope_ext))
-        return fail(st, STRATA_ERR_UNSUPPORTED,
-                    "decoder forward: this model's RoPE needs frequency factors or scaling (rope_ext, ABI 1.11), which "
-                    "device '%s' does not offer",
-                    ops->header.name);
-    return ops->rope_ext(dev, x, n, heads, hp.head_dim, hp.rope_dims, positions, hp.rope_theta, hp.rope_mode,
-                         m.rope_freq_scale, m.rope_freqs.empty() ? nullptr : m.rope_freqs.data(), st);
-}
-
 // out += the bias row (broadcast over the n tokens) when the layer has that bias (add_rows, ABI 1.12).
 int32_t add_bias(const strata_device_desc *ops, strata_device *dev, const strata_tensor_view &bias, float *out,
                  int32_t n, strata_status *st) {
@@ -442,9 +356,9 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
     STRATA_TRY(linear(role::wk, role::bk, b.xb, b.k));
     STRATA_TRY(linear(role::wv, role::bv, b.xb, b.v));
     STRATA_TRY(head_norm(role::q_norm, b.q, hp.n_head));
-    STRATA_TRY(rotate(m, ops, dev, b.q, n, hp.n_head, a->positions, st));
+    STRATA_TRY(rotate(m.rope, hp, ops, dev, b.q, n, hp.n_head, a->positions, st));
     STRATA_TRY(head_norm(role::k_norm, b.k, hp.n_head_kv));
-    STRATA_TRY(rotate(m, ops, dev, b.k, n, hp.n_head_kv, a->positions, st));
+    STRATA_TRY(rotate(m.rope, hp, ops, dev, b.k, n, hp.n_head_kv, a->positions, st));
     STRATA_TRY(attend(b));
     STRATA_TRY(linear(role::wo, role::bo, b.attn, b.xb));
     STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "decoder_family.hpp"
+#include "decoder_rope.hpp"
 
 #include <strata/plugin_abi.h>
 
@@ -35,10 +36,7 @@ struct model {
     // computes (hybrid placement); empty when the host offers none.
     std::vector<layer_weights> host_layers;
     std::vector<listed_tensor> listed; // every weight in use order (tensor_count / tensor_at)
-    // RoPE beyond the plain rotation (rope_ext, ABI 1.11): 1 / the linear scaling factor, and the per-pair frequency
-    // factors of a rope_freqs tensor (Llama 3.1+), copied at load (empty: none).
-    float rope_freq_scale = 1.0f;
-    std::vector<float> rope_freqs;
+    rope_config rope; // scaling, frequency factors, YaRN, read at load
     // The optional device ops this model's forward calls, with what in the file needs each (device_op_need).
     struct op_need {
         int32_t op;

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 12
+#define STRATA_ABI_MINOR 13
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -217,8 +217,28 @@ typedef enum strata_rope_mode { STRATA_ROPE_PAIRS = 0, STRATA_ROPE_NEOX = 2 } st
 /* The optional device slots a model may need (strata_model_arch_desc.device_op_need). */
 typedef enum strata_device_op {
     STRATA_DEVICE_OP_ROPE_EXT = 1, /* rope_ext, since 1.11 */
-    STRATA_DEVICE_OP_ADD_ROWS = 2  /* add_rows, since 1.12 */
+    STRATA_DEVICE_OP_ADD_ROWS = 2, /* add_rows, since 1.12 */
+    STRATA_DEVICE_OP_ROPE_SCALED = 3 /* rope_scaled, since 1.13 */
 } strata_device_op;
+
+/* The rotation of rope_scaled (since 1.13), ggml_rope_ext's terms in its float recipe: pair i of each head (i <
+ * rot_dims / 2) has theta_extrap = pos * theta_base^(-2i/rot_dims) / freq_factors[i] (the power built by repeated float
+ * multiplication) and theta_interp = freq_scale * theta_extrap. Without YaRN (ext_factor 0) the angle is theta_interp
+ * and mscale = attn_factor; with it, ramp = 1 - clamp((i - corr_low) / max(0.001, corr_high - corr_low), 0, 1) times
+ * ext_factor mixes the angle as theta_interp * (1 - ramp) + theta_extrap * ramp, and mscale = attn_factor * (1 + 0.1
+ * ln(1 / freq_scale)). Both cos and sin are multiplied by mscale. */
+typedef struct strata_rope_args {
+    uint32_t struct_size;
+    int32_t n_tokens, n_heads, head_dim, rot_dims;
+    int32_t mode;               /* STRATA_ROPE_PAIRS or STRATA_ROPE_NEOX */
+    const int32_t *positions;   /* n_tokens, host memory */
+    float theta_base;
+    float freq_scale;           /* 1 / the scaling factor; finite and > 0 */
+    const float *freq_factors;  /* rot_dims / 2 floats in host memory, or NULL for all 1 */
+    float attn_factor;          /* magnitude scale of cos and sin (LongRoPE's, YaRN's); finite and > 0 */
+    float ext_factor;           /* YaRN's extrapolation mix, in [0, 1]; 0: none */
+    float corr_low, corr_high;  /* YaRN's ramp over pair indices (ggml_rope_yarn_corr_dims) */
+} strata_rope_args;
 
 typedef struct strata_device_create_args {
     uint32_t struct_size;
@@ -368,6 +388,11 @@ typedef struct strata_device_desc {
      * memory; out may be x. */
     int32_t (*add_rows)(strata_device *dev, const float *x, const float *row, int32_t n_rows, int32_t n_cols, float *out,
                         strata_status *st);
+    /* optional, since 1.13 (test with STRATA_HAS_SLOT) */
+    /* RoPE with every term of ggml_rope_ext (strata_rope_args), for YaRN and for LongRoPE's magnitude scale; with
+     * attn_factor 1 and ext_factor 0 it is rope_ext, bit for bit. x is device memory; positions and freq_factors are
+     * host memory. */
+    int32_t (*rope_scaled)(strata_device *dev, float *x, const struct strata_rope_args *args, strata_status *st);
 } strata_device_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -390,6 +415,10 @@ typedef struct strata_model_source {
      * an offloaded weight, else the file's — for layers run on the host device (strata_forward_args.layer_on_host).
      * Returns 1 when the tensor exists, else 0. */
     int32_t (*get_host_tensor)(void *ctx, const char *name, strata_tensor_view *out);
+    /* optional, since 1.13: the context one sequence may reach as the user set it (max_model_len), 0 when unset
+     * (the model's trained context applies). A model whose forward depends on it reads it: Phi-3's LongRoPE picks its
+     * long frequency factors when it exceeds the original context, as llama.cpp does with its context size. */
+    int64_t n_ctx_seq;
 } strata_model_source;
 
 typedef struct strata_model_hparams {
