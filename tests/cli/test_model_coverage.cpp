@@ -55,6 +55,24 @@ TEST(ModelCoverage, LlamaBiasesRunAndChangeTheTokens) {
     EXPECT_NE(tokens(a.all), tokens(b.all)) << "the biases changed no token";
 }
 
+TEST(ModelCoverage, Qwen2OutputBiasRunsAndALlamaOneIsRefused) {
+    const std::string plain = model_with("coverage-qwen2.gguf", "--arch qwen2");
+    const std::string biased = model_with("coverage-qwen2-output-bias.gguf", "--arch qwen2 --feature output-bias");
+    const std::string llama = model_with("coverage-llama-output-bias.gguf", "--feature output-bias");
+    ASSERT_FALSE(plain.empty() || biased.empty() || llama.empty()) << "make-model failed";
+    const std::string args = " --prompt \"one two three\" --max-tokens 16 --temperature 0 --ignore-eos --output json";
+    const auto a = run_runtime("--model " + plain + args);
+    const auto b = run_runtime("--model " + biased + args);
+    ASSERT_EQ(a.exit_code, 0) << a.all;
+    ASSERT_EQ(b.exit_code, 0) << b.all;
+    ASSERT_FALSE(tokens(a.all).empty()) << a.all;
+    EXPECT_NE(tokens(a.all), tokens(b.all)) << "output.bias changed no token";
+    // llama.cpp's llama has no output bias (its loader refuses the extra tensor): neither runs it.
+    const auto c = run_runtime("--model " + llama + " --prompt hello --max-tokens 2");
+    EXPECT_NE(c.exit_code, 0) << c.all;
+    EXPECT_NE(c.all.find("tensor 'output.bias' ["), std::string::npos) << c.all;
+}
+
 TEST(ModelCoverage, FusedQkvGivesTheTokensOfTheSeparateWeights) {
     // make-model draws a fused attn_qkv (and its bias) in the order of the separate tensors: the same weights, so the
     // loader's views must give the same tokens, bit for bit.

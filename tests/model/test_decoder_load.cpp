@@ -180,6 +180,12 @@ TEST(DecoderLoad, EachFamilyListsTheTensorsItsRowAllowsInUseOrder) {
     ASSERT_TRUE(q2.error.empty()) << q2.error;
     EXPECT_EQ(q2.listed.size(), 1u + 2u * 12u + 2u) << "the three biases per layer are weights the planner places";
     EXPECT_EQ(q2.hp.rope_mode, STRATA_ROPE_NEOX);
+    // qwen2's optional output.bias (llama.cpp adds it to the logits) is a weight after the classifier; llama has none.
+    qwen2.tensor("output.bias", 16);
+    const load_result q2b = load(qwen2);
+    ASSERT_TRUE(q2b.error.empty()) << q2b.error;
+    ASSERT_EQ(q2b.listed.size(), 1u + 2u * 12u + 3u);
+    EXPECT_EQ(q2b.listed.back(), "output.bias");
 
     fake_source llama;
     fill(llama, "llama");
@@ -194,6 +200,9 @@ TEST(DecoderLoad, EachFamilyListsTheTensorsItsRowAllowsInUseOrder) {
     const load_result o = load(odd);
     ASSERT_TRUE(o.error.empty()) << o.error;
     EXPECT_EQ(std::count(o.listed.begin(), o.listed.end(), "blk.0.attn_q_norm.weight"), 0);
+    odd.tensor("output.bias", 16);
+    const load_result ob = load(odd);
+    EXPECT_EQ(std::count(ob.listed.begin(), ob.listed.end(), "output.bias"), 0) << "llama reads no output.bias";
 }
 
 TEST(DecoderLoad, FusedTensorsAreListedOnceAndEitherFormOfQkvLoads) {

@@ -62,13 +62,14 @@ if (opts["make-model"] && opts.work) {
     models.push([file, true, ["The capital of France is"]]);
   }
   // The decoder plugin's other families and Llama's optional biases (make-model --arch / --feature), with the
-  // vocabulary each family ships: qwen2 (Q/K/V biases, NEOX RoPE), qwen3 (per-head Q/K RMSNorm, a head size of 32
+  // vocabulary each family ships: qwen2 (Q/K/V biases, NEOX RoPE; with output.bias too), qwen3 (per-head Q/K RMSNorm, a head size of 32
   // with dim 64 / 4 heads = 16), llama with Q/K/V and MLP biases, llama with a fused attn_qkv and bias, phi3 (fused
   // Q/K/V with a fused bias, fused gate-up, NEOX RoPE) on Phi-3's SPM vocabulary. F32: every token must agree; Q8_0:
   // the first.
   const phi3 = ["The capital of France is", "<|user|>\nHi 123<|end|>\n<|assistant|>\n"];
   for (const [name, args, vocab, texts] of [
     ["qwen2", ["--arch", "qwen2"], "qwen2", qwen],
+    ["qwen2-output-bias", ["--arch", "qwen2", "--feature", "output-bias"], "qwen2", qwen],
     ["qwen3", ["--arch", "qwen3", "--head-dim", "32"], "qwen2", qwen],
     ["llama-biases", ["--feature", "qkv-bias", "--feature", "mlp-bias"], "llama-bpe", chat],
     ["llama-fused-qkv", ["--feature", "fused-qkv", "--feature", "qkv-bias"], "llama-bpe", chat],

@@ -31,7 +31,8 @@
 // separate file of the same seed when the types agree), rope-scaling-linear /
 // rope-scaling-yarn (<arch>.rope.scaling.type "linear" / "yarn", factor 4), longrope (phi3: Phi-3 128k's LongRoPE as
 // its converter writes it: rope_factors_long.weight rising from 1 to 8 and rope_factors_short.weight near 1, an
-// original context of --ctx / 2 and rope.scaling.attn_factor sqrt(1 + ln 2 / ln(ctx / 2))).
+// original context of --ctx / 2 and rope.scaling.attn_factor sqrt(1 + ln 2 / ln(ctx / 2))), output-bias (output.bias,
+// which llama.cpp's qwen2 adds to the logits).
 #include "quant_mixture.hpp"
 #include "splitmix64.hpp"
 #include "common/error.hpp"
@@ -67,7 +68,7 @@ struct options {
 };
 
 const char *const k_features[] = {"rope-freqs", "qkv-bias", "mlp-bias", "fused-qkv", "rope-scaling-linear",
-                                  "rope-scaling-yarn", "longrope"};
+                                  "rope-scaling-yarn", "longrope", "output-bias"};
 const char *const k_archs[] = {"llama", "qwen2", "qwen3", "phi3"};
 
 using rng = strata::tools::splitmix64; // identical weights for a seed on every machine
@@ -78,7 +79,7 @@ using rng = strata::tools::splitmix64; // identical weights for a seed on every 
                  "--ctx N] [--head-dim N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure] "
                  "[--weight-scale X] [--feature NAME]...\n"
                  "ARCH: llama qwen2 qwen3 phi3\n"
-                 "NAME: rope-freqs qkv-bias mlp-bias fused-qkv rope-scaling-linear rope-scaling-yarn longrope\n"
+                 "NAME: rope-freqs qkv-bias mlp-bias fused-qkv rope-scaling-linear rope-scaling-yarn longrope output-bias\n"
                  "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m "
                  "q5_k_s q5_k_m q6_k\n",
                  why);
@@ -380,6 +381,14 @@ int main(int argc, char **argv) try {
         vector_near_one("rope_factors_short.weight", n);
     }
     if (o.untied) matrix("output.weight", o.dim, n_vocab, -1);
+    if (has("output-bias")) { // uniform in ±2: enough to move the argmax of logits this model spreads by about 1
+        std::vector<uint8_t> bytes(static_cast<size_t>(n_vocab) * 4);
+        for (int64_t i = 0; i < n_vocab; ++i) {
+            const float v = 2.0f * r.uniform();
+            std::memcpy(bytes.data() + i * 4, &v, 4);
+        }
+        w.add_tensor("output.bias", 0, {n_vocab}, std::move(bytes));
+    }
     std::string counts;
     for (const auto &[type, count] : type_counts) counts += (counts.empty() ? "" : ", ") + type + " " + std::to_string(count);
     std::fprintf(stderr, "make-model: tensor types: %s\n", counts.c_str());

@@ -103,6 +103,8 @@ struct family {
     // Reads <arch>.attention.sliding_window and attends over the whole context anyway, with a warning, as llama.cpp
     // does for Phi-3 (its converter's window is unreliable); other families refuse a window > 0 until they run one.
     bool ignores_sliding_window = false;
+    // output.bias, added to the logits (llama.cpp's qwen2 reads it when present).
+    presence output_bias = presence::absent;
 };
 
 namespace detail {
@@ -151,7 +153,7 @@ inline constexpr family k_families[] = {
     {"mistral", "Mistral 7B-shaped files labelled 'mistral' (run as llama)", STRATA_ROPE_PAIRS, freq_factors::rope_freqs,
      detail::llama_layer},
     {"qwen2", "Qwen2 / Qwen2.5 (Q/K/V biases, NEOX RoPE, YaRN)", STRATA_ROPE_NEOX, freq_factors::none,
-     detail::qwen2_layer},
+     detail::qwen2_layer, false, presence::optional},
     {"qwen3", "Qwen3 dense (per-head Q/K RMSNorm, NEOX RoPE, YaRN)", STRATA_ROPE_NEOX, freq_factors::none,
      detail::qwen3_layer},
     {"phi3", "Phi-3 / Phi-3.5 / Phi-4 (fused Q/K/V and gate-up weights, NEOX RoPE, LongRoPE)", STRATA_ROPE_NEOX,

@@ -188,6 +188,11 @@ model *load(const family &fam, const strata_model_source *src) {
     m->output = tensor(src, fam, "output.weight", d, hp.n_vocab, false, &has_output);
     if (!has_output) m->output = m->tok_embd; // tied classifier, as llama.cpp does when output.weight is absent
     if (m->output_norm.ggml_type != 0) throw std::runtime_error("output_norm.weight must be F32");
+    if (fam.output_bias != presence::absent) {
+        m->output_bias = tensor(src, fam, "output.bias", hp.n_vocab, 1, fam.output_bias == presence::required);
+        if (m->output_bias.data != nullptr && m->output_bias.ggml_type != 0)
+            throw std::runtime_error("tensor 'output.bias' must be F32 (norm weights and biases are)");
+    }
     // RoPE's scaling and frequency factors (read once here, host memory for the rope ops, so no placement moves
     // them; a family without factor tensors leaves them unused, which the engine refuses).
     m->rope = read_rope(src, fam, hp);
@@ -212,6 +217,7 @@ model *load(const family &fam, const strata_model_source *src) {
     }
     m->listed.push_back({m->output_norm, hp.n_layer});
     m->listed.push_back({m->output, hp.n_layer});
+    if (m->output_bias.data != nullptr) m->listed.push_back({m->output_bias, hp.n_layer});
     // What the forward will ask of the device beyond the required ops (checked by the host at load).
     if (m->rope.op != 0) m->op_needs.push_back({m->rope.op, m->rope.op_reason});
     for (const listed_tensor &t : m->listed)
@@ -468,7 +474,8 @@ int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_
     const float *x_last = b.x + static_cast<size_t>(n - 1) * d;
     const auto *output_norm = static_cast<const float *>(m.output_norm.data);
     STRATA_TRY(ops->rms_norm(dev, x_last, output_norm, 1, d, hp.norm_eps, b.last, st));
-    return ops->matmul(dev, &m.output, b.last, 1, a->logits, st);
+    STRATA_TRY(ops->matmul(dev, &m.output, b.last, 1, a->logits, st));
+    return add_bias(ops, dev, m.output_bias, a->logits, 1, st);
 }
 
 // Several sequences in one batch over the paged KV cache (ABI 1.5); logits of the tokens in logits_tokens.
@@ -569,7 +576,8 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
     }
     STRATA_TRY(ops->rms_norm(dev, b.last, static_cast<const float *>(m.output_norm.data), a->n_logits, d, hp.norm_eps,
                              b.last, st));
-    return ops->matmul(dev, &m.output, b.last, a->n_logits, a->logits, st);
+    STRATA_TRY(ops->matmul(dev, &m.output, b.last, a->n_logits, a->logits, st));
+    return add_bias(ops, dev, m.output_bias, a->logits, a->n_logits, st);
 }
 
 #undef STRATA_TRY

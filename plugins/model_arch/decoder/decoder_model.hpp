@@ -31,6 +31,7 @@ struct model {
     const family *fam = nullptr;
     strata_model_hparams hp{};
     strata_tensor_view tok_embd{}, output_norm{}, output{};
+    strata_tensor_view output_bias{}; // data == nullptr: none
     std::vector<layer_weights> layers;
     // The same weights as host memory (strata_model_source.get_host_tensor, ABI 1.7), for layers the host device
     // computes (hybrid placement); empty when the host offers none.
