@@ -341,6 +341,7 @@ namespace {
 // super-blocks, 4 layers x 2 x 2 KV heads x 64 x 4 B = 4 KiB/token. The other families of the decoder plugin in Q8_0:
 // qwen2 (Q/K/V biases, NEOX RoPE), qwen3 (per-head Q/K norms, a head size of 64 with dim 128), a llama with every
 // optional bias, and phi3 (fused Q/K/V and gate-up: row views of one Q8_0 tensor, on both devices of the hybrid case).
+// Each also answers a prompt from its cached prefix blocks with the tokens of the miss.
 struct quantized_case {
     const char *name;
     const char *type;
@@ -360,7 +361,7 @@ class EngineBatchingQuantized : public ::testing::TestWithParam<quantized_case> 
 
 } // namespace
 
-TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesOnAGqaModelGiveTheirAloneTokensUnderSwapAndRecompute) {
+TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesAndAPrefixHitGiveTheirAloneTokensUnderSwapAndRecompute) {
     // The scheduling here is the float32 suites' (run under TSan above); what the types add is kernel work, which
     // ThreadSanitizer instruments at minutes per case and cannot race: the plain and ASan+UBSan builds run it.
     if (strata::testing::under_thread_sanitizer)
@@ -382,6 +383,21 @@ TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesOnAGqaModelGiveTheirAl
         auto ample = make(opts(256 * blocks, engine::preemption_mode::recompute));
         for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*ample, i));
         for (int i = 0; i < n; ++i) want.push_back(run_all(*ample, {prompts[static_cast<size_t>(i)]}, max_tokens)[0]);
+    }
+    // A device prefix hit: a long prompt's cached blocks give the tokens of the miss, in every family and type.
+    {
+        auto o = options(256 * blocks, 0, engine::preemption_mode::recompute, true);
+        o.model_path = model;
+        auto cached = make(o);
+        const auto p = cached->tokenizer().encode(
+            "Once upon a time there was a little girl named Lily. She loved to play outside in the park with her "
+            "friends and her dog. One day they found a big red ball under a tree.",
+            true);
+        ASSERT_GE(p.size(), 33u);
+        const auto miss = run_all(*cached, {p}, max_tokens)[0];
+        EXPECT_EQ(run_all(*cached, {p}, max_tokens)[0], miss);
+        EXPECT_GE(cached->stats().prefix_hits[0], 32);
+        expect_pools_full(*cached);
     }
     for (auto mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
         auto e = make(opts(24 * blocks, mode)); // 24 blocks for 16 sequences of ~4 blocks each
