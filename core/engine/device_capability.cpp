@@ -24,6 +24,10 @@ constexpr op_slot k_op_slots[] = {
      [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, add_rows); }},
     {STRATA_DEVICE_OP_ROPE_SCALED, "rope_scaled", "1.13",
      [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, rope_scaled); }},
+    {STRATA_DEVICE_OP_SCALE, "scale", "1.14", [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, scale); }},
+    {STRATA_DEVICE_OP_GEGLU, "geglu", "1.14", [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, geglu); }},
+    {STRATA_DEVICE_OP_SOFTCAP, "softcap", "1.14",
+     [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, softcap); }},
 };
 
 const op_slot *find_op(int32_t op) {

@@ -342,6 +342,39 @@ TEST_P(CpuOps, RopeScaledFollowsGgmlYarnAndMagnitude) {
     }
 }
 
+// ABI 1.14's element-wise ops: scale exactly x * s; geglu ggml's ggml_gelu_f32 expression times up (and within 1e-6
+// of float64's tanh-approximated GELU); softcap ggml's scale-tanh-scale; out may alias an input; bad terms refused.
+TEST_P(CpuOps, GemmaElementwiseOpsFollowGgml) {
+    const int64_t n = 100003;
+    const auto g = random_floats(static_cast<size_t>(n), 71, -12.0f, 12.0f);
+    const auto u = random_floats(static_cast<size_t>(n), 72, -2.0f, 2.0f);
+    std::vector<float> out(static_cast<size_t>(n), NAN);
+    ASSERT_EQ(ops().scale(dev(), g.data(), n, 3.5f, out.data(), &st_), STRATA_OK) << st_.message;
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[i], g[i] * 3.5f) << i;
+    ASSERT_EQ(ops().geglu(dev(), g.data(), u.data(), n, out.data(), &st_), STRATA_OK) << st_.message;
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = g[i];
+        const float ggml = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+        ASSERT_EQ(out[i], ggml * u[i]) << i;
+        const double xd = x;
+        const double ref = 0.5 * xd * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (xd + 0.044715 * xd * xd * xd))) * u[i];
+        ASSERT_NEAR(out[i], ref, 1e-6 * std::fabs(ref) + 1e-6) << i;
+    }
+    auto inplace = g;
+    ASSERT_EQ(ops().geglu(dev(), inplace.data(), u.data(), n, inplace.data(), &st_), STRATA_OK);
+    EXPECT_EQ(inplace, out) << "out == gate";
+    ASSERT_EQ(ops().softcap(dev(), g.data(), n, 5.0f, out.data(), &st_), STRATA_OK) << st_.message;
+    for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(out[i], tanhf(g[i] * (1.0f / 5.0f)) * 5.0f) << i;
+        ASSERT_LE(std::fabs(out[i]), 5.0f);
+    }
+    EXPECT_EQ(ops().softcap(dev(), g.data(), n, 0.0f, out.data(), &st_), STRATA_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(st_.message).find("cap = 0"), std::string::npos) << st_.message;
+    EXPECT_EQ(ops().scale(dev(), g.data(), n, NAN, out.data(), &st_), STRATA_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ops().geglu(dev(), g.data(), nullptr, n, out.data(), &st_), STRATA_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ops().scale(dev(), g.data(), 0, 1.0f, out.data(), &st_), STRATA_ERR_INVALID_ARGUMENT);
+}
+
 TEST_P(CpuOps, AttentionMatchesFloat64ReferenceWithGqaAndCacheOffsets) {
     for (int ratio : {1, 2, 4}) {
         for (int n_tokens : {1, 5}) {

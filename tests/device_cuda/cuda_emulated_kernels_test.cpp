@@ -175,6 +175,16 @@ TEST_F(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
     ASSERT_EQ(cu::launch_add(g.data(), u.data(), n, got.data(), nullptr), cudaSuccess);
     ASSERT_EQ(c.add(cpu.get(), g.data(), u.data(), n, want.data(), &st), STRATA_OK);
     EXPECT_EQ(got, want) << "add";
+    // ABI 1.14: scale, geglu, softcap, bit-equal to the CPU device (the same float steps; host tanhf here).
+    ASSERT_EQ(cu::launch_scale(g.data(), n, 3.5f, got.data(), nullptr), cudaSuccess);
+    ASSERT_EQ(c.scale(cpu.get(), g.data(), n, 3.5f, want.data(), &st), STRATA_OK);
+    EXPECT_EQ(got, want) << "scale";
+    ASSERT_EQ(cu::launch_geglu(g.data(), u.data(), n, got.data(), nullptr), cudaSuccess);
+    ASSERT_EQ(c.geglu(cpu.get(), g.data(), u.data(), n, want.data(), &st), STRATA_OK);
+    EXPECT_EQ(got, want) << "geglu";
+    ASSERT_EQ(cu::launch_softcap(g.data(), n, 5.0f, got.data(), nullptr), cudaSuccess);
+    ASSERT_EQ(c.softcap(cpu.get(), g.data(), n, 5.0f, want.data(), &st), STRATA_OK);
+    EXPECT_EQ(got, want) << "softcap";
     // add_rows (ABI 1.12): a bias row added to every token, in place as the model calls it.
     {
         const int32_t n_rows = 7, n_cols = 1001;

@@ -178,6 +178,9 @@ const strata_device_desc cpu_device_desc = {
     strata::cpu::rope_ext,
     strata::cpu::add_rows,
     strata::cpu::rope_scaled,
+    strata::cpu::scale,
+    strata::cpu::geglu,
+    strata::cpu::softcap,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cpu_device_desc.header};

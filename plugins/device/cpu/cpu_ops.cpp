@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <cstring>
 #include <mutex>
 
@@ -469,6 +470,55 @@ int32_t add_rows(strata_device *dev, const float *x, const float *row, int32_t n
         ok(st);
         return STRATA_OK;
     });
+}
+
+namespace {
+
+// out[i] = f(i) over n floats, split across the pool, after the shared checks of the element-wise ops.
+template <class F>
+int32_t map_elements(strata_device *dev, const char *op, std::initializer_list<const float *> inputs, int64_t n,
+                     float *out, strata_status *st, const F &f) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu %s: device is NULL", op);
+        for (const float *in : inputs)
+            if (in == nullptr) return fail(st, invalid, "cpu %s: an input is NULL", op);
+        if (out == nullptr) return fail(st, invalid, "cpu %s: out is NULL", op);
+        if (n <= 0) return fail(st, invalid, "cpu %s: n = %lld; must be > 0", op, static_cast<long long>(n));
+        const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(n);
+        for (const float *in : inputs) STRATA_REQUIRE_DEVICE(in, bytes, op, "input");
+        STRATA_REQUIRE_DEVICE(out, bytes, op, "out");
+        auto body = [&](int64_t i0, int64_t i1, int) noexcept {
+            for (int64_t i = i0; i < i1; ++i) out[i] = f(i);
+        };
+        std::lock_guard lock(dev->op_mutex);
+        dev->pool.parallel_for(n, elementwise_grain(n, dev->pool.size()), body);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+} // namespace
+
+float gelu_tanh(float g) {
+    constexpr float sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    constexpr float coef_a = 0.044715f;
+    return 0.5f * g * (1.0f + std::tanh(sqrt_2_over_pi * g * (1.0f + coef_a * g * g)));
+}
+
+int32_t scale(strata_device *dev, const float *x, int64_t n, float s, float *out, strata_status *st) {
+    if (!std::isfinite(s)) return fail(st, invalid, "cpu scale: s = %g; must be finite", static_cast<double>(s));
+    return map_elements(dev, "scale", {x}, n, out, st, [&](int64_t i) { return x[i] * s; });
+}
+
+int32_t geglu(strata_device *dev, const float *gate, const float *up, int64_t n, float *out, strata_status *st) {
+    return map_elements(dev, "geglu", {gate, up}, n, out, st, [&](int64_t i) { return gelu_tanh(gate[i]) * up[i]; });
+}
+
+int32_t softcap(strata_device *dev, const float *x, int64_t n, float cap, float *out, strata_status *st) {
+    if (!(cap > 0.0f) || !std::isfinite(cap))
+        return fail(st, invalid, "cpu softcap: cap = %g; must be finite and > 0", static_cast<double>(cap));
+    const float inv = 1.0f / cap;
+    return map_elements(dev, "softcap", {x}, n, out, st, [&](int64_t i) { return std::tanh(x[i] * inv) * cap; });
 }
 
 int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, strata_status *st) {

@@ -387,6 +387,9 @@ const strata_device_desc cuda_device_desc = {
     strata::cuda::rope_ext,
     strata::cuda::add_rows,
     strata::cuda::rope_scaled,
+    strata::cuda::scale,
+    strata::cuda::geglu,
+    strata::cuda::softcap,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cuda_device_desc.header};

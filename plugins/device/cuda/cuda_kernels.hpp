@@ -34,6 +34,10 @@ cudaError_t launch_rope(float *x, int32_t n_tokens, int32_t n_heads, int32_t hea
 
 cudaError_t launch_swiglu(const float *gate, const float *up, int64_t n, float *out, cudaStream_t stream);
 cudaError_t launch_add(const float *a, const float *b, int64_t n, float *out, cudaStream_t stream);
+// ABI 1.14: out = x * s; out = gelu_tanh(gate) * up; out = tanh(x * (1 / cap)) * cap (plugin_abi.h).
+cudaError_t launch_scale(const float *x, int64_t n, float s, float *out, cudaStream_t stream);
+cudaError_t launch_geglu(const float *gate, const float *up, int64_t n, float *out, cudaStream_t stream);
+cudaError_t launch_softcap(const float *x, int64_t n, float cap, float *out, cudaStream_t stream);
 // out[r * n_cols + i] = x[r * n_cols + i] + row[i] (add_rows, ABI 1.12).
 cudaError_t launch_add_rows(const float *x, const float *row, int32_t n_rows, int32_t n_cols, float *out,
                             cudaStream_t stream);

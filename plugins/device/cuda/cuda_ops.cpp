@@ -435,6 +435,43 @@ int32_t swiglu(strata_device *dev, const float *gate, const float *up, int64_t n
     });
 }
 
+int32_t scale(strata_device *dev, const float *x, int64_t n, float s, float *out, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda scale: device is NULL");
+        if (x == nullptr || out == nullptr) return fail(st, invalid, "cuda scale: x or out is NULL");
+        if (n <= 0) return fail(st, invalid, "cuda scale: n = %lld; must be > 0", static_cast<long long>(n));
+        if (!std::isfinite(s)) return fail(st, invalid, "cuda scale: s = %g; must be finite", static_cast<double>(s));
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda scale: cudaSetDevice", st);
+        return finish(launch_scale(x, n, s, out, dev->compute), "cuda scale: launch", st);
+    });
+}
+
+int32_t geglu(strata_device *dev, const float *gate, const float *up, int64_t n, float *out, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda geglu: device is NULL");
+        if (gate == nullptr || up == nullptr || out == nullptr)
+            return fail(st, invalid, "cuda geglu: gate, up or out is NULL");
+        if (n <= 0) return fail(st, invalid, "cuda geglu: n = %lld; must be > 0", static_cast<long long>(n));
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda geglu: cudaSetDevice", st);
+        return finish(launch_geglu(gate, up, n, out, dev->compute), "cuda geglu: launch", st);
+    });
+}
+
+int32_t softcap(strata_device *dev, const float *x, int64_t n, float cap, float *out, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cuda softcap: device is NULL");
+        if (x == nullptr || out == nullptr) return fail(st, invalid, "cuda softcap: x or out is NULL");
+        if (n <= 0) return fail(st, invalid, "cuda softcap: n = %lld; must be > 0", static_cast<long long>(n));
+        if (!(cap > 0.0f) || !std::isfinite(cap))
+            return fail(st, invalid, "cuda softcap: cap = %g; must be finite and > 0", static_cast<double>(cap));
+        op_scope scope(dev);
+        if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda softcap: cudaSetDevice", st);
+        return finish(launch_softcap(x, n, cap, out, dev->compute), "cuda softcap: launch", st);
+    });
+}
+
 int32_t add(strata_device *dev, const float *a, const float *b, int64_t n, float *out, strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cuda add: device is NULL");

@@ -19,6 +19,10 @@ int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads
                  strata_status *st);
 int32_t attention(strata_device *dev, const strata_attention_args *args, strata_status *st);
 int32_t swiglu(strata_device *dev, const float *gate, const float *up, int64_t n, float *out, strata_status *st);
+// ABI 1.14: Gemma-style element-wise ops (plugin_abi.h says each one's float expression).
+int32_t scale(strata_device *dev, const float *x, int64_t n, float s, float *out, strata_status *st);
+int32_t geglu(strata_device *dev, const float *gate, const float *up, int64_t n, float *out, strata_status *st);
+int32_t softcap(strata_device *dev, const float *x, int64_t n, float cap, float *out, strata_status *st);
 int32_t add(strata_device *dev, const float *a, const float *b, int64_t n, float *out, strata_status *st);
 // rope_ext with YaRN's ramp and a magnitude scale (ABI 1.13); rope_ext is this with attn_factor 1, ext_factor 0.
 int32_t rope_scaled(strata_device *dev, float *x, const strata_rope_args *args, strata_status *st);

@@ -82,6 +82,29 @@ __global__ void swiglu_kernel(const float *gate, const float *up, int64_t n, flo
     }
 }
 
+// ABI 1.14's element-wise ops, with explicit round-to-nearest operations so nvcc cannot contract them into fused
+// multiply-adds the CPU device does not use (the same floats up to tanhf).
+__device__ __forceinline__ float gelu_tanh(float g) {
+    const float inner = __fmul_rn(__fmul_rn(0.79788456080286535587989211986876f, g),
+                                  __fadd_rn(1.0f, __fmul_rn(__fmul_rn(0.044715f, g), g)));
+    return __fmul_rn(__fmul_rn(0.5f, g), __fadd_rn(1.0f, tanhf(inner)));
+}
+
+__global__ void scale_kernel(const float *x, int64_t n, float s, float *out) {
+    for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+        out[i] = __fmul_rn(x[i], s);
+}
+
+__global__ void geglu_kernel(const float *gate, const float *up, int64_t n, float *out) {
+    for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+        out[i] = __fmul_rn(gelu_tanh(gate[i]), up[i]);
+}
+
+__global__ void softcap_kernel(const float *x, int64_t n, float inv_cap, float cap, float *out) {
+    for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+        out[i] = __fmul_rn(tanhf(__fmul_rn(x[i], inv_cap)), cap);
+}
+
 __global__ void add_kernel(const float *a, const float *b, int64_t n, float *out) {
     for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
         out[i] = a[i] + b[i];
@@ -135,6 +158,21 @@ cudaError_t launch_rope(float *x, int32_t n_tokens, int32_t n_heads, int32_t hea
 cudaError_t launch_swiglu(const float *gate, const float *up, int64_t n, float *out, cudaStream_t stream) {
     return launch_kernel(kernels::swiglu_kernel, dim3(kernels::elementwise_blocks(n)), dim3(kernels::row_threads),
                          stream, gate, up, n, out);
+}
+
+cudaError_t launch_scale(const float *x, int64_t n, float s, float *out, cudaStream_t stream) {
+    return launch_kernel(kernels::scale_kernel, dim3(kernels::elementwise_blocks(n)), dim3(kernels::row_threads), stream,
+                         x, n, s, out);
+}
+
+cudaError_t launch_geglu(const float *gate, const float *up, int64_t n, float *out, cudaStream_t stream) {
+    return launch_kernel(kernels::geglu_kernel, dim3(kernels::elementwise_blocks(n)), dim3(kernels::row_threads),
+                         stream, gate, up, n, out);
+}
+
+cudaError_t launch_softcap(const float *x, int64_t n, float cap, float *out, cudaStream_t stream) {
+    return launch_kernel(kernels::softcap_kernel, dim3(kernels::elementwise_blocks(n)), dim3(kernels::row_threads),
+                         stream, x, n, 1.0f / cap, cap, out);
 }
 
 cudaError_t launch_add(const float *a, const float *b, int64_t n, float *out, cudaStream_t stream) {

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 13
+#define STRATA_ABI_MINOR 14
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -218,7 +218,10 @@ typedef enum strata_rope_mode { STRATA_ROPE_PAIRS = 0, STRATA_ROPE_NEOX = 2 } st
 typedef enum strata_device_op {
     STRATA_DEVICE_OP_ROPE_EXT = 1, /* rope_ext, since 1.11 */
     STRATA_DEVICE_OP_ADD_ROWS = 2, /* add_rows, since 1.12 */
-    STRATA_DEVICE_OP_ROPE_SCALED = 3 /* rope_scaled, since 1.13 */
+    STRATA_DEVICE_OP_ROPE_SCALED = 3, /* rope_scaled, since 1.13 */
+    STRATA_DEVICE_OP_SCALE = 4,       /* scale, since 1.14 */
+    STRATA_DEVICE_OP_GEGLU = 5,       /* geglu, since 1.14 */
+    STRATA_DEVICE_OP_SOFTCAP = 6      /* softcap, since 1.14 */
 } strata_device_op;
 
 /* The rotation of rope_scaled (since 1.13), ggml_rope_ext's terms in its float recipe: pair i of each head (i <
@@ -393,6 +396,18 @@ typedef struct strata_device_desc {
      * attn_factor 1 and ext_factor 0 it is rope_ext, bit for bit. x is device memory; positions and freq_factors are
      * host memory. */
     int32_t (*rope_scaled)(strata_device *dev, float *x, const struct strata_rope_args *args, strata_status *st);
+    /* optional, since 1.14 (test with STRATA_HAS_SLOT): element-wise ops of Gemma-style models, one float expression
+     * per element in ggml's order, so every device gives the same bits up to its tanhf/expf. x, gate, up and out are
+     * device memory of n floats; out may alias an input. */
+    /* out[i] = x[i] * s (ggml_scale: Gemma's embedding scale sqrt(n_embd)). */
+    int32_t (*scale)(strata_device *dev, const float *x, int64_t n, float s, float *out, strata_status *st);
+    /* out[i] = gelu(gate[i]) * up[i] with GELU's tanh approximation in float, 0.5 g (1 + tanh(sqrt(2/pi) g (1 +
+     * 0.044715 g^2))) (ggml_gelu_f32, ggml's CUDA GEGLU and PyTorch's gelu(approximate="tanh"); ggml's CPU backend
+     * reads the same function from an F16 table). */
+    int32_t (*geglu)(strata_device *dev, const float *gate, const float *up, int64_t n, float *out, strata_status *st);
+    /* out[i] = tanh(x[i] * (1 / cap)) * cap, cap finite and > 0 (Gemma 2's final-logit soft-capping as ggml builds it:
+     * scale, tanh, scale). */
+    int32_t (*softcap)(strata_device *dev, const float *x, int64_t n, float cap, float *out, strata_status *st);
 } strata_device_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
