@@ -64,7 +64,8 @@ std::vector<double> ref_rope(const std::vector<float> &x, int n_tokens, int n_he
     return out;
 }
 
-std::vector<double> ref_attention(const attention_case &c, const attention_data &d) {
+std::vector<double> ref_attention(const attention_case &c, const attention_data &d, double softcap = 0.0,
+                                  int window = 0) {
     std::vector<double> out(d.q.size(), 0.0);
     const int group = c.n_heads / c.n_kv_heads;
     for (int t = 0; t < c.n_tokens; ++t)
@@ -72,19 +73,21 @@ std::vector<double> ref_attention(const attention_case &c, const attention_data 
             const int kvh = h / group;
             const int n_kv = d.positions[t] + 1;
             const float *q = d.q.data() + (static_cast<size_t>(t) * c.n_heads + h) * c.head_dim;
-            std::vector<double> s(n_kv);
+            const int first = window > 0 ? std::max(0, n_kv - window) : 0;
+            std::vector<double> s(n_kv, -INFINITY);
             double m = -INFINITY;
-            for (int j = 0; j < n_kv; ++j) {
+            for (int j = first; j < n_kv; ++j) {
                 const float *k = d.k.data() + static_cast<size_t>(j) * c.stride() + kvh * c.head_dim;
                 double dot = 0.0;
                 for (int i = 0; i < c.head_dim; ++i) dot += double{q[i]} * k[i];
                 s[j] = dot * d.scale;
+                if (softcap > 0.0) s[j] = std::tanh(s[j] / softcap) * softcap;
                 m = std::max(m, s[j]);
             }
             double sum = 0.0;
             for (auto &v : s) sum += (v = std::exp(v - m));
             double *o = out.data() + (static_cast<size_t>(t) * c.n_heads + h) * c.head_dim;
-            for (int j = 0; j < n_kv; ++j) {
+            for (int j = first; j < n_kv; ++j) {
                 const float *v = d.v.data() + static_cast<size_t>(j) * c.stride() + kvh * c.head_dim;
                 for (int i = 0; i < c.head_dim; ++i) o[i] += s[j] / sum * v[i];
             }
@@ -387,6 +390,25 @@ TEST_P(CpuOps, AttentionMatchesFloat64ReferenceWithGqaAndCacheOffsets) {
                 EXPECT_LT(normwise_error(out, ref_attention(c, d)), f32_tolerance)
                     << "GQA ratio " << ratio << ", " << n_tokens << " tokens, head_dim " << head_dim;
             }
+        }
+    }
+}
+
+// ABI 1.14: soft-capped scores (Gemma 2's 50, here small enough to bend the scores) and a sliding window, against
+// float64.
+TEST_P(CpuOps, AttentionWithSoftcapAndWindowMatchesFloat64Reference) {
+    for (const auto &[softcap, window] : {std::pair<float, int>{1.5f, 0}, {0.0f, 4}, {2.0f, 7}, {0.0f, 100}}) {
+        const attention_case c{5, 8, 2, 64, 11};
+        const attention_data d = make_attention_data(c, 91);
+        std::vector<float> out(d.q.size(), NAN);
+        strata_attention_args a = attention_args(c, d, out.data());
+        a.softcap = softcap;
+        a.window = window;
+        ASSERT_EQ(ops().attention(dev(), &a, &st_), STRATA_OK) << st_.message;
+        EXPECT_LT(normwise_error(out, ref_attention(c, d, softcap, window)), f32_tolerance)
+            << "softcap " << softcap << " window " << window;
+        if (softcap > 0.0f || window < 11) {
+            EXPECT_GT(normwise_error(out, ref_attention(c, d)), 1e-3) << "the terms changed nothing";
         }
     }
 }

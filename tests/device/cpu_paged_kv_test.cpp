@@ -83,6 +83,8 @@ struct batch_case {
     std::vector<int32_t> positions;
     std::vector<float> q;
     float scale = 1.0f / std::sqrt(float{head_dim});
+    float softcap = 0.0f; // ABI 1.14 terms, passed to both ops
+    int32_t window = 0;
 
     explicit batch_case(uint32_t seed) {
         for (size_t s = 0; s < lengths.size(); ++s) {
@@ -122,6 +124,8 @@ struct batch_case {
             a.v_cache = v[s].data();
             a.scale = scale;
             a.out = out.data() + size_t(t) * row;
+            a.softcap = softcap;
+            a.window = window;
             strata_status st{};
             EXPECT_EQ(ops().attention(dev, &a, &st), STRATA_OK) << st.message;
         }
@@ -170,9 +174,15 @@ class CpuPagedKv : public ::testing::TestWithParam<std::tuple<int, bool>> {
 
 TEST_P(CpuPagedKv, PagedAttentionEqualsContiguousBitForBit) {
     ASSERT_TRUE(STRATA_HAS_SLOT(&ops(), kv_store) && STRATA_HAS_SLOT(&ops(), paged_attention));
-    for (int32_t block_size : {16, 1, 5}) {
-        SCOPED_TRACE("block_size " + std::to_string(block_size));
-        const batch_case c(static_cast<uint32_t>(block_size) * 7 + 1);
+    // With ABI 1.14's soft-capping and sliding window too (windows shorter and longer than a block).
+    for (const auto &[block_size, softcap, window] :
+         {std::tuple<int32_t, float, int32_t>{16, 0.0f, 0}, {1, 0.0f, 0}, {5, 0.0f, 0}, {16, 2.0f, 0}, {5, 0.0f, 3},
+          {16, 1.5f, 40}}) {
+        SCOPED_TRACE("block_size " + std::to_string(block_size) + " softcap " + std::to_string(softcap) + " window " +
+                     std::to_string(window));
+        batch_case c(static_cast<uint32_t>(block_size) * 7 + 1);
+        c.softcap = softcap;
+        c.window = window;
         paged_cache cache(block_size, c.lengths, static_cast<uint32_t>(block_size));
         // Layer 0 holds other rows, so a wrong layer offset shows; the attended layer is 1.
         const batch_case other(static_cast<uint32_t>(block_size) * 7 + 500);
@@ -203,6 +213,8 @@ TEST_P(CpuPagedKv, PagedAttentionEqualsContiguousBitForBit) {
         a.scale = c.scale;
         a.out = got.data();
         a.kv = &kv;
+        a.softcap = c.softcap;
+        a.window = c.window;
         strata_status st{};
         ASSERT_EQ(ops().paged_attention(dev(), &a, &st), STRATA_OK) << st.message;
         for (int32_t t = 0; t < c.n_tokens(); ++t) {
@@ -393,6 +405,13 @@ TEST_F(CpuPagedKvBadArguments, PagedAttentionRefusesAndLeavesOutputUntouched) {
     a.struct_size = 12;
     expect_invalid(ops().paged_attention(d, &a, &st_), "old struct", "struct_size");
     a = good;
+    a.window = -1;
+    expect_invalid(ops().paged_attention(d, &a, &st_), "negative window", "window = -1");
+    a = good;
+    a.softcap = NAN;
+    expect_invalid(ops().paged_attention(d, &a, &st_), "NaN softcap", "softcap = nan");
+
+    a = good;
     a.n_kv_heads = 3;
     expect_invalid(ops().paged_attention(d, &a, &st_), "heads not a multiple", "not a multiple");
     a = good;
@@ -425,6 +444,11 @@ TEST_F(CpuPagedKvBadArguments, PagedAttentionRefusesAndLeavesOutputUntouched) {
     EXPECT_EQ(out, std::vector<float>(q.size(), -7.0f)) << "a refused paged_attention wrote its output";
     ASSERT_EQ(ops().paged_attention(d, &good, &st_), STRATA_OK) << st_.message;
     EXPECT_NE(out, std::vector<float>(q.size(), -7.0f));
+    // A pre-1.14 caller: its struct ends before softcap, so the (garbage) terms after it are not read.
+    a = good;
+    a.struct_size = static_cast<uint32_t>(offsetof(strata_paged_attention_args, softcap));
+    a.window = -1;
+    EXPECT_EQ(ops().paged_attention(d, &a, &st_), STRATA_OK) << st_.message;
 }
 
 TEST_F(CpuPagedKvBadArguments, CopyAndHostAddressable) {

@@ -223,6 +223,19 @@ TEST_F(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {
                                        q.data(), nullptr),
                   cudaSuccess);
         EXPECT_LT(normwise_error(q, want), 1e-5);
+        // ABI 1.14: soft-capping and a sliding window, as the CPU device applies them.
+        for (const auto &[softcap, window] : {std::pair<float, int32_t>{2.0f, 0}, {0.0f, 5}, {1.5f, 17}}) {
+            strata_attention_args b = attention_args(c, d, want.data());
+            b.softcap = softcap;
+            b.window = window;
+            ASSERT_EQ(loaded().cpu->attention(cpu.get(), &b, &st), STRATA_OK) << st.message;
+            const cu::attention_shape terms{c.n_tokens, c.n_heads, c.n_kv_heads, c.head_dim, a.scale, softcap, window};
+            std::vector<float> got(d.q.size());
+            ASSERT_EQ(cu::launch_attention(terms, d.positions.data(), d.q.data(), d.k.data(), d.v.data(), c.stride(),
+                                           got.data(), nullptr),
+                      cudaSuccess);
+            EXPECT_LT(normwise_error(got, want), 1e-5) << "softcap " << softcap << " window " << window;
+        }
     }
 }
 

@@ -6,26 +6,50 @@
 
 #include "cpu_kernels.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
 namespace strata::cpu {
 
+// What ABI 1.14 adds to a score: soft-capping (softcap > 0) and a sliding window (rows before `first` are not
+// attended). The defaults change nothing.
+struct score_terms {
+    float softcap = 0.0f;
+    int64_t first = 0;
+};
+
+// The first row a query at position pos attends with a sliding window of `window` rows (0: none).
+inline int64_t first_attended(int64_t pos, int32_t window) noexcept {
+    return window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+}
+
 // for_each_run(fn) must call fn(j0, count, keys, values, stride) for runs that cover rows [0, n_kv) in ascending
 // order: row j0 + i has its key at keys + i * stride and its value at values + i * stride (i < count). It is called
 // twice (scores, then the weighted sum). scores holds n_kv floats of scratch. q is fully read before out is
-// written, so out may alias q.
+// written, so out may alias q. Rows before terms.first are skipped, and with first 0 and no softcap the arithmetic is
+// what it was before ABI 1.14.
 template <class ForEachRun>
 inline void attend_head(const kernels &k, const float *q, int32_t head_dim, float scale, int64_t n_kv,
-                        const ForEachRun &for_each_run, float *scores, float *out) noexcept {
+                        const ForEachRun &for_each_run, float *scores, float *out,
+                        const score_terms &terms = {}) noexcept {
+    const int64_t first = terms.first;
+    const float cap = terms.softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
     for_each_run([&](int64_t j0, int64_t count, const float *keys, const float *, int64_t stride) {
-        for (int64_t i = 0; i < count; ++i) scores[j0 + i] = k.dot(q, keys + i * stride, head_dim) * scale;
+        for (int64_t i = 0; i < count; ++i) {
+            if (j0 + i < first) continue;
+            const float s = k.dot(q, keys + i * stride, head_dim) * scale;
+            scores[j0 + i] = cap > 0.0f ? std::tanh(s * inv_cap) * cap : s;
+        }
     });
-    const float m = k.max(scores, n_kv);
-    const float inv_sum = static_cast<float>(1.0 / k.exp_sub_sum(scores, m, scores, n_kv));
+    float *window = scores + first;
+    const int64_t n = n_kv - first;
+    const float m = k.max(window, n);
+    const float inv_sum = static_cast<float>(1.0 / k.exp_sub_sum(window, m, window, n));
     std::memset(out, 0, sizeof(float) * static_cast<size_t>(head_dim));
     for_each_run([&](int64_t j0, int64_t count, const float *, const float *values, int64_t stride) {
-        for (int64_t i = 0; i < count; ++i) k.axpy(scores[j0 + i] * inv_sum, values + i * stride, out, head_dim);
+        for (int64_t i = 0; i < count; ++i)
+            if (j0 + i >= first) k.axpy(scores[j0 + i] * inv_sum, values + i * stride, out, head_dim);
     });
 }
 

@@ -358,9 +358,12 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cpu attention: device is NULL");
         if (a == nullptr) return fail(st, invalid, "cpu attention: args is NULL");
-        if (a->struct_size < sizeof(strata_attention_args))
+        if (a->struct_size < offsetof(strata_attention_args, softcap))
             return fail(st, invalid, "cpu attention: args.struct_size = %u, expected >= %zu", a->struct_size,
-                        sizeof(strata_attention_args));
+                        offsetof(strata_attention_args, softcap));
+        score_terms terms;
+        int32_t window = 0;
+        if (int32_t rc = read_score_terms(a, "attention", &terms.softcap, &window, st); rc != STRATA_OK) return rc;
         if (int32_t rc = check_attention_heads("attention", a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->q,
                                                a->out, a->scale, st);
             rc != STRATA_OK)
@@ -399,8 +402,10 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
                 const float *values = a->v_cache + int64_t{h / group} * head_dim;
                 // The whole cache is one run of rows.
                 auto one_run = [&](const auto &fn) { fn(0, int64_t{a->positions[t]} + 1, keys, values, stride); };
+                score_terms item_terms = terms;
+                item_terms.first = first_attended(a->positions[t], window);
                 attend_head(k, a->q + item * head_dim, head_dim, scale, int64_t{a->positions[t]} + 1, one_run, scores,
-                            a->out + item * head_dim);
+                            a->out + item * head_dim, item_terms);
             }
         };
         const int64_t n_items = int64_t{a->n_tokens} * n_heads;

@@ -150,9 +150,13 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cpu paged_attention: device is NULL");
         if (a == nullptr) return fail(st, invalid, "cpu paged_attention: args is NULL");
-        if (a->struct_size < sizeof(strata_paged_attention_args))
+        if (a->struct_size < offsetof(strata_paged_attention_args, softcap))
             return fail(st, invalid, "cpu paged_attention: args.struct_size = %u, expected >= %zu", a->struct_size,
-                        sizeof(strata_paged_attention_args));
+                        offsetof(strata_paged_attention_args, softcap));
+        score_terms terms;
+        int32_t window = 0;
+        if (int32_t rc = read_score_terms(a, "paged_attention", &terms.softcap, &window, st); rc != STRATA_OK)
+            return rc;
         if (int32_t rc = check_attention_heads("paged_attention", a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim,
                                                a->q, a->out, a->scale, st);
             rc != STRATA_OK)
@@ -200,8 +204,10 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
                            rows + block_size * kv_dim + head_offset, kv_dim);
                     }
                 };
+                score_terms item_terms = terms;
+                item_terms.first = first_attended(a->positions[t], window);
                 attend_head(k, a->q + item * head_dim, head_dim, scale, n_kv, block_runs, scores,
-                            a->out + item * head_dim);
+                            a->out + item * head_dim, item_terms);
             }
         };
         const int64_t n_items = int64_t{a->n_tokens} * n_heads;

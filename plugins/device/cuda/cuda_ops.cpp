@@ -336,13 +336,35 @@ int32_t rope_scaled(strata_device *dev, float *x, const strata_rope_args *a, str
     });
 }
 
+namespace {
+
+// The ABI 1.14 tail of the attention args (softcap, window; 0 when the caller's struct ends before them), checked.
+template <class Args>
+int32_t read_score_terms(const Args *a, const char *op, float *softcap, int32_t *window, strata_status *st) {
+    *softcap = 0.0f;
+    *window = 0;
+    if (a->struct_size < offsetof(Args, window) + sizeof(a->window)) return STRATA_OK;
+    if (!(a->softcap >= 0.0f) || !std::isfinite(a->softcap))
+        return fail(st, invalid, "cuda %s: softcap = %g; must be finite and >= 0 (0: off)", op,
+                    static_cast<double>(a->softcap));
+    if (a->window < 0) return fail(st, invalid, "cuda %s: window = %d; must be >= 0 (0: off)", op, a->window);
+    *softcap = a->softcap;
+    *window = a->window;
+    return STRATA_OK;
+}
+
+} // namespace
+
 int32_t attention(strata_device *dev, const strata_attention_args *a, strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cuda attention: device is NULL");
         if (a == nullptr) return fail(st, invalid, "cuda attention: args is NULL");
-        if (a->struct_size < sizeof(strata_attention_args))
+        if (a->struct_size < offsetof(strata_attention_args, softcap))
             return fail(st, invalid, "cuda attention: args.struct_size = %u, expected >= %zu", a->struct_size,
-                        sizeof(strata_attention_args));
+                        offsetof(strata_attention_args, softcap));
+        float softcap = 0.0f;
+        int32_t window = 0;
+        if (int32_t rc = read_score_terms(a, "attention", &softcap, &window, st); rc != STRATA_OK) return rc;
         if (int32_t rc = check_heads(a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, "attention", st);
             rc != STRATA_OK)
             return rc;
@@ -361,7 +383,7 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
         const auto *dev_positions = static_cast<const int32_t *>(batch.add(a->positions, bytes));
         if (cudaError_t e = batch.upload(); e != cudaSuccess)
             return finish(e, "cuda attention: uploading positions", st);
-        const attention_shape shape{a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale};
+        const attention_shape shape{a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, softcap, window};
         return finish(launch_attention(shape, dev_positions, a->q, a->k_cache, a->v_cache, a->kv_row_stride, a->out,
                                        dev->compute),
                       "cuda attention: launch", st);
@@ -397,9 +419,12 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cuda paged_attention: device is NULL");
         if (a == nullptr) return fail(st, invalid, "cuda paged_attention: args is NULL");
-        if (a->struct_size < sizeof(strata_paged_attention_args))
+        if (a->struct_size < offsetof(strata_paged_attention_args, softcap))
             return fail(st, invalid, "cuda paged_attention: args.struct_size = %u, expected >= %zu", a->struct_size,
-                        sizeof(strata_paged_attention_args));
+                        offsetof(strata_paged_attention_args, softcap));
+        float softcap = 0.0f;
+        int32_t window = 0;
+        if (int32_t rc = read_score_terms(a, "paged_attention", &softcap, &window, st); rc != STRATA_OK) return rc;
         if (int32_t rc =
                 check_heads(a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, "paged_attention", st);
             rc != STRATA_OK)
@@ -417,7 +442,7 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
                                          &dev_pos);
             e != cudaSuccess)
             return finish(e, "cuda paged_attention: uploading the block table", st);
-        const attention_shape shape{a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale};
+        const attention_shape shape{a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, softcap, window};
         return finish(launch_paged_attention(shape, dev_seq, dev_pos, layout, a->q, a->out, dev->compute),
                       "cuda paged_attention: launch", st);
     });

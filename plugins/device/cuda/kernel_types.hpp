@@ -24,6 +24,8 @@ struct attention_shape {
     int32_t n_kv_heads;
     int32_t head_dim; // <= max_head_dim
     float scale;
+    float softcap = 0.0f; // > 0: a score becomes tanh(score * (1 / softcap)) * softcap (ABI 1.14)
+    int32_t window = 0;   // > 0: a query at position p attends only to positions > p - window (ABI 1.14)
 };
 
 // Attention keeps a head's dims in registers, head_dim / 32 per lane.

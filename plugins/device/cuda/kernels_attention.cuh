@@ -66,8 +66,11 @@ __global__ void __launch_bounds__(attention_warps *warp_size)
         acc[i] = 0.0f;
     }
     float running_max = -INFINITY, running_sum = 0.0f;
+    // ABI 1.14: a sliding window starts the keys later; soft-capping bends each score (as the CPU device does).
+    const int64_t first = shape.window > 0 && n_kv > shape.window ? n_kv - shape.window : 0;
+    const float inv_softcap = shape.softcap > 0.0f ? 1.0f / shape.softcap : 0.0f;
 
-    for (int64_t j = warp; j < n_kv; j += attention_warps) {
+    for (int64_t j = first + warp; j < n_kv; j += attention_warps) {
         const float *key = rows.key(seq, j) + int64_t{kv_head} * head_dim;
         float s = 0.0f;
 #pragma unroll
@@ -78,6 +81,7 @@ __global__ void __launch_bounds__(attention_warps *warp_size)
 #pragma unroll
         for (int offset = warp_size / 2; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
         s = __fmul_rn(s, shape.scale);
+        if (shape.softcap > 0.0f) s = __fmul_rn(tanhf(__fmul_rn(s, inv_softcap)), shape.softcap);
         const float new_max = fmaxf(running_max, s);
         const float correction = expf(running_max - new_max); // 0 for the first key (running_max = -inf)
         const float p = expf(s - new_max);

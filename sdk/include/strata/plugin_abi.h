@@ -265,6 +265,9 @@ typedef struct strata_attention_args {
     const float *v_cache;
     float scale;
     float *out; /* n_tokens x n_heads*head_dim */
+    /* since 1.14, read only when struct_size covers them; 0 = off */
+    float softcap;  /* > 0: each score (after scale) becomes tanh(score * (1 / softcap)) * softcap (Gemma 2) */
+    int32_t window; /* > 0: a query at position p attends only to positions > p - window (sliding window) */
 } strata_attention_args;
 
 /* since 1.5: the paged KV cache. The host keeps KV in blocks of `block_size` tokens. One block holds every layer:
@@ -308,6 +311,9 @@ typedef struct strata_paged_attention_args {
     float scale;
     float *out;               /* n_tokens x n_heads*head_dim */
     const strata_paged_kv *kv;
+    /* since 1.14, as in strata_attention_args; 0 = off */
+    float softcap;
+    int32_t window;
 } strata_paged_attention_args;
 
 typedef enum strata_copy_kind { STRATA_COPY_H2D = 1, STRATA_COPY_D2H = 2, STRATA_COPY_D2D = 3 } strata_copy_kind;
