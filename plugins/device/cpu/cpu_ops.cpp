@@ -7,6 +7,7 @@
 #include "cpu_device_state.hpp"
 #include "cpu_op_support.hpp"
 
+#include <strata/device_args.hpp>
 #include <strata/plugin.hpp>
 
 #include <algorithm>
@@ -242,18 +243,8 @@ int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, in
 int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
                  const int32_t *positions, float theta_base, int32_t mode, float freq_scale, const float *freq_factors,
                  strata_status *st) {
-    strata_rope_args a{};
-    a.struct_size = sizeof a;
-    a.n_tokens = n_tokens;
-    a.n_heads = n_heads;
-    a.head_dim = head_dim;
-    a.rot_dims = rot_dims;
-    a.mode = mode;
-    a.positions = positions;
-    a.theta_base = theta_base;
-    a.freq_scale = freq_scale;
-    a.freq_factors = freq_factors;
-    a.attn_factor = 1.0f;
+    const strata_rope_args a = strata::plugin::rope_ext_args(n_tokens, n_heads, head_dim, rot_dims, positions,
+                                                             theta_base, mode, freq_scale, freq_factors);
     return rope_scaled(dev, x, &a, st);
 }
 
@@ -363,7 +354,9 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
                         offsetof(strata_attention_args, softcap));
         score_terms terms;
         int32_t window = 0;
-        if (int32_t rc = read_score_terms(a, "attention", &terms.softcap, &window, st); rc != STRATA_OK) return rc;
+        if (int32_t rc = strata::plugin::attention_score_terms(a, "cpu attention", &terms.softcap, &window, st);
+            rc != STRATA_OK)
+            return rc;
         if (int32_t rc = check_attention_heads("attention", a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->q,
                                                a->out, a->scale, st);
             rc != STRATA_OK)

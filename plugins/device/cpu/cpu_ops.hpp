@@ -3,11 +3,7 @@
 // sizes or null pointers.
 #pragma once
 
-#include <strata/plugin.hpp>
 #include <strata/plugin_abi.h>
-
-#include <cmath>
-#include <cstddef>
 
 namespace strata::cpu {
 
@@ -36,24 +32,6 @@ int32_t geglu(strata_device *dev, const float *gate, const float *up, int64_t n,
 int32_t softcap(strata_device *dev, const float *x, int64_t n, float cap, float *out, strata_status *st);
 // GELU's tanh approximation in float (ggml_gelu_f32), the expression geglu applies.
 float gelu_tanh(float g);
-
-// The ABI 1.14 tail of attention and paged_attention args (softcap, window; 0 when the caller's struct ends before
-// them), checked: softcap finite and >= 0, window >= 0.
-template <class Args>
-int32_t read_score_terms(const Args *a, const char *op, float *softcap, int32_t *window, strata_status *st) {
-    *softcap = 0.0f;
-    *window = 0;
-    if (a->struct_size < offsetof(Args, window) + sizeof(a->window)) return STRATA_OK;
-    if (!(a->softcap >= 0.0f) || !std::isfinite(a->softcap))
-        return strata::plugin::fail(st, STRATA_ERR_INVALID_ARGUMENT, "cpu %s: softcap = %g; must be finite and >= 0 (0: off)",
-                                    op, static_cast<double>(a->softcap));
-    if (a->window < 0)
-        return strata::plugin::fail(st, STRATA_ERR_INVALID_ARGUMENT, "cpu %s: window = %d; must be >= 0 (0: off)", op,
-                                    a->window);
-    *softcap = a->softcap;
-    *window = a->window;
-    return STRATA_OK;
-}
 
 // The checks attention and paged_attention share: head counts, q/out, scale. `op` names the op in the message.
 int32_t check_attention_heads(const char *op, int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,

@@ -10,6 +10,7 @@
 #include "cpu_op_support.hpp"
 #include "cpu_ops.hpp"
 
+#include <strata/device_args.hpp>
 #include <strata/plugin.hpp>
 
 #include <algorithm>
@@ -155,7 +156,8 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
                         offsetof(strata_paged_attention_args, softcap));
         score_terms terms;
         int32_t window = 0;
-        if (int32_t rc = read_score_terms(a, "paged_attention", &terms.softcap, &window, st); rc != STRATA_OK)
+        if (int32_t rc = strata::plugin::attention_score_terms(a, "cpu paged_attention", &terms.softcap, &window, st);
+            rc != STRATA_OK)
             return rc;
         if (int32_t rc = check_attention_heads("paged_attention", a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim,
                                                a->q, a->out, a->scale, st);

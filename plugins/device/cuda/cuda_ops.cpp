@@ -7,6 +7,7 @@
 #include "cuda_kernels.hpp"
 #include "weight_formats.hpp"
 
+#include <strata/device_args.hpp>
 #include <strata/plugin.hpp>
 
 #include <algorithm>
@@ -250,18 +251,8 @@ int32_t rope(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, in
 int32_t rope_ext(strata_device *dev, float *x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, int32_t rot_dims,
                  const int32_t *positions, float theta_base, int32_t mode, float freq_scale, const float *freq_factors,
                  strata_status *st) {
-    strata_rope_args a{};
-    a.struct_size = sizeof a;
-    a.n_tokens = n_tokens;
-    a.n_heads = n_heads;
-    a.head_dim = head_dim;
-    a.rot_dims = rot_dims;
-    a.mode = mode;
-    a.positions = positions;
-    a.theta_base = theta_base;
-    a.freq_scale = freq_scale;
-    a.freq_factors = freq_factors;
-    a.attn_factor = 1.0f;
+    const strata_rope_args a = strata::plugin::rope_ext_args(n_tokens, n_heads, head_dim, rot_dims, positions,
+                                                             theta_base, mode, freq_scale, freq_factors);
     return rope_scaled(dev, x, &a, st);
 }
 
@@ -336,25 +327,6 @@ int32_t rope_scaled(strata_device *dev, float *x, const strata_rope_args *a, str
     });
 }
 
-namespace {
-
-// The ABI 1.14 tail of the attention args (softcap, window; 0 when the caller's struct ends before them), checked.
-template <class Args>
-int32_t read_score_terms(const Args *a, const char *op, float *softcap, int32_t *window, strata_status *st) {
-    *softcap = 0.0f;
-    *window = 0;
-    if (a->struct_size < offsetof(Args, window) + sizeof(a->window)) return STRATA_OK;
-    if (!(a->softcap >= 0.0f) || !std::isfinite(a->softcap))
-        return fail(st, invalid, "cuda %s: softcap = %g; must be finite and >= 0 (0: off)", op,
-                    static_cast<double>(a->softcap));
-    if (a->window < 0) return fail(st, invalid, "cuda %s: window = %d; must be >= 0 (0: off)", op, a->window);
-    *softcap = a->softcap;
-    *window = a->window;
-    return STRATA_OK;
-}
-
-} // namespace
-
 int32_t attention(strata_device *dev, const strata_attention_args *a, strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cuda attention: device is NULL");
@@ -364,7 +336,9 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
                         offsetof(strata_attention_args, softcap));
         float softcap = 0.0f;
         int32_t window = 0;
-        if (int32_t rc = read_score_terms(a, "attention", &softcap, &window, st); rc != STRATA_OK) return rc;
+        if (int32_t rc = strata::plugin::attention_score_terms(a, "cuda attention", &softcap, &window, st);
+            rc != STRATA_OK)
+            return rc;
         if (int32_t rc = check_heads(a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, "attention", st);
             rc != STRATA_OK)
             return rc;
@@ -424,7 +398,9 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
                         offsetof(strata_paged_attention_args, softcap));
         float softcap = 0.0f;
         int32_t window = 0;
-        if (int32_t rc = read_score_terms(a, "paged_attention", &softcap, &window, st); rc != STRATA_OK) return rc;
+        if (int32_t rc = strata::plugin::attention_score_terms(a, "cuda paged_attention", &softcap, &window, st);
+            rc != STRATA_OK)
+            return rc;
         if (int32_t rc =
                 check_heads(a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, a->scale, "paged_attention", st);
             rc != STRATA_OK)
