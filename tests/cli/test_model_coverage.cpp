@@ -26,6 +26,19 @@ std::string tokens(const std::string &out) {
     return at == std::string::npos ? std::string() : out.substr(at, out.find(']', at) - at);
 }
 
+const char *const k_short = " --prompt \"one two three\" --max-tokens 16 --temperature 0 --ignore-eos --output json";
+// Long enough for positions where RoPE variants' angles part.
+const char *const k_long = " --prompt \"one two three four five six seven eight nine ten\" --max-tokens 24 "
+                           "--temperature 0 --ignore-eos --output json";
+
+// The greedy completion of `model` with `args` as text; a failed run fails the test and gives "".
+std::string greedy(const std::string &model, const std::string &args) {
+    const auto r = run_runtime("--model " + model + args);
+    EXPECT_EQ(r.exit_code, 0) << r.all;
+    EXPECT_FALSE(tokens(r.all).empty()) << r.all;
+    return r.exit_code == 0 ? tokens(r.all) : std::string();
+}
+
 TEST(ModelCoverage, EveryUnusedTensorIsListedInOneMessage) {
     // Qwen2 has neither MLP biases nor RoPE frequency factors (llama.cpp refuses such a file too): seven tensors the
     // qwen2 family does not use, every one named.
@@ -46,13 +59,7 @@ TEST(ModelCoverage, LlamaBiasesRunAndChangeTheTokens) {
     const std::string plain = model_with("coverage-plain.gguf", "");
     const std::string biased = model_with("coverage-biases.gguf", "--feature qkv-bias --feature mlp-bias");
     ASSERT_FALSE(plain.empty() || biased.empty()) << "make-model failed";
-    const std::string args = " --prompt \"one two three\" --max-tokens 16 --temperature 0 --ignore-eos --output json";
-    const auto a = run_runtime("--model " + plain + args);
-    const auto b = run_runtime("--model " + biased + args);
-    ASSERT_EQ(a.exit_code, 0) << a.all;
-    ASSERT_EQ(b.exit_code, 0) << b.all;
-    ASSERT_FALSE(tokens(a.all).empty()) << a.all;
-    EXPECT_NE(tokens(a.all), tokens(b.all)) << "the biases changed no token";
+    EXPECT_NE(greedy(plain, k_short), greedy(biased, k_short)) << "the biases changed no token";
 }
 
 TEST(ModelCoverage, Qwen2OutputBiasRunsAndALlamaOneIsRefused) {
@@ -60,13 +67,7 @@ TEST(ModelCoverage, Qwen2OutputBiasRunsAndALlamaOneIsRefused) {
     const std::string biased = model_with("coverage-qwen2-output-bias.gguf", "--arch qwen2 --feature output-bias");
     const std::string llama = model_with("coverage-llama-output-bias.gguf", "--feature output-bias");
     ASSERT_FALSE(plain.empty() || biased.empty() || llama.empty()) << "make-model failed";
-    const std::string args = " --prompt \"one two three\" --max-tokens 16 --temperature 0 --ignore-eos --output json";
-    const auto a = run_runtime("--model " + plain + args);
-    const auto b = run_runtime("--model " + biased + args);
-    ASSERT_EQ(a.exit_code, 0) << a.all;
-    ASSERT_EQ(b.exit_code, 0) << b.all;
-    ASSERT_FALSE(tokens(a.all).empty()) << a.all;
-    EXPECT_NE(tokens(a.all), tokens(b.all)) << "output.bias changed no token";
+    EXPECT_NE(greedy(plain, k_short), greedy(biased, k_short)) << "output.bias changed no token";
     // llama.cpp's llama has no output bias (its loader refuses the extra tensor): neither runs it.
     const auto c = run_runtime("--model " + llama + " --prompt hello --max-tokens 2");
     EXPECT_NE(c.exit_code, 0) << c.all;
@@ -79,13 +80,7 @@ TEST(ModelCoverage, FusedQkvGivesTheTokensOfTheSeparateWeights) {
     const std::string separate = model_with("coverage-qkv-bias.gguf", "--feature qkv-bias");
     const std::string fused = model_with("coverage-fused-qkv-bias.gguf", "--feature qkv-bias --feature fused-qkv");
     ASSERT_FALSE(separate.empty() || fused.empty()) << "make-model failed";
-    const std::string args = " --prompt \"one two three\" --max-tokens 16 --temperature 0 --ignore-eos --output json";
-    const auto a = run_runtime("--model " + separate + args);
-    const auto b = run_runtime("--model " + fused + args);
-    ASSERT_EQ(a.exit_code, 0) << a.all;
-    ASSERT_EQ(b.exit_code, 0) << b.all;
-    ASSERT_FALSE(tokens(a.all).empty()) << a.all;
-    EXPECT_EQ(tokens(a.all), tokens(b.all));
+    EXPECT_EQ(greedy(separate, k_short), greedy(fused, k_short));
 }
 
 TEST(ModelCoverage, RopeFrequencyFactorsAndLinearScalingRunAndChangeTheTokens) {
@@ -95,31 +90,16 @@ TEST(ModelCoverage, RopeFrequencyFactorsAndLinearScalingRunAndChangeTheTokens) {
     ASSERT_FALSE(plain.empty() || freqs.empty() || linear.empty()) << "make-model failed";
     // The same seed gives the same weights: only the RoPE differs, and it must show in the tokens (ignoring it did
     // not). The prompt is long enough for positions where the angles part.
-    const std::string args = " --prompt \"one two three four five six seven eight nine ten\" --max-tokens 24 "
-                             "--temperature 0 --ignore-eos --output json";
-    const auto a = run_runtime("--model " + plain + args);
-    const auto b = run_runtime("--model " + freqs + args);
-    const auto c = run_runtime("--model " + linear + args);
-    ASSERT_EQ(a.exit_code, 0) << a.all;
-    ASSERT_EQ(b.exit_code, 0) << b.all;
-    ASSERT_EQ(c.exit_code, 0) << c.all;
-    ASSERT_FALSE(tokens(a.all).empty()) << a.all;
-    EXPECT_NE(tokens(a.all), tokens(b.all)) << "rope_freqs.weight changed no token";
-    EXPECT_NE(tokens(a.all), tokens(c.all)) << "linear RoPE scaling changed no token";
+    const std::string a = greedy(plain, k_long);
+    EXPECT_NE(a, greedy(freqs, k_long)) << "rope_freqs.weight changed no token";
+    EXPECT_NE(a, greedy(linear, k_long)) << "linear RoPE scaling changed no token";
 }
 
 TEST(ModelCoverage, YarnAndLongRopeRunAndChangeTheTokens) {
     const std::string plain = model_with("coverage-plain.gguf", "");
     const std::string yarn = model_with("coverage-rope-yarn.gguf", "--feature rope-scaling-yarn");
     ASSERT_FALSE(plain.empty() || yarn.empty()) << "make-model failed";
-    const std::string args = " --prompt \"one two three four five six seven eight nine ten\" --max-tokens 24 "
-                             "--temperature 0 --ignore-eos --output json";
-    const auto a = run_runtime("--model " + plain + args);
-    const auto b = run_runtime("--model " + yarn + args);
-    ASSERT_EQ(a.exit_code, 0) << a.all;
-    ASSERT_EQ(b.exit_code, 0) << b.all;
-    ASSERT_FALSE(tokens(a.all).empty()) << a.all;
-    EXPECT_NE(tokens(a.all), tokens(b.all)) << "YaRN changed no token";
+    EXPECT_NE(greedy(plain, k_long), greedy(yarn, k_long)) << "YaRN changed no token";
     // Phi-3's LongRoPE: the long factors when the context exceeds the original (64 of 128 here), the short ones
     // within it (which set, and that each equals llama.cpp's: DecoderLoad.RopeScaling*, peer_llamacpp_greedy); the
     // tokens differ between the two.
@@ -127,11 +107,8 @@ TEST(ModelCoverage, YarnAndLongRopeRunAndChangeTheTokens) {
                                         "--arch phi3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --ctx 128 "
                                         "--type f32 --feature longrope");
     ASSERT_FALSE(phi3.empty()) << "make-model failed";
-    const auto long_run = run_runtime("--model " + phi3 + args);
-    const auto short_run = run_runtime("--model " + phi3 + args + " --max-model-len 64");
-    ASSERT_EQ(long_run.exit_code, 0) << long_run.all;
-    ASSERT_EQ(short_run.exit_code, 0) << short_run.all;
-    EXPECT_NE(tokens(long_run.all), tokens(short_run.all)) << "the factor set changed no token";
+    EXPECT_NE(greedy(phi3, k_long), greedy(phi3, std::string(k_long) + " --max-model-len 64"))
+        << "the factor set changed no token";
 }
 
 TEST(ModelCoverage, AFileWithoutExtrasRunsAndAOneLayerModelRunsWithDefaults) {
