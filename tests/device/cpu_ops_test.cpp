@@ -1,6 +1,8 @@
 // Every op of the CPU device against a naive float64 reference, on 1, 2 and 7 threads.
 #include "cpu_test_support.hpp"
 
+#include <strata/device_args.hpp>
+
 namespace {
 
 using namespace cpu_test;
@@ -286,17 +288,9 @@ TEST_P(CpuOps, RopeScaledFollowsGgmlYarnAndMagnitude) {
     for (int mode : {STRATA_ROPE_PAIRS, STRATA_ROPE_NEOX})
         for (const bool yarn : {true, false}) {
             const auto x = random_floats(pos.size() * n_heads * head_dim, 46);
-            strata_rope_args a{};
-            a.struct_size = sizeof a;
-            a.n_tokens = static_cast<int32_t>(pos.size());
-            a.n_heads = n_heads;
-            a.head_dim = head_dim;
-            a.rot_dims = rot_dims;
-            a.mode = mode;
-            a.positions = pos.data();
-            a.theta_base = 1000000.0f;
-            a.freq_scale = yarn ? 0.25f : 1.0f;
-            a.freq_factors = yarn ? nullptr : factors.data();
+            strata_rope_args a = strata::plugin::rope_ext_args(
+                static_cast<int32_t>(pos.size()), n_heads, head_dim, rot_dims, pos.data(), 1000000.0f, mode,
+                yarn ? 0.25f : 1.0f, yarn ? nullptr : factors.data());
             a.attn_factor = yarn ? 1.0f : 1.1902f;
             a.ext_factor = yarn ? 1.0f : 0.0f;
             a.corr_low = yarn ? 5.0f : 0.0f;
@@ -320,18 +314,8 @@ TEST_P(CpuOps, RopeScaledFollowsGgmlYarnAndMagnitude) {
     ASSERT_EQ(ops().rope_ext(dev(), ext.data(), 3, n_heads, head_dim, rot_dims, pos.data(), 10000.0f, STRATA_ROPE_NEOX,
                              0.5f, factors.data(), &st_),
               STRATA_OK);
-    strata_rope_args a{};
-    a.struct_size = sizeof a;
-    a.n_tokens = 3;
-    a.n_heads = n_heads;
-    a.head_dim = head_dim;
-    a.rot_dims = rot_dims;
-    a.mode = STRATA_ROPE_NEOX;
-    a.positions = pos.data();
-    a.theta_base = 10000.0f;
-    a.freq_scale = 0.5f;
-    a.freq_factors = factors.data();
-    a.attn_factor = 1.0f;
+    const strata_rope_args a = strata::plugin::rope_ext_args(3, n_heads, head_dim, rot_dims, pos.data(), 10000.0f,
+                                                             STRATA_ROPE_NEOX, 0.5f, factors.data());
     ASSERT_EQ(ops().rope_scaled(dev(), scaled.data(), &a, &st_), STRATA_OK) << st_.message;
     EXPECT_EQ(scaled, ext) << "rope_scaled with attn_factor 1 and ext_factor 0 is rope_ext";
     // Bad terms are refused before anything is written.

@@ -9,6 +9,8 @@
 #include "kernels_matmul.cuh"
 
 #include "cuda_test_support.hpp"
+
+#include <strata/device_args.hpp>
 #include "sanitizer_build.hpp"
 
 namespace {
@@ -137,17 +139,9 @@ TEST_F(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
             // rope_scaled (ABI 1.13): YaRN's ramp and magnitude, and LongRoPE's attn_factor, through the op (so the
             // host-side terms are the device's own).
             for (const float ext : {0.0f, 1.0f}) {
-                strata_rope_args ra{};
-                ra.struct_size = sizeof ra;
-                ra.n_tokens = n_pos;
-                ra.n_heads = n_heads;
-                ra.head_dim = head_dim;
-                ra.rot_dims = rot_dims;
-                ra.mode = mode;
-                ra.positions = positions.data();
-                ra.theta_base = 10000.0f;
-                ra.freq_scale = 0.25f;
-                ra.freq_factors = ext != 0.0f ? nullptr : factors.data();
+                strata_rope_args ra = strata::plugin::rope_ext_args(n_pos, n_heads, head_dim, rot_dims,
+                                                                    positions.data(), 10000.0f, mode, 0.25f,
+                                                                    ext != 0.0f ? nullptr : factors.data());
                 ra.attn_factor = 1.19f;
                 ra.ext_factor = ext;
                 ra.corr_low = 3.0f;

@@ -361,24 +361,20 @@ int main(int argc, char **argv) try {
     }
     std::fprintf(stderr, "\n");
     norm("output_norm.weight");
-    if (has("rope-freqs")) {
+    // RoPE frequency factors rising from 1 (the fastest pair) to 8 (the slowest), as Llama 3's "llama3" scaling gives.
+    auto factor_ramp = [&](const std::string &name) {
         const int64_t n = head_dim / 2;
         std::vector<uint8_t> bytes(static_cast<size_t>(n) * 4);
         for (int64_t i = 0; i < n; ++i) {
             const float v = 1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(n - 1, 1));
             std::memcpy(bytes.data() + i * 4, &v, 4);
         }
-        w.add_tensor("rope_freqs.weight", 0, {n}, std::move(bytes));
-    }
+        w.add_tensor(name, 0, {n}, std::move(bytes));
+    };
+    if (has("rope-freqs")) factor_ramp("rope_freqs.weight");
     if (has("longrope")) {
-        const int64_t n = head_dim / 2;
-        std::vector<uint8_t> bytes(static_cast<size_t>(n) * 4);
-        for (int64_t i = 0; i < n; ++i) {
-            const float v = 1.0f + 7.0f * static_cast<float>(i) / static_cast<float>(std::max<int64_t>(n - 1, 1));
-            std::memcpy(bytes.data() + i * 4, &v, 4);
-        }
-        w.add_tensor("rope_factors_long.weight", 0, {n}, std::move(bytes));
-        vector_near_one("rope_factors_short.weight", n);
+        factor_ramp("rope_factors_long.weight");
+        vector_near_one("rope_factors_short.weight", head_dim / 2);
     }
     if (o.untied) matrix("output.weight", o.dim, n_vocab, -1);
     if (has("output-bias")) { // uniform in ±2: enough to move the argmax of logits this model spreads by about 1

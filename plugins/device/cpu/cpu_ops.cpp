@@ -495,13 +495,14 @@ int32_t map_elements(strata_device *dev, const char *op, std::initializer_list<c
     });
 }
 
-} // namespace
-
+// GELU's tanh approximation in float (ggml_gelu_f32), the expression geglu applies.
 float gelu_tanh(float g) {
     constexpr float sqrt_2_over_pi = 0.79788456080286535587989211986876f;
     constexpr float coef_a = 0.044715f;
     return 0.5f * g * (1.0f + std::tanh(sqrt_2_over_pi * g * (1.0f + coef_a * g * g)));
 }
+
+} // namespace
 
 int32_t scale(strata_device *dev, const float *x, int64_t n, float s, float *out, strata_status *st) {
     if (!std::isfinite(s)) return fail(st, invalid, "cpu scale: s = %g; must be finite", static_cast<double>(s));

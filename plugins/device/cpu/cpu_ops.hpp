@@ -30,8 +30,7 @@ int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, st
 int32_t scale(strata_device *dev, const float *x, int64_t n, float s, float *out, strata_status *st);
 int32_t geglu(strata_device *dev, const float *gate, const float *up, int64_t n, float *out, strata_status *st);
 int32_t softcap(strata_device *dev, const float *x, int64_t n, float cap, float *out, strata_status *st);
-// GELU's tanh approximation in float (ggml_gelu_f32), the expression geglu applies.
-float gelu_tanh(float g);
+
 
 // The checks attention and paged_attention share: head counts, q/out, scale. `op` names the op in the message.
 int32_t check_attention_heads(const char *op, int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,

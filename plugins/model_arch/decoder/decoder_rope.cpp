@@ -2,6 +2,7 @@
 
 #include "decoder_source.hpp"
 
+#include <strata/device_args.hpp>
 #include <strata/plugin.hpp>
 
 #include <algorithm>
@@ -158,17 +159,8 @@ int32_t rotate(const rope_config &r, const strata_model_hparams &hp, const strat
                                 "decoder forward: this model's RoPE needs YaRN or an attention factor (rope_scaled, ABI "
                                 "1.13), which device '%s' does not offer",
                                 device_name);
-        strata_rope_args a{};
-        a.struct_size = sizeof a;
-        a.n_tokens = n;
-        a.n_heads = heads;
-        a.head_dim = hp.head_dim;
-        a.rot_dims = hp.rope_dims;
-        a.mode = hp.rope_mode;
-        a.positions = positions;
-        a.theta_base = hp.rope_theta;
-        a.freq_scale = r.freq_scale;
-        a.freq_factors = factors;
+        strata_rope_args a = plugin::rope_ext_args(n, heads, hp.head_dim, hp.rope_dims, positions, hp.rope_theta,
+                                                   hp.rope_mode, r.freq_scale, factors);
         a.attn_factor = r.attn_factor;
         a.ext_factor = r.ext_factor;
         a.corr_low = r.corr_low;
