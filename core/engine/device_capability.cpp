@@ -28,6 +28,12 @@ constexpr op_slot k_op_slots[] = {
     {STRATA_DEVICE_OP_GEGLU, "geglu", "1.14", [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, geglu); }},
     {STRATA_DEVICE_OP_SOFTCAP, "softcap", "1.14",
      [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, softcap); }},
+    // A device built against 1.14 reads attention's softcap and window; its descriptor reaches the 1.14 slots
+    // whether or not it fills them.
+    {STRATA_DEVICE_OP_ATTENTION_TERMS, "attention with softcap and window", "1.14",
+     [](const strata_device_desc *d) {
+         return d != nullptr && d->header.struct_size >= offsetof(strata_device_desc, softcap) + sizeof(d->softcap);
+     }},
 };
 
 const op_slot *find_op(int32_t op) {

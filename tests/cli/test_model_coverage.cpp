@@ -111,6 +111,27 @@ TEST(ModelCoverage, YarnAndLongRopeRunAndChangeTheTokens) {
         << "the factor set changed no token";
 }
 
+// Gemma's window, soft-caps and windowed layers' RoPE each change the tokens (that each equals llama.cpp's:
+// peer_llamacpp_greedy), so none is read and then left unapplied.
+TEST(ModelCoverage, GemmaWindowSoftCapsAndWindowedRopeChangeTheTokens) {
+    const std::string gemma2 = "--arch gemma2 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --ctx 128 --type f32 ";
+    const std::string base = made_model("coverage-gemma2.gguf", gemma2);
+    const std::string window = made_model("coverage-gemma2-window.gguf", gemma2 + "--window 4");
+    const std::string caps = made_model("coverage-gemma2-caps.gguf", gemma2 + "--attn-softcap 1 --final-softcap 2");
+    ASSERT_FALSE(base.empty() || window.empty() || caps.empty()) << "make-model failed";
+    const std::string a = greedy(base, k_long);
+    EXPECT_NE(a, greedy(window, k_long)) << "a window of 4 changed no token";
+    EXPECT_NE(a, greedy(caps, k_long)) << "soft-caps of 1 and 2 changed no token";
+    // gemma3: the same weights with every layer windowed (pattern 0) at the windowed layers' base 10000 against the
+    // global base 1e6 (a window of 64 beyond the text, so only the bases differ).
+    const std::string gemma3 = "--arch gemma3 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --ctx 128 --type f32 "
+                               "--window 64 --swa-pattern ";
+    const std::string global = made_model("coverage-gemma3-global.gguf", gemma3 + "1");
+    const std::string windowed = made_model("coverage-gemma3-windowed.gguf", gemma3 + "100");
+    ASSERT_FALSE(global.empty() || windowed.empty()) << "make-model failed";
+    EXPECT_NE(greedy(global, k_long), greedy(windowed, k_long)) << "the windowed layers' RoPE base changed no token";
+}
+
 TEST(ModelCoverage, AFileWithoutExtrasRunsAndAOneLayerModelRunsWithDefaults) {
     const std::string plain = model_with("coverage-plain.gguf", "");
     ASSERT_FALSE(plain.empty()) << "make-model failed";

@@ -1,5 +1,5 @@
-// Capability asked at load (ABI 1.12, rope_scaled 1.13): a model's optional device ops against a device's slots, with stand-ins for
-// the model plugin and for devices of two ABI ages.
+// Capability asked at load (ABI 1.12, rope_scaled 1.13, attention terms 1.15): a model's optional device ops against
+// a device's slots, with stand-ins for the model plugin and for devices of several ABI ages.
 #include "engine/device_capability.hpp"
 
 #include "common/error.hpp"
@@ -86,6 +86,28 @@ TEST(DeviceCapability, A112DeviceLacksRopeScaled) {
         return int32_t{STRATA_OK};
     };
     EXPECT_EQ(missing_model_op(arch_with(yarn_need), nullptr, full, "device", "q.gguf"), "");
+}
+
+int32_t window_need(const strata_model *, int32_t index, int32_t *op, const char **what) {
+    if (index != 0) return 0;
+    *op = STRATA_DEVICE_OP_ATTENTION_TERMS;
+    *what = "the sliding window ('gemma2.attention.sliding_window')";
+    return 1;
+}
+
+// Attention's softcap and window fields are read by devices built against ABI 1.14: a device whose descriptor stops
+// before the 1.14 slots would ignore them, so a Gemma model is refused there, and accepted by any 1.14 descriptor
+// (its element-wise slots filled or not).
+TEST(DeviceCapability, A113DeviceCannotWindowOrCapAttention) {
+    const strata_device_desc old = device_up_to(offsetof(strata_device_desc, scale));
+    const std::string why = missing_model_op(arch_with(window_need), nullptr, old, "device", "g.gguf");
+    EXPECT_NE(why.find("g.gguf: the sliding window ('gemma2.attention.sliding_window') needs the device op 'attention "
+                       "with softcap and window' (plugin ABI 1.14), which device 'old' does not offer"),
+              std::string::npos)
+        << why;
+    EXPECT_EQ(missing_model_op(arch_with(window_need), nullptr, device_up_to(sizeof(strata_device_desc)), "device",
+                               "g.gguf"),
+              "");
 }
 
 TEST(DeviceCapability, ADeviceWithEveryOpAndAModelWithoutNeedsPass) {

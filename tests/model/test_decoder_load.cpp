@@ -78,20 +78,21 @@ struct fake_source {
     }
 };
 
-// Fills s with a 2-layer model of `arch` with dim 32, 4 heads (2 KV) of head size `head`, ff 64, vocab 16: every
-// tensor the family requires (phi3: fused Q/K/V and gate-up), plus Q/K/V biases when asked.
-void fill(fake_source &s, const std::string &arch, int64_t head = 8, bool qkv_bias = false) {
+// Fills s with a model of `layers` layers of `arch` with dim 32, 4 heads (2 KV) of head size `head`, ff 64, vocab 16:
+// every tensor the family requires (phi3: fused Q/K/V and gate-up; gemma: post-norms), plus Q/K/V biases when asked.
+void fill(fake_source &s, const std::string &arch, int64_t head = 8, bool qkv_bias = false, int layers = 2) {
     const std::string p = arch + ".";
+    const bool gemma = arch == "gemma2" || arch == "gemma3";
     s.str["general.architecture"] = arch;
     s.u64[p + "embedding_length"] = 32;
-    s.u64[p + "block_count"] = 2;
+    s.u64[p + "block_count"] = static_cast<uint64_t>(layers);
     s.u64[p + "attention.head_count"] = 4;
     s.u64[p + "attention.head_count_kv"] = 2;
     s.u64[p + "feed_forward_length"] = 64;
     if (head != 8) s.u64[p + "attention.key_length"] = static_cast<uint64_t>(head);
     s.tensor("token_embd.weight", 32, 16);
     s.tensor("output_norm.weight", 32);
-    for (int l = 0; l < 2; ++l) {
+    for (int l = 0; l < layers; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
         s.tensor(b + "attn_norm.weight", 32);
         if (arch == "phi3") {
@@ -107,11 +108,13 @@ void fill(fake_source &s, const std::string &arch, int64_t head = 8, bool qkv_bi
             s.tensor(b + "attn_k.bias", 2 * head);
             s.tensor(b + "attn_v.bias", 2 * head);
         }
-        if (arch == "qwen3") {
+        if (arch == "qwen3" || arch == "gemma3") {
             s.tensor(b + "attn_q_norm.weight", head);
             s.tensor(b + "attn_k_norm.weight", head);
         }
         s.tensor(b + "attn_output.weight", 4 * head, 32);
+        if (gemma) s.tensor(b + "post_attention_norm.weight", 32);
+        if (gemma) s.tensor(b + "post_ffw_norm.weight", 32);
         s.tensor(b + "ffn_norm.weight", 32);
         if (arch != "phi3") s.tensor(b + "ffn_gate.weight", 32, 64);
         s.tensor(b + "ffn_up.weight", 32, arch == "phi3" ? 128 : 64); // Phi-3: gate and up fused
@@ -306,6 +309,125 @@ TEST(DecoderLoad, RopeScalingPicksTheOpAndLongRopeItsFactorsByContext) {
         EXPECT_EQ(needs[0].first, STRATA_DEVICE_OP_ROPE_SCALED);
         EXPECT_NE(needs[0].second.find("attn_factor"), std::string::npos) << needs[0].second;
         EXPECT_NE(logged.find(want), std::string::npos) << logged;
+    }
+}
+
+// What a model logged at load (the decoder's INFO line for Gemma) and the ops it asks of the device.
+struct logged_load {
+    std::string log;
+    std::vector<std::pair<int32_t, std::string>> needs;
+};
+
+logged_load load_logged(fake_source &s) {
+    static std::string logged;
+    strata_host_services host{};
+    host.struct_size = sizeof host;
+    host.log = [](void *, int32_t, const char *, const char *message) { logged += std::string(message) + "\n"; };
+    s.view.host = &host;
+    logged.clear();
+    logged_load r;
+    r.needs = op_needs(s);
+    r.log = logged;
+    s.view.host = nullptr;
+    return r;
+}
+
+// Gemma 2 and 3 as llama.cpp's load_arch_hparams read them: their default caps and window, the window pattern (every
+// other layer; five of six), the windowed layers' own RoPE base, and the 27B model's query scale by layer count.
+TEST(DecoderLoad, GemmaRowsReadTheirCapsWindowPatternAndQueryScale) {
+    {
+        fake_source s;
+        fill(s, "gemma2", 16, false, 4); // head size 16 (dim 32 / 4 heads = 8)
+        const load_result r = load(s);
+        ASSERT_TRUE(r.error.empty()) << r.error;
+        const std::vector<std::string> layer0(r.listed.begin() + 1, r.listed.begin() + 11);
+        EXPECT_EQ(layer0, (std::vector<std::string>{"blk.0.attn_norm.weight", "blk.0.attn_q.weight",
+                                                    "blk.0.attn_k.weight", "blk.0.attn_v.weight",
+                                                    "blk.0.attn_output.weight", "blk.0.post_attention_norm.weight",
+                                                    "blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight",
+                                                    "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"}));
+        EXPECT_EQ(r.listed[11], "blk.0.post_ffw_norm.weight");
+        EXPECT_EQ(r.listed.back(), "token_embd.weight") << "gemma2's classifier is always the embedding";
+        const logged_load l = load_logged(s);
+        EXPECT_NE(l.log.find("gemma2: attention scale 0.25, scores soft-capped at 50, a sliding window of 4096 on 2 "
+                             "of 4 layers (layer l when l % 2 < 1), RoPE base 10000 scale 1 there and base 10000 scale "
+                             "1 elsewhere; final logits soft-capped at 30; embedding scaled by 5.65685"),
+                  std::string::npos)
+            << l.log;
+        const std::vector<int32_t> want{STRATA_DEVICE_OP_SCALE, STRATA_DEVICE_OP_GEGLU, STRATA_DEVICE_OP_SOFTCAP,
+                                        STRATA_DEVICE_OP_ATTENTION_TERMS};
+        std::vector<int32_t> ops;
+        for (const auto &[op, what] : l.needs) ops.push_back(op);
+        EXPECT_EQ(ops, want);
+        // An output.weight is not gemma2's (llama.cpp never reads it): left unlisted, so the engine refuses it.
+        s.tensor("output.weight", 32, 16);
+        const load_result o = load(s);
+        EXPECT_EQ(std::count(o.listed.begin(), o.listed.end(), "output.weight"), 0);
+    }
+    {
+        // The file's caps, window, pattern and windowed RoPE base, with linear scaling inherited there (gemma2).
+        fake_source s;
+        fill(s, "gemma2", 8, false, 4);
+        s.f64["gemma2.attn_logit_softcapping"] = 2.5;
+        s.f64["gemma2.final_logit_softcapping"] = 7.0;
+        s.u64["gemma2.attention.sliding_window"] = 16;
+        s.u64["gemma2.attention.sliding_window_pattern"] = 4;
+        s.f64["gemma2.rope.freq_base_swa"] = 500.0;
+        s.f64["gemma2.rope.scaling.factor"] = 2.0;
+        const logged_load l = load_logged(s);
+        EXPECT_NE(l.log.find("scores soft-capped at 2.5, a sliding window of 16 on 3 of 4 layers (layer l when l % 4 "
+                             "< 3), RoPE base 500 scale 0.5 there and base 10000 scale 0.5 elsewhere; final logits "
+                             "soft-capped at 7"),
+                  std::string::npos)
+            << l.log;
+    }
+    {
+        // The 27B layer count (46) scales queries by 1 / sqrt(n_embd / n_head) = 1 / sqrt(8), not by the head size.
+        fake_source s;
+        fill(s, "gemma2", 16, false, 46);
+        EXPECT_NE(load_logged(s).log.find("gemma2: attention scale 0.353553,"), std::string::npos);
+    }
+    {
+        // gemma3: no window unless the file gives one; Q/K norms; an optional output.weight; no final cap by default.
+        fake_source s;
+        fill(s, "gemma3", 8, false, 6);
+        s.f64["gemma3.rope.freq_base"] = 1e6;
+        s.f64["gemma3.rope.scaling.factor"] = 8.0;
+        const load_result r = load(s);
+        ASSERT_TRUE(r.error.empty()) << r.error;
+        EXPECT_EQ(r.listed.size(), 1u + 6u * 13u + 2u);
+        const logged_load none = load_logged(s);
+        EXPECT_NE(none.log.find("gemma3: attention scale 0.353553, no sliding window; embedding scaled by 5.65685\n"),
+                  std::string::npos)
+            << none.log;
+        // With a window: five of six layers windowed at RoPE base 10000 without the global layers' linear scaling;
+        // the windowed layers need only plain rope, the global ones rope_ext.
+        s.u64["gemma3.attention.sliding_window"] = 512;
+        s.f64["gemma3.final_logit_softcapping"] = 30.0;
+        const logged_load l = load_logged(s);
+        EXPECT_NE(l.log.find("a sliding window of 512 on 5 of 6 layers (layer l when l % 6 < 5), RoPE base 10000 "
+                             "scale 1 there and base 1e+06 scale 0.125 elsewhere; final logits soft-capped at 30"),
+                  std::string::npos)
+            << l.log;
+        EXPECT_EQ(l.needs.front().first, STRATA_DEVICE_OP_ROPE_EXT);
+    }
+    {
+        fake_source s;
+        fill(s, "gemma2");
+        s.u64["gemma2.attention.sliding_window"] = 0;
+        expect_refused(s, "'gemma2.attention.sliding_window' is 0; gemma2 windows its layers' attention");
+    }
+    {
+        fake_source s;
+        fill(s, "gemma2");
+        s.f64["gemma2.attn_logit_softcapping"] = -1.0;
+        expect_refused(s, "'gemma2.attn_logit_softcapping' is -1.000000; a soft-cap must be finite and > 0");
+    }
+    {
+        fake_source s;
+        fill(s, "gemma3");
+        s.tensors.erase("blk.1.post_ffw_norm.weight");
+        expect_refused(s, "missing tensor 'blk.1.post_ffw_norm.weight'; the file is not a complete gemma3 model");
     }
 }
 

@@ -157,8 +157,11 @@ std::string big_model() {
 // llama with Llama 3.1+'s RoPE frequency factors and linear RoPE scaling (rope_ext; the factors are read once by the
 // model, so they must stay right wherever the weights live), llama with Q/K/V and MLP biases, qwen2 (Q/K/V biases,
 // NEOX RoPE), qwen3 (per-head Q/K norms, a head size other than dim / heads) and phi3 (fused Q/K/V with a fused bias,
-// fused gate-up: views into one tensor, so they must move with it), YaRN and LongRoPE (rope_scaled), qwen2's output.bias (a weight beside the classifier). Offloaded, streamed from NVMe, and
-// on a device with its own memory (the CPU device's separate_memory mode takes the GPU's paths).
+// fused gate-up: views into one tensor, so they must move with it), YaRN and LongRoPE (rope_scaled), qwen2's
+// output.bias (a weight beside the classifier), gemma2 (a window of 8 on every other layer, attention and final
+// soft-caps) and gemma3 (windowed layers with their own RoPE beside a global one with linear scaling). Offloaded,
+// streamed from NVMe, and on a device with its own memory (the CPU device's separate_memory mode takes the GPU's
+// paths).
 struct family_case {
     const char *name;
     const char *args;
@@ -204,7 +207,12 @@ INSTANTIATE_TEST_SUITE_P(Decoder, PlacementInvarianceFamilies,
                                            family_case{"phi3_qkv_bias", "--arch phi3 --feature qkv-bias"},
                                            family_case{"qwen2_yarn_output_bias",
                                                        "--arch qwen2 --feature rope-scaling-yarn --feature output-bias"},
-                                           family_case{"phi3_longrope", "--arch phi3 --feature longrope --seed 3"}),
+                                           family_case{"phi3_longrope", "--arch phi3 --feature longrope --seed 3"},
+                                           family_case{"gemma2_window_caps", "--arch gemma2 --window 8 --attn-softcap 2 "
+                                                                             "--final-softcap 3"},
+                                           family_case{"gemma3_window_pattern",
+                                                       "--arch gemma3 --head-dim 32 --window 8 --swa-pattern 3 "
+                                                       "--feature rope-scaling-linear --final-softcap 5"}),
                          [](const auto &info) { return std::string(info.param.name); });
 
 TEST(PlacementInvariance, ModelFourTimesTheDeviceBudgetGivesTheSameTokens) {

@@ -64,16 +64,24 @@ if (opts["make-model"] && opts.work) {
   // The decoder plugin's other families and Llama's optional biases (make-model --arch / --feature), with the
   // vocabulary each family ships: qwen2 (Q/K/V biases, NEOX RoPE; with output.bias too), qwen3 (per-head Q/K RMSNorm, a head size of 32
   // with dim 64 / 4 heads = 16), llama with Q/K/V and MLP biases, llama with a fused attn_qkv and bias, phi3 (fused
-  // Q/K/V with a fused bias, fused gate-up, NEOX RoPE) on Phi-3's SPM vocabulary. F32: every token must agree; Q8_0:
-  // the first.
+  // Q/K/V with a fused bias, fused gate-up, NEOX RoPE) on Phi-3's SPM vocabulary, gemma2 (embedding scale, GeGLU,
+  // post-norms, attention and final soft-caps of 2 and 3 so that they bend the scores, a window of 8 on every other
+  // layer) and gemma3 (Q/K norms, a window of 8 on five of six layers at RoPE base 10000, the sixth at 1e6 with linear
+  // scaling 4, a final cap of 5) on Llama 2's SPM vocabulary, 100 tokens reaching far past the window. F32: every
+  // token must agree; Q8_0: the first.
   const phi3 = ["The capital of France is", "<|user|>\nHi 123<|end|>\n<|assistant|>\n"];
+  const gemma = ["The capital of France is", "<start_of_turn>user\nHi 123<end_of_turn>\n<start_of_turn>model\n"];
   for (const [name, args, vocab, texts] of [
     ["qwen2", ["--arch", "qwen2"], "qwen2", qwen],
     ["qwen2-output-bias", ["--arch", "qwen2", "--feature", "output-bias"], "qwen2", qwen],
     ["qwen3", ["--arch", "qwen3", "--head-dim", "32"], "qwen2", qwen],
     ["llama-biases", ["--feature", "qkv-bias", "--feature", "mlp-bias"], "llama-bpe", chat],
     ["llama-fused-qkv", ["--feature", "fused-qkv", "--feature", "qkv-bias"], "llama-bpe", chat],
-    ["phi3", ["--arch", "phi3", "--feature", "qkv-bias"], "phi-3", phi3]]) {
+    ["phi3", ["--arch", "phi3", "--feature", "qkv-bias"], "phi-3", phi3],
+    ["gemma2", ["--arch", "gemma2", "--layers", "4", "--window", "8", "--attn-softcap", "2", "--final-softcap", "3"],
+     "llama-spm", gemma],
+    ["gemma3", ["--arch", "gemma3", "--layers", "6", "--head-dim", "32", "--window", "8", "--feature",
+                "rope-scaling-linear", "--final-softcap", "5"], "llama-spm", gemma]]) {
     for (const type of ["f32", "q8_0"]) {
       const file = path.join(opts.work, `random-${name}-${type}.gguf`);
       const made = runJson(opts["make-model"], ["--out", file, "--dim", "64", "--layers", "2", "--heads", "4",

@@ -12,7 +12,13 @@
 // --arch writes that GGUF architecture with the tensors llama.cpp's converter writes for it: llama (the default),
 // qwen2 (Q/K/V biases on every layer, NEOX RoPE), qwen3 (per-head attn_q_norm / attn_k_norm), phi3 (Q/K/V fused in
 // attn_qkv, gate and up fused in ffn_up with 2 x ff rows, no ffn_gate, as Phi-3/3.5/4 GGUFs are). --head-dim sets
-// attention.key_length/value_length when the head size is not dim / heads (Qwen3: 128 with 1024 / 16).
+// attention.key_length/value_length when the head size is not dim / heads (Qwen3: 128 with 1024 / 16). gemma2 and
+// gemma3 write what llama.cpp's Gemma2Model / Gemma3Model converters write: post_attention_norm and post_ffw_norm in
+// every layer (gemma3 also attn_q_norm / attn_k_norm), the key and value lengths, a tied classifier (gemma2 has no
+// output.weight at all), attention.sliding_window (--window N; gemma2 4096, gemma3 512 unless given, 0 for none on
+// gemma3), gemma2's attn_logit_softcapping 50 and final_logit_softcapping 30 (--attn-softcap X / --final-softcap X;
+// gemma3 writes a final cap only when given), gemma3's rope.freq_base 1000000 (its windowed layers' 10000 is
+// llama.cpp's default). --swa-pattern N writes attention.sliding_window_pattern (default: none, the family's 2 or 6).
 //
 // TYPE is a GGML type (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k... see quant_mixture.hpp) or one of
 // llama-quantize's mixtures (q2_k, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs): each tensor then gets the type
@@ -65,11 +71,14 @@ struct options {
     float weight_scale = 1.0f;
     bool pure = false; // --pure: the base type everywhere (llama-quantize --pure)
     std::vector<std::string> features; // --feature NAME (repeatable)
+    int64_t window = -1;                // gemma: --window N (-1: the family's)
+    float attn_softcap = 0.0f, final_softcap = 0.0f; // gemma: 0: the family's
+    int64_t swa_pattern = -1;           // gemma: --swa-pattern N (-1: not written)
 };
 
 const char *const k_features[] = {"rope-freqs", "qkv-bias", "mlp-bias", "fused-qkv", "rope-scaling-linear",
                                   "rope-scaling-yarn", "longrope", "output-bias"};
-const char *const k_archs[] = {"llama", "qwen2", "qwen3", "phi3"};
+const char *const k_archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"};
 
 using rng = strata::tools::splitmix64; // identical weights for a seed on every machine
 
@@ -77,8 +86,9 @@ using rng = strata::tools::splitmix64; // identical weights for a seed on every 
     std::fprintf(stderr,
                  "make-model: %s\nusage: make-model --out F.gguf [--arch ARCH] [--dim N --layers N --heads N --kv-heads N --ff N "
                  "--ctx N] [--head-dim N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure] "
-                 "[--weight-scale X] [--feature NAME]...\n"
-                 "ARCH: llama qwen2 qwen3 phi3\n"
+                 "[--weight-scale X] [--feature NAME]... [--window N] [--swa-pattern N] [--attn-softcap X] "
+                 "[--final-softcap X]\n"
+                 "ARCH: llama qwen2 qwen3 phi3 gemma2 gemma3\n"
                  "NAME: rope-freqs qkv-bias mlp-bias fused-qkv rope-scaling-linear rope-scaling-yarn longrope output-bias\n"
                  "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m "
                  "q5_k_s q5_k_m q6_k\n",
@@ -94,11 +104,20 @@ options parse(int argc, char **argv) {
             if (i + 1 >= argc) usage(("missing value for " + a).c_str());
             return argv[++i];
         };
-        auto num = [&]() -> int64_t {
+        auto positive = [&]() -> float {
+            const std::string v = val();
+            char *end = nullptr;
+            const float x = std::strtof(v.c_str(), &end);
+            if (end == v.c_str() || *end != '\0' || !(x > 0.0f) || !std::isfinite(x))
+                usage((a + " needs a positive number, got " + v).c_str());
+            return x;
+        };
+        auto num = [&](bool zero_ok = false) -> int64_t {
             std::string v = val();
             char *end = nullptr;
             long long n = std::strtoll(v.c_str(), &end, 10);
-            if (end == v.c_str() || *end != '\0' || n <= 0) usage((a + " needs a positive integer, got " + v).c_str());
+            if (end == v.c_str() || *end != '\0' || n < (zero_ok ? 0 : 1))
+                usage((a + " needs a " + (zero_ok ? "non-negative" : "positive") + " integer, got " + v).c_str());
             return n;
         };
         if (a == "--out") o.out = val();
@@ -109,13 +128,11 @@ options parse(int argc, char **argv) {
                 usage(("unknown architecture " + o.arch).c_str());
         }
         else if (a == "--head-dim") o.head_dim = num();
-        else if (a == "--weight-scale") {
-            const std::string v = val();
-            char *end = nullptr;
-            o.weight_scale = std::strtof(v.c_str(), &end);
-            if (end == v.c_str() || *end != '\0' || !(o.weight_scale > 0.0f) || !std::isfinite(o.weight_scale))
-                usage(("--weight-scale needs a positive number, got " + v).c_str());
-        }
+        else if (a == "--weight-scale") o.weight_scale = positive();
+        else if (a == "--attn-softcap") o.attn_softcap = positive();
+        else if (a == "--final-softcap") o.final_softcap = positive();
+        else if (a == "--window") o.window = num(true);
+        else if (a == "--swa-pattern") o.swa_pattern = num();
         else if (a == "--dim") o.dim = num();
         else if (a == "--layers") o.layers = num();
         else if (a == "--heads") o.heads = num();
@@ -144,6 +161,12 @@ options parse(int argc, char **argv) {
         o.head_dim = o.dim / o.heads;
     }
     if (o.head_dim % 2 != 0) usage("the head size must be even for RoPE");
+    const bool gemma = o.arch == "gemma2" || o.arch == "gemma3";
+    if (!gemma && (o.window >= 0 || o.swa_pattern >= 0 || o.attn_softcap > 0.0f || o.final_softcap > 0.0f))
+        usage("--window, --swa-pattern, --attn-softcap and --final-softcap are for --arch gemma2 / gemma3");
+    if (o.arch == "gemma3" && o.attn_softcap > 0.0f) usage("gemma3 has no attention soft-cap (--attn-softcap)");
+    if (o.arch == "gemma2" && o.window == 0) usage("gemma2 windows every other layer: --window must be > 0");
+    if (o.arch == "gemma2" && o.untied) usage("gemma2 has no output.weight (--untied)");
     return o;
 }
 
@@ -236,8 +259,23 @@ int main(int argc, char **argv) try {
         w.add_u32(p + "attention.key_length", static_cast<uint32_t>(o.head_dim));
         w.add_u32(p + "attention.value_length", static_cast<uint32_t>(o.head_dim));
     }
+    const bool gemma = o.arch == "gemma2" || o.arch == "gemma3";
+    if (gemma && o.head_dim * o.heads == o.dim) { // Gemma's converters always write the head size
+        w.add_u32(p + "attention.key_length", static_cast<uint32_t>(o.head_dim));
+        w.add_u32(p + "attention.value_length", static_cast<uint32_t>(o.head_dim));
+    }
     w.add_u32(p + "rope.dimension_count", static_cast<uint32_t>(o.head_dim));
-    w.add_f32(p + "rope.freq_base", 10000.0f);
+    w.add_f32(p + "rope.freq_base", o.arch == "gemma3" ? 1000000.0f : 10000.0f);
+    if (o.arch == "gemma2") {
+        w.add_f32(p + "attn_logit_softcapping", o.attn_softcap > 0.0f ? o.attn_softcap : 50.0f);
+        w.add_f32(p + "final_logit_softcapping", o.final_softcap > 0.0f ? o.final_softcap : 30.0f);
+        w.add_u32(p + "attention.sliding_window", static_cast<uint32_t>(o.window > 0 ? o.window : 4096));
+    } else if (o.arch == "gemma3") {
+        if (o.final_softcap > 0.0f) w.add_f32(p + "final_logit_softcapping", o.final_softcap);
+        const int64_t window = o.window >= 0 ? o.window : 512;
+        if (window > 0) w.add_u32(p + "attention.sliding_window", static_cast<uint32_t>(window));
+    }
+    if (o.swa_pattern >= 0) w.add_u32(p + "attention.sliding_window_pattern", static_cast<uint32_t>(o.swa_pattern));
     w.add_f32(p + "attention.layer_norm_rms_epsilon", 1e-5f);
     const auto has = [&o](const char *f) { return std::find(o.features.begin(), o.features.end(), f) != o.features.end(); };
     if (has("rope-scaling-linear") || has("rope-scaling-yarn")) {
@@ -342,11 +380,12 @@ int main(int argc, char **argv) try {
                 vector_near_one(b + "attn_v.bias", kv_dim);
             }
         }
-        if (o.arch == "qwen3") {
+        if (o.arch == "qwen3" || o.arch == "gemma3") {
             vector_near_one(b + "attn_k_norm.weight", head_dim);
             vector_near_one(b + "attn_q_norm.weight", head_dim);
         }
         matrix(b + "attn_output.weight", q_dim, o.dim, l);
+        if (gemma) norm(b + "post_attention_norm.weight");
         norm(b + "ffn_norm.weight");
         if (!phi3) matrix(b + "ffn_gate.weight", o.dim, o.ff, l);
         matrix(b + "ffn_down.weight", o.ff, o.dim, l);
@@ -357,6 +396,7 @@ int main(int argc, char **argv) try {
             vector_near_one(b + "ffn_down.bias", o.dim);
             vector_near_one(b + "ffn_up.bias", o.ff);
         }
+        if (gemma) norm(b + "post_ffw_norm.weight");
         std::fprintf(stderr, "\rmake-model: layer %ld/%ld", static_cast<long>(l + 1), static_cast<long>(o.layers));
     }
     std::fprintf(stderr, "\n");

@@ -29,6 +29,8 @@ families=(
   "qwen2 + YaRN (factor 4)|--arch qwen2 --feature rope-scaling-yarn|qwen2|<|im_start|>user\nHi<|im_end|>\n"
   "qwen3 (head size 32 ≠ 64/4)|--arch qwen3 --head-dim 32|qwen2|<|im_start|>user\nHi<|im_end|>\n"
   "phi3 (fused Q/K/V + bias, fused gate-up)|--arch phi3 --feature qkv-bias|phi-3|<|user|>\nHi<|end|>\n<|assistant|>\n"
+  "gemma2 (4 layers, window 8 on every other, soft-caps 50/30)|--arch gemma2 --layers 4 --window 8|llama-spm|<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
+  "gemma3 (6 layers, window 8 on 5, linear RoPE scaling on the 6th)|--arch gemma3 --layers 6 --head-dim 32 --window 8 --feature rope-scaling-linear|llama-spm|<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
 )
 printf '| family | type | greedy tokens equal to llama.cpp ("The capital of France is" / chat prompt) | teacher-forced, Strata vs llama.cpp: mean KLD (top-1 agreement) / top-1 agreement where decided (decided tokens) | llama.cpp vs itself (flash attention on/off): mean KLD (top-1 agreement) |\n'
 printf '| --- | --- | --- | --- | --- |\n'

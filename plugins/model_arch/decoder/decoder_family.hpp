@@ -16,8 +16,8 @@ namespace strata::decoder {
 // wqkv / bqkv and w_gate_up are fused tensors (Phi-3): the loader splits each into views of its parts (k_fused), so
 // the layer body only ever reads the separate roles.
 enum class role : uint8_t {
-    attn_norm, wqkv, bqkv, wq, bq, wk, bk, wv, bv, q_norm, k_norm, wo, bo, ffn_norm, w_gate_up, w_gate, b_gate, w_up,
-    b_up, w_down, b_down,
+    attn_norm, wqkv, bqkv, wq, bq, wk, bk, wv, bv, q_norm, k_norm, wo, bo, attn_post_norm, ffn_norm, w_gate_up, w_gate,
+    b_gate, w_up, b_up, w_down, b_down, ffn_post_norm,
     count
 };
 inline constexpr size_t role_count = static_cast<size_t>(role::count);
@@ -47,6 +47,7 @@ inline constexpr layer_tensor k_layer_tensors[role_count] = {
     {role::k_norm, "attn_k_norm.weight", dim::head, dim::one, true},
     {role::wo, "attn_output.weight", dim::q, dim::embd, false},
     {role::bo, "attn_output.bias", dim::embd, dim::one, true},
+    {role::attn_post_norm, "post_attention_norm.weight", dim::embd, dim::one, true}, // Gemma 2/3
     {role::ffn_norm, "ffn_norm.weight", dim::embd, dim::one, true},
     {role::w_gate_up, "ffn_up.weight", dim::embd, dim::ff2, false}, // Phi-3: gate rows, then up rows
     {role::w_gate, "ffn_gate.weight", dim::embd, dim::ff, false},
@@ -55,6 +56,7 @@ inline constexpr layer_tensor k_layer_tensors[role_count] = {
     {role::b_up, "ffn_up.bias", dim::ff, dim::one, true},
     {role::w_down, "ffn_down.weight", dim::ff, dim::embd, false},
     {role::b_down, "ffn_down.bias", dim::embd, dim::one, true},
+    {role::ffn_post_norm, "post_ffw_norm.weight", dim::embd, dim::one, true}, // Gemma 2/3
 };
 
 inline constexpr const layer_tensor &layer_tensor_of(role r) { return k_layer_tensors[static_cast<size_t>(r)]; }
@@ -94,17 +96,50 @@ enum class presence : uint8_t { absent, optional, required };
 // rope.scaling.original_context_length.
 enum class freq_factors : uint8_t { none, rope_freqs, long_short };
 
+// The feed-forward's gate activation: SiLU (SwiGLU) or GELU's tanh approximation (GeGLU, Gemma).
+enum class ffn_activation : uint8_t { silu, gelu };
+
+// What a family does with <arch>.attention.sliding_window: refuse a window > 0 (it runs none), read it and attend over
+// the whole context anyway (Phi-3, as llama.cpp does: its converter's window is unreliable), or window the layers of
+// its pattern (Gemma 2/3, llama.cpp's LLAMA_SWA_TYPE_STANDARD: a query at position p attends to keys > p - window).
+enum class window_use : uint8_t { refused, ignored, pattern };
+
+struct sliding_window {
+    window_use use = window_use::refused;
+    // pattern: the window when the file gives none (Gemma 2: 4096; 0: only a file's window > 0 turns it on, Gemma 3)
+    // and the period of <arch>.attention.sliding_window_pattern's default: layer il is windowed when
+    // il % period < period - 1 (llama_hparams::set_swa_pattern).
+    uint32_t default_window = 0;
+    uint32_t default_period = 0;
+    // The windowed layers' RoPE: <arch>.rope.freq_base_swa, defaulting to the global base and scale (Gemma 2) or to
+    // 10000 and no scaling (Gemma 3, whose linear scaling is its global layers' only).
+    bool swa_rope_inherits = true;
+};
+
+// Gemma's scalings, as llama.cpp's gemma2/gemma3 graphs apply them; all off for the other families.
+struct gemma_terms {
+    bool embed_scale = false;     // the embedding times sqrt(n_embd)
+    bool attn_softcap = false;    // reads <arch>.attn_logit_softcapping (default 50): scores capped after the scale
+    float final_softcap = 0.0f;   // > 0: reads <arch>.final_logit_softcapping with this default (Gemma 2: 30);
+    bool final_softcap_key = false; // the key alone turns it on (Gemma 3)
+    // The block count of the 27B model, whose queries are scaled by 1 / sqrt(n_embd / n_head) instead of
+    // 1 / sqrt(head_dim) (gemma_pytorch's query_pre_attn_scalar, as llama.cpp picks it by layer count); 0: never.
+    int32_t embd_per_head_scale_layers = 0;
+};
+
 struct family {
     const char *arch;        // general.architecture, and the prefix of its metadata keys
     const char *description; // for `runtime plugins`
     int32_t rope_mode;       // STRATA_ROPE_PAIRS (llama.cpp's NORM: Q/K rows permuted by the converter) or NEOX
     freq_factors factors;    // where RoPE frequency factors come from, if anywhere
     std::array<presence, role_count> layer;
-    // Reads <arch>.attention.sliding_window and attends over the whole context anyway, with a warning, as llama.cpp
-    // does for Phi-3 (its converter's window is unreliable); other families refuse a window > 0 until they run one.
-    bool ignores_sliding_window = false;
+    sliding_window window{};
     // output.bias, added to the logits (llama.cpp's qwen2 reads it when present).
     presence output_bias = presence::absent;
+    // output.weight: optional (absent: the classifier is the embedding), or absent (Gemma 2 always ties them).
+    presence output = presence::optional;
+    ffn_activation activation = ffn_activation::silu;
+    gemma_terms gemma{};
 };
 
 namespace detail {
@@ -140,6 +175,11 @@ inline constexpr auto phi3_layer =
     with(with(with(base_layer(), {w_gate, w_up}, presence::absent), {w_gate_up}, presence::required), {bq, bk, bv},
          presence::optional);
 
+// gemma2: RMSNorm after attention and after the feed-forward (post_attention_norm, post_ffw_norm) besides the pre-norms.
+inline constexpr auto gemma2_layer = with(base_layer(), {attn_post_norm, ffn_post_norm}, presence::required);
+// gemma3: gemma2's layer with qwen3's per-head Q/K RMSNorm.
+inline constexpr auto gemma3_layer = with(gemma2_layer, {q_norm, k_norm}, presence::required);
+
 } // namespace detail
 
 // The families this plugin runs, one model_arch descriptor each (decoder_plugin.cpp). Each row follows llama.cpp's
@@ -153,11 +193,17 @@ inline constexpr family k_families[] = {
     {"mistral", "Mistral 7B-shaped files labelled 'mistral' (run as llama)", STRATA_ROPE_PAIRS, freq_factors::rope_freqs,
      detail::llama_layer},
     {"qwen2", "Qwen2 / Qwen2.5 (Q/K/V biases, NEOX RoPE, YaRN)", STRATA_ROPE_NEOX, freq_factors::none,
-     detail::qwen2_layer, false, presence::optional},
+     detail::qwen2_layer, {}, presence::optional},
     {"qwen3", "Qwen3 dense (per-head Q/K RMSNorm, NEOX RoPE, YaRN)", STRATA_ROPE_NEOX, freq_factors::none,
      detail::qwen3_layer},
     {"phi3", "Phi-3 / Phi-3.5 / Phi-4 (fused Q/K/V and gate-up weights, NEOX RoPE, LongRoPE)", STRATA_ROPE_NEOX,
-     freq_factors::long_short, detail::phi3_layer, true},
+     freq_factors::long_short, detail::phi3_layer, {window_use::ignored}},
+    {"gemma2", "Gemma 2 (GeGLU, post-norms, soft-capped attention and logits, sliding window on every other layer)",
+     STRATA_ROPE_NEOX, freq_factors::none, detail::gemma2_layer, {window_use::pattern, 4096, 2, true},
+     presence::absent, presence::absent, ffn_activation::gelu, {true, true, 30.0f, false, 46}},
+    {"gemma3", "Gemma 3 text (gemma2's layer with Q/K norms; 5 windowed layers to 1 global, their own RoPE base)",
+     STRATA_ROPE_NEOX, freq_factors::none, detail::gemma3_layer, {window_use::pattern, 0, 6, false},
+     presence::absent, presence::optional, ffn_activation::gelu, {true, false, 0.0f, true, 62}},
 };
 
 inline constexpr size_t family_count = sizeof k_families / sizeof k_families[0];

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -103,16 +104,18 @@ void split_fused(layer_weights &w, const strata_model_hparams &hp, const family 
 // unless its value is the neutral one. (The engine refuses every `<arch>.` key no plugin read at all.)
 void refuse_unimplemented_keys(const strata_model_source *src, const family &fam, const strata_model_hparams &hp) {
     const std::string p = std::string(fam.arch) + ".";
-    const uint64_t window = meta_u64(src, p + "attention.sliding_window", false, 0);
-    if (window > 0 && !fam.ignores_sliding_window)
-        throw std::runtime_error("'" + p + "attention.sliding_window' is " + std::to_string(window) +
-                                 ": sliding-window attention is not implemented for " + fam.arch + " yet");
-    if (window > 0 && src->host != nullptr && src->host->log != nullptr) {
-        const std::string msg = "'" + p + "attention.sliding_window' " + std::to_string(window) +
-                                " is not applied: attention spans the whole context, as llama.cpp runs Phi-3 (its "
-                                "window is disabled there); beyond " + std::to_string(window) +
-                                " tokens the output may differ from Hugging Face transformers";
-        src->host->log(src->host->ctx, STRATA_LOG_WARN, "decoder", msg.c_str());
+    if (fam.window.use != window_use::pattern) {
+        const uint64_t window = meta_u64(src, p + "attention.sliding_window", false, 0);
+        if (window > 0 && fam.window.use == window_use::refused)
+            throw std::runtime_error("'" + p + "attention.sliding_window' is " + std::to_string(window) +
+                                     ": sliding-window attention is not implemented for " + fam.arch + " yet");
+        if (window > 0 && src->host != nullptr && src->host->log != nullptr) {
+            const std::string msg = "'" + p + "attention.sliding_window' " + std::to_string(window) +
+                                    " is not applied: attention spans the whole context, as llama.cpp runs Phi-3 (its "
+                                    "window is disabled there); beyond " + std::to_string(window) +
+                                    " tokens the output may differ from Hugging Face transformers";
+            src->host->log(src->host->ctx, STRATA_LOG_WARN, "decoder", msg.c_str());
+        }
     }
     const uint64_t experts = meta_u64(src, p + "expert_count", false, 0);
     meta_u64(src, p + "expert_used_count", false, 0); // meaningful only with experts
@@ -124,6 +127,93 @@ void refuse_unimplemented_keys(const strata_model_source *src, const family &fam
         throw std::runtime_error("'" + p + "attention.value_length' " + std::to_string(value_length) +
                                  " differs from the key length " + std::to_string(hp.head_dim) +
                                  ": separate V head sizes are not implemented");
+}
+
+// A number for a log line, as printf's %g writes it (0.25, 50, 1e+06).
+std::string num(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+}
+
+// A soft-cap from `key` (default `fallback`; 0 = none when `zero_is_off`): finite and > 0.
+float read_softcap(const strata_model_source *src, const std::string &key, double fallback, bool zero_is_off) {
+    const double cap = meta_f64(src, key, fallback);
+    if (zero_is_off && cap == 0.0) return 0.0f;
+    if (!(cap > 0.0) || !std::isfinite(cap))
+        throw std::runtime_error("'" + key + "' is " + std::to_string(cap) + "; a soft-cap must be finite and > 0");
+    return static_cast<float>(cap);
+}
+
+// Attention and Gemma's scalings as llama.cpp's gemma2/gemma3 load_arch_hparams read them (the score scale, the
+// soft-caps, the sliding window, its layer pattern and those layers' RoPE), with the device ops they need; logged.
+void read_attention(const strata_model_source *src, const family &fam, model &m) {
+    const std::string p = std::string(fam.arch) + ".";
+    const strata_model_hparams &hp = m.hp;
+    const gemma_terms &g = fam.gemma;
+    m.attn_scale = g.embd_per_head_scale_layers == hp.n_layer
+                       ? 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head))
+                       : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+    if (g.attn_softcap) m.attn_softcap = read_softcap(src, p + "attn_logit_softcapping", 50.0, false);
+    if (g.final_softcap > 0.0f)
+        m.final_softcap = read_softcap(src, p + "final_logit_softcapping", g.final_softcap, false);
+    else if (g.final_softcap_key)
+        m.final_softcap = read_softcap(src, p + "final_logit_softcapping", 0.0, true);
+    if (g.embed_scale) m.embed_scale = std::sqrt(static_cast<float>(hp.n_embd));
+    m.windowed.assign(static_cast<size_t>(hp.n_layer), 0);
+    m.rope_windowed = m.rope;
+    std::string window_note;
+    if (fam.window.use == window_use::pattern) {
+        const std::string key = p + "attention.sliding_window";
+        const uint64_t window = meta_u64(src, key, false, fam.window.default_window);
+        if (window == 0 && fam.window.default_window > 0)
+            throw std::runtime_error("'" + key + "' is 0; " + fam.arch +
+                                     " windows its layers' attention and needs a window > 0");
+        if (window > (1u << 30)) throw std::runtime_error("'" + key + "' is " + std::to_string(window) + "; too large");
+        if (window > 0) {
+            m.window = static_cast<int32_t>(window);
+            const uint64_t period =
+                meta_u64(src, p + "attention.sliding_window_pattern", false, fam.window.default_period);
+            int32_t count = 0;
+            for (int32_t l = 0; l < hp.n_layer; ++l) {
+                const bool w = period == 0 || static_cast<uint64_t>(l) % period < period - 1;
+                m.windowed[static_cast<size_t>(l)] = w ? 1 : 0;
+                count += w ? 1 : 0;
+            }
+            const float base = static_cast<float>(
+                meta_f64(src, p + "rope.freq_base_swa", fam.window.swa_rope_inherits ? m.rope.theta_base : 10000.0));
+            if (!(base > 0.0f) || !std::isfinite(base))
+                throw std::runtime_error("'" + p + "rope.freq_base_swa' must be finite and > 0");
+            m.rope_windowed =
+                windowed_rope(m.rope, base, fam.window.swa_rope_inherits ? m.rope.freq_scale : 1.0f, hp);
+            window_note = "a sliding window of " + std::to_string(window) + " on " + std::to_string(count) + " of " +
+                          std::to_string(hp.n_layer) + " layers (layer l when l % " + std::to_string(period) + " < " +
+                          std::to_string(period == 0 ? 0 : period - 1) + "), RoPE base " +
+                          num(m.rope_windowed.theta_base) + " scale " +
+                          num(m.rope_windowed.freq_scale) + " there and base " +
+                          num(m.rope.theta_base) + " scale " + num(m.rope.freq_scale) +
+                          " elsewhere";
+        }
+    }
+    if (m.embed_scale != 0.0f) m.op_needs.push_back({STRATA_DEVICE_OP_SCALE, std::string(fam.arch) + "'s embedding scale"});
+    if (fam.activation == ffn_activation::gelu)
+        m.op_needs.push_back({STRATA_DEVICE_OP_GEGLU, std::string(fam.arch) + "'s GeGLU feed-forward"});
+    if (m.final_softcap != 0.0f)
+        m.op_needs.push_back({STRATA_DEVICE_OP_SOFTCAP, "the final logits' soft-cap ('" + p + "final_logit_softcapping')"});
+    if (m.attn_softcap != 0.0f || m.window != 0)
+        m.op_needs.push_back({STRATA_DEVICE_OP_ATTENTION_TERMS,
+                              m.window != 0 ? "the sliding window ('" + p + "attention.sliding_window')"
+                                            : "the attention soft-cap ('" + p + "attn_logit_softcapping')"});
+    if (m.rope_windowed.op != 0 && m.rope_windowed.op != m.rope.op)
+        m.op_needs.push_back({m.rope_windowed.op, m.rope_windowed.op_reason});
+    if (fam.window.use != window_use::pattern && !g.embed_scale) return;
+    std::string msg = std::string(fam.arch) + ": attention scale " + num(m.attn_scale);
+    if (m.attn_softcap != 0.0f) msg += ", scores soft-capped at " + num(m.attn_softcap);
+    msg += window_note.empty() ? ", no sliding window" : ", " + window_note;
+    if (m.final_softcap != 0.0f) msg += "; final logits soft-capped at " + num(m.final_softcap);
+    if (m.embed_scale != 0.0f) msg += "; embedding scaled by " + num(m.embed_scale);
+    if (src->host != nullptr && src->host->log != nullptr)
+        src->host->log(src->host->ctx, STRATA_LOG_INFO, "decoder", msg.c_str());
 }
 
 strata_model_hparams read_hparams(const strata_model_source *src, const family &fam) {
@@ -185,7 +275,8 @@ model *load(const family &fam, const strata_model_source *src) {
     m->tok_embd = tensor(src, fam, "token_embd.weight", d, hp.n_vocab);
     m->output_norm = tensor(src, fam, "output_norm.weight", d, 1);
     bool has_output = false;
-    m->output = tensor(src, fam, "output.weight", d, hp.n_vocab, false, &has_output);
+    if (fam.output != presence::absent)
+        m->output = tensor(src, fam, "output.weight", d, hp.n_vocab, fam.output == presence::required, &has_output);
     if (!has_output) m->output = m->tok_embd; // tied classifier, as llama.cpp does when output.weight is absent
     if (m->output_norm.ggml_type != 0) throw std::runtime_error("output_norm.weight must be F32");
     if (fam.output_bias != presence::absent) {
@@ -220,6 +311,7 @@ model *load(const family &fam, const strata_model_source *src) {
     if (m->output_bias.data != nullptr) m->listed.push_back({m->output_bias, hp.n_layer});
     // What the forward will ask of the device beyond the required ops (checked by the host at load).
     if (m->rope.op != 0) m->op_needs.push_back({m->rope.op, m->rope.op_reason});
+    read_attention(src, fam, *m);
     for (const listed_tensor &t : m->listed)
         if (t.view.rows == 1 && t.view.name != nullptr && std::string(t.view.name).ends_with(".bias")) {
             m->op_needs.push_back({STRATA_DEVICE_OP_ADD_ROWS, "tensor '" + std::string(t.view.name) + "' (a bias)"});
@@ -339,7 +431,7 @@ int32_t add_bias(const strata_device_desc *ops, strata_device *dev, const strata
 // keeps them and writes the attention of b.q into b.attn.
 template <class Attend>
 int32_t run_layer(const model &m, const strata_forward_args *a, const strata_device_desc *ops, strata_device *dev,
-                  const layer_weights &w, const activations &b, const Attend &attend, strata_status *st) {
+                  int32_t l, const layer_weights &w, const activations &b, const Attend &attend, strata_status *st) {
     const strata_model_hparams &hp = m.hp;
     const int32_t n = a->n_tokens;
     const int32_t d = hp.n_embd;
@@ -355,26 +447,39 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
         return ops->rms_norm(dev, x, static_cast<const float *>(w[norm].data), n * heads, hp.head_dim, hp.norm_eps, x,
                              st);
     };
+    // RMSNorm of n rows of the residual width by a norm weight, in place when x == out.
+    auto norm = [&](role weight, const float *x, float *out) {
+        return ops->rms_norm(dev, x, static_cast<const float *>(w[weight].data), n, d, hp.norm_eps, out, st);
+    };
+    const rope_config &rope = m.windowed[static_cast<size_t>(l)] != 0 ? m.rope_windowed : m.rope;
     // Attention block.
-    STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w[role::attn_norm].data), n, d, hp.norm_eps, b.xb,
-                             st));
+    STRATA_TRY(norm(role::attn_norm, b.x, b.xb));
     STRATA_TRY(linear(role::wq, role::bq, b.xb, b.q));
     STRATA_TRY(linear(role::wk, role::bk, b.xb, b.k));
     STRATA_TRY(linear(role::wv, role::bv, b.xb, b.v));
     STRATA_TRY(head_norm(role::q_norm, b.q, hp.n_head));
-    STRATA_TRY(rotate(m.rope, hp, ops, dev, b.q, n, hp.n_head, a->positions, st));
+    STRATA_TRY(rotate(rope, hp, ops, dev, b.q, n, hp.n_head, a->positions, st));
     STRATA_TRY(head_norm(role::k_norm, b.k, hp.n_head_kv));
-    STRATA_TRY(rotate(m.rope, hp, ops, dev, b.k, n, hp.n_head_kv, a->positions, st));
+    STRATA_TRY(rotate(rope, hp, ops, dev, b.k, n, hp.n_head_kv, a->positions, st));
     STRATA_TRY(attend(b));
     STRATA_TRY(linear(role::wo, role::bo, b.attn, b.xb));
+    if (w.has(role::attn_post_norm)) STRATA_TRY(norm(role::attn_post_norm, b.xb, b.xb));
     STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));
-    // Feed-forward block (SwiGLU).
-    STRATA_TRY(ops->rms_norm(dev, b.x, static_cast<const float *>(w[role::ffn_norm].data), n, d, hp.norm_eps, b.xb,
-                             st));
+    // Feed-forward block (SwiGLU, or GeGLU for Gemma).
+    STRATA_TRY(norm(role::ffn_norm, b.x, b.xb));
     STRATA_TRY(linear(role::w_gate, role::b_gate, b.xb, b.gate));
     STRATA_TRY(linear(role::w_up, role::b_up, b.xb, b.up));
-    STRATA_TRY(ops->swiglu(dev, b.gate, b.up, static_cast<int64_t>(n) * hp.n_ff, b.gate, st));
+    const int64_t nff = static_cast<int64_t>(n) * hp.n_ff;
+    if (m.fam->activation == ffn_activation::gelu) {
+        if (!STRATA_HAS_SLOT(ops, geglu))
+            return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s needs the geglu op (ABI 1.14), which device "
+                        "'%s' does not offer", m.fam->arch, ops->header.name);
+        STRATA_TRY(ops->geglu(dev, b.gate, b.up, nff, b.gate, st));
+    } else {
+        STRATA_TRY(ops->swiglu(dev, b.gate, b.up, nff, b.gate, st));
+    }
     STRATA_TRY(linear(role::w_down, role::b_down, b.gate, b.xb));
+    if (w.has(role::ffn_post_norm)) STRATA_TRY(norm(role::ffn_post_norm, b.xb, b.xb));
     return ops->add(dev, b.x, b.xb, nd, b.x, st);
 }
 
@@ -397,6 +502,12 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const activatio
     const int64_t nq = static_cast<int64_t>(n) * hp.n_head * hp.head_dim;
     const int64_t nkv = static_cast<int64_t>(n) * hp.n_head_kv * hp.head_dim;
     STRATA_TRY(ops->embedding(dev, &m.tok_embd, a->tokens, n, b.x, st));
+    if (m.embed_scale != 0.0f) {
+        if (!STRATA_HAS_SLOT(ops, scale))
+            return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s scales its embedding with the scale op (ABI "
+                        "1.14), which device '%s' does not offer", m.fam->arch, ops->header.name);
+        STRATA_TRY(ops->scale(dev, b.x, nd, m.embed_scale, b.x, st));
+    }
     bool x_on_host = false; // hybrid: the residual stream is in hs->b.x, not b.x
     for (int32_t l = 0; l < hp.n_layer; ++l) {
         if (a->layer_begin) STRATA_TRY(a->layer_begin(a->user, l, st));
@@ -407,7 +518,7 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const activatio
             x_on_host = on_host;
         }
         if (!on_host) {
-            STRATA_TRY(run_layer(m, a, ops, dev, m.layers[static_cast<size_t>(l)], b,
+            STRATA_TRY(run_layer(m, a, ops, dev, l, m.layers[static_cast<size_t>(l)], b,
                                  [&](const activations &buf) { return attend(l, buf); }, st));
             continue;
         }
@@ -418,13 +529,27 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const activatio
             STRATA_TRY(attend(l, b));
             return transfer(ops, dev, h.attn, b.attn, nq, STRATA_COPY_D2H, st);
         };
-        STRATA_TRY(run_layer(m, a, hs->ops, hs->dev, m.host_layers[static_cast<size_t>(l)], hs->b, attend_on_device, st));
+        STRATA_TRY(run_layer(m, a, hs->ops, hs->dev, l, m.host_layers[static_cast<size_t>(l)], hs->b, attend_on_device,
+                             st));
     }
     if (x_on_host) STRATA_TRY(transfer(ops, dev, b.x, hs->b.x, nd, STRATA_COPY_H2D, st));
     return STRATA_OK;
 }
 
-float attention_scale(const strata_model_hparams &hp) { return 1.0f / std::sqrt(static_cast<float>(hp.head_dim)); }
+// The window of layer l (0: none).
+int32_t window_of(const model &m, int32_t l) { return m.windowed[static_cast<size_t>(l)] != 0 ? m.window : 0; }
+
+// The classifier's logits of n rows of normed activations x: the output matmul, its bias, Gemma's final soft-cap.
+int32_t classify(const model &m, const strata_device_desc *ops, strata_device *dev, const float *x, int32_t n,
+                 float *logits, strata_status *st) {
+    STRATA_TRY(ops->matmul(dev, &m.output, x, n, logits, st));
+    STRATA_TRY(add_bias(ops, dev, m.output_bias, logits, n, st));
+    if (m.final_softcap == 0.0f) return STRATA_OK;
+    if (!STRATA_HAS_SLOT(ops, softcap))
+        return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s soft-caps its logits with the softcap op (ABI "
+                    "1.14), which device '%s' does not offer", m.fam->arch, ops->header.name);
+    return ops->softcap(dev, logits, static_cast<int64_t>(n) * m.hp.n_vocab, m.final_softcap, logits, st);
+}
 
 // One sequence over its contiguous per-layer cache (k_cache[l], v_cache[l], n_ctx rows); logits of the last token.
 int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_status *st) {
@@ -464,7 +589,9 @@ int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_
         aa.q = buf.q;
         aa.k_cache = kc;
         aa.v_cache = vc;
-        aa.scale = attention_scale(hp);
+        aa.scale = m.attn_scale;
+        aa.softcap = m.attn_softcap;
+        aa.window = window_of(m, l);
         aa.out = buf.attn;
         return ops->attention(dev, &aa, st);
     };
@@ -474,8 +601,7 @@ int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_
     const float *x_last = b.x + static_cast<size_t>(n - 1) * d;
     const auto *output_norm = static_cast<const float *>(m.output_norm.data);
     STRATA_TRY(ops->rms_norm(dev, x_last, output_norm, 1, d, hp.norm_eps, b.last, st));
-    STRATA_TRY(ops->matmul(dev, &m.output, b.last, 1, a->logits, st));
-    return add_bias(ops, dev, m.output_bias, a->logits, 1, st);
+    return classify(m, ops, dev, b.last, 1, a->logits, st);
 }
 
 // Several sequences in one batch over the paged KV cache (ABI 1.5); logits of the tokens in logits_tokens.
@@ -541,7 +667,9 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
         pa.token_seq = a->token_seq;
         pa.positions = a->positions;
         pa.q = buf.q;
-        pa.scale = attention_scale(hp);
+        pa.scale = m.attn_scale;
+        pa.softcap = m.attn_softcap;
+        pa.window = window_of(m, l);
         pa.out = buf.attn;
         pa.kv = &layer_kv;
         return ops->paged_attention(dev, &pa, st);
@@ -576,8 +704,7 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
     }
     STRATA_TRY(ops->rms_norm(dev, b.last, static_cast<const float *>(m.output_norm.data), a->n_logits, d, hp.norm_eps,
                              b.last, st));
-    STRATA_TRY(ops->matmul(dev, &m.output, b.last, a->n_logits, a->logits, st));
-    return add_bias(ops, dev, m.output_bias, a->logits, a->n_logits, st);
+    return classify(m, ops, dev, b.last, a->n_logits, a->logits, st);
 }
 
 #undef STRATA_TRY

@@ -38,6 +38,17 @@ struct model {
     std::vector<layer_weights> host_layers;
     std::vector<listed_tensor> listed; // every weight in use order (tensor_count / tensor_at)
     rope_config rope; // scaling, frequency factors, YaRN, read at load
+    // Attention as the family runs it, read at load: the score scale (1 / sqrt(head_dim) unless the family says
+    // otherwise), Gemma 2's soft-cap (0: none), the sliding window (0: none) and the layers it applies to, which
+    // rotate with rope_windowed.
+    float attn_scale = 1.0f;
+    float attn_softcap = 0.0f;
+    int32_t window = 0;
+    std::vector<uint8_t> windowed; // per layer, 1: windowed
+    rope_config rope_windowed;
+    // Gemma: the embedding scale (0: none) and the final logits' soft-cap (0: none).
+    float embed_scale = 0.0f;
+    float final_softcap = 0.0f;
     // The optional device ops this model's forward calls, with what in the file needs each (device_op_need).
     struct op_need {
         int32_t op;

@@ -59,6 +59,20 @@ void check_yarn_key(const strata_model_source *src, const std::string &key, doub
                                  std::to_string(expected) + ") and does not implement other values yet");
 }
 
+// The least device op that expresses r: plain rope, rope_ext (factors, a scale) or rope_scaled (YaRN, a magnitude).
+void pick_op(rope_config &r, const std::string &scaled_why, const std::string &ext_why) {
+    if (r.attn_factor != 1.0f || r.ext_factor != 0.0f) {
+        r.op = STRATA_DEVICE_OP_ROPE_SCALED;
+        r.op_reason = scaled_why;
+    } else if (!r.freqs.empty() || r.freq_scale != 1.0f) {
+        r.op = STRATA_DEVICE_OP_ROPE_EXT;
+        r.op_reason = ext_why;
+    } else {
+        r.op = 0;
+        r.op_reason.clear();
+    }
+}
+
 } // namespace
 
 rope_config read_rope(const strata_model_source *src, const family &fam, const strata_model_hparams &hp) {
@@ -86,6 +100,8 @@ rope_config read_rope(const strata_model_source *src, const family &fam, const s
                                  "; it must be finite and > 0");
     if (n_ctx_orig <= 0)
         throw std::runtime_error("'" + p + "rope.scaling.original_context_length' is 0; it must be a token count");
+    r.theta_base = hp.rope_theta;
+    r.n_ctx_orig = n_ctx_orig;
     r.freq_scale = type == "none" || factor == 0.0 ? 1.0f : 1.0f / static_cast<float>(factor);
     r.attn_factor = static_cast<float>(attn_factor);
     std::string why = type != "none" && factor != 0.0 ? type + " RoPE scaling ('" + p + "rope.scaling.factor')" : "";
@@ -128,14 +144,23 @@ rope_config read_rope(const strata_model_source *src, const family &fam, const s
                      std::to_string(n_ctx_orig) + " tokens ('" + p + "rope.scaling.original_context_length')";
         }
     }
-    if (r.attn_factor != 1.0f || r.ext_factor != 0.0f) {
-        r.op = STRATA_DEVICE_OP_ROPE_SCALED;
-        r.op_reason = r.ext_factor != 0.0f ? "YaRN RoPE scaling ('" + type_key + "')"
-                                           : "the RoPE attention factor ('" + p + "rope.scaling.attn_factor')";
-    } else if (!r.freqs.empty() || r.freq_scale != 1.0f) {
-        r.op = STRATA_DEVICE_OP_ROPE_EXT;
-        r.op_reason = why;
-    }
+    pick_op(r,
+            r.ext_factor != 0.0f ? "YaRN RoPE scaling ('" + type_key + "')"
+                                 : "the RoPE attention factor ('" + p + "rope.scaling.attn_factor')",
+            why);
+    return r;
+}
+
+rope_config windowed_rope(const rope_config &global, float theta_base, float freq_scale,
+                          const strata_model_hparams &hp) {
+    rope_config r = global;
+    r.theta_base = theta_base;
+    r.freq_scale = freq_scale;
+    r.note.clear();
+    if (r.ext_factor != 0.0f)
+        yarn_corr_dims(hp.rope_dims, r.n_ctx_orig, theta_base, 32.0f, 1.0f, &r.corr_low, &r.corr_high);
+    const std::string why = global.op_reason.empty() ? "RoPE scaling of the windowed layers" : global.op_reason;
+    pick_op(r, why, why);
     return r;
 }
 
@@ -144,14 +169,14 @@ int32_t rotate(const rope_config &r, const strata_model_hparams &hp, const strat
     const char *device_name = ops->header.name != nullptr ? ops->header.name : "(unnamed)";
     const float *factors = r.freqs.empty() ? nullptr : r.freqs.data();
     switch (r.op) {
-    case 0: return ops->rope(dev, x, n, heads, hp.head_dim, hp.rope_dims, positions, hp.rope_theta, hp.rope_mode, st);
+    case 0: return ops->rope(dev, x, n, heads, hp.head_dim, hp.rope_dims, positions, r.theta_base, hp.rope_mode, st);
     case STRATA_DEVICE_OP_ROPE_EXT:
         if (!STRATA_HAS_SLOT(ops, rope_ext))
             return plugin::fail(st, STRATA_ERR_UNSUPPORTED,
                                 "decoder forward: this model's RoPE needs frequency factors or scaling (rope_ext, ABI "
                                 "1.11), which device '%s' does not offer",
                                 device_name);
-        return ops->rope_ext(dev, x, n, heads, hp.head_dim, hp.rope_dims, positions, hp.rope_theta, hp.rope_mode,
+        return ops->rope_ext(dev, x, n, heads, hp.head_dim, hp.rope_dims, positions, r.theta_base, hp.rope_mode,
                              r.freq_scale, factors, st);
     default: {
         if (!STRATA_HAS_SLOT(ops, rope_scaled))
@@ -159,7 +184,7 @@ int32_t rotate(const rope_config &r, const strata_model_hparams &hp, const strat
                                 "decoder forward: this model's RoPE needs YaRN or an attention factor (rope_scaled, ABI "
                                 "1.13), which device '%s' does not offer",
                                 device_name);
-        strata_rope_args a = plugin::rope_ext_args(n, heads, hp.head_dim, hp.rope_dims, positions, hp.rope_theta,
+        strata_rope_args a = plugin::rope_ext_args(n, heads, hp.head_dim, hp.rope_dims, positions, r.theta_base,
                                                    hp.rope_mode, r.freq_scale, factors);
         a.attn_factor = r.attn_factor;
         a.ext_factor = r.ext_factor;

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 14
+#define STRATA_ABI_MINOR 15
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -221,7 +221,10 @@ typedef enum strata_device_op {
     STRATA_DEVICE_OP_ROPE_SCALED = 3, /* rope_scaled, since 1.13 */
     STRATA_DEVICE_OP_SCALE = 4,       /* scale, since 1.14 */
     STRATA_DEVICE_OP_GEGLU = 5,       /* geglu, since 1.14 */
-    STRATA_DEVICE_OP_SOFTCAP = 6      /* softcap, since 1.14 */
+    STRATA_DEVICE_OP_SOFTCAP = 6,     /* softcap, since 1.14 */
+    /* since 1.15: attention and paged_attention honour the softcap and window fields of their argument structs;
+     * offered by a device whose descriptor reaches the 1.14 slots (it was built knowing those fields). */
+    STRATA_DEVICE_OP_ATTENTION_TERMS = 7
 } strata_device_op;
 
 /* The rotation of rope_scaled (since 1.13), ggml_rope_ext's terms in its float recipe: pair i of each head (i <
