@@ -15,6 +15,7 @@ struct op_slot {
     const char *name;
     const char *since;
     bool (*offered)(const strata_device_desc *d);
+    const char *offered_by = "the cpu and cuda plugins of this release do"; // for the refusal's advice
 };
 
 constexpr op_slot k_op_slots[] = {
@@ -34,6 +35,11 @@ constexpr op_slot k_op_slots[] = {
      [](const strata_device_desc *d) {
          return d != nullptr && d->header.struct_size >= offsetof(strata_device_desc, softcap) + sizeof(d->softcap);
      }},
+    {STRATA_DEVICE_OP_MOE, "moe_route, matmul_id and moe_combine", "1.16",
+     [](const strata_device_desc *d) {
+         return STRATA_HAS_SLOT(d, moe_route) && STRATA_HAS_SLOT(d, matmul_id) && STRATA_HAS_SLOT(d, moe_combine);
+     },
+     "the cpu plugin of this release does; the cuda plugin does not yet"},
 };
 
 const op_slot *find_op(int32_t op) {
@@ -72,9 +78,8 @@ std::string missing_model_op(const strata_model_arch_desc &arch, const strata_mo
                                path, arch.header.name, op, needed_by);
         if (!s->offered(&device))
             return fmt::format("{}: {} needs the device op '{}' (plugin ABI {}), which {} '{}' does not offer; run it "
-                               "on a device that has it (the cpu and cuda plugins of this release do) or update the "
-                               "'{}' plugin",
-                               path, needed_by, s->name, s->since, role, device_name, device_name);
+                               "on a device that has it ({}) or update the '{}' plugin",
+                               path, needed_by, s->name, s->since, role, device_name, s->offered_by, device_name);
     }
     return {};
 }

@@ -94,6 +94,42 @@ TEST_P(CpuQuantMatmul, IntegerPathEqualsRowDotsAndApproximatesFloat64) {
     }
 }
 
+// matmul_id (ABI 1.16) on the integer path: each slot's row equals matmul's over its expert's rows, bit for bit.
+TEST_P(CpuQuantMatmul, MatmulIdEqualsMatmulOverEachSelectedExpert) {
+    device_ptr dev = make_device(GetParam().threads);
+    ASSERT_NE(dev, nullptr);
+    const strata_quant_desc *q = find_format(strata::quants::kernel_set::scalar, GetParam().format);
+    ASSERT_NE(q, nullptr);
+    const int32_t n_expert = 6, k = 3, n_tokens = 9;
+    const int64_t rpe = 11, cols = 256;
+    const auto w = random_floats(static_cast<size_t>(n_expert * rpe * cols), 91);
+    const quant_matrix m = quantize(*q, w, n_expert * rpe, cols);
+    std::vector<int32_t> ids(static_cast<size_t>(n_tokens * k));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + i / k) % n_expert);
+    const auto x = random_floats(static_cast<size_t>(n_tokens * k * cols), 92, -2.0f, 2.0f);
+    std::vector<float> y(static_cast<size_t>(n_tokens * k * rpe), NAN);
+    strata_matmul_id_args a{};
+    a.struct_size = sizeof a;
+    a.w = &m.view;
+    a.n_expert = n_expert;
+    a.n_tokens = n_tokens;
+    a.k = k;
+    a.ids = ids.data();
+    a.x = x.data();
+    a.x_per_slot = 1;
+    a.y = y.data();
+    strata_status st{};
+    ASSERT_EQ(ops().matmul_id(dev.get(), &a, &st), STRATA_OK) << st.message;
+    for (int32_t slot = 0; slot < n_tokens * k; ++slot) {
+        strata_tensor_view expert = m.view;
+        expert.rows = rpe;
+        expert.data = m.bytes.data() + ids[static_cast<size_t>(slot)] * rpe * m.view.row_bytes;
+        std::vector<float> want(static_cast<size_t>(rpe));
+        ASSERT_EQ(ops().matmul(dev.get(), &expert, x.data() + slot * cols, 1, want.data(), &st), STRATA_OK);
+        for (int64_t i = 0; i < rpe; ++i) ASSERT_EQ(y[slot * rpe + i], want[i]) << "slot " << slot << " row " << i;
+    }
+}
+
 // A quant descriptor built against ABI 1.0 (struct_size ends at kernel_name) has no integer path: the device must
 // use dot_f32 and never read the slots past the struct's end.
 TEST_P(CpuQuantMatmul, OlderDescriptorUsesTheFloatPath) {

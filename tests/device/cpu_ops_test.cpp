@@ -362,6 +362,109 @@ TEST_P(CpuOps, GemmaElementwiseOpsFollowGgml) {
     EXPECT_EQ(ops().scale(dev(), g.data(), 0, 1.0f, out.data(), &st_), STRATA_ERR_INVALID_ARGUMENT);
 }
 
+// ABI 1.16's mixture-of-experts steps. Routing: ggml's softmax steps, the k largest largest first, weights normalised
+// by their float sum when asked; a row of equal logits picks the lowest ids. matmul_id: every slot's row equals
+// matmul's over that expert's rows, with x shared by the slots or one row per slot. moe_combine: the float
+// multiply-then-add chain in slot order. Bad arguments are refused with the output untouched.
+TEST_P(CpuOps, MixtureOfExpertsStepsFollowGgml) {
+    const int32_t n_tokens = 37, n_expert = 8, k = 2;
+    auto logits = random_floats(static_cast<size_t>(n_tokens * n_expert), 81, -3.0f, 3.0f);
+    std::fill(logits.begin(), logits.begin() + n_expert, 0.5f); // token 0: a tie everywhere
+    std::vector<int32_t> ids(static_cast<size_t>(n_tokens * k), -1);
+    std::vector<float> weights(ids.size(), NAN);
+    strata_moe_route_args r{};
+    r.struct_size = sizeof r;
+    r.n_tokens = n_tokens;
+    r.n_expert = n_expert;
+    r.k = k;
+    r.logits = logits.data();
+    r.ids = ids.data();
+    r.weights = weights.data();
+    for (int32_t normalize : {0, 1}) {
+        r.normalize = normalize;
+        ASSERT_EQ(ops().moe_route(dev(), &r, &st_), STRATA_OK) << st_.message;
+        for (int32_t t = 0; t < n_tokens; ++t) {
+            std::vector<float> p(logits.begin() + t * n_expert, logits.begin() + (t + 1) * n_expert);
+            const float m = *std::max_element(p.begin(), p.end());
+            double sum = 0.0;
+            for (float &v : p) sum += (v = std::exp(v - m));
+            for (float &v : p) v *= static_cast<float>(1.0 / sum);
+            std::vector<int32_t> order(static_cast<size_t>(n_expert));
+            for (int32_t e = 0; e < n_expert; ++e) order[static_cast<size_t>(e)] = e;
+            std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return p[x] > p[y]; });
+            const float total = normalize != 0 ? std::max(p[order[0]] + p[order[1]], 6.103515625e-5f) : 1.0f;
+            for (int32_t s = 0; s < k; ++s) {
+                EXPECT_EQ(ids[t * k + s], order[static_cast<size_t>(s)]) << "token " << t << " slot " << s;
+                EXPECT_NEAR(weights[t * k + s], p[order[s]] / total, 1e-6f) << "token " << t << " slot " << s;
+            }
+        }
+    }
+    EXPECT_EQ(ids[0], 0);
+    EXPECT_EQ(ids[1], 1) << "equal probabilities: lower ids first";
+    EXPECT_EQ(weights[0] + weights[1], 1.0f);
+
+    // matmul_id over 8 experts of 5 rows x 24 columns (F32: the float dot path).
+    const int64_t rpe = 5, cols = 24;
+    const auto wdata = random_floats(static_cast<size_t>(n_expert * rpe * cols), 82);
+    strata_tensor_view w = f32_view(wdata, n_expert * rpe, cols);
+    const auto x = random_floats(static_cast<size_t>(n_tokens * k * cols), 83);
+    for (int32_t per_slot : {0, 1}) {
+        std::vector<float> y(static_cast<size_t>(n_tokens * k * rpe), NAN);
+        strata_matmul_id_args a{};
+        a.struct_size = sizeof a;
+        a.w = &w;
+        a.n_expert = n_expert;
+        a.n_tokens = n_tokens;
+        a.k = k;
+        a.ids = ids.data();
+        a.x = x.data();
+        a.x_per_slot = per_slot;
+        a.y = y.data();
+        ASSERT_EQ(ops().matmul_id(dev(), &a, &st_), STRATA_OK) << st_.message;
+        for (int32_t slot = 0; slot < n_tokens * k; ++slot) {
+            strata_tensor_view expert = w;
+            expert.rows = rpe;
+            expert.data = wdata.data() + ids[slot] * rpe * cols;
+            std::vector<float> want(static_cast<size_t>(rpe));
+            const float *xrow = x.data() + (per_slot != 0 ? slot : slot / k) * cols;
+            ASSERT_EQ(ops().matmul(dev(), &expert, xrow, 1, want.data(), &st_), STRATA_OK);
+            for (int64_t i = 0; i < rpe; ++i) ASSERT_EQ(y[slot * rpe + i], want[i]) << "slot " << slot << " row " << i;
+        }
+        // An id outside the experts is refused before anything is written.
+        auto bad = ids;
+        bad[5] = n_expert;
+        a.ids = bad.data();
+        std::fill(y.begin(), y.end(), 7.0f);
+        EXPECT_EQ(ops().matmul_id(dev(), &a, &st_), STRATA_ERR_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(st_.message).find("ids[5] = 8 is outside [0, n_expert = 8)"), std::string::npos)
+            << st_.message;
+        EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return v == 7.0f; }));
+        a.ids = ids.data();
+        a.n_expert = 3; // 40 rows are not 3 equal matrices
+        EXPECT_EQ(ops().matmul_id(dev(), &a, &st_), STRATA_ERR_INVALID_ARGUMENT);
+    }
+
+    const int32_t dim = 19;
+    const auto ey = random_floats(static_cast<size_t>(n_tokens * k * dim), 84);
+    std::vector<float> out(static_cast<size_t>(n_tokens * dim), NAN);
+    ASSERT_EQ(ops().moe_combine(dev(), ey.data(), weights.data(), n_tokens, k, dim, out.data(), &st_), STRATA_OK)
+        << st_.message;
+    for (int32_t t = 0; t < n_tokens; ++t)
+        for (int32_t i = 0; i < dim; ++i) {
+            volatile float first = ey[(t * k) * dim + i] * weights[t * k];
+            volatile float second = ey[(t * k + 1) * dim + i] * weights[t * k + 1];
+            ASSERT_EQ(out[t * dim + i], first + second) << t << " " << i;
+        }
+
+    r.k = n_expert + 1;
+    EXPECT_EQ(ops().moe_route(dev(), &r, &st_), STRATA_ERR_INVALID_ARGUMENT);
+    r.k = k;
+    r.struct_size = 8;
+    EXPECT_EQ(ops().moe_route(dev(), &r, &st_), STRATA_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(ops().moe_combine(dev(), ey.data(), nullptr, n_tokens, k, dim, out.data(), &st_),
+              STRATA_ERR_INVALID_ARGUMENT);
+}
+
 TEST_P(CpuOps, AttentionMatchesFloat64ReferenceWithGqaAndCacheOffsets) {
     for (int ratio : {1, 2, 4}) {
         for (int n_tokens : {1, 5}) {

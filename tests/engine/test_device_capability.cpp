@@ -1,4 +1,4 @@
-// Capability asked at load (ABI 1.12, rope_scaled 1.13, attention terms 1.15): a model's optional device ops against
+// Capability asked at load (ABI 1.12, rope_scaled 1.13, attention terms 1.15, experts 1.16): a model's optional device ops against
 // a device's slots, with stand-ins for the model plugin and for devices of several ABI ages.
 #include "engine/device_capability.hpp"
 
@@ -108,6 +108,31 @@ TEST(DeviceCapability, A113DeviceCannotWindowOrCapAttention) {
     EXPECT_EQ(missing_model_op(arch_with(window_need), nullptr, device_up_to(sizeof(strata_device_desc)), "device",
                                "g.gguf"),
               "");
+}
+
+int32_t moe_need(const strata_model *, int32_t index, int32_t *op, const char **what) {
+    if (index != 0) return 0;
+    *op = STRATA_DEVICE_OP_MOE;
+    *what = "the experts ('llama.expert_count' 8)";
+    return 1;
+}
+
+// ABI 1.16's experts need all three MoE slots; the refusal says which plugins have them (the cuda plugin does not
+// yet), so a Mixtral on a GPU is refused at start-up by name rather than failing at its first forward.
+TEST(DeviceCapability, AMixtureOfExpertsNeedsAllThreeMoeSlots) {
+    strata_device_desc d = device_up_to(sizeof(strata_device_desc));
+    d.header.name = "cuda";
+    d.moe_route = [](strata_device *, const strata_moe_route_args *, strata_status *) { return int32_t{STRATA_OK}; };
+    d.matmul_id = [](strata_device *, const strata_matmul_id_args *, strata_status *) { return int32_t{STRATA_OK}; };
+    const std::string why = missing_model_op(arch_with(moe_need), nullptr, d, "device", "mixtral.gguf");
+    EXPECT_NE(why.find("mixtral.gguf: the experts ('llama.expert_count' 8) needs the device op 'moe_route, matmul_id "
+                       "and moe_combine' (plugin ABI 1.16), which device 'cuda' does not offer; run it on a device that "
+                       "has it (the cpu plugin of this release does; the cuda plugin does not yet)"),
+              std::string::npos)
+        << why;
+    d.moe_combine = [](strata_device *, const float *, const float *, int32_t, int32_t, int32_t, float *,
+                       strata_status *) { return int32_t{STRATA_OK}; };
+    EXPECT_EQ(missing_model_op(arch_with(moe_need), nullptr, d, "device", "mixtral.gguf"), "");
 }
 
 TEST(DeviceCapability, ADeviceWithEveryOpAndAModelWithoutNeedsPass) {

@@ -431,6 +431,79 @@ TEST(DecoderLoad, GemmaRowsReadTheirCapsWindowPatternAndQueryScale) {
     }
 }
 
+// Makes every layer of s a mixture of `experts` experts (`used` per token) of inner size `ff`: the router and the 3-D
+// expert tensors (read as experts x rows stacked) in place of the dense feed-forward.
+void make_experts(fake_source &s, const std::string &arch, int64_t experts, int64_t used, int64_t ff, int layers = 2) {
+    s.u64[arch + ".expert_count"] = static_cast<uint64_t>(experts);
+    s.u64[arch + ".expert_used_count"] = static_cast<uint64_t>(used);
+    for (int l = 0; l < layers; ++l) {
+        const std::string b = "blk." + std::to_string(l) + ".";
+        for (const char *t : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}) s.tensors.erase(b + t);
+        s.tensor(b + "ffn_gate_inp.weight", 32, experts);
+        s.tensor(b + "ffn_gate_exps.weight", 32, ff * experts);
+        s.tensor(b + "ffn_up_exps.weight", 32, ff * experts);
+        s.tensor(b + "ffn_down_exps.weight", ff, 32 * experts);
+    }
+}
+
+// Mixtral (llama with expert_count) and Qwen3-MoE: the router and experts listed in place of the dense feed-forward,
+// the experts' inner size (llama: feed_forward_length; qwen3moe: expert_feed_forward_length, default
+// feed_forward_length / expert_used_count), the MoE ops asked of the device, and what is refused.
+TEST(DecoderLoad, ExpertLayersListTheRouterAndExpertsAndAskForTheMoeOps) {
+    {
+        fake_source s;
+        fill(s, "llama");
+        make_experts(s, "llama", 4, 2, 64);
+        const load_result r = load(s);
+        ASSERT_TRUE(r.error.empty()) << r.error;
+        const std::vector<std::string> layer0(r.listed.begin() + 1, r.listed.begin() + 11);
+        EXPECT_EQ(layer0, (std::vector<std::string>{"blk.0.attn_norm.weight", "blk.0.attn_q.weight",
+                                                    "blk.0.attn_k.weight", "blk.0.attn_v.weight",
+                                                    "blk.0.attn_output.weight", "blk.0.ffn_norm.weight",
+                                                    "blk.0.ffn_gate_inp.weight", "blk.0.ffn_gate_exps.weight",
+                                                    "blk.0.ffn_up_exps.weight", "blk.0.ffn_down_exps.weight"}));
+        const auto needs = op_needs(s);
+        ASSERT_EQ(needs.size(), 1u);
+        EXPECT_EQ(needs[0].first, STRATA_DEVICE_OP_MOE);
+        EXPECT_EQ(needs[0].second, "the experts ('llama.expert_count' 4)");
+        // A dense tensor beside the experts is not used (the engine refuses it by name).
+        s.tensor("blk.1.ffn_up.weight", 32, 64);
+        const load_result both = load(s);
+        EXPECT_EQ(std::count(both.listed.begin(), both.listed.end(), "blk.1.ffn_up.weight"), 0);
+    }
+    {
+        fake_source s;
+        fill(s, "qwen3moe");
+        s.tensor("blk.0.attn_q_norm.weight", 8);
+        s.tensor("blk.0.attn_k_norm.weight", 8);
+        s.tensor("blk.1.attn_q_norm.weight", 8);
+        s.tensor("blk.1.attn_k_norm.weight", 8);
+        make_experts(s, "qwen3moe", 8, 2, 32); // 64 / 2 by default
+        const load_result r = load(s);
+        EXPECT_TRUE(r.error.empty()) << r.error;
+        s.u64["qwen3moe.expert_feed_forward_length"] = 16;
+        expect_refused(s, "tensor 'blk.0.ffn_gate_exps.weight' has shape [32, 256], expected [32, 128]");
+        s.u64.erase("qwen3moe.expert_count");
+        expect_refused(s, "'qwen3moe.expert_count' is missing or 0; a qwen3moe model routes every layer's feed-forward "
+                          "to experts");
+    }
+    {
+        fake_source s;
+        fill(s, "llama");
+        make_experts(s, "llama", 4, 2, 64);
+        s.u64["llama.expert_used_count"] = 5;
+        expect_refused(s, "'llama.expert_count' 4 and 'llama.expert_used_count' 5: need 0 < expert_used_count <= "
+                          "expert_count");
+    }
+    {
+        fake_source s;
+        fill(s, "llama");
+        make_experts(s, "llama", 4, 2, 64);
+        s.tensors.erase("blk.1.ffn_down_exps.weight");
+        expect_refused(s, "missing tensor 'blk.1.ffn_down_exps.weight'; the file is not a complete llama model");
+    }
+}
+
 TEST(DecoderLoad, WhatTheFamilyLacksIsRefusedByName) {
     {
         fake_source s;
@@ -440,9 +513,9 @@ TEST(DecoderLoad, WhatTheFamilyLacksIsRefusedByName) {
     }
     {
         fake_source s;
-        fill(s, "llama");
-        s.u64["llama.expert_count"] = 8;
-        expect_refused(s, "'llama.expert_count' is 8: mixture-of-experts layers");
+        fill(s, "qwen2");
+        s.u64["qwen2.expert_count"] = 8;
+        expect_refused(s, "'qwen2.expert_count' is 8: qwen2 has no mixture-of-experts layers");
     }
     {
         fake_source s;

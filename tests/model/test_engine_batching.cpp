@@ -438,5 +438,11 @@ INSTANTIATE_TEST_SUITE_P(Types, EngineBatchingQuantized,
                                                           "--arch gemma2 --dim 128 --ff 256 --window 8", 2 * kib},
                                            quantized_case{"gemma3_q8_0", "q8_0",
                                                           "--arch gemma3 --dim 128 --ff 256 --window 8 --swa-pattern 2",
+                                                          2 * kib},
+                                           quantized_case{"mixtral_q8_0", "q8_0",
+                                                          "--dim 128 --ff 256 --experts 4 --experts-used 2", 2 * kib},
+                                           quantized_case{"qwen3moe_q8_0", "q8_0",
+                                                          "--arch qwen3moe --dim 128 --ff 256 --experts 8 "
+                                                          "--experts-used 2 --expert-ff 128",
                                                           2 * kib}),
                          [](const auto &info) { return std::string(info.param.name); });

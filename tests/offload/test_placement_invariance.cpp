@@ -159,7 +159,8 @@ std::string big_model() {
 // NEOX RoPE), qwen3 (per-head Q/K norms, a head size other than dim / heads) and phi3 (fused Q/K/V with a fused bias,
 // fused gate-up: views into one tensor, so they must move with it), YaRN and LongRoPE (rope_scaled), qwen2's
 // output.bias (a weight beside the classifier), gemma2 (a window of 8 on every other layer, attention and final
-// soft-caps) and gemma3 (windowed layers with their own RoPE beside a global one with linear scaling). Offloaded,
+// soft-caps), gemma3 (windowed layers with their own RoPE beside a global one with linear scaling) and the
+// mixtures of experts (mixtral, qwen3moe: 3-D expert tensors moved and streamed whole with their layer). Offloaded,
 // streamed from NVMe, and on a device with its own memory (the CPU device's separate_memory mode takes the GPU's
 // paths).
 struct family_case {
@@ -212,7 +213,10 @@ INSTANTIATE_TEST_SUITE_P(Decoder, PlacementInvarianceFamilies,
                                                                              "--final-softcap 3"},
                                            family_case{"gemma3_window_pattern",
                                                        "--arch gemma3 --head-dim 32 --window 8 --swa-pattern 3 "
-                                                       "--feature rope-scaling-linear --final-softcap 5"}),
+                                                       "--feature rope-scaling-linear --final-softcap 5"},
+                                           family_case{"mixtral", "--experts 4 --experts-used 2"},
+                                           family_case{"qwen3moe", "--arch qwen3moe --head-dim 32 --experts 8 "
+                                                                   "--experts-used 2 --expert-ff 64"}),
                          [](const auto &info) { return std::string(info.param.name); });
 
 TEST(PlacementInvariance, ModelFourTimesTheDeviceBudgetGivesTheSameTokens) {

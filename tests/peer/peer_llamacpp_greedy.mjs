@@ -67,8 +67,9 @@ if (opts["make-model"] && opts.work) {
   // Q/K/V with a fused bias, fused gate-up, NEOX RoPE) on Phi-3's SPM vocabulary, gemma2 (embedding scale, GeGLU,
   // post-norms, attention and final soft-caps of 2 and 3 so that they bend the scores, a window of 8 on every other
   // layer) and gemma3 (Q/K norms, a window of 8 on five of six layers at RoPE base 10000, the sixth at 1e6 with linear
-  // scaling 4, a final cap of 5) on Llama 2's SPM vocabulary, 100 tokens reaching far past the window. F32: every
-  // token must agree; Q8_0: the first.
+  // scaling 4, a final cap of 5) on Llama 2's SPM vocabulary, 100 tokens reaching far past the window; mixtral (llama
+  // with 4 experts, 2 per token) and qwen3moe (8 experts of 64, 2 per token). F32: every token must agree; Q8_0: the
+  // first.
   const phi3 = ["The capital of France is", "<|user|>\nHi 123<|end|>\n<|assistant|>\n"];
   const gemma = ["The capital of France is", "<start_of_turn>user\nHi 123<end_of_turn>\n<start_of_turn>model\n"];
   for (const [name, args, vocab, texts] of [
@@ -81,7 +82,10 @@ if (opts["make-model"] && opts.work) {
     ["gemma2", ["--arch", "gemma2", "--layers", "4", "--window", "8", "--attn-softcap", "2", "--final-softcap", "3"],
      "llama-spm", gemma],
     ["gemma3", ["--arch", "gemma3", "--layers", "6", "--head-dim", "32", "--window", "8", "--feature",
-                "rope-scaling-linear", "--final-softcap", "5"], "llama-spm", gemma]]) {
+                "rope-scaling-linear", "--final-softcap", "5"], "llama-spm", gemma],
+    ["mixtral", ["--experts", "4", "--experts-used", "2"], "llama-spm", gemma],
+    ["qwen3moe", ["--arch", "qwen3moe", "--experts", "8", "--experts-used", "2", "--expert-ff", "64", "--head-dim",
+                  "32"], "qwen2", qwen]]) {
     for (const type of ["f32", "q8_0"]) {
       const file = path.join(opts.work, `random-${name}-${type}.gguf`);
       const made = runJson(opts["make-model"], ["--out", file, "--dim", "64", "--layers", "2", "--heads", "4",

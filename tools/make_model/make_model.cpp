@@ -19,6 +19,10 @@
 // gemma3), gemma2's attn_logit_softcapping 50 and final_logit_softcapping 30 (--attn-softcap X / --final-softcap X;
 // gemma3 writes a final cap only when given), gemma3's rope.freq_base 1000000 (its windowed layers' 10000 is
 // llama.cpp's default). --swa-pattern N writes attention.sliding_window_pattern (default: none, the family's 2 or 6).
+// --experts N --experts-used K make every layer's feed-forward a mixture of N experts, K per token, as llama.cpp's
+// converter writes Mixtral (--arch llama: expert_count, expert_used_count, ffn_gate_inp and the 3-D
+// ffn_{gate,up,down}_exps of --ff) and Qwen3-MoE (--arch qwen3moe, which always has them: qwen3's attention and
+// expert_feed_forward_length, --expert-ff N, default ff / K).
 //
 // TYPE is a GGML type (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k... see quant_mixture.hpp) or one of
 // llama-quantize's mixtures (q2_k, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs): each tensor then gets the type
@@ -74,11 +78,12 @@ struct options {
     int64_t window = -1;                // gemma: --window N (-1: the family's)
     float attn_softcap = 0.0f, final_softcap = 0.0f; // gemma: 0: the family's
     int64_t swa_pattern = -1;           // gemma: --swa-pattern N (-1: not written)
+    int64_t experts = 0, experts_used = 0, expert_ff = 0; // --experts, --experts-used, --expert-ff
 };
 
 const char *const k_features[] = {"rope-freqs", "qkv-bias", "mlp-bias", "fused-qkv", "rope-scaling-linear",
                                   "rope-scaling-yarn", "longrope", "output-bias"};
-const char *const k_archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3"};
+const char *const k_archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe"};
 
 using rng = strata::tools::splitmix64; // identical weights for a seed on every machine
 
@@ -87,8 +92,8 @@ using rng = strata::tools::splitmix64; // identical weights for a seed on every 
                  "make-model: %s\nusage: make-model --out F.gguf [--arch ARCH] [--dim N --layers N --heads N --kv-heads N --ff N "
                  "--ctx N] [--head-dim N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure] "
                  "[--weight-scale X] [--feature NAME]... [--window N] [--swa-pattern N] [--attn-softcap X] "
-                 "[--final-softcap X]\n"
-                 "ARCH: llama qwen2 qwen3 phi3 gemma2 gemma3\n"
+                 "[--final-softcap X] [--experts N --experts-used K [--expert-ff N]]\n"
+                 "ARCH: llama qwen2 qwen3 phi3 gemma2 gemma3 qwen3moe\n"
                  "NAME: rope-freqs qkv-bias mlp-bias fused-qkv rope-scaling-linear rope-scaling-yarn longrope output-bias\n"
                  "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m "
                  "q5_k_s q5_k_m q6_k\n",
@@ -133,6 +138,9 @@ options parse(int argc, char **argv) {
         else if (a == "--final-softcap") o.final_softcap = positive();
         else if (a == "--window") o.window = num(true);
         else if (a == "--swa-pattern") o.swa_pattern = num();
+        else if (a == "--experts") o.experts = num();
+        else if (a == "--experts-used") o.experts_used = num();
+        else if (a == "--expert-ff") o.expert_ff = num();
         else if (a == "--dim") o.dim = num();
         else if (a == "--layers") o.layers = num();
         else if (a == "--heads") o.heads = num();
@@ -167,6 +175,15 @@ options parse(int argc, char **argv) {
     if (o.arch == "gemma3" && o.attn_softcap > 0.0f) usage("gemma3 has no attention soft-cap (--attn-softcap)");
     if (o.arch == "gemma2" && o.window == 0) usage("gemma2 windows every other layer: --window must be > 0");
     if (o.arch == "gemma2" && o.untied) usage("gemma2 has no output.weight (--untied)");
+    if (o.arch == "qwen3moe" && o.experts == 0) usage("--arch qwen3moe needs --experts N --experts-used K");
+    if (o.experts > 0 && (o.experts_used <= 0 || o.experts_used > o.experts))
+        usage("--experts-used K must be in 1..--experts");
+    if (o.experts > 0 && o.arch != "llama" && o.arch != "qwen3moe")
+        usage("--experts is for --arch llama (Mixtral) and qwen3moe");
+    if (o.expert_ff > 0 && o.arch != "qwen3moe") usage("--expert-ff is qwen3moe's (Mixtral's experts have --ff)");
+    if (o.experts == 0 && (o.experts_used > 0 || o.expert_ff > 0)) usage("--experts-used / --expert-ff need --experts");
+    if (o.arch == "qwen3moe" && o.expert_ff == 0) o.expert_ff = o.ff / o.experts_used;
+    if (o.arch == "llama") o.expert_ff = o.ff;
     return o;
 }
 
@@ -276,6 +293,11 @@ int main(int argc, char **argv) try {
         if (window > 0) w.add_u32(p + "attention.sliding_window", static_cast<uint32_t>(window));
     }
     if (o.swa_pattern >= 0) w.add_u32(p + "attention.sliding_window_pattern", static_cast<uint32_t>(o.swa_pattern));
+    if (o.experts > 0) {
+        w.add_u32(p + "expert_count", static_cast<uint32_t>(o.experts));
+        w.add_u32(p + "expert_used_count", static_cast<uint32_t>(o.experts_used));
+        if (o.arch == "qwen3moe") w.add_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(o.expert_ff));
+    }
     w.add_f32(p + "attention.layer_norm_rms_epsilon", 1e-5f);
     const auto has = [&o](const char *f) { return std::find(o.features.begin(), o.features.end(), f) != o.features.end(); };
     if (has("rope-scaling-linear") || has("rope-scaling-yarn")) {
@@ -338,6 +360,13 @@ int main(int argc, char **argv) try {
         }
         w.add_tensor(name, q->ggml_type, {cols, rows}, std::move(bytes));
     };
+    // A GGUF [cols, rows, experts] tensor: --experts matrices of rows x cols, one after another.
+    auto expert_matrix = [&](const std::string &name, int64_t cols, int64_t rows, int64_t layer) {
+        const strata_quant_desc *q = quant_for(name, cols, layer);
+        std::vector<uint8_t> bytes;
+        random_rows(q, cols, rows * o.experts, bytes);
+        w.add_tensor(name, q->ggml_type, {cols, rows, o.experts}, std::move(bytes));
+    };
     // An F32 vector of n values 1 + 0.1 u (norm weights, biases), or several drawn one after another in one tensor.
     auto vectors_near_one = [&](const std::string &name, std::initializer_list<int64_t> parts) {
         int64_t n = 0;
@@ -380,17 +409,24 @@ int main(int argc, char **argv) try {
                 vector_near_one(b + "attn_v.bias", kv_dim);
             }
         }
-        if (o.arch == "qwen3" || o.arch == "gemma3") {
+        if (o.arch == "qwen3" || o.arch == "gemma3" || o.arch == "qwen3moe") {
             vector_near_one(b + "attn_k_norm.weight", head_dim);
             vector_near_one(b + "attn_q_norm.weight", head_dim);
         }
         matrix(b + "attn_output.weight", q_dim, o.dim, l);
         if (gemma) norm(b + "post_attention_norm.weight");
         norm(b + "ffn_norm.weight");
-        if (!phi3) matrix(b + "ffn_gate.weight", o.dim, o.ff, l);
-        matrix(b + "ffn_down.weight", o.ff, o.dim, l);
-        if (phi3) fused_matrix(b + "ffn_up.weight", o.dim, {o.ff, o.ff}, l); // gate rows, then up rows
-        else matrix(b + "ffn_up.weight", o.dim, o.ff, l);
+        if (o.experts > 0) { // the router, then each 3-D expert tensor: experts' matrices one after another
+            matrix(b + "ffn_gate_inp.weight", o.dim, o.experts, l);
+            expert_matrix(b + "ffn_gate_exps.weight", o.dim, o.expert_ff, l);
+            expert_matrix(b + "ffn_down_exps.weight", o.expert_ff, o.dim, l);
+            expert_matrix(b + "ffn_up_exps.weight", o.dim, o.expert_ff, l);
+        } else {
+            if (!phi3) matrix(b + "ffn_gate.weight", o.dim, o.ff, l);
+            matrix(b + "ffn_down.weight", o.ff, o.dim, l);
+            if (phi3) fused_matrix(b + "ffn_up.weight", o.dim, {o.ff, o.ff}, l); // gate rows, then up rows
+            else matrix(b + "ffn_up.weight", o.dim, o.ff, l);
+        }
         if (has("mlp-bias")) {
             vector_near_one(b + "ffn_gate.bias", o.ff);
             vector_near_one(b + "ffn_down.bias", o.dim);

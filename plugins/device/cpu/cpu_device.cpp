@@ -181,6 +181,9 @@ const strata_device_desc cpu_device_desc = {
     strata::cpu::scale,
     strata::cpu::geglu,
     strata::cpu::softcap,
+    strata::cpu::moe_route,
+    strata::cpu::matmul_id,
+    strata::cpu::moe_combine,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cpu_device_desc.header};

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <vector>
 
 struct strata_device {
     strata_device(int n_threads, std::span<const int> pin_cpus, const strata::cpu::kernels &k,
@@ -46,6 +47,8 @@ struct strata_device {
     };
     std::unique_ptr<unsigned char[], free_deleter> activations;
     int64_t activation_bytes = 0;
+    // matmul_id's slots grouped by expert (offsets, then slot indices); grows, never shrinks.
+    std::vector<int32_t> expert_slots;
 };
 
 namespace strata::cpu {

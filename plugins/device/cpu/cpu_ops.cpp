@@ -42,6 +42,8 @@ int64_t elementwise_grain(int64_t n, int threads) {
     return std::max<int64_t>(4096, ceil_div(grain, 16) * 16);
 }
 
+} // namespace
+
 // Checks a weight view the way matmul and embedding need it; `what` names the op in messages.
 int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_dot, strata_status *st) {
     if (w == nullptr) return fail(st, invalid, "cpu %s: the tensor view is NULL", what);
@@ -73,14 +75,12 @@ int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_do
     return STRATA_OK;
 }
 
-} // namespace
-
-namespace {
-
 // True when the weight's format offers the integer dot path (ABI 1.1): quantize x once, then integer block dots.
 bool has_integer_path(const strata_quant_desc *q) {
     return STRATA_HAS_SLOT(q, quantize_activations) && q->act_block_bytes > 0;
 }
+
+namespace {
 
 // Chunk of weight rows per pool task: a few chunks per thread for balance; smaller chunks when many tokens so a
 // chunk stays in L2.

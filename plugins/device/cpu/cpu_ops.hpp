@@ -32,6 +32,17 @@ int32_t geglu(strata_device *dev, const float *gate, const float *up, int64_t n,
 int32_t softcap(strata_device *dev, const float *x, int64_t n, float cap, float *out, strata_status *st);
 
 
+// ABI 1.16: the mixture-of-experts steps, in cpu_moe_ops.cpp.
+int32_t moe_route(strata_device *dev, const strata_moe_route_args *args, strata_status *st);
+int32_t matmul_id(strata_device *dev, const strata_matmul_id_args *args, strata_status *st);
+int32_t moe_combine(strata_device *dev, const float *y, const float *weights, int32_t n_tokens, int32_t k, int32_t dim,
+                    float *out, strata_status *st);
+
+// Checks a weight view for matmul-like ops (need_dot) or embedding; `what` names the op in messages.
+int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_dot, strata_status *st);
+// True when the weight's format offers the integer dot path (ABI 1.1): quantize x once, then integer block dots.
+bool has_integer_path(const strata_quant_desc *q);
+
 // The checks attention and paged_attention share: head counts, q/out, scale. `op` names the op in the message.
 int32_t check_attention_heads(const char *op, int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
                               const float *q, const float *out, float scale, strata_status *st);

@@ -17,14 +17,16 @@ namespace strata::decoder {
 // the layer body only ever reads the separate roles.
 enum class role : uint8_t {
     attn_norm, wqkv, bqkv, wq, bq, wk, bk, wv, bv, q_norm, k_norm, wo, bo, attn_post_norm, ffn_norm, w_gate_up, w_gate,
-    b_gate, w_up, b_up, w_down, b_down, ffn_post_norm,
+    b_gate, w_up, b_up, w_down, b_down, router, gate_exps, up_exps, down_exps, ffn_post_norm,
     count
 };
 inline constexpr size_t role_count = static_cast<size_t>(role::count);
 
 // A dimension of a layer tensor, resolved from the hyperparameters: n_embd, n_head * head_dim, n_head_kv * head_dim,
-// q + 2 kv (fused Q/K/V), head_dim, n_ff, 2 n_ff (fused gate and up), or 1 (a vector).
-enum class dim : uint8_t { embd, q, kv, qkv, head, ff, ff2, one };
+// q + 2 kv (fused Q/K/V), head_dim, n_ff, 2 n_ff (fused gate and up), 1 (a vector), the expert count, and the rows of
+// a 3-D expert tensor [cols, rows, n_expert] read as one matrix of n_expert stacked ones: n_ff_exp * n_expert or
+// n_embd * n_expert; an expert's own columns n_ff_exp.
+enum class dim : uint8_t { embd, q, kv, qkv, head, ff, ff2, one, expert, ff_exps, embd_exps, ff_exp };
 
 struct layer_tensor {
     role r;
@@ -56,6 +58,11 @@ inline constexpr layer_tensor k_layer_tensors[role_count] = {
     {role::b_up, "ffn_up.bias", dim::ff, dim::one, true},
     {role::w_down, "ffn_down.weight", dim::ff, dim::embd, false},
     {role::b_down, "ffn_down.bias", dim::embd, dim::one, true},
+    // Mixture of experts (Mixtral, Qwen3-MoE): the router and the experts' gate, up and down matrices.
+    {role::router, "ffn_gate_inp.weight", dim::embd, dim::expert, false},
+    {role::gate_exps, "ffn_gate_exps.weight", dim::embd, dim::ff_exps, false},
+    {role::up_exps, "ffn_up_exps.weight", dim::embd, dim::ff_exps, false},
+    {role::down_exps, "ffn_down_exps.weight", dim::ff_exp, dim::embd_exps, false},
     {role::ffn_post_norm, "post_ffw_norm.weight", dim::embd, dim::one, true}, // Gemma 2/3
 };
 
@@ -83,9 +90,11 @@ inline constexpr fused_tensor k_fused[] = {
     {role::w_gate_up, {role::w_gate, role::w_up, role::w_up}, {dim::ff, dim::ff, dim::ff}, 2},
 };
 
-// The roles the layer body needs in every family, from the file or from a fused tensor.
-inline constexpr role k_layer_needs[] = {role::attn_norm, role::wq,     role::wk,   role::wv,    role::wo,
-                                         role::ffn_norm,  role::w_gate, role::w_up, role::w_down};
+// The roles the layer body needs in every family, from the file or from a fused tensor, and the feed-forward's: dense
+// (SwiGLU / GeGLU) or mixture-of-experts.
+inline constexpr role k_layer_needs[] = {role::attn_norm, role::wq, role::wk, role::wv, role::wo, role::ffn_norm};
+inline constexpr role k_dense_ffn[] = {role::w_gate, role::w_up, role::w_down};
+inline constexpr role k_expert_ffn[] = {role::router, role::gate_exps, role::up_exps, role::down_exps};
 
 // Whether a family's layers have a tensor: never (a file that has it is refused, the tensor named as unused), may, or
 // must.
@@ -140,6 +149,13 @@ struct family {
     presence output = presence::optional;
     ffn_activation activation = ffn_activation::silu;
     gemma_terms gemma{};
+    // Mixture-of-experts feed-forwards (<arch>.expert_count > 0): never, when the file says so in place of the dense
+    // one (llama: Mixtral), or always (qwen3moe). Routing is softmax, top expert_used_count, weights normalised to
+    // sum 1 (llama.cpp's build_moe_ffn with norm_w for both).
+    presence experts = presence::absent;
+    // The experts' inner size comes from <arch>.expert_feed_forward_length (default feed_forward_length /
+    // expert_used_count, Qwen3-MoE), else it is feed_forward_length (llama).
+    bool expert_ff_key = false;
 };
 
 namespace detail {
@@ -186,9 +202,9 @@ inline constexpr auto gemma3_layer = with(gemma2_layer, {q_norm, k_norm}, presen
 // src/models/<arch>.cpp (which tensors its load_tensors creates, required or TENSOR_NOT_REQUIRED) and
 // llama_model_rope_type; a family that needs no new kind of op is one row here.
 inline constexpr family k_families[] = {
-    {"llama", "Llama 1/2/3.x (rope_freqs factors, linear RoPE scaling, optional biases)", STRATA_ROPE_PAIRS,
-     freq_factors::rope_freqs,
-     detail::llama_layer},
+    {"llama", "Llama 1/2/3.x, Mixtral (rope_freqs factors, linear RoPE scaling, optional biases, experts)",
+     STRATA_ROPE_PAIRS, freq_factors::rope_freqs, detail::llama_layer, {}, presence::absent, presence::optional,
+     ffn_activation::silu, {}, presence::optional},
     // llama.cpp's converter writes Mistral 7B as "llama"; some tools write "mistral".
     {"mistral", "Mistral 7B-shaped files labelled 'mistral' (run as llama)", STRATA_ROPE_PAIRS, freq_factors::rope_freqs,
      detail::llama_layer},
@@ -204,6 +220,9 @@ inline constexpr family k_families[] = {
     {"gemma3", "Gemma 3 text (gemma2's layer with Q/K norms; 5 windowed layers to 1 global, their own RoPE base)",
      STRATA_ROPE_NEOX, freq_factors::none, detail::gemma3_layer, {window_use::pattern, 0, 6, false},
      presence::absent, presence::optional, ffn_activation::gelu, {true, false, 0.0f, true, 62}},
+    {"qwen3moe", "Qwen3 mixture-of-experts (Qwen3-30B-A3B, 235B-A22B: qwen3's attention, routed experts)",
+     STRATA_ROPE_NEOX, freq_factors::none, detail::qwen3_layer, {}, presence::absent, presence::optional,
+     ffn_activation::silu, {}, presence::required, true},
 };
 
 inline constexpr size_t family_count = sizeof k_families / sizeof k_families[0];

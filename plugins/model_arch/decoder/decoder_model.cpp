@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -19,7 +20,7 @@ namespace strata::decoder {
 
 namespace {
 
-int64_t resolve(dim d, const strata_model_hparams &hp) {
+int64_t resolve(dim d, const strata_model_hparams &hp, const expert_dims &ex) {
     switch (d) {
     case dim::embd: return hp.n_embd;
     case dim::q: return static_cast<int64_t>(hp.n_head) * hp.head_dim;
@@ -29,6 +30,10 @@ int64_t resolve(dim d, const strata_model_hparams &hp) {
     case dim::ff: return hp.n_ff;
     case dim::ff2: return 2 * static_cast<int64_t>(hp.n_ff);
     case dim::one: return 1;
+    case dim::expert: return ex.n_expert;
+    case dim::ff_exps: return static_cast<int64_t>(ex.n_ff) * ex.n_expert;
+    case dim::embd_exps: return static_cast<int64_t>(hp.n_embd) * ex.n_expert;
+    case dim::ff_exp: return ex.n_ff;
     }
     return 0;
 }
@@ -62,6 +67,7 @@ void load_host_views(const strata_model_source *src, model &m) {
 // blocks stay whole and aligned) or consecutive elements of a bias vector. A layer may hold a tensor fused or
 // separate, not both; after splitting, every role the layer body needs must be there.
 void split_fused(layer_weights &w, const strata_model_hparams &hp, const family &fam, size_t l) {
+    const expert_dims no_experts{}; // fused tensors never hold experts
     const std::string b = layer_prefix(l);
     for (const fused_tensor &f : k_fused) {
         const strata_tensor_view &whole = w[f.whole];
@@ -74,7 +80,7 @@ void split_fused(layer_weights &w, const strata_model_hparams &hp, const family 
                 throw std::runtime_error("the file has both '" + b + layer_tensor_of(f.whole).name + "' and '" + b +
                                          layer_tensor_of(part).name + "'; a layer holds a tensor fused or separate, "
                                          "not both");
-            const int64_t size = resolve(f.sizes[static_cast<size_t>(i)], hp);
+            const int64_t size = resolve(f.sizes[static_cast<size_t>(i)], hp, no_experts);
             strata_tensor_view v = whole;
             if (vector) {
                 v.cols = size;
@@ -98,6 +104,62 @@ void split_fused(layer_weights &w, const strata_model_hparams &hp, const family 
         throw std::runtime_error("missing tensor '" + b + layer_tensor_of(r).name + "'" + fused +
                                  "; the file is not a complete " + fam.arch + " model");
     }
+    // The feed-forward: the dense matrices or the experts', whichever the model has (load made the other absent).
+    const bool experts = w.has(role::router);
+    for (const role r : experts ? std::span<const role>(k_expert_ffn) : std::span<const role>(k_dense_ffn))
+        if (!w.has(r))
+            throw std::runtime_error("missing tensor '" + b + layer_tensor_of(r).name + "'" +
+                                     ((r == role::w_gate || r == role::w_up) && fam.layer[static_cast<size_t>(role::w_gate_up)] !=
+                                                               presence::absent
+                                          ? " (or the fused '" + b + layer_tensor_of(role::w_gate_up).name + "')"
+                                          : std::string()) +
+                                     "; the file is not a complete " + fam.arch + " model");
+}
+
+// Which tensors a layer must, may or must not have: the family's row, with the dense feed-forward swapped for the
+// experts' when the model has experts.
+std::array<presence, role_count> layer_presence(const family &fam, bool experts) {
+    std::array<presence, role_count> p = fam.layer;
+    for (const role r : k_expert_ffn) p[static_cast<size_t>(r)] = experts ? presence::required : presence::absent;
+    if (experts)
+        for (const role r : {role::w_gate_up, role::w_gate, role::b_gate, role::w_up, role::b_up, role::w_down,
+                             role::b_down})
+            p[static_cast<size_t>(r)] = presence::absent;
+    return p;
+}
+
+// <arch>.expert_count and the rest of the experts' shape, as llama.cpp reads them; a family without experts refuses a
+// count > 0 and one that always has them (qwen3moe) refuses 0.
+expert_dims read_experts(const strata_model_source *src, const family &fam, const strata_model_hparams &hp) {
+    const std::string p = std::string(fam.arch) + ".";
+    expert_dims ex;
+    const uint64_t count = meta_u64(src, p + "expert_count", false, 0);
+    const uint64_t used = meta_u64(src, p + "expert_used_count", false, 0);
+    if (fam.experts == presence::absent) {
+        if (count > 0)
+            throw std::runtime_error("'" + p + "expert_count' is " + std::to_string(count) + ": " + fam.arch +
+                                     " has no mixture-of-experts layers");
+        return ex;
+    }
+    if (count == 0) {
+        if (fam.experts == presence::required)
+            throw std::runtime_error("'" + p + "expert_count' is missing or 0; a " + std::string(fam.arch) +
+                                     " model routes every layer's feed-forward to experts");
+        return ex;
+    }
+    if (count > 1024 || used == 0 || used > count)
+        throw std::runtime_error("'" + p + "expert_count' " + std::to_string(count) + " and '" + p +
+                                 "expert_used_count' " + std::to_string(used) +
+                                 ": need 0 < expert_used_count <= expert_count <= 1024");
+    ex.n_expert = static_cast<int32_t>(count);
+    ex.n_used = static_cast<int32_t>(used);
+    ex.n_ff = hp.n_ff;
+    if (fam.expert_ff_key)
+        ex.n_ff = static_cast<int32_t>(meta_u64(src, p + "expert_feed_forward_length", false,
+                                                static_cast<uint64_t>(hp.n_ff / ex.n_used)));
+    if (ex.n_ff <= 0 || ex.n_ff > (1 << 22))
+        throw std::runtime_error("the experts' feed-forward length " + std::to_string(ex.n_ff) + " is implausible");
+    return ex;
 }
 
 // Keys a decoder file may carry whose meaning this forward pass does not implement: each is refused with what it is
@@ -117,11 +179,6 @@ void refuse_unimplemented_keys(const strata_model_source *src, const family &fam
             src->host->log(src->host->ctx, STRATA_LOG_WARN, "decoder", msg.c_str());
         }
     }
-    const uint64_t experts = meta_u64(src, p + "expert_count", false, 0);
-    meta_u64(src, p + "expert_used_count", false, 0); // meaningful only with experts
-    if (experts > 0)
-        throw std::runtime_error("'" + p + "expert_count' is " + std::to_string(experts) +
-                                 ": mixture-of-experts layers (Mixtral-style) are not implemented by this plugin yet");
     const uint64_t value_length = meta_u64(src, p + "attention.value_length", false, static_cast<uint64_t>(hp.head_dim));
     if (value_length != static_cast<uint64_t>(hp.head_dim))
         throw std::runtime_error("'" + p + "attention.value_length' " + std::to_string(value_length) +
@@ -195,6 +252,9 @@ void read_attention(const strata_model_source *src, const family &fam, model &m)
                           " elsewhere";
         }
     }
+    if (m.experts.n_expert > 0)
+        m.op_needs.push_back({STRATA_DEVICE_OP_MOE, "the experts ('" + p + "expert_count' " +
+                                                        std::to_string(m.experts.n_expert) + ")"});
     if (m.embed_scale != 0.0f) m.op_needs.push_back({STRATA_DEVICE_OP_SCALE, std::string(fam.arch) + "'s embedding scale"});
     if (fam.activation == ffn_activation::gelu)
         m.op_needs.push_back({STRATA_DEVICE_OP_GEGLU, std::string(fam.arch) + "'s GeGLU feed-forward"});
@@ -264,6 +324,8 @@ model *load(const family &fam, const strata_model_source *src) {
     strata_model_hparams &hp = m->hp;
     hp = read_hparams(src, fam);
     refuse_unimplemented_keys(src, fam, hp);
+    m->experts = read_experts(src, fam, hp);
+    const std::array<presence, role_count> layer = layer_presence(fam, m->experts.n_expert > 0);
 
     strata_tensor_view probe{};
     probe.struct_size = sizeof probe;
@@ -295,10 +357,10 @@ model *load(const family &fam, const strata_model_source *src) {
         const std::string b = layer_prefix(static_cast<size_t>(l));
         layer_weights &w = m->layers[static_cast<size_t>(l)];
         for (const layer_tensor &lt : k_layer_tensors) {
-            const presence how = fam.layer[static_cast<size_t>(lt.r)];
+            const presence how = layer[static_cast<size_t>(lt.r)];
             if (how == presence::absent) continue;
             bool found = false;
-            w[lt.r] = tensor(src, fam, b + lt.name, resolve(lt.cols, hp), resolve(lt.rows, hp),
+            w[lt.r] = tensor(src, fam, b + lt.name, resolve(lt.cols, hp, m->experts), resolve(lt.rows, hp, m->experts),
                              how == presence::required, &found);
             if (!found) continue;
             if (lt.is_vector && w[lt.r].ggml_type != 0)
@@ -329,15 +391,18 @@ namespace {
 
 // Offsets (in floats) of each activation buffer inside the host-provided workspace.
 struct workspace_layout {
-    size_t x, xb, q, k, v, attn, gate, up, last, total;
+    size_t x, xb, q, k, v, attn, gate, up, last, router, ids, weights, expert_out, total;
 };
 
-workspace_layout layout(const strata_model_hparams &hp, int32_t n) {
+// ex: a mixture-of-experts model's experts (gate and up then hold every selected expert's rows, and the routing and
+// the experts' outputs get buffers of their own).
+workspace_layout layout(const strata_model_hparams &hp, const expert_dims &ex, int32_t n) {
     const size_t N = static_cast<size_t>(n);
     const size_t d = static_cast<size_t>(hp.n_embd);
     const size_t dq = static_cast<size_t>(hp.n_head) * static_cast<size_t>(hp.head_dim);
     const size_t dkv = static_cast<size_t>(hp.n_head_kv) * static_cast<size_t>(hp.head_dim);
-    const size_t ff = static_cast<size_t>(hp.n_ff);
+    const size_t slots = N * static_cast<size_t>(ex.n_used);
+    const size_t ff = std::max(static_cast<size_t>(hp.n_ff), static_cast<size_t>(ex.n_used) * static_cast<size_t>(ex.n_ff));
     workspace_layout w{};
     size_t off = 0;
     // Each buffer starts on a 64-byte boundary (16 floats) for aligned SIMD loads.
@@ -355,6 +420,10 @@ workspace_layout layout(const strata_model_hparams &hp, int32_t n) {
     w.gate = take(N * ff);
     w.up = take(N * ff);
     w.last = take(N * d); // the final norm's input and output: up to every token of the batch (paged logits)
+    w.router = take(N * static_cast<size_t>(ex.n_expert));
+    w.ids = take(slots); // int32 expert ids, one float's room each
+    w.weights = take(slots);
+    w.expert_out = take(slots * d);
     w.total = off;
     return w;
 }
@@ -362,7 +431,7 @@ workspace_layout layout(const strata_model_hparams &hp, int32_t n) {
 } // namespace
 
 uint64_t workspace_bytes(const model &m, int32_t n_tokens) {
-    return static_cast<uint64_t>(layout(m.hp, n_tokens).total) * sizeof(float) + 64;
+    return static_cast<uint64_t>(layout(m.hp, m.experts, n_tokens).total) * sizeof(float) + 64;
 }
 
 namespace {
@@ -377,14 +446,18 @@ using strata::plugin::fail;
 
 // The activation buffers of one forward call, carved out of the host's workspace.
 struct activations {
-    float *x, *xb, *q, *k, *v, *attn, *gate, *up, *last;
+    float *x, *xb, *q, *k, *v, *attn, *gate, *up, *last, *router;
+    int32_t *ids;
+    float *weights, *expert_out;
 };
 
-activations carve(const strata_model_hparams &hp, void *workspace, int32_t n_tokens) {
-    const workspace_layout L = layout(hp, n_tokens);
+activations carve(const model &m, void *workspace, int32_t n_tokens) {
+    const workspace_layout L = layout(m.hp, m.experts, n_tokens);
     float *base = reinterpret_cast<float *>((reinterpret_cast<uintptr_t>(workspace) + 63) & ~uintptr_t{63});
-    return {base + L.x, base + L.xb, base + L.q, base + L.k, base + L.v, base + L.attn, base + L.gate, base + L.up,
-            base + L.last};
+    return {base + L.x,    base + L.xb,  base + L.q,    base + L.k,
+            base + L.v,    base + L.attn, base + L.gate, base + L.up,
+            base + L.last, base + L.router, reinterpret_cast<int32_t *>(base + L.ids), base + L.weights,
+            base + L.expert_out};
 }
 
 // True when the caller's struct holds the ABI 1.5 tail and asks for the paged KV cache.
@@ -426,6 +499,56 @@ int32_t add_bias(const strata_device_desc *ops, strata_device *dev, const strata
     return ops->add_rows(dev, out, static_cast<const float *>(bias.data), n, static_cast<int32_t>(bias.cols), out, st);
 }
 
+// gate = act(gate) * up over n elements: SwiGLU, or GeGLU for Gemma.
+int32_t activate(const model &m, const strata_device_desc *ops, strata_device *dev, float *gate, const float *up,
+                 int64_t n, strata_status *st) {
+    if (m.fam->activation == ffn_activation::silu) return ops->swiglu(dev, gate, up, n, gate, st);
+    if (!STRATA_HAS_SLOT(ops, geglu))
+        return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s needs the geglu op (ABI 1.14), which device '%s' "
+                    "does not offer", m.fam->arch, ops->header.name);
+    return ops->geglu(dev, gate, up, n, gate, st);
+}
+
+// The mixture-of-experts feed-forward of n tokens from b.xb into b.xb, as llama.cpp's build_moe_ffn: router logits,
+// the top experts and their normalised weights, each selected expert's gate, up and down, the weighted sum.
+int32_t experts_ffn(const model &m, const strata_device_desc *ops, strata_device *dev, const layer_weights &w,
+                    const activations &b, int32_t n, strata_status *st) {
+    const expert_dims &ex = m.experts;
+    if (!STRATA_HAS_SLOT(ops, moe_route) || !STRATA_HAS_SLOT(ops, matmul_id) || !STRATA_HAS_SLOT(ops, moe_combine))
+        return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s's experts need the moe_route, matmul_id and "
+                    "moe_combine ops (ABI 1.16), which device '%s' does not offer", m.fam->arch, ops->header.name);
+    if (int32_t rc = ops->matmul(dev, &w[role::router], b.xb, n, b.router, st); rc != STRATA_OK) return rc;
+    strata_moe_route_args r{};
+    r.struct_size = sizeof r;
+    r.n_tokens = n;
+    r.n_expert = ex.n_expert;
+    r.k = ex.n_used;
+    r.normalize = 1;
+    r.logits = b.router;
+    r.ids = b.ids;
+    r.weights = b.weights;
+    if (int32_t rc = ops->moe_route(dev, &r, st); rc != STRATA_OK) return rc;
+    auto experts = [&](role weight, const float *x, int32_t per_slot, float *y) {
+        strata_matmul_id_args a{};
+        a.struct_size = sizeof a;
+        a.w = &w[weight];
+        a.n_expert = ex.n_expert;
+        a.n_tokens = n;
+        a.k = ex.n_used;
+        a.ids = b.ids;
+        a.x = x;
+        a.x_per_slot = per_slot;
+        a.y = y;
+        return ops->matmul_id(dev, &a, st);
+    };
+    const int64_t slots = static_cast<int64_t>(n) * ex.n_used;
+    if (int32_t rc = experts(role::gate_exps, b.xb, 0, b.gate); rc != STRATA_OK) return rc;
+    if (int32_t rc = experts(role::up_exps, b.xb, 0, b.up); rc != STRATA_OK) return rc;
+    if (int32_t rc = activate(m, ops, dev, b.gate, b.up, slots * ex.n_ff, st); rc != STRATA_OK) return rc;
+    if (int32_t rc = experts(role::down_exps, b.gate, 1, b.expert_out); rc != STRATA_OK) return rc;
+    return ops->moe_combine(dev, b.expert_out, b.weights, n, ex.n_used, m.hp.n_embd, b.xb, st);
+}
+
 // One layer's ops on `ops`/`dev` over buffers `b` with weights `w`: whatever tensors the layer has (the family table
 // says which), in llama.cpp's order. attend(b) stores the layer's K/V rows (b.k, b.v, after RoPE) wherever the cache
 // keeps them and writes the attention of b.q into b.attn.
@@ -465,20 +588,16 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
     STRATA_TRY(linear(role::wo, role::bo, b.attn, b.xb));
     if (w.has(role::attn_post_norm)) STRATA_TRY(norm(role::attn_post_norm, b.xb, b.xb));
     STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));
-    // Feed-forward block (SwiGLU, or GeGLU for Gemma).
+    // Feed-forward block (SwiGLU, or GeGLU for Gemma; dense or the experts').
     STRATA_TRY(norm(role::ffn_norm, b.x, b.xb));
-    STRATA_TRY(linear(role::w_gate, role::b_gate, b.xb, b.gate));
-    STRATA_TRY(linear(role::w_up, role::b_up, b.xb, b.up));
-    const int64_t nff = static_cast<int64_t>(n) * hp.n_ff;
-    if (m.fam->activation == ffn_activation::gelu) {
-        if (!STRATA_HAS_SLOT(ops, geglu))
-            return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s needs the geglu op (ABI 1.14), which device "
-                        "'%s' does not offer", m.fam->arch, ops->header.name);
-        STRATA_TRY(ops->geglu(dev, b.gate, b.up, nff, b.gate, st));
+    if (w.has(role::router)) {
+        STRATA_TRY(experts_ffn(m, ops, dev, w, b, n, st));
     } else {
-        STRATA_TRY(ops->swiglu(dev, b.gate, b.up, nff, b.gate, st));
+        STRATA_TRY(linear(role::w_gate, role::b_gate, b.xb, b.gate));
+        STRATA_TRY(linear(role::w_up, role::b_up, b.xb, b.up));
+        STRATA_TRY(activate(m, ops, dev, b.gate, b.up, static_cast<int64_t>(n) * hp.n_ff, st));
+        STRATA_TRY(linear(role::w_down, role::b_down, b.gate, b.xb));
     }
-    STRATA_TRY(linear(role::w_down, role::b_down, b.gate, b.xb));
     if (w.has(role::ffn_post_norm)) STRATA_TRY(norm(role::ffn_post_norm, b.xb, b.xb));
     return ops->add(dev, b.x, b.xb, nd, b.x, st);
 }
@@ -568,7 +687,7 @@ int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_
     }
     const strata_device_desc *ops = a->device_ops;
     strata_device *dev = a->device;
-    const activations b = carve(hp, a->workspace, a->n_tokens);
+    const activations b = carve(m, a->workspace, a->n_tokens);
     const int32_t dkv = hp.n_head_kv * hp.head_dim;
     auto attend = [&](int32_t l, const activations &buf) -> int32_t {
         float *kc = a->k_cache[l];
@@ -642,7 +761,7 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
     // Sequences and slots (token_seq, positions against each sequence's blocks) are checked by the device ops,
     // before they write anything.
 
-    const activations b = carve(hp, a->workspace, a->n_tokens);
+    const activations b = carve(m, a->workspace, a->n_tokens);
     const uint64_t layer_bytes =
         2 * static_cast<uint64_t>(kv->block_size) * static_cast<uint64_t>(dkv) * sizeof(float);
     auto attend = [&](int32_t l, const activations &buf) -> int32_t {
@@ -688,7 +807,7 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
         hs.ops = a->host_device_ops;
         hs.dev = a->host_device;
         hs.on_host = a->layer_on_host;
-        hs.b = carve(hp, a->host_workspace, n);
+        hs.b = carve(m, a->host_workspace, n);
     }
     STRATA_TRY(run_layers(m, a, b, attend, st, hs.ops != nullptr ? &hs : nullptr));
     // Final norm and classifier only for the requested tokens, gathered in order (n_logits x n_vocab logits).

@@ -27,9 +27,15 @@ struct listed_tensor {
     int32_t layer;
 };
 
+// A mixture-of-experts model's expert count, experts used per token and the experts' inner size (all 0: dense).
+struct expert_dims {
+    int32_t n_expert = 0, n_used = 0, n_ff = 0;
+};
+
 struct model {
     const family *fam = nullptr;
     strata_model_hparams hp{};
+    expert_dims experts;
     strata_tensor_view tok_embd{}, output_norm{}, output{};
     strata_tensor_view output_bias{}; // data == nullptr: none
     std::vector<layer_weights> layers;

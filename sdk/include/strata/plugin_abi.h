@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 15
+#define STRATA_ABI_MINOR 16
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -224,7 +224,8 @@ typedef enum strata_device_op {
     STRATA_DEVICE_OP_SOFTCAP = 6,     /* softcap, since 1.14 */
     /* since 1.15: attention and paged_attention honour the softcap and window fields of their argument structs;
      * offered by a device whose descriptor reaches the 1.14 slots (it was built knowing those fields). */
-    STRATA_DEVICE_OP_ATTENTION_TERMS = 7
+    STRATA_DEVICE_OP_ATTENTION_TERMS = 7,
+    STRATA_DEVICE_OP_MOE = 8 /* moe_route, matmul_id and moe_combine, since 1.16 */
 } strata_device_op;
 
 /* The rotation of rope_scaled (since 1.13), ggml_rope_ext's terms in its float recipe: pair i of each head (i <
@@ -318,6 +319,35 @@ typedef struct strata_paged_attention_args {
     float softcap;
     int32_t window;
 } strata_paged_attention_args;
+
+/* Expert routing of a mixture-of-experts layer (since 1.16), as ggml's build_moe_ffn with softmax gating: per token,
+ * probs = softmax of its n_expert router logits (ggml's float steps: the max, exponentials summed in double, one
+ * multiply by the float reciprocal); ids = the k experts of largest probability, largest first (equal ones: lower id
+ * first); weights = their probabilities, divided by their float sum (clamped below at 6.103515625e-5) when
+ * normalize is 1 (Mixtral, Qwen3-MoE). All pointers are device memory. */
+typedef struct strata_moe_route_args {
+    uint32_t struct_size;
+    int32_t n_tokens, n_expert, k;
+    int32_t normalize;
+    const float *logits; /* n_tokens x n_expert */
+    int32_t *ids;        /* n_tokens x k */
+    float *weights;      /* n_tokens x k */
+} strata_moe_route_args;
+
+/* A matmul over each token's selected experts (since 1.16, ggml's mul_mat_id): w holds n_expert matrices of w.rows /
+ * n_expert rows one after another (a GGUF [cols, rows, n_expert] tensor); slot s of token t multiplies expert
+ * ids[t * k + s] with x row t (x_per_slot 0) or row t * k + s (x_per_slot 1) into y row t * k + s. Each row of y is
+ * what matmul gives for that expert's rows and that x row, bit for bit. x, ids and y are device memory. */
+typedef struct strata_matmul_id_args {
+    uint32_t struct_size;
+    const strata_tensor_view *w;
+    int32_t n_expert;
+    int32_t n_tokens, k;
+    const int32_t *ids;
+    const float *x;
+    int32_t x_per_slot;
+    float *y;
+} strata_matmul_id_args;
 
 typedef enum strata_copy_kind { STRATA_COPY_H2D = 1, STRATA_COPY_D2H = 2, STRATA_COPY_D2D = 3 } strata_copy_kind;
 
@@ -417,6 +447,13 @@ typedef struct strata_device_desc {
     /* out[i] = tanh(x[i] * (1 / cap)) * cap, cap finite and > 0 (Gemma 2's final-logit soft-capping as ggml builds it:
      * scale, tanh, scale). */
     int32_t (*softcap)(strata_device *dev, const float *x, int64_t n, float cap, float *out, strata_status *st);
+    /* optional, since 1.16 (test with STRATA_HAS_SLOT): the steps of a mixture-of-experts feed-forward. */
+    int32_t (*moe_route)(strata_device *dev, const strata_moe_route_args *args, strata_status *st);
+    int32_t (*matmul_id)(strata_device *dev, const strata_matmul_id_args *args, strata_status *st);
+    /* out[t][i] = the sum over slots s < k, in slot order, of y[(t * k + s) * dim + i] * weights[t * k + s] (ggml's
+     * mul by the weights, then adds: a float multiply, then a float add, per term). Device memory. */
+    int32_t (*moe_combine)(strata_device *dev, const float *y, const float *weights, int32_t n_tokens, int32_t k,
+                           int32_t dim, float *out, strata_status *st);
 } strata_device_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
