@@ -23,6 +23,9 @@ strata_fuzz_targets() {
   echo "fuzz_bpe_tokenize 4096 -"
   # Grammars: GBNF, a JSON schema or a regular expression (first byte % 3), then NUL and a text for a matcher.
   echo "fuzz_gbnf 8192 make_gbnf_fuzz_seeds"
+  # A GGUF model through the decoder plugin's load (every family's keys, shapes and fused splits); seeds: one tiny
+  # model per family.
+  echo "fuzz_model_load 16384 make_model_fuzz_seeds"
   # llama-perplexity's KL-divergence base file (runtime perplexity --kl-divergence-base) through the real reader.
   echo "fuzz_kl_base 16384 make_kl_base_seed"
 }

@@ -1,0 +1,102 @@
+// Seeds for fuzz_model_load: one tiny complete GGUF per decoder family (and Mixtral-style experts on llama), written
+// from the family table itself (decoder_family.hpp): every tensor a family's layers must have, with its shape.
+//   make_model_fuzz_seeds <folder>
+#include "decoder_family.hpp"
+#include "gguf/gguf_file.hpp"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace strata::decoder;
+
+// dim 8, 2 heads of 4 (1 KV head), ff 16, 2 layers, vocab 8; experts: 4 of 8, 2 per token.
+constexpr int64_t n_embd = 8, n_head = 2, n_kv = 1, head = 4, n_ff = 16, n_layer = 2, n_vocab = 8;
+constexpr int64_t n_expert = 4, n_used = 2, n_ff_exp = 8;
+
+// ff_exp: the experts' inner size (qwen3moe's own key; llama's experts have feed_forward_length).
+int64_t size_of(dim d, int64_t ff_exp) {
+    switch (d) {
+    case dim::embd: return n_embd;
+    case dim::q: return n_head * head;
+    case dim::kv: return n_kv * head;
+    case dim::qkv: return (n_head + 2 * n_kv) * head;
+    case dim::head: return head;
+    case dim::ff: return n_ff;
+    case dim::ff2: return 2 * n_ff;
+    case dim::one: return 1;
+    case dim::expert: return n_expert;
+    case dim::ff_exps: return ff_exp * n_expert;
+    case dim::embd_exps: return n_embd * n_expert;
+    case dim::ff_exp: return ff_exp;
+    }
+    return 1;
+}
+
+void f32_tensor(strata::gguf::writer &w, const std::string &name, std::vector<int64_t> ne) {
+    int64_t n = 1;
+    for (int64_t x : ne) n *= x;
+    std::vector<uint8_t> bytes(static_cast<size_t>(n) * 4, 0);
+    for (size_t i = 0; i < bytes.size(); i += 4) bytes[i + 3] = 0x3f; // 0.5f
+    w.add_tensor(name, 0, std::move(ne), std::move(bytes));
+}
+
+void write_seed(const std::string &folder, const family &fam, bool experts) {
+    strata::gguf::writer w;
+    const std::string p = std::string(fam.arch) + ".";
+    w.add_string("general.architecture", fam.arch);
+    w.add_u32(p + "embedding_length", n_embd);
+    w.add_u32(p + "block_count", n_layer);
+    w.add_u32(p + "feed_forward_length", n_ff);
+    w.add_u32(p + "attention.head_count", n_head);
+    w.add_u32(p + "attention.head_count_kv", n_kv);
+    w.add_u32(p + "context_length", 64);
+    w.add_f32(p + "rope.freq_base", 10000.0f);
+    if (experts) {
+        w.add_u32(p + "expert_count", n_expert);
+        w.add_u32(p + "expert_used_count", n_used);
+        if (fam.expert_ff_key) w.add_u32(p + "expert_feed_forward_length", n_ff_exp);
+    }
+    if (fam.window.use == window_use::pattern) w.add_u32(p + "attention.sliding_window", 4);
+    const int64_t ff_exp = fam.expert_ff_key ? n_ff_exp : n_ff;
+    f32_tensor(w, "token_embd.weight", {n_embd, n_vocab});
+    f32_tensor(w, "output_norm.weight", {n_embd});
+    for (int64_t l = 0; l < n_layer; ++l) {
+        for (const layer_tensor &t : k_layer_tensors) {
+            const presence how = fam.layer[static_cast<size_t>(t.r)];
+            const bool expert_role = t.r == role::router || t.r == role::gate_exps || t.r == role::up_exps ||
+                                     t.r == role::down_exps;
+            const bool dense_role = t.r == role::w_gate || t.r == role::w_up || t.r == role::w_down ||
+                                    t.r == role::w_gate_up;
+            bool write = how == presence::required || t.r == role::wq || t.r == role::wk || t.r == role::wv;
+            if (experts && dense_role) write = false;
+            if (experts && expert_role) write = true;
+            if (!write || (how == presence::absent && !expert_role)) continue;
+            std::vector<int64_t> ne{size_of(t.cols, ff_exp)};
+            if (!t.is_vector) ne.push_back(size_of(t.rows, ff_exp));
+            if (t.r == role::gate_exps || t.r == role::up_exps || t.r == role::down_exps) {
+                ne[1] /= n_expert;
+                ne.push_back(n_expert);
+            }
+            f32_tensor(w, "blk." + std::to_string(l) + "." + t.name, ne);
+        }
+    }
+    const std::string path = folder + "/" + fam.arch + (experts ? "-experts" : "") + ".gguf";
+    w.write(path);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: make_model_fuzz_seeds <folder>\n");
+        return 2;
+    }
+    for (const family &fam : k_families) {
+        if (fam.experts != presence::required) write_seed(argv[1], fam, false);
+        if (fam.experts != presence::absent) write_seed(argv[1], fam, true);
+    }
+    return 0;
+}
