@@ -40,6 +40,9 @@ constexpr op_slot k_op_slots[] = {
          return STRATA_HAS_SLOT(d, moe_route) && STRATA_HAS_SLOT(d, matmul_id) && STRATA_HAS_SLOT(d, moe_combine);
      },
      "the cpu plugin of this release does; the cuda plugin does not yet"},
+    {STRATA_DEVICE_OP_SHARED_EXPERT, "sigmoid_gate_add", "1.16",
+     [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, sigmoid_gate_add); },
+     "the cpu plugin of this release does; the cuda plugin does not yet"},
 };
 
 const op_slot *find_op(int32_t op) {

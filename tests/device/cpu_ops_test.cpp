@@ -365,7 +365,8 @@ TEST_P(CpuOps, GemmaElementwiseOpsFollowGgml) {
 // ABI 1.16's mixture-of-experts steps. Routing: ggml's softmax steps, the k largest largest first, weights normalised
 // by their float sum when asked; a row of equal logits picks the lowest ids. matmul_id: every slot's row equals
 // matmul's over that expert's rows, with x shared by the slots or one row per slot. moe_combine: the float
-// multiply-then-add chain in slot order. Bad arguments are refused with the output untouched.
+// multiply-then-add chain in slot order; sigmoid_gate_add: Qwen2-MoE's silu / div / mul / add. Bad arguments are
+// refused with the output untouched.
 TEST_P(CpuOps, MixtureOfExpertsStepsFollowGgml) {
     const int32_t n_tokens = 37, n_expert = 8, k = 2;
     auto logits = random_floats(static_cast<size_t>(n_tokens * n_expert), 81, -3.0f, 3.0f);
@@ -455,6 +456,25 @@ TEST_P(CpuOps, MixtureOfExpertsStepsFollowGgml) {
             volatile float second = ey[(t * k + 1) * dim + i] * weights[t * k + 1];
             ASSERT_EQ(out[t * dim + i], first + second) << t << " " << i;
         }
+
+    // Qwen2-MoE's shared expert: acc + y * (silu(g) / g), ggml's float steps.
+    const auto gate = random_floats(static_cast<size_t>(n_tokens), 85, -4.0f, 4.0f);
+    auto acc = random_floats(static_cast<size_t>(n_tokens * dim), 86);
+    const auto before = acc;
+    ASSERT_EQ(ops().sigmoid_gate_add(dev(), ey.data(), gate.data(), n_tokens, dim, acc.data(), &st_), STRATA_OK)
+        << st_.message;
+    for (int32_t t = 0; t < n_tokens; ++t) {
+        const float g = gate[t];
+        volatile float silu = g / (1.0f + expf(-g));
+        volatile float sig = silu / g;
+        EXPECT_NEAR(sig, 1.0 / (1.0 + std::exp(-double{g})), 1e-6);
+        for (int32_t i = 0; i < dim; ++i) {
+            volatile float term = ey[t * dim + i] * sig;
+            ASSERT_EQ(acc[t * dim + i], before[t * dim + i] + term) << t << " " << i;
+        }
+    }
+    EXPECT_EQ(ops().sigmoid_gate_add(dev(), ey.data(), nullptr, n_tokens, dim, acc.data(), &st_),
+              STRATA_ERR_INVALID_ARGUMENT);
 
     r.k = n_expert + 1;
     EXPECT_EQ(ops().moe_route(dev(), &r, &st_), STRATA_ERR_INVALID_ARGUMENT);

@@ -446,7 +446,8 @@ void make_experts(fake_source &s, const std::string &arch, int64_t experts, int6
     }
 }
 
-// Mixtral (llama with expert_count) and Qwen3-MoE: the router and experts listed in place of the dense feed-forward,
+// Mixtral (llama with expert_count), Qwen3-MoE and Qwen2-MoE: the router and experts listed in place of the dense
+// feed-forward (and Qwen2-MoE's shared expert),
 // the experts' inner size (llama: feed_forward_length; qwen3moe: expert_feed_forward_length, default
 // feed_forward_length / expert_used_count), the MoE ops asked of the device, and what is refused.
 TEST(DecoderLoad, ExpertLayersListTheRouterAndExpertsAndAskForTheMoeOps) {
@@ -486,6 +487,30 @@ TEST(DecoderLoad, ExpertLayersListTheRouterAndExpertsAndAskForTheMoeOps) {
         s.u64.erase("qwen3moe.expert_count");
         expect_refused(s, "'qwen3moe.expert_count' is missing or 0; a qwen3moe model routes every layer's feed-forward "
                           "to experts");
+    }
+    {
+        // qwen2moe: routed experts (not normalised) and a shared expert with its 1-row gate; a separate output.
+        fake_source s;
+        fill(s, "qwen2moe", 8, true);
+        make_experts(s, "qwen2moe", 8, 2, 32);
+        s.tensor("output.weight", 32, 16);
+        for (int l = 0; l < 2; ++l) {
+            const std::string b = "blk." + std::to_string(l) + ".";
+            s.tensor(b + "ffn_gate_inp_shexp.weight", 32, 1);
+            s.tensor(b + "ffn_gate_shexp.weight", 32, 64);
+            s.tensor(b + "ffn_up_shexp.weight", 32, 64);
+            s.tensor(b + "ffn_down_shexp.weight", 64, 32);
+        }
+        const load_result r = load(s);
+        ASSERT_TRUE(r.error.empty()) << r.error;
+        EXPECT_EQ(r.listed.size(), 1u + 2u * (9u + 4u + 4u) + 2u) << "Q/K/V + biases, norms, router, 3 experts, shared";
+        const auto needs = op_needs(s);
+        ASSERT_EQ(needs.size(), 3u);
+        EXPECT_EQ(needs[1].first, STRATA_DEVICE_OP_SHARED_EXPERT);
+        s.tensors.erase("blk.1.ffn_up_shexp.weight");
+        expect_refused(s, "missing tensor 'blk.1.ffn_up_shexp.weight'; the file is not a complete qwen2moe model");
+        s.tensors.erase("output.weight");
+        expect_refused(s, "missing tensor 'output.weight'");
     }
     {
         fake_source s;

@@ -444,5 +444,9 @@ INSTANTIATE_TEST_SUITE_P(Types, EngineBatchingQuantized,
                                            quantized_case{"qwen3moe_q8_0", "q8_0",
                                                           "--arch qwen3moe --dim 128 --ff 256 --experts 8 "
                                                           "--experts-used 2 --expert-ff 128",
+                                                          2 * kib},
+                                           quantized_case{"qwen2moe_q8_0", "q8_0",
+                                                          "--arch qwen2moe --dim 128 --ff 256 --experts 8 "
+                                                          "--experts-used 2 --expert-ff 128",
                                                           2 * kib}),
                          [](const auto &info) { return std::string(info.param.name); });

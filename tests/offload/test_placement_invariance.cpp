@@ -160,7 +160,7 @@ std::string big_model() {
 // fused gate-up: views into one tensor, so they must move with it), YaRN and LongRoPE (rope_scaled), qwen2's
 // output.bias (a weight beside the classifier), gemma2 (a window of 8 on every other layer, attention and final
 // soft-caps), gemma3 (windowed layers with their own RoPE beside a global one with linear scaling) and the
-// mixtures of experts (mixtral, qwen3moe: 3-D expert tensors moved and streamed whole with their layer). Offloaded,
+// mixtures of experts (mixtral, qwen3moe, qwen2moe with its shared expert: 3-D expert tensors moved and streamed whole with their layer). Offloaded,
 // streamed from NVMe, and on a device with its own memory (the CPU device's separate_memory mode takes the GPU's
 // paths).
 struct family_case {
@@ -216,7 +216,9 @@ INSTANTIATE_TEST_SUITE_P(Decoder, PlacementInvarianceFamilies,
                                                        "--feature rope-scaling-linear --final-softcap 5"},
                                            family_case{"mixtral", "--experts 4 --experts-used 2"},
                                            family_case{"qwen3moe", "--arch qwen3moe --head-dim 32 --experts 8 "
-                                                                   "--experts-used 2 --expert-ff 64"}),
+                                                                   "--experts-used 2 --expert-ff 64"},
+                                           family_case{"qwen2moe_shared_expert",
+                                                       "--arch qwen2moe --experts 8 --experts-used 2 --expert-ff 64"}),
                          [](const auto &info) { return std::string(info.param.name); });
 
 TEST(PlacementInvariance, ModelFourTimesTheDeviceBudgetGivesTheSameTokens) {

@@ -68,8 +68,8 @@ if (opts["make-model"] && opts.work) {
   // post-norms, attention and final soft-caps of 2 and 3 so that they bend the scores, a window of 8 on every other
   // layer) and gemma3 (Q/K norms, a window of 8 on five of six layers at RoPE base 10000, the sixth at 1e6 with linear
   // scaling 4, a final cap of 5) on Llama 2's SPM vocabulary, 100 tokens reaching far past the window; mixtral (llama
-  // with 4 experts, 2 per token) and qwen3moe (8 experts of 64, 2 per token). F32: every token must agree; Q8_0: the
-  // first.
+  // with 4 experts, 2 per token), qwen3moe (8 experts of 64, 2 per token) and qwen2moe (the same, unnormalised, with
+  // a shared expert). F32: every token must agree; Q8_0: the first.
   const phi3 = ["The capital of France is", "<|user|>\nHi 123<|end|>\n<|assistant|>\n"];
   const gemma = ["The capital of France is", "<start_of_turn>user\nHi 123<end_of_turn>\n<start_of_turn>model\n"];
   for (const [name, args, vocab, texts] of [
@@ -85,7 +85,8 @@ if (opts["make-model"] && opts.work) {
                 "rope-scaling-linear", "--final-softcap", "5"], "llama-spm", gemma],
     ["mixtral", ["--experts", "4", "--experts-used", "2"], "llama-spm", gemma],
     ["qwen3moe", ["--arch", "qwen3moe", "--experts", "8", "--experts-used", "2", "--expert-ff", "64", "--head-dim",
-                  "32"], "qwen2", qwen]]) {
+                  "32"], "qwen2", qwen],
+    ["qwen2moe", ["--arch", "qwen2moe", "--experts", "8", "--experts-used", "2", "--expert-ff", "64"], "qwen2", qwen]]) {
     for (const type of ["f32", "q8_0"]) {
       const file = path.join(opts.work, `random-${name}-${type}.gguf`);
       const made = runJson(opts["make-model"], ["--out", file, "--dim", "64", "--layers", "2", "--heads", "4",

@@ -31,6 +31,7 @@ int64_t size_of(dim d, int64_t ff_exp) {
     case dim::ff_exps: return ff_exp * n_expert;
     case dim::embd_exps: return n_embd * n_expert;
     case dim::ff_exp: return ff_exp;
+    case dim::ff_shexp: return n_ff;
     }
     return 1;
 }
@@ -63,11 +64,14 @@ void write_seed(const std::string &folder, const family &fam, bool experts) {
     const int64_t ff_exp = fam.expert_ff_key ? n_ff_exp : n_ff;
     f32_tensor(w, "token_embd.weight", {n_embd, n_vocab});
     f32_tensor(w, "output_norm.weight", {n_embd});
+    if (fam.output == presence::required) f32_tensor(w, "output.weight", {n_embd, n_vocab});
     for (int64_t l = 0; l < n_layer; ++l) {
         for (const layer_tensor &t : k_layer_tensors) {
             const presence how = fam.layer[static_cast<size_t>(t.r)];
+            const bool shared_role = t.r == role::shexp_gate_inp || t.r == role::shexp_gate ||
+                                     t.r == role::shexp_up || t.r == role::shexp_down;
             const bool expert_role = t.r == role::router || t.r == role::gate_exps || t.r == role::up_exps ||
-                                     t.r == role::down_exps;
+                                     t.r == role::down_exps || (shared_role && fam.shared_expert);
             const bool dense_role = t.r == role::w_gate || t.r == role::w_up || t.r == role::w_down ||
                                     t.r == role::w_gate_up;
             bool write = how == presence::required || t.r == role::wq || t.r == role::wk || t.r == role::wv;

@@ -22,7 +22,9 @@
 // --experts N --experts-used K make every layer's feed-forward a mixture of N experts, K per token, as llama.cpp's
 // converter writes Mixtral (--arch llama: expert_count, expert_used_count, ffn_gate_inp and the 3-D
 // ffn_{gate,up,down}_exps of --ff) and Qwen3-MoE (--arch qwen3moe, which always has them: qwen3's attention and
-// expert_feed_forward_length, --expert-ff N, default ff / K).
+// expert_feed_forward_length, --expert-ff N, default ff / K) and Qwen2-MoE (--arch qwen2moe: qwen2's attention with
+// Q/K/V biases, the same expert keys, a shared expert of --ff (expert_shared_feed_forward_length) with its 1-row gate
+// ffn_gate_inp_shexp, and a separate output.weight).
 //
 // TYPE is a GGML type (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k... see quant_mixture.hpp) or one of
 // llama-quantize's mixtures (q2_k, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs): each tensor then gets the type
@@ -83,7 +85,7 @@ struct options {
 
 const char *const k_features[] = {"rope-freqs", "qkv-bias", "mlp-bias", "fused-qkv", "rope-scaling-linear",
                                   "rope-scaling-yarn", "longrope", "output-bias"};
-const char *const k_archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe"};
+const char *const k_archs[] = {"llama", "qwen2", "qwen3", "phi3", "gemma2", "gemma3", "qwen3moe", "qwen2moe"};
 
 using rng = strata::tools::splitmix64; // identical weights for a seed on every machine
 
@@ -93,7 +95,7 @@ using rng = strata::tools::splitmix64; // identical weights for a seed on every 
                  "--ctx N] [--head-dim N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure] "
                  "[--weight-scale X] [--feature NAME]... [--window N] [--swa-pattern N] [--attn-softcap X] "
                  "[--final-softcap X] [--experts N --experts-used K [--expert-ff N]]\n"
-                 "ARCH: llama qwen2 qwen3 phi3 gemma2 gemma3 qwen3moe\n"
+                 "ARCH: llama qwen2 qwen3 phi3 gemma2 gemma3 qwen3moe qwen2moe\n"
                  "NAME: rope-freqs qkv-bias mlp-bias fused-qkv rope-scaling-linear rope-scaling-yarn longrope output-bias\n"
                  "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m "
                  "q5_k_s q5_k_m q6_k\n",
@@ -175,14 +177,16 @@ options parse(int argc, char **argv) {
     if (o.arch == "gemma3" && o.attn_softcap > 0.0f) usage("gemma3 has no attention soft-cap (--attn-softcap)");
     if (o.arch == "gemma2" && o.window == 0) usage("gemma2 windows every other layer: --window must be > 0");
     if (o.arch == "gemma2" && o.untied) usage("gemma2 has no output.weight (--untied)");
-    if (o.arch == "qwen3moe" && o.experts == 0) usage("--arch qwen3moe needs --experts N --experts-used K");
+    const bool qwen_moe = o.arch == "qwen3moe" || o.arch == "qwen2moe";
+    if (qwen_moe && o.experts == 0) usage(("--arch " + o.arch + " needs --experts N --experts-used K").c_str());
+    if (o.arch == "qwen2moe") o.untied = true; // llama.cpp's qwen2moe requires output.weight
     if (o.experts > 0 && (o.experts_used <= 0 || o.experts_used > o.experts))
         usage("--experts-used K must be in 1..--experts");
-    if (o.experts > 0 && o.arch != "llama" && o.arch != "qwen3moe")
-        usage("--experts is for --arch llama (Mixtral) and qwen3moe");
-    if (o.expert_ff > 0 && o.arch != "qwen3moe") usage("--expert-ff is qwen3moe's (Mixtral's experts have --ff)");
+    if (o.experts > 0 && o.arch != "llama" && !qwen_moe)
+        usage("--experts is for --arch llama (Mixtral), qwen2moe and qwen3moe");
+    if (o.expert_ff > 0 && !qwen_moe) usage("--expert-ff is for qwen2moe / qwen3moe (Mixtral's experts have --ff)");
     if (o.experts == 0 && (o.experts_used > 0 || o.expert_ff > 0)) usage("--experts-used / --expert-ff need --experts");
-    if (o.arch == "qwen3moe" && o.expert_ff == 0) o.expert_ff = o.ff / o.experts_used;
+    if (qwen_moe && o.expert_ff == 0) o.expert_ff = o.ff / o.experts_used;
     if (o.arch == "llama") o.expert_ff = o.ff;
     return o;
 }
@@ -296,7 +300,8 @@ int main(int argc, char **argv) try {
     if (o.experts > 0) {
         w.add_u32(p + "expert_count", static_cast<uint32_t>(o.experts));
         w.add_u32(p + "expert_used_count", static_cast<uint32_t>(o.experts_used));
-        if (o.arch == "qwen3moe") w.add_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(o.expert_ff));
+        if (o.arch != "llama") w.add_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(o.expert_ff));
+        if (o.arch == "qwen2moe") w.add_u32(p + "expert_shared_feed_forward_length", static_cast<uint32_t>(o.ff));
     }
     w.add_f32(p + "attention.layer_norm_rms_epsilon", 1e-5f);
     const auto has = [&o](const char *f) { return std::find(o.features.begin(), o.features.end(), f) != o.features.end(); };
@@ -400,7 +405,7 @@ int main(int argc, char **argv) try {
             matrix(b + "attn_k.weight", o.dim, kv_dim, l);
             matrix(b + "attn_v.weight", o.dim, kv_dim, l);
         }
-        if (has("qkv-bias") || o.arch == "qwen2") {
+        if (has("qkv-bias") || o.arch == "qwen2" || o.arch == "qwen2moe") {
             if (fused_qkv) {
                 vectors_near_one(b + "attn_qkv.bias", {q_dim, kv_dim, kv_dim});
             } else {
@@ -421,6 +426,12 @@ int main(int argc, char **argv) try {
             expert_matrix(b + "ffn_gate_exps.weight", o.dim, o.expert_ff, l);
             expert_matrix(b + "ffn_down_exps.weight", o.expert_ff, o.dim, l);
             expert_matrix(b + "ffn_up_exps.weight", o.dim, o.expert_ff, l);
+            if (o.arch == "qwen2moe") { // the shared expert and its 1-row gate
+                matrix(b + "ffn_gate_inp_shexp.weight", o.dim, 1, l);
+                matrix(b + "ffn_gate_shexp.weight", o.dim, o.ff, l);
+                matrix(b + "ffn_down_shexp.weight", o.ff, o.dim, l);
+                matrix(b + "ffn_up_shexp.weight", o.dim, o.ff, l);
+            }
         } else {
             if (!phi3) matrix(b + "ffn_gate.weight", o.dim, o.ff, l);
             matrix(b + "ffn_down.weight", o.ff, o.dim, l);

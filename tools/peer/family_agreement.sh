@@ -33,6 +33,7 @@ families=(
   "gemma3 (6 layers, window 8 on 5, linear RoPE scaling on the 6th)|--arch gemma3 --layers 6 --head-dim 32 --window 8 --feature rope-scaling-linear|llama-spm|<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
   "mixtral (llama with 4 experts, 2 per token)|--arch llama --experts 4 --experts-used 2|llama-spm|[INST] Hi [/INST]"
   "qwen3moe (8 experts of 64, 2 per token)|--arch qwen3moe --head-dim 32 --experts 8 --experts-used 2 --expert-ff 64|qwen2|<|im_start|>user\nHi<|im_end|>\n"
+  "qwen2moe (8 experts of 64, 2 per token, a shared expert)|--arch qwen2moe --experts 8 --experts-used 2 --expert-ff 64|qwen2|<|im_start|>user\nHi<|im_end|>\n"
 )
 printf '| family | type | greedy tokens equal to llama.cpp ("The capital of France is" / chat prompt) | teacher-forced, Strata vs llama.cpp: mean KLD (top-1 agreement) / top-1 agreement where decided (decided tokens) | llama.cpp vs itself (flash attention on/off): mean KLD (top-1 agreement) |\n'
 printf '| --- | --- | --- | --- | --- |\n'

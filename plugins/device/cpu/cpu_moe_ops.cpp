@@ -1,5 +1,6 @@
 // The mixture-of-experts steps of the CPU device (ABI 1.16), as ggml's build_moe_ffn runs them: routing (softmax,
-// top-k, optional normalisation), the matmul over each token's selected experts (mul_mat_id) and the weighted sum.
+// top-k, optional normalisation), the matmul over each token's selected experts (mul_mat_id), the weighted sum, and
+// Qwen2-MoE's sigmoid-gated shared expert.
 #include "cpu_device_state.hpp"
 #include "cpu_op_support.hpp"
 #include "cpu_ops.hpp"
@@ -7,6 +8,7 @@
 #include <strata/plugin.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <mutex>
@@ -204,6 +206,38 @@ int32_t moe_combine(strata_device *dev, const float *y, const float *weights, in
         };
         std::lock_guard lock(dev->op_mutex);
         dev->pool.parallel_for(n_tokens, std::max<int64_t>(1, parallel_min_work / (static_cast<int64_t>(k) * dim)), body);
+        ok(st);
+        return STRATA_OK;
+    });
+}
+
+int32_t sigmoid_gate_add(strata_device *dev, const float *y, const float *gate, int32_t n_rows, int32_t n_cols,
+                         float *acc, strata_status *st) {
+    return guarded(st, [&]() -> int32_t {
+        if (dev == nullptr) return fail(st, invalid, "cpu sigmoid_gate_add: device is NULL");
+        if (y == nullptr || gate == nullptr || acc == nullptr)
+            return fail(st, invalid, "cpu sigmoid_gate_add: y, gate or acc is NULL");
+        if (n_rows <= 0 || n_cols <= 0)
+            return fail(st, invalid, "cpu sigmoid_gate_add: n_rows = %d, n_cols = %d; both must be > 0", n_rows, n_cols);
+        const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(n_cols);
+        STRATA_REQUIRE_DEVICE(y, bytes, "sigmoid_gate_add", "y");
+        STRATA_REQUIRE_DEVICE(gate, sizeof(float) * static_cast<uint64_t>(n_rows), "sigmoid_gate_add", "gate");
+        STRATA_REQUIRE_DEVICE(acc, bytes, "sigmoid_gate_add", "acc");
+        auto body = [&](int64_t r0, int64_t r1, int) noexcept {
+            for (int64_t r = r0; r < r1; ++r) {
+                const float g = gate[r];
+                const float silu = g / (1.0f + std::exp(-g)); // ggml_silu_f32
+                const float s = silu / g;
+                const float *yr = y + r * n_cols;
+                float *ar = acc + r * n_cols;
+                for (int32_t i = 0; i < n_cols; ++i) {
+                    const float term = yr[i] * s; // rounded, then added
+                    ar[i] = ar[i] + term;
+                }
+            }
+        };
+        std::lock_guard lock(dev->op_mutex);
+        dev->pool.parallel_for(n_rows, std::max<int64_t>(1, parallel_min_work / n_cols), body);
         ok(st);
         return STRATA_OK;
     });

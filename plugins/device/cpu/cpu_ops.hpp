@@ -37,6 +37,8 @@ int32_t moe_route(strata_device *dev, const strata_moe_route_args *args, strata_
 int32_t matmul_id(strata_device *dev, const strata_matmul_id_args *args, strata_status *st);
 int32_t moe_combine(strata_device *dev, const float *y, const float *weights, int32_t n_tokens, int32_t k, int32_t dim,
                     float *out, strata_status *st);
+int32_t sigmoid_gate_add(strata_device *dev, const float *y, const float *gate, int32_t n_rows, int32_t n_cols,
+                         float *acc, strata_status *st);
 
 // Checks a weight view for matmul-like ops (need_dot) or embedding; `what` names the op in messages.
 int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_dot, strata_status *st);

@@ -17,7 +17,8 @@ namespace strata::decoder {
 // the layer body only ever reads the separate roles.
 enum class role : uint8_t {
     attn_norm, wqkv, bqkv, wq, bq, wk, bk, wv, bv, q_norm, k_norm, wo, bo, attn_post_norm, ffn_norm, w_gate_up, w_gate,
-    b_gate, w_up, b_up, w_down, b_down, router, gate_exps, up_exps, down_exps, ffn_post_norm,
+    b_gate, w_up, b_up, w_down, b_down, router, gate_exps, up_exps, down_exps, shexp_gate_inp, shexp_gate, shexp_up,
+    shexp_down, ffn_post_norm,
     count
 };
 inline constexpr size_t role_count = static_cast<size_t>(role::count);
@@ -25,8 +26,8 @@ inline constexpr size_t role_count = static_cast<size_t>(role::count);
 // A dimension of a layer tensor, resolved from the hyperparameters: n_embd, n_head * head_dim, n_head_kv * head_dim,
 // q + 2 kv (fused Q/K/V), head_dim, n_ff, 2 n_ff (fused gate and up), 1 (a vector), the expert count, and the rows of
 // a 3-D expert tensor [cols, rows, n_expert] read as one matrix of n_expert stacked ones: n_ff_exp * n_expert or
-// n_embd * n_expert; an expert's own columns n_ff_exp.
-enum class dim : uint8_t { embd, q, kv, qkv, head, ff, ff2, one, expert, ff_exps, embd_exps, ff_exp };
+// n_embd * n_expert; an expert's own columns n_ff_exp; the shared expert's inner size.
+enum class dim : uint8_t { embd, q, kv, qkv, head, ff, ff2, one, expert, ff_exps, embd_exps, ff_exp, ff_shexp };
 
 struct layer_tensor {
     role r;
@@ -63,6 +64,11 @@ inline constexpr layer_tensor k_layer_tensors[role_count] = {
     {role::gate_exps, "ffn_gate_exps.weight", dim::embd, dim::ff_exps, false},
     {role::up_exps, "ffn_up_exps.weight", dim::embd, dim::ff_exps, false},
     {role::down_exps, "ffn_down_exps.weight", dim::ff_exp, dim::embd_exps, false},
+    // Qwen2-MoE's shared expert: a dense SwiGLU every token takes, scaled by the sigmoid of one logit (a 1-row matrix).
+    {role::shexp_gate_inp, "ffn_gate_inp_shexp.weight", dim::embd, dim::one, false},
+    {role::shexp_gate, "ffn_gate_shexp.weight", dim::embd, dim::ff_shexp, false},
+    {role::shexp_up, "ffn_up_shexp.weight", dim::embd, dim::ff_shexp, false},
+    {role::shexp_down, "ffn_down_shexp.weight", dim::ff_shexp, dim::embd, false},
     {role::ffn_post_norm, "post_ffw_norm.weight", dim::embd, dim::one, true}, // Gemma 2/3
 };
 
@@ -95,6 +101,7 @@ inline constexpr fused_tensor k_fused[] = {
 inline constexpr role k_layer_needs[] = {role::attn_norm, role::wq, role::wk, role::wv, role::wo, role::ffn_norm};
 inline constexpr role k_dense_ffn[] = {role::w_gate, role::w_up, role::w_down};
 inline constexpr role k_expert_ffn[] = {role::router, role::gate_exps, role::up_exps, role::down_exps};
+inline constexpr role k_shared_expert[] = {role::shexp_gate_inp, role::shexp_gate, role::shexp_up, role::shexp_down};
 
 // Whether a family's layers have a tensor: never (a file that has it is refused, the tensor named as unused), may, or
 // must.
@@ -154,8 +161,13 @@ struct family {
     // sum 1 (llama.cpp's build_moe_ffn with norm_w for both).
     presence experts = presence::absent;
     // The experts' inner size comes from <arch>.expert_feed_forward_length (default feed_forward_length /
-    // expert_used_count, Qwen3-MoE), else it is feed_forward_length (llama).
+    // expert_used_count, Qwen2/3-MoE), else it is feed_forward_length (llama).
     bool expert_ff_key = false;
+    // The selected experts' weights divided by their sum (llama.cpp's norm_w: Mixtral, Qwen3-MoE; not Qwen2-MoE).
+    bool normalize_expert_weights = true;
+    // A shared expert beside the routed ones (Qwen2-MoE: its inner size <arch>.expert_shared_feed_forward_length,
+    // default feed_forward_length).
+    bool shared_expert = false;
 };
 
 namespace detail {
@@ -223,6 +235,10 @@ inline constexpr family k_families[] = {
     {"qwen3moe", "Qwen3 mixture-of-experts (Qwen3-30B-A3B, 235B-A22B: qwen3's attention, routed experts)",
      STRATA_ROPE_NEOX, freq_factors::none, detail::qwen3_layer, {}, presence::absent, presence::optional,
      ffn_activation::silu, {}, presence::required, true},
+    {"qwen2moe", "Qwen1.5-MoE / Qwen2-MoE (qwen2's attention, routed experts unnormalised, a sigmoid-gated shared "
+                 "expert)",
+     STRATA_ROPE_NEOX, freq_factors::none, detail::qwen2_layer, {}, presence::absent, presence::required,
+     ffn_activation::silu, {}, presence::required, true, false, true},
 };
 
 inline constexpr size_t family_count = sizeof k_families / sizeof k_families[0];

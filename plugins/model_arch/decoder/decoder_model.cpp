@@ -34,6 +34,7 @@ int64_t resolve(dim d, const strata_model_hparams &hp, const expert_dims &ex) {
     case dim::ff_exps: return static_cast<int64_t>(ex.n_ff) * ex.n_expert;
     case dim::embd_exps: return static_cast<int64_t>(hp.n_embd) * ex.n_expert;
     case dim::ff_exp: return ex.n_ff;
+    case dim::ff_shexp: return ex.n_ff_shared;
     }
     return 0;
 }
@@ -106,7 +107,10 @@ void split_fused(layer_weights &w, const strata_model_hparams &hp, const family 
     }
     // The feed-forward: the dense matrices or the experts', whichever the model has (load made the other absent).
     const bool experts = w.has(role::router);
-    for (const role r : experts ? std::span<const role>(k_expert_ffn) : std::span<const role>(k_dense_ffn))
+    std::vector<role> ffn(experts ? std::begin(k_expert_ffn) : std::begin(k_dense_ffn),
+                          experts ? std::end(k_expert_ffn) : std::end(k_dense_ffn));
+    if (experts && fam.shared_expert) ffn.insert(ffn.end(), std::begin(k_shared_expert), std::end(k_shared_expert));
+    for (const role r : ffn)
         if (!w.has(r))
             throw std::runtime_error("missing tensor '" + b + layer_tensor_of(r).name + "'" +
                                      ((r == role::w_gate || r == role::w_up) && fam.layer[static_cast<size_t>(role::w_gate_up)] !=
@@ -121,6 +125,8 @@ void split_fused(layer_weights &w, const strata_model_hparams &hp, const family 
 std::array<presence, role_count> layer_presence(const family &fam, bool experts) {
     std::array<presence, role_count> p = fam.layer;
     for (const role r : k_expert_ffn) p[static_cast<size_t>(r)] = experts ? presence::required : presence::absent;
+    for (const role r : k_shared_expert)
+        p[static_cast<size_t>(r)] = experts && fam.shared_expert ? presence::required : presence::absent;
     if (experts)
         for (const role r : {role::w_gate_up, role::w_gate, role::b_gate, role::w_up, role::b_up, role::w_down,
                              role::b_down})
@@ -157,8 +163,13 @@ expert_dims read_experts(const strata_model_source *src, const family &fam, cons
     if (fam.expert_ff_key)
         ex.n_ff = static_cast<int32_t>(meta_u64(src, p + "expert_feed_forward_length", false,
                                                 static_cast<uint64_t>(hp.n_ff / ex.n_used)));
-    if (ex.n_ff <= 0 || ex.n_ff > (1 << 22))
-        throw std::runtime_error("the experts' feed-forward length " + std::to_string(ex.n_ff) + " is implausible");
+    if (fam.shared_expert)
+        ex.n_ff_shared = static_cast<int32_t>(meta_u64(src, p + "expert_shared_feed_forward_length", false,
+                                                       static_cast<uint64_t>(hp.n_ff)));
+    if (ex.n_ff <= 0 || ex.n_ff > (1 << 22) || ex.n_ff_shared < 0 || ex.n_ff_shared > (1 << 22) ||
+        (fam.shared_expert && ex.n_ff_shared == 0))
+        throw std::runtime_error("the experts' feed-forward lengths (" + std::to_string(ex.n_ff) + ", shared " +
+                                 std::to_string(ex.n_ff_shared) + ") are implausible");
     return ex;
 }
 
@@ -255,6 +266,8 @@ void read_attention(const strata_model_source *src, const family &fam, model &m)
     if (m.experts.n_expert > 0)
         m.op_needs.push_back({STRATA_DEVICE_OP_MOE, "the experts ('" + p + "expert_count' " +
                                                         std::to_string(m.experts.n_expert) + ")"});
+    if (m.experts.n_ff_shared > 0)
+        m.op_needs.push_back({STRATA_DEVICE_OP_SHARED_EXPERT, "the shared expert (tensor 'blk.0.ffn_gate_inp_shexp.weight')"});
     if (m.embed_scale != 0.0f) m.op_needs.push_back({STRATA_DEVICE_OP_SCALE, std::string(fam.arch) + "'s embedding scale"});
     if (fam.activation == ffn_activation::gelu)
         m.op_needs.push_back({STRATA_DEVICE_OP_GEGLU, std::string(fam.arch) + "'s GeGLU feed-forward"});
@@ -391,7 +404,7 @@ namespace {
 
 // Offsets (in floats) of each activation buffer inside the host-provided workspace.
 struct workspace_layout {
-    size_t x, xb, q, k, v, attn, gate, up, last, router, ids, weights, expert_out, total;
+    size_t x, xb, q, k, v, attn, gate, up, last, router, ids, weights, expert_out, shared_out, shared_gate, total;
 };
 
 // ex: a mixture-of-experts model's experts (gate and up then hold every selected expert's rows, and the routing and
@@ -402,7 +415,9 @@ workspace_layout layout(const strata_model_hparams &hp, const expert_dims &ex, i
     const size_t dq = static_cast<size_t>(hp.n_head) * static_cast<size_t>(hp.head_dim);
     const size_t dkv = static_cast<size_t>(hp.n_head_kv) * static_cast<size_t>(hp.head_dim);
     const size_t slots = N * static_cast<size_t>(ex.n_used);
-    const size_t ff = std::max(static_cast<size_t>(hp.n_ff), static_cast<size_t>(ex.n_used) * static_cast<size_t>(ex.n_ff));
+    const size_t ff = std::max({static_cast<size_t>(hp.n_ff), static_cast<size_t>(ex.n_used) * static_cast<size_t>(ex.n_ff),
+                                static_cast<size_t>(ex.n_ff_shared)});
+    const size_t shared = ex.n_ff_shared > 0 ? N : 0;
     workspace_layout w{};
     size_t off = 0;
     // Each buffer starts on a 64-byte boundary (16 floats) for aligned SIMD loads.
@@ -424,6 +439,8 @@ workspace_layout layout(const strata_model_hparams &hp, const expert_dims &ex, i
     w.ids = take(slots); // int32 expert ids, one float's room each
     w.weights = take(slots);
     w.expert_out = take(slots * d);
+    w.shared_out = take(shared * d);
+    w.shared_gate = take(shared);
     w.total = off;
     return w;
 }
@@ -448,7 +465,7 @@ using strata::plugin::fail;
 struct activations {
     float *x, *xb, *q, *k, *v, *attn, *gate, *up, *last, *router;
     int32_t *ids;
-    float *weights, *expert_out;
+    float *weights, *expert_out, *shared_out, *shared_gate;
 };
 
 activations carve(const model &m, void *workspace, int32_t n_tokens) {
@@ -457,7 +474,7 @@ activations carve(const model &m, void *workspace, int32_t n_tokens) {
     return {base + L.x,    base + L.xb,  base + L.q,    base + L.k,
             base + L.v,    base + L.attn, base + L.gate, base + L.up,
             base + L.last, base + L.router, reinterpret_cast<int32_t *>(base + L.ids), base + L.weights,
-            base + L.expert_out};
+            base + L.expert_out, base + L.shared_out, base + L.shared_gate};
 }
 
 // True when the caller's struct holds the ABI 1.5 tail and asks for the paged KV cache.
@@ -517,13 +534,27 @@ int32_t experts_ffn(const model &m, const strata_device_desc *ops, strata_device
     if (!STRATA_HAS_SLOT(ops, moe_route) || !STRATA_HAS_SLOT(ops, matmul_id) || !STRATA_HAS_SLOT(ops, moe_combine))
         return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s's experts need the moe_route, matmul_id and "
                     "moe_combine ops (ABI 1.16), which device '%s' does not offer", m.fam->arch, ops->header.name);
+    // Qwen2-MoE's shared expert first, while b.xb still holds the normed input: its SwiGLU and its gate logit.
+    const bool shared = w.has(role::shexp_gate_inp);
+    if (shared) {
+        if (!STRATA_HAS_SLOT(ops, sigmoid_gate_add))
+            return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s's shared expert needs the sigmoid_gate_add op "
+                        "(ABI 1.16), which device '%s' does not offer", m.fam->arch, ops->header.name);
+        if (int32_t rc = ops->matmul(dev, &w[role::shexp_gate], b.xb, n, b.gate, st); rc != STRATA_OK) return rc;
+        if (int32_t rc = ops->matmul(dev, &w[role::shexp_up], b.xb, n, b.up, st); rc != STRATA_OK) return rc;
+        const int64_t nff = static_cast<int64_t>(n) * ex.n_ff_shared;
+        if (int32_t rc = activate(m, ops, dev, b.gate, b.up, nff, st); rc != STRATA_OK) return rc;
+        if (int32_t rc = ops->matmul(dev, &w[role::shexp_down], b.gate, n, b.shared_out, st); rc != STRATA_OK) return rc;
+        if (int32_t rc = ops->matmul(dev, &w[role::shexp_gate_inp], b.xb, n, b.shared_gate, st); rc != STRATA_OK)
+            return rc;
+    }
     if (int32_t rc = ops->matmul(dev, &w[role::router], b.xb, n, b.router, st); rc != STRATA_OK) return rc;
     strata_moe_route_args r{};
     r.struct_size = sizeof r;
     r.n_tokens = n;
     r.n_expert = ex.n_expert;
     r.k = ex.n_used;
-    r.normalize = 1;
+    r.normalize = m.fam->normalize_expert_weights ? 1 : 0;
     r.logits = b.router;
     r.ids = b.ids;
     r.weights = b.weights;
@@ -546,7 +577,10 @@ int32_t experts_ffn(const model &m, const strata_device_desc *ops, strata_device
     if (int32_t rc = experts(role::up_exps, b.xb, 0, b.up); rc != STRATA_OK) return rc;
     if (int32_t rc = activate(m, ops, dev, b.gate, b.up, slots * ex.n_ff, st); rc != STRATA_OK) return rc;
     if (int32_t rc = experts(role::down_exps, b.gate, 1, b.expert_out); rc != STRATA_OK) return rc;
-    return ops->moe_combine(dev, b.expert_out, b.weights, n, ex.n_used, m.hp.n_embd, b.xb, st);
+    if (int32_t rc = ops->moe_combine(dev, b.expert_out, b.weights, n, ex.n_used, m.hp.n_embd, b.xb, st);
+        rc != STRATA_OK || !shared)
+        return rc;
+    return ops->sigmoid_gate_add(dev, b.shared_out, b.shared_gate, n, m.hp.n_embd, b.xb, st);
 }
 
 // One layer's ops on `ops`/`dev` over buffers `b` with weights `w`: whatever tensors the layer has (the family table

@@ -27,9 +27,10 @@ struct listed_tensor {
     int32_t layer;
 };
 
-// A mixture-of-experts model's expert count, experts used per token and the experts' inner size (all 0: dense).
+// A mixture-of-experts model's expert count, experts used per token, the experts' inner size and the shared
+// expert's (all 0: dense; n_ff_shared 0: no shared expert).
 struct expert_dims {
-    int32_t n_expert = 0, n_used = 0, n_ff = 0;
+    int32_t n_expert = 0, n_used = 0, n_ff = 0, n_ff_shared = 0;
 };
 
 struct model {

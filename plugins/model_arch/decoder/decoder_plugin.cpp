@@ -100,9 +100,9 @@ const strata_plugin_info k_info{
     static_cast<uint32_t>(sizeof(strata_plugin_info)), STRATA_ABI_MAJOR, STRATA_ABI_MINOR,
     static_cast<uint32_t>(k_descriptors.size()), "decoder", "0.2.0", "MIT",
     "Pre-norm decoders from GGUF, one descriptor per architecture: llama (Llama 1/2/3.x, Mistral 7B, Mixtral's "
-    "experts; rope_freqs factors, optional biases), mistral, qwen2 (Qwen2/2.5), qwen3, qwen3moe, phi3 (Phi-3/3.5/4, "
-    "LongRoPE), gemma2 and gemma3 (GeGLU, post-norms, soft-caps, sliding windows); fused or separate Q/K/V; linear, "
-    "YaRN and LongRoPE scaling. Other RoPE scaling types and expert layouts are refused by name",
+    "experts; rope_freqs factors, optional biases), mistral, qwen2 (Qwen2/2.5), qwen2moe, qwen3, qwen3moe, phi3 "
+    "(Phi-3/3.5/4, LongRoPE), gemma2 and gemma3 (GeGLU, post-norms, soft-caps, sliding windows); fused or separate "
+    "Q/K/V; linear, YaRN and LongRoPE scaling. Other RoPE scaling types and expert layouts are refused by name",
     k_descriptors.data(), nullptr, 0};
 
 } // namespace

@@ -225,7 +225,8 @@ typedef enum strata_device_op {
     /* since 1.15: attention and paged_attention honour the softcap and window fields of their argument structs;
      * offered by a device whose descriptor reaches the 1.14 slots (it was built knowing those fields). */
     STRATA_DEVICE_OP_ATTENTION_TERMS = 7,
-    STRATA_DEVICE_OP_MOE = 8 /* moe_route, matmul_id and moe_combine, since 1.16 */
+    STRATA_DEVICE_OP_MOE = 8,          /* moe_route, matmul_id and moe_combine, since 1.16 */
+    STRATA_DEVICE_OP_SHARED_EXPERT = 9 /* sigmoid_gate_add, since 1.16 */
 } strata_device_op;
 
 /* The rotation of rope_scaled (since 1.13), ggml_rope_ext's terms in its float recipe: pair i of each head (i <
@@ -454,6 +455,10 @@ typedef struct strata_device_desc {
      * mul by the weights, then adds: a float multiply, then a float add, per term). Device memory. */
     int32_t (*moe_combine)(strata_device *dev, const float *y, const float *weights, int32_t n_tokens, int32_t k,
                            int32_t dim, float *out, strata_status *st);
+    /* acc[r][i] = acc[r][i] + y[r][i] * (silu(g) / g) with g = gate[r] and silu(g) = g / (1 + exp(-g)), each step a
+     * float operation as ggml runs Qwen2-MoE's shared-expert gate (silu, div, mul, add). Device memory. */
+    int32_t (*sigmoid_gate_add)(strata_device *dev, const float *y, const float *gate, int32_t n_rows, int32_t n_cols,
+                                float *acc, strata_status *st);
 } strata_device_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
