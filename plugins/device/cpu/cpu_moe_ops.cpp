@@ -20,11 +20,6 @@ using strata::plugin::fail;
 using strata::plugin::guarded;
 using strata::plugin::ok;
 
-#define STRATA_REQUIRE_DEVICE(p, bytes, op, what)                                                                      \
-    do {                                                                                                               \
-        if (int32_t rc_ = require_device_memory(dev, (p), (bytes), (op), (what), st); rc_ != STRATA_OK) return rc_;     \
-    } while (0)
-
 // Router widths up to this many experts (every released MoE has at most 256).
 constexpr int32_t max_experts = 1024;
 

@@ -1,5 +1,8 @@
-// Small helpers the CPU device's op files share: the parallel threshold and the position check.
+// Small helpers the CPU device's op files share: the parallel threshold, the device-memory check and the position
+// check.
 #pragma once
+
+#include "separate_memory.hpp"
 
 #include <strata/plugin.hpp>
 
@@ -8,6 +11,13 @@
 namespace strata::cpu {
 
 inline constexpr int32_t invalid = STRATA_ERR_INVALID_ARGUMENT;
+
+// In separate_memory mode: an error unless `p` is device memory (separate_memory.hpp); for ops with `dev` and `st`.
+#define STRATA_REQUIRE_DEVICE(p, bytes, op, what)                                                                      \
+    do {                                                                                                               \
+        if (int32_t rc_ = require_device_memory(dev, (p), (bytes), (op), (what), st); rc_ != STRATA_OK) return rc_;     \
+    } while (0)
+
 
 // Below this many float operations an op runs on the calling thread: waking workers would cost more than it saves.
 inline constexpr int64_t parallel_min_work = 1 << 15;

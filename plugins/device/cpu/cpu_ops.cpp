@@ -23,12 +23,6 @@ using strata::plugin::fail;
 using strata::plugin::guarded;
 using strata::plugin::ok;
 
-// In separate_memory mode: an error unless `p` is device memory (separate_memory.hpp).
-#define STRATA_REQUIRE_DEVICE(p, bytes, op, what)                                                                      \
-    do {                                                                                                               \
-        if (int32_t rc_ = require_device_memory(dev, (p), (bytes), (op), (what), st); rc_ != STRATA_OK) return rc_;     \
-    } while (0)
-
 // Tokens whose activations are reused against one weight row while it sits in L1 (matmul cache blocking).
 constexpr int32_t matmul_token_block = 16;
 
