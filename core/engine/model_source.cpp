@@ -79,7 +79,8 @@ void model_source::describe(const gguf::tensor_info &tensor, const void *data, s
     v.data = data;
     v.cols = t->ne[0];
     v.rows = 1;
-    for (uint32_t i = 1; i < t->n_dims; ++i) v.rows *= t->ne[i];
+    for (uint32_t i = 1; i < t->n_dims; ++i)
+        if (__builtin_mul_overflow(v.rows, t->ne[i], &v.rows)) v.rows = 0; // a row 0 elements long: no shape matches it
     v.name = t->name.c_str();
     auto q = registry_.find_quant_by_type(t->type);
     v.quant = q.desc; // nullptr when no plugin provides the type; the architecture reports it

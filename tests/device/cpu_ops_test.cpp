@@ -443,6 +443,10 @@ TEST_P(CpuOps, MixtureOfExpertsStepsFollowGgml) {
         a.ids = ids.data();
         a.n_expert = 3; // 40 rows are not 3 equal matrices
         EXPECT_EQ(ops().matmul_id(dev(), &a, &st_), STRATA_ERR_INVALID_ARGUMENT);
+        a.n_expert = n_expert;
+        a.y = const_cast<float *>(x.data()); // an output over its input
+        EXPECT_EQ(ops().matmul_id(dev(), &a, &st_), STRATA_ERR_INVALID_ARGUMENT);
+        EXPECT_NE(std::string(st_.message).find("y overlaps x or ids"), std::string::npos) << st_.message;
     }
 
     const int32_t dim = 19;

@@ -421,7 +421,17 @@ TEST(DecoderLoad, GemmaRowsReadTheirCapsWindowPatternAndQueryScale) {
         fake_source s;
         fill(s, "gemma2");
         s.f64["gemma2.attn_logit_softcapping"] = -1.0;
-        expect_refused(s, "'gemma2.attn_logit_softcapping' is -1.000000; a soft-cap must be finite and > 0");
+        expect_refused(s, "'gemma2.attn_logit_softcapping' is -1; a soft-cap must be a finite float > 0");
+        s.f64["gemma2.attn_logit_softcapping"] = 1e-50; // > 0 as a double, 0 as the float the ops use
+        expect_refused(s, "'gemma2.attn_logit_softcapping' is 1e-50; a soft-cap must be a finite float > 0");
+    }
+    {
+        // Gemma 3 converted with a pattern of 1 has no window yet keeps freq_base_swa (llama.cpp loads it).
+        fake_source s;
+        fill(s, "gemma3");
+        s.f64["gemma3.rope.freq_base_swa"] = 10000.0;
+        s.u64["gemma3.attention.sliding_window_pattern"] = 1;
+        EXPECT_NE(load_logged(s).log.find("no sliding window"), std::string::npos);
     }
     {
         fake_source s;
@@ -482,6 +492,10 @@ TEST(DecoderLoad, ExpertLayersListTheRouterAndExpertsAndAskForTheMoeOps) {
         make_experts(s, "qwen3moe", 8, 2, 32); // 64 / 2 by default
         const load_result r = load(s);
         EXPECT_TRUE(r.error.empty()) << r.error;
+        s.u64["qwen3moe.expert_feed_forward_length"] = 0; // 0 is the default, as llama.cpp reads it
+        EXPECT_TRUE(load(s).error.empty());
+        s.u64["qwen3moe.expert_feed_forward_length"] = (1ull << 32) + 32; // not narrowed to 32
+        expect_refused(s, "'qwen3moe.expert_feed_forward_length' gives 4294967328; a feed-forward length must be in");
         s.u64["qwen3moe.expert_feed_forward_length"] = 16;
         expect_refused(s, "tensor 'blk.0.ffn_gate_exps.weight' has shape [32, 256], expected [32, 128]");
         s.u64.erase("qwen3moe.expert_count");

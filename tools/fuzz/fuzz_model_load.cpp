@@ -89,7 +89,10 @@ struct gguf_source {
             out->quant = q;
             out->data = t->data;
             out->cols = t->ne[0];
-            out->rows = t->ne[1] * t->ne[2] * t->ne[3];
+            int64_t rows = 0; // as the engine's model_source: an unrepresentable row count matches no shape
+            if (__builtin_mul_overflow(t->ne[1], t->ne[2], &rows) || __builtin_mul_overflow(rows, t->ne[3], &rows))
+                rows = 0;
+            out->rows = rows;
             out->row_bytes = t->ne[0] / q->block_elems * q->block_bytes;
             out->name = t->name.c_str();
             return 1;

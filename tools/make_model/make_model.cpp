@@ -21,10 +21,10 @@
 // llama.cpp's default). --swa-pattern N writes attention.sliding_window_pattern (default: none, the family's 2 or 6).
 // --experts N --experts-used K make every layer's feed-forward a mixture of N experts, K per token, as llama.cpp's
 // converter writes Mixtral (--arch llama: expert_count, expert_used_count, ffn_gate_inp and the 3-D
-// ffn_{gate,up,down}_exps of --ff) and Qwen3-MoE (--arch qwen3moe, which always has them: qwen3's attention and
+// ffn_{gate,up,down}_exps of --ff), Qwen3-MoE (--arch qwen3moe, which always has them: qwen3's attention and
 // expert_feed_forward_length, --expert-ff N, default ff / K) and Qwen2-MoE (--arch qwen2moe: qwen2's attention with
-// Q/K/V biases, the same expert keys, a shared expert of --ff (expert_shared_feed_forward_length) with its 1-row gate
-// ffn_gate_inp_shexp, and a separate output.weight).
+// Q/K/V biases, the same expert keys, a shared expert of --ff (expert_shared_feed_forward_length) with its 1-D gate
+// ffn_gate_inp_shexp, and a separate output.weight). Routers stay F32 whatever --type, as llama-quantize leaves them.
 //
 // TYPE is a GGML type (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q2_k q3_k... see quant_mixture.hpp) or one of
 // llama-quantize's mixtures (q2_k, q3_k_s/m/l, q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs): each tensor then gets the type
@@ -365,6 +365,15 @@ int main(int argc, char **argv) try {
         }
         w.add_tensor(name, q->ggml_type, {cols, rows}, std::move(bytes));
     };
+    // A router in F32 whatever the type, as llama-quantize leaves routers (and 1-D tensors) unquantized; `ne` its
+    // GGUF shape (the shared expert's gate is 1-D).
+    auto router = [&](const std::string &name, int64_t cols, int64_t rows, std::vector<int64_t> ne) {
+        const strata_quant_desc *q = registry.find_quant_by_type(0).desc;
+        ++type_counts[q->header.name];
+        std::vector<uint8_t> bytes;
+        random_rows(q, cols, rows, bytes);
+        w.add_tensor(name, 0, std::move(ne), std::move(bytes));
+    };
     // A GGUF [cols, rows, experts] tensor: --experts matrices of rows x cols, one after another.
     auto expert_matrix = [&](const std::string &name, int64_t cols, int64_t rows, int64_t layer) {
         const strata_quant_desc *q = quant_for(name, cols, layer);
@@ -422,12 +431,12 @@ int main(int argc, char **argv) try {
         if (gemma) norm(b + "post_attention_norm.weight");
         norm(b + "ffn_norm.weight");
         if (o.experts > 0) { // the router, then each 3-D expert tensor: experts' matrices one after another
-            matrix(b + "ffn_gate_inp.weight", o.dim, o.experts, l);
+            router(b + "ffn_gate_inp.weight", o.dim, o.experts, {o.dim, o.experts});
             expert_matrix(b + "ffn_gate_exps.weight", o.dim, o.expert_ff, l);
             expert_matrix(b + "ffn_down_exps.weight", o.expert_ff, o.dim, l);
             expert_matrix(b + "ffn_up_exps.weight", o.dim, o.expert_ff, l);
             if (o.arch == "qwen2moe") { // the shared expert and its 1-row gate
-                matrix(b + "ffn_gate_inp_shexp.weight", o.dim, 1, l);
+                router(b + "ffn_gate_inp_shexp.weight", o.dim, 1, {o.dim});
                 matrix(b + "ffn_gate_shexp.weight", o.dim, o.ff, l);
                 matrix(b + "ffn_down_shexp.weight", o.ff, o.dim, l);
                 matrix(b + "ffn_up_shexp.weight", o.dim, o.ff, l);

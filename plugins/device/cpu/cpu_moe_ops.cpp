@@ -8,6 +8,7 @@
 #include <strata/plugin.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -89,9 +90,9 @@ int32_t matmul_id(strata_device *dev, const strata_matmul_id_args *a, strata_sta
         if (int32_t rc = check_tensor(a->w, "matmul_id", true, st); rc != STRATA_OK) return rc;
         const strata_tensor_view &w = *a->w;
         const char *name = w.name != nullptr ? w.name : "(unnamed)";
-        if (a->n_expert <= 0 || w.rows % a->n_expert != 0)
-            return fail(st, invalid, "cpu matmul_id: tensor '%s' has %lld rows, not n_expert = %d equal matrices", name,
-                        static_cast<long long>(w.rows), a->n_expert);
+        if (a->n_expert <= 0 || a->n_expert > max_experts || w.rows % a->n_expert != 0)
+            return fail(st, invalid, "cpu matmul_id: tensor '%s' has %lld rows, not n_expert = %d (at most %d) equal "
+                        "matrices", name, static_cast<long long>(w.rows), a->n_expert, max_experts);
         if (a->n_tokens <= 0 || a->k <= 0 || a->k > a->n_expert)
             return fail(st, invalid, "cpu matmul_id: n_tokens = %d, k = %d; need n_tokens > 0 and 0 < k <= n_expert = %d",
                         a->n_tokens, a->k, a->n_expert);
@@ -100,8 +101,19 @@ int32_t matmul_id(strata_device *dev, const strata_matmul_id_args *a, strata_sta
         if (a->x_per_slot != 0 && a->x_per_slot != 1)
             return fail(st, invalid, "cpu matmul_id: x_per_slot = %d; must be 0 or 1", a->x_per_slot);
         const int64_t rpe = w.rows / a->n_expert, cols = w.cols;
-        const int64_t n_slots = static_cast<int64_t>(a->n_tokens) * a->k;
+        const int64_t n_slots = static_cast<int64_t>(a->n_tokens) * a->k; // < 2^31 * 1024: no overflow
+        if (n_slots > INT32_MAX) return fail(st, invalid, "cpu matmul_id: n_tokens x k = %lld slots is too many",
+                                             static_cast<long long>(n_slots));
         const int64_t n_x = a->x_per_slot != 0 ? n_slots : a->n_tokens;
+        const auto *y0 = reinterpret_cast<const char *>(a->y);
+        const auto *y1 = y0 + sizeof(float) * static_cast<uint64_t>(n_slots * rpe);
+        const auto overlaps = [&](const void *p, uint64_t bytes) {
+            const auto *b0 = static_cast<const char *>(p);
+            return b0 < y1 && y0 < b0 + bytes;
+        };
+        if (overlaps(a->x, sizeof(float) * static_cast<uint64_t>(n_x * cols)) ||
+            overlaps(a->ids, sizeof(int32_t) * static_cast<uint64_t>(n_slots)))
+            return fail(st, invalid, "cpu matmul_id: y overlaps x or ids; the output needs its own memory");
         STRATA_REQUIRE_DEVICE(w.data, static_cast<uint64_t>(w.rows * w.row_bytes), "matmul_id", "the weight");
         STRATA_REQUIRE_DEVICE(a->ids, sizeof(int32_t) * static_cast<uint64_t>(n_slots), "matmul_id", "ids");
         STRATA_REQUIRE_DEVICE(a->x, sizeof(float) * static_cast<uint64_t>(n_x * cols), "matmul_id", "x");
@@ -116,7 +128,7 @@ int32_t matmul_id(strata_device *dev, const strata_matmul_id_args *a, strata_sta
         // use, whose rows are the parallel work.
         const int32_t n_expert = a->n_expert;
         std::vector<int32_t> &g = dev->expert_slots;
-        g.assign(static_cast<size_t>(2 * (n_expert + 1) + n_slots), 0);
+        g.assign(2 * (static_cast<size_t>(n_expert) + 1) + static_cast<size_t>(n_slots), 0);
         int32_t *offsets = g.data(), *active = offsets + n_expert + 1, *order = active + n_expert + 1;
         for (int64_t i = 0; i < n_slots; ++i) ++offsets[a->ids[i] + 1];
         int32_t n_active = 0;

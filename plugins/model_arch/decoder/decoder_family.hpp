@@ -141,6 +141,9 @@ struct gemma_terms {
     // The block count of the 27B model, whose queries are scaled by 1 / sqrt(n_embd / n_head) instead of
     // 1 / sqrt(head_dim) (gemma_pytorch's query_pre_attn_scalar, as llama.cpp picks it by layer count); 0: never.
     int32_t embd_per_head_scale_layers = 0;
+    // The queries are multiplied by that scale after RoPE and attention runs with scale 1 (llama.cpp's Gemma graphs:
+    // ggml_scale of Qcur, kq_scale 1), rather than the scores being scaled.
+    bool scale_queries = false;
 };
 
 struct family {
@@ -228,10 +231,10 @@ inline constexpr family k_families[] = {
      freq_factors::long_short, detail::phi3_layer, {window_use::ignored}},
     {"gemma2", "Gemma 2 (GeGLU, post-norms, soft-capped attention and logits, sliding window on every other layer)",
      STRATA_ROPE_NEOX, freq_factors::none, detail::gemma2_layer, {window_use::pattern, 4096, 2, true},
-     presence::absent, presence::absent, ffn_activation::gelu, {true, true, 30.0f, false, 46}},
+     presence::absent, presence::absent, ffn_activation::gelu, {true, true, 30.0f, false, 46, true}},
     {"gemma3", "Gemma 3 text (gemma2's layer with Q/K norms; 5 windowed layers to 1 global, their own RoPE base)",
      STRATA_ROPE_NEOX, freq_factors::none, detail::gemma3_layer, {window_use::pattern, 0, 6, false},
-     presence::absent, presence::optional, ffn_activation::gelu, {true, false, 0.0f, true, 62}},
+     presence::absent, presence::optional, ffn_activation::gelu, {true, false, 0.0f, true, 62, true}},
     {"qwen3moe", "Qwen3 mixture-of-experts (Qwen3-30B-A3B, 235B-A22B: qwen3's attention, routed experts)",
      STRATA_ROPE_NEOX, freq_factors::none, detail::qwen3_layer, {}, presence::absent, presence::optional,
      ffn_activation::silu, {}, presence::required, true},

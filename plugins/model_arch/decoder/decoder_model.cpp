@@ -160,16 +160,19 @@ expert_dims read_experts(const strata_model_source *src, const family &fam, cons
     ex.n_expert = static_cast<int32_t>(count);
     ex.n_used = static_cast<int32_t>(used);
     ex.n_ff = hp.n_ff;
+    // A length key of 0 means the default, as llama.cpp's `n_ff_exp ? n_ff_exp : ...` reads it.
+    const auto length = [&](const std::string &key, uint64_t fallback) -> int32_t {
+        const uint64_t v = meta_u64(src, key, false, 0);
+        const uint64_t n = v == 0 ? fallback : v;
+        if (n == 0 || n > (1u << 22))
+            throw std::runtime_error("'" + key + "' gives " + std::to_string(n) + "; a feed-forward length must be in "
+                                     "1.." + std::to_string(1u << 22));
+        return static_cast<int32_t>(n);
+    };
     if (fam.expert_ff_key)
-        ex.n_ff = static_cast<int32_t>(meta_u64(src, p + "expert_feed_forward_length", false,
-                                                static_cast<uint64_t>(hp.n_ff / ex.n_used)));
+        ex.n_ff = length(p + "expert_feed_forward_length", static_cast<uint64_t>(hp.n_ff / ex.n_used));
     if (fam.shared_expert)
-        ex.n_ff_shared = static_cast<int32_t>(meta_u64(src, p + "expert_shared_feed_forward_length", false,
-                                                       static_cast<uint64_t>(hp.n_ff)));
-    if (ex.n_ff <= 0 || ex.n_ff > (1 << 22) || ex.n_ff_shared < 0 || ex.n_ff_shared > (1 << 22) ||
-        (fam.shared_expert && ex.n_ff_shared == 0))
-        throw std::runtime_error("the experts' feed-forward lengths (" + std::to_string(ex.n_ff) + ", shared " +
-                                 std::to_string(ex.n_ff_shared) + ") are implausible");
+        ex.n_ff_shared = length(p + "expert_shared_feed_forward_length", static_cast<uint64_t>(hp.n_ff));
     return ex;
 }
 
@@ -206,11 +209,12 @@ std::string num(double v) {
 
 // A soft-cap from `key` (default `fallback`; 0 = none when `zero_is_off`): finite and > 0.
 float read_softcap(const strata_model_source *src, const std::string &key, double fallback, bool zero_is_off) {
-    const double cap = meta_f64(src, key, fallback);
-    if (zero_is_off && cap == 0.0) return 0.0f;
-    if (!(cap > 0.0) || !std::isfinite(cap))
-        throw std::runtime_error("'" + key + "' is " + std::to_string(cap) + "; a soft-cap must be finite and > 0");
-    return static_cast<float>(cap);
+    const double value = meta_f64(src, key, fallback);
+    if (zero_is_off && value == 0.0) return 0.0f;
+    const auto cap = static_cast<float>(value); // the float the ops use must itself be finite and > 0
+    if (!(cap > 0.0f) || !std::isfinite(cap))
+        throw std::runtime_error("'" + key + "' is " + num(value) + "; a soft-cap must be a finite float > 0");
+    return cap;
 }
 
 // Attention and Gemma's scalings as llama.cpp's gemma2/gemma3 load_arch_hparams read them (the score scale, the
@@ -219,9 +223,11 @@ void read_attention(const strata_model_source *src, const family &fam, model &m)
     const std::string p = std::string(fam.arch) + ".";
     const strata_model_hparams &hp = m.hp;
     const gemma_terms &g = fam.gemma;
-    m.attn_scale = g.embd_per_head_scale_layers == hp.n_layer
-                       ? 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head))
-                       : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+    const float scale = g.embd_per_head_scale_layers == hp.n_layer
+                            ? 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head))
+                            : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+    m.attn_scale = g.scale_queries ? 1.0f : scale;
+    m.query_scale = g.scale_queries ? scale : 0.0f;
     if (g.attn_softcap) m.attn_softcap = read_softcap(src, p + "attn_logit_softcapping", 50.0, false);
     if (g.final_softcap > 0.0f)
         m.final_softcap = read_softcap(src, p + "final_logit_softcapping", g.final_softcap, false);
@@ -238,18 +244,20 @@ void read_attention(const strata_model_source *src, const family &fam, model &m)
             throw std::runtime_error("'" + key + "' is 0; " + fam.arch +
                                      " windows its layers' attention and needs a window > 0");
         if (window > (1u << 30)) throw std::runtime_error("'" + key + "' is " + std::to_string(window) + "; too large");
+        // Read even without a window (Gemma 3 converted with a pattern of 1 has neither window nor windowed layers
+        // but keeps the keys; llama.cpp loads it), so neither is refused as unread.
+        const uint64_t period = meta_u64(src, p + "attention.sliding_window_pattern", false, fam.window.default_period);
+        const double swa_base =
+            meta_f64(src, p + "rope.freq_base_swa", fam.window.swa_rope_inherits ? m.rope.theta_base : 10000.0);
         if (window > 0) {
             m.window = static_cast<int32_t>(window);
-            const uint64_t period =
-                meta_u64(src, p + "attention.sliding_window_pattern", false, fam.window.default_period);
             int32_t count = 0;
             for (int32_t l = 0; l < hp.n_layer; ++l) {
                 const bool w = period == 0 || static_cast<uint64_t>(l) % period < period - 1;
                 m.windowed[static_cast<size_t>(l)] = w ? 1 : 0;
                 count += w ? 1 : 0;
             }
-            const float base = static_cast<float>(
-                meta_f64(src, p + "rope.freq_base_swa", fam.window.swa_rope_inherits ? m.rope.theta_base : 10000.0));
+            const auto base = static_cast<float>(swa_base);
             if (!(base > 0.0f) || !std::isfinite(base))
                 throw std::runtime_error("'" + p + "rope.freq_base_swa' must be finite and > 0");
             m.rope_windowed =
@@ -268,7 +276,8 @@ void read_attention(const strata_model_source *src, const family &fam, model &m)
                                                         std::to_string(m.experts.n_expert) + ")"});
     if (m.experts.n_ff_shared > 0)
         m.op_needs.push_back({STRATA_DEVICE_OP_SHARED_EXPERT, "the shared expert (tensor 'blk.0.ffn_gate_inp_shexp.weight')"});
-    if (m.embed_scale != 0.0f) m.op_needs.push_back({STRATA_DEVICE_OP_SCALE, std::string(fam.arch) + "'s embedding scale"});
+    if (m.embed_scale != 0.0f || m.query_scale != 0.0f)
+        m.op_needs.push_back({STRATA_DEVICE_OP_SCALE, std::string(fam.arch) + "'s embedding and query scales"});
     if (fam.activation == ffn_activation::gelu)
         m.op_needs.push_back({STRATA_DEVICE_OP_GEGLU, std::string(fam.arch) + "'s GeGLU feed-forward"});
     if (m.final_softcap != 0.0f)
@@ -280,7 +289,7 @@ void read_attention(const strata_model_source *src, const family &fam, model &m)
     if (m.rope_windowed.op != 0 && m.rope_windowed.op != m.rope.op)
         m.op_needs.push_back({m.rope_windowed.op, m.rope_windowed.op_reason});
     if (fam.window.use != window_use::pattern && !g.embed_scale) return;
-    std::string msg = std::string(fam.arch) + ": attention scale " + num(m.attn_scale);
+    std::string msg = std::string(fam.arch) + ": attention scale " + num(scale);
     if (m.attn_softcap != 0.0f) msg += ", scores soft-capped at " + num(m.attn_softcap);
     msg += window_note.empty() ? ", no sliding window" : ", " + window_note;
     if (m.final_softcap != 0.0f) msg += "; final logits soft-capped at " + num(m.final_softcap);
@@ -618,6 +627,8 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
     STRATA_TRY(rotate(rope, hp, ops, dev, b.q, n, hp.n_head, a->positions, st));
     STRATA_TRY(head_norm(role::k_norm, b.k, hp.n_head_kv));
     STRATA_TRY(rotate(rope, hp, ops, dev, b.k, n, hp.n_head_kv, a->positions, st));
+    if (m.query_scale != 0.0f) // Gemma: the queries scaled, attention at scale 1 (read_attention asked for `scale`)
+        STRATA_TRY(ops->scale(dev, b.q, static_cast<int64_t>(n) * hp.n_head * hp.head_dim, m.query_scale, b.q, st));
     STRATA_TRY(attend(b));
     STRATA_TRY(linear(role::wo, role::bo, b.attn, b.xb));
     if (w.has(role::attn_post_norm)) STRATA_TRY(norm(role::attn_post_norm, b.xb, b.xb));

@@ -49,6 +49,7 @@ struct model {
     // otherwise), Gemma 2's soft-cap (0: none), the sliding window (0: none) and the layers it applies to, which
     // rotate with rope_windowed.
     float attn_scale = 1.0f;
+    float query_scale = 0.0f; // > 0: the queries times this after RoPE, attention at scale 1 (Gemma)
     float attn_softcap = 0.0f;
     int32_t window = 0;
     std::vector<uint8_t> windowed; // per layer, 1: windowed
