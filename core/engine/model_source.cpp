@@ -79,16 +79,18 @@ void model_source::describe(const gguf::tensor_info &tensor, const void *data, s
     v.data = data;
     v.cols = t->ne[0];
     v.rows = 1;
-    for (uint32_t i = 1; i < t->n_dims; ++i)
-        if (__builtin_mul_overflow(v.rows, t->ne[i], &v.rows)) v.rows = 0; // a row 0 elements long: no shape matches it
+    bool overflow = false;
+    for (uint32_t i = 1; i < t->n_dims; ++i) overflow = overflow || __builtin_mul_overflow(v.rows, t->ne[i], &v.rows);
     v.name = t->name.c_str();
     auto q = registry_.find_quant_by_type(t->type);
     v.quant = q.desc; // nullptr when no plugin provides the type; the architecture reports it
-    if (q.desc != nullptr) {
-        v.row_bytes = v.cols / q.desc->block_elems * q.desc->block_bytes;
-    } else if (const gguf::type_traits *tr = gguf::ggml_type_traits(t->type)) {
-        v.row_bytes = v.cols / tr->block_elems * tr->block_bytes;
-    }
+    const gguf::type_traits *tr = gguf::ggml_type_traits(t->type);
+    const int64_t block_elems = q.desc != nullptr ? q.desc->block_elems : tr != nullptr ? tr->block_elems : 0;
+    const int64_t block_bytes = q.desc != nullptr ? q.desc->block_bytes : tr != nullptr ? tr->block_bytes : 0;
+    if (block_elems > 0) overflow = overflow || __builtin_mul_overflow(v.cols / block_elems, block_bytes, &v.row_bytes);
+    // A tensor whose rows or row size do not fit int64 (an empty tensor with a huge dimension passes the reader):
+    // 0 rows, which no model's shape check accepts.
+    if (overflow) v.rows = v.row_bytes = 0;
     *out = v;
 }
 

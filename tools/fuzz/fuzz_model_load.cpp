@@ -89,11 +89,13 @@ struct gguf_source {
             out->quant = q;
             out->data = t->data;
             out->cols = t->ne[0];
-            int64_t rows = 0; // as the engine's model_source: an unrepresentable row count matches no shape
-            if (__builtin_mul_overflow(t->ne[1], t->ne[2], &rows) || __builtin_mul_overflow(rows, t->ne[3], &rows))
-                rows = 0;
+            // As the engine's model_source: a row count or row size past int64 matches no shape (0 rows).
+            int64_t rows = 0, row_bytes = 0;
+            if (__builtin_mul_overflow(t->ne[1], t->ne[2], &rows) || __builtin_mul_overflow(rows, t->ne[3], &rows) ||
+                __builtin_mul_overflow(t->ne[0] / q->block_elems, static_cast<int64_t>(q->block_bytes), &row_bytes))
+                rows = row_bytes = 0;
             out->rows = rows;
-            out->row_bytes = t->ne[0] / q->block_elems * q->block_bytes;
+            out->row_bytes = row_bytes;
             out->name = t->name.c_str();
             return 1;
         };
