@@ -555,6 +555,15 @@ TEST(DecoderLoad, WhatTheFamilyLacksIsRefusedByName) {
         fill(s, "qwen2");
         s.u64["qwen2.expert_count"] = 8;
         expect_refused(s, "'qwen2.expert_count' is 8: qwen2 has no mixture-of-experts layers");
+        s.u64.erase("qwen2.expert_count");
+        s.u64["qwen2.expert_used_count"] = 2; // read, so never silently ignored
+        expect_refused(s, "'qwen2.expert_used_count' is 2 in a qwen2 model, which has no experts to use");
+    }
+    {
+        fake_source s;
+        fill(s, "llama");
+        s.u64["llama.expert_used_count"] = 2;
+        expect_refused(s, "'llama.expert_used_count' is 2 without 'llama.expert_count'");
     }
     {
         fake_source s;

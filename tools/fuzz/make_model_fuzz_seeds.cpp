@@ -1,7 +1,8 @@
 // Seeds for fuzz_model_load: one tiny complete GGUF per decoder family (and Mixtral-style experts on llama), written
-// from the family table itself (decoder_family.hpp): every tensor a family's layers must have, with its shape.
+// from the family table itself (decoder_family.hpp): every tensor a family's layers must have, with the shape the
+// decoder resolves for it.
 //   make_model_fuzz_seeds <folder>
-#include "decoder_family.hpp"
+#include "decoder_model.hpp"
 #include "gguf/gguf_file.hpp"
 
 #include <cstdio>
@@ -16,25 +17,6 @@ using namespace strata::decoder;
 constexpr int64_t n_embd = 8, n_head = 2, n_kv = 1, head = 4, n_ff = 16, n_layer = 2, n_vocab = 8;
 constexpr int64_t n_expert = 4, n_used = 2, n_ff_exp = 8;
 
-// ff_exp: the experts' inner size (qwen3moe's own key; llama's experts have feed_forward_length).
-int64_t size_of(dim d, int64_t ff_exp) {
-    switch (d) {
-    case dim::embd: return n_embd;
-    case dim::q: return n_head * head;
-    case dim::kv: return n_kv * head;
-    case dim::qkv: return (n_head + 2 * n_kv) * head;
-    case dim::head: return head;
-    case dim::ff: return n_ff;
-    case dim::ff2: return 2 * n_ff;
-    case dim::one: return 1;
-    case dim::expert: return n_expert;
-    case dim::ff_exps: return ff_exp * n_expert;
-    case dim::embd_exps: return n_embd * n_expert;
-    case dim::ff_exp: return ff_exp;
-    case dim::ff_shexp: return n_ff;
-    }
-    return 1;
-}
 
 void f32_tensor(strata::gguf::writer &w, const std::string &name, std::vector<int64_t> ne) {
     int64_t n = 1;
@@ -61,7 +43,18 @@ void write_seed(const std::string &folder, const family &fam, bool experts) {
         if (fam.expert_ff_key) w.add_u32(p + "expert_feed_forward_length", n_ff_exp);
     }
     if (fam.window.use == window_use::pattern) w.add_u32(p + "attention.sliding_window", 4);
-    const int64_t ff_exp = fam.expert_ff_key ? n_ff_exp : n_ff;
+    // The shapes as the decoder resolves them (llama's experts have feed_forward_length; qwen*moe their own).
+    strata_model_hparams hp{};
+    hp.n_embd = n_embd;
+    hp.n_head = n_head;
+    hp.n_head_kv = n_kv;
+    hp.head_dim = head;
+    hp.n_ff = n_ff;
+    expert_dims ex;
+    ex.n_expert = n_expert;
+    ex.n_used = n_used;
+    ex.n_ff = fam.expert_ff_key ? n_ff_exp : n_ff;
+    ex.n_ff_shared = n_ff;
     f32_tensor(w, "token_embd.weight", {n_embd, n_vocab});
     f32_tensor(w, "output_norm.weight", {n_embd});
     if (fam.output == presence::required) f32_tensor(w, "output.weight", {n_embd, n_vocab});
@@ -78,8 +71,8 @@ void write_seed(const std::string &folder, const family &fam, bool experts) {
             if (experts && dense_role) write = false;
             if (experts && expert_role) write = true;
             if (!write || (how == presence::absent && !expert_role)) continue;
-            std::vector<int64_t> ne{size_of(t.cols, ff_exp)};
-            if (!t.is_vector) ne.push_back(size_of(t.rows, ff_exp));
+            std::vector<int64_t> ne{resolve(t.cols, hp, ex)};
+            if (!t.is_vector) ne.push_back(resolve(t.rows, hp, ex));
             if (t.r == role::gate_exps || t.r == role::up_exps || t.r == role::down_exps) {
                 ne[1] /= n_expert;
                 ne.push_back(n_expert);

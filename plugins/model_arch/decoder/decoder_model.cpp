@@ -20,24 +20,6 @@ namespace strata::decoder {
 
 namespace {
 
-int64_t resolve(dim d, const strata_model_hparams &hp, const expert_dims &ex) {
-    switch (d) {
-    case dim::embd: return hp.n_embd;
-    case dim::q: return static_cast<int64_t>(hp.n_head) * hp.head_dim;
-    case dim::kv: return static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
-    case dim::qkv: return static_cast<int64_t>(hp.n_head + 2 * hp.n_head_kv) * hp.head_dim;
-    case dim::head: return hp.head_dim;
-    case dim::ff: return hp.n_ff;
-    case dim::ff2: return 2 * static_cast<int64_t>(hp.n_ff);
-    case dim::one: return 1;
-    case dim::expert: return ex.n_expert;
-    case dim::ff_exps: return static_cast<int64_t>(ex.n_ff) * ex.n_expert;
-    case dim::embd_exps: return static_cast<int64_t>(hp.n_embd) * ex.n_expert;
-    case dim::ff_exp: return ex.n_ff;
-    case dim::ff_shexp: return ex.n_ff_shared;
-    }
-    return 0;
-}
 
 std::string layer_prefix(size_t l) { return "blk." + std::to_string(l) + "."; }
 
@@ -145,12 +127,18 @@ expert_dims read_experts(const strata_model_source *src, const family &fam, cons
         if (count > 0)
             throw std::runtime_error("'" + p + "expert_count' is " + std::to_string(count) + ": " + fam.arch +
                                      " has no mixture-of-experts layers");
+        if (used > 0)
+            throw std::runtime_error("'" + p + "expert_used_count' is " + std::to_string(used) + " in a " + fam.arch +
+                                     " model, which has no experts to use");
         return ex;
     }
     if (count == 0) {
         if (fam.experts == presence::required)
             throw std::runtime_error("'" + p + "expert_count' is missing or 0; a " + std::string(fam.arch) +
                                      " model routes every layer's feed-forward to experts");
+        if (used > 0)
+            throw std::runtime_error("'" + p + "expert_used_count' is " + std::to_string(used) + " without '" + p +
+                                     "expert_count'; the file's experts are incomplete");
         return ex;
     }
     if (count > 1024 || used == 0 || used > count)

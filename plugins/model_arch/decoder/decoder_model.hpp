@@ -33,6 +33,26 @@ struct expert_dims {
     int32_t n_expert = 0, n_used = 0, n_ff = 0, n_ff_shared = 0;
 };
 
+// A layer tensor's dimension (decoder_family.hpp's `dim`) for a model's hyperparameters and experts.
+inline int64_t resolve(dim d, const strata_model_hparams &hp, const expert_dims &ex) {
+    switch (d) {
+    case dim::embd: return hp.n_embd;
+    case dim::q: return static_cast<int64_t>(hp.n_head) * hp.head_dim;
+    case dim::kv: return static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
+    case dim::qkv: return static_cast<int64_t>(hp.n_head + 2 * hp.n_head_kv) * hp.head_dim;
+    case dim::head: return hp.head_dim;
+    case dim::ff: return hp.n_ff;
+    case dim::ff2: return 2 * static_cast<int64_t>(hp.n_ff);
+    case dim::one: return 1;
+    case dim::expert: return ex.n_expert;
+    case dim::ff_exps: return static_cast<int64_t>(ex.n_ff) * ex.n_expert;
+    case dim::embd_exps: return static_cast<int64_t>(hp.n_embd) * ex.n_expert;
+    case dim::ff_exp: return ex.n_ff;
+    case dim::ff_shexp: return ex.n_ff_shared;
+    }
+    return 0;
+}
+
 struct model {
     const family *fam = nullptr;
     strata_model_hparams hp{};
