@@ -136,12 +136,16 @@ class writer {
 
     // ne[0] is the row length; bytes.size() must equal the size implied by type and shape.
     void add_tensor(std::string name, uint32_t ggml_type, std::vector<int64_t> ne, std::vector<uint8_t> bytes);
+    // A tensor of the size its type and shape imply whose bytes are never held: write() leaves a hole (reads as
+    // zeros; sparse on disk). For files whose shape matters and whose weights do not (make-model --shape-only).
+    void add_tensor_hole(std::string name, uint32_t ggml_type, std::vector<int64_t> ne);
 
     void write(const std::string &path) const; // writes path.tmp then renames: no half-written file on error
     std::vector<uint8_t> to_bytes() const;     // the same content in memory
 
   private:
     struct state;
+    uint64_t checked_size(const std::string &name, uint32_t ggml_type, const std::vector<int64_t> &ne) const;
     std::unique_ptr<state> s_;
 };
 

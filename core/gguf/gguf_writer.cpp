@@ -9,6 +9,8 @@
 #include <limits>
 #include <unordered_set>
 
+#include <unistd.h>
+
 namespace strata::gguf {
 
 namespace {
@@ -40,6 +42,8 @@ struct writer::state {
         uint32_t type;
         std::vector<int64_t> ne;
         std::vector<uint8_t> bytes;
+        uint64_t size = 0;  // bytes.size(), or a hole's size
+        bool hole = false;  // no bytes held: written as a hole in the file (zeros)
     };
     uint32_t alignment = default_alignment;
     std::vector<kv_record> kvs;
@@ -80,7 +84,7 @@ struct writer::state {
             for (int64_t n : t.ne) put<uint64_t>(out, static_cast<uint64_t>(n));
             put<uint32_t>(out, t.type);
             put<uint64_t>(out, offset);
-            offset = align_up(offset + t.bytes.size(), alignment);
+            offset = align_up(offset + t.size, alignment);
         }
         out.resize(align_up(out.size(), alignment), 0);
         return out;
@@ -131,6 +135,21 @@ void writer::add_i32_array(std::string key, std::vector<int32_t> v) {
 }
 
 void writer::add_tensor(std::string name, uint32_t ggml_type, std::vector<int64_t> ne, std::vector<uint8_t> bytes) {
+    const uint64_t expected = checked_size(name, ggml_type, ne);
+    if (expected != bytes.size())
+        fail("gguf writer: tensor '{}' needs {} bytes but {} were given", name, expected, bytes.size());
+    s_->tensor_names.insert(name);
+    const uint64_t size = bytes.size();
+    s_->tensors.push_back({std::move(name), ggml_type, std::move(ne), std::move(bytes), size, false});
+}
+
+void writer::add_tensor_hole(std::string name, uint32_t ggml_type, std::vector<int64_t> ne) {
+    const uint64_t size = checked_size(name, ggml_type, ne);
+    s_->tensor_names.insert(name);
+    s_->tensors.push_back({std::move(name), ggml_type, std::move(ne), {}, size, true});
+}
+
+uint64_t writer::checked_size(const std::string &name, uint32_t ggml_type, const std::vector<int64_t> &ne) const {
     if (name.empty()) fail("gguf writer: tensor with an empty name");
     const type_traits *tt = ggml_type_traits(ggml_type);
     if (tt == nullptr) fail("gguf writer: tensor '{}' has unknown ggml type {}", name, ggml_type);
@@ -149,19 +168,17 @@ void writer::add_tensor(std::string name, uint32_t ggml_type, std::vector<int64_
     const uint64_t rows = ne[0] == 0 ? 0 : n_elements / static_cast<uint64_t>(ne[0]);
     uint64_t row_bytes = 0, expected = 0;
     if (__builtin_mul_overflow(static_cast<uint64_t>(ne[0]) / tt->block_elems, tt->block_bytes, &row_bytes) ||
-        __builtin_mul_overflow(rows, row_bytes, &expected) || expected != bytes.size())
-        fail("gguf writer: tensor '{}' ({}, {} elements) needs {} bytes but {} were given", name, tt->name,
-             n_elements, expected, bytes.size());
+        __builtin_mul_overflow(rows, row_bytes, &expected))
+        fail("gguf writer: tensor '{}' ({}, {} elements) has a byte size that overflows", name, tt->name, n_elements);
     if (s_->tensor_names.count(name) != 0) fail("gguf writer: duplicate tensor name '{}'", name);
-    s_->tensor_names.insert(name);
-    s_->tensors.push_back({std::move(name), ggml_type, std::move(ne), std::move(bytes)});
+    return expected;
 }
 
 std::vector<uint8_t> writer::to_bytes() const {
     std::vector<uint8_t> out = s_->metadata();
     for (const state::tensor_record &t : s_->tensors) {
         out.insert(out.end(), t.bytes.begin(), t.bytes.end());
-        out.resize(align_up(out.size(), s_->alignment), 0);
+        out.resize(align_up(out.size() + (t.hole ? t.size : 0), s_->alignment), 0);
     }
     return out;
 }
@@ -183,8 +200,13 @@ void writer::write(const std::string &path) const {
     uint64_t pos = meta.size();
     for (const state::tensor_record &t : s_->tensors) {
         if (!t.bytes.empty() && std::fwrite(t.bytes.data(), 1, t.bytes.size(), f) != t.bytes.size()) give_up("write");
-        pos += t.bytes.size();
+        pos += t.size;
         uint64_t pad = align_up(pos, s_->alignment) - pos;
+        if (t.hole) { // skipped: the file's end is set below, so the skipped bytes read as zeros
+            pos += pad;
+            if (::fseeko(f, static_cast<off_t>(pos), SEEK_SET) != 0) give_up("seek");
+            continue;
+        }
         pos += pad;
         while (pad > 0) {
             const size_t n = static_cast<size_t>(std::min<uint64_t>(pad, sizeof zeros));
@@ -193,6 +215,7 @@ void writer::write(const std::string &path) const {
         }
     }
     if (std::fflush(f) != 0) give_up("flush");
+    if (::ftruncate(::fileno(f), static_cast<off_t>(pos)) != 0) give_up("setting the file size");
     const int rc = std::fclose(f);
     f = nullptr;
     if (rc != 0) give_up("close");

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -136,6 +137,36 @@ TEST(GgufWriter, WriteCreatesFileAtomically) {
     } catch (const strata::error &e) {
         EXPECT_NE(std::string(e.what()).find("x.gguf.tmp: cannot create"), std::string::npos) << e.what();
     }
+    std::filesystem::remove_all(dir);
+}
+
+// make-model --shape-only: a tensor written as a hole has its full size in the file, reads as zeros, and takes no
+// disk blocks; the file equals to_bytes() and a hole at the end still sets the file's size.
+TEST(GgufWriter, HolesHaveTheirSizeAndReadAsZeros) {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "strata_gguf_writer_holes";
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "holes.gguf").string();
+    writer w;
+    w.add_tensor("a", 0, {4}, f32_bytes({1, 2, 3, 4}));
+    w.add_tensor_hole("big", 8, {1024, 4096}); // Q8_0: 4096 rows of 32 blocks of 34 bytes
+    w.add_tensor("b", 0, {2}, f32_bytes({5, 6}));
+    w.add_tensor_hole("tail", 0, {1 << 20}); // the last tensor: the file must still end after it
+    EXPECT_THROW(w.add_tensor_hole("big", 0, {1}), strata::error);     // duplicate name
+    EXPECT_THROW(w.add_tensor_hole("odd", 8, {33}), strata::error);    // row not a block multiple
+    w.write(path);
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    ASSERT_EQ(std::filesystem::file_size(path), bytes.size());
+    const file f = file::open(path);
+    const tensor_info *big = f.find_tensor("big");
+    ASSERT_NE(big, nullptr);
+    EXPECT_EQ(big->n_bytes, 4096u * 32 * 34);
+    EXPECT_TRUE(std::all_of(big->data, big->data + big->n_bytes, [](uint8_t b) { return b == 0; }));
+    EXPECT_EQ(f.find_tensor("tail")->n_bytes, 4u << 20);
+    float v[2];
+    std::memcpy(v, f.find_tensor("b")->data, 8);
+    EXPECT_EQ(v[1], 6.0f);
+    const file g = file::parse(bytes.data(), bytes.size());
+    EXPECT_EQ(g.find_tensor("tail")->offset, f.find_tensor("tail")->offset);
     std::filesystem::remove_all(dir);
 }
 

@@ -5,6 +5,9 @@
 //              [--head-dim N] [--type TYPE] [--seed 1] [--vocab-from VOCAB.gguf] [--untied] [--pure]
 //              [--weight-scale 1] [--feature NAME]...
 //
+// --shape-only writes every weight matrix as a hole (zeros, sparse on disk): a file of a real model's shape and size
+// (Mixtral-8x7B's 47 GB in Q8_0) in seconds, for `runtime plan`; its general.name says so and its outputs mean nothing.
+//
 // --weight-scale multiplies every matrix (default 1: rows uniform in ±1.7/sqrt(cols), activations of unit scale and
 // nearly uniform next-token distributions); 3 gives peaked distributions whose top tokens are decided, for
 // teacher-forced comparisons.
@@ -81,6 +84,7 @@ struct options {
     float attn_softcap = 0.0f, final_softcap = 0.0f; // gemma: 0: the family's
     int64_t swa_pattern = -1;           // gemma: --swa-pattern N (-1: not written)
     int64_t experts = 0, experts_used = 0, expert_ff = 0; // --experts, --experts-used, --expert-ff
+    bool shape_only = false; // --shape-only: the weight matrices are holes (zeros, sparse on disk), for `runtime plan`
 };
 
 const char *const k_features[] = {"rope-freqs", "qkv-bias", "mlp-bias", "fused-qkv", "rope-scaling-linear",
@@ -94,7 +98,7 @@ using rng = strata::tools::splitmix64; // identical weights for a seed on every 
                  "make-model: %s\nusage: make-model --out F.gguf [--arch ARCH] [--dim N --layers N --heads N --kv-heads N --ff N "
                  "--ctx N] [--head-dim N] [--type TYPE] [--seed N] [--vocab-from VOCAB.gguf] [--untied] [--pure] "
                  "[--weight-scale X] [--feature NAME]... [--window N] [--swa-pattern N] [--attn-softcap X] "
-                 "[--final-softcap X] [--experts N --experts-used K [--expert-ff N]]\n"
+                 "[--final-softcap X] [--experts N --experts-used K [--expert-ff N]] [--shape-only]\n"
                  "ARCH: llama qwen2 qwen3 phi3 gemma2 gemma3 qwen3moe qwen2moe\n"
                  "NAME: rope-freqs qkv-bias mlp-bias fused-qkv rope-scaling-linear rope-scaling-yarn longrope output-bias\n"
                  "TYPE: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m "
@@ -128,6 +132,7 @@ options parse(int argc, char **argv) {
             return n;
         };
         if (a == "--out") o.out = val();
+        else if (a == "--shape-only") o.shape_only = true;
         else if (a == "--arch") {
             o.arch = val();
             if (std::find_if(std::begin(k_archs), std::end(k_archs), [&](const char *x) { return o.arch == x; }) ==
@@ -266,7 +271,7 @@ int main(int argc, char **argv) try {
     strata::gguf::writer w;
     const std::string p = o.arch + ".";
     w.add_string("general.architecture", o.arch);
-    w.add_string("general.name", "strata-make-model-" + o.type);
+    w.add_string("general.name", "strata-make-model-" + o.type + (o.shape_only ? "-shape-only" : ""));
     w.add_u32("general.file_type", mix.file_type);
     w.add_u32("general.quantization_version", 2);
     w.add_u32(p + "vocab_size", static_cast<uint32_t>(n_vocab));
@@ -349,6 +354,7 @@ int main(int argc, char **argv) try {
     };
     auto matrix = [&](const std::string &name, int64_t cols, int64_t rows, int64_t layer) {
         const strata_quant_desc *q = quant_for(name, cols, layer);
+        if (o.shape_only) return w.add_tensor_hole(name, q->ggml_type, {cols, rows});
         std::vector<uint8_t> bytes;
         random_rows(q, cols, rows, bytes);
         w.add_tensor(name, q->ggml_type, {cols, rows}, std::move(bytes));
@@ -360,9 +366,10 @@ int main(int argc, char **argv) try {
         std::vector<uint8_t> bytes;
         int64_t rows = 0;
         for (const int64_t part : parts) {
-            random_rows(q, cols, part, bytes);
+            if (!o.shape_only) random_rows(q, cols, part, bytes);
             rows += part;
         }
+        if (o.shape_only) return w.add_tensor_hole(name, q->ggml_type, {cols, rows});
         w.add_tensor(name, q->ggml_type, {cols, rows}, std::move(bytes));
     };
     // A router in F32 whatever the type, as llama-quantize leaves routers (and 1-D tensors) unquantized; `ne` its
@@ -377,6 +384,7 @@ int main(int argc, char **argv) try {
     // A GGUF [cols, rows, experts] tensor: --experts matrices of rows x cols, one after another.
     auto expert_matrix = [&](const std::string &name, int64_t cols, int64_t rows, int64_t layer) {
         const strata_quant_desc *q = quant_for(name, cols, layer);
+        if (o.shape_only) return w.add_tensor_hole(name, q->ggml_type, {cols, rows, o.experts});
         std::vector<uint8_t> bytes;
         random_rows(q, cols, rows * o.experts, bytes);
         w.add_tensor(name, q->ggml_type, {cols, rows, o.experts}, std::move(bytes));
