@@ -7,6 +7,7 @@
 #include "kernels_attention.cuh"
 #include "kernels_elementwise.cuh"
 #include "kernels_matmul.cuh"
+#include "kernels_moe.cuh"
 
 #include "cuda_test_support.hpp"
 
@@ -196,6 +197,77 @@ TEST_F(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
     ASSERT_EQ(cu::launch_softmax(probs.data(), rows, cols, nullptr), cudaSuccess);
     ASSERT_EQ(c.softmax(cpu.get(), logits.data(), rows, cols, &st), STRATA_OK);
     EXPECT_LT(normwise_error(probs, logits), 1e-5) << "softmax";
+}
+
+// ABI 1.16's mixture-of-experts steps: routing with the CPU device's ids (and its weights up to the last bits of the
+// exponential), matmul_id's every slot equal bit for bit to a 1-token matmul over the slot's expert (both decode
+// kernels: aligned and unaligned activations; a slot whose id is out of range left unwritten), combine and the
+// shared expert's gate bit-equal to the CPU device.
+TEST_F(CudaEmulatedKernels, MixtureOfExpertsStepsMatchTheCpuDevice) {
+    device_ptr cpu = cpu_device();
+    ASSERT_NE(cpu, nullptr);
+    const strata_device_desc &c = *loaded().cpu;
+    strata_status st{};
+    for (const auto &[n_tokens, n_expert, k] : {std::tuple<int32_t, int32_t, int32_t>{5, 8, 2}, {3, 60, 4}})
+        for (const int32_t normalize : {0, 1}) {
+            const auto logits = random_floats(static_cast<size_t>(n_tokens * n_expert), 71, -4.0f, 4.0f);
+            const auto slots = static_cast<size_t>(n_tokens * k);
+            std::vector<int32_t> ids(slots, -1), want_ids(slots, -2);
+            std::vector<float> weights(slots, NAN), want_weights(slots, NAN);
+            strata_moe_route_args r{sizeof(strata_moe_route_args), n_tokens, n_expert, k, normalize,
+                                    logits.data(), want_ids.data(), want_weights.data()};
+            ASSERT_EQ(c.moe_route(cpu.get(), &r, &st), STRATA_OK) << st.message;
+            ASSERT_EQ(cu::launch_moe_route(logits.data(), n_tokens, n_expert, k, normalize, ids.data(), weights.data(),
+                                           nullptr),
+                      cudaSuccess);
+            EXPECT_EQ(ids, want_ids) << n_expert << " experts, normalize " << normalize;
+            EXPECT_LT(normwise_error(weights, want_weights), 1e-6) << n_expert << " experts, normalize " << normalize;
+        }
+
+    const int32_t n_expert = 4, n_tokens = 3, k = 2;
+    const std::vector<int32_t> ids = {2, 0, 3, 2, 1, 9}; // the last slot's id is out of range: left unwritten
+    for (uint32_t type : {cu::weight_f32, cu::weight_q8_0, cu::weight_q4_k}) {
+        const strata_quant_desc *q = loaded().quant(type);
+        ASSERT_NE(q, nullptr);
+        const int64_t rpe = 37, cols = 256;
+        const quantized_matrix m =
+            quantize(*q, random_floats(static_cast<size_t>(n_expert * rpe * cols), 72), n_expert * rpe, cols);
+        const cu::weight_ref w{m.bytes.data(), n_expert * rpe, cols, m.row_bytes, type};
+        for (const int32_t per_slot : {0, 1})
+            for (const size_t shift : {size_t{0}, size_t{1}}) { // one float off 16-byte alignment: the warp kernel
+                SCOPED_TRACE(testing::Message() << "type " << type << ", x per slot " << per_slot << ", shift " << shift);
+                const int32_t n_x = per_slot != 0 ? n_tokens * k : n_tokens;
+                const auto x0 = random_floats(static_cast<size_t>(n_x * cols) + 1, 73, -2.0f, 2.0f);
+                const float *x = x0.data() + shift;
+                std::vector<float> y(static_cast<size_t>(n_tokens * k * rpe), NAN);
+                ASSERT_EQ(cu::launch_matmul_id(w, n_expert, ids.data(), n_tokens, k, x, per_slot, y.data(), nullptr),
+                          cudaSuccess);
+                for (int32_t s = 0; s + 1 < n_tokens * k; ++s) {
+                    const int32_t e = ids[static_cast<size_t>(s)];
+                    const cu::weight_ref expert{m.bytes.data() + e * rpe * m.row_bytes, rpe, cols, m.row_bytes, type};
+                    std::vector<float> want(static_cast<size_t>(rpe), NAN);
+                    const float *xs = x + (per_slot != 0 ? s : s / k) * cols;
+                    ASSERT_EQ(cu::launch_matmul(expert, xs, 1, want.data(), nullptr), cudaSuccess);
+                    EXPECT_TRUE(std::equal(want.begin(), want.end(), y.begin() + s * rpe)) << "slot " << s;
+                }
+                EXPECT_TRUE(std::all_of(y.end() - rpe, y.end(), [](float v) { return std::isnan(v); }))
+                    << "the slot with a bad id was written";
+            }
+    }
+
+    const int32_t dim = 300;
+    const auto ys = random_floats(static_cast<size_t>(n_tokens * k * dim), 74, -3.0f, 3.0f);
+    const auto cw = random_floats(static_cast<size_t>(n_tokens * k), 75, 0.0f, 1.0f);
+    std::vector<float> got(static_cast<size_t>(n_tokens * dim), NAN), want(got.size(), NAN);
+    ASSERT_EQ(cu::launch_moe_combine(ys.data(), cw.data(), n_tokens, k, dim, got.data(), nullptr), cudaSuccess);
+    ASSERT_EQ(c.moe_combine(cpu.get(), ys.data(), cw.data(), n_tokens, k, dim, want.data(), &st), STRATA_OK);
+    EXPECT_EQ(got, want) << "moe_combine";
+    const auto gate = random_floats(static_cast<size_t>(n_tokens), 76, -5.0f, 5.0f);
+    got = random_floats(got.size(), 77);
+    want = got;
+    ASSERT_EQ(cu::launch_sigmoid_gate_add(ys.data(), gate.data(), n_tokens, dim, got.data(), nullptr), cudaSuccess);
+    ASSERT_EQ(c.sigmoid_gate_add(cpu.get(), ys.data(), gate.data(), n_tokens, dim, want.data(), &st), STRATA_OK);
+    EXPECT_EQ(got, want) << "sigmoid_gate_add";
 }
 
 TEST_F(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {

@@ -390,6 +390,10 @@ const strata_device_desc cuda_device_desc = {
     strata::cuda::scale,
     strata::cuda::geglu,
     strata::cuda::softcap,
+    strata::cuda::moe_route,
+    strata::cuda::matmul_id,
+    strata::cuda::moe_combine,
+    strata::cuda::sigmoid_gate_add,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cuda_device_desc.header};
@@ -400,7 +404,8 @@ const strata_config_key config_keys[] = {
 };
 
 const strata_plugin_info plugin_info = strata::plugin::make_info(plugin_name, "0.1.0", "MIT",
-    "CUDA device: NVIDIA GPUs (compute capability 8.0+) with F32/F16/BF16, Q8_0/Q4_0/Q4_1/Q5_x/IQ4_NL and K-quant/IQ4_XS kernels",
+    "CUDA device: NVIDIA GPUs (compute capability 8.0+) with F32/F16/BF16, Q8_0/Q4_0/Q4_1/Q5_x/IQ4_NL and K-quant/IQ4_XS kernels, "
+    "mixture-of-experts routing and expert matmuls",
     descriptors, config_keys);
 
 } // namespace

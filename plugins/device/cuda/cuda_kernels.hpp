@@ -18,6 +18,19 @@ bool weight_type_supported(uint32_t type, uint32_t *alignment);
 // y[t][r] = dot(W row r, x[t]); x is n_tokens x cols, y is n_tokens x rows (both float, device).
 cudaError_t launch_matmul(const weight_ref &w, const float *x, int32_t n_tokens, float *y, cudaStream_t stream);
 
+// matmul_id (ABI 1.16): w is the whole [cols, rows, n_expert] tensor; slot s = t * k + j multiplies expert ids[s]
+// with x row s (x_per_slot) or t into y row s, by the kernel a 1-token matmul over that expert takes, so each slot's
+// row equals launch_matmul's bit for bit. ids device memory, in range (moe_route's).
+cudaError_t launch_matmul_id(const weight_ref &w, int32_t n_expert, const int32_t *ids, int32_t n_tokens, int32_t k,
+                             const float *x, int32_t x_per_slot, float *y, cudaStream_t stream);
+// The CPU device's moe_route, moe_combine and sigmoid_gate_add (plugin_abi.h, cpu_moe_ops.cpp).
+cudaError_t launch_moe_route(const float *logits, int32_t n_tokens, int32_t n_expert, int32_t k, int32_t normalize,
+                             int32_t *ids, float *weights, cudaStream_t stream);
+cudaError_t launch_moe_combine(const float *y, const float *weights, int32_t n_tokens, int32_t k, int32_t dim,
+                               float *out, cudaStream_t stream);
+cudaError_t launch_sigmoid_gate_add(const float *y, const float *gate, int32_t n_rows, int32_t n_cols, float *acc,
+                                    cudaStream_t stream);
+
 // out[t] = decoded row tokens[t] of the table (tokens in device memory, already range-checked).
 cudaError_t launch_embedding(const weight_ref &table, const int32_t *tokens, int32_t n_tokens, float *out,
                              cudaStream_t stream);

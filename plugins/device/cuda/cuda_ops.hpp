@@ -29,6 +29,13 @@ int32_t rope_scaled(strata_device *dev, float *x, const strata_rope_args *args, 
 int32_t add_rows(strata_device *dev, const float *x, const float *row, int32_t n_rows, int32_t n_cols, float *out,
                  strata_status *st);
 int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, strata_status *st);
+// ABI 1.16: the mixture-of-experts steps (cuda_moe_ops.cpp).
+int32_t moe_route(strata_device *dev, const strata_moe_route_args *args, strata_status *st);
+int32_t matmul_id(strata_device *dev, const strata_matmul_id_args *args, strata_status *st);
+int32_t moe_combine(strata_device *dev, const float *y, const float *weights, int32_t n_tokens, int32_t k, int32_t dim,
+                    float *out, strata_status *st);
+int32_t sigmoid_gate_add(strata_device *dev, const float *y, const float *gate, int32_t n_rows, int32_t n_cols,
+                         float *acc, strata_status *st);
 int32_t kv_store(strata_device *dev, const strata_kv_store_args *args, strata_status *st);
 int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *args, strata_status *st);
 

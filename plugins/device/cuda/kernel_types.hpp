@@ -18,6 +18,20 @@ struct weight_ref {
 // Largest token batch the one-warp-per-row matmul kernel handles; bigger batches use the tiled kernel.
 inline constexpr int32_t matvec_max_tokens = 8;
 
+// Router widths the routing kernel handles (every released mixture of experts has at most 256), as the CPU device.
+inline constexpr int32_t max_route_experts = 1024;
+
+// matmul_id (ABI 1.16) as a matmul launch over slots: slot s (= slot0 + blockIdx.y) multiplies expert ids[s] (rows
+// e * rows .. of the whole tensor, `rows` being one expert's) with x row s (x_per_slot) or s / k into y row s. ids ==
+// nullptr: a plain matmul. A slot whose id is outside [0, n_expert) is left unwritten (ids come from moe_route).
+struct expert_pick {
+    const int32_t *ids = nullptr; // device memory, one per slot
+    int32_t n_expert = 0;
+    int32_t k = 1;
+    int32_t x_per_slot = 0;
+    int64_t slot0 = 0;
+};
+
 struct attention_shape {
     int32_t n_tokens;
     int32_t n_heads;

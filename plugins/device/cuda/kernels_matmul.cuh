@@ -20,14 +20,33 @@ namespace kernels {
 
 constexpr int matvec_warps = 4; // rows per block
 
+// matmul_id (pick.ids set): where the block's slot's expert starts (in rows of the whole tensor), its x row and its y
+// row; false when the slot's id is out of range (nothing is written for it). A plain matmul: all 0.
+struct picked {
+    int64_t w_rows = 0, x_offset = 0, y_offset = 0;
+};
+__device__ __forceinline__ bool pick_slot(const expert_pick &pick, int64_t rows, int64_t cols, picked &p) {
+    if (pick.ids == nullptr) return true;
+    const int64_t s = pick.slot0 + blockIdx.y;
+    const int32_t e = pick.ids[s];
+    if (e < 0 || e >= pick.n_expert) return false;
+    p.w_rows = int64_t{e} * rows;
+    p.x_offset = (pick.x_per_slot != 0 ? s : s / pick.k) * cols;
+    p.y_offset = s * rows;
+    return true;
+}
+
 template <uint32_t T, int MaxTokens>
 __global__ void __launch_bounds__(matvec_warps *warp_size)
     matvec_kernel(const unsigned char *__restrict__ w, int64_t rows, int64_t cols, int64_t row_bytes,
-                  const float *__restrict__ x, int32_t n_tokens, float *__restrict__ y) {
+                  const float *__restrict__ x, int32_t n_tokens, float *__restrict__ y, expert_pick pick) {
     const int64_t r = int64_t{blockIdx.x} * matvec_warps + threadIdx.x / warp_size;
     const int lane = static_cast<int>(threadIdx.x % warp_size);
-    if (r >= rows) return;
-    const unsigned char *row = w + r * row_bytes;
+    picked p;
+    if (r >= rows || !pick_slot(pick, rows, cols, p)) return;
+    x += p.x_offset;
+    y += p.y_offset;
+    const unsigned char *row = w + (p.w_rows + r) * row_bytes;
     float acc[MaxTokens];
 #pragma unroll
     for (int t = 0; t < MaxTokens; ++t) acc[t] = 0.0f;
@@ -53,10 +72,14 @@ constexpr int row_block_warps = row_block_threads / warp_size;
 template <uint32_t T, int MaxTokens>
 __global__ void __launch_bounds__(row_block_threads)
     row_block_kernel(const unsigned char *__restrict__ w, int64_t rows, int64_t cols, int64_t row_bytes,
-                     const float *__restrict__ x, int32_t n_tokens, float *__restrict__ y) {
+                     const float *__restrict__ x, int32_t n_tokens, float *__restrict__ y, expert_pick pick) {
     __shared__ float partial[MaxTokens][row_block_warps];
     const int64_t r = blockIdx.x;
-    const unsigned char *row = w + r * row_bytes;
+    picked p;
+    if (!pick_slot(pick, rows, cols, p)) return; // the whole block: no barrier is left waiting
+    x += p.x_offset;
+    y += p.y_offset;
+    const unsigned char *row = w + (p.w_rows + r) * row_bytes;
     float acc[MaxTokens];
 #pragma unroll
     for (int t = 0; t < MaxTokens; ++t) acc[t] = 0.0f;
@@ -168,26 +191,48 @@ template <uint32_t T> bool row_block_fits(const weight_ref &w, const float *x) {
     return true;
 }
 
+// The decode kernels over `slots` slots of a matmul_id pick (1 and no pick for a plain matmul): grid.y = slots.
+template <uint32_t T>
+cudaError_t matvec_as(const weight_ref &w, const float *x, int32_t n_tokens, float *y, cudaStream_t stream,
+                      const expert_pick &pick, unsigned slots) {
+    const auto *data = static_cast<const unsigned char *>(w.data);
+    if (row_block_fits<T>(w, x)) {
+        const dim3 grid(static_cast<unsigned>(w.rows), slots);
+        if (n_tokens == 1)
+            return launch_kernel(kernels::row_block_kernel<T, 1>, grid, dim3(kernels::row_block_threads), stream, data,
+                                 w.rows, w.cols, w.row_bytes, x, n_tokens, y, pick);
+        return launch_kernel(kernels::row_block_kernel<T, matvec_max_tokens>, grid, dim3(kernels::row_block_threads),
+                             stream, data, w.rows, w.cols, w.row_bytes, x, n_tokens, y, pick);
+    }
+    const dim3 grid(static_cast<unsigned>((w.rows + kernels::matvec_warps - 1) / kernels::matvec_warps), slots);
+    if (n_tokens <= 1)
+        return launch_kernel(kernels::matvec_kernel<T, 1>, grid, dim3(kernels::matvec_warps * warp_size), stream, data,
+                             w.rows, w.cols, w.row_bytes, x, n_tokens, y, pick);
+    return launch_kernel(kernels::matvec_kernel<T, matvec_max_tokens>, grid, dim3(kernels::matvec_warps * warp_size),
+                         stream, data, w.rows, w.cols, w.row_bytes, x, n_tokens, y, pick);
+}
+
+// matmul_id: the 1-token decode kernel a matmul over one expert takes, over every slot, in launches of at most 65535
+// slots (grid.y), each starting at a token boundary.
+template <uint32_t T>
+cudaError_t matmul_id_as(const weight_ref &w, int32_t n_expert, const int32_t *ids, int32_t n_tokens, int32_t k,
+                         const float *x, int32_t x_per_slot, float *y, cudaStream_t stream) {
+    const weight_ref expert{w.data, w.rows / n_expert, w.cols, w.row_bytes, w.type};
+    const int64_t n_slots = int64_t{n_tokens} * k;
+    const int64_t per_launch = int64_t{65535} / k * k;
+    for (int64_t s0 = 0; s0 < n_slots; s0 += per_launch) {
+        const expert_pick pick{ids, n_expert, k, x_per_slot, s0};
+        const auto slots = static_cast<unsigned>(n_slots - s0 < per_launch ? n_slots - s0 : per_launch);
+        if (const cudaError_t err = matvec_as<T>(expert, x, 1, y, stream, pick, slots); err != cudaSuccess) return err;
+    }
+    return cudaSuccess;
+}
+
 template <uint32_t T>
 cudaError_t matmul_as(const weight_ref &w, const float *x, int32_t n_tokens, float *y, cudaStream_t stream) {
     const auto *data = static_cast<const unsigned char *>(w.data);
-    if (n_tokens <= matvec_max_tokens && row_block_fits<T>(w, x)) {
-        const dim3 grid(static_cast<unsigned>(w.rows));
-        if (n_tokens == 1)
-            return launch_kernel(kernels::row_block_kernel<T, 1>, grid, dim3(kernels::row_block_threads), stream, data,
-                                 w.rows, w.cols, w.row_bytes, x, n_tokens, y);
-        return launch_kernel(kernels::row_block_kernel<T, matvec_max_tokens>, grid, dim3(kernels::row_block_threads),
-                             stream, data, w.rows, w.cols, w.row_bytes, x, n_tokens, y);
-    }
-    if (n_tokens <= 1) {
-        const dim3 grid(static_cast<unsigned>((w.rows + kernels::matvec_warps - 1) / kernels::matvec_warps));
-        return launch_kernel(kernels::matvec_kernel<T, 1>, grid, dim3(kernels::matvec_warps * warp_size), stream, data,
-                             w.rows, w.cols, w.row_bytes, x, n_tokens, y);
-    } else if (n_tokens <= matvec_max_tokens) {
-        const dim3 grid(static_cast<unsigned>((w.rows + kernels::matvec_warps - 1) / kernels::matvec_warps));
-        return launch_kernel(kernels::matvec_kernel<T, matvec_max_tokens>, grid,
-                             dim3(kernels::matvec_warps * warp_size), stream, data, w.rows, w.cols, w.row_bytes, x,
-                             n_tokens, y);
+    if (n_tokens <= matvec_max_tokens) {
+        return matvec_as<T>(w, x, n_tokens, y, stream, expert_pick{}, 1);
     } else {
         const dim3 grid(static_cast<unsigned>((w.rows + kernels::tile_rows - 1) / kernels::tile_rows),
                         static_cast<unsigned>((n_tokens + kernels::tile_tokens - 1) / kernels::tile_tokens));
@@ -224,6 +269,17 @@ cudaError_t launch_matmul(const weight_ref &w, const float *x, int32_t n_tokens,
     case t: return launchers::matmul_as<t>(w, x, n_tokens, y, stream);
         STRATA_CUDA_WEIGHT_TYPES(STRATA_CUDA_MATMUL)
 #undef STRATA_CUDA_MATMUL
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+cudaError_t launch_matmul_id(const weight_ref &w, int32_t n_expert, const int32_t *ids, int32_t n_tokens, int32_t k,
+                             const float *x, int32_t x_per_slot, float *y, cudaStream_t stream) {
+    switch (w.type) {
+#define STRATA_CUDA_MATMUL_ID(t)                                                                                       \
+    case t: return launchers::matmul_id_as<t>(w, n_expert, ids, n_tokens, k, x, x_per_slot, y, stream);
+        STRATA_CUDA_WEIGHT_TYPES(STRATA_CUDA_MATMUL_ID)
+#undef STRATA_CUDA_MATMUL_ID
     default: return cudaErrorInvalidValue;
     }
 }
