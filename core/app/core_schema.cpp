@@ -112,6 +112,10 @@ config::schema core_schema() {
     s.add_table({"memory", "placement of weights across the device and memory tiers (one planner for every byte)", {
         key("device_memory", STRATA_CONFIG_BYTES, std::nullopt,
             "RAM the CPU device keeps resident (default: all available RAM)", "--device-memory"),
+        key("plan_gpu_memory", STRATA_CONFIG_BYTES, std::nullopt,
+            "runtime plan only: plan for a GPU of this much memory (e.g. 24GiB) instead of the device here, to see "
+            "what a model needs on a card you do not have (budget: --gpu-memory-utilization of it)",
+            "--plan-gpu-memory"),
         key("cpu_offload_gb", STRATA_CONFIG_FLOAT, std::nullopt,
             "GiB of weights kept in host tiers (whole layers, from the last)", "--cpu-offload-gb", 0, 1e6),
         key("cpu_offload_layers", STRATA_CONFIG_INT, std::nullopt,
@@ -146,8 +150,12 @@ config::schema core_schema() {
             "(TARGET: device, a tier in tiers, or llama.cpp's CPU = host RAM / CUDA0 = the GPU); the first match "
             "wins; repeat -ot or separate items with commas", "--override-tensor|-ot"),
         key("n_cpu_moe", STRATA_CONFIG_INT, "0",
-            "llama.cpp --n-cpu-moe N: the MoE experts of the first N layers stay in host RAM", "--n-cpu-moe|-ncmoe", 0,
-            1e6),
+            "llama.cpp --n-cpu-moe N: the routed experts of the first N layers stay in host RAM (-ot ...=CPU after "
+            "your own -ot items), where the CPU computes them while the rest of each layer runs on the GPU",
+            "--n-cpu-moe|-ncmoe", 0, 1e6),
+        key("cpu_moe", STRATA_CONFIG_BOOL, "false",
+            "llama.cpp --cpu-moe: every layer's routed experts stay in host RAM (as --n-cpu-moe with all layers)",
+            "--cpu-moe|-cmoe"),
         key("tiers", STRATA_CONFIG_STRING_LIST, "[\"numa_ram\"]",
             "tier plugins offloaded weights may use; the fastest measured is filled first", "--tiers"),
         key("stream_weights", STRATA_CONFIG_BOOL, "false",

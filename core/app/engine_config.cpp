@@ -25,6 +25,8 @@ engine::offload_options offload_from(const config::document &doc, const config::
     if (auto v = doc.get_int("memory", "cpu_offload_layers", s)) o.cpu_offload_layers = static_cast<int32_t>(*v);
     if (auto v = doc.get_int("memory", "n_gpu_layers", s)) o.n_gpu_layers = static_cast<int32_t>(*v);
     o.override_tensor = doc.get_string_list("memory", "override_tensor", s);
+    o.n_cpu_moe = static_cast<int32_t>(doc.get_int("memory", "n_cpu_moe", s).value_or(0));
+    o.cpu_moe = doc.get_bool("memory", "cpu_moe", s).value_or(false);
     o.enable_cpu_offload = doc.get_bool("memory", "enable_cpu_offload", s).value_or(false);
     o.gpu_memory_utilization = doc.get_float("memory", "gpu_memory_utilization", s);
     o.limit_gpu_memory = doc.get_bytes("memory", "limit_gpu_memory", s);
@@ -121,7 +123,7 @@ engine::engine_options engine_options_from(const plugins::registry &registry, co
     opts.file_open.mmap = doc.get_bool("memory", "mmap", s).value_or(true);
     opts.file_open.mlock = doc.get_bool("memory", "mlock", s).value_or(false);
     opts.cpu_kv_cache = doc.get_bool("memory", "cpu_kv_cache", s).value_or(false);
-    opts.n_cpu_moe = static_cast<int32_t>(doc.get_int("memory", "n_cpu_moe", s).value_or(0));
+    opts.plan_gpu_memory = doc.get_bytes("memory", "plan_gpu_memory", s);
     opts.max_model_len = static_cast<int32_t>(doc.get_int("model", "max_model_len", s).value_or(0));
     opts.prefill_chunk = static_cast<int32_t>(doc.get_int("engine", "prefill_chunk", s).value_or(512));
     opts.scheduler.max_num_seqs = static_cast<int32_t>(doc.get_int("scheduler", "max_num_seqs", s).value_or(256));

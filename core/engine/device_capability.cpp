@@ -38,11 +38,9 @@ constexpr op_slot k_op_slots[] = {
     {STRATA_DEVICE_OP_MOE, "moe_route, matmul_id and moe_combine", "1.16",
      [](const strata_device_desc *d) {
          return STRATA_HAS_SLOT(d, moe_route) && STRATA_HAS_SLOT(d, matmul_id) && STRATA_HAS_SLOT(d, moe_combine);
-     },
-     "the cpu plugin of this release does; the cuda plugin does not yet"},
+     }},
     {STRATA_DEVICE_OP_SHARED_EXPERT, "sigmoid_gate_add", "1.16",
-     [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, sigmoid_gate_add); },
-     "the cpu plugin of this release does; the cuda plugin does not yet"},
+     [](const strata_device_desc *d) { return STRATA_HAS_SLOT(d, sigmoid_gate_add); }},
 };
 
 const op_slot *find_op(int32_t op) {
@@ -64,7 +62,8 @@ bool device_offers(const strata_device_desc &device, int32_t op) {
 }
 
 std::string missing_model_op(const strata_model_arch_desc &arch, const strata_model *model,
-                             const strata_device_desc &device, const std::string &role, const std::string &path) {
+                             const strata_device_desc &device, const std::string &role, const std::string &path,
+                             int32_t skip_op) {
     if (arch.header.struct_size < offsetof(strata_model_arch_desc, device_op_need) + sizeof(arch.device_op_need) ||
         arch.device_op_need == nullptr)
         return {};
@@ -73,6 +72,7 @@ std::string missing_model_op(const strata_model_arch_desc &arch, const strata_mo
         int32_t op = 0;
         const char *what = nullptr;
         if (arch.device_op_need(model, i, &op, &what) == 0) return {};
+        if (op == skip_op) continue;
         const std::string needed_by = what != nullptr ? what : "the model";
         const op_slot *s = find_op(op);
         if (s == nullptr)
@@ -88,8 +88,9 @@ std::string missing_model_op(const strata_model_arch_desc &arch, const strata_mo
 }
 
 void check_device_offers_model_ops(const strata_model_arch_desc &arch, const strata_model *model,
-                                   const strata_device_desc &device, const std::string &role, const std::string &path) {
-    const std::string why = missing_model_op(arch, model, device, role, path);
+                                   const strata_device_desc &device, const std::string &role, const std::string &path,
+                                   int32_t skip_op) {
+    const std::string why = missing_model_op(arch, model, device, role, path, skip_op);
     if (!why.empty()) fail("{}", why);
 }
 

@@ -18,11 +18,14 @@ bool device_offers(const strata_device_desc &device, int32_t op);
 // Why `device` (its role: "device" or "offload_device") cannot run the model — an op the model needs that it lacks,
 // named with what in the file needs it — or "" when it can. A model plugin without device_op_need needs nothing
 // beyond the required slots. `path` is the model file, for the message.
+// `skip_op` (a strata_device_op, or -1) is not asked here (the engine asks for it later, once it knows where it runs).
 std::string missing_model_op(const strata_model_arch_desc &arch, const strata_model *model,
-                             const strata_device_desc &device, const std::string &role, const std::string &path);
+                             const strata_device_desc &device, const std::string &role, const std::string &path,
+                             int32_t skip_op = -1);
 
 // Throws strata::error with missing_model_op's message when it has one.
 void check_device_offers_model_ops(const strata_model_arch_desc &arch, const strata_model *model,
-                                   const strata_device_desc &device, const std::string &role, const std::string &path);
+                                   const strata_device_desc &device, const std::string &role, const std::string &path,
+                                   int32_t skip_op = -1);
 
 } // namespace strata::engine

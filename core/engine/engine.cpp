@@ -47,7 +47,6 @@ void engine::init() {
     }
     file_ = std::make_unique<gguf::file>(gguf::file::open(opts_.model_path, opts_.file_open));
     check_quantization(*file_, opts_.quantization, opts_.model_path);
-    check_n_cpu_moe(*file_, opts_.n_cpu_moe, opts_.model_path);
     if (opts_.check_tensors && !opts_.plan_only) check_tensors(*file_, registry_, opts_.model_path);
     const std::string arch = std::string(file_->get_string("general.architecture").value_or(""));
     if (arch.empty()) fail("{}: no general.architecture key; is this a model GGUF (not a vocab-only file)?", opts_.model_path);
@@ -61,6 +60,10 @@ void engine::init() {
     setup_chat();
 
     start_device();
+    // A device without its own memory (no copy slot) or one that says so reads host tiers in place.
+    device_reads_host_ = STRATA_HAS_SLOT(device_desc_.desc, host_addressable)
+                             ? device_desc_.desc->host_addressable(device_) != 0
+                             : !STRATA_HAS_SLOT(device_desc_.desc, copy);
     strata_status st{};
 
     source_ = std::make_unique<model_source>(*file_, registry_, host_);
@@ -69,7 +72,10 @@ void engine::init() {
     if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
     check_model_covers_file(*file_, arch, *arch_.desc, model_, source_->keys_read(), source_->tensors_read(),
                             arch_.desc->header.name, opts_.model_path);
-    check_device_offers_model_ops(*arch_.desc, model_, *device_desc_.desc, "device", opts_.model_path);
+    // A device that cannot read host memory may leave a mixture's experts to the CPU (--cpu-moe): whether it needs
+    // the expert ops itself is known once the plan is made (place_weights).
+    check_device_offers_model_ops(*arch_.desc, model_, *device_desc_.desc, "device", opts_.model_path,
+                                  can_host_experts() ? STRATA_DEVICE_OP_MOE : -1);
     hp_.struct_size = sizeof hp_;
     arch_.desc->get_hparams(model_, &hp_);
     if (hp_.n_vocab != tokenizer_->n_vocab()) {
@@ -84,10 +90,6 @@ void engine::init() {
         log::warn("engine", "prefill_chunk {} exceeds max_num_batched_tokens {}: prompts are prefilled {} tokens a step",
                   opts_.prefill_chunk, opts_.scheduler.max_num_batched_tokens, opts_.scheduler.max_num_batched_tokens);
     }
-    // A device without its own memory (no copy slot) or one that says so reads host tiers in place.
-    device_reads_host_ = STRATA_HAS_SLOT(device_desc_.desc, host_addressable)
-                             ? device_desc_.desc->host_addressable(device_) != 0
-                             : !STRATA_HAS_SLOT(device_desc_.desc, copy);
     check_cpu_kv_cache(opts_.cpu_kv_cache, device_reads_host_, device_desc_.desc->header.name);
     if (opts_.kv.block_size < 1 || opts_.kv.block_size > 4096)
         fail("block_size {} must be in [1, 4096] (--block-size)", opts_.kv.block_size);
@@ -200,12 +202,20 @@ void engine::place_weights() {
     shape.hp = hp_;
     shape.max_model_len = n_ctx_;
     shape.activation_bytes = activation_bytes(arch_.desc, model_, hp_, opts_.scheduler);
+    if (opts_.plan_gpu_memory) {
+        plan_for_gpu(shape);
+        return;
+    }
     planner::inputs in = make_plan_inputs(shape, opts_.offload, registry_, host_, device_name_, opts_.machine);
+    in.experts_on_cpu = can_host_experts();
     plan_ = planner::make_plan(in);
     if (!device_reads_host_) {
         // A device with its own memory: the link's speed decides hybrid placement and is worth showing.
         measure_link();
+        if (plan_.fits) plan_cpu_experts(in); // may plan again, streaming them
         if (plan_.fits) plan_hybrid(in); // may plan again
+        prepare_host_compute();
+        check_device_computes_experts();
         if (link_h2d_ > 0)
             plan_.notes.insert(plan_.notes.begin(),
                                fmt::format("link to device '{}': {:.1f} GB/s host to device, {:.1f} GB/s back "
@@ -240,6 +250,39 @@ void engine::place_weights() {
         if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
     }
     prefault_weights();
+}
+
+// `runtime plan --plan-gpu-memory SIZE`: the plan a GPU of SIZE bytes would get, made on whatever device is here. The
+// GPU's rules apply (gpu_memory_utilization of SIZE, its overhead, tiers streamed to it; experts in host RAM computed
+// by the offload device, which is started to check it can); nothing is measured on a GPU, so whole layers in host RAM
+// are planned streamed (on a real card the start-up measurement may compute them on the CPU instead).
+void engine::plan_for_gpu(const model_shape &shape) {
+    if (!opts_.plan_only)
+        fail("--plan-gpu-memory {} plans for a GPU this machine does not have: use it with `runtime plan` only",
+             human(*opts_.plan_gpu_memory));
+    offload_options gpu = opts_.offload;
+    gpu.device_reads_host = false;
+    gpu.device_total = *opts_.plan_gpu_memory;
+    gpu.device_memory.reset();
+    gpu.kv_spill_bytes = 0; // a GPU attends only the KV in its own memory
+    planner::inputs in = make_plan_inputs(shape, gpu, registry_, host_, "cuda", opts_.machine);
+    const bool experts = STRATA_HAS_SLOT(arch_.desc, host_experts) && arch_.desc->host_experts(model_) == 1 &&
+                         parse_offload_compute(opts_.offload.offload_compute) != offload_compute::device;
+    in.experts_on_cpu = experts;
+    plan_ = planner::make_plan(in);
+    if (plan_.fits && experts_on_cpu_planned() && !start_host_device(false)) {
+        in.experts_on_cpu = false;
+        plan_ = planner::make_plan(in);
+    }
+    if (experts_on_cpu_planned())
+        plan_.notes.push_back(fmt::format("the CPU ('{}') would compute the routed experts kept in host RAM",
+                                          opts_.offload.offload_device));
+    plan_.notes.insert(plan_.notes.begin(),
+                       fmt::format("planned for a GPU of {} (--plan-gpu-memory), not for device '{}' here: nothing "
+                                   "was measured on a GPU, so layers in host RAM are planned streamed",
+                                   human(*opts_.plan_gpu_memory), device_name_));
+    plan_inputs_ = in;
+    if (opts_.print_plan) std::fprintf(stderr, "%s", planner::to_table(plan_, in).c_str());
 }
 
 // The weights are mmapped; reading the resident ones once up front (with progress) keeps page faults out of the

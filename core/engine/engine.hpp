@@ -60,7 +60,6 @@ struct engine_options {
     std::string chat_template_base_dir; // where a relative chat_template file is looked for besides the working dir
     std::string chat_content_format = "auto"; // [model] chat_template_content_format
     bool cpu_kv_cache = false;         // [memory] cpu_kv_cache (check_cpu_kv_cache)
-    int32_t n_cpu_moe = 0;             // [memory] n_cpu_moe (check_n_cpu_moe)
     int32_t max_model_len = 0;    // 0 = the model's trained context length
     int32_t prefill_chunk = 512;  // most prompt tokens of one sequence per step ([engine] prefill_chunk)
     std::string device = "auto";  // device plugin name, or "auto" for the best scoring one
@@ -74,9 +73,13 @@ struct engine_options {
     // and hybrid decisions) and stops once the memory plan is made: no weight is copied or read, no KV or workspace
     // is allocated, no request can be submitted. memory_plan() and memory_plan_inputs() are what start-up prints.
     bool plan_only = false;
+    // With plan_only: plan for a GPU of this many bytes ([memory] plan_gpu_memory) instead of the device found here.
+    std::optional<uint64_t> plan_gpu_memory;
     // The app's start-up discovery (borrowed), for the GPU's nearest NUMA node; null: discovered here when needed.
     const topology::machine *machine = nullptr;
 };
+
+struct model_shape;
 
 class engine {
   public:
@@ -110,6 +113,7 @@ class engine {
     // how many steps ran each way.
     struct hybrid_report {
         std::vector<int32_t> host_layers;
+        std::vector<int32_t> expert_layers; // layers whose routed experts the CPU computes (--n-cpu-moe)
         int32_t min_batch = 0;
         uint64_t cpu_steps = 0, streamed_steps = 0;
     };
@@ -139,6 +143,12 @@ class engine {
     void release_resources(bool persist);
     void place_weights();
     void plan_hybrid(planner::inputs in);
+    void plan_cpu_experts(planner::inputs &in);
+    void plan_for_gpu(const model_shape &shape);
+    void prepare_host_compute();
+    bool experts_on_cpu_planned() const;
+    bool can_host_experts() const;
+    void check_device_computes_experts() const;
     bool start_host_device(bool required);
     void stop_host_device();
     void measure_link();
@@ -193,7 +203,9 @@ class engine {
     plugins::handle<strata_device_desc> host_desc_;
     strata_device *host_device_ = nullptr;
     std::vector<uint8_t> layer_on_host_;
+    std::vector<uint8_t> experts_on_host_; // layers whose routed experts the host device computes (empty: none)
     int32_t hybrid_min_batch_ = 0;
+    int32_t host_workspace_tokens_ = 0;    // the largest step the host device computes layers of
     std::vector<unsigned char> host_workspace_;
     double link_h2d_ = 0, link_d2h_ = 0; // measured link to a device with its own memory (bytes/s, 0 = unknown)
     double link_latency_ = 0;            // one small synchronous copy (s), measured at each start

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <set>
 
 namespace strata::engine {
 
@@ -130,6 +131,7 @@ void engine::measure_link_latency() {
 // The host device: [memory] offload_device (the `cpu` plugin by default) with its own table — none when it is the
 // main device's plugin (the CPU device's separate_memory test mode), whose table is for the emulated GPU.
 bool engine::start_host_device(bool required) {
+    if (host_device_ != nullptr) return true; // already started (for the experts, then for whole layers)
     const std::string &name = opts_.offload.offload_device;
     host_desc_ = registry_.find_device(name);
     if (host_desc_.desc == nullptr) {
@@ -234,7 +236,7 @@ void engine::plan_hybrid(planner::inputs in) {
     if (mode == offload_compute::device || hi.streamed.empty()) return;
     std::vector<std::string> notes;
     auto keep_first_plan = [&](const std::string &why) {
-        stop_host_device();
+        if (!experts_on_cpu_planned()) stop_host_device();
         for (const std::string &note : notes) plan_.notes.push_back(note);
         if (!why.empty()) plan_.notes.push_back(why);
         for (const std::string &note : plan_.notes) log::debug("engine", "hybrid placement: {}", note);
@@ -289,10 +291,74 @@ void engine::plan_hybrid(planner::inputs in) {
         if (p.how == planner::mode::on_cpu) layer_on_host_[static_cast<size_t>(p.layer)] = 1;
     hybrid_min_batch_ = stream_large ? d.min_batch : 0;
     // Hybrid steps are smaller than the threshold: the host workspace needs no more.
-    const int32_t hybrid_tokens = stream_large ? d.min_batch - 1 : max_step;
-    host_workspace_.resize(arch_.desc->workspace_bytes(model_, hybrid_tokens) + 64);
-    // Activations cross the link several times per CPU layer: from page-locked memory those copies run at the link's
-    // speed and without a bounce through the driver's staging.
+    host_workspace_tokens_ = std::max(host_workspace_tokens_, stream_large ? d.min_batch - 1 : max_step);
+}
+
+// Whether the plan may leave routed experts in host RAM to the CPU: a device that cannot read host memory, a model
+// plugin that runs them there (ABI 1.17 host_experts), and offload_compute other than "device".
+bool engine::can_host_experts() const {
+    return !device_reads_host_ && STRATA_HAS_SLOT(arch_.desc, host_experts) && arch_.desc->host_experts(model_) == 1 &&
+           parse_offload_compute(opts_.offload.offload_compute) != offload_compute::device;
+}
+
+// The expert ops were not asked of the device at load when the CPU could compute the experts (can_host_experts):
+// they are now, unless the plan leaves every layer's experts to the CPU in every step.
+void engine::check_device_computes_experts() const {
+    if (!can_host_experts()) return;
+    const bool on_device = std::any_of(plan_.placements.begin(), plan_.placements.end(), [&](const planner::placement &p) {
+        return p.routed_expert && p.how != planner::mode::cpu_experts &&
+               !(p.how == planner::mode::on_cpu && hybrid_min_batch_ == 0);
+    });
+    if (!on_device) return;
+    if (const std::string why = missing_model_op(*arch_.desc, model_, *device_desc_.desc, "device", opts_.model_path);
+        !why.empty())
+        fail("{} (or keep every layer's experts in host RAM for the CPU: --cpu-moe)", why);
+}
+
+bool engine::experts_on_cpu_planned() const {
+    return std::any_of(plan_.placements.begin(), plan_.placements.end(),
+                       [](const planner::placement &p) { return p.how == planner::mode::cpu_experts; });
+}
+
+// Experts on the CPU (llama.cpp's --n-cpu-moe / -ot exps=CPU): the first plan computes routed experts kept in host RAM
+// on the host device (inputs::experts_on_cpu). That needs the offload device with the model's ops; without it they
+// stream to the device each step (offload_compute = auto) or start-up stops (cpu).
+void engine::plan_cpu_experts(planner::inputs &in) {
+    if (!experts_on_cpu_planned()) return;
+    const offload_compute mode = parse_offload_compute(opts_.offload.offload_compute);
+    if (!start_host_device(mode == offload_compute::cpu)) {
+        in.experts_on_cpu = false;
+        plan_ = planner::make_plan(in);
+        plan_.notes.push_back(fmt::format("offload_device '{}' cannot compute the experts kept in host RAM, so they "
+                                          "stream to the device every step",
+                                          opts_.offload.offload_device));
+        return;
+    }
+    host_workspace_tokens_ = opts_.scheduler.max_num_batched_tokens; // every step, of any size
+}
+
+// After hybrid placement and experts on the CPU are planned: the flags the forward reads and the host workspace
+// (page-locked: activations cross the link several times per CPU-computed layer, and from page-locked memory those
+// copies run at the link's speed without a bounce through the driver's staging).
+void engine::prepare_host_compute() {
+    if (host_device_ == nullptr) return;
+    if (experts_on_cpu_planned()) {
+        experts_on_host_.assign(static_cast<size_t>(hp_.n_layer), 0);
+        std::set<int32_t> layers;
+        for (const auto &p : plan_.placements)
+            if (p.how == planner::mode::cpu_experts) {
+                experts_on_host_[static_cast<size_t>(p.layer)] = 1;
+                layers.insert(p.layer);
+            }
+        const std::string note = fmt::format("the CPU ('{}') computes the routed experts of {} layer{} where they live; "
+                                             "attention, the router and any shared expert run on device '{}'",
+                                             opts_.offload.offload_device, layers.size(), layers.size() == 1 ? "" : "s",
+                                             device_name_);
+        plan_.notes.push_back(note);
+        log::info("engine", "experts on the CPU: {}", note);
+    }
+    if (host_workspace_tokens_ <= 0) return;
+    host_workspace_.resize(arch_.desc->workspace_bytes(model_, host_workspace_tokens_) + 64);
     strata_status st{};
     if (STRATA_HAS_SLOT(device_desc_.desc, host_register)) {
         if (device_desc_.desc->host_register(device_, host_workspace_.data(), host_workspace_.size(), &st) == STRATA_OK)
@@ -307,6 +373,8 @@ engine::hybrid_report engine::hybrid() const {
     hybrid_report r;
     for (int32_t l = 0; l < static_cast<int32_t>(layer_on_host_.size()); ++l)
         if (layer_on_host_[static_cast<size_t>(l)] != 0) r.host_layers.push_back(l);
+    for (int32_t l = 0; l < static_cast<int32_t>(experts_on_host_.size()); ++l)
+        if (experts_on_host_[static_cast<size_t>(l)] != 0) r.expert_layers.push_back(l);
     r.min_batch = hybrid_min_batch_;
     r.cpu_steps = hybrid_steps_.load();
     r.streamed_steps = hybrid_streamed_steps_.load();

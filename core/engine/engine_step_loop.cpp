@@ -246,14 +246,19 @@ void engine::forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits) {
     a.n_logits = n_logits;
     // Hybrid placement: the CPU computes its layers where they live, unless this step is large enough that
     // streaming them to the device is cheaper (then their own ring streams them).
+    // Experts on the CPU (--n-cpu-moe) run there in every step.
     const bool host_layers = host_device_ != nullptr && !layer_on_host_.empty();
+    const bool host_experts = host_device_ != nullptr && !experts_on_host_.empty();
     const bool stream_host_layers = host_layers && hybrid_min_batch_ > 0 && n_tokens >= hybrid_min_batch_;
-    if (host_layers && !stream_host_layers) {
+    if ((host_layers && !stream_host_layers) || host_experts) {
         a.host_device_ops = host_desc_.desc;
         a.host_device = host_device_;
-        a.layer_on_host = layer_on_host_.data();
         a.host_workspace = host_workspace_.data();
         a.host_workspace_size = host_workspace_.size();
+        if (host_experts) a.experts_on_host = experts_on_host_.data();
+    }
+    if (host_layers && !stream_host_layers) {
+        a.layer_on_host = layer_on_host_.data();
         ++hybrid_steps_;
     } else if (stream_host_layers) {
         ++hybrid_streamed_steps_;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <vector>
 
 namespace strata::engine {
@@ -62,11 +63,12 @@ uint64_t activation_bytes(const strata_model_arch_desc *arch, const strata_model
 namespace {
 
 // llama.cpp's -ot "PATTERN=TARGET" items as (pattern, home): TARGET is a tier name or "device" as the planner knows
-// them, or llama.cpp's buffer names: CPU is host RAM (the device itself for the cpu device, else the first tier the
-// CPU reads in place), CUDA0 / CUDA / GPU the device when it is a GPU.
+// them, or llama.cpp's buffer names: CPU is host RAM (the device itself when it computes in host RAM, as the cpu
+// device does, else the first tier the CPU reads in place), CUDA0 / CUDA / GPU the device when it is a GPU.
 std::vector<std::pair<std::string, std::string>> tensor_overrides(const std::vector<std::string> &items,
                                                                   const std::vector<planner::tier_info> &tiers,
-                                                                  const std::string &device_kind) {
+                                                                  const std::string &device_kind,
+                                                                  bool device_reads_host) {
     std::vector<std::pair<std::string, std::string>> out;
     for (const std::string &item : items) {
         const size_t eq = item.rfind('=');
@@ -76,7 +78,7 @@ std::vector<std::pair<std::string, std::string>> tensor_overrides(const std::vec
                  item);
         std::string target = item.substr(eq + 1);
         if (target == "CPU") {
-            if (device_kind == "cpu") {
+            if (device_reads_host) {
                 target = "device";
             } else {
                 const auto ram = std::find_if(tiers.begin(), tiers.end(), [](const planner::tier_info &t) { return t.addressable; });
@@ -94,6 +96,31 @@ std::vector<std::pair<std::string, std::string>> tensor_overrides(const std::vec
         out.emplace_back(item.substr(0, eq), target);
     }
     return out;
+}
+
+// llama.cpp's name for the routed experts' weights (LLM_FFN_EXPS_REGEX): what --cpu-moe and --n-cpu-moe move.
+constexpr const char *k_routed_experts = "\\.ffn_(up|down|gate)_(ch|)exps";
+
+bool is_routed_expert(const std::string &name) {
+    static const std::regex pattern(k_routed_experts);
+    return std::regex_search(name, pattern);
+}
+
+// llama.cpp's --cpu-moe / --n-cpu-moe N as the -ot items it adds: the routed experts of every layer, or of layers
+// 0..N-1, in host RAM (CPU). They follow the user's own -ot items, whose first match wins. On a dense model they
+// change nothing, which is said.
+std::vector<std::string> expert_overrides(const offload_options &opts, const planner::inputs &in) {
+    if (!opts.cpu_moe && opts.n_cpu_moe <= 0) return {};
+    const std::string flag = opts.cpu_moe ? std::string("--cpu-moe") : fmt::format("--n-cpu-moe {}", opts.n_cpu_moe);
+    if (std::none_of(in.tensors.begin(), in.tensors.end(), [](const planner::tensor_req &t) { return t.routed_expert; })) {
+        log::warn("engine", "{}: the model has no MoE experts (a dense model), so it changes nothing", flag);
+        return {};
+    }
+    if (opts.cpu_moe) return {std::string(k_routed_experts) + "=CPU"};
+    std::vector<std::string> items;
+    for (int32_t l = 0; l < std::min(opts.n_cpu_moe, in.n_layer); ++l)
+        items.push_back(fmt::format("blk\\.{}{}=CPU", l, k_routed_experts));
+    return items;
 }
 
 } // namespace
@@ -126,7 +153,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
         // A tied classifier is the embedding again: count its bytes once.
         if (std::find(seen.begin(), seen.end(), v.name) != seen.end()) continue;
         seen.emplace_back(v.name);
-        in.tensors.push_back({v.name, layer, static_cast<uint64_t>(v.row_bytes * v.rows)});
+        in.tensors.push_back({v.name, layer, static_cast<uint64_t>(v.row_bytes * v.rows), is_routed_expert(v.name)});
     }
     in.device_kind = device_kind;
     in.device_total = opts.device_total.value_or(machine.available_ram);
@@ -152,9 +179,10 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.prefer_streaming = opts.stream_weights;
     in.physical_ram = machine.total_ram;
 
+    std::vector<std::string> overrides = opts.override_tensor;
+    for (std::string &item : expert_overrides(opts, in)) overrides.push_back(std::move(item));
     const bool offloading = opts.cpu_offload_gb.value_or(0) > 0 || in.cpu_offload_layers.value_or(0) > 0 ||
-                            !opts.override_tensor.empty() ||
-                            opts.enable_cpu_offload;
+                            !overrides.empty() || opts.enable_cpu_offload;
     planner::bandwidth_cache cache(opts.bandwidth_cache_path.empty() ? planner::default_bandwidth_cache_path()
                                                                      : std::filesystem::path(opts.bandwidth_cache_path));
     bool cache_dirty = false;
@@ -206,7 +234,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     // Fastest tier first: the planner fills tiers in order.
     std::stable_sort(in.tiers.begin(), in.tiers.end(),
                      [](const planner::tier_info &a, const planner::tier_info &b) { return a.read_bandwidth > b.read_bandwidth; });
-    in.tensor_overrides = tensor_overrides(opts.override_tensor, in.tiers, device_kind);
+    in.tensor_overrides = tensor_overrides(overrides, in.tiers, device_kind, in.device_reads_host.value_or(device_kind == "cpu"));
     return in;
 }
 

@@ -39,15 +39,4 @@ void check_cpu_kv_cache(bool cpu_kv_cache, bool device_reads_host, const std::st
          device_kind);
 }
 
-void check_n_cpu_moe(const gguf::file &file, int32_t n_cpu_moe, const std::string &path) {
-    if (n_cpu_moe <= 0) return;
-    const std::string arch(file.get_string("general.architecture").value_or(""));
-    const uint64_t experts = file.get_uint(arch + ".expert_count").value_or(0);
-    if (experts > 0)
-        fail("--n-cpu-moe {}: {} has {} experts per layer, and placing experts apart from their layer is not built "
-             "yet; place whole layers with --cpu-offload-layers or -ngl", n_cpu_moe, path, experts);
-    log::warn("engine", "--n-cpu-moe {}: {} has no MoE experts (a dense '{}' model), so it changes nothing", n_cpu_moe,
-              path, arch);
-}
-
 } // namespace strata::engine

@@ -16,8 +16,4 @@ void check_quantization(const gguf::file &file, const std::string &quantization,
 // device with its own memory keeps KV there, so the request is refused with what to use instead.
 void check_cpu_kv_cache(bool cpu_kv_cache, bool device_reads_host, const std::string &device_kind);
 
-// llama.cpp's --n-cpu-moe N: a model with experts is refused (keeping experts in host RAM is not built yet); for a
-// dense model it changes nothing, as in llama.cpp, and a warning says so.
-void check_n_cpu_moe(const gguf::file &file, int32_t n_cpu_moe, const std::string &path);
-
 } // namespace strata::engine

@@ -115,6 +115,11 @@ tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &
             if (addr == nullptr) fail("tier '{}' cannot be computed on by the CPU in place (no map)", p.home);
             host_address_[p.tensor] = addr;
             if (plan.on_cpu_ring_bytes > 0) host_streamed[p.layer].push_back({&p, region});
+        } else if (p.how == planner::mode::cpu_experts) {
+            // Experts on the CPU: the host device computes them from the tier's memory; the device never reads them.
+            void *addr = STRATA_HAS_SLOT(ti.handle.desc, map) ? ti.handle.desc->map(ti.tier.get(), region) : nullptr;
+            if (addr == nullptr) fail("tier '{}' cannot be computed on by the CPU in place (no map)", p.home);
+            host_address_[p.tensor] = addr;
         } else if (p.how == planner::mode::streamed) {
             streamed[p.layer].push_back({&p, region});
         }

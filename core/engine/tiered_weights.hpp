@@ -26,6 +26,8 @@ struct offload_options {
     std::optional<int32_t> cpu_offload_layers;
     std::optional<int32_t> n_gpu_layers; // llama.cpp -ngl: becomes cpu_offload_layers = n_layer - it (plan inputs)
     std::vector<std::string> override_tensor; // llama.cpp -ot "PATTERN=TARGET" items (plan inputs: tensor_overrides)
+    int32_t n_cpu_moe = 0; // llama.cpp --n-cpu-moe N: the routed experts of layers 0..N-1 in host RAM (-ot ...=CPU)
+    bool cpu_moe = false;  // llama.cpp --cpu-moe: every layer's routed experts in host RAM
     bool enable_cpu_offload = false;
     std::optional<double> gpu_memory_utilization;
     std::optional<uint64_t> limit_gpu_memory;

@@ -39,6 +39,14 @@ int32_t clamp_i32(int64_t v) {
 bool is_cpu(const inputs &in) { return in.device_kind == "cpu"; }
 // Tiers whose bytes come out of the machine's RAM (and so are bounded by it).
 
+// What moves weights off the device, for messages: a mixture's experts first (--n-cpu-moe), as llama.cpp users do.
+std::string offload_knobs(const inputs &in) {
+    const bool experts = std::any_of(in.tensors.begin(), in.tensors.end(), [](const tensor_req &t) { return t.routed_expert; });
+    return experts ? "keep experts in host RAM with --n-cpu-moe N / --cpu-moe, or offload layers with "
+                     "--cpu-offload-layers"
+                   : "offload layers with --cpu-offload-layers";
+}
+
 std::string budget_knobs(const inputs &in) {
     return is_cpu(in) ? "--device-memory" : "--gpu-memory-utilization/--limit-gpu-memory";
 }
@@ -226,7 +234,7 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
     std::vector<size_t> offloaded; // indices into placements, filled into tiers in layer order
     for (size_t i = 0; i < in.tensors.size(); ++i) {
         const tensor_req &t = in.tensors[i];
-        placement pl{t.name, t.layer, t.bytes, "device", mode::resident};
+        placement pl{t.name, t.layer, t.bytes, "device", mode::resident, t.routed_expert};
         if (forced[i].empty() ? leaves_device(t.layer) : forced[i] != "device") {
             offloaded.push_back(p.placements.size());
             pl.home.clear();
@@ -273,6 +281,18 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
                     pl.tensor, pl.home));
         }
     }
+    auto addressable = [&](const std::string &home) {
+        const auto t = std::find_if(in.tiers.begin(), in.tiers.end(), [&](const tier_info &ti) { return ti.name == home; });
+        return t != in.tiers.end() && t->addressable;
+    };
+    // Experts on the CPU: routed experts the device would stream from host RAM are computed there instead.
+    if (in.experts_on_cpu)
+        for (auto &pl : p.placements)
+            if (pl.routed_expert && pl.how == mode::streamed && pl.layer >= 0 && pl.layer < in.n_layer &&
+                addressable(pl.home)) {
+                pl.how = mode::cpu_experts;
+                streamed[static_cast<size_t>(pl.layer + 1)] -= pl.bytes;
+            }
     // Hybrid: listed layers streamed wholly from addressable tiers are computed by the CPU where they live.
     std::vector<uint64_t> on_cpu(streamed.size(), 0);
     for (int32_t layer : in.on_cpu_layers) {
@@ -284,14 +304,17 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
                 all = false;
                 break;
             }
-            const auto t = std::find_if(in.tiers.begin(), in.tiers.end(), [&](const tier_info &ti) { return ti.name == pl.home; });
-            all = pl.how == mode::streamed && t != in.tiers.end() && t->addressable;
+            all = (pl.how == mode::streamed || pl.how == mode::cpu_experts) && addressable(pl.home);
             if (!all) break;
         }
         if (!all) continue;
-        for (auto &pl : p.placements)
-            if (pl.layer == layer && pl.home != "device") pl.how = mode::on_cpu;
+        // The layer's ring share for large batches: what it streamed, and its experts (the whole layer streams).
         std::swap(on_cpu[static_cast<size_t>(layer + 1)], streamed[static_cast<size_t>(layer + 1)]);
+        for (auto &pl : p.placements)
+            if (pl.layer == layer && pl.home != "device") {
+                if (pl.how == mode::cpu_experts) on_cpu[static_cast<size_t>(layer + 1)] += pl.bytes;
+                pl.how = mode::on_cpu;
+            }
     }
     for (const auto &pl : p.placements) {
         if (pl.home == "device") p.device_weights = add_sat(p.device_weights, pl.bytes);
@@ -326,11 +349,11 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
     if (fixed > budget) {
         p.problems.push_back(fmt::format(
             "resident weights ({}), activations ({}), overhead ({}) and staging ring ({}) need {} but the device "
-            "budget is {}: offload layers with --cpu-offload-layers/--cpu-offload-gb/--enable-cpu-offload, shrink the "
+            "budget is {}: {}/--cpu-offload-gb/--enable-cpu-offload, shrink the "
             "activations with a lower --max-num-batched-tokens or --max-num-seqs, or raise {}",
             human(p.device_weights), human(p.device_activation), human(p.device_overhead),
             human(p.staging_ring_bytes + p.on_cpu_ring_bytes),
-            human(fixed), human(budget), budget_knobs(in)));
+            human(fixed), human(budget), offload_knobs(in), budget_knobs(in)));
     } else {
         left = budget - fixed;
     }
@@ -340,8 +363,8 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
         if (*in.kv_cache_memory > left)
             p.problems.push_back(fmt::format(
                 "kv_cache_memory {} does not fit: only {} is left on the device after weights, activations, overhead "
-                "and staging ring; lower --kv-cache-memory, raise {}, or offload layers with --cpu-offload-layers",
-                human(*in.kv_cache_memory), human(left), budget_knobs(in)));
+                "and staging ring; lower --kv-cache-memory, raise {}, or {}",
+                human(*in.kv_cache_memory), human(left), budget_knobs(in), offload_knobs(in)));
         else
             p.device_kv = *in.kv_cache_memory;
     } else if (in.device_kind == "cpu") {
@@ -373,9 +396,8 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
             largest += fmt::format(" (or {} sequences of {})", p.max_fitting_concurrency, max_model_len);
         const std::string lower = seqs == 1 ? "--max-model-len" : "--max-model-len or --max-num-seqs";
         const std::string raise = kv_fixed ? "--kv-cache-memory" : budget_knobs(in);
-        p.problems.push_back(fmt::format("{} needs {} of KV cache but {}: {}; lower {}, raise {}, or offload layers "
-                                         "with --cpu-offload-layers",
-                                         what, human(needed_bytes), where, largest, lower, raise));
+        p.problems.push_back(fmt::format("{} needs {} of KV cache but {}: {}; lower {}, raise {}, or {}", what,
+                                         human(needed_bytes), where, largest, lower, raise, offload_knobs(in)));
     }
     p.fits = p.problems.empty();
     return p;
@@ -389,6 +411,7 @@ std::string_view to_string(mode m) {
     case mode::streamed: return "streamed";
     case mode::in_place: return "in_place";
     case mode::on_cpu: return "cpu";
+    case mode::cpu_experts: return "cpu";
     }
     return "unknown";
 }

@@ -45,6 +45,10 @@
 //   staging_ring_bytes = (prefetch_depth + 1) x the largest per-layer streamed bytes (0 if nothing is streamed).
 //   on_cpu_layers (hybrid, set by the engine on a second pass): a streamed layer listed there with every tensor in an
 //   addressable tier is on_cpu; its bytes size on_cpu_ring_bytes (same rule) when stream_on_cpu, else nothing.
+//   experts_on_cpu (llama.cpp's --n-cpu-moe / -ot exps=CPU on a device that cannot read host memory): a routed
+//   expert tensor (tensor_req::routed_expert) that would be streamed from an addressable tier is cpu_experts instead:
+//   the CPU computes the layer's routed experts where they live while the rest of the layer runs on the device, and
+//   it takes no room in any ring. A layer that is on_cpu as a whole stays on_cpu.
 //
 // KV cache
 //   kv_bytes_per_token = 2 (K and V) x n_layer x n_head_kv x head_dim x kv_dtype_bytes (GQA-aware).
@@ -77,13 +81,16 @@ namespace strata::planner {
 
 // on_cpu is never chosen by make_plan: the engine turns streamed layers into on_cpu when hybrid placement computes
 // them on the CPU where they live (measured at start-up; engine/hybrid_policy.hpp).
-enum class mode { resident, streamed, in_place, on_cpu };
+// cpu_experts: a layer's routed experts computed by the CPU where they live, the rest of the layer on the device (the
+// engine sets it through inputs::experts_on_cpu). Both CPU modes read "cpu".
+enum class mode { resident, streamed, in_place, on_cpu, cpu_experts };
 std::string_view to_string(mode m);
 
 struct tensor_req {
     std::string name;
     int32_t layer = 0; // -1 = before the layers (embedding), n_layer = after them (output norm, lm head)
     uint64_t bytes = 0;
+    bool routed_expert = false; // a mixture-of-experts layer's expert weights (not its router or shared expert)
 };
 
 struct tier_info {
@@ -129,6 +136,8 @@ struct inputs {
     // staging ring of their own (for large batches), sized like the other one.
     std::vector<int32_t> on_cpu_layers;
     bool stream_on_cpu = true;
+    // Routed experts streamed from an addressable tier are computed there by the CPU instead (cpu_experts).
+    bool experts_on_cpu = false;
     std::vector<tier_info> tiers;  // configured tiers in preference order
     // physical limits to check budgets against (0 = unknown)
     uint64_t physical_ram = 0;
@@ -140,6 +149,7 @@ struct placement {
     uint64_t bytes = 0;
     std::string home; // "device", a tier name, or "" when no tier had room (see plan::problems)
     mode how = mode::resident;
+    bool routed_expert = false; // from tensor_req: the plan table gives experts rows of their own
 };
 
 struct plan {

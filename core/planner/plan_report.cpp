@@ -30,11 +30,12 @@ struct segment {
     uint64_t bytes;
 };
 
-// The (home, mode) parts of one layer slot, in the order they first appear.
-std::vector<segment> segments_of(const plan &p, int32_t layer) {
+// The (home, mode) parts of one layer slot's routed experts (experts) or of its other tensors, in the order they
+// first appear.
+std::vector<segment> segments_of(const plan &p, int32_t layer, bool experts = false) {
     std::vector<segment> parts;
     for (const auto &pl : p.placements) {
-        if (pl.layer != layer) continue;
+        if (pl.layer != layer || pl.routed_expert != experts) continue;
         auto same = std::find_if(parts.begin(), parts.end(),
                                  [&](const segment &s) { return s.home == pl.home && s.how == pl.how; });
         if (same == parts.end())
@@ -45,8 +46,9 @@ std::vector<segment> segments_of(const plan &p, int32_t layer) {
     return parts;
 }
 
-std::string layers_label(int32_t first, int32_t last) {
-    return first == last ? fmt::format("layer {}", first) : fmt::format("layers {}-{}", first, last);
+std::string layers_label(int32_t first, int32_t last, bool experts) {
+    const char *what = experts ? "experts" : first == last ? "layer" : "layers";
+    return first == last ? fmt::format("{} {}", what, first) : fmt::format("{} {}-{}", what, first, last);
 }
 
 struct row {
@@ -61,23 +63,26 @@ std::vector<layer_group> group_layers(const plan &p, const inputs &in) {
         for (auto &s : segments_of(p, layer)) groups.push_back({what, layer, layer, s.home, s.how, s.bytes});
     };
     edge(-1, "embedding");
-    // Only a group built from whole layers may absorb the next whole layer; split layers stand alone.
-    bool last_is_whole_layers = false;
-    for (int32_t layer = 0; layer < in.n_layer; ++layer) {
-        const auto parts = segments_of(p, layer);
-        const bool whole = parts.size() == 1;
-        if (whole && last_is_whole_layers) {
-            auto &last = groups.back();
-            if (last.last_layer == layer - 1 && last.home == parts[0].home && last.how == parts[0].how) {
-                last.last_layer = layer;
-                last.bytes += parts[0].bytes;
-                last.what = layers_label(last.first_layer, layer);
-                continue;
+    // The layers' tensors, then their routed experts on rows of their own. Only a group built from whole layers may
+    // absorb the next whole layer; split layers stand alone.
+    for (const bool experts : {false, true}) {
+        bool last_is_whole_layers = false;
+        for (int32_t layer = 0; layer < in.n_layer; ++layer) {
+            const auto parts = segments_of(p, layer, experts);
+            const bool whole = parts.size() == 1;
+            if (whole && last_is_whole_layers) {
+                auto &last = groups.back();
+                if (last.last_layer == layer - 1 && last.home == parts[0].home && last.how == parts[0].how) {
+                    last.last_layer = layer;
+                    last.bytes += parts[0].bytes;
+                    last.what = layers_label(last.first_layer, layer, experts);
+                    continue;
+                }
             }
+            for (const auto &s : parts)
+                groups.push_back({layers_label(layer, layer, experts), layer, layer, s.home, s.how, s.bytes, experts});
+            last_is_whole_layers = whole;
         }
-        for (const auto &s : parts)
-            groups.push_back({layers_label(layer, layer), layer, layer, s.home, s.how, s.bytes});
-        last_is_whole_layers = whole;
     }
     edge(in.n_layer, "output");
     return groups;
@@ -165,7 +170,8 @@ nlohmann::json to_json(const plan &p, const inputs &in) {
                               {"layer", pl.layer},
                               {"bytes", pl.bytes},
                               {"home", home_json(pl.home)},
-                              {"mode", to_string(pl.how)}});
+                              {"mode", to_string(pl.how)},
+                              {"routed_expert", pl.routed_expert}});
     json groups = json::array();
     for (const auto &g : group_layers(p, in))
         groups.push_back({{"what", g.what},
@@ -173,7 +179,8 @@ nlohmann::json to_json(const plan &p, const inputs &in) {
                           {"last_layer", g.last_layer},
                           {"home", home_json(g.home)},
                           {"mode", to_string(g.how)},
-                          {"bytes", g.bytes}});
+                          {"bytes", g.bytes},
+                          {"experts", g.experts}});
     json tiers = json::array();
     for (const auto &t : in.tiers)
         tiers.push_back({{"name", t.name},

@@ -1,6 +1,7 @@
 // End-to-end tests of the `runtime` executable: the CLI frontend's text and JSON modes, subcommands, and the
 // errors users see for bad configs and flags. Each test runs the real binary with the real plugins.
 #include "app/core_schema.hpp"
+#include "made_model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -539,7 +540,8 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     ASSERT_EQ(eager.exit_code, 0) << eager.err;
     EXPECT_NE(eager.err.find("--enforce-eager: no device captures CUDA graphs yet"), std::string::npos) << eager.err;
     EXPECT_NE(eager.err.find("-O3: nothing is compiled"), std::string::npos) << eager.err;
-    EXPECT_NE(eager.err.find("stories260K-f32.gguf has no MoE experts (a dense 'llama' model)"), std::string::npos) << eager.err;
+    EXPECT_NE(eager.err.find("--n-cpu-moe 2: the model has no MoE experts (a dense model), so it changes nothing"),
+              std::string::npos) << eager.err;
 }
 
 TEST(SeedCommands, GenerationConfigSetsTheDefaultsOfKeysNotGiven) {
@@ -637,6 +639,55 @@ TEST(SeedCommands, OverrideTensorPlacesTensorsByNameAndChangesNoToken) {
     EXPECT_EQ(greedy_tokens("-ot \"blk\\.[1-3]\\.attn=nvme\" --tiers numa_ram,nvme --set nvme.path=" STRATA_BINARY_DIR
                             "/test-ot-nvme.bin --set nvme.size=64MiB"),
               reference);
+}
+
+// llama.cpp's --n-cpu-moe N / --cpu-moe on a mixture of experts: the routed experts of the first N layers (or all)
+// in host RAM, computed there by the CPU while the rest runs on the device (a GPU: here the CPU device's
+// separate_memory mode), with rows of their own in the plan; the same greedy tokens as the device holding them.
+TEST(SeedCommands, NCpuMoeKeepsTheFirstLayersExpertsInHostRamForTheCpu) {
+    const std::string moe = strata::testing::made_model(
+        "family-4l-mixtral.gguf", std::string("--dim 64 --layers 4 --heads 4 --kv-heads 2 --ff 128 --ctx 256 --type f32 "
+                                              "--experts 4 --experts-used 2 --vocab-from ") +
+                                      STRATA_SHARED_DIR + "/models/stories260K-f32.gguf");
+    ASSERT_FALSE(moe.empty()) << "make-model failed";
+    const std::string gpu = "--model " + moe + " --set cpu.separate_memory=true ";
+    run_result r = run("plan " + gpu + "--n-cpu-moe 2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(std::regex_search(r.err + r.out, std::regex("experts 0-1 +\\| numa_ram +\\| cpu ")))
+        << r.err << r.out;
+    EXPECT_TRUE(std::regex_search(r.err + r.out, std::regex("experts 2-3 +\\| device +\\| resident ")))
+        << r.err << r.out;
+    EXPECT_NE((r.err + r.out).find("computes the routed experts of 2 layers where they live"), std::string::npos)
+        << r.err << r.out;
+    nlohmann::json p = plan_json(gpu + "--cpu-moe");
+    int cpu = 0;
+    for (const auto &pl : p["placements"])
+        if (pl["routed_expert"] == true) cpu += pl["home"] == "numa_ram" && pl["mode"] == "cpu";
+    EXPECT_EQ(cpu, 12); // gate, up and down of 4 layers
+    const auto tokens = [&](const std::string &flags) {
+        run_result g = run(gpu + flags + " --prompt 'Once upon a time' --temperature 0 --max-tokens 16 --output json");
+        EXPECT_EQ(g.exit_code, 0) << flags << "\n" << g.err;
+        return nlohmann::json::parse(g.out.empty() ? "{}" : g.out).value("completion_tokens", nlohmann::json::array()).dump();
+    };
+    const std::string reference = tokens("");
+    EXPECT_NE(reference, "[]");
+    EXPECT_EQ(tokens("--n-cpu-moe 2"), reference);
+    EXPECT_EQ(tokens("-cmoe"), reference);
+    EXPECT_EQ(tokens("-ot \"exps=CPU\""), reference); // llama.cpp's spelling of the same
+    // `runtime plan --plan-gpu-memory`: the plan a GPU of that size would get, made here on the CPU device.
+    p = plan_json("--model " + moe + " --plan-gpu-memory 1GiB --gpu-memory-utilization 0.5 --n-cpu-moe 3");
+    EXPECT_EQ(p["device_kind"], "cuda");
+    EXPECT_EQ(p["device_budget"], 512u << 20);
+    cpu = 0;
+    for (const auto &pl : p["placements"])
+        if (pl["routed_expert"] == true) cpu += pl["home"] == "numa_ram" && pl["mode"] == "cpu";
+    EXPECT_EQ(cpu, 9);
+    r = run("--model " + moe + " --plan-gpu-memory 1GiB --prompt x --max-tokens 1");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--plan-gpu-memory 1.00 GiB plans for a GPU this machine does not have: use it with `runtime "
+                         "plan` only"),
+              std::string::npos)
+        << r.err;
 }
 
 namespace strata {

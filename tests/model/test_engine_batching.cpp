@@ -408,17 +408,21 @@ TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesAndAPrefixHitGiveTheir
         expect_pools_full(*e);
     }
     // On the GPU stand-in with half the layers computed by the CPU where they live (the integer matmul path on both
-    // devices), steps of 16+ tokens streaming them instead.
+    // devices), steps of 16+ tokens streaming them instead; a mixture's experts of the other two layers on the CPU in
+    // every step (--n-cpu-moe 2).
+    const bool moe = std::string(c.dims).find("--experts") != std::string::npos;
     cpu_table gpu;
     auto o = opts(24 * blocks, engine::preemption_mode::swap);
     o.device_config = &gpu.view;
     o.offload.cpu_offload_layers = 2;
     o.offload.offload_compute = "cpu";
     o.offload.op_offload_min_batch = 16;
+    if (moe) o.offload.n_cpu_moe = 2;
     auto e = make(o);
     const auto got = run_all(*e, prompts, max_tokens);
     for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "hybrid, sequence " << i;
     EXPECT_EQ(e->hybrid().host_layers, (std::vector<int32_t>{2, 3}));
+    EXPECT_EQ(e->hybrid().expert_layers, moe ? (std::vector<int32_t>{0, 1}) : (std::vector<int32_t>{}));
     EXPECT_GT(e->hybrid().cpu_steps, 0u);
     EXPECT_GT(e->hybrid().streamed_steps, 0u);
     expect_pools_full(*e);

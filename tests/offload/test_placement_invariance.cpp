@@ -327,6 +327,88 @@ TEST(PlacementInvariance, HybridPlacementStreamsNvmeLayersAndComputesRamLayersOn
     EXPECT_GT(e->offload_stats().tiers.count("nvme"), 0u) << "the nvme layers were streamed";
 }
 
+// Experts on the CPU (llama.cpp's --n-cpu-moe / --cpu-moe) on the paths a GPU takes (separate_memory): the routed
+// experts of the chosen layers stay in host RAM and the host CPU device computes them there while attention, the
+// router and the shared expert run on the "GPU". Same kernels on both devices, so the tokens must equal the "GPU"
+// holding every weight — for every mixture family, next to whole layers on the CPU and with the experts streamed.
+class ExpertsOnTheCpu : public ::testing::TestWithParam<family_case> {};
+
+TEST_P(ExpertsOnTheCpu, GiveTheSameTokensAsTheDeviceHoldingEveryWeight) {
+    const family_case &c = GetParam();
+    const std::string model = strata::testing::made_model(
+        std::string("family-4l-") + c.name + ".gguf",
+        std::string("--dim 64 --layers 4 --heads 4 --kv-heads 2 --ff 128 --ctx 256 --type f32 ") + c.args +
+            " --vocab-from " + shared_path("models/stories260K-f32.gguf"));
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    cpu_table gpu;
+    auto run = [&](const offload_options &o, strata::engine::engine::hybrid_report *h = nullptr,
+                   strata::planner::plan *plan = nullptr) {
+        auto e = make_engine(model, 256, 16, o, &gpu.view);
+        auto tokens = generate(*e, "Once upon a time", greedy(60)).tokens;
+        if (h) *h = e->hybrid();
+        if (plan) *plan = e->memory_plan();
+        return tokens;
+    };
+    const std::vector<int32_t> want = run(offload_options{});
+    ASSERT_EQ(want.size(), 60u);
+    strata::engine::engine::hybrid_report h;
+    strata::planner::plan plan;
+
+    offload_options first_two;
+    first_two.n_cpu_moe = 2;
+    EXPECT_EQ(run(first_two, &h, &plan), want) << "--n-cpu-moe 2";
+    EXPECT_EQ(h.expert_layers, (std::vector<int32_t>{0, 1}));
+    EXPECT_TRUE(h.host_layers.empty());
+    int cpu_experts = 0;
+    for (const auto &p : plan.placements) {
+        if (p.how == strata::planner::mode::cpu_experts) {
+            ++cpu_experts;
+            EXPECT_TRUE(p.routed_expert) << p.tensor;
+            EXPECT_LT(p.layer, 2) << p.tensor;
+        } else {
+            EXPECT_EQ(p.home, "device") << p.tensor;
+        }
+    }
+    EXPECT_EQ(cpu_experts, 6); // gate, up and down of two layers
+    EXPECT_EQ(plan.staging_ring_bytes, 0u);
+
+    offload_options all;
+    all.cpu_moe = true;
+    EXPECT_EQ(run(all, &h), want) << "--cpu-moe";
+    EXPECT_EQ(h.expert_layers, (std::vector<int32_t>{0, 1, 2, 3}));
+
+    offload_options streamed = all;
+    streamed.offload_compute = "device";
+    EXPECT_EQ(run(streamed, &h, &plan), want) << "--cpu-moe, experts streamed to the device";
+    EXPECT_TRUE(h.expert_layers.empty());
+    EXPECT_GT(plan.staging_ring_bytes, 0u);
+
+    // Layer 3 whole on the CPU beside the experts of layers 0 and 1; the prompt streams layer 3 to the device.
+    offload_options mixed = layers(1);
+    mixed.n_cpu_moe = 2;
+    mixed.offload_compute = "cpu";
+    mixed.op_offload_min_batch = 4;
+    EXPECT_EQ(run(mixed, &h), want) << "--n-cpu-moe 2 with the last layer on the CPU";
+    EXPECT_EQ(h.expert_layers, (std::vector<int32_t>{0, 1}));
+    EXPECT_EQ(h.host_layers, (std::vector<int32_t>{3}));
+    EXPECT_EQ(h.streamed_steps, 1u);
+
+    // On the CPU device itself host RAM is the device: --cpu-moe changes nothing.
+    const std::vector<int32_t> cpu_want = greedy_tokens(model, 256, offload_options{}, 60);
+    EXPECT_EQ(cpu_want, want);
+    int64_t off = -1;
+    EXPECT_EQ(greedy_tokens(model, 256, all, 60, &off), want);
+    EXPECT_EQ(off, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Decoder, ExpertsOnTheCpu,
+                         ::testing::Values(family_case{"mixtral", "--experts 4 --experts-used 2"},
+                                           family_case{"qwen3moe", "--arch qwen3moe --head-dim 32 --experts 8 "
+                                                                   "--experts-used 2 --expert-ff 64"},
+                                           family_case{"qwen2moe_shared_expert",
+                                                       "--arch qwen2moe --experts 8 --experts-used 2 --expert-ff 64"}),
+                         [](const auto &info) { return std::string(info.param.name); });
+
 TEST(PlacementInvariance, TooSmallABudgetIsAClearErrorNamingTheKnob) {
     offload_options o;
     o.device_memory = 1ull << 20; // 1 MiB cannot even hold the overhead

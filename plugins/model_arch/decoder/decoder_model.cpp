@@ -483,13 +483,21 @@ bool wants_paged(const strata_forward_args *a) {
 struct host_side {
     const strata_device_desc *ops = nullptr;
     strata_device *dev = nullptr;
-    const uint8_t *on_host = nullptr;
+    const uint8_t *on_host = nullptr;         // whole layers on the host device (may be NULL since 1.17)
+    const uint8_t *experts_on_host = nullptr; // routed experts on the host device (ABI 1.17; NULL: none)
     activations b{};
 };
 
+// The ABI 1.17 experts_on_host flags when the caller's struct holds them, else NULL.
+const uint8_t *experts_on_host(const strata_forward_args *a) {
+    return a->struct_size >= offsetof(strata_forward_args, experts_on_host) + sizeof(a->experts_on_host)
+               ? a->experts_on_host
+               : nullptr;
+}
+
 bool wants_hybrid(const strata_forward_args *a) {
     return a->struct_size >= offsetof(strata_forward_args, host_workspace_size) + sizeof(a->host_workspace_size) &&
-           a->host_device_ops != nullptr && a->layer_on_host != nullptr;
+           a->host_device_ops != nullptr && (a->layer_on_host != nullptr || experts_on_host(a) != nullptr);
 }
 
 // Moves `floats` floats between the device's buffers and host memory: the device's copy when it has its own memory.
@@ -523,29 +531,15 @@ int32_t activate(const model &m, const strata_device_desc *ops, strata_device *d
     return ops->geglu(dev, gate, up, n, gate, st);
 }
 
-// The mixture-of-experts feed-forward of n tokens from b.xb into b.xb, as llama.cpp's build_moe_ffn: router logits,
-// the top experts and their normalised weights, each selected expert's gate, up and down, the weighted sum.
-int32_t experts_ffn(const model &m, const strata_device_desc *ops, strata_device *dev, const layer_weights &w,
-                    const activations &b, int32_t n, strata_status *st) {
+// The routed experts of n tokens, from b.xb and the router's logits in b.router into b.xb, as llama.cpp's
+// build_moe_ffn: the top experts and their (normalised) weights, each selected expert's gate, up and down, the
+// weighted sum. Runs wherever the experts' weights are: the layer's device, or the host device (experts_on_host).
+int32_t routed_experts(const model &m, const strata_device_desc *ops, strata_device *dev, const layer_weights &w,
+                       const activations &b, int32_t n, strata_status *st) {
     const expert_dims &ex = m.experts;
     if (!STRATA_HAS_SLOT(ops, moe_route) || !STRATA_HAS_SLOT(ops, matmul_id) || !STRATA_HAS_SLOT(ops, moe_combine))
         return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s's experts need the moe_route, matmul_id and "
                     "moe_combine ops (ABI 1.16), which device '%s' does not offer", m.fam->arch, ops->header.name);
-    // Qwen2-MoE's shared expert first, while b.xb still holds the normed input: its SwiGLU and its gate logit.
-    const bool shared = w.has(role::shexp_gate_inp);
-    if (shared) {
-        if (!STRATA_HAS_SLOT(ops, sigmoid_gate_add))
-            return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s's shared expert needs the sigmoid_gate_add op "
-                        "(ABI 1.16), which device '%s' does not offer", m.fam->arch, ops->header.name);
-        if (int32_t rc = ops->matmul(dev, &w[role::shexp_gate], b.xb, n, b.gate, st); rc != STRATA_OK) return rc;
-        if (int32_t rc = ops->matmul(dev, &w[role::shexp_up], b.xb, n, b.up, st); rc != STRATA_OK) return rc;
-        const int64_t nff = static_cast<int64_t>(n) * ex.n_ff_shared;
-        if (int32_t rc = activate(m, ops, dev, b.gate, b.up, nff, st); rc != STRATA_OK) return rc;
-        if (int32_t rc = ops->matmul(dev, &w[role::shexp_down], b.gate, n, b.shared_out, st); rc != STRATA_OK) return rc;
-        if (int32_t rc = ops->matmul(dev, &w[role::shexp_gate_inp], b.xb, n, b.shared_gate, st); rc != STRATA_OK)
-            return rc;
-    }
-    if (int32_t rc = ops->matmul(dev, &w[role::router], b.xb, n, b.router, st); rc != STRATA_OK) return rc;
     strata_moe_route_args r{};
     r.struct_size = sizeof r;
     r.n_tokens = n;
@@ -555,7 +549,7 @@ int32_t experts_ffn(const model &m, const strata_device_desc *ops, strata_device
     r.logits = b.router;
     r.ids = b.ids;
     r.weights = b.weights;
-    if (int32_t rc = ops->moe_route(dev, &r, st); rc != STRATA_OK) return rc;
+    STRATA_TRY(ops->moe_route(dev, &r, st));
     auto experts = [&](role weight, const float *x, int32_t per_slot, float *y) {
         strata_matmul_id_args a{};
         a.struct_size = sizeof a;
@@ -570,22 +564,44 @@ int32_t experts_ffn(const model &m, const strata_device_desc *ops, strata_device
         return ops->matmul_id(dev, &a, st);
     };
     const int64_t slots = static_cast<int64_t>(n) * ex.n_used;
-    if (int32_t rc = experts(role::gate_exps, b.xb, 0, b.gate); rc != STRATA_OK) return rc;
-    if (int32_t rc = experts(role::up_exps, b.xb, 0, b.up); rc != STRATA_OK) return rc;
-    if (int32_t rc = activate(m, ops, dev, b.gate, b.up, slots * ex.n_ff, st); rc != STRATA_OK) return rc;
-    if (int32_t rc = experts(role::down_exps, b.gate, 1, b.expert_out); rc != STRATA_OK) return rc;
-    if (int32_t rc = ops->moe_combine(dev, b.expert_out, b.weights, n, ex.n_used, m.hp.n_embd, b.xb, st);
-        rc != STRATA_OK || !shared)
-        return rc;
+    STRATA_TRY(experts(role::gate_exps, b.xb, 0, b.gate));
+    STRATA_TRY(experts(role::up_exps, b.xb, 0, b.up));
+    STRATA_TRY(activate(m, ops, dev, b.gate, b.up, slots * ex.n_ff, st));
+    STRATA_TRY(experts(role::down_exps, b.gate, 1, b.expert_out));
+    return ops->moe_combine(dev, b.expert_out, b.weights, n, ex.n_used, m.hp.n_embd, b.xb, st);
+}
+
+// The mixture-of-experts feed-forward of n tokens from b.xb into b.xb: Qwen2-MoE's shared expert (its SwiGLU and its
+// gate logit, while b.xb still holds the normed input), the router's logits, the routed experts — on this device, or
+// wherever `routed(b)` runs them — and the shared expert's sigmoid-gated sum.
+template <class Routed>
+int32_t experts_ffn(const model &m, const strata_device_desc *ops, strata_device *dev, const layer_weights &w,
+                    const activations &b, int32_t n, const Routed &routed, strata_status *st) {
+    const expert_dims &ex = m.experts;
+    const bool shared = w.has(role::shexp_gate_inp);
+    if (shared) {
+        if (!STRATA_HAS_SLOT(ops, sigmoid_gate_add))
+            return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s's shared expert needs the sigmoid_gate_add op "
+                        "(ABI 1.16), which device '%s' does not offer", m.fam->arch, ops->header.name);
+        STRATA_TRY(ops->matmul(dev, &w[role::shexp_gate], b.xb, n, b.gate, st));
+        STRATA_TRY(ops->matmul(dev, &w[role::shexp_up], b.xb, n, b.up, st));
+        STRATA_TRY(activate(m, ops, dev, b.gate, b.up, static_cast<int64_t>(n) * ex.n_ff_shared, st));
+        STRATA_TRY(ops->matmul(dev, &w[role::shexp_down], b.gate, n, b.shared_out, st));
+        STRATA_TRY(ops->matmul(dev, &w[role::shexp_gate_inp], b.xb, n, b.shared_gate, st));
+    }
+    STRATA_TRY(ops->matmul(dev, &w[role::router], b.xb, n, b.router, st));
+    STRATA_TRY(routed(b));
+    if (!shared) return STRATA_OK;
     return ops->sigmoid_gate_add(dev, b.shared_out, b.shared_gate, n, m.hp.n_embd, b.xb, st);
 }
 
 // One layer's ops on `ops`/`dev` over buffers `b` with weights `w`: whatever tensors the layer has (the family table
 // says which), in llama.cpp's order. attend(b) stores the layer's K/V rows (b.k, b.v, after RoPE) wherever the cache
 // keeps them and writes the attention of b.q into b.attn.
-template <class Attend>
+template <class Attend, class Routed>
 int32_t run_layer(const model &m, const strata_forward_args *a, const strata_device_desc *ops, strata_device *dev,
-                  int32_t l, const layer_weights &w, const activations &b, const Attend &attend, strata_status *st) {
+                  int32_t l, const layer_weights &w, const activations &b, const Attend &attend, const Routed &routed,
+                  strata_status *st) {
     const strata_model_hparams &hp = m.hp;
     const int32_t n = a->n_tokens;
     const int32_t d = hp.n_embd;
@@ -624,7 +640,7 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
     // Feed-forward block (SwiGLU, or GeGLU for Gemma; dense or the experts').
     STRATA_TRY(norm(role::ffn_norm, b.x, b.xb));
     if (w.has(role::router)) {
-        STRATA_TRY(experts_ffn(m, ops, dev, w, b, n, st));
+        STRATA_TRY(experts_ffn(m, ops, dev, w, b, n, routed, st));
     } else {
         STRATA_TRY(linear(role::w_gate, role::b_gate, b.xb, b.gate));
         STRATA_TRY(linear(role::w_up, role::b_up, b.xb, b.up));
@@ -642,7 +658,8 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
 // Hybrid (hs set): a layer flagged on_host runs the same ops in the same order on the host device, from the host
 // copies of its weights, over the host buffers; only its KV store and attention run on the device that holds the KV
 // blocks (Q, K, V go over, the attention output comes back). The residual stream stays on the host across
-// consecutive host layers. A host device with the same kernels therefore gives the same bits.
+// consecutive host layers. A device layer flagged experts_on_host runs only its routed experts there (ABI 1.17). A
+// host device with the same kernels therefore gives the same bits.
 template <class Attend>
 int32_t run_layers(const model &m, const strata_forward_args *a, const activations &b, const Attend &attend,
                    strata_status *st, const host_side *hs = nullptr) {
@@ -663,15 +680,30 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const activatio
     bool x_on_host = false; // hybrid: the residual stream is in hs->b.x, not b.x
     for (int32_t l = 0; l < hp.n_layer; ++l) {
         if (a->layer_begin) STRATA_TRY(a->layer_begin(a->user, l, st));
-        const bool on_host = hs != nullptr && hs->on_host[l] != 0;
+        const bool on_host = hs != nullptr && hs->on_host != nullptr && hs->on_host[l] != 0;
         if (on_host != x_on_host) {
             STRATA_TRY(on_host ? transfer(ops, dev, hs->b.x, b.x, nd, STRATA_COPY_D2H, st)
                                : transfer(ops, dev, b.x, hs->b.x, nd, STRATA_COPY_H2D, st));
             x_on_host = on_host;
         }
+        const auto ul = static_cast<size_t>(l);
         if (!on_host) {
-            STRATA_TRY(run_layer(m, a, ops, dev, l, m.layers[static_cast<size_t>(l)], b,
-                                 [&](const activations &buf) { return attend(l, buf); }, st));
+            auto attend_here = [&](const activations &buf) { return attend(l, buf); };
+            auto routed_here = [&](const activations &buf) {
+                return routed_experts(m, ops, dev, m.layers[ul], buf, n, st);
+            };
+            // experts_on_host: the normed input and the router's logits go over, the routed experts' sum comes back.
+            auto routed_on_host = [&](const activations &buf) -> int32_t {
+                STRATA_TRY(transfer(ops, dev, hs->b.xb, buf.xb, nd, STRATA_COPY_D2H, st));
+                STRATA_TRY(transfer(ops, dev, hs->b.router, buf.router,
+                                    static_cast<int64_t>(n) * m.experts.n_expert, STRATA_COPY_D2H, st));
+                STRATA_TRY(routed_experts(m, hs->ops, hs->dev, m.host_layers[ul], hs->b, n, st));
+                return transfer(ops, dev, buf.xb, hs->b.xb, nd, STRATA_COPY_H2D, st);
+            };
+            if (hs != nullptr && hs->experts_on_host != nullptr && hs->experts_on_host[l] != 0)
+                STRATA_TRY(run_layer(m, a, ops, dev, l, m.layers[ul], b, attend_here, routed_on_host, st));
+            else
+                STRATA_TRY(run_layer(m, a, ops, dev, l, m.layers[ul], b, attend_here, routed_here, st));
             continue;
         }
         auto attend_on_device = [&](const activations &h) -> int32_t {
@@ -681,8 +713,10 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const activatio
             STRATA_TRY(attend(l, b));
             return transfer(ops, dev, h.attn, b.attn, nq, STRATA_COPY_D2H, st);
         };
-        STRATA_TRY(run_layer(m, a, hs->ops, hs->dev, l, m.host_layers[static_cast<size_t>(l)], hs->b, attend_on_device,
-                             st));
+        auto routed_on_host = [&](const activations &h) {
+            return routed_experts(m, hs->ops, hs->dev, m.host_layers[ul], h, n, st);
+        };
+        STRATA_TRY(run_layer(m, a, hs->ops, hs->dev, l, m.host_layers[ul], hs->b, attend_on_device, routed_on_host, st));
     }
     if (x_on_host) STRATA_TRY(transfer(ops, dev, b.x, hs->b.x, nd, STRATA_COPY_H2D, st));
     return STRATA_OK;
@@ -830,8 +864,8 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
     if (wants_hybrid(a)) {
         if (m.host_layers.size() != m.layers.size())
             return fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                        "decoder forward: layer_on_host is set but the host gave no host copies of the weights "
-                        "(strata_model_source.get_host_tensor)");
+                        "decoder forward: layer_on_host or experts_on_host is set but the host gave no host copies "
+                        "of the weights (strata_model_source.get_host_tensor)");
         if (a->host_workspace == nullptr || a->host_workspace_size < workspace_bytes(m, n))
             return fail(st, STRATA_ERR_INVALID_ARGUMENT,
                         "decoder forward: host_workspace of %llu bytes is smaller than %llu",
@@ -840,6 +874,7 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
         hs.ops = a->host_device_ops;
         hs.dev = a->host_device;
         hs.on_host = a->layer_on_host;
+        hs.experts_on_host = experts_on_host(a);
         hs.b = carve(m, a->host_workspace, n);
     }
     STRATA_TRY(run_layers(m, a, b, attend, st, hs.ops != nullptr ? &hs : nullptr));

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 16
+#define STRATA_ABI_MINOR 17
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -542,6 +542,13 @@ typedef struct strata_forward_args {
     const uint8_t *layer_on_host; /* n_layer flags */
     void *host_workspace;         /* host memory, at least workspace_bytes(n_tokens) bytes */
     uint64_t host_workspace_size;
+    /* optional, since 1.17: experts on the host (llama.cpp's --n-cpu-moe / -ot exps=CPU). When struct_size covers it
+     * and it is set with host_device_ops, host_device and host_workspace, each layer l with experts_on_host[l] != 0
+     * that runs on `device` computes its routed experts on host_device from the host copies of its expert tensors
+     * (get_host_tensor): the router's logits and the normed activations go over, the routing, the selected experts'
+     * matmuls and their weighted sum run there, the sum comes back. Attention, the router and a shared expert stay
+     * on `device`. layer_on_host may then be NULL (no whole layer on the host). Only the paged path supports it. */
+    const uint8_t *experts_on_host; /* n_layer flags */
 } strata_forward_args;
 
 typedef struct strata_model_arch_desc {
@@ -566,6 +573,10 @@ typedef struct strata_model_arch_desc {
      * first forward. For index = 0, 1, ...: returns 1 and writes *op (a strata_device_op) and *what (borrowed, valid
      * for the model's lifetime, e.g. "tensor 'blk.0.attn_q.bias'"), or 0 past the last need. */
     int32_t (*device_op_need)(const strata_model *model, int32_t index, int32_t *op, const char **what);
+    /* optional, since 1.17 */
+    /* 1 when forward honours strata_forward_args.experts_on_host for this model (a mixture of experts that can run
+     * its routed experts on the host device), else 0. Without the slot the host never asks for it. */
+    int32_t (*host_experts)(const strata_model *model);
 } strata_model_arch_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
