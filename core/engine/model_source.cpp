@@ -2,6 +2,10 @@
 
 #include "engine/tiered_weights.hpp"
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
 namespace strata::engine {
 
 model_source::model_source(const gguf::file &file, const plugins::registry &registry, const strata_host_services *host)
@@ -74,7 +78,6 @@ int32_t model_source::resolve(const char *name, bool host, strata_tensor_view *o
 void model_source::describe(const gguf::tensor_info &tensor, const void *data, strata_tensor_view *out) const {
     const gguf::tensor_info *t = &tensor;
     strata_tensor_view v{};
-    v.struct_size = sizeof v;
     v.ggml_type = t->type;
     v.data = data;
     v.cols = t->ne[0];
@@ -91,7 +94,13 @@ void model_source::describe(const gguf::tensor_info &tensor, const void *data, s
     // A tensor whose rows or row size do not fit int64 (an empty tensor with a huge dimension passes the reader):
     // 0 rows, which no model's shape check accepts.
     if (overflow) v.rows = v.row_bytes = 0;
-    *out = v;
+    v.n_dims = static_cast<int32_t>(t->n_dims);
+    for (size_t i = 0; i < 4; ++i) v.ne[i] = t->ne[i];
+    // A plugin built against an older ABI has a shorter view: write only what its struct_size says it holds.
+    constexpr size_t v1_0 = offsetof(strata_tensor_view, n_dims);
+    const size_t n = std::min(sizeof v, std::max<size_t>(out->struct_size, v1_0));
+    v.struct_size = static_cast<uint32_t>(n);
+    std::memcpy(out, &v, n);
 }
 
 } // namespace strata::engine

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -39,6 +41,26 @@ TEST(ModelSource, ATensorWhoseRowsOrRowSizeOverflowInt64HasNoRows) {
     EXPECT_EQ(t.rows, 6);
     EXPECT_EQ(t.cols, 4);
     EXPECT_EQ(t.row_bytes, 16);
+    // ABI 1.17: the file's dimensions, so a model can tell [4, 3, 2] from [4, 2, 3] (the same 6 rows).
+    EXPECT_EQ(t.n_dims, 3);
+    EXPECT_EQ(t.ne[0], 4);
+    EXPECT_EQ(t.ne[1], 3);
+    EXPECT_EQ(t.ne[2], 2);
+    EXPECT_EQ(t.ne[3], 1);
+    // A plugin built before 1.17 has a shorter view: nothing past its struct_size is written.
+    struct old_view {
+        strata_tensor_view v;
+        unsigned char after[sizeof(strata_tensor_view)];
+    } old{};
+    std::fill(std::begin(old.after), std::end(old.after), 0xab);
+    old.v.struct_size = offsetof(strata_tensor_view, n_dims);
+    unsigned char *tail = reinterpret_cast<unsigned char *>(&old.v) + offsetof(strata_tensor_view, n_dims);
+    std::fill(tail, tail + (sizeof(strata_tensor_view) - offsetof(strata_tensor_view, n_dims)), 0xab);
+    ASSERT_EQ(v->get_tensor(v->ctx, "fine", &old.v), 1);
+    EXPECT_EQ(old.v.rows, 6);
+    EXPECT_EQ(old.v.struct_size, offsetof(strata_tensor_view, n_dims));
+    EXPECT_TRUE(std::all_of(tail, tail + (sizeof(strata_tensor_view) - offsetof(strata_tensor_view, n_dims)),
+                            [](unsigned char b) { return b == 0xab; }));
 }
 
 } // namespace

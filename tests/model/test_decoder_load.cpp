@@ -62,9 +62,10 @@ struct fake_source {
         };
     }
 
-    void tensor(const std::string &name, int64_t cols, int64_t rows = 1) {
+    // A matrix [cols, rows], or with stack > 0 a 3-D expert tensor [cols, rows, stack] with its dimensions (ABI 1.17).
+    void tensor(const std::string &name, int64_t cols, int64_t rows = 1, int64_t stack = 0) {
         auto &data = storage[name];
-        data.assign(static_cast<size_t>(cols * rows), 1.0f);
+        data.assign(static_cast<size_t>(cols * rows * std::max<int64_t>(stack, 1)), 1.0f);
         strata_tensor_view v{};
         v.struct_size = sizeof v;
         v.ggml_type = 0;
@@ -74,6 +75,11 @@ struct fake_source {
         v.cols = cols;
         v.row_bytes = cols * 4;
         v.name = storage.find(name)->first.c_str();
+        if (stack > 0) {
+            v.rows = rows * stack;
+            v.n_dims = 3;
+            v.ne[0] = cols, v.ne[1] = rows, v.ne[2] = stack, v.ne[3] = 1;
+        }
         tensors[name] = v;
     }
 };
@@ -450,9 +456,9 @@ void make_experts(fake_source &s, const std::string &arch, int64_t experts, int6
         const std::string b = "blk." + std::to_string(l) + ".";
         for (const char *t : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}) s.tensors.erase(b + t);
         s.tensor(b + "ffn_gate_inp.weight", 32, experts);
-        s.tensor(b + "ffn_gate_exps.weight", 32, ff * experts);
-        s.tensor(b + "ffn_up_exps.weight", 32, ff * experts);
-        s.tensor(b + "ffn_down_exps.weight", ff, 32 * experts);
+        s.tensor(b + "ffn_gate_exps.weight", 32, ff, experts);
+        s.tensor(b + "ffn_up_exps.weight", 32, ff, experts);
+        s.tensor(b + "ffn_down_exps.weight", ff, 32, experts);
     }
 }
 
@@ -497,7 +503,13 @@ TEST(DecoderLoad, ExpertLayersListTheRouterAndExpertsAndAskForTheMoeOps) {
         s.u64["qwen3moe.expert_feed_forward_length"] = (1ull << 32) + 32; // not narrowed to 32
         expect_refused(s, "'qwen3moe.expert_feed_forward_length' gives 4294967328; a feed-forward length must be in");
         s.u64["qwen3moe.expert_feed_forward_length"] = 16;
-        expect_refused(s, "tensor 'blk.0.ffn_gate_exps.weight' has shape [32, 256], expected [32, 128]");
+        expect_refused(s, "tensor 'blk.0.ffn_gate_exps.weight' has shape [32, 32, 8], expected [32, 16, 8]");
+        s.u64["qwen3moe.expert_feed_forward_length"] = 32;
+        // The experts' dimensions swapped: the same 256 rows of 32, which only the file's dimensions tell apart.
+        s.tensor("blk.1.ffn_up_exps.weight", 32, 8, 32);
+        expect_refused(s, "tensor 'blk.1.ffn_up_exps.weight' has shape [32, 8, 32], expected [32, 32, 8]");
+        s.tensor("blk.1.ffn_up_exps.weight", 32, 32, 8);
+        EXPECT_TRUE(load(s).error.empty());
         s.u64.erase("qwen3moe.expert_count");
         expect_refused(s, "'qwen3moe.expert_count' is missing or 0; a qwen3moe model routes every layer's feed-forward "
                           "to experts");

@@ -97,6 +97,8 @@ struct gguf_source {
             out->rows = rows;
             out->row_bytes = row_bytes;
             out->name = t->name.c_str();
+            out->n_dims = static_cast<int32_t>(t->n_dims); // the decoder checks each dimension (ABI 1.17)
+            for (size_t i = 0; i < 4; ++i) out->ne[i] = t->ne[i];
             return 1;
         };
     }

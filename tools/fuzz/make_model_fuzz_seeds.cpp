@@ -73,10 +73,7 @@ void write_seed(const std::string &folder, const family &fam, bool experts) {
             if (!write || (how == presence::absent && !expert_role)) continue;
             std::vector<int64_t> ne{resolve(t.cols, hp, ex)};
             if (!t.is_vector) ne.push_back(resolve(t.rows, hp, ex));
-            if (t.r == role::gate_exps || t.r == role::up_exps || t.r == role::down_exps) {
-                ne[1] /= n_expert;
-                ne.push_back(n_expert);
-            }
+            if (t.stack != dim::one) ne.push_back(resolve(t.stack, hp, ex));
             f32_tensor(w, "blk." + std::to_string(l) + "." + t.name, ne);
         }
     }

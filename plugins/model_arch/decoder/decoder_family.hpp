@@ -24,16 +24,16 @@ enum class role : uint8_t {
 inline constexpr size_t role_count = static_cast<size_t>(role::count);
 
 // A dimension of a layer tensor, resolved from the hyperparameters: n_embd, n_head * head_dim, n_head_kv * head_dim,
-// q + 2 kv (fused Q/K/V), head_dim, n_ff, 2 n_ff (fused gate and up), 1 (a vector), the expert count, and the rows of
-// a 3-D expert tensor [cols, rows, n_expert] read as one matrix of n_expert stacked ones: n_ff_exp * n_expert or
-// n_embd * n_expert; an expert's own columns n_ff_exp; the shared expert's inner size.
-enum class dim : uint8_t { embd, q, kv, qkv, head, ff, ff2, one, expert, ff_exps, embd_exps, ff_exp, ff_shexp };
+// q + 2 kv (fused Q/K/V), head_dim, n_ff, 2 n_ff (fused gate and up), 1 (a vector), the expert count, an expert's inner
+// size n_ff_exp, the shared expert's inner size.
+enum class dim : uint8_t { embd, q, kv, qkv, head, ff, ff2, one, expert, ff_exp, ff_shexp };
 
 struct layer_tensor {
     role r;
-    const char *name; // after "blk.N."
-    dim cols, rows;   // GGUF ne0, ne1
-    bool is_vector;   // a norm weight or bias: F32, read by element-wise ops
+    const char *name;        // after "blk.N."
+    dim cols, rows;          // GGUF ne0, ne1
+    bool is_vector;          // a norm weight or bias: F32, read by element-wise ops
+    dim stack = dim::one;    // GGUF ne2: a 3-D expert tensor [cols, rows, n_expert], read as n_expert stacked matrices
 };
 
 inline constexpr layer_tensor k_layer_tensors[role_count] = {
@@ -61,9 +61,9 @@ inline constexpr layer_tensor k_layer_tensors[role_count] = {
     {role::b_down, "ffn_down.bias", dim::embd, dim::one, true},
     // Mixture of experts (Mixtral, Qwen3-MoE): the router and the experts' gate, up and down matrices.
     {role::router, "ffn_gate_inp.weight", dim::embd, dim::expert, false},
-    {role::gate_exps, "ffn_gate_exps.weight", dim::embd, dim::ff_exps, false},
-    {role::up_exps, "ffn_up_exps.weight", dim::embd, dim::ff_exps, false},
-    {role::down_exps, "ffn_down_exps.weight", dim::ff_exp, dim::embd_exps, false},
+    {role::gate_exps, "ffn_gate_exps.weight", dim::embd, dim::ff_exp, false, dim::expert},
+    {role::up_exps, "ffn_up_exps.weight", dim::embd, dim::ff_exp, false, dim::expert},
+    {role::down_exps, "ffn_down_exps.weight", dim::ff_exp, dim::embd, false, dim::expert},
     // Qwen2-MoE's shared expert: a dense SwiGLU every token takes, scaled by the sigmoid of one logit (a 1-row matrix).
     {role::shexp_gate_inp, "ffn_gate_inp_shexp.weight", dim::embd, dim::one, false},
     {role::shexp_gate, "ffn_gate_shexp.weight", dim::embd, dim::ff_shexp, false},

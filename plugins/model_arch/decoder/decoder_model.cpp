@@ -371,7 +371,7 @@ model *load(const family &fam, const strata_model_source *src) {
             if (how == presence::absent) continue;
             bool found = false;
             w[lt.r] = tensor(src, fam, b + lt.name, resolve(lt.cols, hp, m->experts), resolve(lt.rows, hp, m->experts),
-                             how == presence::required, &found);
+                             how == presence::required, &found, resolve(lt.stack, hp, m->experts));
             if (!found) continue;
             if (lt.is_vector && w[lt.r].ggml_type != 0)
                 throw std::runtime_error("tensor '" + b + lt.name + "' must be F32 (norm weights and biases are)");

@@ -45,8 +45,6 @@ inline int64_t resolve(dim d, const strata_model_hparams &hp, const expert_dims 
     case dim::ff2: return 2 * static_cast<int64_t>(hp.n_ff);
     case dim::one: return 1;
     case dim::expert: return ex.n_expert;
-    case dim::ff_exps: return static_cast<int64_t>(ex.n_ff) * ex.n_expert;
-    case dim::embd_exps: return static_cast<int64_t>(hp.n_embd) * ex.n_expert;
     case dim::ff_exp: return ex.n_ff;
     case dim::ff_shexp: return ex.n_ff_shared;
     }

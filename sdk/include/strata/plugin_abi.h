@@ -162,6 +162,11 @@ typedef struct strata_tensor_view {
     int64_t cols;
     int64_t row_bytes;
     const char *name; /* borrowed, for messages */
+    /* since 1.17, read only when struct_size covers them: the file's dimensions, ne[0] = cols, the rest multiplying
+     * to rows, unused ones 1 (a 3-D expert tensor is [cols, rows per expert, experts]); n_dims 0 = unknown. A host
+     * writes at most the caller's struct_size bytes of a view it is asked for. */
+    int32_t n_dims;
+    int64_t ne[4];
 } strata_tensor_view;
 
 /* ------------------------------------------------------------------------------------------------------------ */
