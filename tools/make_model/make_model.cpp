@@ -6,7 +6,7 @@
 //              [--weight-scale 1] [--feature NAME]...
 //
 // --shape-only writes every weight matrix as a hole (zeros, sparse on disk): a file of a real model's shape and size
-// (Mixtral-8x7B's 47 GB in Q8_0) in seconds, for `runtime plan`; its general.name says so and its outputs mean nothing.
+// (Mixtral-8x7B's 49.6 GB in Q8_0) in seconds, for `runtime plan`; its general.name says so and its outputs mean nothing.
 //
 // --weight-scale multiplies every matrix (default 1: rows uniform in ±1.7/sqrt(cols), activations of unit scale and
 // nearly uniform next-token distributions); 3 gives peaked distributions whose top tokens are decided, for
@@ -261,7 +261,7 @@ int main(int argc, char **argv) try {
         if (q.desc == nullptr) strata::fail("no quant plugin provides GGML type {}", type);
         return q.desc->block_elems;
     };
-    const strata::tools::model_shape shape{o.layers, o.heads / o.kv_heads, !o.untied};
+    const strata::tools::model_shape shape{o.layers, o.heads / o.kv_heads, !o.untied, o.experts};
 
     strata::gguf::file vocab = strata::gguf::file::open(o.vocab_from);
     auto tokens = vocab.get_string_array("tokenizer.ggml.tokens");

@@ -79,14 +79,17 @@ uint32_t tensor_type(const mixture &m, const model_shape &shape, const std::stri
         // The output matrix: Q6_K for every quantized mixture but Q8_0 (Q8_0 when the row length does not fit).
         if (cols % block_elems_of(type) != 0) type = t_q8_0;
         else if (type != t_q8_0) type = t_q6_k;
-    } else if (ends_with(tensor, "attn_v.weight")) {
+    } else if (ends_with(tensor, "attn_v.weight") || ends_with(tensor, "attn_qkv.weight")) { // "attn_v-like"
         if (f == "q2_k") type = shape.n_gqa >= 4 ? t_q4_k : t_q3_k;
         else if (f == "q3_k_m") type = layer < 2 ? t_q5_k : t_q4_k;
         else if (f == "q3_k_l") type = t_q5_k;
         else if ((f == "iq4_nl" || f == "iq4_xs") && shape.n_gqa >= 4) type = t_q5_k;
         else if ((f == "q4_k_m" || f == "q5_k_m") && use_more_bits(layer, shape.n_layer)) type = t_q6_k;
         else if (f == "q4_k_s" && layer < 4) type = t_q5_k;
-    } else if (ends_with(tensor, "ffn_down.weight")) {
+        if (shape.n_expert == 8) type = t_q8_0; // "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
+    } else if (ends_with(tensor, "attn_k.weight")) {
+        if (shape.n_expert == 8) type = t_q8_0;
+    } else if (tensor.find("ffn_down") != std::string::npos) { // ffn_down, ffn_down_exps, ffn_down_shexp
         const int64_t n = shape.n_layer;
         if (f == "q2_k") type = t_q3_k;
         else if (f == "q3_k_m") type = layer < n / 16 ? t_q5_k : t_q4_k;
@@ -96,12 +99,12 @@ uint32_t tensor_type(const mixture &m, const model_shape &shape, const std::stri
         } else if (layer < n / 8 && (f == "iq4_nl" || f == "iq4_xs")) type = t_q5_k;
         else if (f == "q5_k_m" && use_more_bits(layer, n)) type = t_q6_k;
         else if (f == "q4_k_s" && layer < n / 8) type = t_q5_k;
-    } else if (ends_with(tensor, "attn_qkv.weight")) {
-        if (f == "q3_k_m" || f == "q3_k_l") type = t_q4_k;
-        else if (f == "q4_k_m") type = t_q5_k;
-        else if (f == "q5_k_m") type = t_q6_k;
     } else if (ends_with(tensor, "attn_output.weight")) {
-        if (f == "q2_k") type = t_q3_k;
+        if (shape.n_expert == 8) {
+            if (f == "q2_k" || f == "q3_k_s" || f == "q3_k_m" || f == "iq4_nl" || f == "q4_k_s" || f == "q4_k_m" ||
+                f == "iq4_xs")
+                type = t_q5_k;
+        } else if (f == "q2_k") type = t_q3_k;
         else if (f == "q3_k_m") type = t_q4_k;
         else if (f == "q3_k_l") type = t_q5_k;
     }
