@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 #include <cstddef>
 
 namespace strata::engine {
@@ -85,6 +87,56 @@ std::string missing_model_op(const strata_model_arch_desc &arch, const strata_mo
                                path, needed_by, s->name, s->since, role, device_name, s->offered_by, device_name);
     }
     return {};
+}
+
+std::string unsupported_model_shapes(const strata_model_arch_desc &arch, const strata_model *model,
+                                     const strata_model_hparams &hp, const strata_device_desc &device,
+                                     strata_device *dev, const std::string &role, const std::string &path,
+                                     const std::function<bool(const std::string &tensor)> &ask_tensor,
+                                     bool ask_attention) {
+    const strata_device_desc *d = &device; // STRATA_HAS_SLOT tests its pointer: a reference's address is never NULL
+    const strata_model_arch_desc *a = &arch;
+    if (!STRATA_HAS_SLOT(d, supports)) return {};
+    const char *device_name = device.header.name != nullptr ? device.header.name : "(unnamed)";
+    std::vector<std::string> refusals;
+    auto ask = [&](strata_support_query q, const std::string &what) {
+        q.struct_size = sizeof q;
+        char why[512] = {0};
+        if (device.supports(dev, &q, why, sizeof why) == 0) refusals.push_back(fmt::format("{}: {}", what, why));
+    };
+    if (STRATA_HAS_SLOT(a, tensor_count) && STRATA_HAS_SLOT(a, tensor_at)) {
+        const int32_t n = arch.tensor_count(model);
+        for (int32_t i = 0; i < n; ++i) {
+            strata_tensor_view v{};
+            v.struct_size = sizeof v;
+            int32_t layer = 0;
+            if (arch.tensor_at(model, i, &v, &layer) != STRATA_OK) continue;
+            const std::string name = v.name != nullptr ? v.name : "(unnamed)";
+            if (ask_tensor && !ask_tensor(name)) continue;
+            strata_support_query q{};
+            q.kind = STRATA_SUPPORT_WEIGHT;
+            q.weight = &v;
+            ask(q, fmt::format("tensor '{}'", name));
+        }
+    }
+    strata_support_query attention{};
+    attention.kind = STRATA_SUPPORT_ATTENTION;
+    attention.n_heads = hp.n_head;
+    attention.n_kv_heads = hp.n_head_kv;
+    attention.head_dim = hp.head_dim;
+    if (ask_attention)
+        ask(attention, fmt::format("attention of {} heads ({} KV) of {}", hp.n_head, hp.n_head_kv, hp.head_dim));
+    strata_support_query rope = attention;
+    rope.kind = STRATA_SUPPORT_ROPE;
+    rope.rot_dims = hp.rope_dims;
+    ask(rope, fmt::format("RoPE over {} of {} dimensions", hp.rope_dims, hp.head_dim));
+    if (refusals.empty()) return {};
+    std::string list;
+    for (size_t i = 0; i < refusals.size() && i < 8; ++i) list += "\n  " + refusals[i];
+    if (refusals.size() > 8) list += fmt::format("\n  ... and {} more", refusals.size() - 8);
+    return fmt::format("{}: {} '{}' cannot run this model:{}\nrun it on a device that can (--device cpu computes "
+                       "every type a quant plugin reads)",
+                       path, role, device_name, list);
 }
 
 void check_device_offers_model_ops(const strata_model_arch_desc &arch, const strata_model *model,

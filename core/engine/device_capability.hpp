@@ -5,6 +5,7 @@
 
 #include <strata/plugin_abi.h>
 
+#include <functional>
 #include <string>
 
 namespace strata::engine {
@@ -22,6 +23,17 @@ bool device_offers(const strata_device_desc &device, int32_t op);
 std::string missing_model_op(const strata_model_arch_desc &arch, const strata_model *model,
                              const strata_device_desc &device, const std::string &role, const std::string &path,
                              int32_t skip_op = -1);
+
+// Why `device` cannot compute this model's weights (their types and shapes) or its attention and RoPE shapes, as
+// its `supports` slot answers (ABI 1.17; without the slot: nothing), every refusal listed (8, then the count); "" when
+// it can. Asked at load, before any weight is placed.
+// ask_tensor (null: every tensor) picks the weights to ask about; attention is asked only when ask_attention (an
+// offload device computes whole layers but never attends).
+std::string unsupported_model_shapes(const strata_model_arch_desc &arch, const strata_model *model,
+                                     const strata_model_hparams &hp, const strata_device_desc &device,
+                                     strata_device *dev, const std::string &role, const std::string &path,
+                                     const std::function<bool(const std::string &tensor)> &ask_tensor = nullptr,
+                                     bool ask_attention = true);
 
 // Throws strata::error with missing_model_op's message when it has one.
 void check_device_offers_model_ops(const strata_model_arch_desc &arch, const strata_model *model,

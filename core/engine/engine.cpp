@@ -78,6 +78,13 @@ void engine::init() {
                                   can_host_experts() ? STRATA_DEVICE_OP_MOE : -1);
     hp_.struct_size = sizeof hp_;
     arch_.desc->get_hparams(model_, &hp_);
+    // Routed experts the CPU may compute (--cpu-moe) are asked about once the plan says where they run.
+    const bool experts_may_leave = can_host_experts();
+    if (const std::string why = unsupported_model_shapes(
+            *arch_.desc, model_, hp_, *device_desc_.desc, device_, "device", opts_.model_path,
+            [&](const std::string &t) { return !(experts_may_leave && is_routed_expert(t)); });
+        !why.empty())
+        fail("{}", why);
     if (hp_.n_vocab != tokenizer_->n_vocab()) {
         fail("{}: the model has {} vocabulary rows but the tokenizer has {} tokens", opts_.model_path, hp_.n_vocab,
              tokenizer_->n_vocab());

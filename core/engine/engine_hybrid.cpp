@@ -150,9 +150,11 @@ bool engine::start_host_device(bool required) {
     if (host_device_ == nullptr)
         fail("offload_device '{}' (for offloaded layers) failed to start: {}", name, status_text(st));
     // It runs the model's layers: it must offer every op they call (asked at load, as for the main device).
-    if (const std::string why = missing_model_op(*arch_.desc, model_, *host_desc_.desc, "offload_device",
-                                                 opts_.model_path);
-        !why.empty()) {
+    std::string why = missing_model_op(*arch_.desc, model_, *host_desc_.desc, "offload_device", opts_.model_path);
+    if (why.empty())
+        why = unsupported_model_shapes(*arch_.desc, model_, hp_, *host_desc_.desc, host_device_, "offload_device",
+                                       opts_.model_path, nullptr, false); // attention stays on the device
+    if (!why.empty()) {
         if (required) fail("{}", why);
         log::info("engine", "offloaded layers stream instead of running on the offload device: {}", why);
         stop_host_device();
@@ -301,18 +303,30 @@ bool engine::can_host_experts() const {
            parse_offload_compute(opts_.offload.offload_compute) != offload_compute::device;
 }
 
-// The expert ops were not asked of the device at load when the CPU could compute the experts (can_host_experts):
-// they are now, unless the plan leaves every layer's experts to the CPU in every step.
+// The expert ops and the expert weights' types were not asked of the device at load when the CPU could compute the
+// experts (can_host_experts): they are now, unless the plan leaves every layer's experts to the CPU in every step.
 void engine::check_device_computes_experts() const {
     if (!can_host_experts()) return;
-    const bool on_device = std::any_of(plan_.placements.begin(), plan_.placements.end(), [&](const planner::placement &p) {
-        return p.routed_expert && p.how != planner::mode::cpu_experts &&
-               !(p.how == planner::mode::on_cpu && hybrid_min_batch_ == 0);
-    });
-    if (!on_device) return;
-    if (const std::string why = missing_model_op(*arch_.desc, model_, *device_desc_.desc, "device", opts_.model_path);
-        !why.empty())
-        fail("{} (or keep every layer's experts in host RAM for the CPU: --cpu-moe)", why);
+    std::set<std::string> on_device;
+    bool streamed_whole = false; // experts of layers the CPU computes, streamed to the device for large batches
+    for (const auto &p : plan_.placements) {
+        if (!p.routed_expert || p.how == planner::mode::cpu_experts) continue;
+        if (p.how == planner::mode::on_cpu) {
+            if (hybrid_min_batch_ == 0) continue;
+            streamed_whole = true;
+        }
+        on_device.insert(p.tensor);
+    }
+    if (on_device.empty()) return;
+    std::string why = missing_model_op(*arch_.desc, model_, *device_desc_.desc, "device", opts_.model_path);
+    if (why.empty())
+        why = unsupported_model_shapes(*arch_.desc, model_, hp_, *device_desc_.desc, device_, "device",
+                                       opts_.model_path, [&](const std::string &t) { return on_device.count(t) > 0; },
+                                       false);
+    if (why.empty()) return;
+    fail("{}\nthe plan leaves experts to device '{}' ({}): {}", why, device_name_, *on_device.begin(),
+         streamed_whole ? "layers the CPU computes stream to it for large batches; --no-op-offload keeps them on the CPU"
+                        : "keep every layer's experts in host RAM for the CPU with --cpu-moe");
 }
 
 bool engine::experts_on_cpu_planned() const {
@@ -334,7 +348,6 @@ void engine::plan_cpu_experts(planner::inputs &in) {
                                           opts_.offload.offload_device));
         return;
     }
-    host_workspace_tokens_ = opts_.scheduler.max_num_batched_tokens; // every step, of any size
 }
 
 // After hybrid placement and experts on the CPU are planned: the flags the forward reads and the host workspace
@@ -342,6 +355,9 @@ void engine::plan_cpu_experts(planner::inputs &in) {
 // copies run at the link's speed without a bounce through the driver's staging).
 void engine::prepare_host_compute() {
     if (host_device_ == nullptr) return;
+    // Experts on the CPU run in every step, of any size (the whole-layer hybrid only in steps below its threshold).
+    if (experts_on_cpu_planned())
+        host_workspace_tokens_ = std::max(host_workspace_tokens_, opts_.scheduler.max_num_batched_tokens);
     if (experts_on_cpu_planned()) {
         experts_on_host_.assign(static_cast<size_t>(hp_.n_layer), 0);
         std::set<int32_t> layers;
@@ -357,7 +373,7 @@ void engine::prepare_host_compute() {
         plan_.notes.push_back(note);
         log::info("engine", "experts on the CPU: {}", note);
     }
-    if (host_workspace_tokens_ <= 0) return;
+    if (host_workspace_tokens_ <= 0 || opts_.plan_only) return; // `runtime plan` runs nothing
     host_workspace_.resize(arch_.desc->workspace_bytes(model_, host_workspace_tokens_) + 64);
     strata_status st{};
     if (STRATA_HAS_SLOT(device_desc_.desc, host_register)) {

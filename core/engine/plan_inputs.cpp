@@ -101,17 +101,16 @@ std::vector<std::pair<std::string, std::string>> tensor_overrides(const std::vec
 // llama.cpp's name for the routed experts' weights (LLM_FFN_EXPS_REGEX): what --cpu-moe and --n-cpu-moe move.
 constexpr const char *k_routed_experts = "\\.ffn_(up|down|gate)_(ch|)exps";
 
-bool is_routed_expert(const std::string &name) {
-    static const std::regex pattern(k_routed_experts);
-    return std::regex_search(name, pattern);
-}
-
 // llama.cpp's --cpu-moe / --n-cpu-moe N as the -ot items it adds: the routed experts of every layer, or of layers
 // 0..N-1, in host RAM (CPU). They follow the user's own -ot items, whose first match wins. On a dense model they
 // change nothing, which is said.
+std::string expert_flag(const offload_options &opts) {
+    return opts.cpu_moe ? std::string("--cpu-moe") : fmt::format("--n-cpu-moe {}", opts.n_cpu_moe);
+}
+
 std::vector<std::string> expert_overrides(const offload_options &opts, const planner::inputs &in) {
     if (!opts.cpu_moe && opts.n_cpu_moe <= 0) return {};
-    const std::string flag = opts.cpu_moe ? std::string("--cpu-moe") : fmt::format("--n-cpu-moe {}", opts.n_cpu_moe);
+    const std::string flag = expert_flag(opts);
     if (std::none_of(in.tensors.begin(), in.tensors.end(), [](const planner::tensor_req &t) { return t.routed_expert; })) {
         log::warn("engine", "{}: the model has no MoE experts (a dense model), so it changes nothing", flag);
         return {};
@@ -124,6 +123,11 @@ std::vector<std::string> expert_overrides(const offload_options &opts, const pla
 }
 
 } // namespace
+
+bool is_routed_expert(const std::string &name) {
+    static const std::regex pattern(k_routed_experts);
+    return std::regex_search(name, pattern);
+}
 
 planner::inputs make_plan_inputs(const model_shape &m, const offload_options &opts, const plugins::registry &registry,
                                  const strata_host_services *host, const std::string &device_kind,
@@ -180,9 +184,19 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.physical_ram = machine.total_ram;
 
     std::vector<std::string> overrides = opts.override_tensor;
-    for (std::string &item : expert_overrides(opts, in)) overrides.push_back(std::move(item));
+    const std::vector<std::string> experts = expert_overrides(opts, in);
+    overrides.insert(overrides.end(), experts.begin(), experts.end());
     const bool offloading = opts.cpu_offload_gb.value_or(0) > 0 || in.cpu_offload_layers.value_or(0) > 0 ||
                             !overrides.empty() || opts.enable_cpu_offload;
+    // Before any tier is measured: the experts need RAM the CPU reads beside a device that does not.
+    if (!experts.empty() && !in.device_reads_host.value_or(device_kind == "cpu") &&
+        std::none_of(opts.tiers.begin(), opts.tiers.end(), [&](const std::string &name) {
+            const auto h = registry.find_tier(name);
+            return h.desc != nullptr && STRATA_HAS_SLOT(h.desc, map);
+        }))
+        fail("{}: the experts stay in host RAM, but no configured tier is RAM the CPU reads (add numa_ram or "
+             "pinned_ram to --tiers)",
+             expert_flag(opts));
     planner::bandwidth_cache cache(opts.bandwidth_cache_path.empty() ? planner::default_bandwidth_cache_path()
                                                                      : std::filesystem::path(opts.bandwidth_cache_path));
     bool cache_dirty = false;
@@ -234,7 +248,8 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     // Fastest tier first: the planner fills tiers in order.
     std::stable_sort(in.tiers.begin(), in.tiers.end(),
                      [](const planner::tier_info &a, const planner::tier_info &b) { return a.read_bandwidth > b.read_bandwidth; });
-    in.tensor_overrides = tensor_overrides(overrides, in.tiers, device_kind, in.device_reads_host.value_or(device_kind == "cpu"));
+    const bool reads_host = in.device_reads_host.value_or(device_kind == "cpu");
+    in.tensor_overrides = tensor_overrides(overrides, in.tiers, device_kind, reads_host);
     return in;
 }
 

@@ -31,6 +31,10 @@ uint64_t activation_bytes(const strata_model_arch_desc *arch, const strata_model
 // Tier bandwidths come from the cache, or are measured on a small temporary instance of each tier (and cached)
 // when opts.measure_bandwidth is set and the cache has none or opts.remeasure asks. RAM sizes come from `machine`
 // (the start-up discovery) or, when it is null, from a discovery of its own.
+// A mixture of experts' routed expert weights, by llama.cpp's name pattern (LLM_FFN_EXPS_REGEX: ffn_{up,down,gate}_exps):
+// not the router, not a shared expert.
+bool is_routed_expert(const std::string &name);
+
 planner::inputs make_plan_inputs(const model_shape &m, const offload_options &opts, const plugins::registry &registry,
                                  const strata_host_services *host, const std::string &device_kind,
                                  const topology::machine *machine = nullptr);

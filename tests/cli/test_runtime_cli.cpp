@@ -674,6 +674,12 @@ TEST(SeedCommands, NCpuMoeKeepsTheFirstLayersExpertsInHostRamForTheCpu) {
     EXPECT_EQ(tokens("--n-cpu-moe 2"), reference);
     EXPECT_EQ(tokens("-cmoe"), reference);
     EXPECT_EQ(tokens("-ot \"exps=CPU\""), reference); // llama.cpp's spelling of the same
+    r = run("plan " + gpu + "--cpu-moe --tiers nvme");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--cpu-moe: the experts stay in host RAM, but no configured tier is RAM the CPU reads (add "
+                         "numa_ram or pinned_ram to --tiers)"),
+              std::string::npos)
+        << r.err;
     // `runtime plan --plan-gpu-memory`: the plan a GPU of that size would get, made here on the CPU device.
     p = plan_json("--model " + moe + " --plan-gpu-memory 1GiB --gpu-memory-utilization 0.5 --n-cpu-moe 3");
     EXPECT_EQ(p["device_kind"], "cuda");

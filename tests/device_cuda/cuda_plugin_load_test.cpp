@@ -31,6 +31,53 @@ TEST(CudaPlugin, OffersTheAbi15Slots) {
     EXPECT_TRUE(STRATA_HAS_SLOT(d, copy_after)) << "ABI 1.7";
 }
 
+// Since 1.16/1.17: the expert ops, and `supports`, which answers without a GPU (types, alignment, head sizes, RoPE
+// widths: what the kernels take), as the CPU device answers for its own.
+TEST(CudaPlugin, OffersTheExpertOpsAndSaysWhatItCannotRun) {
+    const strata_device_desc *d = loaded().cuda;
+    ASSERT_NE(d, nullptr);
+    EXPECT_TRUE(STRATA_HAS_SLOT(d, moe_route) && STRATA_HAS_SLOT(d, matmul_id) && STRATA_HAS_SLOT(d, moe_combine) &&
+                STRATA_HAS_SLOT(d, sigmoid_gate_add));
+    ASSERT_TRUE(STRATA_HAS_SLOT(d, supports));
+    const strata_quant_desc *q8 = loaded().quant(8);
+    ASSERT_NE(q8, nullptr);
+    strata_tensor_view w{};
+    w.struct_size = sizeof w;
+    w.ggml_type = 8;
+    w.quant = q8;
+    w.rows = 64;
+    w.cols = 256;
+    w.row_bytes = 8 * 34;
+    w.name = "blk.0.attn_q.weight";
+    strata_support_query q{};
+    q.struct_size = sizeof q;
+    q.kind = STRATA_SUPPORT_WEIGHT;
+    q.weight = &w;
+    char why[256] = {0};
+    EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 1) << why; // no data yet: the type and shape are asked
+    w.ggml_type = 16; // IQ2_XXS: no kernel
+    w.quant = nullptr;
+    EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 0);
+    EXPECT_NE(std::strstr(why, "tensor 'blk.0.attn_q.weight' has ggml type 16"), nullptr) << why;
+    q.kind = STRATA_SUPPORT_ATTENTION;
+    q.n_heads = 8;
+    q.n_kv_heads = 2;
+    q.head_dim = 512;
+    EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 0);
+    EXPECT_NE(std::strstr(why, "head_dim = 512; this device supports up to 256"), nullptr) << why;
+    q.head_dim = 128;
+    EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 1) << why;
+    q.kind = STRATA_SUPPORT_ROPE;
+    q.rot_dims = 2048;
+    EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 0);
+    const strata_device_desc *cpu = loaded().cpu;
+    ASSERT_TRUE(STRATA_HAS_SLOT(cpu, supports));
+    EXPECT_EQ(cpu->supports(nullptr, &q, why, sizeof why), 1) << "the CPU device rotates any width";
+    q.kind = STRATA_SUPPORT_WEIGHT;
+    EXPECT_EQ(cpu->supports(nullptr, &q, why, sizeof why), 0) << "no quant plugin provides type 16";
+    EXPECT_NE(std::strstr(why, "has no quant descriptor"), nullptr) << why;
+}
+
 // Since 1.7: the GPU says where it sits on PCI (for pinned memory on its nearest NUMA node); the CPU device has no
 // bus id and leaves the slot empty.
 TEST(CudaPlugin, OffersPciBusIdAndTheCpuDeviceDoesNot) {

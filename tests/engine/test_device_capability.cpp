@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <string>
 
 namespace {
@@ -157,3 +158,58 @@ TEST(DeviceCapability, ADeviceWithEveryOpAndAModelWithoutNeedsPass) {
 }
 
 } // namespace
+
+namespace {
+
+// Three weights of a stand-in model: two of type 8 (Q8_0), one of type 16 (IQ2_XXS), which the device below refuses.
+int32_t three_count(const strata_model *) { return 3; }
+int32_t three_at(const strata_model *, int32_t index, strata_tensor_view *out, int32_t *layer) {
+    static const char *names[] = {"blk.0.attn_q.weight", "blk.0.ffn_up.weight", "output.weight"};
+    out->ggml_type = index == 1 ? 16 : 8;
+    out->name = names[index];
+    out->rows = 64;
+    out->cols = 256;
+    *layer = 0;
+    return STRATA_OK;
+}
+
+// ABI 1.17's supports: a device that computes Q8_0 weights only and heads of at most 128.
+int32_t picky_supports(strata_device *, const strata_support_query *q, char *why, uint32_t why_cap) {
+    if (q->kind == STRATA_SUPPORT_WEIGHT && q->weight->ggml_type != 8) {
+        std::snprintf(why, why_cap, "type %u is not computed here", q->weight->ggml_type);
+        return 0;
+    }
+    if (q->kind == STRATA_SUPPORT_ATTENTION && q->head_dim > 128) {
+        std::snprintf(why, why_cap, "head_dim %d > 128", q->head_dim);
+        return 0;
+    }
+    return 1;
+}
+
+} // namespace
+
+// ABI 1.17: types and shapes asked at load (ggml's supports_op), every refusal in one message naming the tensor.
+TEST(DeviceCapability, TypesAndShapesTheDeviceCannotRunAreListedAtLoad) {
+    strata_model_arch_desc arch = arch_with(nullptr);
+    arch.tensor_count = three_count;
+    arch.tensor_at = three_at;
+    strata_device_desc d = device_up_to(sizeof(strata_device_desc));
+    d.header.name = "picky";
+    strata_model_hparams hp{};
+    hp.n_head = 8;
+    hp.n_head_kv = 2;
+    hp.head_dim = 256;
+    hp.rope_dims = 256;
+    EXPECT_EQ(strata::engine::unsupported_model_shapes(arch, nullptr, hp, d, nullptr, "device", "m.gguf"), "")
+        << "a device without the slot is asked nothing";
+    d.supports = picky_supports;
+    const std::string why = strata::engine::unsupported_model_shapes(arch, nullptr, hp, d, nullptr, "device", "m.gguf");
+    EXPECT_NE(why.find("m.gguf: device 'picky' cannot run this model:\n  tensor 'blk.0.ffn_up.weight': type 16 is not "
+                       "computed here\n  attention of 8 heads (2 KV) of 256: head_dim 256 > 128\n"),
+              std::string::npos)
+        << why;
+    EXPECT_EQ(why.find("attn_q"), std::string::npos) << why;
+    hp.head_dim = 128;
+    arch.tensor_count = [](const strata_model *) { return 1; }; // only the Q8_0 one
+    EXPECT_EQ(strata::engine::unsupported_model_shapes(arch, nullptr, hp, d, nullptr, "device", "m.gguf"), "");
+}

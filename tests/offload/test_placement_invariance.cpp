@@ -170,14 +170,19 @@ struct family_case {
 
 void PrintTo(const family_case &c, std::ostream *os) { *os << c.name; }
 
+// The case's 4-layer F32 model (dim 64), made once per build tree.
+std::string family_model(const family_case &c) {
+    return strata::testing::made_model(std::string("family-4l-") + c.name + ".gguf",
+                                       std::string("--dim 64 --layers 4 --heads 4 --kv-heads 2 --ff 128 --ctx 256 "
+                                                   "--type f32 ") +
+                                           c.args + " --vocab-from " + shared_path("models/stories260K-f32.gguf"));
+}
+
 class PlacementInvarianceFamilies : public ::testing::TestWithParam<family_case> {};
 
 TEST_P(PlacementInvarianceFamilies, GreedyTokensAreTheSameWhereverTheWeightsLive) {
     const family_case &c = GetParam();
-    const std::string model = strata::testing::made_model(
-        std::string("family-4l-") + c.name + ".gguf",
-        std::string("--dim 64 --layers 4 --heads 4 --kv-heads 2 --ff 128 --ctx 256 --type f32 ") + c.args +
-            " --vocab-from " + shared_path("models/stories260K-f32.gguf"));
+    const std::string model = family_model(c);
     ASSERT_FALSE(model.empty()) << "make-model failed";
     const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, 80);
     ASSERT_EQ(want.size(), 80u);
@@ -335,10 +340,7 @@ class ExpertsOnTheCpu : public ::testing::TestWithParam<family_case> {};
 
 TEST_P(ExpertsOnTheCpu, GiveTheSameTokensAsTheDeviceHoldingEveryWeight) {
     const family_case &c = GetParam();
-    const std::string model = strata::testing::made_model(
-        std::string("family-4l-") + c.name + ".gguf",
-        std::string("--dim 64 --layers 4 --heads 4 --kv-heads 2 --ff 128 --ctx 256 --type f32 ") + c.args +
-            " --vocab-from " + shared_path("models/stories260K-f32.gguf"));
+    const std::string model = family_model(c);
     ASSERT_FALSE(model.empty()) << "make-model failed";
     cpu_table gpu;
     auto run = [&](const offload_options &o, strata::engine::engine::hybrid_report *h = nullptr,

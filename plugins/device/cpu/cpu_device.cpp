@@ -185,6 +185,7 @@ const strata_device_desc cpu_device_desc = {
     strata::cpu::matmul_id,
     strata::cpu::moe_combine,
     strata::cpu::sigmoid_gate_add,
+    strata::cpu::supports,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cpu_device_desc.header};

@@ -5,6 +5,7 @@
 #include "cpu_op_support.hpp"
 #include "cpu_ops.hpp"
 
+#include <strata/device_args.hpp>
 #include <strata/plugin.hpp>
 
 #include <algorithm>
@@ -22,25 +23,14 @@ using strata::plugin::guarded;
 using strata::plugin::ok;
 
 // Router widths up to this many experts (every released MoE has at most 256).
-constexpr int32_t max_experts = 1024;
+constexpr int32_t max_experts = strata::plugin::moe_max_experts;
 
 } // namespace
 
 int32_t moe_route(strata_device *dev, const strata_moe_route_args *a, strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr || a == nullptr) return fail(st, invalid, "cpu moe_route: device or args is NULL");
-        if (a->struct_size < sizeof(strata_moe_route_args))
-            return fail(st, invalid, "cpu moe_route: args.struct_size = %u, expected >= %zu", a->struct_size,
-                        sizeof(strata_moe_route_args));
-        if (a->logits == nullptr || a->ids == nullptr || a->weights == nullptr)
-            return fail(st, invalid, "cpu moe_route: logits, ids or weights is NULL");
-        if (a->n_tokens <= 0 || a->n_expert <= 0 || a->n_expert > max_experts || a->k <= 0 || a->k > a->n_expert)
-            return fail(st, invalid,
-                        "cpu moe_route: n_tokens = %d, n_expert = %d, k = %d; need n_tokens > 0, 0 < n_expert <= %d "
-                        "and 0 < k <= n_expert",
-                        a->n_tokens, a->n_expert, a->k, max_experts);
-        if (a->normalize != 0 && a->normalize != 1)
-            return fail(st, invalid, "cpu moe_route: normalize = %d; must be 0 or 1", a->normalize);
+        if (int32_t rc = strata::plugin::check_moe_route_args(a, "cpu", st); rc != STRATA_OK) return rc;
         const int32_t n = a->n_expert, k = a->k;
         const uint64_t slots = static_cast<uint64_t>(a->n_tokens) * static_cast<uint64_t>(k);
         STRATA_REQUIRE_DEVICE(a->logits, sizeof(float) * static_cast<uint64_t>(a->n_tokens) * static_cast<uint64_t>(n),
@@ -89,31 +79,11 @@ int32_t matmul_id(strata_device *dev, const strata_matmul_id_args *a, strata_sta
                         sizeof(strata_matmul_id_args));
         if (int32_t rc = check_tensor(a->w, "matmul_id", true, st); rc != STRATA_OK) return rc;
         const strata_tensor_view &w = *a->w;
-        const char *name = w.name != nullptr ? w.name : "(unnamed)";
-        if (a->n_expert <= 0 || a->n_expert > max_experts || w.rows % a->n_expert != 0)
-            return fail(st, invalid, "cpu matmul_id: tensor '%s' has %lld rows, not n_expert = %d (at most %d) equal "
-                        "matrices", name, static_cast<long long>(w.rows), a->n_expert, max_experts);
-        if (a->n_tokens <= 0 || a->k <= 0 || a->k > a->n_expert)
-            return fail(st, invalid, "cpu matmul_id: n_tokens = %d, k = %d; need n_tokens > 0 and 0 < k <= n_expert = %d",
-                        a->n_tokens, a->k, a->n_expert);
-        if (a->ids == nullptr || a->x == nullptr || a->y == nullptr)
-            return fail(st, invalid, "cpu matmul_id: ids, x or y is NULL");
-        if (a->x_per_slot != 0 && a->x_per_slot != 1)
-            return fail(st, invalid, "cpu matmul_id: x_per_slot = %d; must be 0 or 1", a->x_per_slot);
-        const int64_t rpe = w.rows / a->n_expert, cols = w.cols;
-        const int64_t n_slots = static_cast<int64_t>(a->n_tokens) * a->k; // < 2^31 * 1024: no overflow
-        if (n_slots > INT32_MAX) return fail(st, invalid, "cpu matmul_id: n_tokens x k = %lld slots is too many",
-                                             static_cast<long long>(n_slots));
+        int64_t rpe = 0, n_slots = 0;
+        if (int32_t rc = strata::plugin::check_matmul_id_args(a, "cpu", &rpe, &n_slots, st); rc != STRATA_OK)
+            return rc;
+        const int64_t cols = w.cols;
         const int64_t n_x = a->x_per_slot != 0 ? n_slots : a->n_tokens;
-        const auto *y0 = reinterpret_cast<const char *>(a->y);
-        const auto *y1 = y0 + sizeof(float) * static_cast<uint64_t>(n_slots * rpe);
-        const auto overlaps = [&](const void *p, uint64_t bytes) {
-            const auto *b0 = static_cast<const char *>(p);
-            return b0 < y1 && y0 < b0 + bytes;
-        };
-        if (overlaps(a->x, sizeof(float) * static_cast<uint64_t>(n_x * cols)) ||
-            overlaps(a->ids, sizeof(int32_t) * static_cast<uint64_t>(n_slots)))
-            return fail(st, invalid, "cpu matmul_id: y overlaps x or ids; the output needs its own memory");
         STRATA_REQUIRE_DEVICE(w.data, static_cast<uint64_t>(w.rows * w.row_bytes), "matmul_id", "the weight");
         STRATA_REQUIRE_DEVICE(a->ids, sizeof(int32_t) * static_cast<uint64_t>(n_slots), "matmul_id", "ids");
         STRATA_REQUIRE_DEVICE(a->x, sizeof(float) * static_cast<uint64_t>(n_x * cols), "matmul_id", "x");
@@ -186,11 +156,9 @@ int32_t moe_combine(strata_device *dev, const float *y, const float *weights, in
                     float *out, strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cpu moe_combine: device is NULL");
-        if (y == nullptr || weights == nullptr || out == nullptr)
-            return fail(st, invalid, "cpu moe_combine: y, weights or out is NULL");
-        if (n_tokens <= 0 || k <= 0 || dim <= 0)
-            return fail(st, invalid, "cpu moe_combine: n_tokens = %d, k = %d, dim = %d; all must be > 0", n_tokens, k,
-                        dim);
+        if (int32_t rc = strata::plugin::check_moe_combine_args(y, weights, n_tokens, k, dim, out, "cpu", st);
+            rc != STRATA_OK)
+            return rc;
         const uint64_t slots = static_cast<uint64_t>(n_tokens) * static_cast<uint64_t>(k);
         STRATA_REQUIRE_DEVICE(y, sizeof(float) * slots * static_cast<uint64_t>(dim), "moe_combine", "y");
         STRATA_REQUIRE_DEVICE(weights, sizeof(float) * slots, "moe_combine", "weights");
@@ -222,10 +190,9 @@ int32_t sigmoid_gate_add(strata_device *dev, const float *y, const float *gate, 
                          float *acc, strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cpu sigmoid_gate_add: device is NULL");
-        if (y == nullptr || gate == nullptr || acc == nullptr)
-            return fail(st, invalid, "cpu sigmoid_gate_add: y, gate or acc is NULL");
-        if (n_rows <= 0 || n_cols <= 0)
-            return fail(st, invalid, "cpu sigmoid_gate_add: n_rows = %d, n_cols = %d; both must be > 0", n_rows, n_cols);
+        if (int32_t rc = strata::plugin::check_sigmoid_gate_add_args(y, gate, n_rows, n_cols, acc, "cpu", st);
+            rc != STRATA_OK)
+            return rc;
         const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(n_rows) * static_cast<uint64_t>(n_cols);
         STRATA_REQUIRE_DEVICE(y, bytes, "sigmoid_gate_add", "y");
         STRATA_REQUIRE_DEVICE(gate, sizeof(float) * static_cast<uint64_t>(n_rows), "sigmoid_gate_add", "gate");

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <initializer_list>
 #include <cstring>
 #include <mutex>
@@ -67,6 +68,16 @@ int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_do
                     static_cast<long long>(w->row_bytes), static_cast<long long>(w->cols),
                     static_cast<long long>(min_row_bytes));
     return STRATA_OK;
+}
+
+// ABI 1.17: a weight is computed when check_tensor takes it for matmul; attention and RoPE take any positive shape.
+int32_t supports(strata_device *, const strata_support_query *q, char *why, uint32_t why_cap) {
+    if (q == nullptr || q->struct_size < sizeof(strata_support_query)) return 1; // nothing to refuse
+    if (q->kind != STRATA_SUPPORT_WEIGHT) return 1;
+    strata_status st{};
+    if (check_tensor(q->weight, "matmul", true, &st) == STRATA_OK) return 1;
+    if (why != nullptr && why_cap > 0) std::snprintf(why, why_cap, "%s", st.message);
+    return 0;
 }
 
 // True when the weight's format offers the integer dot path (ABI 1.1): quantize x once, then integer block dots.

@@ -394,6 +394,7 @@ const strata_device_desc cuda_device_desc = {
     strata::cuda::matmul_id,
     strata::cuda::moe_combine,
     strata::cuda::sigmoid_gate_add,
+    strata::cuda::supports,
 };
 
 const strata_descriptor_header *const descriptors[] = {&cuda_device_desc.header};

@@ -24,8 +24,9 @@ inline constexpr int32_t max_grid_y = 65535;
 
 inline const char *name_of(const strata_tensor_view *w) { return w->name != nullptr ? w->name : "(unnamed)"; }
 
-// The CPU device's tensor checks, plus what the kernels need: a type they decode and aligned rows.
-inline int32_t check_tensor(const strata_tensor_view *w, const char *what, strata_status *st) {
+// The CPU device's tensor checks, plus what the kernels need: a type they decode and aligned rows (with_data: the
+// data pointer too; without it, what the `supports` query asks before the weight is on the device).
+inline int32_t check_tensor(const strata_tensor_view *w, const char *what, strata_status *st, bool with_data = true) {
     if (w == nullptr) return fail(st, invalid, "cuda %s: the tensor view is NULL", what);
     const char *name = name_of(w);
     if (w->struct_size < offsetof(strata_tensor_view, name) + sizeof(w->name))
@@ -41,7 +42,7 @@ inline int32_t check_tensor(const strata_tensor_view *w, const char *what, strat
     if (w->quant != nullptr && w->ggml_type != w->quant->ggml_type)
         return fail(st, invalid, "cuda %s: tensor '%s' has ggml type %u but its quant descriptor is for type %u", what,
                     name, w->ggml_type, w->quant->ggml_type);
-    if (w->data == nullptr) return fail(st, invalid, "cuda %s: tensor '%s' has no data", what, name);
+    if (with_data && w->data == nullptr) return fail(st, invalid, "cuda %s: tensor '%s' has no data", what, name);
     if (w->rows <= 0 || w->cols <= 0)
         return fail(st, invalid, "cuda %s: tensor '%s' has shape %lld x %lld; both must be > 0", what, name,
                     static_cast<long long>(w->rows), static_cast<long long>(w->cols));
@@ -58,7 +59,7 @@ inline int32_t check_tensor(const strata_tensor_view *w, const char *what, strat
         return fail(st, invalid, "cuda %s: tensor '%s' has row_bytes %lld but %lld columns need %lld", what, name,
                     static_cast<long long>(w->row_bytes), static_cast<long long>(w->cols),
                     static_cast<long long>(min_row_bytes));
-    if (w->row_bytes % alignment != 0 || reinterpret_cast<uintptr_t>(w->data) % alignment != 0)
+    if (w->row_bytes % alignment != 0 || (with_data && reinterpret_cast<uintptr_t>(w->data) % alignment != 0))
         return fail(st, STRATA_ERR_UNSUPPORTED,
                     "cuda %s: tensor '%s' rows are not %u-byte aligned (data %p, row_bytes %lld); the kernels read "
                     "whole elements",

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <mutex>
 
 namespace strata::cuda {
@@ -425,6 +426,27 @@ int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, st
         if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda softmax: cudaSetDevice", st);
         return finish(launch_softmax(x, n_rows, n_cols, dev->compute), "cuda softmax: launch", st);
     });
+}
+
+int32_t supports(strata_device *, const strata_support_query *q, char *why, uint32_t why_cap) {
+    if (q == nullptr || q->struct_size < sizeof(strata_support_query)) return 1; // nothing to refuse
+    strata_status st{};
+    int32_t rc = STRATA_OK;
+    switch (q->kind) {
+    case STRATA_SUPPORT_WEIGHT: rc = check_tensor(q->weight, "matmul", &st, false); break;
+    case STRATA_SUPPORT_ATTENTION:
+        rc = check_heads(1, q->n_heads, q->n_kv_heads, q->head_dim, 1.0f, "attention", &st);
+        break;
+    case STRATA_SUPPORT_ROPE:
+        if (q->rot_dims > max_rot_dims)
+            rc = fail(&st, STRATA_ERR_UNSUPPORTED, "cuda rope: rot_dims = %d; this device supports up to %d",
+                      q->rot_dims, max_rot_dims);
+        break;
+    default: break;
+    }
+    if (rc == STRATA_OK) return 1;
+    if (why != nullptr && why_cap > 0) std::snprintf(why, why_cap, "%s", st.message);
+    return 0;
 }
 
 } // namespace strata::cuda

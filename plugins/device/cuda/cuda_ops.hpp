@@ -37,6 +37,8 @@ int32_t moe_combine(strata_device *dev, const float *y, const float *weights, in
 int32_t sigmoid_gate_add(strata_device *dev, const float *y, const float *gate, int32_t n_rows, int32_t n_cols,
                          float *acc, strata_status *st);
 int32_t kv_store(strata_device *dev, const strata_kv_store_args *args, strata_status *st);
+// ABI 1.17: what the kernels take (types, row alignment, rows; heads and head_dim; rot_dims), asked at load.
+int32_t supports(strata_device *dev, const strata_support_query *q, char *why, uint32_t why_cap);
 int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *args, strata_status *st);
 
 } // namespace strata::cuda

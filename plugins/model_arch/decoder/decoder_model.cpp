@@ -744,7 +744,8 @@ int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_
         return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: k_cache or v_cache is NULL (and no paged_kv)");
     if (wants_hybrid(a))
         return fail(st, STRATA_ERR_UNSUPPORTED,
-                    "decoder forward: hybrid placement (layer_on_host) needs the paged KV cache (paged_kv)");
+                    "decoder forward: hybrid placement (layer_on_host, experts_on_host) needs the paged KV cache "
+                    "(paged_kv)");
     const int32_t n = a->n_tokens;
     for (int32_t t = 0; t < n; ++t) {
         if (a->positions[t] < 0 || a->positions[t] >= a->n_ctx) {

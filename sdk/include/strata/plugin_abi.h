@@ -234,6 +234,21 @@ typedef enum strata_device_op {
     STRATA_DEVICE_OP_SHARED_EXPERT = 9 /* sigmoid_gate_add, since 1.16 */
 } strata_device_op;
 
+/* What a device is asked before a model runs on it (since 1.17, strata_device_desc.supports), as ggml's supports_op:
+ * the types and shapes of the model, not only which ops exist (strata_device_op). */
+typedef enum strata_support_kind {
+    STRATA_SUPPORT_WEIGHT = 1,    /* matmul, embedding and matmul_id over `weight` (its type, rows, cols, row_bytes) */
+    STRATA_SUPPORT_ATTENTION = 2, /* attention and paged_attention with n_heads, n_kv_heads and head_dim */
+    STRATA_SUPPORT_ROPE = 3       /* the rope ops over heads of head_dim with rot_dims rotated */
+} strata_support_kind;
+
+typedef struct strata_support_query {
+    uint32_t struct_size;
+    int32_t kind;                       /* strata_support_kind */
+    const struct strata_tensor_view *weight; /* STRATA_SUPPORT_WEIGHT; its data pointer is not yet the device's */
+    int32_t n_heads, n_kv_heads, head_dim, rot_dims;
+} strata_support_query;
+
 /* The rotation of rope_scaled (since 1.13), ggml_rope_ext's terms in its float recipe: pair i of each head (i <
  * rot_dims / 2) has theta_extrap = pos * theta_base^(-2i/rot_dims) / freq_factors[i] (the power built by repeated float
  * multiplication) and theta_interp = freq_scale * theta_extrap. Without YaRN (ext_factor 0) the angle is theta_interp
@@ -464,6 +479,10 @@ typedef struct strata_device_desc {
      * float operation as ggml runs Qwen2-MoE's shared-expert gate (silu, div, mul, add). Device memory. */
     int32_t (*sigmoid_gate_add)(strata_device *dev, const float *y, const float *gate, int32_t n_rows, int32_t n_cols,
                                 float *acc, strata_status *st);
+    /* optional, since 1.17: 1 when the device computes what `q` describes, else 0 with the reason in why (why_cap
+     * bytes, NUL-terminated): asked at load for every weight and the model's attention and RoPE shapes, so a type or
+     * shape the device cannot run is a start-up error naming the tensor. Without the slot the host assumes yes. */
+    int32_t (*supports)(strata_device *dev, const strata_support_query *q, char *why, uint32_t why_cap);
 } strata_device_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
