@@ -557,6 +557,16 @@ TEST(DecoderLoad, ExpertLayersListTheRouterAndExpertsAndAskForTheMoeOps) {
 
 TEST(DecoderLoad, WhatTheFamilyLacksIsRefusedByName) {
     {
+        // No vocabulary (fuzz_model_load: a 0-row embedding loaded), or more tokens than int32 holds (not narrowed).
+        fake_source s;
+        fill(s, "phi3");
+        s.tensor("token_embd.weight", 32, 0);
+        expect_refused(s, "the vocabulary has 0 tokens ('phi3.vocab_size', else the rows of token_embd.weight)");
+        s.tensor("token_embd.weight", 32, 16);
+        s.u64["phi3.vocab_size"] = (1ull << 32) + 16;
+        expect_refused(s, "the vocabulary has 4294967312 tokens");
+    }
+    {
         fake_source s;
         fill(s, "qwen3");
         s.tensors.erase("blk.1.attn_k_norm.weight");

@@ -5,6 +5,7 @@
 #include <strata/plugin.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -343,7 +344,13 @@ model *load(const family &fam, const strata_model_source *src) {
         throw std::runtime_error(std::string("missing tensor 'token_embd.weight'; the file is not a complete ") +
                                  fam.arch + " model");
     const int64_t d = hp.n_embd;
-    hp.n_vocab = static_cast<int32_t>(meta_u64(src, p + "vocab_size", false, static_cast<uint64_t>(probe.rows)));
+    // The vocabulary: the file's key, else the embedding's rows; none (a 0-row embedding), or more than int32 holds,
+    // is refused rather than narrowed (fuzz_model_load's second finding: a phi3 file with token_embd [8, 0] loaded).
+    const uint64_t vocab = meta_u64(src, p + "vocab_size", false, static_cast<uint64_t>(std::max<int64_t>(probe.rows, 0)));
+    if (vocab < 1 || vocab > static_cast<uint64_t>(INT32_MAX))
+        throw std::runtime_error("the vocabulary has " + std::to_string(vocab) + " tokens ('" + p +
+                                 "vocab_size', else the rows of token_embd.weight); a model needs 1 to 2147483647");
+    hp.n_vocab = static_cast<int32_t>(vocab);
     m->tok_embd = tensor(src, fam, "token_embd.weight", d, hp.n_vocab);
     m->output_norm = tensor(src, fam, "output_norm.weight", d, 1);
     bool has_output = false;
