@@ -115,6 +115,11 @@ std::vector<std::string> expert_overrides(const offload_options &opts, const pla
         log::warn("engine", "{}: the model has no MoE experts (a dense model), so it changes nothing", flag);
         return {};
     }
+    if (in.device_reads_host.value_or(in.device_kind == "cpu")) {
+        log::warn("engine", "{}: device '{}' computes in host RAM itself, so the experts already live there and it "
+                  "changes nothing", flag, in.device_kind);
+        return {};
+    }
     if (opts.cpu_moe) return {std::string(k_routed_experts) + "=CPU"};
     std::vector<std::string> items;
     for (int32_t l = 0; l < std::min(opts.n_cpu_moe, in.n_layer); ++l)

@@ -674,6 +674,13 @@ TEST(SeedCommands, NCpuMoeKeepsTheFirstLayersExpertsInHostRamForTheCpu) {
     EXPECT_EQ(tokens("--n-cpu-moe 2"), reference);
     EXPECT_EQ(tokens("-cmoe"), reference);
     EXPECT_EQ(tokens("-ot \"exps=CPU\""), reference); // llama.cpp's spelling of the same
+    // On the CPU device host RAM is the device: said, not silently ignored.
+    r = run("plan --model " + moe + " --cpu-moe");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("--cpu-moe: device 'cpu' computes in host RAM itself, so the experts already live there and "
+                         "it changes nothing"),
+              std::string::npos)
+        << r.err;
     r = run("plan " + gpu + "--cpu-moe --tiers nvme");
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("--cpu-moe: the experts stay in host RAM, but no configured tier is RAM the CPU reads (add "

@@ -395,6 +395,19 @@ TEST_P(ExpertsOnTheCpu, GiveTheSameTokensAsTheDeviceHoldingEveryWeight) {
     EXPECT_EQ(h.host_layers, (std::vector<int32_t>{3}));
     EXPECT_EQ(h.streamed_steps, 1u);
 
+    // Layers offloaded by count (-ngl): their routed experts are computed by the CPU in every step, whatever the
+    // measured choice for the rest of those layers (streamed, or on the CPU too).
+    offload_options offloaded = layers(2);
+    EXPECT_EQ(run(offloaded, &h, &plan), want) << "--cpu-offload-layers 2";
+    int on_the_cpu = 0;
+    for (const auto &p : plan.placements) {
+        if (!p.routed_expert || p.layer < 2) continue;
+        EXPECT_TRUE(p.how == strata::planner::mode::cpu_experts || p.how == strata::planner::mode::on_cpu)
+            << p.tensor << " is " << strata::planner::to_string(p.how);
+        ++on_the_cpu;
+    }
+    EXPECT_EQ(on_the_cpu, 6); // gate, up and down of layers 2 and 3
+
     // On the CPU device itself host RAM is the device: --cpu-moe changes nothing.
     const std::vector<int32_t> cpu_want = greedy_tokens(model, 256, offload_options{}, 60);
     EXPECT_EQ(cpu_want, want);
