@@ -25,13 +25,15 @@ config::schema core_schema() {
     config::schema s;
     s.add_table({"model", "the model to serve", {
         key("path", STRATA_CONFIG_STRING, std::nullopt,
-            "GGUF model file; relative paths in a config file resolve against the file's folder", "--model|-m"),
+            "a GGUF model file, or a Hugging Face checkpoint folder (config.json, safetensors shards, tokenizer.json); "
+            "relative paths in a config file resolve against the file's folder", "--model|-m"),
         key("max_model_len", STRATA_CONFIG_INT, "0",
             "context length in tokens (prompt + output); 0 = the model's trained context",
             "--max-model-len|-c|--ctx-size", 0, 1 << 24),
         key("quantization", STRATA_CONFIG_STRING, "\"auto\"",
             "the weights' format as vLLM names it: auto = what the file holds; gguf checks the file is GGUF; gptq, "
-            "awq, fp8 and the other HF checkpoint formats are refused with the reason (HF folders are not read yet)",
+            "awq, fp8 and the other HF quantization formats are refused with the reason (HF folders are read in "
+            "BF16, F16 and F32 so far)",
             "--quantization|-q"),
         key("check_tensors", STRATA_CONFIG_BOOL, "false",
             "before running, check every weight block for a NaN or infinite scale or value and refuse a damaged file "

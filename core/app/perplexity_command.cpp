@@ -6,7 +6,7 @@
 #include "engine/engine.hpp"
 #include "eval/kl_base_file.hpp"
 #include "eval/perplexity_math.hpp"
-#include "gguf/gguf_file.hpp"
+#include "model_file/open_model_file.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -73,10 +73,10 @@ std::string read_text(const std::string &path) {
 
 // The model's trained context (`<architecture>.context_length`), 0 when the file does not say.
 int32_t trained_context(const std::string &model_path) {
-    const gguf::file f = gguf::file::open(model_path);
-    const auto arch = f.get_string("general.architecture");
+    const std::unique_ptr<model_file> f = open_model_file(model_path);
+    const auto arch = f->get_string("general.architecture");
     if (!arch) return 0;
-    const auto n = f.get_uint(std::string(*arch) + ".context_length");
+    const auto n = f->get_uint(std::string(*arch) + ".context_length");
     return n && *n <= static_cast<uint64_t>(INT32_MAX) ? static_cast<int32_t>(*n) : 0;
 }
 

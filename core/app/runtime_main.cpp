@@ -265,7 +265,7 @@ int main_impl(int argc, char **argv) {
     std::string model_argument;
     if (cl.subcommand == "serve") {
         if (!cl.model_argument)
-            fail("runtime serve needs the model: runtime serve MODEL.gguf [options] (vLLM's vllm serve MODEL)");
+            fail("runtime serve needs the model: runtime serve MODEL.gguf|HF_FOLDER [options] (vLLM's vllm serve MODEL)");
         doc.set_override("engine.frontend=openai_http", "serve");
         model_argument = *cl.model_argument;
         doc.set_override("model.path=" + fs::absolute(model_argument).lexically_normal().string(), "serve MODEL");

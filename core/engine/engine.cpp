@@ -43,9 +43,9 @@ engine::engine(const plugins::registry &registry, const strata_host_services *ho
 
 void engine::init() {
     if (opts_.model_path.empty()) {
-        fail("no model given: set [model] path in the config or pass --model FILE.gguf");
+        fail("no model given: set [model] path in the config or pass --model FILE.gguf (or an HF checkpoint folder)");
     }
-    file_ = std::make_unique<gguf::file>(gguf::file::open(opts_.model_path, opts_.file_open));
+    file_ = open_model_file(opts_.model_path, opts_.file_open);
     check_quantization(*file_, opts_.quantization, opts_.model_path);
     if (opts_.check_tensors && !opts_.plan_only) check_tensors(*file_, registry_, opts_.model_path);
     const std::string arch = std::string(file_->get_string("general.architecture").value_or(""));
@@ -56,7 +56,7 @@ void engine::init() {
              opts_.model_path, arch, fmt::join(registry_.names(STRATA_KIND_MODEL_ARCH), ", "));
     }
     model_name_ = std::string(file_->get_string("general.name").value_or(arch));
-    tokenizer_ = make_tokenizer(load_vocab(*file_));
+    tokenizer_ = make_tokenizer(load_model_vocab(*file_));
     setup_chat();
 
     start_device();

@@ -8,6 +8,7 @@
 #include "engine/sequence.hpp"
 #include "engine/tiered_weights.hpp"
 #include "gguf/gguf_file.hpp"
+#include "model_file/open_model_file.hpp"
 #include "kv/kv_cache.hpp"
 #include "planner/memory_planner.hpp"
 #include "plugin_host/registry.hpp"
@@ -175,7 +176,7 @@ class engine {
     const plugins::registry &registry_;
     const strata_host_services *host_;
     engine_options opts_;
-    std::unique_ptr<gguf::file> file_;
+    std::unique_ptr<model_file> file_;
     std::unique_ptr<model_source> source_;
     std::unique_ptr<class tokenizer> tokenizer_;
     std::unique_ptr<chat::chat_formatter> chat_;

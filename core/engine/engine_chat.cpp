@@ -36,7 +36,7 @@ std::vector<chat::template_source> configured_template(const std::string &value,
     fail("chat_template '{}' is not a built-in template ({}), a file, or Jinja text (--chat-template)", value, names);
 }
 
-std::vector<chat::template_source> model_templates(const gguf::file &f) {
+std::vector<chat::template_source> model_templates(const model_file &f) {
     std::vector<chat::template_source> out;
     constexpr std::string_view prefix = "tokenizer.chat_template";
     for (size_t i = 0; i < f.kv_count(); ++i) {

@@ -21,7 +21,7 @@ std::string tensor_text(const gguf::tensor_info &t) {
 
 } // namespace
 
-void check_model_covers_file(const gguf::file &file, const std::string &arch, const strata_model_arch_desc &desc,
+void check_model_covers_file(const model_file &file, const std::string &arch, const strata_model_arch_desc &desc,
                              const strata_model *model, const std::set<std::string> &keys_read,
                              const std::set<std::string> &tensors_read, const std::string &plugin,
                              const std::string &path) {
@@ -36,7 +36,9 @@ void check_model_covers_file(const gguf::file &file, const std::string &arch, co
     const std::string prefix = arch + ".";
     for (size_t i = 0; i < file.kv_count(); ++i) {
         const std::string_view key = file.kv_key(i);
-        if (key.substr(0, prefix.size()) == prefix && !keys_read.count(std::string(key)))
+        // The family's keys and Strata's own (strata.rope.layout, set by the HF reader) must each be read.
+        const bool must_read = key.substr(0, prefix.size()) == prefix || key.substr(0, 7) == "strata.";
+        if (must_read && !keys_read.count(std::string(key)))
             unused.push_back(fmt::format("metadata key '{}' = {}", key, file.kv_summary(i)));
     }
     for (const gguf::tensor_info &t : file.tensors())

@@ -3,7 +3,7 @@
 // (RoPE frequency factors, biases, a RoPE scaling type, experts): the output would be wrong from the first token.
 #pragma once
 
-#include "gguf/gguf_file.hpp"
+#include "model_file/model_file.hpp"
 
 #include <strata/plugin_abi.h>
 
@@ -15,7 +15,7 @@ namespace strata::engine {
 // Throws strata::error naming every unused tensor and key of `file` at once (capped list, with the total), and what
 // to do. `keys_read` and `tensors_read` hold every metadata key and tensor the plugin asked for (found or not): a
 // tensor is used when it is one of the model's weights (tensor_at) or the plugin read it itself; `plugin` names it.
-void check_model_covers_file(const gguf::file &file, const std::string &arch, const strata_model_arch_desc &desc,
+void check_model_covers_file(const model_file &file, const std::string &arch, const strata_model_arch_desc &desc,
                              const strata_model *model, const std::set<std::string> &keys_read,
                              const std::set<std::string> &tensors_read, const std::string &plugin,
                              const std::string &path);

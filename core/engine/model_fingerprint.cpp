@@ -6,7 +6,7 @@
 
 namespace strata::engine {
 
-uint64_t model_fingerprint(const gguf::file &file) {
+uint64_t model_fingerprint(const model_file &file) {
     XXH3_state_t *st = XXH3_createState();
     XXH3_64bits_reset(st);
     const uint64_t size = file.file_size();

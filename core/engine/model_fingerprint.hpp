@@ -3,12 +3,12 @@
 // same shapes differs there), without reading the whole file.
 #pragma once
 
-#include "gguf/gguf_file.hpp"
+#include "model_file/model_file.hpp"
 
 #include <cstdint>
 
 namespace strata::engine {
 
-uint64_t model_fingerprint(const gguf::file &file);
+uint64_t model_fingerprint(const model_file &file);
 
 } // namespace strata::engine

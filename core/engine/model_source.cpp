@@ -8,7 +8,7 @@
 
 namespace strata::engine {
 
-model_source::model_source(const gguf::file &file, const plugins::registry &registry, const strata_host_services *host)
+model_source::model_source(const model_file &file, const plugins::registry &registry, const strata_host_services *host)
     : file_(file), registry_(registry) {
     view_.struct_size = sizeof view_;
     view_.ctx = this;

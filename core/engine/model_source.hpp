@@ -1,7 +1,7 @@
 // Adapts an open GGUF file plus the quant plugins to the C `strata_model_source` a model_arch plugin reads.
 #pragma once
 
-#include "gguf/gguf_file.hpp"
+#include "model_file/model_file.hpp"
 #include "plugin_host/registry.hpp"
 
 #include <strata/plugin_abi.h>
@@ -16,7 +16,7 @@ class tiered_weights;
 class model_source {
   public:
     // Both references are borrowed and must outlive this object (and the model created from it).
-    model_source(const gguf::file &file, const plugins::registry &registry, const strata_host_services *host);
+    model_source(const model_file &file, const plugins::registry &registry, const strata_host_services *host);
     const strata_model_source *view() const { return &view_; }
     // The context one sequence may reach as the user set it (max_model_len; 0: unset), for models whose forward
     // depends on it (strata_model_source.n_ctx_seq, ABI 1.13: Phi-3's LongRoPE factors).
@@ -38,7 +38,7 @@ class model_source {
     int32_t resolve(const char *name, bool host, strata_tensor_view *out) const;
     void describe(const gguf::tensor_info &t, const void *data, strata_tensor_view *out) const;
 
-    const gguf::file &file_;
+    const model_file &file_;
     const plugins::registry &registry_;
     const tiered_weights *placement_ = nullptr;
     strata_model_source view_{};

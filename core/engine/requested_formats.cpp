@@ -12,7 +12,7 @@ namespace strata::engine {
 namespace {
 
 // "Q4_0 (201 tensors), F32 (65 tensors)": what the file holds, for the message.
-std::string tensor_types(const gguf::file &file) {
+std::string tensor_types(const model_file &file) {
     std::map<std::string, int> count;
     for (const gguf::tensor_info &t : file.tensors()) {
         const gguf::type_traits *tr = gguf::ggml_type_traits(t.type);
@@ -25,11 +25,20 @@ std::string tensor_types(const gguf::file &file) {
 
 } // namespace
 
-void check_quantization(const gguf::file &file, const std::string &quantization, const std::string &path) {
-    if (quantization == "auto" || quantization == "gguf" || quantization == "None" || quantization.empty()) return;
-    fail("--quantization {}: {} is a GGUF file holding {}; '{}' names a format of Hugging Face checkpoints, which this "
-         "runtime does not read yet. Drop --quantization (auto) or pass --quantization gguf",
-         quantization, path, tensor_types(file), quantization);
+void check_quantization(const model_file &file, const std::string &quantization, const std::string &path) {
+    if (quantization == "auto" || quantization == "None" || quantization.empty()) return;
+    if (quantization == "gguf") {
+        if (file.format() == "gguf") return;
+        fail("--quantization gguf: {} is an HF {} checkpoint, not a GGUF file; drop --quantization (auto)", path,
+             file.format());
+    }
+    if (file.format() == "gguf")
+        fail("--quantization {}: {} is a GGUF file holding {}; '{}' names a format of Hugging Face checkpoints. Drop "
+             "--quantization (auto) or pass --quantization gguf",
+             quantization, path, tensor_types(file), quantization);
+    fail("--quantization {}: {} holds unquantized weights ({}); GPTQ, AWQ and FP8 checkpoints are not read yet. Drop "
+         "--quantization (auto)",
+         quantization, path, tensor_types(file));
 }
 
 void check_cpu_kv_cache(bool cpu_kv_cache, bool device_reads_host, const std::string &device_kind) {

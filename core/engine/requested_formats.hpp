@@ -2,15 +2,15 @@
 // what the device is: vLLM's --quantization and --cpu-kv-cache. Start-up and `runtime plan` call the same checks.
 #pragma once
 
-#include "gguf/gguf_file.hpp"
+#include "model_file/model_file.hpp"
 
 #include <string>
 
 namespace strata::engine {
 
-// "auto" accepts any file; "gguf" requires a GGUF (every file this runtime opens is one); a name of an HF checkpoint
-// format (gptq, awq, fp8, bitsandbytes, ...) is refused with what the file holds and why.
-void check_quantization(const gguf::file &file, const std::string &quantization, const std::string &path);
+// "auto" accepts any file; "gguf" requires a GGUF; a name of an HF quantization format (gptq, awq, fp8, bitsandbytes,
+// ...) is refused with what the file holds and why (HF checkpoints are read unquantized so far).
+void check_quantization(const model_file &file, const std::string &quantization, const std::string &path);
 
 // --cpu-kv-cache: the KV cache in host RAM. A device that computes on host memory (cpu) always keeps it there; a
 // device with its own memory keeps KV there, so the request is refused with what to use instead.

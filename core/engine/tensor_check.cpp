@@ -10,7 +10,7 @@
 
 namespace strata::engine {
 
-void check_tensors(const gguf::file &file, const plugins::registry &registry, const std::string &path) {
+void check_tensors(const model_file &file, const plugins::registry &registry, const std::string &path) {
     uint64_t total = 0;
     for (const auto &t : file.tensors()) total += t.n_bytes;
     progress bar(fmt::format("checking {:.1f} MiB of weights for NaN/inf (--check-tensors)",

@@ -4,7 +4,7 @@
 // the file once (with progress), which is why it is opt-in, as in llama.cpp.
 #pragma once
 
-#include "gguf/gguf_file.hpp"
+#include "model_file/model_file.hpp"
 #include "plugin_host/registry.hpp"
 
 #include <string>
@@ -13,6 +13,6 @@ namespace strata::engine {
 
 // Throws strata::error for the first damaged block found. A tensor whose type no loaded quant plugin checks (a
 // pre-1.10 plugin) is named in one warning, not refused.
-void check_tensors(const gguf::file &file, const plugins::registry &registry, const std::string &path);
+void check_tensors(const model_file &file, const plugins::registry &registry, const std::string &path);
 
 } // namespace strata::engine

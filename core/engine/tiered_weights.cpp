@@ -53,7 +53,7 @@ std::pair<const strata_tier_desc *, strata_tier *> tiered_weights::tier(const st
     return {it->second.handle.desc, it->second.tier.get()};
 }
 
-tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &registry,
+tiered_weights::tiered_weights(const model_file &file, const plugins::registry &registry,
                                const strata_host_services *host, const offload_options &opts,
                                const planner::plan &plan, int32_t n_layer, const strata_device_desc *device_desc,
                                strata_device *device, bool device_reads_host)
@@ -135,7 +135,7 @@ tiered_weights::tiered_weights(const gguf::file &file, const plugins::registry &
 
 // A staging ring for `streamed`: each layer's tensors at fixed, aligned offsets within its slot; the tensors' device
 // addresses become slot addresses. nullptr when nothing is streamed.
-std::unique_ptr<prefetch_ring> tiered_weights::make_ring(const gguf::file &file, const streamed_tensors &streamed,
+std::unique_ptr<prefetch_ring> tiered_weights::make_ring(const model_file &file, const streamed_tensors &streamed,
                                                          int32_t n_layer, const offload_options &opts,
                                                          bool device_reads_host, void *&slots) {
     if (streamed.empty()) return nullptr;
@@ -192,7 +192,7 @@ std::unique_ptr<prefetch_ring> tiered_weights::make_ring(const gguf::file &file,
 
 // Copies every tensor the plan keeps on the device into one device allocation (4 KiB aligned offsets), in chunks,
 // with progress; the model then computes from those copies.
-void tiered_weights::upload_resident(const gguf::file &file, const planner::plan &plan) {
+void tiered_weights::upload_resident(const model_file &file, const planner::plan &plan) {
     uint64_t total = 0;
     std::vector<const gguf::tensor_info *> list;
     for (const auto &p : plan.placements) {

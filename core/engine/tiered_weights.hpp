@@ -4,7 +4,7 @@
 #pragma once
 
 #include "engine/prefetch_ring.hpp"
-#include "gguf/gguf_file.hpp"
+#include "model_file/model_file.hpp"
 #include "planner/memory_planner.hpp"
 #include "plugin_host/registry.hpp"
 
@@ -65,7 +65,7 @@ class tiered_weights {
     // The plan's placements name tensors of `file`; `tensor_layers` gives each tensor's layer (for the ring).
     // When the device cannot read host memory (a GPU), resident tensors are uploaded into device memory and
     // streamed layers are staged through host buffers into device slots.
-    tiered_weights(const gguf::file &file, const plugins::registry &registry, const strata_host_services *host,
+    tiered_weights(const model_file &file, const plugins::registry &registry, const strata_host_services *host,
                    const offload_options &opts, const planner::plan &plan, int32_t n_layer,
                    const strata_device_desc *device_desc, strata_device *device, bool device_reads_host = true);
     ~tiered_weights();
@@ -108,8 +108,8 @@ class tiered_weights {
     void *slots_ = nullptr, *host_slots_ = nullptr;
     void *resident_ = nullptr; // device copy of the resident tensors (devices that cannot read host memory)
     using streamed_tensors = std::map<int32_t, std::vector<std::pair<const planner::placement *, uint64_t>>>;
-    void upload_resident(const gguf::file &file, const planner::plan &plan);
-    std::unique_ptr<prefetch_ring> make_ring(const gguf::file &file, const streamed_tensors &streamed, int32_t n_layer,
+    void upload_resident(const model_file &file, const planner::plan &plan);
+    std::unique_ptr<prefetch_ring> make_ring(const model_file &file, const streamed_tensors &streamed, int32_t n_layer,
                                              const offload_options &opts, bool device_reads_host, void *&slots);
     std::unique_ptr<prefetch_ring> ring_, host_ring_;
 };

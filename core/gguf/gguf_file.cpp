@@ -1,12 +1,6 @@
 // gguf::file: mapping a file, and typed access to the KVs and tensors the parser validated.
 #include "common/error.hpp"
-#include "common/progress.hpp"
 #include "gguf/gguf_internal.hpp"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,31 +11,7 @@ namespace strata::gguf {
 
 using detail::kv_entry;
 
-namespace detail {
-
-mapped_region &mapped_region::operator=(mapped_region &&o) noexcept {
-    if (this != &o) {
-        if (addr_ != nullptr) ::munmap(addr_, size_);
-        addr_ = o.addr_;
-        size_ = o.size_;
-        o.addr_ = nullptr;
-    }
-    return *this;
-}
-
-mapped_region::~mapped_region() {
-    if (addr_ != nullptr) ::munmap(addr_, size_);
-}
-
-} // namespace detail
-
 namespace {
-
-// Closes a descriptor on every path out of file::open.
-struct fd_guard {
-    int fd;
-    ~fd_guard() { ::close(fd); }
-};
 
 const kv_entry &kv_at(const file::impl &f, size_t i) {
     if (i >= f.kvs.size()) fail("{}: KV index {} out of range (the file has {} KVs)", f.name, i, f.kvs.size());
@@ -76,54 +46,10 @@ file::file(file &&) noexcept = default;
 file &file::operator=(file &&) noexcept = default;
 file::~file() = default;
 
-namespace {
-
-// --no-mmap: the file's bytes in anonymous memory, read in 64 MiB pieces with progress, then made read-only like the
-// mapping they replace.
-void *read_whole_file(int fd, size_t size, const std::string &path) {
-    void *addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (addr == MAP_FAILED) fail("{}: cannot allocate {} bytes to read the model into (mmap = false): {}", path, size,
-                                 std::strerror(errno));
-    detail::mapped_region guard(addr, size);
-    progress shown("reading " + path, size);
-    auto *dst = static_cast<uint8_t *>(addr);
-    size_t done = 0;
-    while (done < size) {
-        const size_t piece = std::min<size_t>(size - done, size_t{64} << 20);
-        const ssize_t n = ::pread(fd, dst + done, piece, static_cast<off_t>(done));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) fail("{}: read failed at byte {}: {}", path, done, std::strerror(errno));
-        if (n == 0) fail("{}: the file ended at byte {} of {} while it was read (it changed or was truncated)", path,
-                         done, size);
-        done += static_cast<size_t>(n);
-        shown.update(done);
-    }
-    shown.finish();
-    if (::mprotect(addr, size, PROT_READ) != 0) fail("{}: cannot make the read model read-only: {}", path, std::strerror(errno));
-    (void)guard.release();
-    return addr;
-}
-
-} // namespace
-
 file file::open(const std::string &path, const open_options &how) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail("{}: cannot open: {}; check the model path", path, std::strerror(errno));
-    fd_guard guard{fd};
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) fail("{}: not a regular file; pass the path of a .gguf file", path);
-    if (st.st_size == 0) fail("{}: the file is empty (0 bytes); it is truncated or was never written", path);
-    const size_t size = static_cast<size_t>(st.st_size);
-    void *addr = how.mmap ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : read_whole_file(fd, size, path);
-    if (addr == MAP_FAILED) fail("{}: cannot map {} bytes: {}", path, size, std::strerror(errno));
-    detail::mapped_region region(addr, size); // unmapped if parsing throws
-    if (how.mlock && ::mlock(addr, size) != 0) {
-        fail("{}: cannot lock its {} bytes in RAM (mlock = true): {}; raise the locked-memory limit (ulimit -l, "
-             "LimitMEMLOCK= for a service) or drop --mlock", path, size, std::strerror(errno));
-    }
-    auto p = detail::parse_buffer(static_cast<const uint8_t *>(addr), size, path);
-    p->mapping = std::move(region);
+    mapped_file mapping = mapped_file::open(path, how, ".gguf file");
+    auto p = detail::parse_buffer(mapping.data(), mapping.size(), path);
+    p->mapping = std::move(mapping);
     return file(std::move(p));
 }
 

@@ -12,58 +12,17 @@
 #include <string_view>
 #include <vector>
 
+#include "common/mapped_file.hpp"
+#include "gguf/gguf_types.hpp"
+#include "model_file/model_file.hpp"
+
 namespace strata::gguf {
 
-enum class value_type : uint32_t {
-    u8 = 0,
-    i8 = 1,
-    u16 = 2,
-    i16 = 3,
-    u32 = 4,
-    i32 = 5,
-    f32 = 6,
-    boolean = 7,
-    string = 8,
-    array = 9,
-    u64 = 10,
-    i64 = 11,
-    f64 = 12
-};
-
-// "u32", "string", ...; "unknown" for values outside the enum.
-const char *value_type_name(value_type t);
-
-// Storage of one ggml tensor type: a row of ne[0] elements is ne[0] / block_elems blocks of block_bytes each.
-struct type_traits {
-    const char *name;
-    uint32_t block_elems;
-    uint32_t block_bytes;
-};
-
-// ggml tensor type table (F32=0, F16=1, Q4_0=2, Q4_1=3, Q5_0=6, Q5_1=7, Q8_0=8, Q8_1=9, Q2_K..Q8_K=10..15,
-// IQ*, I8..I64=24..27, F64=28, BF16=30, TQ1_0/TQ2_0=34/35, MXFP4=39); nullptr when unknown or retired.
-const type_traits *ggml_type_traits(uint32_t ggml_type);
-
-struct tensor_info {
-    std::string name;
-    uint32_t n_dims = 0;
-    std::array<int64_t, 4> ne{1, 1, 1, 1}; // ne[0] = row length; dimensions past n_dims are 1
-    uint32_t type = 0;                     // ggml type
-    uint64_t offset = 0;                   // within the data section
-    const uint8_t *data = nullptr;         // points into the mapped/borrowed buffer
-    uint64_t n_bytes = 0;
-    int64_t n_elements() const;
-};
-
-// How the file's bytes reach memory ([memory] mmap / mlock, llama.cpp's --no-mmap / --mlock).
-struct open_options {
-    bool mmap = true;   // false: read the whole file into anonymous memory (with progress) instead of mapping it
-    bool mlock = false; // lock the pages in RAM (mlock); a refusal is an error that names ulimit -l
-};
+using strata::open_options; // common/mapped_file.hpp
 
 // A parsed GGUF file. Movable, not copyable; a moved-from file must not be used.
 // Scalar getters: nullopt when the key is missing, strata::error when it holds an incompatible type.
-class file {
+class file final : public model_file {
   public:
     // Maps the file read-only (MAP_PRIVATE) for the lifetime of the object; throws strata::error.
     static file open(const std::string &path, const open_options &how = {});
@@ -78,33 +37,35 @@ class file {
 
     uint32_t version() const;
     uint64_t alignment() const;
-    const std::string &name() const;
+    const std::string &name() const override;
 
-    size_t kv_count() const;
-    std::string_view kv_key(size_t i) const;
-    value_type kv_type(size_t i) const;
+    size_t kv_count() const override;
+    std::string_view kv_key(size_t i) const override;
+    value_type kv_type(size_t i) const override;
     // Printable value: strings quoted and escaped, arrays shortened, at most about max_len characters.
-    std::string kv_summary(size_t i, size_t max_len = 60) const;
+    std::string kv_summary(size_t i, size_t max_len) const override;
+    using model_file::kv_summary;
 
-    bool has(std::string_view key) const;
-    std::optional<value_type> type_of(std::string_view key) const;
-    std::optional<value_type> array_type_of(std::string_view key) const; // element type; nullopt unless an array
-    std::optional<uint64_t> get_uint(std::string_view key) const; // any integer type with a non-negative value; bool
-    std::optional<int64_t> get_int(std::string_view key) const;   // any integer type that fits; bool
-    std::optional<double> get_float(std::string_view key) const;  // f32/f64 and integers
-    std::optional<bool> get_bool(std::string_view key) const;
-    std::optional<std::string_view> get_string(std::string_view key) const; // view into owned, NUL-terminated storage
+    bool has(std::string_view key) const override;
+    std::optional<value_type> type_of(std::string_view key) const override;
+    std::optional<value_type> array_type_of(std::string_view key) const override; // element type; nullopt unless an array
+    std::optional<uint64_t> get_uint(std::string_view key) const override; // any integer type with a non-negative value; bool
+    std::optional<int64_t> get_int(std::string_view key) const override;   // any integer type that fits; bool
+    std::optional<double> get_float(std::string_view key) const override;  // f32/f64 and integers
+    std::optional<bool> get_bool(std::string_view key) const override;
+    std::optional<std::string_view> get_string(std::string_view key) const override; // view into owned, NUL-terminated storage
 
     // Arrays: nullopt when missing; throws strata::error when present with another (element) type.
-    std::optional<std::vector<std::string_view>> get_string_array(std::string_view key) const; // NUL-terminated views
-    std::optional<std::vector<float>> get_float_array(std::string_view key) const;             // f32 or f64 elements
-    std::optional<std::vector<int64_t>> get_int_array(std::string_view key) const;             // any integer elements
+    std::optional<std::vector<std::string_view>> get_string_array(std::string_view key) const override; // NUL-terminated views
+    std::optional<std::vector<float>> get_float_array(std::string_view key) const override;             // f32 or f64 elements
+    std::optional<std::vector<int64_t>> get_int_array(std::string_view key) const override;             // any integer elements
 
-    const std::vector<tensor_info> &tensors() const;
-    const tensor_info *find_tensor(std::string_view name) const; // nullptr when absent
+    const std::vector<tensor_info> &tensors() const override;
+    const tensor_info *find_tensor(std::string_view name) const override; // nullptr when absent
 
+    std::string_view format() const override { return "gguf"; }
     uint64_t data_offset() const; // start of the data section (aligned)
-    uint64_t file_size() const;
+    uint64_t file_size() const override;
 
     struct impl;
 

@@ -2,6 +2,8 @@
 // the parser and the value formatter read with.
 #pragma once
 
+#include "common/mapped_file.hpp"
+
 #include "gguf/gguf_file.hpp"
 
 #include <bit>
@@ -92,27 +94,6 @@ class cursor {
     size_t pos_;
 };
 
-// Owns a read-only private mapping of a whole file (or nothing).
-class mapped_region {
-  public:
-    mapped_region() = default;
-    mapped_region(void *addr, size_t size) : addr_(addr), size_(size) {}
-    mapped_region(mapped_region &&o) noexcept : addr_(o.addr_), size_(o.size_) { o.addr_ = nullptr; }
-    mapped_region &operator=(mapped_region &&o) noexcept;
-    mapped_region(const mapped_region &) = delete;
-    mapped_region &operator=(const mapped_region &) = delete;
-    ~mapped_region();
-    // Gives up ownership (the caller unmaps); returns the address.
-    void *release() noexcept {
-        void *a = addr_;
-        addr_ = nullptr;
-        return a;
-    }
-
-  private:
-    void *addr_ = nullptr;
-    size_t size_ = 0;
-};
 
 // Appends s in double quotes with control characters escaped, cut (at a UTF-8 boundary) once out reaches budget.
 void append_quoted(std::string &out, std::string_view s, size_t budget);
@@ -127,7 +108,7 @@ namespace strata::gguf {
 
 struct file::impl {
     std::string name;
-    detail::mapped_region mapping;
+    mapped_file mapping; // empty for a borrowed buffer
     const uint8_t *base = nullptr;
     size_t size = 0;
     uint32_t version = 0;

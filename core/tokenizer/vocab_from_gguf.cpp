@@ -6,7 +6,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "gguf/gguf_file.hpp"
+#include "model_file/model_file.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
 
 namespace strata {
@@ -14,7 +14,7 @@ namespace strata {
 namespace {
 
 // Special-token id: a missing key keeps the default; a negative value means "none" (-1).
-int32_t read_token_id(const gguf::file &f, std::string_view key, int32_t fallback, size_t n_vocab) {
+int32_t read_token_id(const model_file &f, std::string_view key, int32_t fallback, size_t n_vocab) {
     const auto v = f.get_int(key);
     if (!v) return fallback >= 0 && static_cast<size_t>(fallback) < n_vocab ? fallback : -1;
     if (*v < 0) return -1;
@@ -51,7 +51,7 @@ std::string_view unsupported_model(std::string_view model) {
 
 } // namespace
 
-vocab_data load_vocab(const gguf::file &f) {
+vocab_data load_vocab(const model_file &f) {
     const auto model = f.get_string("tokenizer.ggml.model");
     if (!model)
         fail("{}: no tokenizer.ggml.model key; the file has no tokenizer (Strata needs the model's vocabulary in the "

@@ -6,12 +6,10 @@
 
 namespace strata {
 
-namespace gguf {
-class file;
-}
+class model_file;
 
 // Throws strata::error naming the file and key when the vocab is missing, of a kind Strata cannot run (WordPiece,
 // Unigram, RWKV...: the message says which), or inconsistent.
-vocab_data load_vocab(const gguf::file &f);
+vocab_data load_vocab(const model_file &f); // the metadata of a GGUF (or any model_file)
 
 } // namespace strata

@@ -3,6 +3,7 @@
 // error; other namespaces (general.*, tokenizer.*) are not the model's; the list stops at 12 and gives the count.
 #include "common/error.hpp"
 #include "engine/model_coverage.hpp"
+#include "gguf/gguf_file.hpp"
 
 #include <gtest/gtest.h>
 

@@ -4,6 +4,7 @@
 // first finding; the UBSan build of this test saw it). A row too wide for int64 bytes is not written here: the GGUF
 // writer's own size arithmetic refuses it (fuzz_model_load covers that case from its corpus).
 #include "engine/model_source.hpp"
+#include "gguf/gguf_file.hpp"
 
 #include <gtest/gtest.h>
 

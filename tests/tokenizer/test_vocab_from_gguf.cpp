@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.hpp"
+#include "gguf/gguf_file.hpp"
 #include "vocab_files.hpp"
 
 #include <optional>

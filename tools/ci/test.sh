@@ -50,5 +50,5 @@ echo "strata: the concurrency suites under g++ ThreadSanitizer"
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L '^tsan$'
 # Every fuzz target (tools/fuzz/targets.sh) for STRATA_FUZZ_SECONDS each, two at a time; a finding fails CI and its
 # log's end is printed. The long campaigns are docs/FUZZING.md's.
-bash tools/fuzz/campaign.sh build-clang --seconds "${STRATA_FUZZ_SECONDS:-40}" --jobs "$jobs"
+bash tools/fuzz/campaign.sh build-clang --seconds "${STRATA_FUZZ_SECONDS:-36}" --jobs "$jobs"
 echo "strata: all checks passed"

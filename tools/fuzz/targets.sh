@@ -28,4 +28,6 @@ strata_fuzz_targets() {
   echo "fuzz_model_load 16384 make_model_fuzz_seeds"
   # llama-perplexity's KL-divergence base file (runtime perplexity --kl-divergence-base) through the real reader.
   echo "fuzz_kl_base 16384 make_kl_base_seed"
+  # HF checkpoints: a .safetensors file, a config.json or a shard index (first byte % 3).
+  echo "fuzz_safetensors 16384 make_safetensors_fuzz_seeds"
 }

@@ -322,7 +322,14 @@ strata_model_hparams read_hparams(const strata_model_source *src, const family &
         throw std::runtime_error("rope.dimension_count " + std::to_string(hp.rope_dims) +
                                  " must be even and at most the head size " + std::to_string(hp.head_dim));
     }
-    hp.rope_mode = fam.rope_mode;
+    // The rotation follows the file, not only the family: llama.cpp's converter permutes llama-family Q/K rows for
+    // adjacent pairs, while an HF checkpoint keeps every family's rows in the rotate-half (NEOX) layout; Strata's
+    // HF reader says so in strata.rope.layout.
+    const std::string layout = meta_str(src, "strata.rope.layout", "");
+    if (layout.empty()) hp.rope_mode = fam.rope_mode;
+    else if (layout == "neox") hp.rope_mode = STRATA_ROPE_NEOX;
+    else if (layout == "pairs") hp.rope_mode = STRATA_ROPE_PAIRS;
+    else throw std::runtime_error("'strata.rope.layout' is '" + layout + "'; expected 'neox' or 'pairs'");
     return hp;
 }
 

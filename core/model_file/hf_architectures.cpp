@@ -1,0 +1,98 @@
+#include "model_file/hf_architectures.hpp"
+
+#include <array>
+#include <charconv>
+
+namespace strata {
+
+namespace {
+
+// The Llama layout, shared by Mistral, Qwen2 and Qwen3 (the last two add Q/K/V biases and Q/K norms).
+const std::vector<hf_name_pair> k_llama_names = {
+    {"model.embed_tokens.weight", "token_embd.weight"},
+    {"model.norm.weight", "output_norm.weight"},
+    {"lm_head.weight", "output.weight"},
+    {"model.layers.{L}.input_layernorm.weight", "blk.{L}.attn_norm.weight"},
+    {"model.layers.{L}.self_attn.q_proj.weight", "blk.{L}.attn_q.weight"},
+    {"model.layers.{L}.self_attn.k_proj.weight", "blk.{L}.attn_k.weight"},
+    {"model.layers.{L}.self_attn.v_proj.weight", "blk.{L}.attn_v.weight"},
+    {"model.layers.{L}.self_attn.o_proj.weight", "blk.{L}.attn_output.weight"},
+    {"model.layers.{L}.self_attn.q_proj.bias", "blk.{L}.attn_q.bias"},
+    {"model.layers.{L}.self_attn.k_proj.bias", "blk.{L}.attn_k.bias"},
+    {"model.layers.{L}.self_attn.v_proj.bias", "blk.{L}.attn_v.bias"},
+    {"model.layers.{L}.self_attn.o_proj.bias", "blk.{L}.attn_output.bias"},
+    {"model.layers.{L}.self_attn.q_norm.weight", "blk.{L}.attn_q_norm.weight"},
+    {"model.layers.{L}.self_attn.k_norm.weight", "blk.{L}.attn_k_norm.weight"},
+    {"model.layers.{L}.post_attention_layernorm.weight", "blk.{L}.ffn_norm.weight"},
+    {"model.layers.{L}.mlp.gate_proj.weight", "blk.{L}.ffn_gate.weight"},
+    {"model.layers.{L}.mlp.up_proj.weight", "blk.{L}.ffn_up.weight"},
+    {"model.layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn_down.weight"},
+    {"model.layers.{L}.mlp.gate_proj.bias", "blk.{L}.ffn_gate.bias"},
+    {"model.layers.{L}.mlp.up_proj.bias", "blk.{L}.ffn_up.bias"},
+    {"model.layers.{L}.mlp.down_proj.bias", "blk.{L}.ffn_down.bias"},
+};
+
+// Defaults are those of transformers' LlamaConfig, MistralConfig, Qwen2Config and Qwen3Config.
+const std::array<hf_architecture, 4> k_architectures = {{
+    {"LlamaForCausalLM", "llama", "llama", 1e-6, 10000.0, false, false, true, &k_llama_names},
+    {"MistralForCausalLM", "mistral", "llama", 1e-6, 10000.0, false, true, true, &k_llama_names},
+    {"Qwen2ForCausalLM", "qwen2", "qwen2", 1e-6, 10000.0, false, false, false, &k_llama_names},
+    {"Qwen3ForCausalLM", "qwen3", "qwen3", 1e-6, 10000.0, false, false, false, &k_llama_names},
+}};
+
+// Matches `name` against `pattern` ("{L}" = a decimal layer index); returns the index text ("" when the pattern has
+// none), nullopt when it does not match.
+std::optional<std::string_view> match(std::string_view pattern, std::string_view name) {
+    const size_t at = pattern.find("{L}");
+    if (at == std::string_view::npos) return pattern == name ? std::optional<std::string_view>("") : std::nullopt;
+    const std::string_view head = pattern.substr(0, at), tail = pattern.substr(at + 3);
+    if (name.size() <= head.size() + tail.size() || !name.starts_with(head) || !name.ends_with(tail))
+        return std::nullopt;
+    const std::string_view digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+    if (digits.size() > 6 || (digits.size() > 1 && digits[0] == '0')) return std::nullopt;
+    for (const char c : digits)
+        if (c < '0' || c > '9') return std::nullopt;
+    return digits;
+}
+
+std::string fill(std::string_view pattern, std::string_view layer) {
+    std::string out(pattern);
+    if (const size_t at = out.find("{L}"); at != std::string::npos) out.replace(at, 3, layer);
+    return out;
+}
+
+} // namespace
+
+const hf_architecture *find_hf_architecture(std::string_view hf_name) {
+    for (const auto &a : k_architectures)
+        if (hf_name == a.hf_name) return &a;
+    return nullptr;
+}
+
+const hf_architecture *find_hf_architecture_for_gguf(std::string_view gguf_arch) {
+    for (const auto &a : k_architectures)
+        if (gguf_arch == a.arch) return &a;
+    return nullptr;
+}
+
+std::string hf_architecture_names() {
+    std::string out;
+    for (const auto &a : k_architectures) out += (out.empty() ? "" : ", ") + std::string(a.hf_name);
+    return out;
+}
+
+std::optional<std::string> gguf_tensor_name(const hf_architecture &a, std::string_view hf_name) {
+    for (const auto &n : *a.names)
+        if (auto layer = match(n.hf, hf_name)) return fill(n.gguf, *layer);
+    return std::nullopt;
+}
+
+std::optional<std::string> hf_tensor_name(const hf_architecture &a, std::string_view gguf_name) {
+    for (const auto &n : *a.names)
+        if (auto layer = match(n.gguf, gguf_name)) return fill(n.hf, *layer);
+    return std::nullopt;
+}
+
+bool is_hf_buffer_tensor(std::string_view hf_name) { return hf_name.ends_with(".self_attn.rotary_emb.inv_freq"); }
+
+} // namespace strata

@@ -1,0 +1,48 @@
+// Hugging Face architectures Strata reads from a safetensors folder, as one table: the GGUF architecture a model
+// plugin runs it as, its config.json defaults, and how its tensor names map to GGUF's (llama.cpp's
+// convert_hf_to_gguf.py and vLLM's load_weights hold the same facts). The HF reader and tools/hf_export both derive
+// from it, in opposite directions.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata {
+
+// One tensor name pair; "{L}" stands for the layer index in both.
+struct hf_name_pair {
+    const char *hf;
+    const char *gguf;
+};
+
+struct hf_architecture {
+    const char *hf_name;    // config.json "architectures"[0]: "LlamaForCausalLM"
+    const char *model_type; // config.json "model_type": "llama"
+    const char *arch;       // the GGUF general.architecture a model plugin runs it as
+    double rms_norm_eps;    // the HF config class's defaults for keys a config.json may leave out
+    double rope_theta;
+    bool tie_word_embeddings;
+    bool sliding_window_key; // config.json's sliding_window is the model's (Mistral), not a disabled option (Qwen2)
+    // GGUF's form of this architecture has Q/K rows permuted for adjacent-pair RoPE (llama.cpp's converter permutes
+    // llama-family rows); HF keeps rotate-half for all. Writers of HF checkpoints undo the permutation.
+    bool gguf_qk_pairs;
+    const std::vector<hf_name_pair> *names;
+};
+
+// nullptr when Strata has no mapping for the architecture.
+const hf_architecture *find_hf_architecture(std::string_view hf_name);
+const hf_architecture *find_hf_architecture_for_gguf(std::string_view gguf_arch); // the first listed for it
+// "LlamaForCausalLM, MistralForCausalLM, ..." for messages.
+std::string hf_architecture_names();
+
+// HF -> GGUF tensor name ("model.layers.3.mlp.up_proj.weight" -> "blk.3.ffn_up.weight"); nullopt when unmapped.
+std::optional<std::string> gguf_tensor_name(const hf_architecture &a, std::string_view hf_name);
+// GGUF -> HF, for writers of HF checkpoints (tools/hf_export); nullopt when unmapped.
+std::optional<std::string> hf_tensor_name(const hf_architecture &a, std::string_view gguf_name);
+
+// HF tensors that hold no weight of the model (a cached RoPE table old checkpoints carry): skipped with a note.
+bool is_hf_buffer_tensor(std::string_view hf_name);
+
+} // namespace strata

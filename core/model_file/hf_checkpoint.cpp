@@ -1,0 +1,211 @@
+#include "model_file/hf_checkpoint.hpp"
+
+#include "common/error.hpp"
+#include "common/half.hpp"
+#include "common/log.hpp"
+#include "tokenizer/hf_tokenizer.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace strata {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+std::string read_text(const fs::path &p) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) fail("{}: cannot read it", p.string());
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// A shard named by the index must be a plain file name beside it: no folder part, no way out of the folder.
+void check_shard_name(const std::string &shard, const std::string &origin) {
+    if (shard.empty() || shard.find('/') != std::string::npos || shard.find('\\') != std::string::npos ||
+        shard == "." || shard == ".." || !shard.ends_with(".safetensors"))
+        fail("{}: weight_map names shard '{}', which is not a .safetensors file name in the same folder", origin, shard);
+}
+
+} // namespace
+
+int32_t ggml_type_of_dtype(const std::string &dtype) {
+    if (dtype == "F32") return 0;
+    if (dtype == "F16") return 1;
+    if (dtype == "BF16") return 30;
+    return -1;
+}
+
+std::map<std::string, std::set<std::string>> parse_weight_map(std::string_view text, const std::string &origin) {
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::exception &e) {
+        fail("{}: not valid JSON: {}", origin, e.what());
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object() || j["weight_map"].empty())
+        fail("{}: no 'weight_map' object naming each tensor's shard", origin);
+    std::map<std::string, std::set<std::string>> by_shard;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+        if (!it->is_string()) fail("{}: weight_map['{}'] is {}, expected a shard file name", origin, it.key(), it->dump());
+        const std::string shard = it->get<std::string>();
+        check_shard_name(shard, origin);
+        by_shard[shard].insert(it.key());
+    }
+    return by_shard;
+}
+
+hf_checkpoint::hf_checkpoint(std::string folder)
+    : name_(std::move(folder)), meta_((fs::path(name_) / "config.json").string()) {}
+
+std::unique_ptr<hf_checkpoint> hf_checkpoint::open(const std::string &folder, const open_options &how) {
+    if (!fs::is_directory(folder)) fail("{}: not a folder; pass an HF checkpoint folder or a .gguf file", folder);
+    const fs::path config = fs::path(folder) / "config.json";
+    if (!fs::exists(config))
+        fail("{}: no config.json; an HF checkpoint folder holds config.json, its safetensors shards and "
+             "tokenizer.json (huggingface-cli download MODEL --local-dir FOLDER)", folder);
+    std::unique_ptr<hf_checkpoint> c(new hf_checkpoint(folder));
+    const hf_config cfg = map_hf_config(read_text(config), config.string(), c->meta_);
+    c->meta_.set_string("general.name", fs::path(folder).lexically_normal().filename().string().empty()
+                                            ? fs::path(folder).lexically_normal().parent_path().filename().string()
+                                            : fs::path(folder).lexically_normal().filename().string());
+    c->open_shards(how);
+    c->map_tensors(cfg);
+    c->read_tokenizer();
+    return c;
+}
+
+void hf_checkpoint::open_shards(const open_options &how) {
+    const fs::path dir(name_);
+    const fs::path index = dir / "model.safetensors.index.json";
+    if (!fs::exists(index)) {
+        const fs::path single = dir / "model.safetensors";
+        if (!fs::exists(single))
+            fail("{}: neither model.safetensors nor model.safetensors.index.json is there; Strata reads safetensors "
+                 "checkpoints (not pytorch_model.bin pickles)", name_);
+        shards_.push_back(safetensors_file::open(single.string(), how));
+        size_ += shards_.back().size();
+        return;
+    }
+    const std::string origin = index.string();
+    const auto by_shard = parse_weight_map(read_text(index), origin);
+    for (const auto &[shard, names] : by_shard) {
+        const fs::path path = dir / shard;
+        if (!fs::exists(path))
+            fail("{}: shard '{}' named by the index (for '{}' and {} more tensor(s)) is missing; the download is "
+                 "incomplete", name_, shard, *names.begin(), names.size() - 1);
+        shards_.push_back(safetensors_file::open(path.string(), how));
+        size_ += shards_.back().size();
+        std::set<std::string> found;
+        for (const auto &t : shards_.back().tensors()) {
+            if (!names.count(t.name))
+                fail("{}: tensor '{}' is in shard '{}' but the index does not put it there; the index and shards are "
+                     "from different checkpoints", origin, t.name, shard);
+            found.insert(t.name);
+        }
+        for (const auto &n : names)
+            if (!found.count(n))
+                fail("{}: the index puts tensor '{}' in shard '{}', which does not hold it; the download is damaged",
+                     origin, n, shard);
+    }
+}
+
+void hf_checkpoint::map_tensors(const hf_config &cfg) {
+    const hf_architecture &a = *cfg.architecture;
+    std::vector<std::string> unmapped;
+    computed_ = cfg.computed;
+    tensors_.reserve(computed_.size() + 64);
+    auto add = [&](gguf::tensor_info t, const std::string &from) {
+        if (!index_.emplace(t.name, tensors_.size()).second)
+            fail("{}: '{}' appears twice (the second time as '{}')", name_, t.name, from);
+        tensors_.push_back(std::move(t));
+    };
+    for (const safetensors_file &shard : shards_) {
+        for (const safetensors_tensor &st : shard.tensors()) {
+            if (is_hf_buffer_tensor(st.name)) {
+                log::info("model", "{}: '{}' is a cached RoPE table, not a weight; it is recomputed", shard.name(), st.name);
+                continue;
+            }
+            if (st.name == "lm_head.weight" && cfg.tie_word_embeddings) {
+                log::info("model", "{}: 'lm_head.weight' is not read: tie_word_embeddings is true, so the output "
+                                   "layer is the embedding (as transformers and vLLM run it)", shard.name());
+                continue;
+            }
+            const auto gname = gguf_tensor_name(a, st.name);
+            if (!gname) {
+                unmapped.push_back(st.name);
+                continue;
+            }
+            const int32_t type = ggml_type_of_dtype(st.dtype);
+            if (type < 0)
+                fail("{}: tensor '{}' is {}; Strata reads F32, F16 and BF16 safetensors weights (quantized ones need "
+                     "their quantization_config)", shard.name(), st.name, st.dtype);
+            if (st.shape.empty() || st.shape.size() > 4)
+                fail("{}: tensor '{}' has {} dimensions; weights have 1 to 4", shard.name(), st.name, st.shape.size());
+            gguf::tensor_info t;
+            if (st.shape.size() == 1 && type != 0) {
+                // Norms and biases in F32, as llama.cpp's converter writes every 1-D tensor: widened once here
+                // (kilobytes), so a BF16 checkpoint runs with the same plugins and kernels as its GGUF.
+                std::vector<float> wide(st.n_bytes / 2);
+                for (size_t i = 0; i < wide.size(); ++i) {
+                    uint16_t h;
+                    std::memcpy(&h, st.data + 2 * i, 2);
+                    wide[i] = type == 1 ? f16_to_f32(h) : bf16_to_f32(h);
+                }
+                computed_.push_back({*gname, std::move(wide)});
+                continue;
+            }
+            t.name = *gname;
+            t.n_dims = static_cast<uint32_t>(st.shape.size());
+            for (size_t d = 0; d < st.shape.size(); ++d) t.ne[d] = st.shape[st.shape.size() - 1 - d];
+            t.type = static_cast<uint32_t>(type);
+            t.offset = st.begin;
+            t.data = st.data;
+            t.n_bytes = st.n_bytes;
+            add(std::move(t), st.name);
+        }
+    }
+    if (!unmapped.empty())
+        fail("{}: {} tensor(s) have no meaning Strata knows for {}: {}; a checkpoint of another architecture or "
+             "with parts Strata does not implement", name_, unmapped.size(), a.hf_name,
+             fmt::join(unmapped.begin(), unmapped.begin() + std::min<size_t>(unmapped.size(), 8), ", "));
+    if (!cfg.tie_word_embeddings && !index_.count("output.weight"))
+        fail("{}: tie_word_embeddings is false but there is no lm_head.weight; the checkpoint is incomplete", name_);
+    for (const computed_tensor &c : computed_) {
+        gguf::tensor_info t;
+        t.name = c.name;
+        t.n_dims = 1;
+        t.ne[0] = static_cast<int64_t>(c.values.size());
+        t.type = 0;
+        t.data = reinterpret_cast<const uint8_t *>(c.values.data());
+        t.n_bytes = c.values.size() * sizeof(float);
+        add(std::move(t), "computed by the reader");
+    }
+}
+
+void hf_checkpoint::read_tokenizer() {
+    hf_tokenizer tok = load_hf_tokenizer(fs::path(name_));
+    vocab_ = std::move(tok.vocab);
+    const fs::path jinja = fs::path(name_) / "chat_template.jinja";
+    if (tok.chat_templates.empty() && fs::exists(jinja)) tok.chat_templates.emplace_back("default", read_text(jinja));
+    for (auto &[tname, text] : tok.chat_templates)
+        meta_.set_string(tname == "default" ? "tokenizer.chat_template" : "tokenizer.chat_template." + tname,
+                         std::move(text), "tokenizer_config.json chat_template");
+}
+
+const gguf::tensor_info *hf_checkpoint::find_tensor(std::string_view name) const {
+    const auto it = index_.find(std::string(name));
+    return it == index_.end() ? nullptr : &tensors_[it->second];
+}
+
+} // namespace strata

@@ -1,0 +1,279 @@
+#include "model_file/hf_config.hpp"
+
+#include "common/error.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <set>
+
+namespace strata {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Keys that do not change what a forward pass computes: training settings and bookkeeping (vLLM ignores them too).
+// Token ids come from tokenizer.json / tokenizer_config.json / generation_config.json.
+const std::set<std::string, std::less<>> k_inert = {
+    "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "_name_or_path", "use_cache",
+    "initializer_range", "attention_dropout", "pretraining_tp", "bos_token_id", "eos_token_id", "pad_token_id",
+    "_attn_implementation", "output_attentions", "output_hidden_states", "return_dict", "tie_encoder_decoder",
+    "torchscript", "use_bfloat16", "pruned_heads", "chunk_size_feed_forward", "is_encoder_decoder", "id2label",
+    "label2id", "problem_type", "tokenizer_class", "max_length", "residual_dropout", "embedding_dropout"};
+
+// Reads config.json's keys, remembering which were read.
+class config_keys {
+  public:
+    config_keys(const json &j, const std::string &origin) : j_(j), origin_(origin) {}
+
+    const json *raw(std::string_view key) {
+        used_.insert(std::string(key));
+        const auto it = j_.find(key);
+        return it == j_.end() || it->is_null() ? nullptr : &*it;
+    }
+    std::optional<uint64_t> count(std::string_view key) {
+        const json *v = raw(key);
+        if (v == nullptr) return std::nullopt;
+        if (!v->is_number_unsigned()) wrong(key, *v, "a non-negative integer");
+        return v->get<uint64_t>();
+    }
+    uint64_t required_count(std::string_view key) {
+        const auto v = count(key);
+        if (!v || *v == 0) fail("{}: '{}' is missing or 0; every {} checkpoint sets it", origin_, key, model_type());
+        return *v;
+    }
+    std::optional<double> number(std::string_view key) {
+        const json *v = raw(key);
+        if (v == nullptr) return std::nullopt;
+        if (!v->is_number()) wrong(key, *v, "a number");
+        return v->get<double>();
+    }
+    std::optional<bool> flag(std::string_view key) {
+        const json *v = raw(key);
+        if (v == nullptr) return std::nullopt;
+        if (!v->is_boolean()) wrong(key, *v, "true or false");
+        return v->get<bool>();
+    }
+    std::optional<std::string> text(std::string_view key) {
+        const json *v = raw(key);
+        if (v == nullptr) return std::nullopt;
+        if (!v->is_string()) wrong(key, *v, "a string");
+        return v->get<std::string>();
+    }
+    [[noreturn]] void wrong(std::string_view key, const json &v, const char *expected) const {
+        fail("{}: '{}' is {}, expected {}", origin_, key, v.dump(), expected);
+    }
+    // Every key nobody read and not known to be inert: refused by name.
+    void refuse_unread() const {
+        std::vector<std::string> left;
+        for (auto it = j_.begin(); it != j_.end(); ++it)
+            if (!used_.count(it.key()) && !k_inert.count(it.key())) left.push_back(it.key());
+        if (left.empty()) return;
+        fail("{}: Strata does not implement config.json key(s) {} of this {} checkpoint, so it cannot run it "
+             "correctly. If a key does not change inference, report it; otherwise use a checkpoint without it",
+             origin_, fmt::join(left, ", "), model_type());
+    }
+    std::string model_type() const {
+        const auto it = j_.find("model_type");
+        return it != j_.end() && it->is_string() ? it->get<std::string>() : "HF";
+    }
+    const std::string &origin() const { return origin_; }
+
+  private:
+    const json &j_;
+    const std::string &origin_;
+    std::set<std::string, std::less<>> used_;
+};
+
+// Llama 3's frequency-dependent RoPE scaling as the per-dimension factors llama.cpp's converter writes into
+// rope_freqs.weight (convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors).
+std::vector<float> llama3_rope_factors(const json &rs, double base, int64_t head_dim, const std::string &origin) {
+    auto num = [&](const char *k, double fallback) {
+        const auto it = rs.find(k);
+        if (it == rs.end() || it->is_null()) return fallback;
+        if (!it->is_number()) fail("{}: rope_scaling.{} is {}, expected a number", origin, k, it->dump());
+        return it->get<double>();
+    };
+    const double factor = num("factor", 8.0), low = num("low_freq_factor", 1.0), high = num("high_freq_factor", 4.0);
+    const double old_ctx = num("original_max_position_embeddings", 8192.0);
+    if (!(factor > 0) || !(high > low) || !(old_ctx > 0))
+        fail("{}: rope_scaling (llama3) needs factor > 0, high_freq_factor > low_freq_factor and "
+             "original_max_position_embeddings > 0", origin);
+    // In float32, as the converter's torch tensors compute it.
+    const float f_factor = static_cast<float>(factor), f_low = static_cast<float>(low), f_high = static_cast<float>(high);
+    const float f_ctx = static_cast<float>(old_ctx);
+    const float low_wavelen = f_ctx / f_low, high_wavelen = f_ctx / f_high;
+    std::vector<float> out;
+    for (int64_t i = 0; i < head_dim; i += 2) {
+        const float freq = 1.0f / std::pow(static_cast<float>(base), static_cast<float>(i) / static_cast<float>(head_dim));
+        const float wavelen = static_cast<float>(2 * M_PI) / freq;
+        if (wavelen < high_wavelen) out.push_back(1.0f);
+        else if (wavelen > low_wavelen) out.push_back(f_factor);
+        else {
+            const float smooth = (f_ctx / wavelen - f_low) / (f_high - f_low);
+            out.push_back(1.0f / ((1.0f - smooth) / f_factor + smooth));
+        }
+    }
+    return out;
+}
+
+// rope_scaling (or transformers 5's rope_parameters) -> rope.scaling.* keys or rope_freqs.weight.
+void map_rope_scaling(const json &rs, const std::string &p, double theta, int64_t head_dim, hf_config &cfg,
+                      metadata_table &out, const std::string &origin) {
+    if (!rs.is_object()) fail("{}: rope_scaling is {}, expected an object or null", origin, rs.dump());
+    std::string type;
+    for (const char *k : {"rope_type", "type"})
+        if (auto it = rs.find(k); it != rs.end() && it->is_string()) type = it->get<std::string>();
+    auto number = [&](const char *k) -> std::optional<double> {
+        const auto it = rs.find(k);
+        if (it == rs.end() || it->is_null()) return std::nullopt;
+        if (!it->is_number()) fail("{}: rope_scaling.{} is {}, expected a number", origin, k, it->dump());
+        return it->get<double>();
+    };
+    std::set<std::string> known = {"rope_type", "type", "rope_theta"};
+    if (type.empty() || type == "default") {
+        // nothing to scale
+    } else if (type == "linear") {
+        const auto f = number("factor");
+        if (!f || *f <= 0) fail("{}: rope_scaling (linear) needs a factor > 0", origin);
+        out.set_string(p + "rope.scaling.type", "linear", "rope_scaling.rope_type");
+        out.set_f32(p + "rope.scaling.factor", *f, "rope_scaling.factor");
+        known.insert("factor");
+    } else if (type == "llama3") {
+        if (std::string_view(cfg.architecture->arch) != "llama")
+            fail("{}: rope_scaling type llama3 is implemented for Llama checkpoints only", origin);
+        cfg.computed.push_back({"rope_freqs.weight", llama3_rope_factors(rs, theta, head_dim, origin)});
+        known.insert({"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"});
+    } else if (type == "yarn") {
+        const auto f = number("factor");
+        if (!f || *f <= 0) fail("{}: rope_scaling (yarn) needs a factor > 0", origin);
+        out.set_string(p + "rope.scaling.type", "yarn", "rope_scaling.rope_type");
+        out.set_f32(p + "rope.scaling.factor", *f, "rope_scaling.factor");
+        if (auto o = number("original_max_position_embeddings")) {
+            if (!(*o >= 1 && *o < 4294967296.0))
+                fail("{}: rope_scaling.original_max_position_embeddings {} is not a context length", origin, *o);
+            out.set_u32(p + "rope.scaling.original_context_length", static_cast<uint64_t>(*o),
+                        "rope_scaling.original_max_position_embeddings");
+        }
+        if (auto v = number("beta_fast")) out.set_f32(p + "rope.scaling.yarn_beta_fast", *v, "rope_scaling.beta_fast");
+        if (auto v = number("beta_slow")) out.set_f32(p + "rope.scaling.yarn_beta_slow", *v, "rope_scaling.beta_slow");
+        if (auto v = number("attention_factor"))
+            out.set_f32(p + "rope.scaling.attn_factor", *v, "rope_scaling.attention_factor");
+        known.insert({"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor"});
+    } else {
+        fail("{}: rope_scaling type '{}' is not implemented (Strata runs default, linear, llama3 and yarn)", origin,
+             type);
+    }
+    for (auto it = rs.begin(); it != rs.end(); ++it)
+        if (!known.count(it.key()) && !it->is_null())
+            fail("{}: rope_scaling.{} is not implemented for rope type '{}'", origin, it.key(),
+                 type.empty() ? "default" : type);
+}
+
+} // namespace
+
+hf_config map_hf_config(std::string_view text, const std::string &origin, metadata_table &out) {
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::exception &e) {
+        fail("{}: not valid JSON: {}", origin, e.what());
+    }
+    if (!j.is_object()) fail("{}: not a JSON object", origin);
+    config_keys c(j, origin);
+    hf_config cfg;
+
+    const json *archs = c.raw("architectures");
+    if (archs == nullptr || !archs->is_array() || archs->size() != 1 || !(*archs)[0].is_string())
+        fail("{}: 'architectures' must list exactly one class name (such as [\"LlamaForCausalLM\"])", origin);
+    const std::string hf_name = (*archs)[0].get<std::string>();
+    cfg.architecture = find_hf_architecture(hf_name);
+    if (cfg.architecture == nullptr)
+        fail("{}: architecture '{}' is not one Strata reads from a safetensors folder (it reads {}); convert the "
+             "model to GGUF with llama.cpp's convert_hf_to_gguf.py if llama.cpp runs it",
+             origin, hf_name, hf_architecture_names());
+    const hf_architecture &a = *cfg.architecture;
+    if (auto mt = c.text("model_type"); mt && *mt != a.model_type)
+        fail("{}: model_type '{}' does not match architecture {} (expected '{}')", origin, *mt, hf_name, a.model_type);
+    if (c.raw("quantization_config") != nullptr)
+        fail("{}: 'quantization_config' says the weights are quantized (GPTQ, AWQ, FP8, ...); Strata reads BF16, F16 "
+             "and F32 safetensors checkpoints so far. Use the unquantized checkpoint or a GGUF quantization of it",
+             origin);
+    const std::string p = std::string(a.arch) + ".";
+    out.set_string("general.architecture", a.arch, "architectures");
+
+    const uint64_t n_embd = c.required_count("hidden_size");
+    const uint64_t n_head = c.required_count("num_attention_heads");
+    const uint64_t n_head_kv = c.count("num_key_value_heads").value_or(n_head);
+    if (n_embd > (1u << 20) || n_head > (1u << 14) || n_head_kv == 0 || n_head_kv > n_head)
+        fail("{}: implausible sizes (hidden_size {}, num_attention_heads {}, num_key_value_heads {})", origin, n_embd,
+             n_head, n_head_kv);
+    out.set_u32(p + "embedding_length", n_embd, "hidden_size");
+    out.set_u32(p + "feed_forward_length", c.required_count("intermediate_size"), "intermediate_size");
+    out.set_u32(p + "block_count", c.required_count("num_hidden_layers"), "num_hidden_layers");
+    out.set_u32(p + "attention.head_count", n_head, "num_attention_heads");
+    out.set_u32(p + "attention.head_count_kv", n_head_kv, "num_key_value_heads");
+    if (auto v = c.count("vocab_size")) out.set_u32(p + "vocab_size", *v, "vocab_size");
+    if (auto v = c.count("max_position_embeddings")) out.set_u32(p + "context_length", *v, "max_position_embeddings");
+    out.set_f32(p + "attention.layer_norm_rms_epsilon", c.number("rms_norm_eps").value_or(a.rms_norm_eps),
+                "rms_norm_eps");
+    uint64_t head_dim = n_embd % n_head == 0 ? n_embd / n_head : 0;
+    if (auto v = c.count("head_dim")) {
+        if (*v == 0 || *v > (1u << 14)) fail("{}: head_dim {} is not a plausible head size", origin, *v);
+        head_dim = *v;
+        out.set_u32(p + "attention.key_length", *v, "head_dim");
+        out.set_u32(p + "attention.value_length", *v, "head_dim");
+    }
+    if (auto v = c.number("partial_rotary_factor"); v && *v != 1.0) {
+        if (!(*v > 0 && *v < 1)) fail("{}: partial_rotary_factor {} must be in (0, 1]", origin, *v);
+        out.set_u32(p + "rope.dimension_count", static_cast<uint64_t>(static_cast<double>(head_dim) * *v),
+                    "partial_rotary_factor");
+    }
+    if (auto act = c.text("hidden_act"); act && *act != "silu")
+        fail("{}: hidden_act '{}' is not implemented for {} (its MLP is SiLU-gated)", origin, *act, hf_name);
+    c.flag("attention_bias"); // the bias tensors are mapped; a plugin that does not read them refuses the model
+    c.flag("mlp_bias");
+
+    // RoPE: rope_theta (or transformers 5's rope_parameters), then its scaling.
+    double theta = c.number("rope_theta").value_or(a.rope_theta);
+    const json *params = c.raw("rope_parameters");
+    if (params != nullptr && params->is_object()) {
+        if (auto it = params->find("rope_theta"); it != params->end() && it->is_number()) theta = it->get<double>();
+    }
+    if (!(theta > 0 && theta < 1e12)) fail("{}: rope_theta {} is not a positive RoPE base", origin, theta);
+    out.set_f32(p + "rope.freq_base", theta, "rope_theta");
+    if (const json *rs = c.raw("rope_scaling")) map_rope_scaling(*rs, p, theta, static_cast<int64_t>(head_dim), cfg, out, origin);
+    else if (params != nullptr) map_rope_scaling(*params, p, theta, static_cast<int64_t>(head_dim), cfg, out, origin);
+
+    // Sliding windows: Mistral's sliding_window is the model's own; Qwen's is off unless use_sliding_window.
+    const bool use_window = c.flag("use_sliding_window").value_or(a.sliding_window_key);
+    const auto window = c.count("sliding_window");
+    c.count("max_window_layers");
+    if (use_window && window) {
+        if (!a.sliding_window_key)
+            fail("{}: use_sliding_window is true; sliding-window attention is not implemented for {}", origin, hf_name);
+        out.set_u32(p + "attention.sliding_window", *window, "sliding_window");
+    }
+    if (const json *types = c.raw("layer_types")) {
+        if (!types->is_array()) fail("{}: 'layer_types' is {}, expected a list", origin, types->dump());
+        for (const json &t : *types)
+            if (t != "full_attention")
+                fail("{}: layer_types holds {}; Strata runs {} with full attention in every layer only", origin,
+                     t.dump(), hf_name);
+    }
+    if (auto v = c.flag("use_mrope"); v && *v) fail("{}: use_mrope (multimodal RoPE) is not implemented", origin);
+
+    cfg.tie_word_embeddings = c.flag("tie_word_embeddings").value_or(a.tie_word_embeddings);
+    cfg.n_layer = static_cast<int64_t>(*out.get_uint(p + "block_count"));
+    cfg.n_head = static_cast<int64_t>(n_head);
+    cfg.n_head_kv = static_cast<int64_t>(n_head_kv);
+    cfg.head_dim = static_cast<int64_t>(head_dim);
+    // HF keeps every family's Q/K rows in the rotate-half layout (GGUF's llama files are permuted for pairs).
+    out.set_string("strata.rope.layout", "neox");
+    c.refuse_unread();
+    return cfg;
+}
+
+} // namespace strata

@@ -1,0 +1,126 @@
+// config.json -> GGUF metadata: each mapped key, the HF class defaults, Llama 3's rope_freqs as llama.cpp's converter
+// computes it, and the refusals (unknown architecture, quantization_config, unknown keys, sliding windows).
+#include "common/error.hpp"
+#include "model_file/hf_architectures.hpp"
+#include "model_file/hf_config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace {
+
+using namespace strata;
+
+const std::string k_llama = R"("architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":4096,)"
+                            R"("intermediate_size":14336,"num_hidden_layers":32,"num_attention_heads":32,)"
+                            R"("num_key_value_heads":8,"vocab_size":128256,"max_position_embeddings":131072)";
+
+std::string error_of(const std::string &json) {
+    metadata_table m("config.json");
+    try {
+        (void)map_hf_config(json, "dir/config.json", m);
+    } catch (const strata::error &e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(HfConfig, MapsLlamaKeysWithTheConfigClassDefaults) {
+    metadata_table m("config.json");
+    const hf_config c = map_hf_config("{" + k_llama + R"(,"rope_theta":500000.0,"torch_dtype":"bfloat16"})",
+                                      "dir/config.json", m);
+    ASSERT_NE(c.architecture, nullptr);
+    EXPECT_EQ(*m.get_string("general.architecture"), "llama");
+    EXPECT_EQ(*m.get_uint("llama.embedding_length"), 4096u);
+    EXPECT_EQ(*m.get_uint("llama.feed_forward_length"), 14336u);
+    EXPECT_EQ(*m.get_uint("llama.block_count"), 32u);
+    EXPECT_EQ(*m.get_uint("llama.attention.head_count_kv"), 8u);
+    EXPECT_EQ(*m.get_uint("llama.context_length"), 131072u);
+    EXPECT_DOUBLE_EQ(*m.get_float("llama.rope.freq_base"), 500000.0);
+    EXPECT_DOUBLE_EQ(*m.get_float("llama.attention.layer_norm_rms_epsilon"), 1e-6); // LlamaConfig's default
+    EXPECT_EQ(*m.get_string("strata.rope.layout"), "neox");
+    EXPECT_FALSE(c.tie_word_embeddings);
+    EXPECT_TRUE(c.computed.empty());
+}
+
+// llama.cpp's convert_hf_to_gguf.py (LlamaModel.generate_extra_tensors) for Llama 3.1's rope_scaling: factor 8,
+// low 1, high 4, original context 8192, theta 500000, head size 128: 64 factors, 1 for short wavelengths, 8 for long
+// ones and the smooth blend between.
+TEST(HfConfig, Llama3RopeScalingBecomesRopeFreqsAsLlamaCppComputesThem) {
+    metadata_table m("config.json");
+    const hf_config c = map_hf_config(
+        "{" + k_llama +
+            R"(,"rope_theta":500000.0,"rope_scaling":{"factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,)"
+            R"("original_max_position_embeddings":8192,"rope_type":"llama3"}})",
+        "dir/config.json", m);
+    ASSERT_EQ(c.computed.size(), 1u);
+    EXPECT_EQ(c.computed[0].name, "rope_freqs.weight");
+    const auto &f = c.computed[0].values;
+    ASSERT_EQ(f.size(), 64u);
+    for (size_t i = 0; i < f.size(); ++i) {
+        const double freq = static_cast<float>(1.0 / std::pow(500000.0, static_cast<double>(2 * i) / 128.0));
+        const double wavelen = 2 * M_PI / freq;
+        if (wavelen < 8192.0 / 4) EXPECT_EQ(f[i], 1.0f) << i;
+        else if (wavelen > 8192.0) EXPECT_EQ(f[i], 8.0f) << i;
+        else {
+            EXPECT_GT(f[i], 1.0f) << i;
+            EXPECT_LT(f[i], 8.0f) << i;
+        }
+    }
+    EXPECT_EQ(f.front(), 1.0f);
+    EXPECT_EQ(f.back(), 8.0f);
+    EXPECT_FALSE(m.has("llama.rope.scaling.type"));
+}
+
+TEST(HfConfig, QwenYarnAndHeadDimMapToTheirKeys) {
+    metadata_table m("config.json");
+    map_hf_config(R"({"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","hidden_size":1024,)"
+                  R"("intermediate_size":3072,"num_hidden_layers":28,"num_attention_heads":16,"num_key_value_heads":8,)"
+                  R"("head_dim":128,"use_sliding_window":false,"sliding_window":null,"max_window_layers":28,)"
+                  R"("tie_word_embeddings":true,"rope_scaling":{"rope_type":"yarn","factor":4.0,)"
+                  R"("original_max_position_embeddings":32768}})",
+                  "dir/config.json", m);
+    EXPECT_EQ(*m.get_uint("qwen3.attention.key_length"), 128u);
+    EXPECT_EQ(*m.get_string("qwen3.rope.scaling.type"), "yarn");
+    EXPECT_DOUBLE_EQ(*m.get_float("qwen3.rope.scaling.factor"), 4.0);
+    EXPECT_EQ(*m.get_uint("qwen3.rope.scaling.original_context_length"), 32768u);
+}
+
+TEST(HfConfig, RefusesWhatItCannotRunByName) {
+    EXPECT_NE(error_of(R"({"architectures":["GPTNeoXForCausalLM"]})").find("'GPTNeoXForCausalLM' is not one"),
+              std::string::npos);
+    EXPECT_NE(error_of("{" + k_llama + R"(,"quantization_config":{"quant_method":"gptq","bits":4}})")
+                  .find("quantization_config"),
+              std::string::npos);
+    const std::string unknown = error_of("{" + k_llama + R"(,"logit_scale":0.5})");
+    EXPECT_NE(unknown.find("dir/config.json"), std::string::npos) << unknown;
+    EXPECT_NE(unknown.find("logit_scale"), std::string::npos) << unknown;
+    EXPECT_NE(error_of("{" + k_llama + R"(,"hidden_act":"gelu"})").find("hidden_act 'gelu'"), std::string::npos);
+    EXPECT_NE(error_of("{" + k_llama + R"(,"rope_scaling":{"rope_type":"dynamic","factor":2}})").find("'dynamic'"),
+              std::string::npos);
+    EXPECT_NE(error_of(R"({"architectures":["Qwen2ForCausalLM"],"model_type":"qwen2","hidden_size":64,)"
+                       R"("intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,)"
+                       R"("use_sliding_window":true,"sliding_window":4096})")
+                  .find("use_sliding_window"),
+              std::string::npos);
+    EXPECT_NE(error_of("{" + k_llama + R"(,"num_attention_heads":"32"})").find("expected a non-negative integer"),
+              std::string::npos);
+    EXPECT_NE(error_of(R"({"architectures":["LlamaForCausalLM"],"model_type":"mistral"})").find("does not match"),
+              std::string::npos);
+    EXPECT_NE(error_of("not json").find("not valid JSON"), std::string::npos);
+}
+
+// The name table is said once and read both ways (the reader and tools/hf-export).
+TEST(HfConfig, TensorNamesMapBothWays) {
+    const hf_architecture *a = find_hf_architecture("Qwen2ForCausalLM");
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(*gguf_tensor_name(*a, "model.layers.17.self_attn.k_proj.bias"), "blk.17.attn_k.bias");
+    EXPECT_EQ(*hf_tensor_name(*a, "blk.17.attn_k.bias"), "model.layers.17.self_attn.k_proj.bias");
+    EXPECT_EQ(*gguf_tensor_name(*a, "lm_head.weight"), "output.weight");
+    EXPECT_FALSE(gguf_tensor_name(*a, "model.layers.x.mlp.up_proj.weight"));
+    EXPECT_FALSE(gguf_tensor_name(*a, "model.layers.01.mlp.up_proj.weight"));
+    EXPECT_FALSE(gguf_tensor_name(*a, "model.vision_tower.weight"));
+}
+
+} // namespace

@@ -1,0 +1,119 @@
+// HF checkpoint folders with missing or inconsistent parts: each refused with one error naming the file and what to
+// do; a consistent sharded folder maps its tensors to GGUF names pointing into the shards.
+#include "common/error.hpp"
+#include "model_file/hf_checkpoint.hpp"
+#include "safetensors_bytes.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+using strata::hf_checkpoint;
+using strata::testing::safetensors_bytes;
+
+const char *k_config = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":8,)"
+                       R"("intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":4,)"
+                       R"("tie_word_embeddings":true})";
+
+// A minimal tokenizer.json: four tokens, no merges.
+const char *k_tokenizer = R"({"version":"1.0","added_tokens":[],"normalizer":null,"pre_tokenizer":null,)"
+                          R"("post_processor":null,"decoder":null,"model":{"type":"BPE","dropout":null,)"
+                          R"("unk_token":null,"vocab":{"a":0,"b":1,"c":2,"d":3},"merges":[]}})";
+
+class HfFolder : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() /
+               ("strata_hf_" + std::to_string(::getpid()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    void write(const std::string &name, const std::string &text) { std::ofstream(dir_ / name, std::ios::binary) << text; }
+    void write(const std::string &name, const std::vector<uint8_t> &b) {
+        std::ofstream(dir_ / name, std::ios::binary).write(reinterpret_cast<const char *>(b.data()), static_cast<std::streamsize>(b.size()));
+    }
+    // One F32 tensor of `n` floats named `name`.
+    static std::vector<uint8_t> one_tensor(const std::string &name, const std::string &dtype = "F32", int n = 32) {
+        const int esize = dtype == "F32" ? 4 : dtype == "I8" ? 1 : 2;
+        return safetensors_bytes(R"({")" + name + R"(":{"dtype":")" + dtype + R"(","shape":[4,)" +
+                                     std::to_string(n / 4) + R"(],"data_offsets":[0,)" + std::to_string(n * esize) + "]}}",
+                                 static_cast<size_t>(n * esize));
+    }
+    std::string error() {
+        try {
+            (void)hf_checkpoint::open(dir_.string());
+        } catch (const strata::error &e) {
+            return e.what();
+        }
+        return "";
+    }
+    fs::path dir_;
+};
+
+TEST_F(HfFolder, ShardsMapToGgufNamesPointingIntoTheMappedFiles) {
+    write("config.json", k_config);
+    write("tokenizer.json", k_tokenizer);
+    write("model-00001-of-00002.safetensors", one_tensor("model.embed_tokens.weight"));
+    write("model-00002-of-00002.safetensors", one_tensor("model.layers.0.mlp.up_proj.weight", "BF16", 128));
+    write("model.safetensors.index.json",
+          R"({"weight_map":{"model.embed_tokens.weight":"model-00001-of-00002.safetensors",)"
+          R"("model.layers.0.mlp.up_proj.weight":"model-00002-of-00002.safetensors"}})");
+    const auto c = hf_checkpoint::open(dir_.string());
+    ASSERT_EQ(c->shards().size(), 2u);
+    const auto *e = c->find_tensor("token_embd.weight");
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->type, 0u);
+    EXPECT_EQ(e->ne[0], 8);
+    EXPECT_EQ(e->ne[1], 4);
+    const auto *u = c->find_tensor("blk.0.ffn_up.weight");
+    ASSERT_NE(u, nullptr);
+    EXPECT_EQ(u->type, 30u); // BF16
+    EXPECT_EQ(u->ne[0], 32);
+    EXPECT_EQ(u->data, c->shards()[1].tensors()[0].data); // not copied
+    EXPECT_EQ(*c->get_string("general.architecture"), "llama");
+    ASSERT_NE(c->own_vocab(), nullptr);
+    EXPECT_EQ(c->own_vocab()->tokens.size(), 4u);
+}
+
+TEST_F(HfFolder, EachDefectIsOneErrorNamingWhatToFix) {
+    EXPECT_NE(error().find("no config.json"), std::string::npos);
+    write("config.json", k_config);
+    EXPECT_NE(error().find("neither model.safetensors nor model.safetensors.index.json"), std::string::npos);
+
+    write("model.safetensors.index.json", R"({"weight_map":{"model.embed_tokens.weight":"../x.safetensors"}})");
+    EXPECT_NE(error().find("not a .safetensors file name in the same folder"), std::string::npos);
+    write("model.safetensors.index.json", R"({"weight_map":{"model.embed_tokens.weight":"a.safetensors"}})");
+    std::string e = error();
+    EXPECT_NE(e.find("shard 'a.safetensors'"), std::string::npos) << e;
+    EXPECT_NE(e.find("missing"), std::string::npos) << e;
+    write("a.safetensors", one_tensor("model.norm.weight"));
+    EXPECT_NE(error().find("does not put it there"), std::string::npos);
+    auto truncated = one_tensor("model.embed_tokens.weight");
+    truncated.resize(truncated.size() - 4);
+    write("a.safetensors", truncated);
+    e = error();
+    EXPECT_NE(e.find("a.safetensors"), std::string::npos) << e;
+    EXPECT_NE(e.find("reach past the data"), std::string::npos) << e;
+    fs::remove(dir_ / "model.safetensors.index.json");
+    fs::remove(dir_ / "a.safetensors");
+
+    write("model.safetensors", one_tensor("model.vision_tower.proj.weight"));
+    EXPECT_NE(error().find("model.vision_tower.proj.weight"), std::string::npos);
+    write("model.safetensors", one_tensor("model.embed_tokens.weight", "I8"));
+    EXPECT_NE(error().find("is I8"), std::string::npos);
+    write("config.json", std::string(k_config).replace(std::string(k_config).find("true"), 4, "false"));
+    write("model.safetensors", one_tensor("model.embed_tokens.weight"));
+    EXPECT_NE(error().find("no lm_head.weight"), std::string::npos);
+    write("config.json", k_config);
+    EXPECT_NE(error().find("no tokenizer.json"), std::string::npos);
+    write("tokenizer.json", k_tokenizer);
+    EXPECT_EQ(error(), "");
+}
+
+} // namespace

@@ -1,0 +1,53 @@
+// libFuzzer target for the HF checkpoint readers (core/model_file): the first byte picks what the rest is:
+//   0: a .safetensors file (header length, JSON header, data) through safetensors_file::parse;
+//   1: a config.json through map_hf_config (architecture table, key mapping, rope_scaling, refusals);
+//   2: a model.safetensors.index.json through parse_weight_map.
+// Each must succeed or throw strata::error; a crash, a sanitizer report or another exception is a bug. A parsed
+// safetensors file's tensors must lie inside the input.
+#include "common/error.hpp"
+#include "model_file/hf_checkpoint.hpp"
+#include "model_file/hf_config.hpp"
+#include "model_file/safetensors_file.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace {
+
+void check(bool ok) {
+    if (!ok) __builtin_trap();
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size == 0) return 0;
+    const uint8_t mode = data[0] % 3;
+    const uint8_t *rest = data + 1;
+    const size_t n = size - 1;
+    try {
+        if (mode == 0) {
+            const auto f = strata::safetensors_file::parse(rest, n, "fuzz.safetensors");
+            uint64_t total = 0;
+            for (const auto &t : f.tensors()) {
+                check(t.data >= rest && t.data + t.n_bytes <= rest + n);
+                total += t.n_bytes;
+            }
+            check(total <= n);
+        } else if (mode == 1) {
+            strata::metadata_table meta("fuzz/config.json");
+            const auto cfg = strata::map_hf_config(std::string_view(reinterpret_cast<const char *>(rest), n),
+                                                   "fuzz/config.json", meta);
+            check(cfg.architecture != nullptr);
+            for (size_t i = 0; i < meta.kv_count(); ++i) (void)meta.kv_summary(i, 60);
+        } else {
+            const auto map = strata::parse_weight_map(std::string_view(reinterpret_cast<const char *>(rest), n),
+                                                      "fuzz/model.safetensors.index.json");
+            for (const auto &[shard, names] : map) check(shard.find('/') == std::string::npos && !names.empty());
+        }
+    } catch (const strata::error &) {
+    }
+    return 0;
+}

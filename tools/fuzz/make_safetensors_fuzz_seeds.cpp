@@ -1,0 +1,54 @@
+// Seeds for fuzz_safetensors: a small valid .safetensors file (mode 0), config.json files of each mapped family
+// (mode 1) and a shard index (mode 2), each prefixed by its mode byte.
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace {
+
+void write(const std::string &dir, const std::string &name, char mode, const std::string &body) {
+    std::ofstream o(dir + "/" + name, std::ios::binary);
+    o.put(mode);
+    o << body;
+}
+
+std::string safetensors() {
+    std::string header = R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},)"
+                         R"("b":{"dtype":"BF16","shape":[4],"data_offsets":[16,24]}})";
+    header.append((8 - header.size() % 8) % 8, ' ');
+    std::string out;
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(static_cast<uint64_t>(header.size()) >> (8 * i)));
+    out += header;
+    out.append(24, '\x01');
+    return out;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: %s <output-dir>\n", argv[0]);
+        return 2;
+    }
+    const std::string dir = argv[1];
+    write(dir, "tiny.safetensors", 0, safetensors());
+    write(dir, "llama3_config.json", 1,
+          R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":64,"intermediate_size":172,)"
+          R"("num_hidden_layers":2,"num_attention_heads":8,"num_key_value_heads":4,"rms_norm_eps":1e-5,)"
+          R"("rope_theta":500000.0,"max_position_embeddings":131072,"vocab_size":512,"tie_word_embeddings":true,)"
+          R"("rope_scaling":{"factor":8.0,"low_freq_factor":1.0,"high_freq_factor":4.0,)"
+          R"("original_max_position_embeddings":8192,"rope_type":"llama3"},"torch_dtype":"bfloat16"})");
+    write(dir, "qwen3_config.json", 1,
+          R"({"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","hidden_size":64,"intermediate_size":128,)"
+          R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,)"
+          R"("use_sliding_window":false,"sliding_window":null,"max_window_layers":28,)"
+          R"("rope_scaling":{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":32768}})");
+    write(dir, "mistral_config.json", 1,
+          R"({"architectures":["MistralForCausalLM"],"model_type":"mistral","hidden_size":64,"intermediate_size":128,)"
+          R"("num_hidden_layers":2,"num_attention_heads":4,"sliding_window":4096,"rope_scaling":{"type":"linear","factor":2}})");
+    write(dir, "index.json", 2,
+          R"({"metadata":{"total_size":96},"weight_map":{"a":"model-00001-of-00002.safetensors",)"
+          R"("b":"model-00002-of-00002.safetensors"}})");
+    return 0;
+}
