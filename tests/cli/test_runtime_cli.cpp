@@ -376,6 +376,26 @@ TEST(RuntimeCli, MissingOrBrokenModelFileIsAClearError) {
     EXPECT_NE(r.err.find("not_a_model.gguf"), std::string::npos) << r.err;
 }
 
+// vLLM's `--model ./folder`: an HF checkpoint folder runs from the command line as its GGUF does (same text), and
+// --quantization names that do not match it are refused with the reason.
+TEST(RuntimeCli, HfCheckpointFolderRunsAsItsGgufDoes) {
+    const std::string hf = strata::testing::exported_hf("stories-hf", k_model);
+    ASSERT_FALSE(hf.empty());
+    const std::string args = " --prompt 'Once upon a time' --max-tokens 40 --temperature 0 --kv-cache-memory 16MiB";
+    const run_result g = run("--model " + k_model + args);
+    const run_result h = run("--model " + hf + args);
+    ASSERT_EQ(g.exit_code, 0) << g.err;
+    ASSERT_EQ(h.exit_code, 0) << h.err;
+    EXPECT_EQ(h.out, g.out);
+    EXPECT_NE(h.err.find("model 'stories-hf' (llama)"), std::string::npos) << h.err;
+    run_result q = run("--model " + hf + " --quantization awq" + args);
+    EXPECT_EQ(q.exit_code, 2);
+    EXPECT_NE(q.err.find("--quantization awq"), std::string::npos) << q.err;
+    q = run("--model " + hf + " --quantization gguf" + args);
+    EXPECT_EQ(q.exit_code, 2);
+    EXPECT_NE(q.err.find("not a GGUF file"), std::string::npos) << q.err;
+}
+
 TEST(RuntimeCli, VocabOnlyGgufIsRefusedWithAReason) {
     run_result r = run("--model " + std::string(STRATA_SHARED_DIR) + "/models/vocab/ggml-vocab-llama-spm.gguf --prompt x");
     EXPECT_EQ(r.exit_code, 2);

@@ -27,4 +27,23 @@ inline std::string made_model(const std::string &name, const std::string &make_m
     return file.string();
 }
 
+// `gguf` written as an HF checkpoint folder by tools/hf-export (its `args`: --shards N, --dtype, --untie,
+// --no-permute), made once per build tree like made_model: each maker writes its own folder and renames it into place.
+inline std::string exported_hf(const std::string &name, const std::string &gguf, const std::string &args = "") {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(STRATA_BINARY_DIR) / "test-models";
+    const fs::path folder = dir / name;
+    if (fs::exists(folder / "config.json")) return folder.string();
+    fs::create_directories(dir);
+    const fs::path mine = dir / (name + "." + std::to_string(::getpid()) + ".part");
+    std::error_code ec;
+    fs::remove_all(mine, ec);
+    const std::string cmd = std::string(STRATA_BINARY_DIR) + "/bin/hf-export " + gguf + " " + mine.string() + " " +
+                            args + " 2>/dev/null";
+    if (std::system(cmd.c_str()) != 0) return {};
+    fs::rename(mine, folder, ec); // fails when another maker got there first: theirs has the same bytes
+    if (ec) fs::remove_all(mine, ec);
+    return fs::exists(folder / "config.json") ? folder.string() : std::string();
+}
+
 } // namespace strata::testing

@@ -81,10 +81,9 @@ offload_options layers(int32_t k) {
     return o;
 }
 
-TEST(PlacementInvariance, Stories260KGreedyTokensAreTheSameWherseverTheWeightsLive) {
-    const std::string model = shared_path("models/stories260K-f32.gguf");
-    const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, 120);
-    ASSERT_EQ(want.size(), 120u);
+// Every placement of stories260K's five layers: offload by count and by size, each tier in place or streamed, and
+// the prefetch depths.
+std::vector<variant> stories_placements() {
     std::vector<variant> vs;
     vs.push_back({"cpu_offload_layers=1", layers(1)});
     vs.push_back({"cpu_offload_layers=half", layers(2)});
@@ -104,11 +103,30 @@ TEST(PlacementInvariance, Stories260KGreedyTokensAreTheSameWherseverTheWeightsLi
         s.prefetch_depth = depth;
         vs.push_back({"streamed prefetch_depth=" + std::to_string(depth), s});
     }
-    for (const variant &v : vs) {
+    return vs;
+}
+
+void expect_placement_invariance(const std::string &model) {
+    const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, 120);
+    ASSERT_EQ(want.size(), 120u);
+    for (const variant &v : stories_placements()) {
         int64_t off = -1;
         EXPECT_EQ(greedy_tokens(model, 256, v.opts, 120, &off), want) << v.name;
         EXPECT_GT(off, 0) << v.name << ": nothing was offloaded, so the variant tested nothing";
     }
+}
+
+TEST(PlacementInvariance, Stories260KGreedyTokensAreTheSameWherseverTheWeightsLive) {
+    expect_placement_invariance(shared_path("models/stories260K-f32.gguf"));
+}
+
+// The same for an HF checkpoint (three safetensors shards, BF16 matrices, norms widened to F32 by the reader): its
+// tensors point into the shards' mappings, and every tier and streaming path must read them there.
+TEST(PlacementInvariance, HfCheckpointGreedyTokensAreTheSameWhereverTheWeightsLive) {
+    const std::string hf = exported_hf("stories-hf-bf16-3-shards", shared_path("models/stories260K-f32.gguf"),
+                                       "--shards 3 --dtype bf16");
+    ASSERT_FALSE(hf.empty());
+    expect_placement_invariance(hf);
 }
 
 // A file whose tensors mix quantization types (make-model's Q4_K_M: Q4_K, Q6_K for the output and some attn_v /

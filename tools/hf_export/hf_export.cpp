@@ -1,0 +1,268 @@
+// hf-export: a GGUF model written as a Hugging Face checkpoint folder, as transformers would save it:
+//   hf-export MODEL.gguf OUT_DIR [--shards N] [--dtype keep|f32|bf16] [--no-permute] [--untie]
+// config.json from the GGUF metadata (every <arch>. key translated or refused), the tensors renamed by the same table
+// the HF reader uses (core/model_file/hf_architectures.cpp) into model.safetensors or N shards plus
+// model.safetensors.index.json, and tokenizer.json / tokenizer_config.json / generation_config.json from the
+// SentencePiece vocabulary. Q/K rows of families whose GGUF form is permuted for adjacent-pair RoPE (llama) are put
+// back into Hugging Face's rotate-half order with the permutation of transformers' convert_llama_weights_to_hf.py;
+// --no-permute skips it (a checkpoint that must NOT match, for tests). --untie writes lm_head.weight from the
+// embedding and sets tie_word_embeddings false.
+#include "common/error.hpp"
+#include "common/half.hpp"
+#include "gguf/gguf_file.hpp"
+#include "hf_tokenizer_json.hpp"
+#include "model_file/hf_architectures.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;
+using strata::fail;
+namespace gguf = strata::gguf;
+
+struct options {
+    std::string in, out;
+    int shards = 1;
+    std::string dtype = "keep";
+    bool permute = true;
+    bool untie = false;
+};
+
+options parse(int argc, char **argv) {
+    options o;
+    std::vector<std::string> pos;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) fail("hf-export: {} needs a value", a);
+            return argv[++i];
+        };
+        if (a == "--shards") o.shards = std::stoi(val());
+        else if (a == "--dtype") o.dtype = val();
+        else if (a == "--no-permute") o.permute = false;
+        else if (a == "--untie") o.untie = true;
+        else if (a.starts_with("-")) fail("hf-export: unknown option '{}'", a);
+        else pos.push_back(a);
+    }
+    if (pos.size() != 2)
+        fail("usage: hf-export MODEL.gguf OUT_DIR [--shards N] [--dtype keep|f32|bf16] [--no-permute] [--untie]");
+    if (o.shards < 1) fail("hf-export: --shards must be at least 1");
+    if (o.dtype != "keep" && o.dtype != "f32" && o.dtype != "bf16") fail("hf-export: --dtype is keep, f32 or bf16");
+    o.in = pos[0];
+    o.out = pos[1];
+    return o;
+}
+
+struct out_tensor {
+    std::string name;   // HF name
+    std::string dtype;  // safetensors dtype
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;
+};
+
+// A tensor's values as F32, whatever its float type.
+std::vector<float> to_f32(const gguf::tensor_info &t) {
+    const size_t n = static_cast<size_t>(t.n_elements());
+    std::vector<float> v(n);
+    if (t.type == 0) std::memcpy(v.data(), t.data, n * 4);
+    else if (t.type == 1 || t.type == 30) {
+        for (size_t i = 0; i < n; ++i) {
+            uint16_t h;
+            std::memcpy(&h, t.data + 2 * i, 2);
+            v[i] = t.type == 1 ? strata::f16_to_f32(h) : strata::bf16_to_f32(h);
+        }
+    }
+    return v;
+}
+
+out_tensor convert(const gguf::tensor_info &t, const std::string &hf_name, const std::string &dtype) {
+    if (t.type != 0 && t.type != 1 && t.type != 30)
+        fail("hf-export: tensor '{}' is quantized (ggml type {}); hf-export writes F32, F16 and BF16 tensors only",
+             t.name, t.type);
+    out_tensor o;
+    o.name = hf_name;
+    for (uint32_t d = t.n_dims; d-- > 0;) o.shape.push_back(t.ne[d]);
+    if (dtype == "keep") {
+        o.dtype = t.type == 0 ? "F32" : t.type == 1 ? "F16" : "BF16";
+        o.bytes.assign(t.data, t.data + t.n_bytes);
+        return o;
+    }
+    const std::vector<float> v = to_f32(t);
+    if (dtype == "f32") {
+        o.dtype = "F32";
+        o.bytes.resize(v.size() * 4);
+        std::memcpy(o.bytes.data(), v.data(), o.bytes.size());
+    } else {
+        o.dtype = "BF16";
+        o.bytes.resize(v.size() * 2);
+        for (size_t i = 0; i < v.size(); ++i) {
+            const uint16_t b = strata::f32_to_bf16(v[i]);
+            std::memcpy(o.bytes.data() + 2 * i, &b, 2);
+        }
+    }
+    return o;
+}
+
+// transformers' convert_llama_weights_to_hf.py permute(w, n_heads): within each head, row 2i+p (Meta's and GGUF's
+// adjacent pairs) moves to row p*head_dim/2 + i (rotate-half). Rows are whole (any dtype).
+void permute_rows(out_tensor &t, int64_t n_heads) {
+    const int64_t rows = t.shape[0];
+    if (rows % n_heads != 0 || (rows / n_heads) % 2 != 0)
+        fail("hf-export: '{}' has {} rows, not {} heads of an even size", t.name, rows, n_heads);
+    const size_t row_bytes = t.bytes.size() / static_cast<size_t>(rows);
+    const int64_t hd = rows / n_heads;
+    std::vector<uint8_t> out(t.bytes.size());
+    for (int64_t h = 0; h < n_heads; ++h)
+        for (int64_t i = 0; i < hd / 2; ++i)
+            for (int64_t p = 0; p < 2; ++p)
+                std::memcpy(out.data() + static_cast<size_t>(h * hd + p * hd / 2 + i) * row_bytes,
+                            t.bytes.data() + static_cast<size_t>(h * hd + 2 * i + p) * row_bytes, row_bytes);
+    t.bytes = std::move(out);
+}
+
+void write_file(const fs::path &p, const std::string &text) {
+    std::ofstream o(p, std::ios::binary);
+    o << text;
+    if (!o) fail("hf-export: cannot write {}", p.string());
+}
+
+void write_safetensors(const fs::path &p, const std::vector<const out_tensor *> &list) {
+    ordered_json h = ordered_json::object();
+    h["__metadata__"] = {{"format", "pt"}};
+    uint64_t off = 0;
+    for (const out_tensor *t : list) {
+        h[t->name] = {{"dtype", t->dtype}, {"shape", t->shape}, {"data_offsets", {off, off + t->bytes.size()}}};
+        off += t->bytes.size();
+    }
+    std::string header = h.dump();
+    header.append((8 - header.size() % 8) % 8, ' '); // keeps every tensor 8-byte aligned, as safetensors does
+    std::ofstream o(p, std::ios::binary);
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(header.size()) >> (8 * i));
+    o.write(reinterpret_cast<const char *>(len), 8);
+    o << header;
+    for (const out_tensor *t : list) o.write(reinterpret_cast<const char *>(t->bytes.data()), static_cast<std::streamsize>(t->bytes.size()));
+    if (!o) fail("hf-export: cannot write {}", p.string());
+}
+
+} // namespace
+
+int main(int argc, char **argv) try {
+    const options o = parse(argc, argv);
+    const gguf::file f = gguf::file::open(o.in);
+    const std::string arch(f.get_string("general.architecture").value_or(""));
+    const strata::hf_architecture *a = strata::find_hf_architecture_for_gguf(arch);
+    if (a == nullptr)
+        fail("hf-export: {}: architecture '{}' has no HF mapping (mapped: {})", o.in, arch,
+             strata::hf_architecture_names());
+    const std::string p = arch + ".";
+    auto need = [&](const std::string &k) {
+        const auto v = f.get_uint(p + k);
+        if (!v) fail("hf-export: {}: missing {}{}", o.in, p, k);
+        return *v;
+    };
+
+    // config.json: every <arch>. key translated, or refused.
+    ordered_json c;
+    c["architectures"] = {a->hf_name};
+    c["model_type"] = a->model_type;
+    const uint64_t n_embd = need("embedding_length"), n_head = need("attention.head_count");
+    const uint64_t n_head_kv = f.get_uint(p + "attention.head_count_kv").value_or(n_head);
+    c["hidden_size"] = n_embd;
+    c["intermediate_size"] = need("feed_forward_length");
+    c["num_hidden_layers"] = need("block_count");
+    c["num_attention_heads"] = n_head;
+    c["num_key_value_heads"] = n_head_kv;
+    c["hidden_act"] = "silu";
+    c["rms_norm_eps"] = f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5);
+    c["rope_theta"] = f.get_float(p + "rope.freq_base").value_or(10000.0);
+    if (auto v = f.get_uint(p + "context_length")) c["max_position_embeddings"] = *v;
+    const uint64_t head_dim = f.get_uint(p + "attention.key_length").value_or(n_embd / n_head);
+    if (f.has(p + "attention.key_length")) c["head_dim"] = head_dim;
+    const std::set<std::string> translated = {
+        "embedding_length", "attention.head_count", "attention.head_count_kv", "feed_forward_length", "block_count",
+        "attention.layer_norm_rms_epsilon", "rope.freq_base", "context_length", "attention.key_length",
+        "attention.value_length", "rope.dimension_count", "vocab_size"};
+    for (size_t i = 0; i < f.kv_count(); ++i) {
+        const std::string key(f.kv_key(i));
+        if (key.starts_with(p) && !translated.count(key.substr(p.size())))
+            fail("hf-export: {}: {} has no config.json translation here; export a model without it", o.in, key);
+    }
+    if (f.get_uint(p + "attention.value_length").value_or(head_dim) != head_dim ||
+        f.get_uint(p + "rope.dimension_count").value_or(head_dim) != head_dim)
+        fail("hf-export: {}: partial RoPE or a separate value head size is not exported", o.in);
+    const auto tokens = f.get_string_array("tokenizer.ggml.tokens");
+    c["vocab_size"] = tokens ? tokens->size() : f.get_uint(p + "vocab_size").value_or(0);
+
+    // Tensors.
+    const bool tied = f.find_tensor("output.weight") == nullptr;
+    c["tie_word_embeddings"] = tied && !o.untie;
+    std::vector<out_tensor> out;
+    std::string dtype_seen;
+    for (const gguf::tensor_info &t : f.tensors()) {
+        const auto hf = strata::hf_tensor_name(*a, t.name);
+        if (!hf) fail("hf-export: {}: tensor '{}' has no HF name for {}", o.in, t.name, a->hf_name);
+        out.push_back(convert(t, *hf, o.dtype));
+        out_tensor &ot = out.back();
+        if (a->gguf_qk_pairs && o.permute) {
+            if (t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_q.bias")) permute_rows(ot, static_cast<int64_t>(n_head));
+            if (t.name.ends_with(".attn_k.weight") || t.name.ends_with(".attn_k.bias")) permute_rows(ot, static_cast<int64_t>(n_head_kv));
+        }
+        if (t.n_dims >= 2) dtype_seen = ot.dtype;
+        if (t.name == "token_embd.weight" && tied && o.untie) {
+            out_tensor head = convert(t, "lm_head.weight", o.dtype);
+            out.push_back(std::move(head));
+        }
+    }
+    c["torch_dtype"] = dtype_seen == "BF16" ? "bfloat16" : dtype_seen == "F16" ? "float16" : "float32";
+    c["bos_token_id"] = f.get_int("tokenizer.ggml.bos_token_id").value_or(1);
+    c["eos_token_id"] = f.get_int("tokenizer.ggml.eos_token_id").value_or(2);
+
+    fs::create_directories(o.out);
+    const fs::path dir(o.out);
+    write_file(dir / "config.json", c.dump(2) + "\n");
+    const auto tok = hf_export::spm_tokenizer_json(f);
+    write_file(dir / "tokenizer.json", tok.tokenizer.dump(2) + "\n");
+    write_file(dir / "tokenizer_config.json", tok.config.dump(2) + "\n");
+    ordered_json gen = {{"bos_token_id", c["bos_token_id"]}, {"eos_token_id", c["eos_token_id"]}};
+    write_file(dir / "generation_config.json", gen.dump(2) + "\n");
+
+    const size_t n_shards = std::min<size_t>(static_cast<size_t>(o.shards), out.size());
+    if (n_shards == 1) {
+        std::vector<const out_tensor *> all;
+        for (const auto &t : out) all.push_back(&t);
+        write_safetensors(dir / "model.safetensors", all);
+    } else {
+        ordered_json index;
+        uint64_t total = 0;
+        ordered_json map = ordered_json::object();
+        for (size_t s = 0; s < n_shards; ++s) {
+            const std::string name = fmt::format("model-{:05}-of-{:05}.safetensors", s + 1, n_shards);
+            std::vector<const out_tensor *> part;
+            for (size_t i = s * out.size() / n_shards; i < (s + 1) * out.size() / n_shards; ++i) {
+                part.push_back(&out[i]);
+                map[out[i].name] = name;
+                total += out[i].bytes.size();
+            }
+            write_safetensors(dir / name, part);
+        }
+        index["metadata"] = {{"total_size", total}};
+        index["weight_map"] = map;
+        write_file(dir / "model.safetensors.index.json", index.dump(2) + "\n");
+    }
+    std::fprintf(stderr, "hf-export: %s -> %s (%s, %zu tensors, %zu shard(s)%s)\n", o.in.c_str(), o.out.c_str(),
+                 a->hf_name, out.size(), n_shards, a->gguf_qk_pairs && !o.permute ? ", Q/K NOT permuted" : "");
+    return 0;
+} catch (const std::exception &e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+}
