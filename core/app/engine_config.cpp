@@ -153,8 +153,9 @@ strata_sampling_params sampling_from(const config::document &doc, const config::
     if (gen != "auto" && gen != "vllm") {
         fs::path where(gen);
         g = read_generation_config((where.is_absolute() ? where : doc.base_dir() / where).string());
-    } else if (gen == "auto" && !model_path.empty() && fs::is_directory(model_path)) {
-        g = read_generation_config(model_path); // an HF folder's own file (GGUF files carry none)
+    } else if (gen == "auto" && !model_path.empty() && fs::is_directory(model_path) &&
+               fs::exists(fs::path(model_path) / "generation_config.json")) {
+        g = read_generation_config(model_path); // an HF folder's own file, when it has one (GGUF files carry none)
     }
     // A key set in the config or on the command line beats the generation config; that beats the built-in default.
     const auto number = [&](const char *key, std::optional<double> from_file, double fallback) {

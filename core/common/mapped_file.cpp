@@ -79,6 +79,13 @@ mapped_file mapped_file::open(const std::string &path, const open_options &how, 
     return mapped_file(addr, size);
 }
 
+mapped_file mapped_file::zeros(size_t size) {
+    if (size == 0) size = 1;
+    void *addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (addr == MAP_FAILED) fail("cannot reserve {} bytes of address space: {}", size, std::strerror(errno));
+    return mapped_file(addr, size);
+}
+
 mapped_file &mapped_file::operator=(mapped_file &&o) noexcept {
     if (this != &o) {
         if (addr_ != nullptr) ::munmap(addr_, size_);

@@ -20,6 +20,10 @@ class mapped_file {
     // `what` completes "pass the path of ..." in the not-a-regular-file message (".gguf file").
     static mapped_file open(const std::string &path, const open_options &how, const char *what);
 
+    // `size` bytes of read-only zeros that are never committed (anonymous, MAP_NORESERVE): the data of tensors whose
+    // shape matters and whose bytes do not (`runtime plan` on an HF folder without its shards).
+    static mapped_file zeros(size_t size);
+
     mapped_file() = default;
     mapped_file(mapped_file &&o) noexcept : addr_(o.addr_), size_(o.size_) { o.addr_ = nullptr; }
     mapped_file &operator=(mapped_file &&o) noexcept;

@@ -45,7 +45,7 @@ void engine::init() {
     if (opts_.model_path.empty()) {
         fail("no model given: set [model] path in the config or pass --model FILE.gguf (or an HF checkpoint folder)");
     }
-    file_ = open_model_file(opts_.model_path, opts_.file_open);
+    file_ = open_model_file(opts_.model_path, opts_.file_open, opts_.plan_only);
     check_quantization(*file_, opts_.quantization, opts_.model_path);
     if (opts_.check_tensors && !opts_.plan_only) check_tensors(*file_, registry_, opts_.model_path);
     const std::string arch = std::string(file_->get_string("general.architecture").value_or(""));
@@ -56,8 +56,11 @@ void engine::init() {
              opts_.model_path, arch, fmt::join(registry_.names(STRATA_KIND_MODEL_ARCH), ", "));
     }
     model_name_ = std::string(file_->get_string("general.name").value_or(arch));
-    tokenizer_ = make_tokenizer(load_model_vocab(*file_));
-    setup_chat();
+    // `runtime plan` on an HF folder holding only config.json: the plan needs no vocabulary.
+    if (!opts_.plan_only || has_vocabulary(*file_)) {
+        tokenizer_ = make_tokenizer(load_model_vocab(*file_));
+        setup_chat();
+    }
 
     start_device();
     // A device without its own memory (no copy slot) or one that says so reads host tiers in place.
@@ -85,7 +88,7 @@ void engine::init() {
             [&](const std::string &t) { return !(experts_may_leave && is_routed_expert(t)); });
         !why.empty())
         fail("{}", why);
-    if (hp_.n_vocab != tokenizer_->n_vocab()) {
+    if (tokenizer_ && hp_.n_vocab != tokenizer_->n_vocab()) {
         fail("{}: the model has {} vocabulary rows but the tokenizer has {} tokens", opts_.model_path, hp_.n_vocab,
              tokenizer_->n_vocab());
     }

@@ -9,35 +9,35 @@ namespace {
 
 // The Llama layout, shared by Mistral, Qwen2 and Qwen3 (the last two add Q/K/V biases and Q/K norms).
 const std::vector<hf_name_pair> k_llama_names = {
-    {"model.embed_tokens.weight", "token_embd.weight"},
-    {"model.norm.weight", "output_norm.weight"},
-    {"lm_head.weight", "output.weight"},
-    {"model.layers.{L}.input_layernorm.weight", "blk.{L}.attn_norm.weight"},
-    {"model.layers.{L}.self_attn.q_proj.weight", "blk.{L}.attn_q.weight"},
-    {"model.layers.{L}.self_attn.k_proj.weight", "blk.{L}.attn_k.weight"},
-    {"model.layers.{L}.self_attn.v_proj.weight", "blk.{L}.attn_v.weight"},
-    {"model.layers.{L}.self_attn.o_proj.weight", "blk.{L}.attn_output.weight"},
-    {"model.layers.{L}.self_attn.q_proj.bias", "blk.{L}.attn_q.bias"},
-    {"model.layers.{L}.self_attn.k_proj.bias", "blk.{L}.attn_k.bias"},
-    {"model.layers.{L}.self_attn.v_proj.bias", "blk.{L}.attn_v.bias"},
-    {"model.layers.{L}.self_attn.o_proj.bias", "blk.{L}.attn_output.bias"},
-    {"model.layers.{L}.self_attn.q_norm.weight", "blk.{L}.attn_q_norm.weight"},
-    {"model.layers.{L}.self_attn.k_norm.weight", "blk.{L}.attn_k_norm.weight"},
-    {"model.layers.{L}.post_attention_layernorm.weight", "blk.{L}.ffn_norm.weight"},
-    {"model.layers.{L}.mlp.gate_proj.weight", "blk.{L}.ffn_gate.weight"},
-    {"model.layers.{L}.mlp.up_proj.weight", "blk.{L}.ffn_up.weight"},
-    {"model.layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn_down.weight"},
-    {"model.layers.{L}.mlp.gate_proj.bias", "blk.{L}.ffn_gate.bias"},
-    {"model.layers.{L}.mlp.up_proj.bias", "blk.{L}.ffn_up.bias"},
-    {"model.layers.{L}.mlp.down_proj.bias", "blk.{L}.ffn_down.bias"},
+    {"model.embed_tokens.weight", "token_embd.weight", "vocab,embd", hf_presence::always},
+    {"model.norm.weight", "output_norm.weight", "embd", hf_presence::always},
+    {"lm_head.weight", "output.weight", "vocab,embd", hf_presence::untied},
+    {"model.layers.{L}.input_layernorm.weight", "blk.{L}.attn_norm.weight", "embd", hf_presence::always},
+    {"model.layers.{L}.self_attn.q_proj.weight", "blk.{L}.attn_q.weight", "q,embd", hf_presence::always},
+    {"model.layers.{L}.self_attn.k_proj.weight", "blk.{L}.attn_k.weight", "kv,embd", hf_presence::always},
+    {"model.layers.{L}.self_attn.v_proj.weight", "blk.{L}.attn_v.weight", "kv,embd", hf_presence::always},
+    {"model.layers.{L}.self_attn.o_proj.weight", "blk.{L}.attn_output.weight", "embd,q", hf_presence::always},
+    {"model.layers.{L}.self_attn.q_proj.bias", "blk.{L}.attn_q.bias", "q", hf_presence::qkv_bias},
+    {"model.layers.{L}.self_attn.k_proj.bias", "blk.{L}.attn_k.bias", "kv", hf_presence::qkv_bias},
+    {"model.layers.{L}.self_attn.v_proj.bias", "blk.{L}.attn_v.bias", "kv", hf_presence::qkv_bias},
+    {"model.layers.{L}.self_attn.o_proj.bias", "blk.{L}.attn_output.bias", "embd", hf_presence::o_bias},
+    {"model.layers.{L}.self_attn.q_norm.weight", "blk.{L}.attn_q_norm.weight", "head", hf_presence::qk_norm},
+    {"model.layers.{L}.self_attn.k_norm.weight", "blk.{L}.attn_k_norm.weight", "head", hf_presence::qk_norm},
+    {"model.layers.{L}.post_attention_layernorm.weight", "blk.{L}.ffn_norm.weight", "embd", hf_presence::always},
+    {"model.layers.{L}.mlp.gate_proj.weight", "blk.{L}.ffn_gate.weight", "ff,embd", hf_presence::always},
+    {"model.layers.{L}.mlp.up_proj.weight", "blk.{L}.ffn_up.weight", "ff,embd", hf_presence::always},
+    {"model.layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn_down.weight", "embd,ff", hf_presence::always},
+    {"model.layers.{L}.mlp.gate_proj.bias", "blk.{L}.ffn_gate.bias", "ff", hf_presence::mlp_bias},
+    {"model.layers.{L}.mlp.up_proj.bias", "blk.{L}.ffn_up.bias", "ff", hf_presence::mlp_bias},
+    {"model.layers.{L}.mlp.down_proj.bias", "blk.{L}.ffn_down.bias", "embd", hf_presence::mlp_bias},
 };
 
 // Defaults are those of transformers' LlamaConfig, MistralConfig, Qwen2Config and Qwen3Config.
 const std::array<hf_architecture, 4> k_architectures = {{
-    {"LlamaForCausalLM", "llama", "llama", 1e-6, 10000.0, false, false, true, &k_llama_names},
-    {"MistralForCausalLM", "mistral", "llama", 1e-6, 10000.0, false, true, true, &k_llama_names},
-    {"Qwen2ForCausalLM", "qwen2", "qwen2", 1e-6, 10000.0, false, false, false, &k_llama_names},
-    {"Qwen3ForCausalLM", "qwen3", "qwen3", 1e-6, 10000.0, false, false, false, &k_llama_names},
+    {"LlamaForCausalLM", "llama", "llama", 1e-6, 10000.0, false, false, true, false, false, &k_llama_names},
+    {"MistralForCausalLM", "mistral", "llama", 1e-6, 10000.0, false, true, true, false, false, &k_llama_names},
+    {"Qwen2ForCausalLM", "qwen2", "qwen2", 1e-6, 10000.0, false, false, false, true, false, &k_llama_names},
+    {"Qwen3ForCausalLM", "qwen3", "qwen3", 1e-6, 10000.0, false, false, false, false, true, &k_llama_names},
 }};
 
 // Matches `name` against `pattern` ("{L}" = a decimal layer index); returns the index text ("" when the pattern has
@@ -92,6 +92,14 @@ std::optional<std::string> hf_tensor_name(const hf_architecture &a, std::string_
         if (auto layer = match(n.gguf, gguf_name)) return fill(n.hf, *layer);
     return std::nullopt;
 }
+
+const hf_name_pair *find_hf_name_pair(const hf_architecture &a, std::string_view hf_name) {
+    for (const auto &n : *a.names)
+        if (match(n.hf, hf_name)) return &n;
+    return nullptr;
+}
+
+std::string hf_name_in_layer(const hf_name_pair &n, int64_t layer) { return fill(n.hf, std::to_string(layer)); }
 
 bool is_hf_buffer_tensor(std::string_view hf_name) { return hf_name.ends_with(".self_attn.rotary_emb.inv_freq"); }
 

@@ -11,10 +11,24 @@
 
 namespace strata {
 
-// One tensor name pair; "{L}" stands for the layer index in both.
+// When a tensor of the name table is in a checkpoint (for `runtime plan` on a folder without its shards).
+enum class hf_presence {
+    always,
+    untied,    // lm_head.weight: unless tie_word_embeddings
+    qkv_bias,  // the architecture's qkv_bias, or config.json attention_bias
+    o_bias,    // config.json attention_bias
+    mlp_bias,  // config.json mlp_bias
+    qk_norm,   // the architecture's qk_norm
+};
+
+// One tensor name pair; "{L}" stands for the layer index in both. `shape` is the HF shape (outermost first) in
+// terms of config.json: vocab, embd (hidden_size), q (heads x head_dim), kv (KV heads x head_dim), ff
+// (intermediate_size), head (head_dim).
 struct hf_name_pair {
     const char *hf;
     const char *gguf;
+    const char *shape;
+    hf_presence presence;
 };
 
 struct hf_architecture {
@@ -28,6 +42,8 @@ struct hf_architecture {
     // GGUF's form of this architecture has Q/K rows permuted for adjacent-pair RoPE (llama.cpp's converter permutes
     // llama-family rows); HF keeps rotate-half for all. Writers of HF checkpoints undo the permutation.
     bool gguf_qk_pairs;
+    bool qkv_bias; // Q/K/V projections always carry biases (Qwen2)
+    bool qk_norm;  // per-head Q/K RMSNorm weights (Qwen3)
     const std::vector<hf_name_pair> *names;
 };
 
@@ -41,6 +57,11 @@ std::string hf_architecture_names();
 std::optional<std::string> gguf_tensor_name(const hf_architecture &a, std::string_view hf_name);
 // GGUF -> HF, for writers of HF checkpoints (tools/hf_export); nullopt when unmapped.
 std::optional<std::string> hf_tensor_name(const hf_architecture &a, std::string_view gguf_name);
+
+// The table row an HF name matches; nullptr when none.
+const hf_name_pair *find_hf_name_pair(const hf_architecture &a, std::string_view hf_name);
+// The row's HF name for `layer` (rows without "{L}" ignore it).
+std::string hf_name_in_layer(const hf_name_pair &n, int64_t layer);
 
 // HF tensors that hold no weight of the model (a cached RoPE table old checkpoints carry): skipped with a note.
 bool is_hf_buffer_tensor(std::string_view hf_name);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -68,7 +69,8 @@ std::map<std::string, std::set<std::string>> parse_weight_map(std::string_view t
 hf_checkpoint::hf_checkpoint(std::string folder)
     : name_(std::move(folder)), meta_((fs::path(name_) / "config.json").string()) {}
 
-std::unique_ptr<hf_checkpoint> hf_checkpoint::open(const std::string &folder, const open_options &how) {
+std::unique_ptr<hf_checkpoint> hf_checkpoint::open(const std::string &folder, const open_options &how,
+                                                   bool plan_only) {
     if (!fs::is_directory(folder)) fail("{}: not a folder; pass an HF checkpoint folder or a .gguf file", folder);
     const fs::path config = fs::path(folder) / "config.json";
     if (!fs::exists(config))
@@ -79,10 +81,106 @@ std::unique_ptr<hf_checkpoint> hf_checkpoint::open(const std::string &folder, co
     c->meta_.set_string("general.name", fs::path(folder).lexically_normal().filename().string().empty()
                                             ? fs::path(folder).lexically_normal().parent_path().filename().string()
                                             : fs::path(folder).lexically_normal().filename().string());
+    if (plan_only && !c->has_weights()) {
+        c->shapes_from_config(cfg);
+        log::info("model", "{}: no safetensors shards here; planning with the shapes and dtype config.json implies",
+                  folder);
+        if (fs::exists(fs::path(folder) / "tokenizer.json")) c->read_tokenizer();
+        return c;
+    }
     c->open_shards(how);
     c->map_tensors(cfg);
     c->read_tokenizer();
     return c;
+}
+
+bool hf_checkpoint::has_weights() const {
+    const fs::path dir(name_);
+    if (fs::exists(dir / "model.safetensors")) return true;
+    if (!fs::exists(dir / "model.safetensors.index.json")) return false;
+    for (const auto &entry : fs::directory_iterator(dir))
+        if (entry.path().extension() == ".safetensors") return true;
+    return false;
+}
+
+void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
+    const hf_architecture &a = *cfg.architecture;
+    if (cfg.n_vocab <= 0) fail("{}: config.json has no vocab_size, which the plan needs without the shards", name_);
+    uint32_t matrix_type = 30;
+    if (cfg.torch_dtype == "float16") matrix_type = 1;
+    else if (cfg.torch_dtype == "float32") matrix_type = 0;
+    else if (cfg.torch_dtype != "bfloat16" && !cfg.torch_dtype.empty())
+        fail("{}: torch_dtype '{}' is not one Strata reads (bfloat16, float16, float32)", name_, cfg.torch_dtype);
+    auto dim = [&](std::string_view d) -> int64_t {
+        if (d == "vocab") return cfg.n_vocab;
+        if (d == "embd") return cfg.n_embd;
+        if (d == "q") return cfg.n_head * cfg.head_dim;
+        if (d == "kv") return cfg.n_head_kv * cfg.head_dim;
+        if (d == "ff") return cfg.n_ff;
+        return cfg.head_dim; // "head"
+    };
+    auto present = [&](hf_presence p) {
+        switch (p) {
+        case hf_presence::always: return true;
+        case hf_presence::untied: return !cfg.tie_word_embeddings;
+        case hf_presence::qkv_bias: return a.qkv_bias || cfg.attention_bias;
+        case hf_presence::o_bias: return cfg.attention_bias;
+        case hf_presence::mlp_bias: return cfg.mlp_bias;
+        case hf_presence::qk_norm: return a.qk_norm;
+        }
+        return false;
+    };
+    // The names: the index's when it is here (exactly what the checkpoint holds), else the architecture's set.
+    std::vector<std::string> names;
+    const fs::path index = fs::path(name_) / "model.safetensors.index.json";
+    if (fs::exists(index)) {
+        for (const auto &[shard, in_shard] : parse_weight_map(read_text(index), index.string()))
+            for (const auto &n : in_shard)
+                if (!is_hf_buffer_tensor(n) && !(n == "lm_head.weight" && cfg.tie_word_embeddings)) names.push_back(n);
+    } else {
+        for (const hf_name_pair &n : *a.names) {
+            if (!present(n.presence)) continue;
+            if (std::string_view(n.hf).find("{L}") == std::string_view::npos) names.push_back(n.hf);
+            else
+                for (int64_t l = 0; l < cfg.n_layer; ++l) names.push_back(hf_name_in_layer(n, l));
+        }
+    }
+    uint64_t largest = 0;
+    for (const std::string &hf : names) {
+        const hf_name_pair *row = find_hf_name_pair(a, hf);
+        if (row == nullptr)
+            fail("{}: the index names '{}', which has no meaning Strata knows for {}", name_, hf, a.hf_name);
+        gguf::tensor_info t;
+        t.name = *gguf_tensor_name(a, hf);
+        std::vector<int64_t> shape;
+        for (std::string_view rest = row->shape; !rest.empty();) {
+            const size_t comma = rest.find(',');
+            shape.push_back(dim(rest.substr(0, comma)));
+            rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+        }
+        t.n_dims = static_cast<uint32_t>(shape.size());
+        for (size_t d = 0; d < shape.size(); ++d) t.ne[d] = shape[shape.size() - 1 - d];
+        t.type = shape.size() == 1 ? 0 : matrix_type;
+        t.n_bytes = static_cast<uint64_t>(t.n_elements()) * (t.type == 0 ? 4 : 2);
+        largest = std::max(largest, t.n_bytes);
+        index_.emplace(t.name, tensors_.size());
+        tensors_.push_back(std::move(t));
+        size_ += tensors_.back().n_bytes;
+    }
+    computed_ = cfg.computed;
+    for (const computed_tensor &c : computed_) {
+        gguf::tensor_info t;
+        t.name = c.name;
+        t.n_dims = 1;
+        t.ne[0] = static_cast<int64_t>(c.values.size());
+        t.data = reinterpret_cast<const uint8_t *>(c.values.data());
+        t.n_bytes = c.values.size() * sizeof(float);
+        index_.emplace(t.name, tensors_.size());
+        tensors_.push_back(std::move(t));
+    }
+    zeros_ = mapped_file::zeros(static_cast<size_t>(largest));
+    for (auto &t : tensors_)
+        if (t.data == nullptr) t.data = zeros_.data();
 }
 
 void hf_checkpoint::open_shards(const open_options &how) {

@@ -23,8 +23,11 @@ namespace strata {
 
 class hf_checkpoint final : public model_file {
   public:
-    // Throws strata::error naming the file and field of the first defect.
-    static std::unique_ptr<hf_checkpoint> open(const std::string &folder, const open_options &how = {});
+    // Throws strata::error naming the file and field of the first defect. `plan_only`: a folder holding only
+    // config.json (and the shard index) is read as tensors of the shapes and dtype config.json implies, over zero
+    // pages, so `runtime plan` shows what a checkpoint needs before it is downloaded; no tokenizer is required.
+    static std::unique_ptr<hf_checkpoint> open(const std::string &folder, const open_options &how = {},
+                                               bool plan_only = false);
 
     const std::string &name() const override { return name_; }
     std::string_view format() const override { return "safetensors"; }
@@ -55,7 +58,8 @@ class hf_checkpoint final : public model_file {
     const std::vector<gguf::tensor_info> &tensors() const override { return tensors_; }
     const gguf::tensor_info *find_tensor(std::string_view name) const override;
     uint64_t file_size() const override { return size_; }
-    const vocab_data *own_vocab() const override { return &vocab_; }
+    const vocab_data *own_vocab() const override { return vocab_.tokens.empty() ? nullptr : &vocab_; }
+    bool shapes_only() const { return zeros_.data() != nullptr; } // read from config.json alone
 
     const std::vector<safetensors_file> &shards() const { return shards_; }
 
@@ -64,10 +68,13 @@ class hf_checkpoint final : public model_file {
     void open_shards(const open_options &how);
     void map_tensors(const hf_config &cfg);
     void read_tokenizer();
+    bool has_weights() const;
+    void shapes_from_config(const hf_config &cfg);
 
     std::string name_;
     metadata_table meta_;
     std::vector<safetensors_file> shards_;
+    mapped_file zeros_; // shapes_only: every tensor's data
     std::vector<computed_tensor> computed_; // rope_freqs from config.json, 1-D tensors widened to F32
     std::vector<gguf::tensor_info> tensors_;
     std::unordered_map<std::string, size_t> index_;

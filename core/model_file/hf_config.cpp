@@ -17,7 +17,7 @@ using json = nlohmann::json;
 // Keys that do not change what a forward pass computes: training settings and bookkeeping (vLLM ignores them too).
 // Token ids come from tokenizer.json / tokenizer_config.json / generation_config.json.
 const std::set<std::string, std::less<>> k_inert = {
-    "architectures", "model_type", "torch_dtype", "dtype", "transformers_version", "_name_or_path", "use_cache",
+    "architectures", "model_type", "transformers_version", "_name_or_path", "use_cache",
     "initializer_range", "attention_dropout", "pretraining_tp", "bos_token_id", "eos_token_id", "pad_token_id",
     "_attn_implementation", "output_attentions", "output_hidden_states", "return_dict", "tie_encoder_decoder",
     "torchscript", "use_bfloat16", "pruned_heads", "chunk_size_feed_forward", "is_encoder_decoder", "id2label",
@@ -233,8 +233,11 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
     }
     if (auto act = c.text("hidden_act"); act && *act != "silu")
         fail("{}: hidden_act '{}' is not implemented for {} (its MLP is SiLU-gated)", origin, *act, hf_name);
-    c.flag("attention_bias"); // the bias tensors are mapped; a plugin that does not read them refuses the model
-    c.flag("mlp_bias");
+    // The bias tensors are mapped; a plugin that does not read them refuses the model.
+    cfg.attention_bias = c.flag("attention_bias").value_or(false);
+    cfg.mlp_bias = c.flag("mlp_bias").value_or(false);
+    for (const char *k : {"torch_dtype", "dtype"})
+        if (auto v = c.text(k)) cfg.torch_dtype = *v;
 
     // RoPE: rope_theta (or transformers 5's rope_parameters), then its scaling.
     double theta = c.number("rope_theta").value_or(a.rope_theta);
@@ -268,6 +271,9 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
     cfg.tie_word_embeddings = c.flag("tie_word_embeddings").value_or(a.tie_word_embeddings);
     cfg.n_layer = static_cast<int64_t>(*out.get_uint(p + "block_count"));
     cfg.n_head = static_cast<int64_t>(n_head);
+    cfg.n_embd = static_cast<int64_t>(n_embd);
+    cfg.n_ff = static_cast<int64_t>(*out.get_uint(p + "feed_forward_length"));
+    cfg.n_vocab = static_cast<int64_t>(out.get_uint(p + "vocab_size").value_or(0));
     cfg.n_head_kv = static_cast<int64_t>(n_head_kv);
     cfg.head_dim = static_cast<int64_t>(head_dim);
     // HF keeps every family's Q/K rows in the rotate-half layout (GGUF's llama files are permuted for pairs).

@@ -22,8 +22,10 @@ struct computed_tensor {
 
 struct hf_config {
     const hf_architecture *architecture = nullptr;
-    int64_t n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0; // for the tensor mapping's checks
+    int64_t n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_embd = 0, n_ff = 0, n_vocab = 0;
     bool tie_word_embeddings = false;
+    bool attention_bias = false, mlp_bias = false; // config.json's
+    std::string torch_dtype;                       // "bfloat16", "float16", "float32" or empty
     std::vector<computed_tensor> computed;
 };
 

@@ -8,10 +8,12 @@
 
 namespace strata {
 
-std::unique_ptr<model_file> open_model_file(const std::string &path, const open_options &how) {
-    if (std::filesystem::is_directory(path)) return hf_checkpoint::open(path, how);
+std::unique_ptr<model_file> open_model_file(const std::string &path, const open_options &how, bool plan_only) {
+    if (std::filesystem::is_directory(path)) return hf_checkpoint::open(path, how, plan_only);
     return std::make_unique<gguf::file>(gguf::file::open(path, how));
 }
+
+bool has_vocabulary(const model_file &f) { return f.own_vocab() != nullptr || f.has("tokenizer.ggml.tokens"); }
 
 vocab_data load_model_vocab(const model_file &f) {
     if (const vocab_data *v = f.own_vocab()) return *v;

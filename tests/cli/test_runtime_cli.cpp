@@ -396,6 +396,38 @@ TEST(RuntimeCli, HfCheckpointFolderRunsAsItsGgufDoes) {
     EXPECT_NE(q.err.find("not a GGUF file"), std::string::npos) << q.err;
 }
 
+// `runtime plan` on a folder holding only config.json and the shard index (a checkpoint not yet downloaded): the
+// weights' rows are those of the whole checkpoint, byte for byte.
+TEST(RuntimeCli, PlanReadsAnHfFolderHoldingOnlyConfigJsonAndTheIndex) {
+    const std::string full =
+        strata::testing::exported_hf("stories-hf-bf16-3-shards", k_model, "--shards 3 --dtype bf16");
+    ASSERT_FALSE(full.empty());
+    const fs::path bare = fs::path(STRATA_BINARY_DIR) / "test-configs" / "hf-config-only";
+    fs::remove_all(bare);
+    fs::create_directories(bare);
+    for (const char *f : {"config.json", "model.safetensors.index.json"}) fs::copy_file(fs::path(full) / f, bare / f);
+    auto weight_rows = [](const std::string &out) {
+        std::string rows;
+        std::istringstream in(out);
+        for (std::string line; std::getline(in, line);)
+            if (line.find('|') != std::string::npos && line.find("total") == std::string::npos &&
+                line.find("budget") == std::string::npos)
+                rows += line + "\n";
+        return rows;
+    };
+    const run_result a = run("plan --model " + full);
+    const run_result b = run("plan --model " + bare.string());
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_NE(weight_rows(a.out).find("layers 0-4"), std::string::npos) << a.out;
+    EXPECT_EQ(weight_rows(b.out), weight_rows(a.out));
+    EXPECT_NE(b.err.find("planning with the shapes and dtype config.json implies"), std::string::npos) << b.err;
+    // Running it needs the weights: one clear error.
+    const run_result r = run("--model " + bare.string() + " --prompt x");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("is missing"), std::string::npos) << r.err;
+}
+
 TEST(RuntimeCli, VocabOnlyGgufIsRefusedWithAReason) {
     run_result r = run("--model " + std::string(STRATA_SHARED_DIR) + "/models/vocab/ggml-vocab-llama-spm.gguf --prompt x");
     EXPECT_EQ(r.exit_code, 2);
