@@ -168,16 +168,7 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
         size_ += tensors_.back().n_bytes;
     }
     computed_ = cfg.computed;
-    for (const computed_tensor &c : computed_) {
-        gguf::tensor_info t;
-        t.name = c.name;
-        t.n_dims = 1;
-        t.ne[0] = static_cast<int64_t>(c.values.size());
-        t.data = reinterpret_cast<const uint8_t *>(c.values.data());
-        t.n_bytes = c.values.size() * sizeof(float);
-        index_.emplace(t.name, tensors_.size());
-        tensors_.push_back(std::move(t));
-    }
+    add_computed_tensors();
     zeros_ = mapped_file::zeros(static_cast<size_t>(largest));
     for (auto &t : tensors_)
         if (t.data == nullptr) t.data = zeros_.data();
@@ -279,6 +270,10 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
              fmt::join(unmapped.begin(), unmapped.begin() + std::min<size_t>(unmapped.size(), 8), ", "));
     if (!cfg.tie_word_embeddings && !index_.count("output.weight"))
         fail("{}: tie_word_embeddings is false but there is no lm_head.weight; the checkpoint is incomplete", name_);
+    add_computed_tensors();
+}
+
+void hf_checkpoint::add_computed_tensors() {
     for (const computed_tensor &c : computed_) {
         gguf::tensor_info t;
         t.name = c.name;
@@ -287,7 +282,9 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
         t.type = 0;
         t.data = reinterpret_cast<const uint8_t *>(c.values.data());
         t.n_bytes = c.values.size() * sizeof(float);
-        add(std::move(t), "computed by the reader");
+        if (!index_.emplace(t.name, tensors_.size()).second)
+            fail("{}: '{}' is in the checkpoint and also computed from config.json; remove one", name_, t.name);
+        tensors_.push_back(std::move(t));
     }
 }
 

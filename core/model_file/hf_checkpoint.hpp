@@ -70,6 +70,7 @@ class hf_checkpoint final : public model_file {
     void read_tokenizer();
     bool has_weights() const;
     void shapes_from_config(const hf_config &cfg);
+    void add_computed_tensors(); // computed_ as F32 tensors
 
     std::string name_;
     metadata_table meta_;
