@@ -32,12 +32,27 @@ const std::vector<hf_name_pair> k_llama_names = {
     {"model.layers.{L}.mlp.down_proj.bias", "blk.{L}.ffn_down.bias", "embd", hf_presence::mlp_bias},
 };
 
-// Defaults are those of transformers' LlamaConfig, MistralConfig, Qwen2Config and Qwen3Config.
-const std::array<hf_architecture, 4> k_architectures = {{
+// Phi-3 / Phi-3.5 / Phi-4: Q/K/V fused in qkv_proj, gate and up fused in gate_up_proj (gate first), as the GGUF
+// phi3 architecture keeps them (attn_qkv, a 2 x ff ffn_up).
+const std::vector<hf_name_pair> k_phi3_names = {
+    {"model.embed_tokens.weight", "token_embd.weight", "vocab,embd", hf_presence::always},
+    {"model.norm.weight", "output_norm.weight", "embd", hf_presence::always},
+    {"lm_head.weight", "output.weight", "vocab,embd", hf_presence::untied},
+    {"model.layers.{L}.input_layernorm.weight", "blk.{L}.attn_norm.weight", "embd", hf_presence::always},
+    {"model.layers.{L}.self_attn.qkv_proj.weight", "blk.{L}.attn_qkv.weight", "qkv,embd", hf_presence::always},
+    {"model.layers.{L}.self_attn.o_proj.weight", "blk.{L}.attn_output.weight", "embd,q", hf_presence::always},
+    {"model.layers.{L}.post_attention_layernorm.weight", "blk.{L}.ffn_norm.weight", "embd", hf_presence::always},
+    {"model.layers.{L}.mlp.gate_up_proj.weight", "blk.{L}.ffn_up.weight", "ff2,embd", hf_presence::always},
+    {"model.layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn_down.weight", "embd,ff", hf_presence::always},
+};
+
+// Defaults are those of transformers' LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config and Phi3Config.
+const std::array<hf_architecture, 5> k_architectures = {{
     {"LlamaForCausalLM", "llama", "llama", 1e-6, 10000.0, false, false, true, false, false, &k_llama_names},
     {"MistralForCausalLM", "mistral", "llama", 1e-6, 10000.0, false, true, true, false, false, &k_llama_names},
     {"Qwen2ForCausalLM", "qwen2", "qwen2", 1e-6, 10000.0, false, false, false, true, false, &k_llama_names},
     {"Qwen3ForCausalLM", "qwen3", "qwen3", 1e-6, 10000.0, false, false, false, false, true, &k_llama_names},
+    {"Phi3ForCausalLM", "phi3", "phi3", 1e-5, 10000.0, false, true, false, false, false, &k_phi3_names},
 }};
 
 // Matches `name` against `pattern` ("{L}" = a decimal layer index); returns the index text ("" when the pattern has

@@ -22,8 +22,8 @@ enum class hf_presence {
 };
 
 // One tensor name pair; "{L}" stands for the layer index in both. `shape` is the HF shape (outermost first) in
-// terms of config.json: vocab, embd (hidden_size), q (heads x head_dim), kv (KV heads x head_dim), ff
-// (intermediate_size), head (head_dim).
+// terms of config.json: vocab, embd (hidden_size), q (heads x head_dim), kv (KV heads x head_dim), qkv (q + 2 kv),
+// ff (intermediate_size), ff2 (2 x ff), head (head_dim).
 struct hf_name_pair {
     const char *hf;
     const char *gguf;

@@ -116,7 +116,9 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
         if (d == "embd") return cfg.n_embd;
         if (d == "q") return cfg.n_head * cfg.head_dim;
         if (d == "kv") return cfg.n_head_kv * cfg.head_dim;
+        if (d == "qkv") return (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim;
         if (d == "ff") return cfg.n_ff;
+        if (d == "ff2") return 2 * cfg.n_ff;
         return cfg.head_dim; // "head"
     };
     auto present = [&](hf_presence p) {

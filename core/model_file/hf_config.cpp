@@ -21,7 +21,8 @@ const std::set<std::string, std::less<>> k_inert = {
     "initializer_range", "attention_dropout", "pretraining_tp", "bos_token_id", "eos_token_id", "pad_token_id",
     "_attn_implementation", "output_attentions", "output_hidden_states", "return_dict", "tie_encoder_decoder",
     "torchscript", "use_bfloat16", "pruned_heads", "chunk_size_feed_forward", "is_encoder_decoder", "id2label",
-    "label2id", "problem_type", "tokenizer_class", "max_length", "residual_dropout", "embedding_dropout"};
+    "label2id", "problem_type", "tokenizer_class", "max_length", "residual_dropout", "embedding_dropout",
+    "resid_pdrop", "embd_pdrop", "attention_bias_dropout", "auto_map"};
 
 // Reads config.json's keys, remembering which were read.
 class config_keys {
@@ -146,6 +147,38 @@ void map_rope_scaling(const json &rs, const std::string &p, double theta, int64_
             fail("{}: rope_scaling type llama3 is implemented for Llama checkpoints only", origin);
         cfg.computed.push_back({"rope_freqs.weight", llama3_rope_factors(rs, theta, head_dim, origin)});
         known.insert({"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"});
+    } else if (type == "longrope" || type == "su") {
+        // Phi-3's LongRoPE as llama.cpp's converter writes it: the two factor lists as rope_factors_long/short
+        // tensors and the attention factor sqrt(1 + ln(scale) / ln(original context)).
+        auto factors = [&](const char *k) {
+            const auto it = rs.find(k);
+            if (it == rs.end() || !it->is_array()) fail("{}: rope_scaling (longrope) needs the list {}", origin, k);
+            std::vector<float> v;
+            for (const json &x : *it) {
+                if (!x.is_number()) fail("{}: rope_scaling.{} holds {}, not a number", origin, k, x.dump());
+                v.push_back(x.get<float>());
+            }
+            return v;
+        };
+        std::vector<float> long_f = factors("long_factor"), short_f = factors("short_factor");
+        if (long_f.size() != short_f.size() || static_cast<int64_t>(long_f.size()) * 2 != cfg.rope_dims)
+            fail("{}: rope_scaling long_factor and short_factor must each hold {} numbers (half the rotated "
+                 "dimensions); they hold {} and {}", origin, cfg.rope_dims / 2, long_f.size(), short_f.size());
+        if (cfg.n_ctx_orig <= 0 || cfg.n_ctx <= 0)
+            fail("{}: rope_scaling (longrope) needs original_max_position_embeddings and max_position_embeddings",
+                 origin);
+        const double scale = static_cast<double>(cfg.n_ctx) / static_cast<double>(cfg.n_ctx_orig);
+        const double attn = scale > 1.0 ? std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(cfg.n_ctx_orig)))
+                                        : 1.0;
+        out.set_f32(p + "rope.scaling.attn_factor", attn, "rope_scaling (longrope)");
+        cfg.computed.push_back({"rope_factors_long.weight", std::move(long_f)});
+        cfg.computed.push_back({"rope_factors_short.weight", std::move(short_f)});
+        known.insert({"long_factor", "short_factor", "original_max_position_embeddings", "long_mscale",
+                      "short_mscale"});
+        for (const char *k : {"long_mscale", "short_mscale"})
+            if (rs.contains(k) && !rs[k].is_null())
+                fail("{}: rope_scaling.{} is set; llama.cpp and Strata derive the attention factor from the "
+                     "context lengths and do not implement it", origin, k);
     } else if (type == "yarn") {
         const auto f = number("factor");
         if (!f || *f <= 0) fail("{}: rope_scaling (yarn) needs a factor > 0", origin);
@@ -247,6 +280,15 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
     }
     if (!(theta > 0 && theta < 1e12)) fail("{}: rope_theta {} is not a positive RoPE base", origin, theta);
     out.set_f32(p + "rope.freq_base", theta, "rope_theta");
+    cfg.n_ctx = static_cast<int64_t>(out.get_uint(p + "context_length").value_or(0));
+    cfg.rope_dims = static_cast<int64_t>(out.get_uint(p + "rope.dimension_count").value_or(head_dim));
+    if (auto v = c.count("original_max_position_embeddings")) { // Phi-3 keeps it beside rope_scaling
+        cfg.n_ctx_orig = static_cast<int64_t>(*v);
+        out.set_u32(p + "rope.scaling.original_context_length", *v, "original_max_position_embeddings");
+    }
+    if (const json *rs = c.raw("rope_scaling"); rs != nullptr && rs->is_object())
+        if (auto it = rs->find("original_max_position_embeddings"); it != rs->end() && it->is_number_unsigned())
+            cfg.n_ctx_orig = static_cast<int64_t>(it->get<uint64_t>());
     if (const json *rs = c.raw("rope_scaling")) map_rope_scaling(*rs, p, theta, static_cast<int64_t>(head_dim), cfg, out, origin);
     else if (params != nullptr) map_rope_scaling(*params, p, theta, static_cast<int64_t>(head_dim), cfg, out, origin);
 

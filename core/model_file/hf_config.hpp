@@ -23,6 +23,7 @@ struct computed_tensor {
 struct hf_config {
     const hf_architecture *architecture = nullptr;
     int64_t n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_embd = 0, n_ff = 0, n_vocab = 0;
+    int64_t n_ctx = 0, n_ctx_orig = 0, rope_dims = 0; // max_position_embeddings, the original one, rotated dims
     bool tie_word_embeddings = false;
     bool attention_bias = false, mlp_bias = false; // config.json's
     std::string torch_dtype;                       // "bfloat16", "float16", "float32" or empty

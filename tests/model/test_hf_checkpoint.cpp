@@ -100,7 +100,8 @@ TEST_P(HfFamilies, GiveTheSameTokensAsTheSameWeightsInGguf) {
 INSTANTIATE_TEST_SUITE_P(Decoder, HfFamilies,
                          ::testing::Values(family_case{"llama_bf16", "--arch llama --type bf16", "--shards 2"},
                                            family_case{"qwen2_f16", "--arch qwen2 --type f16", ""},
-                                           family_case{"qwen3_f16", "--arch qwen3 --type f16 --head-dim 32", "--untie"}),
+                                           family_case{"qwen3_f16", "--arch qwen3 --type f16 --head-dim 32", "--untie"},
+                                           family_case{"phi3_f16", "--arch phi3 --type f16", "--shards 2"}),
                          [](const auto &info) { return std::string(info.param.name); });
 
 // Batching several sequences of an HF checkpoint gives each the tokens it gets alone.

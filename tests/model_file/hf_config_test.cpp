@@ -87,6 +87,35 @@ TEST(HfConfig, QwenYarnAndHeadDimMapToTheirKeys) {
     EXPECT_EQ(*m.get_uint("qwen3.rope.scaling.original_context_length"), 32768u);
 }
 
+// Phi-3's LongRoPE as llama.cpp's converter writes it: the factor lists as tensors, the attention factor
+// sqrt(1 + ln(scale) / ln(original context)) with scale 1024 / 256 = 4: sqrt(1.25).
+TEST(HfConfig, Phi3LongRopeBecomesTheFactorTensorsAndTheAttentionFactor) {
+    metadata_table m("config.json");
+    const std::string factors = "[1.0,1.1,1.2,1.3,1.4,1.5,1.6,1.7]";
+    const hf_config c = map_hf_config(
+        R"({"architectures":["Phi3ForCausalLM"],"model_type":"phi3","hidden_size":64,"intermediate_size":128,)"
+        R"("num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":1024,)"
+        R"("original_max_position_embeddings":256,"sliding_window":262144,"embd_pdrop":0.0,"resid_pdrop":0.0,)"
+        R"("rope_scaling":{"type":"longrope","long_factor":)" + factors + R"(,"short_factor":)" + factors + "}}",
+        "dir/config.json", m);
+    ASSERT_EQ(c.computed.size(), 2u);
+    EXPECT_EQ(c.computed[0].name, "rope_factors_long.weight");
+    EXPECT_EQ(c.computed[1].name, "rope_factors_short.weight");
+    EXPECT_EQ(c.computed[0].values.size(), 8u);
+    EXPECT_FLOAT_EQ(c.computed[0].values[7], 1.7f);
+    EXPECT_NEAR(*m.get_float("phi3.rope.scaling.attn_factor"), std::sqrt(1.25), 1e-6);
+    EXPECT_EQ(*m.get_uint("phi3.rope.scaling.original_context_length"), 256u);
+    EXPECT_EQ(*m.get_uint("phi3.attention.sliding_window"), 262144u);
+    EXPECT_DOUBLE_EQ(*m.get_float("phi3.attention.layer_norm_rms_epsilon"), 1e-5); // Phi3Config's default
+    metadata_table bad("config.json");
+    EXPECT_THROW(map_hf_config(R"({"architectures":["Phi3ForCausalLM"],"hidden_size":64,"intermediate_size":128,)"
+                               R"("num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":1024,)"
+                               R"("original_max_position_embeddings":256,"rope_scaling":{"type":"longrope",)"
+                               R"("long_factor":[1.0],"short_factor":[1.0]}})",
+                               "dir/config.json", bad),
+                 strata::error);
+}
+
 TEST(HfConfig, RefusesWhatItCannotRunByName) {
     EXPECT_NE(error_of(R"({"architectures":["GPTNeoXForCausalLM"]})").find("'GPTNeoXForCausalLM' is not one"),
               std::string::npos);

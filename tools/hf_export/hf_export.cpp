@@ -188,7 +188,14 @@ int main(int argc, char **argv) try {
     if (auto v = f.get_uint(p + "context_length")) c["max_position_embeddings"] = *v;
     const uint64_t head_dim = f.get_uint(p + "attention.key_length").value_or(n_embd / n_head);
     if (f.has(p + "attention.key_length")) c["head_dim"] = head_dim;
+    if (auto v = f.get_uint(p + "rope.scaling.original_context_length")) c["original_max_position_embeddings"] = *v;
+    if (f.has(p + "attention.sliding_window")) {
+        const uint64_t w = f.get_uint(p + "attention.sliding_window").value_or(0);
+        if (a->sliding_window_key) c["sliding_window"] = w > 0 ? ordered_json(w) : ordered_json(nullptr);
+        else if (w > 0) fail("hf-export: {}: {}attention.sliding_window {} has no config.json form for {}", o.in, p, w, a->hf_name);
+    }
     const std::set<std::string> translated = {
+        "rope.scaling.original_context_length", "attention.sliding_window",
         "embedding_length", "attention.head_count", "attention.head_count_kv", "feed_forward_length", "block_count",
         "attention.layer_norm_rms_epsilon", "rope.freq_base", "context_length", "attention.key_length",
         "attention.value_length", "rope.dimension_count", "vocab_size"};
