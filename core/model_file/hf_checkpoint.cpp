@@ -293,6 +293,28 @@ void hf_checkpoint::add_computed_tensors() {
 void hf_checkpoint::read_tokenizer() {
     hf_tokenizer tok = load_hf_tokenizer(fs::path(name_));
     vocab_ = std::move(tok.vocab);
+    // An embedding with more rows than the tokenizer has tokens (Qwen2.5: 151936 rows, 151665 tokens) gets the
+    // missing ids as unused "[PAD<id>]" tokens, as llama.cpp's converter writes them; fewer rows is an error.
+    const std::string arch(meta_.get_string("general.architecture").value_or(""));
+    const gguf::tensor_info *embd = find_tensor("token_embd.weight");
+    const auto rows = meta_.get_uint(arch + ".vocab_size");
+    const size_t n_rows = rows ? static_cast<size_t>(*rows) : embd ? static_cast<size_t>(embd->ne[1]) : 0;
+    const size_t n_tokens = vocab_.tokens.size();
+    if (n_rows > 0 && n_tokens > n_rows)
+        fail("{}: tokenizer.json has {} tokens but the model has {} vocabulary rows (config.json vocab_size); the "
+             "tokenizer belongs to another model", name_, n_tokens, n_rows);
+    if (n_rows > n_tokens) {
+        if (vocab_.types.empty()) vocab_.types.assign(n_tokens, token_type::normal);
+        for (size_t i = n_tokens; i < n_rows; ++i) {
+            vocab_.tokens.push_back(fmt::format("[PAD{}]", i));
+            if (!vocab_.scores.empty()) vocab_.scores.push_back(0.0f);
+            vocab_.types.push_back(token_type::unused);
+            if (!vocab_.lstrip.empty()) vocab_.lstrip.push_back(0);
+            if (!vocab_.rstrip.empty()) vocab_.rstrip.push_back(0);
+        }
+        log::info("model", "{}: {} vocabulary rows beyond tokenizer.json's {} tokens are unused [PAD] tokens", name_,
+                  n_rows - n_tokens, n_tokens);
+    }
     const fs::path jinja = fs::path(name_) / "chat_template.jinja";
     if (tok.chat_templates.empty() && fs::exists(jinja)) tok.chat_templates.emplace_back("default", read_text(jinja));
     for (auto &[tname, text] : tok.chat_templates)

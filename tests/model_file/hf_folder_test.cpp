@@ -116,4 +116,23 @@ TEST_F(HfFolder, EachDefectIsOneErrorNamingWhatToFix) {
     EXPECT_EQ(error(), "");
 }
 
+// More embedding rows than tokenizer.json has tokens (Qwen2.5's 151936 rows for 151665 tokens): the missing ids are
+// unused [PAD<id>] tokens, as llama.cpp's converter writes them; fewer rows than tokens is an error.
+TEST_F(HfFolder, VocabularyRowsBeyondTheTokenizerArePaddedAndFewerAreRefused) {
+    const std::string base(k_config);
+    write("config.json", std::string(base).replace(base.find("\"vocab_size\":4"), 14, "\"vocab_size\":6"));
+    write("tokenizer.json", k_tokenizer);
+    write("model.safetensors", one_tensor("model.embed_tokens.weight", "F32", 48));
+    const auto c = hf_checkpoint::open(dir_.string());
+    ASSERT_NE(c->own_vocab(), nullptr);
+    const auto &v = *c->own_vocab();
+    ASSERT_EQ(v.tokens.size(), 6u);
+    EXPECT_EQ(v.tokens[3], "d");
+    EXPECT_EQ(v.tokens[5], "[PAD5]");
+    EXPECT_EQ(v.types[5], strata::token_type::unused);
+    EXPECT_EQ(v.types[0], strata::token_type::normal);
+    write("config.json", std::string(base).replace(base.find("\"vocab_size\":4"), 14, "\"vocab_size\":3"));
+    EXPECT_NE(error().find("tokenizer.json has 4 tokens but the model has 3"), std::string::npos) << error();
+}
+
 } // namespace
