@@ -46,13 +46,47 @@ const std::vector<hf_name_pair> k_phi3_names = {
     {"model.layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn_down.weight", "embd,ff", hf_presence::always},
 };
 
-// Defaults are those of transformers' LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config and Phi3Config.
-const std::array<hf_architecture, 5> k_architectures = {{
-    {"LlamaForCausalLM", "llama", "llama", 1e-6, 10000.0, false, false, true, false, false, &k_llama_names},
-    {"MistralForCausalLM", "mistral", "llama", 1e-6, 10000.0, false, true, true, false, false, &k_llama_names},
-    {"Qwen2ForCausalLM", "qwen2", "qwen2", 1e-6, 10000.0, false, false, false, true, false, &k_llama_names},
-    {"Qwen3ForCausalLM", "qwen3", "qwen3", 1e-6, 10000.0, false, false, false, false, true, &k_llama_names},
-    {"Phi3ForCausalLM", "phi3", "phi3", 1e-5, 10000.0, false, true, false, false, false, &k_phi3_names},
+// Gemma 2 / Gemma 3 text: four norms per layer (post-attention and post-feed-forward besides the pre-norms; HF's
+// post_attention_layernorm is GGUF's post_attention_norm, its pre_feedforward_layernorm GGUF's ffn_norm), Gemma 3 with
+// per-head Q/K norms; the classifier is the embedding.
+const std::vector<hf_name_pair> k_gemma_names = {
+    {"model.embed_tokens.weight", "token_embd.weight", "vocab,embd", hf_presence::always},
+    {"model.norm.weight", "output_norm.weight", "embd", hf_presence::always},
+    {"model.layers.{L}.input_layernorm.weight", "blk.{L}.attn_norm.weight", "embd", hf_presence::always},
+    {"model.layers.{L}.self_attn.q_proj.weight", "blk.{L}.attn_q.weight", "q,embd", hf_presence::always},
+    {"model.layers.{L}.self_attn.k_proj.weight", "blk.{L}.attn_k.weight", "kv,embd", hf_presence::always},
+    {"model.layers.{L}.self_attn.v_proj.weight", "blk.{L}.attn_v.weight", "kv,embd", hf_presence::always},
+    {"model.layers.{L}.self_attn.o_proj.weight", "blk.{L}.attn_output.weight", "embd,q", hf_presence::always},
+    {"model.layers.{L}.self_attn.q_norm.weight", "blk.{L}.attn_q_norm.weight", "head", hf_presence::qk_norm},
+    {"model.layers.{L}.self_attn.k_norm.weight", "blk.{L}.attn_k_norm.weight", "head", hf_presence::qk_norm},
+    {"model.layers.{L}.post_attention_layernorm.weight", "blk.{L}.post_attention_norm.weight", "embd",
+     hf_presence::always},
+    {"model.layers.{L}.pre_feedforward_layernorm.weight", "blk.{L}.ffn_norm.weight", "embd", hf_presence::always},
+    {"model.layers.{L}.post_feedforward_layernorm.weight", "blk.{L}.post_ffw_norm.weight", "embd", hf_presence::always},
+    {"model.layers.{L}.mlp.gate_proj.weight", "blk.{L}.ffn_gate.weight", "ff,embd", hf_presence::always},
+    {"model.layers.{L}.mlp.up_proj.weight", "blk.{L}.ffn_up.weight", "ff,embd", hf_presence::always},
+    {"model.layers.{L}.mlp.down_proj.weight", "blk.{L}.ffn_down.weight", "embd,ff", hf_presence::always},
+};
+
+// Defaults are those of transformers' LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, Phi3Config, Gemma2Config
+// and Gemma3TextConfig.
+const std::array<hf_architecture, 7> k_architectures = {{
+    {.hf_name = "LlamaForCausalLM", .model_type = "llama", .arch = "llama", .gguf_qk_pairs = true,
+     .names = &k_llama_names},
+    {.hf_name = "MistralForCausalLM", .model_type = "mistral", .arch = "llama", .kv_heads = 8, .sliding_window = 4096,
+     .sliding_window_key = true, .gguf_qk_pairs = true, .names = &k_llama_names},
+    {.hf_name = "Qwen2ForCausalLM", .model_type = "qwen2", .arch = "qwen2", .kv_heads = 32, .qkv_bias = true,
+     .names = &k_llama_names},
+    {.hf_name = "Qwen3ForCausalLM", .model_type = "qwen3", .arch = "qwen3", .kv_heads = 32, .head_dim = 128,
+     .qk_norm = true, .names = &k_llama_names},
+    {.hf_name = "Phi3ForCausalLM", .model_type = "phi3", .arch = "phi3", .rms_norm_eps = 1e-5,
+     .sliding_window_key = true, .names = &k_phi3_names},
+    {.hf_name = "Gemma2ForCausalLM", .model_type = "gemma2", .arch = "gemma2", .tie_word_embeddings = true,
+     .kv_heads = 4, .head_dim = 256, .sliding_window_key = true, .activation = "gelu_pytorch_tanh",
+     .norm_minus_one = true, .names = &k_gemma_names},
+    {.hf_name = "Gemma3ForCausalLM", .model_type = "gemma3_text", .arch = "gemma3", .rope_theta = 1000000.0,
+     .tie_word_embeddings = true, .kv_heads = 4, .head_dim = 256, .sliding_window_key = true, .qk_norm = true,
+     .activation = "gelu_pytorch_tanh", .norm_minus_one = true, .names = &k_gemma_names},
 }};
 
 // Matches `name` against `pattern` ("{L}" = a decimal layer index); returns the index text ("" when the pattern has

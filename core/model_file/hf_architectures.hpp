@@ -4,6 +4,7 @@
 // from it, in opposite directions.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,16 +36,23 @@ struct hf_architecture {
     const char *hf_name;    // config.json "architectures"[0]: "LlamaForCausalLM"
     const char *model_type; // config.json "model_type": "llama"
     const char *arch;       // the GGUF general.architecture a model plugin runs it as
-    double rms_norm_eps;    // the HF config class's defaults for keys a config.json may leave out
-    double rope_theta;
-    bool tie_word_embeddings;
-    bool sliding_window_key; // config.json's sliding_window is the model's (Mistral), not a disabled option (Qwen2)
+    // The HF config class's defaults for keys a config.json may leave out.
+    double rms_norm_eps = 1e-6;
+    double rope_theta = 10000.0;
+    bool tie_word_embeddings = false;
+    uint64_t kv_heads = 0;       // num_key_value_heads; 0: num_attention_heads
+    uint64_t head_dim = 0;       // 0: hidden_size / num_attention_heads
+    uint64_t sliding_window = 0; // Mistral's 4096
+    bool sliding_window_key = false; // config.json's sliding_window is the model's (Mistral), not a disabled option (Qwen2)
     // GGUF's form of this architecture has Q/K rows permuted for adjacent-pair RoPE (llama.cpp's converter permutes
     // llama-family rows); HF keeps rotate-half for all. Writers of HF checkpoints undo the permutation.
-    bool gguf_qk_pairs;
-    bool qkv_bias; // Q/K/V projections always carry biases (Qwen2)
-    bool qk_norm;  // per-head Q/K RMSNorm weights (Qwen3)
-    const std::vector<hf_name_pair> *names;
+    bool gguf_qk_pairs = false;
+    bool qkv_bias = false; // Q/K/V projections always carry biases (Qwen2)
+    bool qk_norm = false;  // per-head Q/K RMSNorm weights (Qwen3, Gemma 3)
+    const char *activation = "silu"; // the one hidden_act / hidden_activation implemented
+    // RMSNorm weights stored as w - 1 (Gemma computes x * (1 + w)); GGUF stores w, as llama.cpp's converter adds 1.
+    bool norm_minus_one = false;
+    const std::vector<hf_name_pair> *names = nullptr;
 };
 
 // nullptr when Strata has no mapping for the architecture.

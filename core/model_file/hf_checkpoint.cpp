@@ -6,6 +6,8 @@
 #include "tokenizer/hf_tokenizer.hpp"
 
 #include <fmt/format.h>
+#include "model_file/json_input.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstring>
@@ -38,6 +40,19 @@ void check_shard_name(const std::string &shard, const std::string &origin) {
         fail("{}: weight_map names shard '{}', which is not a .safetensors file name in the same folder", origin, shard);
 }
 
+// Whether config.json says a tensor of the name table is in the checkpoint.
+bool expected_in_checkpoint(const hf_architecture &a, const hf_config &cfg, hf_presence p) {
+    switch (p) {
+    case hf_presence::always: return true;
+    case hf_presence::untied: return !cfg.tie_word_embeddings;
+    case hf_presence::qkv_bias: return a.qkv_bias || cfg.attention_bias;
+    case hf_presence::o_bias: return cfg.attention_bias;
+    case hf_presence::mlp_bias: return cfg.mlp_bias;
+    case hf_presence::qk_norm: return a.qk_norm;
+    }
+    return false;
+}
+
 } // namespace
 
 int32_t ggml_type_of_dtype(const std::string &dtype) {
@@ -48,17 +63,12 @@ int32_t ggml_type_of_dtype(const std::string &dtype) {
 }
 
 std::map<std::string, std::set<std::string>> parse_weight_map(std::string_view text, const std::string &origin) {
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::exception &e) {
-        fail("{}: not valid JSON: {}", origin, e.what());
-    }
+    const json j = parse_json_input(text, origin);
     if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object() || j["weight_map"].empty())
         fail("{}: no 'weight_map' object naming each tensor's shard", origin);
     std::map<std::string, std::set<std::string>> by_shard;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-        if (!it->is_string()) fail("{}: weight_map['{}'] is {}, expected a shard file name", origin, it.key(), it->dump());
+        if (!it->is_string()) fail("{}: weight_map['{}'] is {}, expected a shard file name", origin, it.key(), brief_json(*it));
         const std::string shard = it->get<std::string>();
         check_shard_name(shard, origin);
         by_shard[shard].insert(it.key());
@@ -121,17 +131,7 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
         if (d == "ff2") return 2 * cfg.n_ff;
         return cfg.head_dim; // "head"
     };
-    auto present = [&](hf_presence p) {
-        switch (p) {
-        case hf_presence::always: return true;
-        case hf_presence::untied: return !cfg.tie_word_embeddings;
-        case hf_presence::qkv_bias: return a.qkv_bias || cfg.attention_bias;
-        case hf_presence::o_bias: return cfg.attention_bias;
-        case hf_presence::mlp_bias: return cfg.mlp_bias;
-        case hf_presence::qk_norm: return a.qk_norm;
-        }
-        return false;
-    };
+    auto present = [&](hf_presence p) { return expected_in_checkpoint(a, cfg, p); };
     // The names: the index's when it is here (exactly what the checkpoint holds), else the architecture's set.
     std::vector<std::string> names;
     const fs::path index = fs::path(name_) / "model.safetensors.index.json";
@@ -244,14 +244,21 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
             if (st.shape.empty() || st.shape.size() > 4)
                 fail("{}: tensor '{}' has {} dimensions; weights have 1 to 4", shard.name(), st.name, st.shape.size());
             gguf::tensor_info t;
-            if (st.shape.size() == 1 && type != 0) {
+            const bool shifted_norm = a.norm_minus_one && st.name.ends_with("norm.weight");
+            if (st.shape.size() == 1 && (type != 0 || shifted_norm)) {
                 // Norms and biases in F32, as llama.cpp's converter writes every 1-D tensor: widened once here
-                // (kilobytes), so a BF16 checkpoint runs with the same plugins and kernels as its GGUF.
-                std::vector<float> wide(st.n_bytes / 2);
+                // (kilobytes), so a BF16 checkpoint runs with the same plugins and kernels as its GGUF; Gemma's
+                // norms stored as w - 1 get their 1 back, as the converter adds it.
+                std::vector<float> wide(st.n_bytes / (type == 0 ? 4 : 2));
                 for (size_t i = 0; i < wide.size(); ++i) {
-                    uint16_t h;
-                    std::memcpy(&h, st.data + 2 * i, 2);
-                    wide[i] = type == 1 ? f16_to_f32(h) : bf16_to_f32(h);
+                    if (type == 0) {
+                        std::memcpy(&wide[i], st.data + 4 * i, 4);
+                    } else {
+                        uint16_t h;
+                        std::memcpy(&h, st.data + 2 * i, 2);
+                        wide[i] = type == 1 ? f16_to_f32(h) : bf16_to_f32(h);
+                    }
+                    if (shifted_norm) wide[i] += 1.0f;
                 }
                 computed_.push_back({*gname, std::move(wide)});
                 continue;
@@ -273,6 +280,23 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
     if (!cfg.tie_word_embeddings && !index_.count("output.weight"))
         fail("{}: tie_word_embeddings is false but there is no lm_head.weight; the checkpoint is incomplete", name_);
     add_computed_tensors();
+    // Biases and Q/K norms exactly where config.json says (attention_bias, mlp_bias, the architecture): transformers
+    // would drop a bias its config does not declare, and a declared one that is missing leaves the model incomplete.
+    for (const hf_name_pair &row : *a.names) {
+        if (row.presence == hf_presence::always || row.presence == hf_presence::untied) continue;
+        const bool expected = expected_in_checkpoint(a, cfg, row.presence);
+        for (int64_t l = 0; l < cfg.n_layer; ++l) {
+            const std::string hf = hf_name_in_layer(row, l);
+            const bool found = index_.count(*gguf_tensor_name(a, hf)) > 0;
+            if (found && !expected)
+                fail("{}: the checkpoint holds '{}' but config.json does not declare it ({}); transformers would "
+                     "ignore it and Strata will not guess: fix config.json or remove the tensor",
+                     name_, hf, row.presence == hf_presence::mlp_bias ? "mlp_bias" : "attention_bias");
+            if (!found && expected)
+                fail("{}: config.json declares '{}' (attention_bias / mlp_bias, or the architecture's own), but the "
+                     "checkpoint lacks it; the download is incomplete", name_, hf);
+        }
+    }
 }
 
 void hf_checkpoint::add_computed_tensors() {

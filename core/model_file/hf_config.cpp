@@ -3,6 +3,8 @@
 #include "common/error.hpp"
 
 #include <fmt/format.h>
+#include "model_file/json_input.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -34,6 +36,8 @@ class config_keys {
         const auto it = j_.find(key);
         return it == j_.end() || it->is_null() ? nullptr : &*it;
     }
+    // Whether the key is in the file at all (null included).
+    bool present(std::string_view key) const { return j_.contains(key); }
     std::optional<uint64_t> count(std::string_view key) {
         const json *v = raw(key);
         if (v == nullptr) return std::nullopt;
@@ -64,7 +68,7 @@ class config_keys {
         return v->get<std::string>();
     }
     [[noreturn]] void wrong(std::string_view key, const json &v, const char *expected) const {
-        fail("{}: '{}' is {}, expected {}", origin_, key, v.dump(), expected);
+        fail("{}: '{}' is {}, expected {}", origin_, key, brief_json(v), expected);
     }
     // Every key nobody read and not known to be inert: refused by name.
     void refuse_unread() const {
@@ -94,7 +98,7 @@ std::vector<float> llama3_rope_factors(const json &rs, double base, int64_t head
     auto num = [&](const char *k, double fallback) {
         const auto it = rs.find(k);
         if (it == rs.end() || it->is_null()) return fallback;
-        if (!it->is_number()) fail("{}: rope_scaling.{} is {}, expected a number", origin, k, it->dump());
+        if (!it->is_number()) fail("{}: rope_scaling.{} is {}, expected a number", origin, k, brief_json(*it));
         return it->get<double>();
     };
     const double factor = num("factor", 8.0), low = num("low_freq_factor", 1.0), high = num("high_freq_factor", 4.0);
@@ -123,17 +127,19 @@ std::vector<float> llama3_rope_factors(const json &rs, double base, int64_t head
 // rope_scaling (or transformers 5's rope_parameters) -> rope.scaling.* keys or rope_freqs.weight.
 void map_rope_scaling(const json &rs, const std::string &p, double theta, int64_t head_dim, hf_config &cfg,
                       metadata_table &out, const std::string &origin) {
-    if (!rs.is_object()) fail("{}: rope_scaling is {}, expected an object or null", origin, rs.dump());
+    if (!rs.is_object()) fail("{}: rope_scaling is {}, expected an object or null", origin, brief_json(rs));
     std::string type;
     for (const char *k : {"rope_type", "type"})
         if (auto it = rs.find(k); it != rs.end() && it->is_string()) type = it->get<std::string>();
     auto number = [&](const char *k) -> std::optional<double> {
         const auto it = rs.find(k);
         if (it == rs.end() || it->is_null()) return std::nullopt;
-        if (!it->is_number()) fail("{}: rope_scaling.{} is {}, expected a number", origin, k, it->dump());
+        if (!it->is_number()) fail("{}: rope_scaling.{} is {}, expected a number", origin, k, brief_json(*it));
         return it->get<double>();
     };
     std::set<std::string> known = {"rope_type", "type", "rope_theta"};
+    if (auto v = number("rope_theta"); v && *v != theta)
+        fail("{}: rope_scaling.rope_theta {} differs from rope_theta {}; one model has one RoPE base", origin, *v, theta);
     if (type.empty() || type == "default") {
         // nothing to scale
     } else if (type == "linear") {
@@ -155,7 +161,7 @@ void map_rope_scaling(const json &rs, const std::string &p, double theta, int64_
             if (it == rs.end() || !it->is_array()) fail("{}: rope_scaling (longrope) needs the list {}", origin, k);
             std::vector<float> v;
             for (const json &x : *it) {
-                if (!x.is_number()) fail("{}: rope_scaling.{} holds {}, not a number", origin, k, x.dump());
+                if (!x.is_number()) fail("{}: rope_scaling.{} holds {}, not a number", origin, k, brief_json(x));
                 v.push_back(x.get<float>());
             }
             return v;
@@ -192,8 +198,11 @@ void map_rope_scaling(const json &rs, const std::string &p, double theta, int64_
         }
         if (auto v = number("beta_fast")) out.set_f32(p + "rope.scaling.yarn_beta_fast", *v, "rope_scaling.beta_fast");
         if (auto v = number("beta_slow")) out.set_f32(p + "rope.scaling.yarn_beta_slow", *v, "rope_scaling.beta_slow");
-        if (auto v = number("attention_factor"))
-            out.set_f32(p + "rope.scaling.attn_factor", *v, "rope_scaling.attention_factor");
+        // transformers' attention_factor replaces YaRN's 0.1 ln(factor) + 1, which llama.cpp and Strata apply; only
+        // that value is implemented.
+        if (auto v = number("attention_factor"); v && std::fabs(*v - (0.1 * std::log(*f) + 1.0)) > 1e-6)
+            fail("{}: rope_scaling.attention_factor {} differs from YaRN's 0.1 ln(factor) + 1 = {}, which is the one "
+                 "Strata implements", origin, *v, 0.1 * std::log(*f) + 1.0);
         known.insert({"factor", "original_max_position_embeddings", "beta_fast", "beta_slow", "attention_factor"});
     } else {
         fail("{}: rope_scaling type '{}' is not implemented (Strata runs default, linear, llama3 and yarn)", origin,
@@ -205,15 +214,67 @@ void map_rope_scaling(const json &rs, const std::string &p, double theta, int64_
                  type.empty() ? "default" : type);
 }
 
+// Gemma 2 / Gemma 3's keys as llama.cpp's Gemma2Model / Gemma3Model converters write them: the soft-caps, the
+// window, its layer pattern (sliding_window_pattern, or transformers' layer_types list), the windowed layers' RoPE
+// base; query_pre_attn_scalar must give the query scale llama.cpp applies (head_dim, or n_embd / n_head at the 27B
+// block counts 46 and 62).
+void map_gemma_keys(config_keys &c, const hf_architecture &a, int64_t embd_per_head, int64_t head_dim,
+                    metadata_table &out) {
+    const std::string p = std::string(a.arch) + ".";
+    const std::string &origin = c.origin();
+    const bool g2 = std::string_view(a.arch) == "gemma2";
+    const json *attn_cap = c.raw("attn_logit_softcapping");
+    if (g2) {
+        if (attn_cap == nullptr && c.present("attn_logit_softcapping"))
+            fail("{}: attn_logit_softcapping is null; Gemma 2 without its attention soft-cap is not implemented", origin);
+        out.set_f32(p + "attn_logit_softcapping", c.number("attn_logit_softcapping").value_or(50.0),
+                    "attn_logit_softcapping");
+    } else if (attn_cap != nullptr) {
+        fail("{}: attn_logit_softcapping is set; Gemma 3 has none (llama.cpp's converter asserts it)", origin);
+    }
+    const auto final_cap = c.number("final_logit_softcapping");
+    if (g2 && !final_cap && c.present("final_logit_softcapping"))
+        fail("{}: final_logit_softcapping is null; Gemma 2 without its final soft-cap is not implemented", origin);
+    if (final_cap || g2) out.set_f32(p + "final_logit_softcapping", final_cap.value_or(30.0), "final_logit_softcapping");
+    // The window: transformers' defaults are 4096 for both; Gemma 3's layers alternate 5 windowed : 1 global.
+    out.set_u32(p + "attention.sliding_window", c.count("sliding_window").value_or(4096), "sliding_window");
+    uint64_t period = c.count("sliding_window_pattern").value_or(g2 ? 2 : 6);
+    if (const json *types = c.raw("layer_types")) {
+        if (!types->is_array() || types->empty()) fail("{}: 'layer_types' is {}, expected a list", origin, brief_json(*types));
+        uint64_t first_full = types->size();
+        for (size_t l = 0; l < types->size(); ++l)
+            if ((*types)[l] == "full_attention") {
+                first_full = l;
+                break;
+            }
+        period = first_full + 1;
+        for (size_t l = 0; l < types->size(); ++l) {
+            const bool windowed = l % period < period - 1;
+            const json &t = (*types)[l];
+            if (t != (windowed ? "sliding_attention" : "full_attention"))
+                fail("{}: layer_types[{}] is {}; Strata windows Gemma's layers in a repeating pattern of {} windowed "
+                     "to 1 global only", origin, l, brief_json(t), period - 1);
+        }
+    }
+    if (g2 && period != 2) fail("{}: Gemma 2 windows every other layer; a pattern of {} is not implemented", origin, period);
+    if (!g2) out.set_u32(p + "attention.sliding_window_pattern", period, "sliding_window_pattern");
+    if (auto base = c.number("rope_local_base_freq")) {
+        if (g2) fail("{}: rope_local_base_freq is not a Gemma 2 setting", origin);
+        out.set_f32(p + "rope.freq_base_swa", *base, "rope_local_base_freq");
+    }
+    c.raw("cache_implementation"); // how transformers caches, not what the model computes
+    const int64_t n_layer = static_cast<int64_t>(*out.get_uint(p + "block_count"));
+    const int64_t wide_layers = g2 ? 46 : 62;
+    const int64_t want = n_layer == wide_layers ? embd_per_head : head_dim;
+    if (auto q = c.number("query_pre_attn_scalar"); q && *q != static_cast<double>(want))
+        fail("{}: query_pre_attn_scalar {} would scale queries by 1/sqrt({}); llama.cpp and Strata scale this model's "
+             "by 1/sqrt({})", origin, *q, *q, want);
+}
+
 } // namespace
 
 hf_config map_hf_config(std::string_view text, const std::string &origin, metadata_table &out) {
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::exception &e) {
-        fail("{}: not valid JSON: {}", origin, e.what());
-    }
+    const json j = parse_json_input(text, origin);
     if (!j.is_object()) fail("{}: not a JSON object", origin);
     config_keys c(j, origin);
     hf_config cfg;
@@ -237,23 +298,35 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
     const std::string p = std::string(a.arch) + ".";
     out.set_string("general.architecture", a.arch, "architectures");
 
+    // Every count a plugin narrows to int32, bounded here so no value wraps on its way there.
+    const auto bounded = [&](const char *key, uint64_t v, uint64_t max) {
+        if (v > max) fail("{}: '{}' is {}; no model Strata runs has more than {}", origin, key, v, max);
+        return v;
+    };
     const uint64_t n_embd = c.required_count("hidden_size");
     const uint64_t n_head = c.required_count("num_attention_heads");
-    const uint64_t n_head_kv = c.count("num_key_value_heads").value_or(n_head);
+    const uint64_t n_head_kv = c.count("num_key_value_heads").value_or(a.kv_heads > 0 ? a.kv_heads : n_head);
     if (n_embd > (1u << 20) || n_head > (1u << 14) || n_head_kv == 0 || n_head_kv > n_head)
         fail("{}: implausible sizes (hidden_size {}, num_attention_heads {}, num_key_value_heads {})", origin, n_embd,
              n_head, n_head_kv);
     out.set_u32(p + "embedding_length", n_embd, "hidden_size");
-    out.set_u32(p + "feed_forward_length", c.required_count("intermediate_size"), "intermediate_size");
-    out.set_u32(p + "block_count", c.required_count("num_hidden_layers"), "num_hidden_layers");
+    out.set_u32(p + "feed_forward_length", bounded("intermediate_size", c.required_count("intermediate_size"), 1u << 22),
+                "intermediate_size");
+    out.set_u32(p + "block_count", bounded("num_hidden_layers", c.required_count("num_hidden_layers"), 4096),
+                "num_hidden_layers");
     out.set_u32(p + "attention.head_count", n_head, "num_attention_heads");
     out.set_u32(p + "attention.head_count_kv", n_head_kv, "num_key_value_heads");
-    if (auto v = c.count("vocab_size")) out.set_u32(p + "vocab_size", *v, "vocab_size");
-    if (auto v = c.count("max_position_embeddings")) out.set_u32(p + "context_length", *v, "max_position_embeddings");
+    if (auto v = c.count("vocab_size")) out.set_u32(p + "vocab_size", bounded("vocab_size", *v, INT32_MAX), "vocab_size");
+    if (auto v = c.count("max_position_embeddings"))
+        out.set_u32(p + "context_length", bounded("max_position_embeddings", *v, INT32_MAX), "max_position_embeddings");
     out.set_f32(p + "attention.layer_norm_rms_epsilon", c.number("rms_norm_eps").value_or(a.rms_norm_eps),
                 "rms_norm_eps");
     uint64_t head_dim = n_embd % n_head == 0 ? n_embd / n_head : 0;
-    if (auto v = c.count("head_dim")) {
+    const bool gemma = a.norm_minus_one;
+    // Gemma's config classes default head_dim to 256 whatever hidden_size / heads is.
+    auto head_dim_key = c.count("head_dim");
+    if (!head_dim_key && a.head_dim > 0) head_dim_key = a.head_dim; // the config class's default
+    if (auto v = head_dim_key) {
         if (*v == 0 || *v > (1u << 14)) fail("{}: head_dim {} is not a plausible head size", origin, *v);
         head_dim = *v;
         out.set_u32(p + "attention.key_length", *v, "head_dim");
@@ -264,8 +337,10 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
         out.set_u32(p + "rope.dimension_count", static_cast<uint64_t>(static_cast<double>(head_dim) * *v),
                     "partial_rotary_factor");
     }
-    if (auto act = c.text("hidden_act"); act && *act != "silu")
-        fail("{}: hidden_act '{}' is not implemented for {} (its MLP is SiLU-gated)", origin, *act, hf_name);
+    for (const char *k : {"hidden_act", "hidden_activation"})
+        if (auto act = c.text(k); act && *act != a.activation)
+            fail("{}: {} '{}' is not implemented for {} (its MLP is gated by {})", origin, k, *act, hf_name,
+                 a.activation);
     // The bias tensors are mapped; a plugin that does not read them refuses the model.
     cfg.attention_bias = c.flag("attention_bias").value_or(false);
     cfg.mlp_bias = c.flag("mlp_bias").value_or(false);
@@ -293,20 +368,22 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
     else if (params != nullptr) map_rope_scaling(*params, p, theta, static_cast<int64_t>(head_dim), cfg, out, origin);
 
     // Sliding windows: Mistral's sliding_window is the model's own; Qwen's is off unless use_sliding_window.
-    const bool use_window = c.flag("use_sliding_window").value_or(a.sliding_window_key);
-    const auto window = c.count("sliding_window");
+    const bool use_window = c.flag("use_sliding_window").value_or(a.sliding_window_key) && !gemma;
+    auto window = gemma ? std::nullopt : c.count("sliding_window");
+    if (!window && !c.present("sliding_window") && a.sliding_window > 0) window = a.sliding_window;
     c.count("max_window_layers");
     if (use_window && window) {
         if (!a.sliding_window_key)
             fail("{}: use_sliding_window is true; sliding-window attention is not implemented for {}", origin, hf_name);
         out.set_u32(p + "attention.sliding_window", *window, "sliding_window");
     }
-    if (const json *types = c.raw("layer_types")) {
-        if (!types->is_array()) fail("{}: 'layer_types' is {}, expected a list", origin, types->dump());
+    if (gemma) map_gemma_keys(c, a, static_cast<int64_t>(n_embd / n_head), static_cast<int64_t>(head_dim), out);
+    if (const json *types = c.raw("layer_types"); types != nullptr && !gemma) {
+        if (!types->is_array()) fail("{}: 'layer_types' is {}, expected a list", origin, brief_json(*types));
         for (const json &t : *types)
             if (t != "full_attention")
                 fail("{}: layer_types holds {}; Strata runs {} with full attention in every layer only", origin,
-                     t.dump(), hf_name);
+                     brief_json(t), hf_name);
     }
     if (auto v = c.flag("use_mrope"); v && *v) fail("{}: use_mrope (multimodal RoPE) is not implemented", origin);
 

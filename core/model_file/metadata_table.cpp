@@ -27,6 +27,8 @@ metadata_table::entry &metadata_table::slot(std::string key, value_type type, st
 }
 
 void metadata_table::set_u32(std::string key, uint64_t v, std::string from) {
+    if (v > UINT32_MAX) fail("{}: '{}'{} is {}, more than a 32-bit count holds", origin_, key,
+                             from.empty() ? "" : fmt::format(" (from {})", from), v);
     slot(std::move(key), value_type::u32, std::move(from)).u = v;
 }
 void metadata_table::set_u64(std::string key, uint64_t v, std::string from) {

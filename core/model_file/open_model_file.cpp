@@ -1,5 +1,6 @@
 #include "model_file/open_model_file.hpp"
 
+#include "common/error.hpp"
 #include "gguf/gguf_file.hpp"
 #include "model_file/hf_checkpoint.hpp"
 #include "tokenizer/vocab_from_gguf.hpp"
@@ -9,7 +10,11 @@
 namespace strata {
 
 std::unique_ptr<model_file> open_model_file(const std::string &path, const open_options &how, bool plan_only) {
-    if (std::filesystem::is_directory(path)) return hf_checkpoint::open(path, how, plan_only);
+    try {
+        if (std::filesystem::is_directory(path)) return hf_checkpoint::open(path, how, plan_only);
+    } catch (const std::filesystem::filesystem_error &e) { // an unreadable folder or file in it
+        fail("{}: {}; check the folder's permissions", path, e.what());
+    }
     return std::make_unique<gguf::file>(gguf::file::open(path, how));
 }
 

@@ -2,6 +2,8 @@
 
 #include "common/error.hpp"
 
+#include "model_file/json_input.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -17,6 +19,8 @@ using json = nlohmann::json;
 
 // Hugging Face's reader refuses headers above 100 MB; so does this one (a 70B model's header is under 1 MB).
 constexpr uint64_t k_max_header = 100'000'000;
+
+constexpr int k_max_json_depth = 8;
 
 const char *k_fix = "the file is damaged or was not written by a safetensors writer; download or convert it again";
 
@@ -59,10 +63,13 @@ safetensors_file safetensors_file::parse(const void *data, size_t size, std::str
     const uint64_t data_begin = 8 + n;
     const uint64_t data_size = size - data_begin;
 
-    // Duplicate keys would let two readers see two different files; refuse them at every level.
+    // Duplicate keys would let two readers see two different files; refuse them at every level. A header nests two
+    // levels (three with __metadata__); deeper nesting is refused before anything recurses over it.
     std::vector<std::set<std::string>> seen;
     std::string duplicate;
-    const json::parser_callback_t check = [&](int, json::parse_event_t ev, json &parsed) {
+    const json::parser_callback_t check = [&](int depth, json::parse_event_t ev, json &parsed) {
+        if (depth > k_max_json_depth)
+            fail("{}: the JSON header nests deeper than {} levels; {}", f.name_, k_max_json_depth, k_fix);
         if (ev == json::parse_event_t::object_start) seen.emplace_back();
         else if (ev == json::parse_event_t::object_end && !seen.empty()) seen.pop_back();
         else if (ev == json::parse_event_t::key && !seen.empty() && !seen.back().insert(parsed.get<std::string>()).second)
@@ -106,24 +113,25 @@ safetensors_file safetensors_file::parse(const void *data, size_t size, std::str
         if (esize == 0) bad("dtype '" + t.dtype + "' is not a safetensors dtype");
         uint64_t count = 1;
         for (const json &d : v["shape"]) {
-            if (!d.is_number_unsigned()) bad("'shape' holds " + d.dump() + ", not a non-negative integer");
+            if (!d.is_number_unsigned()) bad("'shape' holds " + brief_json(d) + ", not a non-negative integer");
             const uint64_t dim = d.get<uint64_t>();
-            if (dim > (uint64_t{1} << 40) || (dim != 0 && count > (uint64_t{1} << 62) / dim))
-                bad("its shape " + v["shape"].dump() + " is too large");
-            count *= dim;
+            if (__builtin_mul_overflow(count, dim, &count) || count > (uint64_t{1} << 56))
+                bad("its shape is too large");
             t.shape.push_back(static_cast<int64_t>(dim));
         }
         for (const json &o : v["data_offsets"])
-            if (!o.is_number_unsigned()) bad("'data_offsets' holds " + o.dump() + ", not a non-negative integer");
+            if (!o.is_number_unsigned()) bad("'data_offsets' holds " + brief_json(o) + ", not a non-negative integer");
         const uint64_t begin = v["data_offsets"][0].get<uint64_t>();
         const uint64_t end = v["data_offsets"][1].get<uint64_t>();
         if (begin > end) bad(fmt::format("data_offsets [{}, {}] end before they begin", begin, end));
         if (end > data_size)
             bad(fmt::format("data_offsets [{}, {}] reach past the data's {} bytes (the file is truncated or the "
                             "header lies)", begin, end, data_size));
-        if (end - begin != count * esize)
-            bad(fmt::format("data_offsets [{}, {}] hold {} bytes, but shape {} of {} needs {}", begin, end, end - begin,
-                            v["shape"].dump(), t.dtype, count * esize));
+        uint64_t need = 0;
+        if (__builtin_mul_overflow(count, uint64_t{esize}, &need)) bad("its shape is too large");
+        if (end - begin != need)
+            bad(fmt::format("data_offsets [{}, {}] hold {} bytes, but {} elements of {} need {}", begin, end,
+                            end - begin, count, t.dtype, need));
         if ((data_begin + begin) % esize != 0)
             bad(fmt::format("its data at byte {} is not aligned to its {}-byte elements", data_begin + begin, esize));
         t.begin = begin;

@@ -73,6 +73,49 @@ TEST(HfConfig, Llama3RopeScalingBecomesRopeFreqsAsLlamaCppComputesThem) {
     EXPECT_FALSE(m.has("llama.rope.scaling.type"));
 }
 
+// Keys a config.json leaves out take the config class's defaults (Qwen3Config: 32 KV heads, head_dim 128;
+// MistralConfig: 8 KV heads and a window of 4096; Gemma2Config: 4 KV heads, head_dim 256, soft-caps 50 and 30).
+TEST(HfConfig, MissingKeysTakeTheConfigClassDefaults) {
+    const std::string dims = R"("hidden_size":4096,"intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":32)";
+    metadata_table q("config.json");
+    map_hf_config(R"({"architectures":["Qwen3ForCausalLM"],)" + dims + "}", "dir/config.json", q);
+    EXPECT_EQ(*q.get_uint("qwen3.attention.head_count_kv"), 32u);
+    EXPECT_EQ(*q.get_uint("qwen3.attention.key_length"), 128u);
+    metadata_table m("config.json");
+    map_hf_config(R"({"architectures":["MistralForCausalLM"],)" + dims + "}", "dir/config.json", m);
+    EXPECT_EQ(*m.get_uint("llama.attention.head_count_kv"), 8u);
+    EXPECT_EQ(*m.get_uint("llama.attention.sliding_window"), 4096u);
+    metadata_table none("config.json");
+    map_hf_config(R"({"architectures":["MistralForCausalLM"],"sliding_window":null,)" + dims + "}", "dir/config.json",
+                  none);
+    EXPECT_FALSE(none.has("llama.attention.sliding_window"));
+    metadata_table g("config.json");
+    map_hf_config(R"({"architectures":["Gemma2ForCausalLM"],)" + dims + "}", "dir/config.json", g);
+    EXPECT_EQ(*g.get_uint("gemma2.attention.head_count_kv"), 4u);
+    EXPECT_EQ(*g.get_uint("gemma2.attention.key_length"), 256u);
+    EXPECT_DOUBLE_EQ(*g.get_float("gemma2.attn_logit_softcapping"), 50.0);
+    EXPECT_DOUBLE_EQ(*g.get_float("gemma2.final_logit_softcapping"), 30.0);
+    EXPECT_EQ(*g.get_uint("gemma2.attention.sliding_window"), 4096u);
+}
+
+// Gemma 3's window pattern from transformers' layer_types, its local RoPE base, and the query scale check.
+TEST(HfConfig, Gemma3LayerTypesBecomeTheWindowPattern) {
+    std::string types;
+    for (int l = 0; l < 12; ++l) types += std::string(l ? "," : "") + ((l + 1) % 6 ? "\"sliding_attention\"" : "\"full_attention\"");
+    const std::string base = R"({"architectures":["Gemma3ForCausalLM"],"model_type":"gemma3_text","hidden_size":64,)"
+                             R"("intermediate_size":128,"num_hidden_layers":12,"num_attention_heads":4,"head_dim":16,)"
+                             R"("sliding_window":512,"rope_local_base_freq":10000,"query_pre_attn_scalar":)";
+    metadata_table m("config.json");
+    map_hf_config(base + R"(16,"layer_types":[)" + types + "]}", "dir/config.json", m);
+    EXPECT_EQ(*m.get_uint("gemma3.attention.sliding_window_pattern"), 6u);
+    EXPECT_EQ(*m.get_uint("gemma3.attention.sliding_window"), 512u);
+    EXPECT_DOUBLE_EQ(*m.get_float("gemma3.rope.freq_base_swa"), 10000.0);
+    EXPECT_DOUBLE_EQ(*m.get_float("gemma3.rope.freq_base"), 1000000.0); // Gemma3TextConfig's default
+    EXPECT_NE(error_of(base + "32}").find("query_pre_attn_scalar 32"), std::string::npos);
+    EXPECT_NE(error_of(base + R"(16,"layer_types":["full_attention","sliding_attention"]})").find("layer_types[1]"),
+              std::string::npos);
+}
+
 TEST(HfConfig, QwenYarnAndHeadDimMapToTheirKeys) {
     metadata_table m("config.json");
     map_hf_config(R"({"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","hidden_size":1024,)"
@@ -130,7 +173,7 @@ TEST(HfConfig, RefusesWhatItCannotRunByName) {
               std::string::npos);
     EXPECT_NE(error_of(R"({"architectures":["Qwen2ForCausalLM"],"model_type":"qwen2","hidden_size":64,)"
                        R"("intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,)"
-                       R"("use_sliding_window":true,"sliding_window":4096})")
+                       R"("num_key_value_heads":4,"use_sliding_window":true,"sliding_window":4096})")
                   .find("use_sliding_window"),
               std::string::npos);
     EXPECT_NE(error_of("{" + k_llama + R"(,"num_attention_heads":"32"})").find("expected a non-negative integer"),
@@ -138,6 +181,16 @@ TEST(HfConfig, RefusesWhatItCannotRunByName) {
     EXPECT_NE(error_of(R"({"architectures":["LlamaForCausalLM"],"model_type":"mistral"})").find("does not match"),
               std::string::npos);
     EXPECT_NE(error_of("not json").find("not valid JSON"), std::string::npos);
+    EXPECT_NE(error_of("{" + k_llama + R"(,"x":)" + std::string(100000, '[')).find("nests deeper"), std::string::npos);
+    EXPECT_NE(error_of("{" + k_llama + R"(,"num_hidden_layers":4294967298})").find("'num_hidden_layers' is 4294967298"),
+              std::string::npos);
+    EXPECT_NE(error_of("{" + k_llama + R"(,"rope_scaling":{"rope_type":"yarn","factor":4.0,"attention_factor":1.0}})")
+                  .find("attention_factor"),
+              std::string::npos);
+    EXPECT_NE(error_of("{" + k_llama + R"(,"rope_theta":500000.0,"rope_scaling":{"rope_type":"linear","factor":2,)"
+                                       R"("rope_theta":10000.0}})")
+                  .find("one RoPE base"),
+              std::string::npos);
 }
 
 // The name table is said once and read both ways (the reader and tools/hf-export).

@@ -110,7 +110,19 @@ TEST_F(HfFolder, EachDefectIsOneErrorNamingWhatToFix) {
     write("config.json", std::string(k_config).replace(std::string(k_config).find("true"), 4, "false"));
     write("model.safetensors", one_tensor("model.embed_tokens.weight"));
     EXPECT_NE(error().find("no lm_head.weight"), std::string::npos);
+    // A bias config.json does not declare: transformers would drop it; Strata refuses to guess.
+    write("model.safetensors",
+          safetensors_bytes(R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[4,8],"data_offsets":[0,128]},)"
+                            R"("model.layers.0.self_attn.q_proj.bias":{"dtype":"F32","shape":[8],)"
+                            R"("data_offsets":[128,160]}})",
+                            160));
     write("config.json", k_config);
+    EXPECT_NE(error().find("does not declare it (attention_bias)"), std::string::npos) << error();
+    write("config.json", std::string(k_config).replace(std::string(k_config).find("\"tie_word"), 0,
+                                                       "\"attention_bias\":true,"));
+    EXPECT_NE(error().find("lacks it"), std::string::npos) << error();
+    write("config.json", k_config);
+    write("model.safetensors", one_tensor("model.embed_tokens.weight"));
     EXPECT_NE(error().find("no tokenizer.json"), std::string::npos);
     write("tokenizer.json", k_tokenizer);
     EXPECT_EQ(error(), "");

@@ -49,7 +49,7 @@ TEST(Safetensors, RefusesEachDefectWithTheFileAndTheReason) {
         {safetensors_bytes("[1,2]", 0), "does not start with '{'"},
         {safetensors_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", 8), "does not parse"},
         {truncated, "reach past the data"},
-        {safetensors_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "needs 12"},
+        {safetensors_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "need 12"},
         {safetensors_bytes(R"({"w":{"dtype":"Q4","shape":[2],"data_offsets":[0,8]}})", 8), "not a safetensors dtype"},
         {safetensors_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8), "end before they begin"},
         {safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
@@ -64,6 +64,11 @@ TEST(Safetensors, RefusesEachDefectWithTheFileAndTheReason) {
         {safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}})", 4), "unknown field 'x'"},
         {safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4, false), "not aligned"},
         {safetensors_bytes(R"({"__metadata__":{"k":1}})", 0), "is not a string"},
+        // 2^31 x 2^31 F32 elements: the byte count would wrap to 0 in 64 bits.
+        {safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2147483648,2147483648],"data_offsets":[0,0]}})", 0),
+         "too large"},
+        {safetensors_bytes(R"({"a":{"dtype":"F32","shape":)" + std::string(100000, '[') + "}}", 0),
+         "nests deeper than"},
     };
     for (const auto &c : cases) {
         const std::string e = error_of(c.bytes);

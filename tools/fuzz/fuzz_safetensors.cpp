@@ -33,6 +33,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             uint64_t total = 0;
             for (const auto &t : f.tensors()) {
                 check(t.data >= rest && t.data + t.n_bytes <= rest + n);
+                uint64_t elements = 1;
+                for (const int64_t d : t.shape) elements *= static_cast<uint64_t>(d);
+                check(t.n_bytes == elements * strata::safetensors_file::dtype_bytes(t.dtype)); // no wrapped size
                 total += t.n_bytes;
             }
             check(total <= n);

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -46,7 +47,11 @@ options parse(int argc, char **argv) {
             if (i + 1 >= argc) fail("hf-export: {} needs a value", a);
             return argv[++i];
         };
-        if (a == "--shards") o.shards = std::stoi(val());
+        if (a == "--shards") {
+            const std::string v = val();
+            const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), o.shards);
+            if (ec != std::errc() || end != v.data() + v.size()) fail("hf-export: --shards takes a number, not '{}'", v);
+        }
         else if (a == "--dtype") o.dtype = val();
         else if (a == "--no-permute") o.permute = false;
         else if (a == "--untie") o.untie = true;
@@ -84,20 +89,22 @@ std::vector<float> to_f32(const gguf::tensor_info &t) {
     return v;
 }
 
-out_tensor convert(const gguf::tensor_info &t, const std::string &hf_name, const std::string &dtype) {
+out_tensor convert(const gguf::tensor_info &t, const std::string &hf_name, const std::string &dtype,
+                   float shift = 0.0f) {
     if (t.type != 0 && t.type != 1 && t.type != 30)
         fail("hf-export: tensor '{}' is quantized (ggml type {}); hf-export writes F32, F16 and BF16 tensors only",
              t.name, t.type);
     out_tensor o;
     o.name = hf_name;
     for (uint32_t d = t.n_dims; d-- > 0;) o.shape.push_back(t.ne[d]);
-    if (dtype == "keep") {
+    if (dtype == "keep" && shift == 0.0f) {
         o.dtype = t.type == 0 ? "F32" : t.type == 1 ? "F16" : "BF16";
         o.bytes.assign(t.data, t.data + t.n_bytes);
         return o;
     }
-    const std::vector<float> v = to_f32(t);
-    if (dtype == "f32") {
+    std::vector<float> v = to_f32(t);
+    for (float &x : v) x += shift; // Gemma's norms: HF stores w - 1
+    if (dtype == "f32" || (dtype == "keep" && t.type == 0)) {
         o.dtype = "F32";
         o.bytes.resize(v.size() * 4);
         std::memcpy(o.bytes.data(), v.data(), o.bytes.size());
@@ -182,19 +189,42 @@ int main(int argc, char **argv) try {
     c["num_hidden_layers"] = need("block_count");
     c["num_attention_heads"] = n_head;
     c["num_key_value_heads"] = n_head_kv;
-    c["hidden_act"] = "silu";
+    c["hidden_act"] = a->activation;
     c["rms_norm_eps"] = f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5);
     c["rope_theta"] = f.get_float(p + "rope.freq_base").value_or(10000.0);
     if (auto v = f.get_uint(p + "context_length")) c["max_position_embeddings"] = *v;
     const uint64_t head_dim = f.get_uint(p + "attention.key_length").value_or(n_embd / n_head);
-    if (f.has(p + "attention.key_length")) c["head_dim"] = head_dim;
+    c["head_dim"] = head_dim; // always: the config classes' defaults differ (Qwen3 128, Gemma 256)
+    // Biases as config.json declares them: attention_bias covers q, k, v and o together (Qwen2's q/k/v biases are
+    // its architecture's own, and it has no o bias); mlp_bias the three MLP projections.
+    const bool q_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+    const bool o_bias = f.find_tensor("blk.0.attn_output.bias") != nullptr;
+    if (a->qkv_bias ? o_bias : q_bias != o_bias)
+        fail("hf-export: {}: its attention biases (q {}, output {}) have no config.json form for {}", o.in, q_bias,
+             o_bias, a->hf_name);
+    if (!a->qkv_bias) c["attention_bias"] = q_bias;
+    c["mlp_bias"] = f.find_tensor("blk.0.ffn_up.bias") != nullptr;
     if (auto v = f.get_uint(p + "rope.scaling.original_context_length")) c["original_max_position_embeddings"] = *v;
     if (f.has(p + "attention.sliding_window")) {
         const uint64_t w = f.get_uint(p + "attention.sliding_window").value_or(0);
-        if (a->sliding_window_key) c["sliding_window"] = w > 0 ? ordered_json(w) : ordered_json(nullptr);
+        if (a->sliding_window_key || a->norm_minus_one) c["sliding_window"] = w > 0 ? ordered_json(w) : ordered_json(nullptr);
         else if (w > 0) fail("hf-export: {}: {}attention.sliding_window {} has no config.json form for {}", o.in, p, w, a->hf_name);
     }
+    if (a->norm_minus_one) { // Gemma 2 / 3
+        const bool g2 = arch == "gemma2";
+        c["hidden_activation"] = "gelu_pytorch_tanh";
+        if (auto v = f.get_float(p + "attn_logit_softcapping")) c["attn_logit_softcapping"] = *v;
+        else if (!g2) c["attn_logit_softcapping"] = nullptr;
+        if (auto v = f.get_float(p + "final_logit_softcapping")) c["final_logit_softcapping"] = *v;
+        else if (!g2) c["final_logit_softcapping"] = nullptr;
+        if (auto v = f.get_uint(p + "attention.sliding_window_pattern")) c["sliding_window_pattern"] = *v;
+        if (auto v = f.get_float(p + "rope.freq_base_swa")) c["rope_local_base_freq"] = *v;
+        const uint64_t n_layer = need("block_count");
+        c["query_pre_attn_scalar"] = n_layer == (g2 ? 46u : 62u) ? n_embd / n_head
+                                                                 : f.get_uint(p + "attention.key_length").value_or(256);
+    }
     const std::set<std::string> translated = {
+        "attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window_pattern", "rope.freq_base_swa",
         "rope.scaling.original_context_length", "attention.sliding_window",
         "embedding_length", "attention.head_count", "attention.head_count_kv", "feed_forward_length", "block_count",
         "attention.layer_norm_rms_epsilon", "rope.freq_base", "context_length", "attention.key_length",
@@ -218,7 +248,8 @@ int main(int argc, char **argv) try {
     for (const gguf::tensor_info &t : f.tensors()) {
         const auto hf = strata::hf_tensor_name(*a, t.name);
         if (!hf) fail("hf-export: {}: tensor '{}' has no HF name for {}", o.in, t.name, a->hf_name);
-        out.push_back(convert(t, *hf, o.dtype));
+        const bool shifted_norm = a->norm_minus_one && hf->ends_with("norm.weight");
+        out.push_back(convert(t, *hf, o.dtype, shifted_norm ? -1.0f : 0.0f));
         out_tensor &ot = out.back();
         if (a->gguf_qk_pairs && o.permute) {
             if (t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_q.bias")) permute_rows(ot, static_cast<int64_t>(n_head));

@@ -69,7 +69,11 @@ tokenizer_files spm_tokenizer_json(const strata::gguf::file &f) {
     const int64_t eos = f.get_int("tokenizer.ggml.eos_token_id").value_or(2);
     const bool add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(true);
     const bool add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
-    auto text = [&](int64_t t) { return t >= 0 && static_cast<size_t>(t) < n ? std::string((*tokens)[t]) : ""; };
+    for (const int64_t id : {unk, bos, eos})
+        if (id < 0 || static_cast<size_t>(id) >= n)
+            strata::fail("{}: special token id {} is outside the {}-token vocabulary", f.name(), id, n);
+    auto text = [&](int64_t t) { return std::string((*tokens)[static_cast<size_t>(t)]); };
+    const bool prefix_space = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
 
     tokenizer_files out;
     ordered_json &tj = out.tokenizer;
@@ -77,13 +81,21 @@ tokenizer_files spm_tokenizer_json(const strata::gguf::file &f) {
     tj["truncation"] = nullptr;
     tj["padding"] = nullptr;
     ordered_json added = ordered_json::array();
-    for (size_t i = 0; i < n; ++i) // UNKNOWN and CONTROL tokens are the added (special) tokens
-        if ((*types)[i] == 2 || (*types)[i] == 3) added.push_back(special(static_cast<int64_t>(i), text(i)));
+    // UNKNOWN and CONTROL tokens are added special tokens, USER_DEFINED ones added plain tokens (SpmConverter).
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t id = static_cast<int64_t>(i);
+        if ((*types)[i] == 2 || (*types)[i] == 3) added.push_back(special(id, text(id)));
+        if ((*types)[i] == 4) {
+            ordered_json t = special(id, text(id));
+            t["special"] = false;
+            added.push_back(std::move(t));
+        }
+    }
     tj["added_tokens"] = added;
-    tj["normalizer"] = {{"type", "Sequence"},
-                        {"normalizers",
-                         {{{"type", "Prepend"}, {"prepend", "\u2581"}},
-                          {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}};
+    ordered_json normalizers = ordered_json::array();
+    if (prefix_space) normalizers.push_back({{"type", "Prepend"}, {"prepend", "\u2581"}});
+    normalizers.push_back({{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}});
+    tj["normalizer"] = {{"type", "Sequence"}, {"normalizers", normalizers}};
     tj["pre_tokenizer"] = nullptr;
     ordered_json single = ordered_json::array();
     if (add_bos) single.push_back({{"SpecialToken", {{"id", text(bos)}, {"type_id", 0}}}});
@@ -94,14 +106,13 @@ tokenizer_files spm_tokenizer_json(const strata::gguf::file &f) {
     if (add_eos) specials[text(eos)] = {{"id", text(eos)}, {"ids", {eos}}, {"tokens", {text(eos)}}};
     tj["post_processor"] = {{"type", "TemplateProcessing"}, {"single", single}, {"pair", single},
                             {"special_tokens", specials}};
-    tj["decoder"] = {{"type", "Sequence"},
-                     {"decoders",
-                      {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
-                       {{"type", "ByteFallback"}},
-                       {{"type", "Fuse"}},
-                       {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+    ordered_json decoders = {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                             {{"type", "ByteFallback"}},
+                             {{"type", "Fuse"}}};
+    if (prefix_space) decoders.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+    tj["decoder"] = {{"type", "Sequence"}, {"decoders", decoders}};
     ordered_json vocab = ordered_json::object();
-    for (size_t i = 0; i < n; ++i) vocab[text(i)] = i;
+    for (size_t i = 0; i < n; ++i) vocab[text(static_cast<int64_t>(i))] = i;
     ordered_json merge_list = ordered_json::array();
     for (const auto &m : merges) merge_list.push_back({m.left, m.right});
     tj["model"] = {{"type", "BPE"},          {"dropout", nullptr},      {"unk_token", text(unk)},
