@@ -9,8 +9,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,20 @@
 namespace strata::testing {
 
 inline std::string shared_path(const std::string &rel) { return std::string(STRATA_SHARED_DIR) + "/" + rel; }
+
+// run.c's greedy stories260K text: the fenced block under "### Public greedy reference" in the shared README.
+inline std::string stories_reference_text() {
+    std::ifstream in(shared_path("models/README.md"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string all = ss.str();
+    const size_t section = all.find("### Public greedy reference");
+    if (section == std::string::npos) return {};
+    const size_t open = all.find("```\n", section);
+    const size_t close = all.find("\n```", open + 4);
+    if (open == std::string::npos || close == std::string::npos) return {};
+    return all.substr(open + 4, close - (open + 4));
+}
 
 inline const strata_host_services *test_host() {
     static strata_host_services h = [] {

@@ -14,17 +14,6 @@ namespace {
 
 using namespace strata::testing;
 
-std::string reference_text() {
-    std::ifstream in(shared_path("models/README.md"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string all = ss.str();
-    const size_t section = all.find("### Public greedy reference");
-    const size_t open = all.find("```\n", section);
-    const size_t close = all.find("\n```", open + 4);
-    if (section == std::string::npos || open == std::string::npos || close == std::string::npos) return {};
-    return all.substr(open + 4, close - (open + 4));
-}
 
 std::string stories_hf(const std::string &name, const std::string &args) {
     const std::string dir = exported_hf(name, shared_path("models/stories260K-f32.gguf"), args);
@@ -33,7 +22,7 @@ std::string stories_hf(const std::string &name, const std::string &args) {
 }
 
 TEST(HfCheckpoint, StoriesAsAnHfLlamaCheckpointMatchesRunC) {
-    const std::string ref = reference_text();
+    const std::string ref = stories_reference_text();
     ASSERT_GT(ref.size(), 400u);
     auto e = make_engine(stories_hf("stories-hf", ""));
     const generation_result g = generate(*e, "", greedy(200));
@@ -48,14 +37,14 @@ TEST(HfCheckpoint, StoriesAsAnHfLlamaCheckpointMatchesRunC) {
 TEST(HfCheckpoint, WithoutTheQkPermutationTheSameCheckpointDoesNotMatch) {
     auto e = make_engine(stories_hf("stories-hf-unpermuted", "--no-permute"));
     const generation_result g = generate(*e, "", greedy(200));
-    EXPECT_NE(g.text.substr(0, 60), reference_text().substr(0, 60));
+    EXPECT_NE(g.text.substr(0, 60), stories_reference_text().substr(0, 60));
 }
 
 TEST(HfCheckpoint, ThreeShardsAndAnUntiedHeadMatchRunC) {
     const std::string dir = stories_hf("stories-hf-3-shards-untied", "--shards 3 --untie");
     ASSERT_TRUE(std::filesystem::exists(std::filesystem::path(dir) / "model-00003-of-00003.safetensors"));
     auto e = make_engine(dir);
-    EXPECT_EQ(generate(*e, "", greedy(200)).text, reference_text());
+    EXPECT_EQ(generate(*e, "", greedy(200)).text, stories_reference_text());
 }
 
 // Same weights, two formats: the tokens must be equal, and every position's logits (teacher-forced over the prompt

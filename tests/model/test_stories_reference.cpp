@@ -10,22 +10,9 @@ namespace {
 
 using namespace strata::testing;
 
-// The reference text is the fenced block under "### Public greedy reference" in the shared README.
-std::string reference_text() {
-    std::ifstream in(shared_path("models/README.md"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string all = ss.str();
-    const size_t section = all.find("### Public greedy reference");
-    if (section == std::string::npos) return {};
-    const size_t open = all.find("```\n", section);
-    const size_t close = all.find("\n```", open + 4);
-    if (open == std::string::npos || close == std::string::npos) return {};
-    return all.substr(open + 4, close - (open + 4));
-}
 
 TEST(StoriesReference, ReferenceTextIsAvailable) {
-    const std::string ref = reference_text();
+    const std::string ref = stories_reference_text();
     ASSERT_GT(ref.size(), 400u);
     EXPECT_EQ(ref.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u);
 }
@@ -37,7 +24,7 @@ TEST(StoriesReference, EmptyPromptGreedy200TokensMatchesRunC) {
     EXPECT_EQ(g.prompt[0], 1); // BOS
     EXPECT_EQ(g.tokens.size(), 200u);
     EXPECT_EQ(g.result.finish, STRATA_FINISH_LENGTH);
-    EXPECT_EQ(g.text, reference_text());
+    EXPECT_EQ(g.text, stories_reference_text());
 }
 
 TEST(StoriesReference, OnceUponATimeGreedy196TokensMatchesRunC) {
@@ -45,7 +32,7 @@ TEST(StoriesReference, OnceUponATimeGreedy196TokensMatchesRunC) {
     generation_result g = generate(*e, "Once upon a time", greedy(196));
     ASSERT_EQ(g.prompt.size(), 5u); // BOS + ▁Once ▁upon ▁a ▁time
     EXPECT_EQ(g.tokens.size(), 196u);
-    EXPECT_EQ("Once upon a time" + g.text, reference_text());
+    EXPECT_EQ("Once upon a time" + g.text, stories_reference_text());
 }
 
 // Prefill in chunks of 1, 3 and 256 tokens must not change the tokens (it changes only the batching of the math).
