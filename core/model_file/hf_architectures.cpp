@@ -86,7 +86,7 @@ const std::array<hf_architecture, 7> k_architectures = {{
      .norm_minus_one = true, .names = &k_gemma_names},
     {.hf_name = "Gemma3ForCausalLM", .model_type = "gemma3_text", .arch = "gemma3", .rope_theta = 1000000.0,
      .tie_word_embeddings = true, .kv_heads = 4, .head_dim = 256, .sliding_window_key = true, .qk_norm = true,
-     .activation = "gelu_pytorch_tanh", .norm_minus_one = true, .names = &k_gemma_names},
+     .activation = "gelu_pytorch_tanh", .norm_minus_one = true, .trim_vocab = true, .names = &k_gemma_names},
 }};
 
 // Matches `name` against `pattern` ("{L}" = a decimal layer index); returns the index text ("" when the pattern has

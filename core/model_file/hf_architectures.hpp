@@ -52,6 +52,9 @@ struct hf_architecture {
     const char *activation = "silu"; // the one hidden_act / hidden_activation implemented
     // RMSNorm weights stored as w - 1 (Gemma computes x * (1 + w)); GGUF stores w, as llama.cpp's converter adds 1.
     bool norm_minus_one = false;
+    // Embedding rows beyond the tokenizer's tokens are cut off (llama.cpp's Gemma3Model: "remove OOV rows") rather
+    // than becoming unused [PAD] tokens.
+    bool trim_vocab = false;
     const std::vector<hf_name_pair> *names = nullptr;
 };
 

@@ -88,6 +88,7 @@ std::unique_ptr<hf_checkpoint> hf_checkpoint::open(const std::string &folder, co
              "tokenizer.json (huggingface-cli download MODEL --local-dir FOLDER)", folder);
     std::unique_ptr<hf_checkpoint> c(new hf_checkpoint(folder));
     const hf_config cfg = map_hf_config(read_text(config), config.string(), c->meta_);
+    c->trim_vocab_ = cfg.architecture->trim_vocab;
     c->meta_.set_string("general.name", fs::path(folder).lexically_normal().filename().string().empty()
                                             ? fs::path(folder).lexically_normal().parent_path().filename().string()
                                             : fs::path(folder).lexically_normal().filename().string());
@@ -327,7 +328,15 @@ void hf_checkpoint::read_tokenizer() {
     if (n_rows > 0 && n_tokens > n_rows)
         fail("{}: tokenizer.json has {} tokens but the model has {} vocabulary rows (config.json vocab_size); the "
              "tokenizer belongs to another model", name_, n_tokens, n_rows);
-    if (n_rows > n_tokens) {
+    if (n_rows > n_tokens && trim_vocab_ && embd != nullptr) {
+        // Gemma 3: the rows past the tokenizer are cut off, as llama.cpp's converter does (a view of the first rows).
+        auto &e = tensors_[index_.at("token_embd.weight")];
+        e.n_bytes = e.n_bytes / static_cast<uint64_t>(e.ne[1]) * n_tokens;
+        e.ne[1] = static_cast<int64_t>(n_tokens);
+        meta_.set_u32(arch + ".vocab_size", n_tokens, "tokenizer.json (rows past it cut off)");
+        log::info("model", "{}: the embedding's {} rows beyond tokenizer.json's {} tokens are not used", name_,
+                  n_rows - n_tokens, n_tokens);
+    } else if (n_rows > n_tokens) {
         if (vocab_.types.empty()) vocab_.types.assign(n_tokens, token_type::normal);
         for (size_t i = n_tokens; i < n_rows; ++i) {
             vocab_.tokens.push_back(fmt::format("[PAD{}]", i));

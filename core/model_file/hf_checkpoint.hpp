@@ -81,6 +81,7 @@ class hf_checkpoint final : public model_file {
     std::unordered_map<std::string, size_t> index_;
     vocab_data vocab_;
     uint64_t size_ = 0;
+    bool trim_vocab_ = false; // hf_architecture::trim_vocab
 };
 
 // model.safetensors.index.json's weight_map as shard file -> the tensors in it. Shard names must be plain

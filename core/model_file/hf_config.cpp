@@ -177,6 +177,9 @@ void map_rope_scaling(const json &rs, const std::string &p, double theta, int64_
         const double attn = scale > 1.0 ? std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(cfg.n_ctx_orig)))
                                         : 1.0;
         out.set_f32(p + "rope.scaling.attn_factor", attn, "rope_scaling (longrope)");
+        // The long factors are picked by context against the original one, wherever config.json keeps it.
+        out.set_u32(p + "rope.scaling.original_context_length", static_cast<uint64_t>(cfg.n_ctx_orig),
+                    "original_max_position_embeddings");
         cfg.computed.push_back({"rope_factors_long.weight", std::move(long_f)});
         cfg.computed.push_back({"rope_factors_short.weight", std::move(short_f)});
         known.insert({"long_factor", "short_factor", "original_max_position_embeddings", "long_mscale",
@@ -237,8 +240,16 @@ void map_gemma_keys(config_keys &c, const hf_architecture &a, int64_t embd_per_h
         fail("{}: final_logit_softcapping is null; Gemma 2 without its final soft-cap is not implemented", origin);
     if (final_cap || g2) out.set_f32(p + "final_logit_softcapping", final_cap.value_or(30.0), "final_logit_softcapping");
     // The window: transformers' defaults are 4096 for both; Gemma 3's layers alternate 5 windowed : 1 global.
-    out.set_u32(p + "attention.sliding_window", c.count("sliding_window").value_or(4096), "sliding_window");
+    const uint64_t window = c.count("sliding_window").value_or(4096);
+    if (auto v = c.count("sliding_window_size"); v && *v != window) // Gemma 2 9B / 27B carry both
+        fail("{}: sliding_window_size {} differs from sliding_window {}", origin, *v, window);
+    out.set_u32(p + "attention.sliding_window", window, "sliding_window");
+    // transformers >= 4.53 saves Gemma 3's pattern as _sliding_window_pattern beside layer_types (which wins).
     uint64_t period = c.count("sliding_window_pattern").value_or(g2 ? 2 : 6);
+    if (auto v = c.count("_sliding_window_pattern")) period = *v;
+    if (auto v = c.flag("use_bidirectional_attention"); v && *v)
+        fail("{}: use_bidirectional_attention is true (attention that is not causal); Strata runs Gemma causally",
+             origin);
     if (const json *types = c.raw("layer_types")) {
         if (!types->is_array() || types->empty()) fail("{}: 'layer_types' is {}, expected a list", origin, brief_json(*types));
         uint64_t first_full = types->size();
@@ -266,7 +277,7 @@ void map_gemma_keys(config_keys &c, const hf_architecture &a, int64_t embd_per_h
     const int64_t n_layer = static_cast<int64_t>(*out.get_uint(p + "block_count"));
     const int64_t wide_layers = g2 ? 46 : 62;
     const int64_t want = n_layer == wide_layers ? embd_per_head : head_dim;
-    if (auto q = c.number("query_pre_attn_scalar"); q && *q != static_cast<double>(want))
+    if (auto q = std::optional<double>(c.number("query_pre_attn_scalar").value_or(256.0)); *q != static_cast<double>(want))
         fail("{}: query_pre_attn_scalar {} would scale queries by 1/sqrt({}); llama.cpp and Strata scale this model's "
              "by 1/sqrt({})", origin, *q, *q, want);
 }
@@ -361,9 +372,10 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
         cfg.n_ctx_orig = static_cast<int64_t>(*v);
         out.set_u32(p + "rope.scaling.original_context_length", *v, "original_max_position_embeddings");
     }
-    if (const json *rs = c.raw("rope_scaling"); rs != nullptr && rs->is_object())
-        if (auto it = rs->find("original_max_position_embeddings"); it != rs->end() && it->is_number_unsigned())
-            cfg.n_ctx_orig = static_cast<int64_t>(it->get<uint64_t>());
+    for (const char *block : {"rope_scaling", "rope_parameters"})
+        if (const json *rs = c.raw(block); rs != nullptr && rs->is_object())
+            if (auto it = rs->find("original_max_position_embeddings"); it != rs->end() && it->is_number_unsigned())
+                cfg.n_ctx_orig = static_cast<int64_t>(it->get<uint64_t>());
     if (const json *rs = c.raw("rope_scaling")) map_rope_scaling(*rs, p, theta, static_cast<int64_t>(head_dim), cfg, out, origin);
     else if (params != nullptr) map_rope_scaling(*params, p, theta, static_cast<int64_t>(head_dim), cfg, out, origin);
 
@@ -386,6 +398,11 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
                      brief_json(t), hf_name);
     }
     if (auto v = c.flag("use_mrope"); v && *v) fail("{}: use_mrope (multimodal RoPE) is not implemented", origin);
+    // Phi-4-mini's keys, which transformers' Phi3 ignores at these values; any other value is refused.
+    if (auto v = c.number("full_attn_mod"); v && *v != 1) fail("{}: full_attn_mod {} is not implemented", origin, *v);
+    if (auto v = c.number("interpolate_factor"); v && *v != 1)
+        fail("{}: interpolate_factor {} is not implemented", origin, *v);
+    if (auto v = c.flag("lm_head_bias"); v && *v) fail("{}: lm_head_bias is true; a classifier bias is not mapped", origin);
 
     cfg.tie_word_embeddings = c.flag("tie_word_embeddings").value_or(a.tie_word_embeddings);
     cfg.n_layer = static_cast<int64_t>(*out.get_uint(p + "block_count"));

@@ -116,6 +116,49 @@ TEST(HfConfig, Gemma3LayerTypesBecomeTheWindowPattern) {
               std::string::npos);
 }
 
+// Keys real Gemma 2 9B / Gemma 3 (transformers >= 4.53) / Phi-4-mini configs carry, at the values those models have;
+// any other value is refused.
+TEST(HfConfig, RealConfigsExtraKeysAreReadAndCheckedNotRefusedUnread) {
+    const std::string dims = R"("hidden_size":64,"intermediate_size":128,"num_hidden_layers":6,"num_attention_heads":4,)"
+                             R"("num_key_value_heads":2,"head_dim":16,"query_pre_attn_scalar":16)";
+    metadata_table g2("config.json");
+    map_hf_config(R"({"architectures":["Gemma2ForCausalLM"],"sliding_window":4096,"sliding_window_size":4096,)" + dims +
+                      "}",
+                  "dir/config.json", g2);
+    EXPECT_EQ(*g2.get_uint("gemma2.attention.sliding_window"), 4096u);
+    EXPECT_NE(error_of(R"({"architectures":["Gemma2ForCausalLM"],"sliding_window":4096,"sliding_window_size":512,)" +
+                       dims + "}")
+                  .find("sliding_window_size 512"),
+              std::string::npos);
+    metadata_table g3("config.json");
+    map_hf_config(R"({"architectures":["Gemma3ForCausalLM"],"_sliding_window_pattern":3,)"
+                  R"("use_bidirectional_attention":false,)" + dims + "}",
+                  "dir/config.json", g3);
+    EXPECT_EQ(*g3.get_uint("gemma3.attention.sliding_window_pattern"), 3u);
+    EXPECT_NE(error_of(R"({"architectures":["Gemma3ForCausalLM"],"use_bidirectional_attention":true,)" + dims + "}")
+                  .find("use_bidirectional_attention"),
+              std::string::npos);
+    const std::string phi = R"({"architectures":["Phi3ForCausalLM"],"hidden_size":64,"intermediate_size":128,)"
+                            R"("num_hidden_layers":2,"num_attention_heads":4,"lm_head_bias":false,)";
+    metadata_table p4("config.json");
+    map_hf_config(phi + R"("full_attn_mod":1,"interpolate_factor":1})", "dir/config.json", p4);
+    EXPECT_NE(error_of(phi + R"("full_attn_mod":2})").find("full_attn_mod 2"), std::string::npos);
+    EXPECT_NE(error_of(phi + R"("interpolate_factor":2})").find("interpolate_factor 2"), std::string::npos);
+}
+
+// LongRoPE's original context read from inside rope_scaling still reaches the plugin (it picks long or short
+// factors against it).
+TEST(HfConfig, LongRopeOriginalContextInsideRopeScalingIsWritten) {
+    metadata_table m("config.json");
+    const std::string factors = "[1.0,1.1,1.2,1.3,1.4,1.5,1.6,1.7]";
+    map_hf_config(R"({"architectures":["Phi3ForCausalLM"],"hidden_size":64,"intermediate_size":128,)"
+                  R"("num_hidden_layers":2,"num_attention_heads":4,"max_position_embeddings":1024,)"
+                  R"("rope_scaling":{"type":"longrope","original_max_position_embeddings":256,"long_factor":)" +
+                      factors + R"(,"short_factor":)" + factors + "}}",
+                  "dir/config.json", m);
+    EXPECT_EQ(*m.get_uint("phi3.rope.scaling.original_context_length"), 256u);
+}
+
 TEST(HfConfig, QwenYarnAndHeadDimMapToTheirKeys) {
     metadata_table m("config.json");
     map_hf_config(R"({"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","hidden_size":1024,)"

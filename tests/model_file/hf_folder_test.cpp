@@ -147,4 +147,35 @@ TEST_F(HfFolder, VocabularyRowsBeyondTheTokenizerArePaddedAndFewerAreRefused) {
     EXPECT_NE(error().find("tokenizer.json has 4 tokens but the model has 3"), std::string::npos) << error();
 }
 
+// Gemma 3 cuts the embedding rows past the tokenizer off (llama.cpp's converter: "remove OOV rows") instead of padding.
+TEST_F(HfFolder, Gemma3EmbeddingRowsPastTheTokenizerAreCutOff) {
+    write("config.json", R"({"architectures":["Gemma3ForCausalLM"],"hidden_size":8,"intermediate_size":16,)"
+                         R"("num_hidden_layers":1,"num_attention_heads":2,"num_key_value_heads":2,"head_dim":4,)"
+                         R"("query_pre_attn_scalar":4,"vocab_size":6})");
+    write("tokenizer.json", k_tokenizer);
+    write("model.safetensors",
+          safetensors_bytes(R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[6,8],"data_offsets":[0,192]},)"
+                            R"("model.layers.0.self_attn.q_norm.weight":{"dtype":"F32","shape":[4],)"
+                            R"("data_offsets":[192,208]},)"
+                            R"("model.layers.0.self_attn.k_norm.weight":{"dtype":"F32","shape":[4],)"
+                            R"("data_offsets":[208,224]}})",
+                            224));
+    const auto c = hf_checkpoint::open(dir_.string());
+    const auto *e = c->find_tensor("token_embd.weight");
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->ne[1], 4);
+    EXPECT_EQ(e->n_bytes, 4u * 8u * 4u);
+    EXPECT_EQ(*c->get_uint("gemma3.vocab_size"), 4u);
+    EXPECT_EQ(c->own_vocab()->tokens.size(), 4u);
+    // Gemma's norms come back as w + 1 (HF stores w - 1): the file's bytes 0..15 of the q_norm were 192..207.
+    const auto *q = c->find_tensor("blk.0.attn_q_norm.weight");
+    ASSERT_NE(q, nullptr);
+    float first;
+    std::memcpy(&first, q->data, 4);
+    float stored;
+    const auto bytes = safetensors_bytes("{}", 224);
+    std::memcpy(&stored, bytes.data() + 8 + 8 + 192, 4);
+    EXPECT_EQ(first, stored + 1.0f);
+}
+
 } // namespace

@@ -218,6 +218,8 @@ int main(int argc, char **argv) try {
         if (auto v = f.get_float(p + "final_logit_softcapping")) c["final_logit_softcapping"] = *v;
         else if (!g2) c["final_logit_softcapping"] = nullptr;
         if (auto v = f.get_uint(p + "attention.sliding_window_pattern")) c["sliding_window_pattern"] = *v;
+        else if (!g2 && f.get_uint(p + "attention.sliding_window").value_or(0) == 0)
+            c["sliding_window_pattern"] = 1; // no windowed layer (the config class would default to 5 of 6)
         if (auto v = f.get_float(p + "rope.freq_base_swa")) c["rope_local_base_freq"] = *v;
         const uint64_t n_layer = need("block_count");
         c["query_pre_attn_scalar"] = n_layer == (g2 ? 46u : 62u) ? n_embd / n_head
