@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/half.hpp"
+#include "common/text_file.hpp"
 #include "common/log.hpp"
 #include "tokenizer/hf_tokenizer.hpp"
 
@@ -13,10 +14,8 @@
 #include <cstring>
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace strata {
 
@@ -24,14 +23,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-std::string read_text(const fs::path &p) {
-    std::ifstream in(p, std::ios::binary);
-    if (!in) fail("{}: cannot read it", p.string());
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
 
 // A shard named by the index must be a plain file name beside it: no folder part, no way out of the folder.
 void check_shard_name(const std::string &shard, const std::string &origin) {
@@ -87,7 +78,7 @@ std::unique_ptr<hf_checkpoint> hf_checkpoint::open(const std::string &folder, co
         fail("{}: no config.json; an HF checkpoint folder holds config.json, its safetensors shards and "
              "tokenizer.json (huggingface-cli download MODEL --local-dir FOLDER)", folder);
     std::unique_ptr<hf_checkpoint> c(new hf_checkpoint(folder));
-    const hf_config cfg = map_hf_config(read_text(config), config.string(), c->meta_);
+    const hf_config cfg = map_hf_config(read_text_file(config), config.string(), c->meta_);
     c->trim_vocab_ = cfg.architecture->trim_vocab;
     c->meta_.set_string("general.name", fs::path(folder).lexically_normal().filename().string().empty()
                                             ? fs::path(folder).lexically_normal().parent_path().filename().string()
@@ -137,7 +128,7 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
     std::vector<std::string> names;
     const fs::path index = fs::path(name_) / "model.safetensors.index.json";
     if (fs::exists(index)) {
-        for (const auto &[shard, in_shard] : parse_weight_map(read_text(index), index.string()))
+        for (const auto &[shard, in_shard] : parse_weight_map(read_text_file(index), index.string()))
             for (const auto &n : in_shard)
                 if (!is_hf_buffer_tensor(n) && !(n == "lm_head.weight" && cfg.tie_word_embeddings)) names.push_back(n);
     } else {
@@ -190,7 +181,7 @@ void hf_checkpoint::open_shards(const open_options &how) {
         return;
     }
     const std::string origin = index.string();
-    const auto by_shard = parse_weight_map(read_text(index), origin);
+    const auto by_shard = parse_weight_map(read_text_file(index), origin);
     for (const auto &[shard, names] : by_shard) {
         const fs::path path = dir / shard;
         if (!fs::exists(path))
@@ -349,7 +340,7 @@ void hf_checkpoint::read_tokenizer() {
                   n_rows - n_tokens, n_tokens);
     }
     const fs::path jinja = fs::path(name_) / "chat_template.jinja";
-    if (tok.chat_templates.empty() && fs::exists(jinja)) tok.chat_templates.emplace_back("default", read_text(jinja));
+    if (tok.chat_templates.empty() && fs::exists(jinja)) tok.chat_templates.emplace_back("default", read_text_file(jinja));
     for (auto &[tname, text] : tok.chat_templates)
         meta_.set_string(tname == "default" ? "tokenizer.chat_template" : "tokenizer.chat_template." + tname,
                          std::move(text), "tokenizer_config.json chat_template");

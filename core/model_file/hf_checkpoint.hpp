@@ -59,7 +59,6 @@ class hf_checkpoint final : public model_file {
     const gguf::tensor_info *find_tensor(std::string_view name) const override;
     uint64_t file_size() const override { return size_; }
     const vocab_data *own_vocab() const override { return vocab_.tokens.empty() ? nullptr : &vocab_; }
-    bool shapes_only() const { return zeros_.data() != nullptr; } // read from config.json alone
 
     const std::vector<safetensors_file> &shards() const { return shards_; }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/text_file.hpp"
 #include "common/log.hpp"
 
 namespace strata {
@@ -236,14 +237,6 @@ void read_post_processor(const json &p, vocab_data &v, const std::function<int32
     } else {
         r.refuse(field, fmt::format("the {} post-processor is not supported (TemplateProcessing, ByteLevel)", type));
     }
-}
-
-std::string read_text_file(const std::filesystem::path &p) {
-    std::ifstream in(p, std::ios::binary);
-    if (!in) fail("{}: cannot open it", p.string());
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
 }
 
 } // namespace
