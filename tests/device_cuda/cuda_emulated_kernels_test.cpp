@@ -51,10 +51,11 @@ TEST_F(CudaEmulatedKernels, MatmulOfEveryFormatMatchesFloat64) {
             const quantized_matrix m = quantize(*q, random_floats(static_cast<size_t>(rows * cols), 11), rows, cols);
             const cu::weight_ref w{m.bytes.data(), rows, cols, m.row_bytes, type};
             // Under AddressSanitizer (about 15x slower here) the larger shape, whose extra work is more column blocks
-            // and row tiles of the same kernels, takes one decode and one tiled batch; the smaller shape takes all.
+            // and row tiles of the same kernels, takes one decode and the smallest tiled batch; the smaller shape takes
+            // all, several token tiles with a partial one included.
             const bool short_list = strata::testing::under_address_sanitizer && rows > 100;
             for (int32_t n_tokens : {1, 3, 8, 9, 70}) {
-                if (short_list && n_tokens != 1 && n_tokens != 70) continue;
+                if (short_list && n_tokens != 1 && n_tokens != 9) continue;
                 SCOPED_TRACE(testing::Message() << "type " << type << ", " << rows << "x" << cols << ", " << n_tokens
                                                 << " tokens");
                 const auto x = random_floats(static_cast<size_t>(n_tokens * cols), 12, -2.0f, 2.0f);
