@@ -292,7 +292,7 @@ class parser {
         }
         const uint64_t type_at = c_.pos();
         t.type = read<uint32_t>("the ggml type");
-        const type_traits *tt = ggml_type_traits(t.type);
+        const type_traits *tt = t.type < first_strata_type ? ggml_type_traits(t.type) : nullptr;
         if (tt == nullptr)
             fail_at(type_at, fmt::format("{} has unknown ggml type {}", where(), t.type),
                     "the file is corrupt or uses a tensor type this build does not know");

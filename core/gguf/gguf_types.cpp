@@ -54,12 +54,26 @@ constexpr type_traits type_table[] = {
     {"MXFP4", 32, 1 + 16},    // 39: 17
 };
 
+// Strata's own formats from first_strata_type (plugin_abi.h's STRATA_TYPE_*): f16 scale, u8 zero, 0, integers.
+constexpr type_traits strata_table[] = {
+    {"Q4_G32", 32, 4 + 16},   // 1024
+    {"Q4_G64", 64, 4 + 32},   // 1025
+    {"Q4_G128", 128, 4 + 64}, // 1026
+    {"Q8_G32", 32, 4 + 32},   // 1027
+    {"Q8_G64", 64, 4 + 64},   // 1028
+    {"Q8_G128", 128, 4 + 128}, // 1029
+};
+
 static_assert(type_table[15].block_bytes == 292 && type_table[21].block_bytes == 110 &&
               type_table[29].block_bytes == 56 && type_table[34].block_bytes == 54);
 
 } // namespace
 
 const type_traits *ggml_type_traits(uint32_t ggml_type) {
+    if (ggml_type >= first_strata_type) {
+        const uint32_t i = ggml_type - first_strata_type;
+        return i < std::size(strata_table) ? &strata_table[i] : nullptr;
+    }
     if (ggml_type >= std::size(type_table) || type_table[ggml_type].name == nullptr) return nullptr;
     return &type_table[ggml_type];
 }

@@ -34,8 +34,13 @@ struct type_traits {
     uint32_t block_bytes;
 };
 
+// Strata's own formats (plugin_abi.h's STRATA_TYPE_*, the repacked GPTQ / AWQ groups) start here; no GGUF file
+// holds them, and the GGUF reader and writer refuse them.
+inline constexpr uint32_t first_strata_type = 1024;
+
 // ggml tensor type table (F32=0, F16=1, Q4_0=2, Q4_1=3, Q5_0=6, Q5_1=7, Q8_0=8, Q8_1=9, Q2_K..Q8_K=10..15,
-// IQ*, I8..I64=24..27, F64=28, BF16=30, TQ1_0/TQ2_0=34/35, MXFP4=39); nullptr when unknown or retired.
+// IQ*, I8..I64=24..27, F64=28, BF16=30, TQ1_0/TQ2_0=34/35, MXFP4=39) and Strata's own from first_strata_type;
+// nullptr when unknown or retired.
 const type_traits *ggml_type_traits(uint32_t ggml_type);
 
 struct tensor_info {

@@ -151,8 +151,8 @@ void writer::add_tensor_hole(std::string name, uint32_t ggml_type, std::vector<i
 
 uint64_t writer::checked_size(const std::string &name, uint32_t ggml_type, const std::vector<int64_t> &ne) const {
     if (name.empty()) fail("gguf writer: tensor with an empty name");
-    const type_traits *tt = ggml_type_traits(ggml_type);
-    if (tt == nullptr) fail("gguf writer: tensor '{}' has unknown ggml type {}", name, ggml_type);
+    const type_traits *tt = ggml_type < first_strata_type ? ggml_type_traits(ggml_type) : nullptr;
+    if (tt == nullptr) fail("gguf writer: tensor '{}' has unknown ggml type {} (Strata's own formats are not GGUF's)", name, ggml_type);
     if (ne.empty() || ne.size() > 4)
         fail("gguf writer: tensor '{}' has {} dimensions; give 1 to 4 (ne[0] is the row length)", name, ne.size());
     uint64_t n_elements = 1;

@@ -41,7 +41,8 @@ device_ptr cpu_device() {
 TEST_F(CudaEmulatedKernels, MatmulOfEveryFormatMatchesFloat64) {
     for (uint32_t type : {cu::weight_f32, cu::weight_f16, cu::weight_bf16, cu::weight_q8_0, cu::weight_q4_0,
                           cu::weight_q4_1, cu::weight_q5_0, cu::weight_q5_1, cu::weight_iq4_nl, cu::weight_q2_k,
-                          cu::weight_q3_k, cu::weight_q4_k, cu::weight_q5_k, cu::weight_q6_k, cu::weight_iq4_xs}) {
+                          cu::weight_q3_k, cu::weight_q4_k, cu::weight_q5_k, cu::weight_q6_k, cu::weight_iq4_xs,
+                          cu::weight_q4_g128, cu::weight_q8_g32}) {
         const strata_quant_desc *q = loaded().quant(type);
         ASSERT_NE(q, nullptr) << loaded().load_error;
         std::vector<std::pair<int64_t, int64_t>> shapes = {{67, 256}, {130, 512}};

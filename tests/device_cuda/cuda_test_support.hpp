@@ -65,6 +65,7 @@ struct plugins {
             reg.load_file(plugin_path(STRATA_CUDA_MODULE_PATH));
             reg.load_file(plugin_path(STRATA_CPU_MODULE_PATH));
             reg.load_file(plugin_path(STRATA_QUANT_MODULE_PATH));
+            reg.load_file(plugin_path(STRATA_GROUP_INT_MODULE_PATH));
         } catch (const std::exception &e) {
             load_error = e.what();
         }

@@ -58,6 +58,15 @@ TEST(CudaWeightFormats, Q4_KDecodesLikeTheQuantPlugin) { expect_rows_decode_exac
 TEST(CudaWeightFormats, Q5_KDecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q5_k>(13); }
 TEST(CudaWeightFormats, Q6_KDecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_q6_k>(14); }
 TEST(CudaWeightFormats, IQ4_XSDecodesLikeTheQuantPlugin) { expect_rows_decode_exactly<fmt::weight_iq4_xs>(15); }
+// The group-integer formats (repacked GPTQ / AWQ weights, the group_int quant plugin).
+TEST(CudaWeightFormats, GroupIntFormatsDecodeLikeTheQuantPlugin) {
+    expect_rows_decode_exactly<fmt::weight_q4_g32>(16);
+    expect_rows_decode_exactly<fmt::weight_q4_g64>(17);
+    expect_rows_decode_exactly<fmt::weight_q4_g128>(18);
+    expect_rows_decode_exactly<fmt::weight_q8_g32>(19);
+    expect_rows_decode_exactly<fmt::weight_q8_g64>(20);
+    expect_rows_decode_exactly<fmt::weight_q8_g128>(21);
+}
 
 // Random bytes (any scale bits, every nibble and fifth bit) decode like the reference dequantizer too, for the
 // formats whose decode is a chain of float operations.
@@ -84,7 +93,8 @@ template <uint32_t T> void expect_random_bytes_decode_exactly(uint32_t seed) {
 TEST(CudaWeightFormats, RandomBytesDecodeLikeTheQuantPlugin) {
     uint32_t seed = 1;
     for (const uint32_t t : {fmt::weight_q4_1, fmt::weight_q5_0, fmt::weight_q5_1, fmt::weight_iq4_nl, fmt::weight_q2_k,
-                             fmt::weight_q3_k, fmt::weight_q4_k, fmt::weight_q5_k, fmt::weight_q6_k, fmt::weight_iq4_xs}) {
+                             fmt::weight_q3_k, fmt::weight_q4_k, fmt::weight_q5_k, fmt::weight_q6_k, fmt::weight_iq4_xs,
+                             fmt::weight_q4_g32, fmt::weight_q4_g128, fmt::weight_q8_g64}) {
         SCOPED_TRACE(testing::Message() << "type " << t);
         switch (t) {
 #define STRATA_RANDOM_CASE(x)                                                                                          \

@@ -405,7 +405,7 @@ const strata_config_key config_keys[] = {
 };
 
 const strata_plugin_info plugin_info = strata::plugin::make_info(plugin_name, "0.1.0", "MIT",
-    "CUDA device: NVIDIA GPUs (compute capability 8.0+) with F32/F16/BF16, Q8_0/Q4_0/Q4_1/Q5_x/IQ4_NL and K-quant/IQ4_XS kernels, "
+    "CUDA device: NVIDIA GPUs (compute capability 8.0+) with F32/F16/BF16, Q8_0/Q4_0/Q4_1/Q5_x/IQ4_NL, K-quant/IQ4_XS and GPTQ/AWQ group-integer kernels, "
     "mixture-of-experts routing and expert matmuls",
     descriptors, config_keys);
 

@@ -38,13 +38,21 @@ enum weight_type : uint32_t {
     weight_iq4_nl = 20,
     weight_iq4_xs = 23,
     weight_bf16 = 30,
+    // Strata's group-integer formats (plugin_abi.h STRATA_TYPE_Q*_G*: GPTQ / AWQ checkpoints repacked at load).
+    weight_q4_g32 = 1024,
+    weight_q4_g64 = 1025,
+    weight_q4_g128 = 1026,
+    weight_q8_g32 = 1027,
+    weight_q8_g64 = 1028,
+    weight_q8_g128 = 1029,
 };
 
 // Every type above, for the dispatch switches (kernels_matmul.cuh) and the block-shape table: say the list once.
 #define STRATA_CUDA_WEIGHT_TYPES(X)                                                                                    \
     X(weight_f32) X(weight_f16) X(weight_bf16) X(weight_q8_0) X(weight_q4_0) X(weight_q4_1) X(weight_q5_0)            \
         X(weight_q5_1) X(weight_iq4_nl) X(weight_q2_k) X(weight_q3_k) X(weight_q4_k) X(weight_q5_k) X(weight_q6_k)    \
-            X(weight_iq4_xs)
+            X(weight_iq4_xs) X(weight_q4_g32) X(weight_q4_g64) X(weight_q4_g128) X(weight_q8_g32)              \
+                X(weight_q8_g64) X(weight_q8_g128)
 
 inline constexpr int64_t quant_block_elems = 32; // Q8_0 and Q4_0
 inline constexpr int64_t q8_0_block_bytes = 34;  // binary16 scale + 32 int8
@@ -389,6 +397,25 @@ template <> struct format<weight_iq4_xs> : element_wise_load8<format<weight_iq4_
         return mul_rn(dl, static_cast<float>(iq4_grid_value(nibble_at(b + 8 + 16 * ib, e % 32))));
     }
 };
+
+// Strata's group-integer formats: a block of G elements is f16 scale, u8 zero, 0, then the integers (4 bits: per 32
+// elements, byte j holds element j low and j + 16 high; 8 bits: a byte each); x = scale * (q - zero), the quant
+// plugin's dequantize_row order.
+template <int Bits, int G, class Self> struct group_int_format : element_wise_load8<Self> {
+    static constexpr int64_t block_elems = G, block_bytes = 4 + G * Bits / 8;
+    STRATA_CUDA_HD static float element(const unsigned char *row, int64_t k) {
+        const unsigned char *b = row + (k / G) * block_bytes;
+        const int64_t e = k % G;
+        const unsigned q = Bits == 8 ? b[4 + e] : nibble_at(b + 4 + 16 * (e / 32), e % 32);
+        return mul_rn(half_at(b), sub_rn(static_cast<float>(q), static_cast<float>(b[2])));
+    }
+};
+template <> struct format<weight_q4_g32> : group_int_format<4, 32, format<weight_q4_g32>> {};
+template <> struct format<weight_q4_g64> : group_int_format<4, 64, format<weight_q4_g64>> {};
+template <> struct format<weight_q4_g128> : group_int_format<4, 128, format<weight_q4_g128>> {};
+template <> struct format<weight_q8_g32> : group_int_format<8, 32, format<weight_q8_g32>> {};
+template <> struct format<weight_q8_g64> : group_int_format<8, 64, format<weight_q8_g64>> {};
+template <> struct format<weight_q8_g128> : group_int_format<8, 128, format<weight_q8_g128>> {};
 
 // Elements per block and bytes per block of a type this device computes on; false for any other type.
 inline bool weight_block_shape(uint32_t type, int64_t &elems, int64_t &bytes) {

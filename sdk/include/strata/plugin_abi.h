@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 17
+#define STRATA_ABI_MINOR 18
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -151,11 +151,25 @@ typedef struct strata_host_services {
 
 struct strata_quant_desc;
 
+/* Strata's own weight formats, since 1.18: not GGUF types (no GGUF file may hold them) but the layouts quantized
+ * Hugging Face checkpoints are repacked into at load, numbered from 1024 so they never meet a ggml type id. The
+ * group-integer formats hold GPTQ's and AWQ's groups: a block of G consecutive elements of a row with an f16 scale,
+ * a u8 zero point and one 0 byte, then the unsigned integers (4 bits: per 32 elements, byte j holds element j low
+ * and j + 16 high; 8 bits: one byte each); w = scale * (q - zero). */
+enum {
+    STRATA_TYPE_Q4_G32 = 1024,
+    STRATA_TYPE_Q4_G64 = 1025,
+    STRATA_TYPE_Q4_G128 = 1026,
+    STRATA_TYPE_Q8_G32 = 1027,
+    STRATA_TYPE_Q8_G64 = 1028,
+    STRATA_TYPE_Q8_G128 = 1029
+};
+
 /* Borrowed view of a 2-D (or 1-D: rows = 1) weight tensor in a quant format. Row-major: `rows` rows of `cols`
  * elements, each row `row_bytes` bytes long. `data` may live in any tier the device can read. */
 typedef struct strata_tensor_view {
     uint32_t struct_size;
-    uint32_t ggml_type; /* GGUF tensor type id */
+    uint32_t ggml_type; /* GGUF tensor type id, or one of Strata's own (STRATA_TYPE_*) */
     const struct strata_quant_desc *quant;
     const void *data;
     int64_t rows;

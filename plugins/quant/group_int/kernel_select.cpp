@@ -1,0 +1,79 @@
+// Run-time choice between the AVX2 and the scalar kernels of the group-integer formats, and the descriptor table
+// that carries them (STRATA_FORCE_SCALAR set to anything but "" or "0" before the plugin loads forces scalar).
+#include "group_int_formats.hpp"
+
+#include <strata/plugin.hpp>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
+
+namespace strata::group_int {
+
+namespace {
+
+const char *kernel_name_scalar() { return "scalar"; }
+const char *kernel_name_avx2() { return "avx2+fma"; }
+
+template <uint32_t Type> void dequantize_of(const void *src, float *dst, int64_t n) {
+    dequantize_row(*find_format(Type), src, dst, n);
+}
+template <uint32_t Type> void quantize_of(const float *src, void *dst, int64_t n) {
+    quantize_row(*find_format(Type), src, dst, n);
+}
+template <uint32_t Type> int64_t nonfinite_of(const void *row, int64_t n) {
+    return find_nonfinite(*find_format(Type), row, n);
+}
+
+template <uint32_t Type> strata_quant_desc describe(const char *name, bool avx2) {
+    const format &f = *find_format(Type);
+    strata_quant_desc d{};
+    d.header = plugin::make_header<strata_quant_desc>(STRATA_KIND_QUANT, name, offsetof(strata_quant_desc, kernel_name));
+    d.ggml_type = Type;
+    d.block_elems = static_cast<uint32_t>(f.group);
+    d.block_bytes = f.block_bytes();
+    d.dequantize_row = dequantize_of<Type>;
+    d.quantize_row = quantize_of<Type>;
+    d.dot_f32 = avx2 ? dot_avx2_for(Type) : dot_scalar_for(Type);
+    d.kernel_name = avx2 ? kernel_name_avx2 : kernel_name_scalar;
+    d.find_nonfinite = nonfinite_of<Type>;
+    return d;
+}
+
+bool force_scalar() {
+    const char *v = std::getenv("STRATA_FORCE_SCALAR");
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+} // namespace
+
+bool cpu_has_avx2_fma_f16c() {
+#if defined(__x86_64__) || defined(_M_X64)
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
+    return false;
+#endif
+}
+
+const strata_quant_desc *descriptors() {
+    static const strata_quant_desc *table = [] {
+        const bool avx2 = !force_scalar() && cpu_has_avx2_fma_f16c();
+        static const strata_quant_desc list[format_count] = {
+            describe<STRATA_TYPE_Q4_G32>("q4_g32", avx2),   describe<STRATA_TYPE_Q4_G64>("q4_g64", avx2),
+            describe<STRATA_TYPE_Q4_G128>("q4_g128", avx2), describe<STRATA_TYPE_Q8_G32>("q8_g32", avx2),
+            describe<STRATA_TYPE_Q8_G64>("q8_g64", avx2),   describe<STRATA_TYPE_Q8_G128>("q8_g128", avx2),
+        };
+        return list;
+    }();
+    return table;
+}
+
+} // namespace strata::group_int
+
