@@ -28,17 +28,31 @@ std::string tensor_types(const model_file &file) {
 void check_quantization(const model_file &file, const std::string &quantization, const std::string &path) {
     if (quantization == "auto" || quantization == "None" || quantization.empty()) return;
     if (quantization == "gguf") {
-        if (file.format() == "gguf") return;
+        const std::string_view method = file.quantization();
+    if (!method.empty()) {
+        // vLLM's names for the same checkpoints: its Marlin kernels read GPTQ and AWQ checkpoints as they are.
+        if (quantization == method || quantization == std::string(method) + "_marlin") return;
+        fail("--quantization {}: {} is a {} checkpoint (config.json's quantization_config); drop --quantization "
+             "(auto) or pass --quantization {}", quantization, path, method, method);
+    }
+    if (file.format() == "gguf") return;
         fail("--quantization gguf: {} is an HF {} checkpoint, not a GGUF file; drop --quantization (auto)", path,
              file.format());
+    }
+    const std::string_view method = file.quantization();
+    if (!method.empty()) {
+        // vLLM's names for the same checkpoints: its Marlin kernels read GPTQ and AWQ checkpoints as they are.
+        if (quantization == method || quantization == std::string(method) + "_marlin") return;
+        fail("--quantization {}: {} is a {} checkpoint (config.json's quantization_config); drop --quantization "
+             "(auto) or pass --quantization {}", quantization, path, method, method);
     }
     if (file.format() == "gguf")
         fail("--quantization {}: {} is a GGUF file holding {}; '{}' names a format of Hugging Face checkpoints. Drop "
              "--quantization (auto) or pass --quantization gguf",
              quantization, path, tensor_types(file), quantization);
-    fail("--quantization {}: {} holds unquantized weights ({}); GPTQ, AWQ and FP8 checkpoints are not read yet. Drop "
-         "--quantization (auto)",
-         quantization, path, tensor_types(file));
+    fail("--quantization {}: {} holds unquantized weights ({}) and no quantization_config; '{}' needs a checkpoint "
+         "quantized that way. Drop --quantization (auto)",
+         quantization, path, tensor_types(file), quantization);
 }
 
 void check_cpu_kv_cache(bool cpu_kv_cache, bool device_reads_host, const std::string &device_kind) {

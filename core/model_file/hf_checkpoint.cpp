@@ -140,6 +140,31 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
         }
     }
     uint64_t largest = 0;
+    const hf_quantization &quant = cfg.quant;
+    std::set<std::string> quantized; // HF .weight names whose layer is stored as GPTQ / AWQ groups
+    if (!quant.method.empty()) {
+        std::vector<std::string> plain;
+        for (std::string &n : names) {
+            const size_t dot = n.rfind('.');
+            const std::string part = dot == std::string::npos ? std::string() : n.substr(dot + 1);
+            if (part == "qzeros" || part == "scales" || part == "g_idx") continue;
+            if (part == "qweight") {
+                quantized.insert(n.substr(0, dot) + ".weight");
+                plain.push_back(n.substr(0, dot) + ".weight");
+            } else {
+                plain.push_back(std::move(n));
+            }
+        }
+        names = std::move(plain);
+        if (!fs::exists(index)) // the architecture's set: the blocks' linear layers (and lm_head when it says so)
+            for (const std::string &hf : names) {
+                const hf_name_pair *row = find_hf_name_pair(a, hf);
+                const std::string_view pattern = row != nullptr ? row->hf : "";
+                if ((pattern.find("{L}") != std::string_view::npos && pattern.ends_with("proj.weight")) ||
+                    (quant.quantized_lm_head && pattern == "lm_head.weight"))
+                    quantized.insert(hf);
+            }
+    }
     for (const std::string &hf : names) {
         const hf_name_pair *row = find_hf_name_pair(a, hf);
         if (row == nullptr)
@@ -156,6 +181,12 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
         for (size_t d = 0; d < shape.size(); ++d) t.ne[d] = shape[shape.size() - 1 - d];
         t.type = shape.size() == 1 ? 0 : matrix_type;
         t.n_bytes = static_cast<uint64_t>(t.n_elements()) * (t.type == 0 ? 4 : 2);
+        if (quantized.count(hf)) {
+            t.type = group_int_type(quant.bits, quant.group_size, t.ne[0]);
+            if (t.type == 0)
+                fail("{}: '{}' has {} inputs, which group_size {} does not divide", name_, hf, t.ne[0], quant.group_size);
+            t.n_bytes = group_int_bytes(t.type, t.ne[1], t.ne[0]);
+        }
         largest = std::max(largest, t.n_bytes);
         index_.emplace(t.name, tensors_.size());
         tensors_.push_back(std::move(t));
@@ -213,8 +244,24 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
             fail("{}: '{}' appears twice (the second time as '{}')", name_, t.name, from);
         tensors_.push_back(std::move(t));
     };
+    // GPTQ / AWQ layers by prefix ("model.layers.0.mlp.down_proj"), with the shard that holds their qweight.
+    std::map<std::string, std::pair<quantized_linear, std::string>> quantized;
+    const bool is_quantized = !cfg.quant.method.empty();
     for (const safetensors_file &shard : shards_) {
         for (const safetensors_tensor &st : shard.tensors()) {
+            if (is_quantized) {
+                const size_t dot = st.name.rfind('.');
+                const std::string_view part = dot == std::string::npos ? std::string_view() : std::string_view(st.name).substr(dot + 1);
+                if (part == "qweight" || part == "qzeros" || part == "scales" || part == "g_idx") {
+                    auto &[q, where] = quantized[st.name.substr(0, dot)];
+                    q.prefix = st.name.substr(0, dot);
+                    const safetensors_tensor **slot = part == "qweight" ? &q.qweight : part == "qzeros" ? &q.qzeros
+                                                      : part == "scales" ? &q.scales : &q.g_idx;
+                    *slot = &st;
+                    if (part == "qweight") where = shard.name();
+                    continue;
+                }
+            }
             if (is_hf_buffer_tensor(st.name)) {
                 log::info("model", "{}: '{}' is a cached RoPE table, not a weight; it is recomputed", shard.name(), st.name);
                 continue;
@@ -265,6 +312,28 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
             add(std::move(t), st.name);
         }
     }
+    if (is_quantized && quantized.empty())
+        fail("{}: config.json's quantization_config says {}, but no tensor is quantized (no .qweight); the "
+             "checkpoint and its config.json disagree", name_, cfg.quant.method);
+    for (const auto &[prefix, q] : quantized) {
+        if (!gguf_tensor_name(a, prefix + ".weight")) {
+            unmapped.push_back(prefix + ".qweight");
+            continue;
+        }
+        add_repacked(cfg, q.first, q.second.empty() ? name_ : q.second);
+        if (prefix == "lm_head" && cfg.tie_word_embeddings)
+            fail("{}: lm_head is quantized but tie_word_embeddings is true", name_);
+    }
+    quant_method_ = cfg.quant.method;
+    if (!quantized.empty()) {
+        uint64_t bytes = 0;
+        for (const auto &r : repacked_) bytes += r.size();
+        const gguf::type_traits *tr = gguf::ggml_type_traits(tensors_[index_.at(*gguf_tensor_name(a, quantized.begin()->first + ".weight"))].type);
+        log::info("model", "{}: {} {} layers ({} bits, group_size {}) repacked once into {} blocks ({} in all); they "
+                           "stay quantized in memory and on every tier", name_, quantized.size(), cfg.quant.method,
+                  cfg.quant.bits, cfg.quant.group_size, tr != nullptr ? tr->name : "group-integer",
+                  fmt::format("{:.1f} MiB", static_cast<double>(bytes) / 1048576.0));
+    }
     if (!unmapped.empty())
         fail("{}: {} tensor(s) have no meaning Strata knows for {}: {}; a checkpoint of another architecture or "
              "with parts Strata does not implement", name_, unmapped.size(), a.hf_name,
@@ -289,6 +358,23 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
                      "checkpoint lacks it; the download is incomplete", name_, hf);
         }
     }
+}
+
+void hf_checkpoint::add_repacked(const hf_config &cfg, const quantized_linear &parts, const std::string &where) {
+    const std::string gname = *gguf_tensor_name(*cfg.architecture, parts.prefix + ".weight");
+    repacked_weight r = repack_quantized_linear(cfg.quant, parts, where);
+    gguf::tensor_info t;
+    t.name = gname;
+    t.n_dims = 2;
+    t.ne[0] = r.cols;
+    t.ne[1] = r.rows;
+    t.type = r.type;
+    t.n_bytes = r.bytes.size();
+    repacked_.push_back(std::move(r.bytes));
+    t.data = repacked_.back().data();
+    if (!index_.emplace(t.name, tensors_.size()).second)
+        fail("{}: '{}' is quantized and also stored as '{}.weight'; remove one", name_, parts.prefix, parts.prefix);
+    tensors_.push_back(std::move(t));
 }
 
 void hf_checkpoint::add_computed_tensors() {

@@ -2,7 +2,8 @@
 // shards (model.safetensors, or model.safetensors.index.json's weight_map) memory-mapped with their tensors renamed to
 // GGUF's (hf_architectures), the vocabulary from tokenizer.json / tokenizer_config.json, and the chat template as
 // tokenizer.chat_template. Matrices are never copied: their data points into the shard mappings (1-D norms and
-// biases are widened to F32, as llama.cpp's converter stores them).
+// biases are widened to F32, as llama.cpp's converter stores them); a GPTQ or AWQ layer's qweight / qzeros / scales
+// are repacked once into a group-integer weight (hf_quantization.hpp), its integers kept as they are.
 #pragma once
 
 #include "common/mapped_file.hpp"
@@ -59,6 +60,7 @@ class hf_checkpoint final : public model_file {
     const gguf::tensor_info *find_tensor(std::string_view name) const override;
     uint64_t file_size() const override { return size_; }
     const vocab_data *own_vocab() const override { return vocab_.tokens.empty() ? nullptr : &vocab_; }
+    std::string_view quantization() const override { return quant_method_; }
 
     const std::vector<safetensors_file> &shards() const { return shards_; }
 
@@ -70,12 +72,16 @@ class hf_checkpoint final : public model_file {
     bool has_weights() const;
     void shapes_from_config(const hf_config &cfg);
     void add_computed_tensors(); // computed_ as F32 tensors
+    // A GPTQ / AWQ layer's parts repacked into one group-integer weight named by its .weight's GGUF name.
+    void add_repacked(const hf_config &cfg, const quantized_linear &parts, const std::string &where);
 
     std::string name_;
     metadata_table meta_;
     std::vector<safetensors_file> shards_;
     mapped_file zeros_; // shapes_only: every tensor's data
     std::vector<computed_tensor> computed_; // rope_freqs from config.json, 1-D tensors widened to F32
+    std::vector<std::vector<uint8_t>> repacked_; // GPTQ / AWQ layers in group-integer blocks
+    std::string quant_method_;
     std::vector<gguf::tensor_info> tensors_;
     std::unordered_map<std::string, size_t> index_;
     vocab_data vocab_;

@@ -302,10 +302,7 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
     const hf_architecture &a = *cfg.architecture;
     if (auto mt = c.text("model_type"); mt && *mt != a.model_type)
         fail("{}: model_type '{}' does not match architecture {} (expected '{}')", origin, *mt, hf_name, a.model_type);
-    if (c.raw("quantization_config") != nullptr)
-        fail("{}: 'quantization_config' says the weights are quantized (GPTQ, AWQ, FP8, ...); Strata reads BF16, F16 "
-             "and F32 safetensors checkpoints so far. Use the unquantized checkpoint or a GGUF quantization of it",
-             origin);
+    if (const json *qc = c.raw("quantization_config")) cfg.quant = read_quantization_config(*qc, origin);
     const std::string p = std::string(a.arch) + ".";
     out.set_string("general.architecture", a.arch, "architectures");
 

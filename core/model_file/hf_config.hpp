@@ -6,6 +6,7 @@
 #pragma once
 
 #include "model_file/hf_architectures.hpp"
+#include "model_file/hf_quantization.hpp"
 #include "model_file/metadata_table.hpp"
 
 #include <string>
@@ -27,6 +28,7 @@ struct hf_config {
     bool tie_word_embeddings = false;
     bool attention_bias = false, mlp_bias = false; // config.json's
     std::string torch_dtype;                       // "bfloat16", "float16", "float32" or empty
+    hf_quantization quant;                         // quantization_config (method "" when unquantized)
     std::vector<computed_tensor> computed;
 };
 

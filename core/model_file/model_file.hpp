@@ -50,6 +50,10 @@ class model_file {
 
     virtual uint64_t file_size() const = 0; // bytes of every file the model is read from
 
+    // The checkpoint's quantization method as vLLM names it ("gptq", "awq") when its weights were repacked from a
+    // quantized HF checkpoint; empty otherwise (a GGUF's types are its tensors').
+    virtual std::string_view quantization() const { return {}; }
+
     // A vocabulary that comes beside the weights (an HF folder's tokenizer.json) rather than in the metadata
     // (GGUF's tokenizer.ggml.* keys); nullptr when the metadata holds it.
     virtual const vocab_data *own_vocab() const { return nullptr; }

@@ -4,6 +4,8 @@
 // sharded, untied and BF16 checkpoints and the Qwen2/Qwen3 mappings give the same tokens as the same weights in GGUF.
 #include "engine_fixture.hpp"
 #include "made_model.hpp"
+#include "quantizable_llama.hpp"
+#include "same_model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +15,7 @@
 namespace {
 
 using namespace strata::testing;
+namespace engine = strata::engine;
 
 
 std::string stories_hf(const std::string &name, const std::string &args) {
@@ -45,39 +48,6 @@ TEST(HfCheckpoint, ThreeShardsAndAnUntiedHeadMatchRunC) {
     ASSERT_TRUE(std::filesystem::exists(std::filesystem::path(dir) / "model-00003-of-00003.safetensors"));
     auto e = make_engine(dir);
     EXPECT_EQ(generate(*e, "", greedy(200)).text, stories_reference_text());
-}
-
-// Same weights, two formats: the tokens must be equal, and every position's logits (teacher-forced over the prompt
-// and the generated text) equal within `rel_tol` of the largest logit. 0 is bit for bit: the matrices are the same
-// bytes. Llama-family Q/K rows are in another order in each format (pairs or rotate-half), so each head's Q.K sums
-// run in another order: a few float ulps; Gemma's norms, stored as w - 1, come back through a float add.
-void expect_same_model(const std::string &gguf, const std::string &hf, const char *prompt, int32_t n,
-                       double rel_tol = 0.0) {
-    ASSERT_FALSE(gguf.empty());
-    ASSERT_FALSE(hf.empty());
-    auto a = make_engine(gguf);
-    auto b = make_engine(hf);
-    strata_sampling_params sp = greedy(n);
-    sp.ignore_eos = 1; // random weights may pick EOS early; compare all n
-    const generation_result ga = generate(*a, prompt, sp);
-    const generation_result gb = generate(*b, prompt, sp);
-    EXPECT_EQ(ga.prompt, gb.prompt) << "tokenizer.json and the GGUF vocabulary disagree";
-    ASSERT_EQ(ga.tokens.size(), static_cast<size_t>(n));
-    EXPECT_EQ(ga.tokens, gb.tokens) << hf;
-    std::vector<int32_t> text = ga.prompt;
-    text.insert(text.end(), ga.tokens.begin(), ga.tokens.end());
-    const auto rows = static_cast<int32_t>(text.size());
-    const size_t n_vocab = static_cast<size_t>(a->tokenizer().n_vocab());
-    std::vector<float> la(static_cast<size_t>(rows) * n_vocab), lb(la.size());
-    a->forward_logits(text.data(), rows, 0, la.data());
-    b->forward_logits(text.data(), rows, 0, lb.data());
-    double largest = 0, worst = 0;
-    for (size_t i = 0; i < la.size(); ++i) {
-        largest = std::max(largest, static_cast<double>(std::fabs(la[i])));
-        worst = std::max(worst, static_cast<double>(std::fabs(la[i] - lb[i])));
-    }
-    std::printf("%s: logits differ by at most %.3g (largest |logit| %.3g)\n", hf.c_str(), worst, largest);
-    EXPECT_LE(worst, rel_tol * largest) << hf;
 }
 
 TEST(HfCheckpoint, F16WeightsGiveTheSameTokensAsTheirGguf) {
@@ -122,6 +92,53 @@ TEST(HfCheckpoint, BatchedSequencesGetTheTokensEachGetsAlone) {
     std::vector<std::vector<int32_t>> alone;
     for (const auto &p : prompts) alone.push_back(run_all(*e, {p}, 40)[0]);
     EXPECT_EQ(run_all(*e, prompts, 40), alone);
+}
+
+// Continuous batching under a KV budget that forces preemption (swap to the host tier, and recompute) gives every
+// sequence of an HF checkpoint (3 BF16 shards; a GPTQ one) the tokens it gets alone, as the GGUF suites require.
+void expect_preemption_invariance(const std::string &model, uint64_t block_bytes) {
+    ASSERT_FALSE(model.empty());
+    std::vector<std::vector<int32_t>> prompts;
+    for (int i = 0; i < 12; ++i) prompts.push_back({1, 300 + 7 * i, 301 + i, 259 + (i % 5), 262});
+    std::vector<std::vector<int32_t>> alone;
+    {
+        auto e = make_engine(model, 256, 32);
+        for (const auto &p : prompts) alone.push_back(run_all(*e, {p}, 48)[0]);
+    }
+    for (engine::preemption_mode mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
+        engine::engine_options o;
+        o.model_path = model;
+        o.max_model_len = 256;
+        o.prefill_chunk = 32;
+        o.device = "cpu";
+        o.print_plan = false;
+        o.offload.measure_bandwidth = false;
+        o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
+        o.offload.kv_cache_memory = 16 * block_bytes; // 12 sequences growing to 4 blocks each: preemption is certain
+        o.scheduler.max_num_seqs = 12;
+        o.scheduler.max_num_batched_tokens = 64;
+        o.scheduler.mode = mode;
+        o.kv.swap_space_gib = 0.01;
+        auto e = std::make_unique<engine::engine>(test_registry(), test_host(), o);
+        EXPECT_EQ(run_all(*e, prompts, 48), alone) << (mode == engine::preemption_mode::swap ? "swap" : "recompute");
+        const strata_engine_stats st = e->stats();
+        EXPECT_GT(st.preemptions_swap + st.preemptions_recompute, 0) << "the KV budget was meant to force preemption";
+    }
+}
+
+TEST(HfCheckpoint, PreemptionGivesEachSequenceItsAloneTokens) {
+    // stories260K: 5 layers x 2 x 4 KV heads x 8 dims x 4 bytes x 16 tokens = 20 KiB per block.
+    expect_preemption_invariance(exported_hf("stories-hf-bf16-3-shards", shared_path("models/stories260K-f32.gguf"),
+                                             "--shards 3 --dtype bf16"),
+                                 20 * 1024);
+}
+
+TEST(HfCheckpoint, PreemptionGivesEachSequenceOfAGptqCheckpointItsAloneTokens) {
+    if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
+    const auto [gptq, dequantized] =
+        quantized_hf("hfq-gptq_4bit_g128_asym", quantizable_llama_hf(), "--method gptq --bits 4 --group-size 128 --asym");
+    // 5 layers x 2 x 2 KV heads x 32 dims x 4 bytes x 16 tokens = 40 KiB per block.
+    expect_preemption_invariance(gptq, 40 * 1024);
 }
 
 } // namespace

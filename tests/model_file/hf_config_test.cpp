@@ -202,11 +202,53 @@ TEST(HfConfig, Phi3LongRopeBecomesTheFactorTensorsAndTheAttentionFactor) {
                  strata::error);
 }
 
+// quantization_config as AutoGPTQ / GPTQModel and AutoAWQ write it: read, or refused naming the key or value.
+TEST(HfConfig, ReadsGptqAndAwqQuantizationConfigsAndRefusesTheRest) {
+    metadata_table m("config.json");
+    const hf_config gptq = map_hf_config(
+        "{" + k_llama + R"(,"quantization_config":{"quant_method":"gptq","bits":4,"group_size":128,"desc_act":false,)"
+                        R"("sym":true,"damp_percent":0.01,"true_sequential":true,"static_groups":false,)"
+                        R"("model_name_or_path":null,"model_file_base_name":"model"}})",
+        "dir/config.json", m);
+    EXPECT_EQ(gptq.quant.method, "gptq");
+    EXPECT_EQ(gptq.quant.bits, 4);
+    EXPECT_EQ(gptq.quant.group_size, 128);
+    EXPECT_TRUE(gptq.quant.zeros_minus_one); // AutoGPTQ's v1 format
+    metadata_table m2("config.json");
+    const hf_config v2 = map_hf_config("{" + k_llama + R"(,"quantization_config":{"quant_method":"gptq","bits":8,)"
+                                                       R"("group_size":-1,"checkpoint_format":"gptq_v2","sym":false}})",
+                                       "dir/config.json", m2);
+    EXPECT_FALSE(v2.quant.zeros_minus_one);
+    EXPECT_EQ(v2.quant.group_size, -1);
+    EXPECT_FALSE(v2.quant.sym);
+    metadata_table m3("config.json");
+    const hf_config awq = map_hf_config("{" + k_llama + R"(,"quantization_config":{"quant_method":"awq","zero_point":true,)"
+                                                        R"("q_group_size":128,"w_bit":4,"version":"GEMM","modules_to_not_convert":null}})",
+                                        "dir/config.json", m3);
+    EXPECT_EQ(awq.quant.method, "awq");
+    EXPECT_EQ(awq.quant.group_size, 128);
+    EXPECT_FALSE(awq.quant.zeros_minus_one);
+    for (const auto &[qc, message] : std::vector<std::pair<std::string, std::string>>{
+             {R"({"quant_method":"gptq","bits":3})", "bits 3 is not implemented"},
+             {R"({"quant_method":"gptq","bits":4,"group_size":100})", "group_size 100 is not implemented"},
+             {R"({"quant_method":"gptq","bits":4,"is_marlin_format":true})", "Marlin"},
+             {R"({"quant_method":"gptq","bits":4,"checkpoint_format":"marlin"})", "checkpoint_format 'marlin'"},
+             {R"({"quant_method":"gptq","bits":4,"dynamic":{"-:.*down":{}}})", "dynamic"},
+             {R"({"quant_method":"gptq","bits":4,"rotation":"hadamard"})", "key(s) rotation"},
+             {R"({"quant_method":"awq","bits":4,"version":"gemv"})", "AWQ version 'gemv'"},
+             {R"({"quant_method":"awq","bits":4,"zero_point":false})", "zero_point is false"},
+             {R"({"quant_method":"awq","bits":8})", "AWQ with 8 bits"},
+             {R"({"bits":4})", "no quant_method"}}) {
+        const std::string e = error_of("{" + k_llama + R"(,"quantization_config":)" + qc + "}");
+        EXPECT_NE(e.find(message), std::string::npos) << qc << "\n" << e;
+    }
+}
+
 TEST(HfConfig, RefusesWhatItCannotRunByName) {
     EXPECT_NE(error_of(R"({"architectures":["GPTNeoXForCausalLM"]})").find("'GPTNeoXForCausalLM' is not one"),
               std::string::npos);
-    EXPECT_NE(error_of("{" + k_llama + R"(,"quantization_config":{"quant_method":"gptq","bits":4}})")
-                  .find("quantization_config"),
+    EXPECT_NE(error_of("{" + k_llama + R"(,"quantization_config":{"quant_method":"fp8"}})")
+                  .find("quantization_config.quant_method 'fp8' is not implemented"),
               std::string::npos);
     const std::string unknown = error_of("{" + k_llama + R"(,"logit_scale":0.5})");
     EXPECT_NE(unknown.find("dir/config.json"), std::string::npos) << unknown;

@@ -3,6 +3,7 @@
 // model at least four times the configured device budget.
 #include "engine_fixture.hpp"
 #include "made_model.hpp"
+#include "quantizable_llama.hpp"
 
 #include <gtest/gtest.h>
 
@@ -106,12 +107,13 @@ std::vector<variant> stories_placements() {
     return vs;
 }
 
-void expect_placement_invariance(const std::string &model) {
-    const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, 120);
-    ASSERT_EQ(want.size(), 120u);
+// `n` greedy tokens (the model must not end the text before them).
+void expect_placement_invariance(const std::string &model, int32_t n = 120) {
+    const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, n);
+    ASSERT_EQ(want.size(), static_cast<size_t>(n));
     for (const variant &v : stories_placements()) {
         int64_t off = -1;
-        EXPECT_EQ(greedy_tokens(model, 256, v.opts, 120, &off), want) << v.name;
+        EXPECT_EQ(greedy_tokens(model, 256, v.opts, n, &off), want) << v.name;
         EXPECT_GT(off, 0) << v.name << ": nothing was offloaded, so the variant tested nothing";
     }
 }
@@ -127,6 +129,16 @@ TEST(PlacementInvariance, HfCheckpointGreedyTokensAreTheSameWhereverTheWeightsLi
                                        "--shards 3 --dtype bf16");
     ASSERT_FALSE(hf.empty());
     expect_placement_invariance(hf);
+}
+
+// The same for a GPTQ checkpoint (4-bit groups of 128 with zero points, repacked at load into anonymous memory):
+// every tier and streaming path reads the repacked weights, not the shard.
+TEST(PlacementInvariance, GptqCheckpointGreedyTokensAreTheSameWhereverTheWeightsLive) {
+    if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
+    const auto [gptq, dequantized] =
+        quantized_hf("hfq-gptq_4bit_g128_asym", quantizable_llama_hf(), "--method gptq --bits 4 --group-size 128 --asym");
+    ASSERT_FALSE(gptq.empty());
+    expect_placement_invariance(gptq, 80); // this random model ends its text after 92
 }
 
 // A file whose tensors mix quantization types (make-model's Q4_K_M: Q4_K, Q6_K for the output and some attn_v /

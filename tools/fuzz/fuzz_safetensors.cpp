@@ -1,12 +1,16 @@
 // libFuzzer target for the HF checkpoint readers (core/model_file): the first byte picks what the rest is:
 //   0: a .safetensors file (header length, JSON header, data) through safetensors_file::parse;
 //   1: a config.json through map_hf_config (architecture table, key mapping, rope_scaling, refusals);
-//   2: a model.safetensors.index.json through parse_weight_map.
+//   2: a model.safetensors.index.json through parse_weight_map;
+//   3: a settings byte (method, bits, group size, v1 zeros), then a .safetensors file whose qweight / qzeros /
+//      scales / g_idx are repacked as one GPTQ or AWQ layer (repack_quantized_linear): its bytes must be the size
+//      of its type and shape.
 // Each must succeed or throw strata::error; a crash, a sanitizer report or another exception is a bug. A parsed
 // safetensors file's tensors must lie inside the input.
 #include "common/error.hpp"
 #include "model_file/hf_checkpoint.hpp"
 #include "model_file/hf_config.hpp"
+#include "model_file/hf_quantization.hpp"
 #include "model_file/safetensors_file.hpp"
 
 #include <cstddef>
@@ -24,7 +28,7 @@ void check(bool ok) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
-    const uint8_t mode = data[0] % 3;
+    const uint8_t mode = data[0] % 4;
     const uint8_t *rest = data + 1;
     const size_t n = size - 1;
     try {
@@ -45,6 +49,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                                    "fuzz/config.json", meta);
             check(cfg.architecture != nullptr);
             for (size_t i = 0; i < meta.kv_count(); ++i) (void)meta.kv_summary(i, 60);
+        } else if (mode == 3) {
+            if (n < 1) return 0;
+            strata::hf_quantization q;
+            q.method = rest[0] & 1 ? "awq" : "gptq";
+            q.bits = !(rest[0] & 1) && (rest[0] & 2) ? 8 : 4;
+            const int g = (rest[0] >> 2) & 3;
+            q.group_size = g == 3 ? -1 : int64_t{32} << g;
+            q.zeros_minus_one = (rest[0] & 0x40) != 0;
+            const auto f = strata::safetensors_file::parse(rest + 1, n - 1, "fuzz.safetensors");
+            strata::quantized_linear layer;
+            layer.prefix = "l";
+            for (const auto &t : f.tensors()) {
+                if (t.name.ends_with(".qweight")) layer.qweight = &t;
+                else if (t.name.ends_with(".qzeros")) layer.qzeros = &t;
+                else if (t.name.ends_with(".scales")) layer.scales = &t;
+                else if (t.name.ends_with(".g_idx")) layer.g_idx = &t;
+            }
+            const auto r = strata::repack_quantized_linear(q, layer, "fuzz.safetensors");
+            check(r.bytes.size() == strata::group_int_bytes(r.type, r.rows, r.cols));
         } else {
             const auto map = strata::parse_weight_map(std::string_view(reinterpret_cast<const char *>(rest), n),
                                                       "fuzz/model.safetensors.index.json");

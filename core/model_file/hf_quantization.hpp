@@ -1,0 +1,54 @@
+// config.json's quantization_config (GPTQ and AWQ checkpoints) read into what the repacking needs, and the repacking
+// itself: each quantized linear layer's qweight / qzeros / scales (/ g_idx) as published by AutoGPTQ (and GPTQModel)
+// and AutoAWQ (GEMM), rewritten once at load into one of Strata's group-integer formats (plugin_abi.h's
+// STRATA_TYPE_Q{4,8}_G{32,64,128}): row-major like every other weight, the same integers, scales and zero points.
+#pragma once
+
+#include "model_file/safetensors_file.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata {
+
+struct hf_quantization {
+    std::string method;           // "" (unquantized), "gptq" or "awq"
+    int bits = 0;                 // 4 or 8
+    int64_t group_size = 0;       // elements per group along the input; -1: one group per row
+    bool desc_act = false;        // GPTQ's act-order (g_idx must then still keep groups contiguous)
+    bool sym = true;              // GPTQ's symmetric zero points (read from qzeros either way)
+    bool zeros_minus_one = false; // AutoGPTQ's checkpoint format "gptq" (v1) stores each zero point minus one
+    bool quantized_lm_head = false;
+};
+
+// Reads quantization_config; refuses a method, version or key Strata does not implement, naming it. `origin` is
+// config.json's path for messages.
+hf_quantization read_quantization_config(const nlohmann::json &qc, const std::string &origin);
+
+// The parts of one quantized linear layer (pointers into the shards; g_idx may be null).
+struct quantized_linear {
+    std::string prefix; // "model.layers.0.self_attn.q_proj"
+    const safetensors_tensor *qweight = nullptr, *qzeros = nullptr, *scales = nullptr, *g_idx = nullptr;
+};
+
+// The group-integer type for rows of `cols` elements quantized in groups of `group_size` (-1: the whole row): the
+// largest block of 128, 64 or 32 elements that divides the group, so each block lies in one group. 0 when none does.
+uint32_t group_int_type(int bits, int64_t group_size, int64_t cols);
+
+struct repacked_weight {
+    uint32_t type = 0; // STRATA_TYPE_Q*_G*
+    int64_t rows = 0, cols = 0; // output features, input features
+    std::vector<uint8_t> bytes;
+};
+
+// Checks every part's dtype and shape against the method's packing (naming the tensor and the expected shape) and
+// rewrites the layer as rows of group-integer blocks. `where` names the shard for messages.
+repacked_weight repack_quantized_linear(const hf_quantization &q, const quantized_linear &parts, const std::string &where);
+
+// Bytes of a repacked [rows, cols] weight (for plans made from config.json alone).
+uint64_t group_int_bytes(uint32_t type, int64_t rows, int64_t cols);
+
+} // namespace strata

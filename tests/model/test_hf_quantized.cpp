@@ -1,0 +1,108 @@
+// GPTQ and AWQ checkpoints (written by tools/hf_quantize with AutoGPTQ's and AutoAWQ's packing from a random-weight
+// Llama exported by tools/hf-export) run with their weights kept as 4- or 8-bit groups: greedy tokens equal and
+// logits within 5e-5 of the largest logit of the float32 model dequantized from the same integers (the only
+// difference is the order of float sums inside each block's dot product). The plan of a config.json-only folder
+// shows the repacked bytes; --quantization must name the checkpoint's method; an act-order checkpoint whose g_idx
+// permutes the groups is refused with the reason.
+#include "engine/requested_formats.hpp"
+#include "engine_fixture.hpp"
+#include "made_model.hpp"
+#include "model_file/open_model_file.hpp"
+#include "quantizable_llama.hpp"
+#include "same_model.hpp"
+
+#include "common/error.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace {
+
+using namespace strata::testing;
+namespace fs = std::filesystem;
+
+struct quant_case {
+    const char *name;
+    const char *args;
+};
+
+class HfQuantized : public ::testing::TestWithParam<quant_case> {};
+
+TEST_P(HfQuantized, LogitsMatchTheFloatModelDequantizedFromTheSameIntegers) {
+    if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
+    const auto [quantized, dequantized] = quantized_hf(std::string("hfq-") + GetParam().name, quantizable_llama_hf(), GetParam().args);
+    ASSERT_FALSE(quantized.empty()) << "tools/hf_quantize failed";
+    expect_same_model(dequantized, quantized, "Once upon a time", 40, 5e-5);
+    // The weights stayed 4 or 8 bits: each projection is one of the group-integer types, at its real size.
+    const auto file = strata::open_model_file(quantized, {});
+    const strata::gguf::tensor_info *q = file->find_tensor("blk.0.attn_q.weight");
+    ASSERT_NE(q, nullptr);
+    EXPECT_GE(q->type, strata::gguf::first_strata_type);
+    const strata::gguf::type_traits *tr = strata::gguf::ggml_type_traits(q->type);
+    ASSERT_NE(tr, nullptr);
+    EXPECT_EQ(q->n_bytes, static_cast<uint64_t>(q->ne[1] * (q->ne[0] / tr->block_elems) * tr->block_bytes));
+    EXPECT_LT(q->n_bytes, static_cast<uint64_t>(q->ne[0] * q->ne[1] * 2)); // smaller than F16, never expanded
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Decoder, HfQuantized,
+    ::testing::Values(quant_case{"gptq_4bit_g32_sym", "--method gptq --bits 4 --group-size 32"},
+                      quant_case{"gptq_4bit_g128_asym", "--method gptq --bits 4 --group-size 128 --asym"},
+                      quant_case{"gptq_4bit_row_groups", "--method gptq --bits 4 --group-size -1 --asym"},
+                      quant_case{"gptq_8bit_g64_v2", "--method gptq --bits 8 --group-size 64 --checkpoint-format gptq_v2"},
+                      quant_case{"gptq_8bit_g128_asym", "--method gptq --bits 8 --group-size 128 --asym"},
+                      quant_case{"awq_4bit_g128", "--method awq --bits 4 --group-size 128"},
+                      quant_case{"awq_4bit_g64", "--method awq --bits 4 --group-size 64"}),
+    [](const auto &info) { return std::string(info.param.name); });
+
+TEST(HfQuantizedCheckpoint, APlanFromConfigJsonAloneShowsTheRepackedBytes) {
+    if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
+    const auto [quantized, dequantized] = quantized_hf("hfq-awq_4bit_g128", quantizable_llama_hf(), "--method awq --bits 4 --group-size 128");
+    ASSERT_FALSE(quantized.empty());
+    const fs::path only = fs::path(STRATA_BINARY_DIR) / "test-models" / "hfq-awq-config-only";
+    fs::create_directories(only);
+    fs::copy_file(fs::path(quantized) / "config.json", only / "config.json", fs::copy_options::overwrite_existing);
+    const auto full = strata::open_model_file(quantized, {});
+    const auto planned = strata::open_model_file(only.string(), {}, true);
+    for (const auto &t : full->tensors()) {
+        const strata::gguf::tensor_info *p = planned->find_tensor(t.name);
+        ASSERT_NE(p, nullptr) << t.name;
+        EXPECT_EQ(p->type, t.type) << t.name;
+        EXPECT_EQ(p->n_bytes, t.n_bytes) << t.name;
+    }
+}
+
+TEST(HfQuantizedCheckpoint, QuantizationFlagMustNameTheCheckpointsMethod) {
+    if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
+    const auto [quantized, dequantized] = quantized_hf("hfq-gptq_4bit_g32_sym", quantizable_llama_hf(), "--method gptq --bits 4 --group-size 32");
+    ASSERT_FALSE(quantized.empty());
+    const auto file = strata::open_model_file(quantized, {});
+    EXPECT_EQ(file->quantization(), "gptq");
+    for (const char *ok : {"auto", "gptq", "gptq_marlin"})
+        EXPECT_NO_THROW(strata::engine::check_quantization(*file, ok, quantized)) << ok;
+    try {
+        strata::engine::check_quantization(*file, "awq", quantized);
+        ADD_FAILURE() << "--quantization awq on a GPTQ checkpoint was accepted";
+    } catch (const strata::error &e) {
+        EXPECT_NE(std::string(e.what()).find("is a gptq checkpoint"), std::string::npos) << e.what();
+    }
+    const auto plain = strata::open_model_file(dequantized, {});
+    EXPECT_THROW(strata::engine::check_quantization(*plain, "gptq", dequantized), strata::error);
+}
+
+TEST(HfQuantizedCheckpoint, AnActOrderCheckpointThatPermutesItsGroupsIsRefusedWithTheReason) {
+    if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
+    const auto [quantized, dequantized] =
+        quantized_hf("hfq-gptq_act_order", quantizable_llama_hf(), "--method gptq --bits 4 --group-size 32 --act-order");
+    ASSERT_FALSE(quantized.empty());
+    try {
+        strata::open_model_file(quantized, {});
+        ADD_FAILURE() << "an act-order checkpoint with permuted groups was accepted";
+    } catch (const strata::error &e) {
+        EXPECT_NE(std::string(e.what()).find("g_idx"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("desc_act"), std::string::npos) << e.what();
+    }
+}
+
+} // namespace
