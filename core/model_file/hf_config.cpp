@@ -26,70 +26,31 @@ const std::set<std::string, std::less<>> k_inert = {
     "label2id", "problem_type", "tokenizer_class", "max_length", "residual_dropout", "embedding_dropout",
     "resid_pdrop", "embd_pdrop", "attention_bias_dropout", "auto_map"};
 
-// Reads config.json's keys, remembering which were read.
-class config_keys {
+// config.json's keys (json_keys), with what only config.json has: required sizes and the model type.
+class config_keys : public json_keys {
   public:
-    config_keys(const json &j, const std::string &origin) : j_(j), origin_(origin) {}
+    config_keys(const json &j, const std::string &origin) : json_keys(j, origin), j_(j) {}
 
-    const json *raw(std::string_view key) {
-        used_.insert(std::string(key));
-        const auto it = j_.find(key);
-        return it == j_.end() || it->is_null() ? nullptr : &*it;
-    }
-    // Whether the key is in the file at all (null included).
-    bool present(std::string_view key) const { return j_.contains(key); }
-    std::optional<uint64_t> count(std::string_view key) {
-        const json *v = raw(key);
-        if (v == nullptr) return std::nullopt;
-        if (!v->is_number_unsigned()) wrong(key, *v, "a non-negative integer");
-        return v->get<uint64_t>();
-    }
     uint64_t required_count(std::string_view key) {
         const auto v = count(key);
-        if (!v || *v == 0) fail("{}: '{}' is missing or 0; every {} checkpoint sets it", origin_, key, model_type());
+        if (!v || *v == 0) fail("{}: '{}' is missing or 0; every {} checkpoint sets it", origin(), key, model_type());
         return *v;
-    }
-    std::optional<double> number(std::string_view key) {
-        const json *v = raw(key);
-        if (v == nullptr) return std::nullopt;
-        if (!v->is_number()) wrong(key, *v, "a number");
-        return v->get<double>();
-    }
-    std::optional<bool> flag(std::string_view key) {
-        const json *v = raw(key);
-        if (v == nullptr) return std::nullopt;
-        if (!v->is_boolean()) wrong(key, *v, "true or false");
-        return v->get<bool>();
-    }
-    std::optional<std::string> text(std::string_view key) {
-        const json *v = raw(key);
-        if (v == nullptr) return std::nullopt;
-        if (!v->is_string()) wrong(key, *v, "a string");
-        return v->get<std::string>();
-    }
-    [[noreturn]] void wrong(std::string_view key, const json &v, const char *expected) const {
-        fail("{}: '{}' is {}, expected {}", origin_, key, brief_json(v), expected);
     }
     // Every key nobody read and not known to be inert: refused by name.
     void refuse_unread() const {
-        std::vector<std::string> left;
-        for (auto it = j_.begin(); it != j_.end(); ++it)
-            if (!used_.count(it.key()) && !k_inert.count(it.key())) left.push_back(it.key());
+        const std::vector<std::string> left = unread(k_inert);
         if (left.empty()) return;
         fail("{}: Strata does not implement config.json key(s) {} of this {} checkpoint, so it cannot run it "
              "correctly. If a key does not change inference, report it; otherwise use a checkpoint without it",
-             origin_, fmt::join(left, ", "), model_type());
+             origin(), fmt::join(left, ", "), model_type());
     }
     std::string model_type() const {
         const auto it = j_.find("model_type");
         return it != j_.end() && it->is_string() ? it->get<std::string>() : "HF";
     }
-    const std::string &origin() const { return origin_; }
 
   private:
     const json &j_;
-    const std::string &origin_;
-    std::set<std::string, std::less<>> used_;
 };
 
 // Llama 3's frequency-dependent RoPE scaling as the per-dimension factors llama.cpp's converter writes into
@@ -378,13 +339,14 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
 
     // Sliding windows: Mistral's sliding_window is the model's own; Qwen's is off unless use_sliding_window.
     const bool use_window = c.flag("use_sliding_window").value_or(a.sliding_window_key) && !gemma;
-    auto window = gemma ? std::nullopt : c.count("sliding_window");
-    if (!window && !c.present("sliding_window") && a.sliding_window > 0) window = a.sliding_window;
+    // 0: no window (a window of 0 tokens is no window either).
+    uint64_t window = gemma ? 0 : c.count("sliding_window").value_or(0);
+    if (window == 0 && !c.present("sliding_window") && a.sliding_window > 0) window = a.sliding_window;
     c.count("max_window_layers");
-    if (use_window && window) {
+    if (use_window && window > 0) {
         if (!a.sliding_window_key)
             fail("{}: use_sliding_window is true; sliding-window attention is not implemented for {}", origin, hf_name);
-        out.set_u32(p + "attention.sliding_window", *window, "sliding_window");
+        out.set_u32(p + "attention.sliding_window", window, "sliding_window");
     }
     if (gemma) map_gemma_keys(c, a, static_cast<int64_t>(n_embd / n_head), static_cast<int64_t>(head_dim), out);
     if (const json *types = c.raw("layer_types"); types != nullptr && !gemma) {

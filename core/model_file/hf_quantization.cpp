@@ -27,50 +27,6 @@ const std::set<std::string, std::less<>> k_inert_quant_keys = {
     "max_input_length", "exllama_config", "cache_block_outputs", "modules_in_block_to_quantize", "backend",
     "do_fuse", "fuse_max_seq_len", "modules_to_fuse", "quantizer", "act_group_aware", "v2", "v2_alpha"};
 
-class quant_keys {
-  public:
-    quant_keys(const json &j, const std::string &origin) : j_(j), origin_(origin) {}
-    const json *raw(std::string_view k) {
-        used_.insert(std::string(k));
-        const auto it = j_.find(k);
-        return it == j_.end() || it->is_null() ? nullptr : &*it;
-    }
-    std::optional<int64_t> integer(std::string_view k) {
-        const json *v = raw(k);
-        if (v == nullptr) return std::nullopt;
-        if (!v->is_number_integer()) wrong(k, *v, "an integer");
-        return v->get<int64_t>();
-    }
-    std::optional<bool> flag(std::string_view k) {
-        const json *v = raw(k);
-        if (v == nullptr) return std::nullopt;
-        if (!v->is_boolean()) wrong(k, *v, "true or false");
-        return v->get<bool>();
-    }
-    std::optional<std::string> text(std::string_view k) {
-        const json *v = raw(k);
-        if (v == nullptr) return std::nullopt;
-        if (!v->is_string()) wrong(k, *v, "a string");
-        return v->get<std::string>();
-    }
-    [[noreturn]] void wrong(std::string_view k, const json &v, const char *expected) const {
-        fail("{}: quantization_config.{} is {}, expected {}", origin_, k, brief_json(v), expected);
-    }
-    void refuse_unread(const std::string &method) const {
-        std::vector<std::string> left;
-        for (auto it = j_.begin(); it != j_.end(); ++it)
-            if (!used_.count(it.key()) && !k_inert_quant_keys.count(it.key())) left.push_back(it.key());
-        if (!left.empty())
-            fail("{}: quantization_config key(s) {} of this {} checkpoint are not implemented, so Strata cannot run "
-                 "it correctly", origin_, fmt::join(left, ", "), method);
-    }
-
-  private:
-    const json &j_;
-    const std::string &origin_;
-    std::set<std::string, std::less<>> used_;
-};
-
 int64_t checked_group(int64_t g, const std::string &origin) {
     if (g != -1 && (g < 32 || g % 32 != 0))
         fail("{}: quantization_config.group_size {} is not implemented; Strata runs groups of a multiple of 32 "
@@ -117,7 +73,7 @@ uint16_t scale_as_f16(const safetensors_tensor &s, int64_t i, const std::string 
 
 hf_quantization read_quantization_config(const json &qc, const std::string &origin) {
     if (!qc.is_object()) fail("{}: quantization_config is {}, expected an object", origin, brief_json(qc));
-    quant_keys k(qc, origin);
+    json_keys k(qc, origin, "quantization_config.");
     hf_quantization q;
     const auto method = k.text("quant_method");
     if (!method) fail("{}: quantization_config has no quant_method", origin);
@@ -160,7 +116,9 @@ hf_quantization read_quantization_config(const json &qc, const std::string &orig
     if (q.bits != 4 && q.bits != 8)
         fail("{}: quantization_config.bits {} is not implemented; Strata runs 4- and 8-bit {} checkpoints", origin,
              q.bits, q.method);
-    k.refuse_unread(q.method);
+    if (const std::vector<std::string> left = k.unread(k_inert_quant_keys); !left.empty())
+        fail("{}: quantization_config key(s) {} of this {} checkpoint are not implemented, so Strata cannot run it "
+             "correctly", origin, fmt::join(left, ", "), q.method);
     return q;
 }
 

@@ -96,26 +96,35 @@ inline generation_result generate(engine::engine &e, const std::string &prompt, 
     return g;
 }
 
-inline std::unique_ptr<engine::engine> make_engine(const std::string &model, int32_t max_model_len = 0,
-                                                   int32_t prefill_chunk = 256,
-                                                   engine::offload_options offload = engine::offload_options{},
-                                                   const strata_config_view *device_config = nullptr) {
+// What every test engine sets: the model, its context and prefill chunk, the CPU device, no printed plan and no
+// bandwidth measurement (start-up stays fast and the user's bandwidth cache is left alone).
+inline engine::engine_options test_engine_options(const std::string &model, int32_t max_model_len, int32_t prefill_chunk) {
     engine::engine_options o;
     o.model_path = model;
     o.max_model_len = max_model_len;
     o.prefill_chunk = prefill_chunk;
+    o.device = "cpu";
+    o.print_plan = false;
+    o.offload.measure_bandwidth = false;
+    o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
+    return o;
+}
+
+inline std::unique_ptr<engine::engine> make_engine(const std::string &model, int32_t max_model_len = 0,
+                                                   int32_t prefill_chunk = 256,
+                                                   engine::offload_options offload = engine::offload_options{},
+                                                   const strata_config_view *device_config = nullptr) {
+    engine::engine_options o = test_engine_options(model, max_model_len, prefill_chunk);
     // One sequence at a time in these tests: a step is at most one prefill chunk, and few logits rows are needed.
     o.scheduler.max_num_batched_tokens = prefill_chunk;
     o.scheduler.max_num_seqs = 4;
-    o.device = "cpu";
     o.device_config = device_config;
-    o.print_plan = false;
     // 64 MiB of KV where a test sets no memory budget (the CPU default of 1 GiB is touched at start-up: seconds per
     // engine under ThreadSanitizer); tests of budgets leave the planner its own sizing.
     if (!offload.kv_cache_memory && !offload.device_memory && !offload.limit_gpu_memory && device_config == nullptr)
         offload.kv_cache_memory = uint64_t{64} << 20;
-    offload.measure_bandwidth = false; // tests keep start-up fast and leave the user's bandwidth cache alone
-    offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
+    offload.measure_bandwidth = o.offload.measure_bandwidth;
+    offload.bandwidth_cache_path = o.offload.bandwidth_cache_path;
     o.offload = std::move(offload);
     return std::make_unique<engine::engine>(test_registry(), test_host(), o);
 }

@@ -106,14 +106,7 @@ void expect_preemption_invariance(const std::string &model, uint64_t block_bytes
         for (const auto &p : prompts) alone.push_back(run_all(*e, {p}, 48)[0]);
     }
     for (engine::preemption_mode mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
-        engine::engine_options o;
-        o.model_path = model;
-        o.max_model_len = 256;
-        o.prefill_chunk = 32;
-        o.device = "cpu";
-        o.print_plan = false;
-        o.offload.measure_bandwidth = false;
-        o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
+        engine::engine_options o = test_engine_options(model, 256, 32);
         o.offload.kv_cache_memory = 16 * block_bytes; // 12 sequences growing to 4 blocks each: preemption is certain
         o.scheduler.max_num_seqs = 12;
         o.scheduler.max_num_batched_tokens = 64;

@@ -4,6 +4,7 @@
 // the scalar kernels are used even on an AVX2 CPU (for debugging and for tests that compare both paths).
 #include "ggml_quants.hpp"
 
+#include <strata/cpu_features.hpp>
 #include <strata/plugin.hpp>
 
 #include <cstddef>
@@ -152,25 +153,9 @@ struct descriptor_table {
     }
 };
 
-bool scalar_forced_by_environment() {
-    const char *v = std::getenv("STRATA_FORCE_SCALAR");
-    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-}
-
 } // namespace
 
-bool cpu_has_avx2_fma() {
-#if defined(__x86_64__) || defined(_M_X64)
-    // __builtin_cpu_supports also checks that the OS saves YMM state; clang 14 does not know "f16c", so that bit
-    // comes from CPUID leaf 1 directly (F16C needs the same YMM state as AVX2, already checked).
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-#else
-    return false;
-#endif
-}
+bool cpu_has_avx2_fma() { return plugin::cpu_has_avx2_fma_f16c(); }
 
 bool cpu_has_avx_vnni() {
 #if defined(__x86_64__) || defined(_M_X64)
@@ -202,7 +187,7 @@ void dot_act_multi_q4_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq
 }
 
 kernel_set select_kernel_set() {
-    if (scalar_forced_by_environment() || !cpu_has_avx2_fma()) return kernel_set::scalar;
+    if (plugin::scalar_forced_by_environment() || !cpu_has_avx2_fma()) return kernel_set::scalar;
     return kernel_set::avx2_fma;
 }
 

@@ -23,7 +23,11 @@ inline __m256 fma8(__m128i q8, __m256 z, const float *x, __m256 acc) {
     return _mm256_fmadd_ps(_mm256_sub_ps(q, z), _mm256_loadu_ps(x), acc);
 }
 
-template <int Bits, int G> float dot(const void *row, const float *x, int64_t n) {
+struct kernels {
+    template <int Bits, int G> static float dot(const void *row, const float *x, int64_t n);
+};
+
+template <int Bits, int G> float kernels::dot(const void *row, const float *x, int64_t n) {
     constexpr format f{0, Bits, G};
     const auto *b = static_cast<const uint8_t *>(row);
     const __m128i low4 = _mm_set1_epi8(0x0f);
@@ -60,17 +64,7 @@ template <int Bits, int G> float dot(const void *row, const float *x, int64_t n)
 
 } // namespace
 
-dot_fn dot_avx2_for(uint32_t type) {
-    switch (type) {
-    case STRATA_TYPE_Q4_G32: return dot<4, 32>;
-    case STRATA_TYPE_Q4_G64: return dot<4, 64>;
-    case STRATA_TYPE_Q4_G128: return dot<4, 128>;
-    case STRATA_TYPE_Q8_G32: return dot<8, 32>;
-    case STRATA_TYPE_Q8_G64: return dot<8, 64>;
-    case STRATA_TYPE_Q8_G128: return dot<8, 128>;
-    default: return nullptr;
-    }
-}
+dot_fn dot_avx2_for(uint32_t type) { return dot_for<kernels>(type); }
 
 } // namespace strata::group_int
 

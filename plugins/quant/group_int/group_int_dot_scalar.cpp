@@ -5,7 +5,11 @@ namespace strata::group_int {
 
 namespace {
 
-template <int Bits, int G> float dot(const void *row, const float *x, int64_t n) {
+struct kernels {
+    template <int Bits, int G> static float dot(const void *row, const float *x, int64_t n);
+};
+
+template <int Bits, int G> float kernels::dot(const void *row, const float *x, int64_t n) {
     constexpr format f{0, Bits, G};
     const auto *b = static_cast<const uint8_t *>(row);
     float sum = 0.0f;
@@ -20,16 +24,6 @@ template <int Bits, int G> float dot(const void *row, const float *x, int64_t n)
 
 } // namespace
 
-dot_fn dot_scalar_for(uint32_t type) {
-    switch (type) {
-    case STRATA_TYPE_Q4_G32: return dot<4, 32>;
-    case STRATA_TYPE_Q4_G64: return dot<4, 64>;
-    case STRATA_TYPE_Q4_G128: return dot<4, 128>;
-    case STRATA_TYPE_Q8_G32: return dot<8, 32>;
-    case STRATA_TYPE_Q8_G64: return dot<8, 64>;
-    case STRATA_TYPE_Q8_G128: return dot<8, 128>;
-    default: return nullptr;
-    }
-}
+dot_fn dot_scalar_for(uint32_t type) { return dot_for<kernels>(type); }
 
 } // namespace strata::group_int

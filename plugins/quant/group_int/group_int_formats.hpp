@@ -83,6 +83,18 @@ int64_t find_nonfinite(const format &f, const void *row, int64_t n);
 // sum_i dequant(row)[i] * x[i], as a quant descriptor's dot_f32 for `type`: the portable kernel, and the
 // AVX2+FMA+F16C one (call only when cpu_has_avx2_fma_f16c(); on other builds it is the portable one).
 using dot_fn = float (*)(const void *row, const float *x, int64_t n);
+// Kernels::dot<Bits, G> for `type` (nullptr for another type): one dispatch for every kernel set.
+template <class Kernels> dot_fn dot_for(uint32_t type) {
+    switch (type) {
+    case STRATA_TYPE_Q4_G32: return Kernels::template dot<4, 32>;
+    case STRATA_TYPE_Q4_G64: return Kernels::template dot<4, 64>;
+    case STRATA_TYPE_Q4_G128: return Kernels::template dot<4, 128>;
+    case STRATA_TYPE_Q8_G32: return Kernels::template dot<8, 32>;
+    case STRATA_TYPE_Q8_G64: return Kernels::template dot<8, 64>;
+    case STRATA_TYPE_Q8_G128: return Kernels::template dot<8, 128>;
+    default: return nullptr;
+    }
+}
 dot_fn dot_scalar_for(uint32_t type);
 dot_fn dot_avx2_for(uint32_t type);
 bool cpu_has_avx2_fma_f16c();

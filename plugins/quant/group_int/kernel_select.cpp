@@ -2,15 +2,10 @@
 // that carries them (STRATA_FORCE_SCALAR set to anything but "" or "0" before the plugin loads forces scalar).
 #include "group_int_formats.hpp"
 
+#include <strata/cpu_features.hpp>
 #include <strata/plugin.hpp>
 
 #include <cstddef>
-#include <cstdlib>
-#include <cstring>
-
-#if defined(__x86_64__) || defined(_M_X64)
-#include <cpuid.h>
-#endif
 
 namespace strata::group_int {
 
@@ -44,27 +39,13 @@ template <uint32_t Type> strata_quant_desc describe(const char *name, bool avx2)
     return d;
 }
 
-bool force_scalar() {
-    const char *v = std::getenv("STRATA_FORCE_SCALAR");
-    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}
-
 } // namespace
 
-bool cpu_has_avx2_fma_f16c() {
-#if defined(__x86_64__) || defined(_M_X64)
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return false;
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-#else
-    return false;
-#endif
-}
+bool cpu_has_avx2_fma_f16c() { return plugin::cpu_has_avx2_fma_f16c(); }
 
 const strata_quant_desc *descriptors() {
     static const strata_quant_desc *table = [] {
-        const bool avx2 = !force_scalar() && cpu_has_avx2_fma_f16c();
+        const bool avx2 = !plugin::scalar_forced_by_environment() && cpu_has_avx2_fma_f16c();
         static const strata_quant_desc list[format_count] = {
             describe<STRATA_TYPE_Q4_G32>("q4_g32", avx2),   describe<STRATA_TYPE_Q4_G64>("q4_g64", avx2),
             describe<STRATA_TYPE_Q4_G128>("q4_g128", avx2), describe<STRATA_TYPE_Q8_G32>("q8_g32", avx2),
