@@ -315,24 +315,25 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
     if (is_quantized && quantized.empty())
         fail("{}: config.json's quantization_config says {}, but no tensor is quantized (no .qweight); the "
              "checkpoint and its config.json disagree", name_, cfg.quant.method);
+    std::set<std::string> block_types; // "Q4_G128", for the start-up line
     for (const auto &[prefix, q] : quantized) {
         if (!gguf_tensor_name(a, prefix + ".weight")) {
             unmapped.push_back(prefix + ".qweight");
             continue;
         }
-        add_repacked(cfg, q.first, q.second.empty() ? name_ : q.second);
         if (prefix == "lm_head" && cfg.tie_word_embeddings)
             fail("{}: lm_head is quantized but tie_word_embeddings is true", name_);
+        const gguf::type_traits *tr = gguf::ggml_type_traits(add_repacked(cfg, q.first, q.second.empty() ? name_ : q.second));
+        block_types.insert(tr != nullptr ? tr->name : "group-integer");
     }
     quant_method_ = cfg.quant.method;
-    if (!quantized.empty()) {
+    if (!repacked_.empty()) {
         uint64_t bytes = 0;
         for (const auto &r : repacked_) bytes += r.size();
-        const gguf::type_traits *tr = gguf::ggml_type_traits(tensors_[index_.at(*gguf_tensor_name(a, quantized.begin()->first + ".weight"))].type);
-        log::info("model", "{}: {} {} layers ({} bits, group_size {}) repacked once into {} blocks ({} in all); they "
-                           "stay quantized in memory and on every tier", name_, quantized.size(), cfg.quant.method,
-                  cfg.quant.bits, cfg.quant.group_size, tr != nullptr ? tr->name : "group-integer",
-                  fmt::format("{:.1f} MiB", static_cast<double>(bytes) / 1048576.0));
+        log::info("model", "{}: {} {} layers ({} bits, group_size {}) repacked once into {} blocks ({:.1f} MiB in all); "
+                           "they stay quantized in memory and on every tier", name_, repacked_.size(), cfg.quant.method,
+                  cfg.quant.bits, cfg.quant.group_size, fmt::join(block_types, "/"),
+                  static_cast<double>(bytes) / 1048576.0);
     }
     if (!unmapped.empty())
         fail("{}: {} tensor(s) have no meaning Strata knows for {}: {}; a checkpoint of another architecture or "
@@ -360,7 +361,7 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
     }
 }
 
-void hf_checkpoint::add_repacked(const hf_config &cfg, const quantized_linear &parts, const std::string &where) {
+uint32_t hf_checkpoint::add_repacked(const hf_config &cfg, const quantized_linear &parts, const std::string &where) {
     const std::string gname = *gguf_tensor_name(*cfg.architecture, parts.prefix + ".weight");
     repacked_weight r = repack_quantized_linear(cfg.quant, parts, where);
     gguf::tensor_info t;
@@ -375,6 +376,7 @@ void hf_checkpoint::add_repacked(const hf_config &cfg, const quantized_linear &p
     if (!index_.emplace(t.name, tensors_.size()).second)
         fail("{}: '{}' is quantized and also stored as '{}.weight'; remove one", name_, parts.prefix, parts.prefix);
     tensors_.push_back(std::move(t));
+    return r.type;
 }
 
 void hf_checkpoint::add_computed_tensors() {

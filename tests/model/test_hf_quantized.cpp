@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 namespace {
 
@@ -102,6 +104,38 @@ TEST(HfQuantizedCheckpoint, AnActOrderCheckpointThatPermutesItsGroupsIsRefusedWi
     } catch (const strata::error &e) {
         EXPECT_NE(std::string(e.what()).find("g_idx"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("desc_act"), std::string::npos) << e.what();
+    }
+}
+
+// A quantized layer Strata has no name for (its parts renamed in the header, same lengths so the offsets hold) is
+// refused by name, like any unmapped tensor.
+TEST(HfQuantizedCheckpoint, AQuantizedLayerWithoutAMeaningIsRefusedByName) {
+    if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
+    const auto [quantized, dequantized] = quantized_hf("hfq-gptq_4bit_g32_sym", quantizable_llama_hf(), "--method gptq --bits 4 --group-size 32");
+    ASSERT_FALSE(quantized.empty());
+    const fs::path bad = fs::path(STRATA_BINARY_DIR) / "test-models" / "hfq-gptq-renamed-layer";
+    fs::remove_all(bad);
+    fs::copy(quantized, bad);
+    std::string bytes;
+    {
+        std::ifstream in(bad / "model.safetensors", std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    int renamed = 0;
+    for (const char *part : {"qweight", "qzeros", "scales", "g_idx"}) {
+        const std::string from = std::string("layers.0.mlp.down_proj.") + part;
+        const size_t at = bytes.find(from);
+        ASSERT_NE(at, std::string::npos) << from;
+        bytes.replace(at, from.size(), std::string("layers.0.mlp.dowx_proj.") + part);
+        ++renamed;
+    }
+    ASSERT_EQ(renamed, 4);
+    std::ofstream(bad / "model.safetensors", std::ios::binary) << bytes;
+    try {
+        strata::open_model_file(bad.string(), {});
+        ADD_FAILURE() << "a quantized layer with no meaning was accepted";
+    } catch (const strata::error &e) {
+        EXPECT_NE(std::string(e.what()).find("model.layers.0.mlp.dowx_proj.qweight"), std::string::npos) << e.what();
     }
 }
 
