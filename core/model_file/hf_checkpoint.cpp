@@ -323,6 +323,9 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
         }
         if (prefix == "lm_head" && cfg.tie_word_embeddings)
             fail("{}: lm_head is quantized but tie_word_embeddings is true", name_);
+        if (prefix == "lm_head" && !cfg.quant.quantized_lm_head)
+            fail("{}: lm_head is quantized but quantization_config.lm_head is false; the checkpoint and its "
+                 "config.json disagree", name_);
         const gguf::type_traits *tr = gguf::ggml_type_traits(add_repacked(cfg, q.first, q.second.empty() ? name_ : q.second));
         block_types.insert(tr != nullptr ? tr->name : "group-integer");
     }

@@ -189,6 +189,12 @@ repacked_weight repack_quantized_linear(const hf_quantization &q, const quantize
         for (int64_t o = 0; o < out; ++o) {
             uint32_t zero = (word_at(*p.qzeros, grp * (out / pf) + o / pf) >> shift_of(o)) & mask;
             if (q.zeros_minus_one) zero += 1; // as AutoGPTQ's and vLLM's kernels add it back
+            // vLLM's symmetric GPTQ kernels ignore qzeros and use the middle value: a checkpoint that says sym must
+            // store exactly that, or the two runtimes would compute different weights.
+            if (q.sym && q.method == "gptq" && zero != (mask + 1) / 2)
+                fail("{}: '{}' stores the zero point {} for group {} of output {}, but quantization_config says sym "
+                     "(every zero point {}); the checkpoint and its config.json disagree", where, p.qzeros->name, zero,
+                     grp, o, (mask + 1) / 2);
             if (zero > 255)
                 fail("{}: '{}' stores the zero point 256 (255 + 1 in AutoGPTQ's format) for group {} of output {}; "
                      "8-bit blocks hold zero points up to 255", where, p.qzeros->name, grp, o);

@@ -111,7 +111,7 @@ void expect_blocks(const repacked_weight &r) {
 
 TEST(HfQuantization, GptqLayersRepackIntoTheAbisBlocks) {
     hf_quantization q;
-    q.method = "gptq", q.bits = 4, q.group_size = group, q.zeros_minus_one = true;
+    q.method = "gptq", q.bits = 4, q.group_size = group, q.zeros_minus_one = true, q.sym = false;
     layer_bytes l = gptq_layer();
     expect_blocks(repack_quantized_linear(q, l.parts(), "shard"));
 }
@@ -126,7 +126,7 @@ TEST(HfQuantization, AwqLayersRepackIntoTheAbisBlocks) {
 
 TEST(HfQuantization, PartsThatDoNotFitThePackingAreRefusedByName) {
     hf_quantization q;
-    q.method = "gptq", q.bits = 4, q.group_size = group, q.zeros_minus_one = true;
+    q.method = "gptq", q.bits = 4, q.group_size = group, q.zeros_minus_one = true, q.sym = false;
     auto error_of = [&](layer_bytes &l) {
         try {
             repack_quantized_linear(q, l.parts(), "shard");
@@ -144,6 +144,10 @@ TEST(HfQuantization, PartsThatDoNotFitThePackingAreRefusedByName) {
     layer_bytes f32_weight = gptq_layer();
     f32_weight.tw.dtype = "F32";
     EXPECT_NE(error_of(f32_weight).find("'l.qweight'"), std::string::npos);
+    q.sym = true; // the hand-made zero points are not the middle value: a sym checkpoint must store 8 everywhere
+    layer_bytes asym_zeros = gptq_layer();
+    EXPECT_NE(error_of(asym_zeros).find("says sym"), std::string::npos) << error_of(asym_zeros);
+    q.sym = false;
     q.group_size = 48; // a group that does not divide the inputs
     layer_bytes odd = gptq_layer();
     EXPECT_NE(error_of(odd).find("group_size 48"), std::string::npos) << error_of(odd);
