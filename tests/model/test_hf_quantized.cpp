@@ -93,7 +93,9 @@ TEST(HfQuantizedCheckpoint, QuantizationFlagMustNameTheCheckpointsMethod) {
     EXPECT_EQ(file->quantization(), "gptq");
     for (const char *ok : {"auto", "gptq", "gptq_marlin"})
         EXPECT_NO_THROW(strata::engine::check_quantization(*file, ok, quantized)) << ok;
-    const std::string awq = error_of([&] { strata::engine::check_quantization(*file, "awq", quantized); });
+    // clang 14 cannot capture a structured binding: the lambdas capture a named copy.
+    const std::string folder = quantized;
+    const std::string awq = error_of([&] { strata::engine::check_quantization(*file, "awq", folder); });
     EXPECT_NE(awq.find("is a gptq checkpoint"), std::string::npos) << awq;
     const auto plain = strata::open_model_file(dequantized, {});
     EXPECT_THROW(strata::engine::check_quantization(*plain, "gptq", dequantized), strata::error);
@@ -104,7 +106,8 @@ TEST(HfQuantizedCheckpoint, AnActOrderCheckpointThatPermutesItsGroupsIsRefusedWi
     const auto [quantized, dequantized] =
         quantized_hf("hfq-gptq_act_order", quantizable_llama_hf(), "--method gptq --bits 4 --group-size 32 --act-order");
     ASSERT_FALSE(quantized.empty());
-    const std::string e = error_of([&] { strata::open_model_file(quantized, {}); });
+    const std::string folder = quantized;
+    const std::string e = error_of([&] { strata::open_model_file(folder, {}); });
     EXPECT_NE(e.find("g_idx"), std::string::npos) << e;
     EXPECT_NE(e.find("desc_act"), std::string::npos) << e;
 }
