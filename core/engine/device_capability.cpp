@@ -1,6 +1,7 @@
 #include "engine/device_capability.hpp"
 
 #include "common/error.hpp"
+#include "model_file/model_file.hpp"
 
 #include <fmt/format.h>
 
@@ -90,16 +91,21 @@ std::string missing_model_op(const strata_model_arch_desc &arch, const strata_mo
 }
 
 std::string unsupported_model_shapes(const strata_model_arch_desc &arch, const strata_model *model,
-                                     const strata_model_hparams &hp, const strata_device_desc &device,
-                                     strata_device *dev, const std::string &role, const std::string &path,
+                                     const strata_model_hparams &hp,
+                                     const plugins::handle<strata_device_desc> &device_handle, strata_device *dev,
+                                     const std::string &role, const std::string &path,
                                      const std::function<bool(const std::string &tensor)> &ask_tensor,
                                      bool ask_attention) {
+    const strata_device_desc &device = *device_handle.desc;
     const strata_device_desc *d = &device; // STRATA_HAS_SLOT tests its pointer: a reference's address is never NULL
     const strata_model_arch_desc *a = &arch;
-    if (!STRATA_HAS_SLOT(d, supports)) return {};
+    const uint32_t device_minor = device_handle.lib ? device_handle.lib->info->abi_minor : STRATA_ABI_MINOR;
+    const bool asks = STRATA_HAS_SLOT(d, supports);
+    if (!asks && device_minor >= 19) return {};
     const char *device_name = device.header.name != nullptr ? device.header.name : "(unnamed)";
     std::vector<std::string> refusals;
     auto ask = [&](strata_support_query q, const std::string &what) {
+        if (!asks) return;
         q.struct_size = sizeof q;
         char why[512] = {0};
         if (device.supports(dev, &q, why, sizeof why) == 0) refusals.push_back(fmt::format("{}: {}", what, why));
@@ -113,6 +119,13 @@ std::string unsupported_model_shapes(const strata_model_arch_desc &arch, const s
             if (arch.tensor_at(model, i, &v, &layer) != STRATA_OK) continue;
             const std::string name = v.name != nullptr ? v.name : "(unnamed)";
             if (ask_tensor && !ask_tensor(name)) continue;
+            if (v.input_order != nullptr && device_minor < 19) {
+                refusals.push_back(fmt::format("tensor '{}': its columns meet the activations in an input order "
+                                               "(GPTQ act-order, plugin ABI 1.19), which this plugin (ABI 1.{}) does "
+                                               "not read; update the '{}' plugin",
+                                               name, device_minor, device_name));
+                continue;
+            }
             strata_support_query q{};
             q.kind = STRATA_SUPPORT_WEIGHT;
             q.weight = &v;
@@ -144,6 +157,17 @@ void check_device_offers_model_ops(const strata_model_arch_desc &arch, const str
                                    int32_t skip_op) {
     const std::string why = missing_model_op(arch, model, device, role, path, skip_op);
     if (!why.empty()) fail("{}", why);
+}
+
+void check_model_reads_input_order(const model_file &file, const plugins::handle<strata_model_arch_desc> &arch,
+                                   const std::string &path) {
+    const uint32_t minor = arch.lib ? arch.lib->info->abi_minor : STRATA_ABI_MINOR;
+    if (minor >= 19) return;
+    for (const auto &t : file.tensors())
+        if (t.input_order)
+            fail("{}: tensor '{}' meets the activations in an input order (a GPTQ act-order checkpoint, plugin ABI "
+                 "1.19), which model_arch '{}' (built for ABI 1.{}) does not pass on; update that plugin",
+                 path, t.name, arch.desc->header.name, minor);
 }
 
 } // namespace strata::engine

@@ -3,10 +3,16 @@
 // and the device — never a failure at the first forward.
 #pragma once
 
+#include "plugin_host/plugin_handle.hpp"
+
 #include <strata/plugin_abi.h>
 
 #include <functional>
 #include <string>
+
+namespace strata {
+class model_file;
+}
 
 namespace strata::engine {
 
@@ -26,14 +32,20 @@ std::string missing_model_op(const strata_model_arch_desc &arch, const strata_mo
 
 // Why `device` cannot compute this model's weights (their types and shapes) or its attention and RoPE shapes, as
 // its `supports` slot answers (ABI 1.17; without the slot: nothing), every refusal listed (8, then the count); "" when
-// it can. Asked at load, before any weight is placed.
+// it can. A weight with an input order (GPTQ act-order) is refused on a device plugin built before ABI 1.19, which
+// would not read it. Asked at load, before any weight is placed.
 // ask_tensor (null: every tensor) picks the weights to ask about; attention is asked only when ask_attention (an
 // offload device computes whole layers but never attends).
 std::string unsupported_model_shapes(const strata_model_arch_desc &arch, const strata_model *model,
-                                     const strata_model_hparams &hp, const strata_device_desc &device,
+                                     const strata_model_hparams &hp, const plugins::handle<strata_device_desc> &device,
                                      strata_device *dev, const std::string &role, const std::string &path,
                                      const std::function<bool(const std::string &tensor)> &ask_tensor = nullptr,
                                      bool ask_attention = true);
+
+// Throws strata::error when the file holds a weight with an input order (strata_tensor_view.input_order, ABI 1.19)
+// and the model plugin `arch` was built before it: its views would drop the order.
+void check_model_reads_input_order(const model_file &file, const plugins::handle<strata_model_arch_desc> &arch,
+                                   const std::string &path);
 
 // Throws strata::error with missing_model_op's message when it has one.
 void check_device_offers_model_ops(const strata_model_arch_desc &arch, const strata_model *model,

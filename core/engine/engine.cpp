@@ -69,6 +69,7 @@ void engine::init() {
                              : !STRATA_HAS_SLOT(device_desc_.desc, copy);
     strata_status st{};
 
+    check_model_reads_input_order(*file_, arch_, opts_.model_path);
     source_ = std::make_unique<model_source>(*file_, registry_, host_);
     source_->set_context_per_sequence(std::max(0, opts_.max_model_len));
     model_ = arch_.desc->create(source_->view(), &st);
@@ -84,7 +85,7 @@ void engine::init() {
     // Routed experts the CPU may compute (--cpu-moe) are asked about once the plan says where they run.
     const bool experts_may_leave = can_host_experts();
     if (const std::string why = unsupported_model_shapes(
-            *arch_.desc, model_, hp_, *device_desc_.desc, device_, "device", opts_.model_path,
+            *arch_.desc, model_, hp_, device_desc_, device_, "device", opts_.model_path,
             [&](const std::string &t) { return !(experts_may_leave && is_routed_expert(t)); });
         !why.empty())
         fail("{}", why);

@@ -10,6 +10,7 @@
 #include "engine/device_capability.hpp"
 #include "engine/engine_util.hpp"
 #include "engine/model_source.hpp"
+#include "engine/plan_inputs.hpp"
 #include "planner/bandwidth_cache.hpp"
 
 #include <algorithm>
@@ -152,7 +153,7 @@ bool engine::start_host_device(bool required) {
     // It runs the model's layers: it must offer every op they call (asked at load, as for the main device).
     std::string why = missing_model_op(*arch_.desc, model_, *host_desc_.desc, "offload_device", opts_.model_path);
     if (why.empty())
-        why = unsupported_model_shapes(*arch_.desc, model_, hp_, *host_desc_.desc, host_device_, "offload_device",
+        why = unsupported_model_shapes(*arch_.desc, model_, hp_, host_desc_, host_device_, "offload_device",
                                        opts_.model_path, nullptr, false); // attention stays on the device
     if (!why.empty()) {
         if (required) fail("{}", why);
@@ -175,7 +176,7 @@ std::pair<double, double> engine::measure_cpu_layer(int32_t layer) {
         v.struct_size = sizeof v;
         if (!src->get_host_tensor(src->ctx, p.tensor.c_str(), &v) || v.rows < 2 || v.quant == nullptr) continue;
         mats.push_back(v);
-        bytes += static_cast<uint64_t>(v.row_bytes * v.rows);
+        bytes += weight_bytes(v);
         max_cols = std::max(max_cols, v.cols);
         max_rows = std::max(max_rows, v.rows);
     }
@@ -320,7 +321,7 @@ void engine::check_device_computes_experts() const {
     if (on_device.empty()) return;
     std::string why = missing_model_op(*arch_.desc, model_, *device_desc_.desc, "device", opts_.model_path);
     if (why.empty())
-        why = unsupported_model_shapes(*arch_.desc, model_, hp_, *device_desc_.desc, device_, "device",
+        why = unsupported_model_shapes(*arch_.desc, model_, hp_, device_desc_, device_, "device",
                                        opts_.model_path, [&](const std::string &t) { return on_device.count(t) > 0; },
                                        false);
     if (why.empty()) return;

@@ -162,7 +162,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
         // A tied classifier is the embedding again: count its bytes once.
         if (std::find(seen.begin(), seen.end(), v.name) != seen.end()) continue;
         seen.emplace_back(v.name);
-        in.tensors.push_back({v.name, layer, static_cast<uint64_t>(v.row_bytes * v.rows), is_routed_expert(v.name)});
+        in.tensors.push_back({v.name, layer, weight_bytes(v), is_routed_expert(v.name)});
     }
     in.device_kind = device_kind;
     in.device_total = opts.device_total.value_or(machine.available_ram);

@@ -35,6 +35,12 @@ uint64_t activation_bytes(const strata_model_arch_desc *arch, const strata_model
 // not the router, not a shared expert.
 bool is_routed_expert(const std::string &name);
 
+// Bytes a weight takes wherever it is placed: its rows, and its input order after them (GPTQ act-order, ABI 1.19).
+inline uint64_t weight_bytes(const strata_tensor_view &v) {
+    return static_cast<uint64_t>(v.row_bytes * v.rows) +
+           (v.input_order != nullptr ? static_cast<uint64_t>(v.cols) * sizeof(int32_t) : 0);
+}
+
 planner::inputs make_plan_inputs(const model_shape &m, const offload_options &opts, const plugins::registry &registry,
                                  const strata_host_services *host, const std::string &device_kind,
                                  const topology::machine *machine = nullptr);

@@ -28,14 +28,10 @@ std::string tensor_types(const model_file &file) {
 void check_quantization(const model_file &file, const std::string &quantization, const std::string &path) {
     if (quantization == "auto" || quantization == "None" || quantization.empty()) return;
     if (quantization == "gguf") {
-        const std::string_view method = file.quantization();
-    if (!method.empty()) {
-        // vLLM's names for the same checkpoints: its Marlin kernels read GPTQ and AWQ checkpoints as they are.
-        if (quantization == method || quantization == std::string(method) + "_marlin") return;
-        fail("--quantization {}: {} is a {} checkpoint (config.json's quantization_config); drop --quantization "
-             "(auto) or pass --quantization {}", quantization, path, method, method);
-    }
-    if (file.format() == "gguf") return;
+        if (const std::string_view method = file.quantization(); !method.empty())
+            fail("--quantization gguf: {} is a {} checkpoint (config.json's quantization_config); drop --quantization "
+                 "(auto) or pass --quantization {}", path, method, method);
+        if (file.format() == "gguf") return;
         fail("--quantization gguf: {} is an HF {} checkpoint, not a GGUF file; drop --quantization (auto)", path,
              file.format());
     }

@@ -27,7 +27,7 @@ void check_tensors(const model_file &file, const plugins::registry &registry, co
         }
         const int64_t cols = t.ne[0];
         const int64_t rows = cols > 0 ? t.n_elements() / cols : 0;
-        const uint64_t row_bytes = rows > 0 ? t.n_bytes / static_cast<uint64_t>(rows) : 0;
+        const uint64_t row_bytes = rows > 0 ? (t.n_bytes - t.input_order_bytes()) / static_cast<uint64_t>(rows) : 0;
         for (int64_t r = 0; r < rows; ++r) {
             const int64_t at = q.desc->find_nonfinite(t.data + static_cast<uint64_t>(r) * row_bytes, cols);
             if (at >= 0) {

@@ -51,7 +51,11 @@ struct tensor_info {
     uint64_t offset = 0;                   // within the data section
     const uint8_t *data = nullptr;         // points into the mapped/borrowed buffer
     uint64_t n_bytes = 0;
+    // Strata's repacked GPTQ act-order weights (never GGUF): ne[0] int32 values follow the rows inside n_bytes, the
+    // order in which the columns meet the activations (strata_tensor_view.input_order).
+    bool input_order = false;
     int64_t n_elements() const;
+    uint64_t input_order_bytes() const { return input_order ? static_cast<uint64_t>(ne[0]) * sizeof(int32_t) : 0; }
 };
 
 } // namespace strata::gguf

@@ -185,7 +185,10 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
             t.type = group_int_type(quant.bits, quant.group_size, t.ne[0]);
             if (t.type == 0)
                 fail("{}: '{}' has {} inputs, which group_size {} does not divide", name_, hf, t.ne[0], quant.group_size);
-            t.n_bytes = group_int_bytes(t.type, t.ne[1], t.ne[0]);
+            // An act-order checkpoint's layers (desc_act) carry their input order, unless their g_idx turns out
+            // to keep the groups in place (known only from the weights).
+            t.input_order = quant.desc_act && quant.group_size > 0 && quant.group_size < t.ne[0];
+            t.n_bytes = group_int_bytes(t.type, t.ne[1], t.ne[0], t.input_order);
         }
         largest = std::max(largest, t.n_bytes);
         index_.emplace(t.name, tensors_.size());
@@ -315,7 +318,7 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
     if (is_quantized && quantized.empty())
         fail("{}: config.json's quantization_config says {}, but no tensor is quantized (no .qweight); the "
              "checkpoint and its config.json disagree", name_, cfg.quant.method);
-    std::set<std::string> block_types; // "Q4_G128", for the start-up line
+    std::vector<std::pair<quantized_linear, std::string>> layers; // (parts, shard) in name order
     for (const auto &[prefix, q] : quantized) {
         if (!gguf_tensor_name(a, prefix + ".weight")) {
             unmapped.push_back(prefix + ".qweight");
@@ -326,7 +329,12 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
         if (prefix == "lm_head" && !cfg.quant.quantized_lm_head)
             fail("{}: lm_head is quantized but quantization_config.lm_head is false; the checkpoint and its "
                  "config.json disagree", name_);
-        const gguf::type_traits *tr = gguf::ggml_type_traits(add_repacked(cfg, q.first, q.second.empty() ? name_ : q.second));
+        layers.emplace_back(q.first, q.second.empty() ? name_ : q.second);
+    }
+    std::vector<repacked_weight> packed = repack_quantized_linears(cfg.quant, layers);
+    std::set<std::string> block_types; // "Q4_G128", for the start-up line
+    for (size_t i = 0; i < layers.size(); ++i) {
+        const gguf::type_traits *tr = gguf::ggml_type_traits(add_repacked(cfg, layers[i].first.prefix, std::move(packed[i])));
         block_types.insert(tr != nullptr ? tr->name : "group-integer");
     }
     quant_method_ = cfg.quant.method;
@@ -364,9 +372,8 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
     }
 }
 
-uint32_t hf_checkpoint::add_repacked(const hf_config &cfg, const quantized_linear &parts, const std::string &where) {
-    const std::string gname = *gguf_tensor_name(*cfg.architecture, parts.prefix + ".weight");
-    repacked_weight r = repack_quantized_linear(cfg.quant, parts, where);
+uint32_t hf_checkpoint::add_repacked(const hf_config &cfg, const std::string &prefix, repacked_weight r) {
+    const std::string gname = *gguf_tensor_name(*cfg.architecture, prefix + ".weight");
     gguf::tensor_info t;
     t.name = gname;
     t.n_dims = 2;
@@ -374,10 +381,11 @@ uint32_t hf_checkpoint::add_repacked(const hf_config &cfg, const quantized_linea
     t.ne[1] = r.rows;
     t.type = r.type;
     t.n_bytes = r.bytes.size();
+    t.input_order = r.input_order;
     repacked_.push_back(std::move(r.bytes));
     t.data = repacked_.back().data();
     if (!index_.emplace(t.name, tensors_.size()).second)
-        fail("{}: '{}' is quantized and also stored as '{}.weight'; remove one", name_, parts.prefix, parts.prefix);
+        fail("{}: '{}' is quantized and also stored as '{}.weight'; remove one", name_, prefix, prefix);
     tensors_.push_back(std::move(t));
     return r.type;
 }

@@ -73,7 +73,7 @@ class hf_checkpoint final : public model_file {
     void shapes_from_config(const hf_config &cfg);
     void add_computed_tensors(); // computed_ as F32 tensors
     // A GPTQ / AWQ layer's parts repacked into one group-integer weight named by its .weight's GGUF name; its type.
-    uint32_t add_repacked(const hf_config &cfg, const quantized_linear &parts, const std::string &where);
+    uint32_t add_repacked(const hf_config &cfg, const std::string &prefix, repacked_weight r);
 
     std::string name_;
     metadata_table meta_;

@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/half.hpp"
+#include "common/progress.hpp"
 #include "model_file/json_input.hpp"
 
 #include <fmt/format.h>
@@ -9,8 +10,14 @@
 
 #include <strata/plugin_abi.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <set>
+#include <thread>
+#include <vector>
 
 namespace strata {
 
@@ -132,10 +139,11 @@ uint32_t group_int_type(int bits, int64_t group_size, int64_t cols) {
     return 0;
 }
 
-uint64_t group_int_bytes(uint32_t type, int64_t rows, int64_t cols) {
+uint64_t group_int_bytes(uint32_t type, int64_t rows, int64_t cols, bool input_order) {
     const int64_t g = 32 << ((type - STRATA_TYPE_Q4_G32) % 3);
     const int bits = type >= STRATA_TYPE_Q8_G32 ? 8 : 4;
-    return static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols / g) * static_cast<uint64_t>(4 + g * bits / 8);
+    return static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols / g) * static_cast<uint64_t>(4 + g * bits / 8) +
+           (input_order ? static_cast<uint64_t>(cols) * sizeof(int32_t) : 0);
 }
 
 repacked_weight repack_quantized_linear(const hf_quantization &q, const quantized_linear &p, const std::string &where) {
@@ -162,14 +170,42 @@ repacked_weight repack_quantized_linear(const hf_quantization &q, const quantize
         fail("{}: '{}' is {} {}; {} needs F16 [{}, {}] (groups x outputs)", where, p.scales->name, p.scales->dtype,
              fmt::join(p.scales->shape, "x"), q.method, n_groups, out);
     expect_shape(*p.qzeros, "I32", {n_groups, out / pf}, where, "the zero points");
+    // Act-order (desc_act): g_idx gives each input its group, the groups a permutation of the inputs. The repacked
+    // rows hold the inputs sorted by group (stable), so every block lies in one group again, and the sorted order is
+    // kept beside the rows for the devices to gather the activations through (input_order).
+    std::vector<int32_t> order;  // sorted position -> input; empty: the identity
+    std::vector<int64_t> pos;    // input -> sorted position, when order is set
     if (p.g_idx != nullptr) {
         expect_shape(*p.g_idx, "I32", {in}, where, "g_idx");
-        for (int64_t i = 0; i < in; ++i)
-            if (static_cast<int64_t>(static_cast<int32_t>(word_at(*p.g_idx, i))) != i / group)
-                fail("{}: '{}' puts input {} in group {}, not {}: this act-order (desc_act) checkpoint permutes its "
-                     "groups, which needs the activations permuted per layer; not implemented yet. Use a checkpoint "
-                     "quantized with desc_act false", where, p.g_idx->name, i,
-                     static_cast<int32_t>(word_at(*p.g_idx, i)), i / group);
+        std::vector<int64_t> members(static_cast<size_t>(n_groups), 0);
+        bool identity = true;
+        for (int64_t i = 0; i < in; ++i) {
+            const int32_t grp = static_cast<int32_t>(word_at(*p.g_idx, i));
+            if (grp < 0 || grp >= n_groups)
+                fail("{}: '{}' puts input {} in group {}, outside the {} groups of its scales", where, p.g_idx->name, i,
+                     grp, n_groups);
+            ++members[static_cast<size_t>(grp)];
+            identity = identity && grp == i / group;
+        }
+        for (int64_t grp = 0; grp < n_groups; ++grp)
+            if (members[static_cast<size_t>(grp)] != group)
+                fail("{}: '{}' puts {} inputs in group {}; GPTQ's groups hold group_size ({}) inputs each", where,
+                     p.g_idx->name, members[static_cast<size_t>(grp)], grp, group);
+        if (!identity && !q.desc_act)
+            fail("{}: '{}' permutes the inputs among the groups (act-order), but quantization_config.desc_act is false "
+                 "(vLLM would then ignore g_idx); the checkpoint and its config.json disagree",
+                 where, p.g_idx->name);
+        if (!identity) {
+            std::vector<int64_t> next(static_cast<size_t>(n_groups));
+            for (int64_t grp = 0; grp < n_groups; ++grp) next[static_cast<size_t>(grp)] = grp * group;
+            order.resize(static_cast<size_t>(in));
+            pos.resize(static_cast<size_t>(in));
+            for (int64_t i = 0; i < in; ++i) {
+                const int64_t at = next[word_at(*p.g_idx, i)]++;
+                order[static_cast<size_t>(at)] = static_cast<int32_t>(i);
+                pos[static_cast<size_t>(i)] = at;
+            }
+        }
     }
     repacked_weight r;
     r.type = group_int_type(q.bits, q.group_size, in);
@@ -180,7 +216,9 @@ repacked_weight repack_quantized_linear(const hf_quantization &q, const quantize
     const int64_t g = 32 << ((r.type - STRATA_TYPE_Q4_G32) % 3);
     const int64_t block_bytes = 4 + g * q.bits / 8;
     const int64_t row_bytes = in / g * block_bytes;
-    r.bytes.assign(static_cast<size_t>(out * row_bytes), 0);
+    r.input_order = !order.empty();
+    r.bytes.assign(static_cast<size_t>(out * row_bytes) + order.size() * sizeof(int32_t), 0);
+    if (r.input_order) std::memcpy(r.bytes.data() + out * row_bytes, order.data(), order.size() * sizeof(int32_t));
     // AWQ's order of eight 4-bit values in a word: value at shift 4 j is column order[j] of the eight.
     static constexpr int awq_shift_of_column[8] = {0, 4, 1, 5, 2, 6, 3, 7};
     auto shift_of = [&](int64_t k) { return awq ? q.bits * awq_shift_of_column[k % pf] : q.bits * static_cast<int>(k % pf); };
@@ -208,7 +246,8 @@ repacked_weight repack_quantized_linear(const hf_quantization &q, const quantize
     }
     // The integers, input row by input row (the packed words' order, so the shard is read sequentially).
     for (int64_t i = 0; i < in; ++i) {
-        const int64_t b = i / g, e = i % g;
+        const int64_t at = r.input_order ? pos[static_cast<size_t>(i)] : i; // the input's place in the repacked row
+        const int64_t b = at / g, e = at % g;
         for (int64_t o = 0; o < out; ++o) {
             const uint32_t word = awq ? word_at(*p.qweight, i * (out / pf) + o / pf)
                                       : word_at(*p.qweight, (i / pf) * out + o);
@@ -223,6 +262,46 @@ repacked_weight repack_quantized_linear(const hf_quantization &q, const quantize
         }
     }
     return r;
+}
+
+std::vector<repacked_weight> repack_quantized_linears(const hf_quantization &q,
+                                                      const std::vector<std::pair<quantized_linear, std::string>> &layers,
+                                                      unsigned threads) {
+    const size_t n = layers.size();
+    if (n == 0) return {};
+    std::vector<repacked_weight> out(n);
+    std::vector<std::exception_ptr> errors(n);
+    uint64_t total = 0;
+    for (const auto &[parts, where] : layers) total += parts.qweight != nullptr ? parts.qweight->n_bytes : 0;
+    if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+    threads = static_cast<unsigned>(std::min<size_t>(threads, std::max<size_t>(n, 1)));
+    progress bar(fmt::format("repacking {} {} layers ({:.1f} MiB)", n, q.method, static_cast<double>(total) / 1048576.0),
+                 total);
+    std::mutex bar_mutex;
+    uint64_t done = 0;
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        for (size_t i = next++; i < n; i = next++) {
+            const auto &[parts, where] = layers[i];
+            try {
+                out[i] = repack_quantized_linear(q, parts, where);
+            } catch (...) {
+                errors[i] = std::current_exception();
+            }
+            std::lock_guard lock(bar_mutex);
+            done += parts.qweight != nullptr ? parts.qweight->n_bytes : 0;
+            bar.update(done);
+        }
+    };
+    {
+        std::vector<std::jthread> pool;
+        for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+        work();
+    }
+    for (const std::exception_ptr &e : errors)
+        if (e) std::rethrow_exception(e);
+    bar.finish();
+    return out;
 }
 
 } // namespace strata

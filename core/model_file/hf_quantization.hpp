@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace strata {
@@ -18,7 +19,7 @@ struct hf_quantization {
     std::string method;           // "" (unquantized), "gptq" or "awq"
     int bits = 0;                 // 4 or 8
     int64_t group_size = 0;       // elements per group along the input; -1: one group per row
-    bool desc_act = false;        // GPTQ's act-order (g_idx must then still keep groups contiguous)
+    bool desc_act = false;        // GPTQ's act-order: g_idx may permute the inputs among the groups
     bool sym = true;              // GPTQ's symmetric zero points: qzeros must then all hold the middle value
     bool zeros_minus_one = false; // AutoGPTQ's checkpoint format "gptq" (v1) stores each zero point minus one
     bool quantized_lm_head = false;
@@ -41,14 +42,26 @@ uint32_t group_int_type(int bits, int64_t group_size, int64_t cols);
 struct repacked_weight {
     uint32_t type = 0; // STRATA_TYPE_Q*_G*
     int64_t rows = 0, cols = 0; // output features, input features
+    // rows x row bytes, then (input_order) cols int32: the input each repacked column holds (act-order's groups
+    // sorted), as gguf::tensor_info::input_order and strata_tensor_view.input_order describe.
     std::vector<uint8_t> bytes;
+    bool input_order = false;
 };
 
 // Checks every part's dtype and shape against the method's packing (naming the tensor and the expected shape) and
-// rewrites the layer as rows of group-integer blocks. `where` names the shard for messages.
+// rewrites the layer as rows of group-integer blocks; an act-order g_idx that permutes the inputs among the groups
+// sorts them by group and keeps the order. `where` names the shard for messages.
 repacked_weight repack_quantized_linear(const hf_quantization &q, const quantized_linear &parts, const std::string &where);
 
-// Bytes of a repacked [rows, cols] weight (for plans made from config.json alone).
-uint64_t group_int_bytes(uint32_t type, int64_t rows, int64_t cols);
+// repack_quantized_linear over many layers (each with the shard it is in, for messages) on up to `threads` threads
+// (0: one per core), with a progress line over their packed bytes. Results in the layers' order; when layers fail,
+// the first failing one's error (in that order) is thrown, so the message does not depend on thread timing.
+std::vector<repacked_weight> repack_quantized_linears(const hf_quantization &q,
+                                                      const std::vector<std::pair<quantized_linear, std::string>> &layers,
+                                                      unsigned threads = 0);
+
+// Bytes of a repacked [rows, cols] weight (for plans made from config.json alone), with its input order when
+// `input_order`.
+uint64_t group_int_bytes(uint32_t type, int64_t rows, int64_t cols, bool input_order = false);
 
 } // namespace strata

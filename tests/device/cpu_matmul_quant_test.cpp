@@ -215,6 +215,64 @@ TEST_P(CpuQuantMatmul, EmbeddingDequantizesRows) {
     }
 }
 
+// ABI 1.19: a weight whose columns meet the activations in an input order (GPTQ act-order) gives, bit for bit, the
+// matmul of the same rows with each token's activations permuted by hand (x'[j] = x[order[j]]): the integer path
+// then quantizes the gathered activations, as it would x'. Only matmul takes an input order: embedding, matmul_id
+// and `supports` for a 3-D (experts) view refuse it; an order entry outside the columns is an error; a view built
+// before 1.19 (struct_size short of the field) has none.
+TEST_P(CpuQuantMatmul, AnInputOrderGathersTheActivationsBeforeTheRowsAreDotted) {
+    device_ptr dev = make_device(GetParam().threads);
+    ASSERT_NE(dev, nullptr);
+    const strata_quant_desc *q = find_format(strata::quants::kernel_set::scalar, GetParam().format);
+    ASSERT_NE(q, nullptr);
+    const int64_t rows = 23, cols = 256;
+    quant_matrix m = quantize(*q, random_floats(static_cast<size_t>(rows * cols), 31), rows, cols);
+    std::vector<int32_t> order(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j) order[static_cast<size_t>(j)] = static_cast<int32_t>((37 * j + 5) % cols);
+    strata_tensor_view ordered = m.view;
+    ordered.input_order = order.data();
+    for (int n_tokens : {1, 5, 20}) {
+        const auto x = random_floats(static_cast<size_t>(n_tokens * cols), 32, -2.0f, 2.0f);
+        std::vector<float> permuted(x.size());
+        for (int t = 0; t < n_tokens; ++t)
+            for (int64_t j = 0; j < cols; ++j) permuted[t * cols + j] = x[t * cols + order[static_cast<size_t>(j)]];
+        std::vector<float> y(static_cast<size_t>(rows * n_tokens), NAN), want(y.size(), NAN);
+        strata_status st{};
+        ASSERT_EQ(ops().matmul(dev.get(), &ordered, x.data(), n_tokens, y.data(), &st), STRATA_OK) << st.message;
+        ASSERT_EQ(ops().matmul(dev.get(), &m.view, permuted.data(), n_tokens, want.data(), &st), STRATA_OK);
+        EXPECT_EQ(y, want) << n_tokens << " tokens";
+    }
+    strata_status st{};
+    std::vector<float> out(static_cast<size_t>(rows * 4));
+    const int32_t tokens[2] = {1, 2};
+    EXPECT_EQ(ops().embedding(dev.get(), &ordered, tokens, 2, out.data(), &st), STRATA_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(st.message).find("only matmul takes one"), std::string::npos) << st.message;
+    strata_tensor_view experts = ordered;
+    experts.rows = rows - 1; // 11 rows of 2 experts
+    experts.n_dims = 3;
+    experts.ne[0] = cols, experts.ne[1] = 11, experts.ne[2] = 2, experts.ne[3] = 1;
+    strata_support_query sq{};
+    sq.struct_size = sizeof sq;
+    sq.kind = STRATA_SUPPORT_WEIGHT;
+    sq.weight = &ordered;
+    char why[256] = {0};
+    EXPECT_EQ(ops().supports(dev.get(), &sq, why, sizeof why), 1) << why;
+    sq.weight = &experts;
+    EXPECT_EQ(ops().supports(dev.get(), &sq, why, sizeof why), 0);
+    EXPECT_NE(std::string(why).find("matmul_id"), std::string::npos) << why;
+    const auto x = random_floats(static_cast<size_t>(cols), 33);
+    order[7] = static_cast<int32_t>(cols);
+    EXPECT_EQ(ops().matmul(dev.get(), &ordered, x.data(), 1, out.data(), &st), STRATA_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(st.message).find("input_order[7] = 256 is outside [0, 256)"), std::string::npos)
+        << st.message;
+    strata_tensor_view old = ordered; // a host or model plugin built before 1.19: the field is past its view
+    old.struct_size = static_cast<uint32_t>(offsetof(strata_tensor_view, input_order));
+    std::vector<float> plain(static_cast<size_t>(rows)), unordered(static_cast<size_t>(rows));
+    ASSERT_EQ(ops().matmul(dev.get(), &old, x.data(), 1, plain.data(), &st), STRATA_OK) << st.message;
+    ASSERT_EQ(ops().matmul(dev.get(), &m.view, x.data(), 1, unordered.data(), &st), STRATA_OK);
+    EXPECT_EQ(plain, unordered);
+}
+
 INSTANTIATE_TEST_SUITE_P(FormatsAndThreads, CpuQuantMatmul,
                          ::testing::Values(matmul_case{"q8_0", 1}, matmul_case{"q8_0", 3}, matmul_case{"q4_0", 1},
                                            matmul_case{"q4_0", 3}),

@@ -98,6 +98,25 @@ TEST_F(CudaEmulatedKernels, EmbeddingRowsEqualTheReference) {
     }
 }
 
+// The gather before an act-order weight's matmul (ABI 1.19): out[t][j] = x[t][order[j]] for every token, across
+// the grid-stride loop's blocks; an entry outside the columns gives NaN rather than a read elsewhere.
+TEST_F(CudaEmulatedKernels, GatherColumnsFollowsTheInputOrder) {
+    const int32_t n_rows = 3;
+    const int64_t n_cols = 1000;
+    const auto x = random_floats(static_cast<size_t>(n_rows * n_cols), 21);
+    std::vector<int32_t> order(static_cast<size_t>(n_cols));
+    for (int64_t j = 0; j < n_cols; ++j) order[static_cast<size_t>(j)] = static_cast<int32_t>((j * 337 + 11) % n_cols);
+    std::vector<float> out(x.size(), 0.0f);
+    ASSERT_EQ(cu::launch_gather_columns(x.data(), order.data(), n_rows, n_cols, out.data(), nullptr), cudaSuccess);
+    for (int32_t r = 0; r < n_rows; ++r)
+        for (int64_t j = 0; j < n_cols; ++j)
+            ASSERT_EQ(out[r * n_cols + j], x[r * n_cols + order[static_cast<size_t>(j)]]) << r << " " << j;
+    order[3] = -1;
+    ASSERT_EQ(cu::launch_gather_columns(x.data(), order.data(), n_rows, n_cols, out.data(), nullptr), cudaSuccess);
+    EXPECT_TRUE(std::isnan(out[3]));
+    EXPECT_TRUE(std::isnan(out[n_cols + 3]));
+}
+
 TEST_F(CudaEmulatedKernels, RowOpsMatchTheCpuDevice) {
     device_ptr cpu = cpu_device();
     ASSERT_NE(cpu, nullptr);

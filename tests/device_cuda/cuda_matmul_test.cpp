@@ -171,4 +171,45 @@ TEST(CudaMatmulArguments, UnsupportedTypesAndMisalignedRowsAreRefused) {
     EXPECT_NE(std::strstr(st.message, "block size"), nullptr) << st.message;
 }
 
+// ABI 1.19 on the GPU: a GPTQ act-order weight (Q4_G32) with its input order in device memory gives, bit for bit,
+// the matmul of the same rows with the activations permuted by hand, at decode and prefill batch sizes.
+TEST(CudaMatmulInputOrder, GathersTheActivationsIntoTheWeightsOrder) {
+    REQUIRE_GPU();
+    plugins &p = loaded();
+    const strata_quant_desc *q = p.quant(STRATA_TYPE_Q4_G32);
+    ASSERT_NE(q, nullptr);
+    strata_status st{};
+    device_ptr gpu = create_device(p.cuda, &st);
+    ASSERT_NE(gpu, nullptr) << st.message;
+    const int64_t rows = 67, cols = 512;
+    const quantized_matrix m = quantize(*q, random_floats(static_cast<size_t>(rows * cols), 41), rows, cols);
+    auto w_dev = to_device(gpu.get(), m.bytes);
+    std::vector<int32_t> order(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j) order[static_cast<size_t>(j)] = static_cast<int32_t>((97 * j + 3) % cols);
+    auto order_dev = to_device(gpu.get(), order);
+    const strata_tensor_view plain = view_of(*q, m, w_dev->get());
+    strata_tensor_view ordered = plain;
+    ordered.input_order = static_cast<const int32_t *>(order_dev->get());
+    for (int32_t n_tokens : {1, 9, 70}) {
+        SCOPED_TRACE(testing::Message() << n_tokens << " tokens");
+        const auto x = random_floats(static_cast<size_t>(n_tokens * cols), 42, -2.0f, 2.0f);
+        std::vector<float> permuted(x.size());
+        for (int32_t t = 0; t < n_tokens; ++t)
+            for (int64_t j = 0; j < cols; ++j) permuted[t * cols + j] = x[t * cols + order[static_cast<size_t>(j)]];
+        auto x_dev = to_device(gpu.get(), x);
+        auto permuted_dev = to_device(gpu.get(), permuted);
+        device_buffer y_dev(gpu.get(), sizeof(float) * static_cast<size_t>(rows * n_tokens));
+        device_buffer want_dev(gpu.get(), sizeof(float) * static_cast<size_t>(rows * n_tokens));
+        ASSERT_EQ(p.cuda->matmul(gpu.get(), &ordered, x_dev->f(), n_tokens, y_dev.f(), &st), STRATA_OK) << st.message;
+        ASSERT_EQ(p.cuda->matmul(gpu.get(), &plain, permuted_dev->f(), n_tokens, want_dev.f(), &st), STRATA_OK)
+            << st.message;
+        EXPECT_EQ(floats_from(gpu.get(), y_dev.get(), static_cast<size_t>(rows * n_tokens)),
+                  floats_from(gpu.get(), want_dev.get(), static_cast<size_t>(rows * n_tokens)));
+    }
+    const int32_t tokens[1] = {0};
+    device_buffer out(gpu.get(), sizeof(float) * static_cast<size_t>(cols));
+    EXPECT_EQ(p.cuda->embedding(gpu.get(), &ordered, tokens, 1, out.f(), &st), STRATA_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(st.message).find("only matmul takes one"), std::string::npos) << st.message;
+}
+
 } // namespace

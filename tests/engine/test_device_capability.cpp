@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <memory>
 #include <cstdio>
 #include <string>
 
@@ -173,6 +174,12 @@ int32_t three_at(const strata_model *, int32_t index, strata_tensor_view *out, i
     return STRATA_OK;
 }
 
+// A device descriptor as the engine holds it; without a library the host takes it for a plugin of its own ABI.
+strata::plugins::handle<strata_device_desc> handle_of(const strata_device_desc &d,
+                                                      std::shared_ptr<const strata::plugins::library> lib = nullptr) {
+    return {&d, std::move(lib)};
+}
+
 // ABI 1.17's supports: a device that computes Q8_0 weights only and heads of at most 128.
 int32_t picky_supports(strata_device *, const strata_support_query *q, char *why, uint32_t why_cap) {
     if (q->kind == STRATA_SUPPORT_WEIGHT && q->weight->ggml_type != 8) {
@@ -200,10 +207,10 @@ TEST(DeviceCapability, TypesAndShapesTheDeviceCannotRunAreListedAtLoad) {
     hp.n_head_kv = 2;
     hp.head_dim = 256;
     hp.rope_dims = 256;
-    EXPECT_EQ(strata::engine::unsupported_model_shapes(arch, nullptr, hp, d, nullptr, "device", "m.gguf"), "")
+    EXPECT_EQ(strata::engine::unsupported_model_shapes(arch, nullptr, hp, handle_of(d), nullptr, "device", "m.gguf"), "")
         << "a device without the slot is asked nothing";
     d.supports = picky_supports;
-    const std::string why = strata::engine::unsupported_model_shapes(arch, nullptr, hp, d, nullptr, "device", "m.gguf");
+    const std::string why = strata::engine::unsupported_model_shapes(arch, nullptr, hp, handle_of(d), nullptr, "device", "m.gguf");
     EXPECT_NE(why.find("m.gguf: device 'picky' cannot run this model:\n  tensor 'blk.0.ffn_up.weight': type 16 is not "
                        "computed here\n  attention of 8 heads (2 KV) of 256: head_dim 256 > 128\n"),
               std::string::npos)
@@ -211,5 +218,54 @@ TEST(DeviceCapability, TypesAndShapesTheDeviceCannotRunAreListedAtLoad) {
     EXPECT_EQ(why.find("attn_q"), std::string::npos) << why;
     hp.head_dim = 128;
     arch.tensor_count = [](const strata_model *) { return 1; }; // only the Q8_0 one
-    EXPECT_EQ(strata::engine::unsupported_model_shapes(arch, nullptr, hp, d, nullptr, "device", "m.gguf"), "");
+    EXPECT_EQ(strata::engine::unsupported_model_shapes(arch, nullptr, hp, handle_of(d), nullptr, "device", "m.gguf"), "");
+}
+
+namespace {
+
+// One GPTQ act-order weight (ABI 1.19): its view carries an input order.
+int32_t one_count(const strata_model *) { return 1; }
+int32_t ordered_at(const strata_model *, int32_t, strata_tensor_view *out, int32_t *layer) {
+    static const int32_t order[4] = {2, 0, 3, 1};
+    out->ggml_type = STRATA_TYPE_Q4_G32;
+    out->name = "blk.0.attn_q.weight";
+    out->rows = 8;
+    out->cols = 4;
+    out->input_order = order;
+    *layer = 0;
+    return STRATA_OK;
+}
+
+} // namespace
+
+// A device plugin built before ABI 1.19 would compute an act-order weight with its columns in the wrong order: it is
+// refused at load, naming the tensor and the plugin, whether or not it has `supports`; a 1.19 one is asked as usual.
+TEST(DeviceCapability, AnInputOrderedWeightIsRefusedOnADevicePluginThatPredatesIt) {
+    strata_model_arch_desc arch = arch_with(nullptr);
+    arch.tensor_count = one_count;
+    arch.tensor_at = ordered_at;
+    strata_device_desc d = device_up_to(sizeof(strata_device_desc));
+    d.header.name = "old";
+    strata_model_hparams hp{};
+    hp.n_head = hp.n_head_kv = 1;
+    hp.head_dim = hp.rope_dims = 64;
+    strata_plugin_info info{};
+    info.abi_major = 1;
+    info.abi_minor = 18;
+    auto lib = std::make_shared<strata::plugins::library>();
+    lib->info = &info;
+    for (bool with_supports : {false, true}) {
+        d.supports = with_supports ? picky_supports : nullptr;
+        const std::string why =
+            strata::engine::unsupported_model_shapes(arch, nullptr, hp, handle_of(d, lib), nullptr, "device", "m");
+        EXPECT_NE(why.find("tensor 'blk.0.attn_q.weight': its columns meet the activations in an input order (GPTQ "
+                           "act-order, plugin ABI 1.19), which this plugin (ABI 1.18) does not read; update the 'old' "
+                           "plugin"),
+                  std::string::npos)
+            << why;
+    }
+    info.abi_minor = 19;
+    d.supports = nullptr;
+    EXPECT_EQ(strata::engine::unsupported_model_shapes(arch, nullptr, hp, handle_of(d, lib), nullptr, "device", "m"),
+              "");
 }

@@ -1,9 +1,11 @@
 // GPTQ and AWQ checkpoints (written by tools/hf_quantize with AutoGPTQ's and AutoAWQ's packing from a random-weight
 // Llama exported by tools/hf-export) run with their weights kept as 4- or 8-bit groups: greedy tokens equal and
 // logits within 5e-5 of the largest logit of the float32 model dequantized from the same integers (the only
-// difference is the order of float sums inside each block's dot product). The plan of a config.json-only folder
-// shows the repacked bytes; --quantization must name the checkpoint's method; an act-order checkpoint whose g_idx
-// permutes the groups is refused with the reason.
+// difference is the order of float sums inside each block's dot product). Act-order (desc_act) checkpoints, whose
+// g_idx permutes the inputs among the groups, keep their input order beside the weights and the devices gather the
+// activations through it. The plan of a config.json-only folder shows the repacked bytes; --quantization must name
+// the checkpoint's method.
+#include "engine/device_capability.hpp"
 #include "engine/requested_formats.hpp"
 #include "engine_fixture.hpp"
 #include "made_model.hpp"
@@ -18,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 namespace {
 
@@ -53,7 +56,10 @@ TEST_P(HfQuantized, LogitsMatchTheFloatModelDequantizedFromTheSameIntegers) {
     EXPECT_GE(q->type, strata::gguf::first_strata_type);
     const strata::gguf::type_traits *tr = strata::gguf::ggml_type_traits(q->type);
     ASSERT_NE(tr, nullptr);
-    EXPECT_EQ(q->n_bytes, static_cast<uint64_t>(q->ne[1] * (q->ne[0] / tr->block_elems) * tr->block_bytes));
+    const bool act_order = std::string(GetParam().args).find("--act-order") != std::string::npos;
+    EXPECT_EQ(q->input_order, act_order) << "an act-order layer keeps its input order, no other does";
+    EXPECT_EQ(q->n_bytes, static_cast<uint64_t>(q->ne[1] * (q->ne[0] / tr->block_elems) * tr->block_bytes) +
+                              (act_order ? static_cast<uint64_t>(q->ne[0]) * 4 : 0));
     EXPECT_LT(q->n_bytes, static_cast<uint64_t>(q->ne[0] * q->ne[1] * 2)); // smaller than F16, never expanded
 }
 
@@ -64,6 +70,9 @@ INSTANTIATE_TEST_SUITE_P(
                       quant_case{"gptq_4bit_row_groups", "--method gptq --bits 4 --group-size -1 --asym"},
                       quant_case{"gptq_8bit_g64_v2", "--method gptq --bits 8 --group-size 64 --checkpoint-format gptq_v2"},
                       quant_case{"gptq_8bit_g128_asym", "--method gptq --bits 8 --group-size 128 --asym"},
+                      quant_case{"gptq_4bit_g32_act_order", "--method gptq --bits 4 --group-size 32 --act-order"},
+                      quant_case{"gptq_8bit_g64_act_order_asym",
+                                 "--method gptq --bits 8 --group-size 64 --asym --act-order"},
                       quant_case{"awq_4bit_g128", "--method awq --bits 4 --group-size 128"},
                       quant_case{"awq_4bit_g64", "--method awq --bits 4 --group-size 64"}),
     [](const auto &info) { return std::string(info.param.name); });
@@ -101,15 +110,41 @@ TEST(HfQuantizedCheckpoint, QuantizationFlagMustNameTheCheckpointsMethod) {
     EXPECT_THROW(strata::engine::check_quantization(*plain, "gptq", dequantized), strata::error);
 }
 
-TEST(HfQuantizedCheckpoint, AnActOrderCheckpointThatPermutesItsGroupsIsRefusedWithTheReason) {
+// An act-order checkpoint's plan from config.json alone (desc_act true) counts each layer's input order, as the
+// loaded checkpoint does; the loaded layers carry it.
+TEST(HfQuantizedCheckpoint, AnActOrderPlanFromConfigJsonAloneCountsTheInputOrder) {
     if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
     const auto [quantized, dequantized] =
-        quantized_hf("hfq-gptq_act_order", quantizable_llama_hf(), "--method gptq --bits 4 --group-size 32 --act-order");
+        quantized_hf("hfq-gptq_4bit_g32_act_order", quantizable_llama_hf(), "--method gptq --bits 4 --group-size 32 --act-order");
     ASSERT_FALSE(quantized.empty());
-    const std::string folder = quantized;
-    const std::string e = error_of([&] { strata::open_model_file(folder, {}); });
-    EXPECT_NE(e.find("g_idx"), std::string::npos) << e;
-    EXPECT_NE(e.find("desc_act"), std::string::npos) << e;
+    const fs::path only = fs::path(STRATA_BINARY_DIR) / "test-models" / "hfq-gptq-act-order-config-only";
+    fs::create_directories(only);
+    fs::copy_file(fs::path(quantized) / "config.json", only / "config.json", fs::copy_options::overwrite_existing);
+    const auto full = strata::open_model_file(quantized, {});
+    const auto planned = strata::open_model_file(only.string(), {}, true);
+    int ordered = 0;
+    for (const auto &t : full->tensors()) {
+        const strata::gguf::tensor_info *p = planned->find_tensor(t.name);
+        ASSERT_NE(p, nullptr) << t.name;
+        EXPECT_EQ(p->input_order, t.input_order) << t.name;
+        EXPECT_EQ(p->n_bytes, t.n_bytes) << t.name;
+        ordered += t.input_order ? 1 : 0;
+    }
+    EXPECT_EQ(ordered, 5 * 7) << "every projection of the 5 layers";
+    // A model plugin built before ABI 1.19 would pass views without the order on: refused at load, by name.
+    strata_plugin_info info{};
+    info.abi_major = 1;
+    info.abi_minor = 18;
+    auto lib = std::make_shared<strata::plugins::library>();
+    lib->info = &info;
+    strata_model_arch_desc arch{};
+    arch.header.name = "old";
+    const strata::plugins::handle<strata_model_arch_desc> old{&arch, lib};
+    const strata::model_file &loaded = *full;
+    const std::string e = error_of([&] { strata::engine::check_model_reads_input_order(loaded, old, "m"); });
+    EXPECT_NE(e.find("which model_arch 'old' (built for ABI 1.18) does not pass on"), std::string::npos) << e;
+    info.abi_minor = 19;
+    EXPECT_EQ(error_of([&] { strata::engine::check_model_reads_input_order(loaded, old, "m"); }), "accepted");
 }
 
 // A quantized layer Strata has no name for (its parts renamed in the header, same lengths so the offsets hold) is

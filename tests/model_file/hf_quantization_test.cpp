@@ -9,6 +9,9 @@
 #include <strata/plugin_abi.h>
 
 #include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -124,6 +127,75 @@ TEST(HfQuantization, AwqLayersRepackIntoTheAbisBlocks) {
     expect_blocks(repack_quantized_linear(q, l.parts(), "shard"));
 }
 
+// Act-order (desc_act): g_idx puts input i in group (7 i mod 64) / 32, a permutation of the inputs among the groups.
+// The repacked rows hold the inputs sorted by group (stable), so each block is one group's scale and zero point
+// again, and the sorted order follows the rows as int32 (input_order): block g's element j is input order[32 g + j].
+TEST(HfQuantization, AnActOrderLayerIsSortedByGroupAndKeepsItsInputOrder) {
+    hf_quantization q;
+    q.method = "gptq", q.bits = 4, q.group_size = group, q.zeros_minus_one = true, q.sym = false, q.desc_act = true;
+    layer_bytes l = gptq_layer();
+    for (int64_t i = 0; i < in; ++i) l.g_idx[static_cast<size_t>(i)] = static_cast<int32_t>((7 * i % in) / group);
+    const repacked_weight r = repack_quantized_linear(q, l.parts(), "shard");
+    ASSERT_TRUE(r.input_order);
+    const int64_t block_bytes = 4 + group / 2, row_bytes = in / group * block_bytes;
+    ASSERT_EQ(r.bytes.size(), static_cast<size_t>(out * row_bytes + in * 4));
+    std::vector<int32_t> order(in);
+    std::memcpy(order.data(), r.bytes.data() + out * row_bytes, in * 4);
+    std::vector<int32_t> expected;
+    for (int32_t g = 0; g < groups; ++g)
+        for (int32_t i = 0; i < in; ++i)
+            if (l.g_idx[static_cast<size_t>(i)] == g) expected.push_back(i);
+    EXPECT_EQ(order, expected);
+    for (int64_t o = 0; o < out; ++o)
+        for (int64_t g = 0; g < groups; ++g) {
+            const uint8_t *b = r.bytes.data() + o * row_bytes + g * block_bytes;
+            uint16_t s;
+            std::memcpy(&s, b, 2);
+            EXPECT_EQ(s, scale_bits(g, o)) << "output " << o << " group " << g;
+            EXPECT_EQ(b[2], zero_of(g, o)) << "output " << o << " group " << g;
+            for (int64_t j = 0; j < group; ++j) {
+                const int v = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
+                ASSERT_EQ(v, q_of(o, order[static_cast<size_t>(g * group + j)])) << "output " << o << " slot " << j;
+            }
+        }
+    // g_idx in order (static groups, or desc_act without a permutation): no input order.
+    EXPECT_FALSE(repack_quantized_linear(q, gptq_layer().parts(), "shard").input_order);
+}
+
+// Many layers on several threads give what one-by-one repacking gives, in the layers' order; with two bad layers the
+// error thrown is the first one's in that order, whichever thread met it first.
+TEST(HfQuantization, ManyLayersRepackOnThreadsAsOneByOne) {
+    hf_quantization q;
+    q.method = "gptq", q.bits = 4, q.group_size = group, q.zeros_minus_one = true, q.sym = false, q.desc_act = true;
+    std::vector<std::unique_ptr<layer_bytes>> kept;
+    std::vector<std::pair<quantized_linear, std::string>> layers;
+    for (int k = 0; k < 7; ++k) {
+        kept.push_back(std::make_unique<layer_bytes>(gptq_layer()));
+        layer_bytes &l = *kept.back();
+        for (int64_t i = 0; i < in; ++i) l.g_idx[static_cast<size_t>(i)] = static_cast<int32_t>(((2 * k + 1) * i % in) / group);
+        l.qweight[static_cast<size_t>(k)] ^= 0x11; // each layer's integers differ
+        layers.emplace_back(l.parts(), "shard-" + std::to_string(k));
+        layers.back().first.prefix = "layer" + std::to_string(k);
+    }
+    const std::vector<repacked_weight> all = repack_quantized_linears(q, layers, 3);
+    ASSERT_EQ(all.size(), layers.size());
+    for (size_t k = 0; k < layers.size(); ++k) {
+        const repacked_weight one = repack_quantized_linear(q, layers[k].first, layers[k].second);
+        EXPECT_EQ(all[k].bytes, one.bytes) << k;
+        EXPECT_EQ(all[k].input_order, k != 0) << k; // layer 0's g_idx is in order
+    }
+    kept[2]->tz.shape = {groups + 1, out / 8};
+    kept[5]->tz.shape = {groups + 1, out / 8};
+    for (unsigned threads : {1u, 4u}) {
+        try {
+            repack_quantized_linears(q, layers, threads);
+            ADD_FAILURE() << "two bad layers were accepted";
+        } catch (const strata::error &e) {
+            EXPECT_NE(std::string(e.what()).find("shard-2"), std::string::npos) << e.what();
+        }
+    }
+}
+
 TEST(HfQuantization, PartsThatDoNotFitThePackingAreRefusedByName) {
     hf_quantization q;
     q.method = "gptq", q.bits = 4, q.group_size = group, q.zeros_minus_one = true, q.sym = false;
@@ -140,7 +212,13 @@ TEST(HfQuantization, PartsThatDoNotFitThePackingAreRefusedByName) {
     EXPECT_NE(error_of(wrong_zeros).find("'l.qzeros'"), std::string::npos) << error_of(wrong_zeros);
     layer_bytes permuted = gptq_layer();
     std::swap(permuted.g_idx[0], permuted.g_idx[40]);
-    EXPECT_NE(error_of(permuted).find("desc_act"), std::string::npos);
+    EXPECT_NE(error_of(permuted).find("desc_act is false"), std::string::npos) << error_of(permuted);
+    layer_bytes uneven = gptq_layer();
+    uneven.g_idx[0] = 1; // group 0 has 31 inputs, group 1 has 33
+    EXPECT_NE(error_of(uneven).find("puts 31 inputs in group 0"), std::string::npos) << error_of(uneven);
+    layer_bytes outside = gptq_layer();
+    outside.g_idx[5] = groups;
+    EXPECT_NE(error_of(outside).find("outside the 2 groups"), std::string::npos) << error_of(outside);
     layer_bytes f32_weight = gptq_layer();
     f32_weight.tw.dtype = "F32";
     EXPECT_NE(error_of(f32_weight).find("'l.qweight'"), std::string::npos);

@@ -131,12 +131,13 @@ TEST(PlacementInvariance, HfCheckpointGreedyTokensAreTheSameWhereverTheWeightsLi
     expect_placement_invariance(hf);
 }
 
-// The same for a GPTQ checkpoint (4-bit groups of 128 with zero points, repacked at load into anonymous memory):
-// every tier and streaming path reads the repacked weights, not the shard.
+// The same for a GPTQ act-order checkpoint (4-bit groups of 32 with zero points over permuted inputs, repacked at
+// load into anonymous memory with each layer's input order after its rows): every tier and streaming path reads the
+// repacked weights, not the shard, and carries the input order with them.
 TEST(PlacementInvariance, GptqCheckpointGreedyTokensAreTheSameWhereverTheWeightsLive) {
     if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
-    const auto [gptq, dequantized] =
-        quantized_hf("hfq-gptq_4bit_g128_asym", quantizable_llama_hf(), "--method gptq --bits 4 --group-size 128 --asym");
+    const auto [gptq, dequantized] = quantized_hf("hfq-gptq_4bit_g32_asym_act_order", quantizable_llama_hf(),
+                                                  "--method gptq --bits 4 --group-size 32 --asym --act-order");
     ASSERT_FALSE(gptq.empty());
     expect_placement_invariance(gptq, 80); // this random model ends its text after 92
 }

@@ -39,6 +39,13 @@ void strata_device::reserve_activations(int64_t bytes) {
     activation_bytes = size;
 }
 
+void strata_device::reserve_gathered(int64_t floats) {
+    if (floats <= gathered_floats) return;
+    const int64_t size = std::max(floats, gathered_floats * 2);
+    gathered = std::make_unique<float[]>(static_cast<size_t>(size));
+    gathered_floats = size;
+}
+
 namespace {
 
 using strata::plugin::fail;

@@ -25,6 +25,7 @@ struct strata_device {
     float *scores_of(int thread) { return scores.get() + thread * scores_per_thread; }
     // Makes the quantized-activation scratch (matmul's integer path) hold at least `bytes`; same growth rule.
     void reserve_activations(int64_t bytes);
+    void reserve_gathered(int64_t floats);
 
     strata::cpu::thread_pool pool;
     const strata::cpu::kernels &kern;
@@ -47,6 +48,10 @@ struct strata_device {
     };
     std::unique_ptr<unsigned char[], free_deleter> activations;
     int64_t activation_bytes = 0;
+    // The activations of the current matmul gathered into a weight's input order (GPTQ act-order), one row per
+    // token; grows, never shrinks.
+    std::unique_ptr<float[]> gathered;
+    int64_t gathered_floats = 0;
     // matmul_id's slots grouped by expert (offsets, then slot indices); grows, never shrinks.
     std::vector<int32_t> expert_slots;
 };

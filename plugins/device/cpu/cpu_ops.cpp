@@ -40,7 +40,8 @@ int64_t elementwise_grain(int64_t n, int threads) {
 } // namespace
 
 // Checks a weight view the way matmul and embedding need it; `what` names the op in messages.
-int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_dot, strata_status *st) {
+int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_dot, strata_status *st,
+                     bool input_order_ok) {
     if (w == nullptr) return fail(st, invalid, "cpu %s: the tensor view is NULL", what);
     const char *name = w->name != nullptr ? w->name : "(unnamed)";
     if (w->struct_size < offsetof(strata_tensor_view, name) + sizeof(w->name))
@@ -67,6 +68,9 @@ int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_do
         return fail(st, invalid, "cpu %s: tensor '%s' has row_bytes %lld but %lld columns need %lld", what, name,
                     static_cast<long long>(w->row_bytes), static_cast<long long>(w->cols),
                     static_cast<long long>(min_row_bytes));
+    if (strata::plugin::input_order_of(w) != nullptr && !input_order_ok)
+        return fail(st, STRATA_ERR_UNSUPPORTED, "cpu %s: tensor '%s' has an input order (GPTQ act-order); only matmul "
+                                                "takes one", what, name);
     return STRATA_OK;
 }
 
@@ -75,7 +79,11 @@ int32_t supports(strata_device *, const strata_support_query *q, char *why, uint
     if (q == nullptr || q->struct_size < sizeof(strata_support_query)) return 1; // nothing to refuse
     if (q->kind != STRATA_SUPPORT_WEIGHT) return 1;
     strata_status st{};
-    if (check_tensor(q->weight, "matmul", true, &st) == STRATA_OK) return 1;
+    // A 3-D tensor holds experts (matmul_id), which takes no input order.
+    const strata_tensor_view *w = q->weight;
+    const bool experts = w != nullptr && w->struct_size >= offsetof(strata_tensor_view, ne) + sizeof(w->ne) &&
+                         w->n_dims >= 3 && w->ne[2] > 1;
+    if (check_tensor(w, experts ? "matmul_id" : "matmul", true, &st, !experts) == STRATA_OK) return 1;
     if (why != nullptr && why_cap > 0) std::snprintf(why, why_cap, "%s", st.message);
     return 0;
 }
@@ -134,18 +142,38 @@ int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, 
                strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cpu matmul: device is NULL");
-        if (int32_t rc = check_tensor(w, "matmul", true, st); rc != STRATA_OK) return rc;
+        if (int32_t rc = check_tensor(w, "matmul", true, st, true); rc != STRATA_OK) return rc;
         if (x == nullptr || y == nullptr) return fail(st, invalid, "cpu matmul: x or y is NULL");
         if (n_tokens <= 0) return fail(st, invalid, "cpu matmul: n_tokens = %d; must be > 0", n_tokens);
         const uint64_t fl = sizeof(float) * static_cast<uint64_t>(n_tokens);
         STRATA_REQUIRE_DEVICE(w->data, static_cast<uint64_t>(w->rows * w->row_bytes), "matmul", "the weight");
         STRATA_REQUIRE_DEVICE(x, fl * static_cast<uint64_t>(w->cols), "matmul", "x");
         STRATA_REQUIRE_DEVICE(y, fl * static_cast<uint64_t>(w->rows), "matmul", "y");
+        const int32_t *order = strata::plugin::input_order_of(w);
+        if (order != nullptr)
+            STRATA_REQUIRE_DEVICE(order, sizeof(int32_t) * static_cast<uint64_t>(w->cols), "matmul", "the input order");
 
         const strata_quant_desc *q = w->quant;
         const auto *data = static_cast<const unsigned char *>(w->data);
         const int64_t rows = w->rows, cols = w->cols, row_bytes = w->row_bytes;
         std::lock_guard lock(dev->op_mutex);
+        if (order != nullptr) {
+            // GPTQ act-order (ABI 1.19): column j of the weight meets x[order[j]]; gather each token's activations
+            // into that order once, then the rows are dotted as any other weight's.
+            for (int64_t j = 0; j < cols; ++j)
+                if (order[j] < 0 || order[j] >= cols)
+                    return fail(st, invalid, "cpu matmul: tensor '%s' input_order[%lld] = %d is outside [0, %lld)",
+                                w->name != nullptr ? w->name : "(unnamed)", static_cast<long long>(j), order[j],
+                                static_cast<long long>(cols));
+            dev->reserve_gathered(cols * n_tokens);
+            float *gathered = dev->gathered.get();
+            auto gather = [&](int64_t t0, int64_t t1, int) noexcept {
+                for (int64_t t = t0; t < t1; ++t)
+                    for (int64_t j = 0; j < cols; ++j) gathered[t * cols + j] = x[t * cols + order[j]];
+            };
+            dev->pool.parallel_for(n_tokens, std::max<int64_t>(1, parallel_min_work / cols), gather);
+            x = gathered;
+        }
 
         if (!has_integer_path(q)) {
             const auto dot = q->dot_f32;

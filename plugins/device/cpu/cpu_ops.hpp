@@ -41,7 +41,9 @@ int32_t sigmoid_gate_add(strata_device *dev, const float *y, const float *gate, 
                          float *acc, strata_status *st);
 
 // Checks a weight view for matmul-like ops (need_dot) or embedding; `what` names the op in messages.
-int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_dot, strata_status *st);
+// An input order (ABI 1.19, GPTQ act-order) is taken only by matmul (input_order_ok).
+int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_dot, strata_status *st,
+                     bool input_order_ok = false);
 // ABI 1.17: whether the device computes what q describes (check_tensor for weights; any attention or RoPE shape).
 int32_t supports(strata_device *dev, const strata_support_query *q, char *why, uint32_t why_cap);
 // True when the weight's format offers the integer dot path (ABI 1.1): quantize x once, then integer block dots.

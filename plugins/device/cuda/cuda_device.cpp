@@ -34,6 +34,7 @@ strata_device::~strata_device() {
     if (copy != nullptr) (void)cudaStreamSynchronize(copy);
     if (prefetch != nullptr) (void)cudaStreamSynchronize(prefetch);
     staging.release();
+    if (gathered != nullptr) (void)cudaFree(gathered);
     if (compute_done != nullptr) (void)cudaEventDestroy(compute_done);
     for (cudaEvent_t &ev : fence_events)
         if (ev != nullptr) (void)cudaEventDestroy(ev);
@@ -41,6 +42,22 @@ strata_device::~strata_device() {
     if (copy != nullptr) (void)cudaStreamDestroy(copy);
     if (prefetch != nullptr) (void)cudaStreamDestroy(prefetch);
     (void)cudaGetLastError();
+}
+
+cudaError_t strata_device::reserve_gathered(size_t bytes) {
+    if (bytes <= gathered_bytes) return cudaSuccess;
+    const size_t size = bytes > 2 * gathered_bytes ? bytes : 2 * gathered_bytes;
+    if (gathered != nullptr) {
+        // cudaFree waits for the device, so no queued kernel still reads the old buffer.
+        if (cudaError_t e = cudaFree(gathered); e != cudaSuccess) return e;
+        gathered = nullptr;
+        gathered_bytes = 0;
+    }
+    void *p = nullptr;
+    if (cudaError_t e = cudaMalloc(&p, size); e != cudaSuccess) return e;
+    gathered = static_cast<float *>(p);
+    gathered_bytes = size;
+    return cudaSuccess;
 }
 
 namespace {

@@ -45,6 +45,11 @@ struct strata_device {
     std::array<cudaEvent_t, fence_pool_size> fence_events{}; // created with the streams, recorded by fence_record
     std::atomic<uint64_t> last_fence{0}; // the newest fence id recorded; written under `mutex`, read by copy_after checks
     strata::cuda::index_staging staging;
+    // matmul's activations gathered into a weight's input order (GPTQ act-order); grows (cudaMalloc, which waits for
+    // the device), never shrinks.
+    float *gathered = nullptr;
+    size_t gathered_bytes = 0;
+    cudaError_t reserve_gathered(size_t bytes);
     std::mutex mutex; // serialises calls: the staging ring and the events serve one call at a time
 };
 

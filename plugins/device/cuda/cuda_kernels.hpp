@@ -55,6 +55,9 @@ cudaError_t launch_softcap(const float *x, int64_t n, float cap, float *out, cud
 cudaError_t launch_add_rows(const float *x, const float *row, int32_t n_rows, int32_t n_cols, float *out,
                             cudaStream_t stream);
 cudaError_t launch_softmax(float *x, int32_t n_rows, int32_t n_cols, cudaStream_t stream);
+// out[r * n_cols + j] = x[r * n_cols + order[j]] (a GPTQ act-order weight's input order, ABI 1.19); device memory.
+cudaError_t launch_gather_columns(const float *x, const int32_t *order, int32_t n_rows, int64_t n_cols, float *out,
+                                  cudaStream_t stream);
 
 // Contiguous KV: rows kv_row_stride floats apart, token t attends rows 0..positions[t].
 cudaError_t launch_attention(const attention_shape &shape, const int32_t *positions, const float *q,

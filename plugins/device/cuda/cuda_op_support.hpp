@@ -25,8 +25,10 @@ inline constexpr int32_t max_grid_y = 65535;
 inline const char *name_of(const strata_tensor_view *w) { return w->name != nullptr ? w->name : "(unnamed)"; }
 
 // The CPU device's tensor checks, plus what the kernels need: a type they decode and aligned rows (with_data: the
-// data pointer too; without it, what the `supports` query asks before the weight is on the device).
-inline int32_t check_tensor(const strata_tensor_view *w, const char *what, strata_status *st, bool with_data = true) {
+// data pointer too; without it, what the `supports` query asks before the weight is on the device). An input order
+// (ABI 1.19, GPTQ act-order) is taken only by matmul (input_order_ok).
+inline int32_t check_tensor(const strata_tensor_view *w, const char *what, strata_status *st, bool with_data = true,
+                            bool input_order_ok = false) {
     if (w == nullptr) return fail(st, invalid, "cuda %s: the tensor view is NULL", what);
     const char *name = name_of(w);
     if (w->struct_size < offsetof(strata_tensor_view, name) + sizeof(w->name))
@@ -65,6 +67,9 @@ inline int32_t check_tensor(const strata_tensor_view *w, const char *what, strat
                     "cuda %s: tensor '%s' rows are not %u-byte aligned (data %p, row_bytes %lld); the kernels read "
                     "whole elements",
                     what, name, alignment, w->data, static_cast<long long>(w->row_bytes));
+    if (strata::plugin::input_order_of(w) != nullptr && !input_order_ok)
+        return fail(st, STRATA_ERR_UNSUPPORTED, "cuda %s: tensor '%s' has an input order (GPTQ act-order); only "
+                                                "matmul takes one", what, name);
     return STRATA_OK;
 }
 

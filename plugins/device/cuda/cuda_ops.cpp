@@ -111,11 +111,22 @@ int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, 
                strata_status *st) {
     return guarded(st, [&]() -> int32_t {
         if (dev == nullptr) return fail(st, invalid, "cuda matmul: device is NULL");
-        if (int32_t rc = check_tensor(w, "matmul", st); rc != STRATA_OK) return rc;
+        if (int32_t rc = check_tensor(w, "matmul", st, true, true); rc != STRATA_OK) return rc;
         if (x == nullptr || y == nullptr) return fail(st, invalid, "cuda matmul: x or y is NULL");
         if (n_tokens <= 0) return fail(st, invalid, "cuda matmul: n_tokens = %d; must be > 0", n_tokens);
         op_scope scope(dev);
         if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda matmul: cudaSetDevice", st);
+        if (const int32_t *order = strata::plugin::input_order_of(w)) {
+            // GPTQ act-order (ABI 1.19): the activations are gathered into the weight's input order (the order sits
+            // beside the weight, in device memory), then multiplied as for any weight.
+            const size_t bytes = sizeof(float) * static_cast<size_t>(n_tokens) * static_cast<size_t>(w->cols);
+            if (cudaError_t e = dev->reserve_gathered(bytes); e != cudaSuccess)
+                return finish(e, "cuda matmul: the gathered activations", st);
+            if (cudaError_t e = launch_gather_columns(x, order, n_tokens, w->cols, dev->gathered, dev->compute);
+                e != cudaSuccess)
+                return finish(e, "cuda matmul: gather launch", st);
+            x = dev->gathered;
+        }
         return finish(launch_matmul(ref_of(w), x, n_tokens, y, dev->compute), "cuda matmul: launch", st);
     });
 }
@@ -433,7 +444,14 @@ int32_t supports(strata_device *, const strata_support_query *q, char *why, uint
     strata_status st{};
     int32_t rc = STRATA_OK;
     switch (q->kind) {
-    case STRATA_SUPPORT_WEIGHT: rc = check_tensor(q->weight, "matmul", &st, false); break;
+    case STRATA_SUPPORT_WEIGHT: {
+        // A 3-D tensor holds experts (matmul_id), which takes no input order.
+        const strata_tensor_view *w = q->weight;
+        const bool experts = w != nullptr && w->struct_size >= offsetof(strata_tensor_view, ne) + sizeof(w->ne) &&
+                             w->n_dims >= 3 && w->ne[2] > 1;
+        rc = check_tensor(w, experts ? "matmul_id" : "matmul", &st, false, !experts);
+        break;
+    }
     case STRATA_SUPPORT_ATTENTION:
         rc = check_heads(1, q->n_heads, q->n_kv_heads, q->head_dim, 1.0f, "attention", &st);
         break;

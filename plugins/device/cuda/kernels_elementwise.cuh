@@ -110,6 +110,17 @@ __global__ void add_kernel(const float *a, const float *b, int64_t n, float *out
         out[i] = a[i] + b[i];
 }
 
+// out[t * n_cols + j] = x[t * n_cols + order[j]]: activations gathered into a weight's input order (GPTQ act-order,
+// ABI 1.19). An order entry outside [0, n_cols) (the host never makes one) gives NaN, not a stray read.
+__global__ void gather_columns_kernel(const float *__restrict__ x, const int32_t *__restrict__ order, int64_t n,
+                                      int64_t n_cols, float *__restrict__ out) {
+    for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+        const int64_t row = i / n_cols;
+        const int32_t c = order[i - row * n_cols];
+        out[i] = c >= 0 && c < n_cols ? x[row * n_cols + c] : NAN;
+    }
+}
+
 __global__ void add_rows_kernel(const float *x, const float *row, int64_t n, int32_t n_cols, float *out) {
     for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
         out[i] = x[i] + row[i % n_cols];
@@ -185,6 +196,13 @@ cudaError_t launch_add_rows(const float *x, const float *row, int32_t n_rows, in
     const int64_t n = int64_t{n_rows} * n_cols;
     return launch_kernel(kernels::add_rows_kernel, dim3(kernels::elementwise_blocks(n)), dim3(kernels::row_threads),
                          stream, x, row, n, n_cols, out);
+}
+
+cudaError_t launch_gather_columns(const float *x, const int32_t *order, int32_t n_rows, int64_t n_cols, float *out,
+                                  cudaStream_t stream) {
+    const int64_t n = int64_t{n_rows} * n_cols;
+    return launch_kernel(kernels::gather_columns_kernel, dim3(kernels::elementwise_blocks(n)),
+                         dim3(kernels::row_threads), stream, x, order, n, n_cols, out);
 }
 
 cudaError_t launch_softmax(float *x, int32_t n_rows, int32_t n_cols, cudaStream_t stream) {

@@ -4,6 +4,7 @@
 #include <strata/plugin_abi.h>
 
 #include <cstdarg>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -104,6 +105,14 @@ inline void log(const strata_host_services *host, int32_t level, const char *plu
     } else {
         std::fprintf(stderr, "[%s] %s\n", plugin, buf);
     }
+}
+
+// The view's input order (ABI 1.19: strata_tensor_view.input_order, a GPTQ act-order weight), or NULL when it has
+// none or the view predates the field.
+inline const int32_t *input_order_of(const strata_tensor_view *w) {
+    return w != nullptr && w->struct_size >= offsetof(strata_tensor_view, input_order) + sizeof(w->input_order)
+               ? w->input_order
+               : nullptr;
 }
 
 // Fills a descriptor header: required_size is the offset of the first optional slot.

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 18
+#define STRATA_ABI_MINOR 19
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -181,6 +181,12 @@ typedef struct strata_tensor_view {
      * writes at most the caller's struct_size bytes of a view it is asked for. */
     int32_t n_dims;
     int64_t ne[4];
+    /* since 1.19: NULL, or `cols` int32 values in the same memory as `data` (on the same tier, moved with it): the
+     * weight's column j multiplies activation element input_order[j], a permutation of [0, cols). A GPTQ act-order
+     * (desc_act) checkpoint quantizes its inputs in that order, so its groups are contiguous only after it. A device
+     * built against 1.19 or later gathers x through it in matmul, or refuses the view (its `supports` and the op say
+     * why); the host never hands such a view to an older device or model plugin. Set only on matrices. */
+    const int32_t *input_order;
 } strata_tensor_view;
 
 /* ------------------------------------------------------------------------------------------------------------ */
