@@ -180,6 +180,20 @@ strata::plugins::handle<strata_device_desc> handle_of(const strata_device_desc &
     return {&d, std::move(lib)};
 }
 
+// A model that lists its weights (tensor_count / tensor_at) and a device of this ABI named `name`.
+strata_model_arch_desc arch_listing(int32_t (*count)(const strata_model *),
+                                    int32_t (*at)(const strata_model *, int32_t, strata_tensor_view *, int32_t *)) {
+    strata_model_arch_desc arch = arch_with(nullptr);
+    arch.tensor_count = count;
+    arch.tensor_at = at;
+    return arch;
+}
+strata_device_desc device_named(const char *name) {
+    strata_device_desc d = device_up_to(sizeof(strata_device_desc));
+    d.header.name = name;
+    return d;
+}
+
 // ABI 1.17's supports: a device that computes Q8_0 weights only and heads of at most 128.
 int32_t picky_supports(strata_device *, const strata_support_query *q, char *why, uint32_t why_cap) {
     if (q->kind == STRATA_SUPPORT_WEIGHT && q->weight->ggml_type != 8) {
@@ -197,11 +211,8 @@ int32_t picky_supports(strata_device *, const strata_support_query *q, char *why
 
 // ABI 1.17: types and shapes asked at load (ggml's supports_op), every refusal in one message naming the tensor.
 TEST(DeviceCapability, TypesAndShapesTheDeviceCannotRunAreListedAtLoad) {
-    strata_model_arch_desc arch = arch_with(nullptr);
-    arch.tensor_count = three_count;
-    arch.tensor_at = three_at;
-    strata_device_desc d = device_up_to(sizeof(strata_device_desc));
-    d.header.name = "picky";
+    strata_model_arch_desc arch = arch_listing(three_count, three_at);
+    strata_device_desc d = device_named("picky");
     strata_model_hparams hp{};
     hp.n_head = 8;
     hp.n_head_kv = 2;
@@ -241,11 +252,8 @@ int32_t ordered_at(const strata_model *, int32_t, strata_tensor_view *out, int32
 // A device plugin built before ABI 1.19 would compute an act-order weight with its columns in the wrong order: it is
 // refused at load, naming the tensor and the plugin, whether or not it has `supports`; a 1.19 one is asked as usual.
 TEST(DeviceCapability, AnInputOrderedWeightIsRefusedOnADevicePluginThatPredatesIt) {
-    strata_model_arch_desc arch = arch_with(nullptr);
-    arch.tensor_count = one_count;
-    arch.tensor_at = ordered_at;
-    strata_device_desc d = device_up_to(sizeof(strata_device_desc));
-    d.header.name = "old";
+    const strata_model_arch_desc arch = arch_listing(one_count, ordered_at);
+    strata_device_desc d = device_named("old");
     strata_model_hparams hp{};
     hp.n_head = hp.n_head_kv = 1;
     hp.head_dim = hp.rope_dims = 64;

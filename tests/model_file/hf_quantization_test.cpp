@@ -91,13 +91,21 @@ layer_bytes awq_layer() {
     return l;
 }
 
-// Checks every block of a repacked 4-bit, group-32 layer: scale, zero and each nibble where the ABI puts them.
-void expect_blocks(const repacked_weight &r) {
+// Checks every block of a repacked 4-bit, group-32 layer: scale, zero and each nibble where the ABI puts them. With an
+// input order (act-order), repacked column k holds input order[k] and the order follows the rows.
+void expect_blocks(const repacked_weight &r, const std::vector<int32_t> &order = {}) {
     ASSERT_EQ(r.type, static_cast<uint32_t>(STRATA_TYPE_Q4_G32));
     ASSERT_EQ(r.rows, out);
     ASSERT_EQ(r.cols, in);
+    ASSERT_EQ(r.input_order, !order.empty());
     const int64_t block_bytes = 4 + group / 2, row_bytes = in / group * block_bytes;
-    ASSERT_EQ(r.bytes.size(), static_cast<size_t>(out * row_bytes));
+    ASSERT_EQ(r.bytes.size(), static_cast<size_t>(out * row_bytes) + order.size() * 4);
+    if (!order.empty()) {
+        std::vector<int32_t> stored(order.size());
+        std::memcpy(stored.data(), r.bytes.data() + out * row_bytes, order.size() * 4);
+        EXPECT_EQ(stored, order);
+    }
+    auto input_of = [&](int64_t k) { return order.empty() ? k : int64_t{order[static_cast<size_t>(k)]}; };
     for (int64_t o = 0; o < out; ++o)
         for (int64_t g = 0; g < groups; ++g) {
             const uint8_t *b = r.bytes.data() + o * row_bytes + g * block_bytes;
@@ -107,7 +115,7 @@ void expect_blocks(const repacked_weight &r) {
             EXPECT_EQ(b[2], zero_of(g, o)) << "output " << o << " group " << g;
             for (int64_t j = 0; j < group; ++j) {
                 const int q = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
-                ASSERT_EQ(q, q_of(o, g * group + j)) << "output " << o << " input " << g * group + j;
+                ASSERT_EQ(q, q_of(o, input_of(g * group + j))) << "output " << o << " column " << g * group + j;
             }
         }
 }
@@ -135,29 +143,11 @@ TEST(HfQuantization, AnActOrderLayerIsSortedByGroupAndKeepsItsInputOrder) {
     q.method = "gptq", q.bits = 4, q.group_size = group, q.zeros_minus_one = true, q.sym = false, q.desc_act = true;
     layer_bytes l = gptq_layer();
     for (int64_t i = 0; i < in; ++i) l.g_idx[static_cast<size_t>(i)] = static_cast<int32_t>((7 * i % in) / group);
-    const repacked_weight r = repack_quantized_linear(q, l.parts(), "shard");
-    ASSERT_TRUE(r.input_order);
-    const int64_t block_bytes = 4 + group / 2, row_bytes = in / group * block_bytes;
-    ASSERT_EQ(r.bytes.size(), static_cast<size_t>(out * row_bytes + in * 4));
-    std::vector<int32_t> order(in);
-    std::memcpy(order.data(), r.bytes.data() + out * row_bytes, in * 4);
     std::vector<int32_t> expected;
     for (int32_t g = 0; g < groups; ++g)
         for (int32_t i = 0; i < in; ++i)
             if (l.g_idx[static_cast<size_t>(i)] == g) expected.push_back(i);
-    EXPECT_EQ(order, expected);
-    for (int64_t o = 0; o < out; ++o)
-        for (int64_t g = 0; g < groups; ++g) {
-            const uint8_t *b = r.bytes.data() + o * row_bytes + g * block_bytes;
-            uint16_t s;
-            std::memcpy(&s, b, 2);
-            EXPECT_EQ(s, scale_bits(g, o)) << "output " << o << " group " << g;
-            EXPECT_EQ(b[2], zero_of(g, o)) << "output " << o << " group " << g;
-            for (int64_t j = 0; j < group; ++j) {
-                const int v = j < 16 ? (b[4 + j] & 15) : (b[4 + j - 16] >> 4);
-                ASSERT_EQ(v, q_of(o, order[static_cast<size_t>(g * group + j)])) << "output " << o << " slot " << j;
-            }
-        }
+    expect_blocks(repack_quantized_linear(q, l.parts(), "shard"), expected);
     // g_idx in order (static groups, or desc_act without a permutation): no input order.
     EXPECT_FALSE(repack_quantized_linear(q, gptq_layer().parts(), "shard").input_order);
 }
