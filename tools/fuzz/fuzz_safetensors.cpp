@@ -2,9 +2,9 @@
 //   0: a .safetensors file (header length, JSON header, data) through safetensors_file::parse;
 //   1: a config.json through map_hf_config (architecture table, key mapping, rope_scaling, refusals);
 //   2: a model.safetensors.index.json through parse_weight_map;
-//   3: a settings byte (method, bits, group size, v1 zeros), then a .safetensors file whose qweight / qzeros /
-//      scales / g_idx are repacked as one GPTQ or AWQ layer (repack_quantized_linear): its bytes must be the size
-//      of its type and shape.
+//   3: a settings byte (method, bits, group size, v1 zeros, desc_act), then a .safetensors file whose qweight /
+//      qzeros / scales / g_idx are repacked as one GPTQ or AWQ layer (repack_quantized_linear): its bytes must be
+//      the size of its type and shape (and input order), and an input order a permutation of the columns.
 // Each must succeed or throw strata::error; a crash, a sanitizer report or another exception is a bug. A parsed
 // safetensors file's tensors must lie inside the input.
 #include "common/error.hpp"
@@ -15,8 +15,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace {
 
@@ -57,6 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             const int g = (rest[0] >> 2) & 3;
             q.group_size = g == 3 ? -1 : int64_t{32} << g;
             q.zeros_minus_one = (rest[0] & 0x40) != 0;
+            q.desc_act = (rest[0] & 0x80) != 0;
             const auto f = strata::safetensors_file::parse(rest + 1, n - 1, "fuzz.safetensors");
             strata::quantized_linear layer;
             layer.prefix = "l";
@@ -67,7 +70,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 else if (t.name.ends_with(".g_idx")) layer.g_idx = &t;
             }
             const auto r = strata::repack_quantized_linear(q, layer, "fuzz.safetensors");
-            check(r.bytes.size() == strata::group_int_bytes(r.type, r.rows, r.cols));
+            check(r.bytes.size() == strata::group_int_bytes(r.type, r.rows, r.cols, r.input_order));
+            if (r.input_order) {
+                const uint64_t rows_end = strata::group_int_bytes(r.type, r.rows, r.cols);
+                std::vector<bool> seen(static_cast<size_t>(r.cols), false);
+                for (int64_t j = 0; j < r.cols; ++j) {
+                    int32_t c;
+                    std::memcpy(&c, r.bytes.data() + rows_end + 4 * j, 4);
+                    check(c >= 0 && c < r.cols && !seen[static_cast<size_t>(c)]);
+                    seen[static_cast<size_t>(c)] = true;
+                }
+            }
         } else {
             const auto map = strata::parse_weight_map(std::string_view(reinterpret_cast<const char *>(rest), n),
                                                       "fuzz/model.safetensors.index.json");

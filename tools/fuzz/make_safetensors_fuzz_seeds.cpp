@@ -1,6 +1,6 @@
 // Seeds for fuzz_safetensors: a small valid .safetensors file (mode 0), config.json files of each mapped family
-// (mode 1), a shard index (mode 2) and a GPTQ layer (mode 3: a settings byte, then a .safetensors file), each
-// prefixed by its mode byte.
+// (mode 1), a shard index (mode 2) and GPTQ layers (mode 3: a settings byte, then a .safetensors file; groups in
+// order and act-order), each prefixed by its mode byte.
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -26,8 +26,8 @@ std::string safetensors() {
 }
 
 // One 4-bit GPTQ layer of 64 inputs and 8 outputs in groups of 32: qweight [8, 8], qzeros [2, 1], scales [2, 8],
-// g_idx [64] (in order).
-std::string gptq_layer() {
+// g_idx [64] (in order, or with act_order input i in group (5 i mod 64) / 32).
+std::string gptq_layer(bool act_order) {
     std::string header = R"({"l.qweight":{"dtype":"I32","shape":[8,8],"data_offsets":[0,256]},)"
                          R"("l.qzeros":{"dtype":"I32","shape":[2,1],"data_offsets":[256,264]},)"
                          R"("l.scales":{"dtype":"F16","shape":[2,8],"data_offsets":[264,296]},)"
@@ -40,7 +40,7 @@ std::string gptq_layer() {
     out.append("\x77\x77\x77\x77\x77\x77\x77\x77", 8);
     for (int i = 0; i < 16; ++i) out.append("\x00\x3c", 2); // f16 1.0
     for (int i = 0; i < 64; ++i) {
-        const int32_t g = i / 32;
+        const int32_t g = (act_order ? i * 5 % 64 : i) / 32;
         out.append(reinterpret_cast<const char *>(&g), 4);
     }
     return out;
@@ -72,6 +72,7 @@ int main(int argc, char **argv) {
     write(dir, "index.json", 2,
           R"({"metadata":{"total_size":96},"weight_map":{"a":"model-00001-of-00002.safetensors",)"
           R"("b":"model-00002-of-00002.safetensors"}})");
-    write(dir, "gptq_layer.bin", 3, std::string(1, '\x40') + gptq_layer()); // gptq v1, 4 bits, group 32
+    write(dir, "gptq_layer.bin", 3, std::string(1, '\x40') + gptq_layer(false)); // gptq v1, 4 bits, group 32
+    write(dir, "gptq_act_order.bin", 3, std::string(1, '\xc0') + gptq_layer(true)); // the same with desc_act
     return 0;
 }
