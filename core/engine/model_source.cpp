@@ -99,7 +99,7 @@ void model_source::describe(const gguf::tensor_info &tensor, const void *data, s
     if (t->input_order && !overflow)
         v.input_order = reinterpret_cast<const int32_t *>(static_cast<const unsigned char *>(data) + v.rows * v.row_bytes);
     // A plugin whose view has no input_order would compute such a weight in the wrong column order: it gets 0 rows,
-    // which its shape check refuses (the engine refuses the plugin earlier, by name: check_input_order_readers).
+    // which its shape check refuses (the engine refuses the plugin earlier, by name: check_model_reads_input_order).
     if (t->input_order && out->struct_size < offsetof(strata_tensor_view, input_order) + sizeof v.input_order)
         v.rows = v.row_bytes = 0;
     // A plugin built against an older ABI has a shorter view: write only what its struct_size says it holds.
