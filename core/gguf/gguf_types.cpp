@@ -54,7 +54,8 @@ constexpr type_traits type_table[] = {
     {"MXFP4", 32, 1 + 16},    // 39: 17
 };
 
-// Strata's own formats from first_strata_type (plugin_abi.h's STRATA_TYPE_*): f16 scale, u8 zero, 0, integers.
+// Strata's own formats from first_strata_type (plugin_abi.h's STRATA_TYPE_*): the group integers (f16 scale, u8
+// zero, 0, integers), then FP8.
 constexpr type_traits strata_table[] = {
     {"Q4_G32", 32, 4 + 16},   // 1024
     {"Q4_G64", 64, 4 + 32},   // 1025
@@ -62,6 +63,9 @@ constexpr type_traits strata_table[] = {
     {"Q8_G32", 32, 4 + 32},   // 1027
     {"Q8_G64", 64, 4 + 64},   // 1028
     {"Q8_G128", 128, 4 + 128}, // 1029
+    // f32 scale, then e4m3 bytes
+    {"F8_E4M3_B32", 32, 4 + 32},    // 1030
+    {"F8_E4M3_B128", 128, 4 + 128}, // 1031
 };
 
 static_assert(type_table[15].block_bytes == 292 && type_table[21].block_bytes == 110 &&

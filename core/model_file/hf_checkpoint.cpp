@@ -141,16 +141,17 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
     }
     uint64_t largest = 0;
     const hf_quantization &quant = cfg.quant;
-    std::set<std::string> quantized; // HF .weight names whose layer is stored as GPTQ / AWQ groups
+    std::set<std::string> quantized; // HF .weight names whose layer is stored as GPTQ / AWQ groups or FP8
     if (!quant.method.empty()) {
         std::vector<std::string> plain;
         for (std::string &n : names) {
             const size_t dot = n.rfind('.');
             const std::string part = dot == std::string::npos ? std::string() : n.substr(dot + 1);
-            if (part == "qzeros" || part == "scales" || part == "g_idx") continue;
-            if (part == "qweight") {
+            if (part == "qzeros" || part == "scales" || part == "g_idx" || part == "input_scale") continue;
+            if (part == "qweight" || part == "weight_scale" || part == "weight_scale_inv") {
+                // GPTQ / AWQ: the layer's .weight is its qweight; FP8: a .weight with scales is an e4m3 one.
                 quantized.insert(n.substr(0, dot) + ".weight");
-                plain.push_back(n.substr(0, dot) + ".weight");
+                if (part == "qweight") plain.push_back(n.substr(0, dot) + ".weight");
             } else {
                 plain.push_back(std::move(n));
             }
@@ -160,8 +161,9 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
             for (const std::string &hf : names) {
                 const hf_name_pair *row = find_hf_name_pair(a, hf);
                 const std::string_view pattern = row != nullptr ? row->hf : "";
-                if ((pattern.find("{L}") != std::string_view::npos && pattern.ends_with("proj.weight")) ||
-                    (quant.quantized_lm_head && pattern == "lm_head.weight"))
+                if (((pattern.find("{L}") != std::string_view::npos && pattern.ends_with("proj.weight")) ||
+                     (quant.quantized_lm_head && pattern == "lm_head.weight")) &&
+                    !quant.ignores(hf.substr(0, hf.size() - std::string_view(".weight").size())))
                     quantized.insert(hf);
             }
     }
@@ -182,13 +184,15 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
         t.type = shape.size() == 1 ? 0 : matrix_type;
         t.n_bytes = static_cast<uint64_t>(t.n_elements()) * (t.type == 0 ? 4 : 2);
         if (quantized.count(hf)) {
-            t.type = group_int_type(quant.bits, quant.group_size, t.ne[0]);
+            t.type = repacked_type(quant, t.ne[0]);
+            if (t.type == 0 && quant.is_fp8())
+                fail("{}: '{}' has {} inputs; Strata's FP8 blocks need a multiple of 32", name_, hf, t.ne[0]);
             if (t.type == 0)
                 fail("{}: '{}' has {} inputs, which group_size {} does not divide", name_, hf, t.ne[0], quant.group_size);
             // An act-order checkpoint's layers (desc_act) carry their input order, unless their g_idx turns out
             // to keep the groups in place (known only from the weights).
             t.input_order = quant.desc_act && quant.group_size > 0 && quant.group_size < t.ne[0];
-            t.n_bytes = group_int_bytes(t.type, t.ne[1], t.ne[0], t.input_order);
+            t.n_bytes = repacked_bytes(t.type, t.ne[1], t.ne[0], t.input_order);
         }
         largest = std::max(largest, t.n_bytes);
         index_.emplace(t.name, tensors_.size());
@@ -247,21 +251,32 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
             fail("{}: '{}' appears twice (the second time as '{}')", name_, t.name, from);
         tensors_.push_back(std::move(t));
     };
-    // GPTQ / AWQ layers by prefix ("model.layers.0.mlp.down_proj"), with the shard that holds their qweight.
+    // Quantized layers by prefix ("model.layers.0.mlp.down_proj"), with the shard that holds their qweight (GPTQ /
+    // AWQ) or e4m3 weight (FP8).
     std::map<std::string, std::pair<quantized_linear, std::string>> quantized;
     const bool is_quantized = !cfg.quant.method.empty();
+    const bool fp8 = cfg.quant.is_fp8();
+    const std::string_view scale_part = cfg.quant.method == "fp8" && cfg.quant.fp8_scales == "block" ? "weight_scale_inv" : "weight_scale";
     for (const safetensors_file &shard : shards_) {
         for (const safetensors_tensor &st : shard.tensors()) {
             if (is_quantized) {
                 const size_t dot = st.name.rfind('.');
                 const std::string_view part = dot == std::string::npos ? std::string_view() : std::string_view(st.name).substr(dot + 1);
-                if (part == "qweight" || part == "qzeros" || part == "scales" || part == "g_idx") {
+                const safetensors_tensor *quantized_linear::*slot = nullptr;
+                if (!fp8) {
+                    slot = part == "qweight" ? &quantized_linear::qweight : part == "qzeros" ? &quantized_linear::qzeros
+                           : part == "scales" ? &quantized_linear::scales : part == "g_idx" ? &quantized_linear::g_idx
+                           : nullptr;
+                } else {
+                    slot = part == scale_part ? &quantized_linear::weight_scale
+                           : part == "input_scale" ? &quantized_linear::input_scale
+                           : part == "weight" && st.dtype.starts_with("F8_") ? &quantized_linear::weight : nullptr;
+                }
+                if (slot != nullptr) {
                     auto &[q, where] = quantized[st.name.substr(0, dot)];
                     q.prefix = st.name.substr(0, dot);
-                    const safetensors_tensor **slot = part == "qweight" ? &q.qweight : part == "qzeros" ? &q.qzeros
-                                                      : part == "scales" ? &q.scales : &q.g_idx;
-                    *slot = &st;
-                    if (part == "qweight") where = shard.name();
+                    q.*slot = &st;
+                    if (part == "qweight" || part == "weight") where = shard.name();
                     continue;
                 }
             }
@@ -316,17 +331,20 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
         }
     }
     if (is_quantized && quantized.empty())
-        fail("{}: config.json's quantization_config says {}, but no tensor is quantized (no .qweight); the "
-             "checkpoint and its config.json disagree", name_, cfg.quant.method);
+        fail("{}: config.json's quantization_config says {}, but no tensor is quantized (no {}); the checkpoint and "
+             "its config.json disagree", name_, cfg.quant.method, fp8 ? "F8_E4M3 .weight" : ".qweight");
     std::vector<std::pair<quantized_linear, std::string>> layers; // (parts, shard) in name order
     for (const auto &[prefix, q] : quantized) {
         if (!gguf_tensor_name(a, prefix + ".weight")) {
-            unmapped.push_back(prefix + ".qweight");
+            unmapped.push_back(prefix + (fp8 ? ".weight" : ".qweight"));
             continue;
         }
         if (prefix == "lm_head" && cfg.tie_word_embeddings)
             fail("{}: lm_head is quantized but tie_word_embeddings is true", name_);
-        if (prefix == "lm_head" && !cfg.quant.quantized_lm_head)
+        if (fp8 && cfg.quant.ignores(prefix))
+            fail("{}: '{}' is stored as FP8 but quantization_config's ignore list leaves it unquantized; the "
+                 "checkpoint and its config.json disagree", name_, prefix);
+        if (prefix == "lm_head" && !fp8 && !cfg.quant.quantized_lm_head)
             fail("{}: lm_head is quantized but quantization_config.lm_head is false; the checkpoint and its "
                  "config.json disagree", name_);
         layers.emplace_back(q.first, q.second.empty() ? name_ : q.second);
@@ -335,16 +353,21 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
     std::set<std::string> block_types; // "Q4_G128", for the start-up line
     for (size_t i = 0; i < layers.size(); ++i) {
         const gguf::type_traits *tr = gguf::ggml_type_traits(add_repacked(cfg, layers[i].first.prefix, std::move(packed[i])));
-        block_types.insert(tr != nullptr ? tr->name : "group-integer");
+        block_types.insert(tr != nullptr ? tr->name : "repacked");
     }
     quant_method_ = cfg.quant.method;
     if (!repacked_.empty()) {
         uint64_t bytes = 0;
         for (const auto &r : repacked_) bytes += r.size();
-        log::info("model", "{}: {} {} layers ({} bits, group_size {}) repacked once into {} blocks ({:.1f} MiB in all); "
-                           "they stay quantized in memory and on every tier", name_, repacked_.size(), cfg.quant.method,
-                  cfg.quant.bits, cfg.quant.group_size, fmt::join(block_types, "/"),
-                  static_cast<double>(bytes) / 1048576.0);
+        const std::string scheme = fp8 ? fmt::format("e4m3, {} scales", cfg.quant.fp8_scales)
+                                       : fmt::format("{} bits, group_size {}", cfg.quant.bits, cfg.quant.group_size);
+        log::info("model", "{}: {} {} layers ({}) repacked once into {} blocks ({:.1f} MiB in all); they stay "
+                           "quantized in memory and on every tier", name_, repacked_.size(), cfg.quant.method, scheme,
+                  fmt::join(block_types, "/"), static_cast<double>(bytes) / 1048576.0);
+        if (fp8)
+            log::info("model", "{}: FP8 weights run weight-only: the activations stay f32 (as vLLM's Marlin FP8 "
+                               "path){}", name_, cfg.quant.static_input_scale ? "; the input_scale tensors are checked, "
+                                                                               "not applied" : "");
     }
     if (!unmapped.empty())
         fail("{}: {} tensor(s) have no meaning Strata knows for {}: {}; a checkpoint of another architecture or "

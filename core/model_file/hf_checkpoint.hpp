@@ -3,7 +3,8 @@
 // GGUF's (hf_architectures), the vocabulary from tokenizer.json / tokenizer_config.json, and the chat template as
 // tokenizer.chat_template. Matrices are never copied: their data points into the shard mappings (1-D norms and
 // biases are widened to F32, as llama.cpp's converter stores them); a GPTQ or AWQ layer's qweight / qzeros / scales
-// are repacked once into a group-integer weight (hf_quantization.hpp), its integers kept as they are.
+// are repacked once into a group-integer weight (hf_quantization.hpp), its integers kept as they are, and an FP8 layer's
+// e4m3 weight and scales into FP8 blocks (hf_fp8.hpp), its bytes kept as they are.
 #pragma once
 
 #include "common/mapped_file.hpp"
@@ -72,7 +73,7 @@ class hf_checkpoint final : public model_file {
     bool has_weights() const;
     void shapes_from_config(const hf_config &cfg);
     void add_computed_tensors(); // computed_ as F32 tensors
-    // A GPTQ / AWQ layer's parts repacked into one group-integer weight named by its .weight's GGUF name; its type.
+    // A GPTQ / AWQ / FP8 layer's parts repacked into one weight named by its .weight's GGUF name; its type.
     uint32_t add_repacked(const hf_config &cfg, const std::string &prefix, repacked_weight r);
 
     std::string name_;
@@ -80,7 +81,7 @@ class hf_checkpoint final : public model_file {
     std::vector<safetensors_file> shards_;
     mapped_file zeros_; // shapes_only: every tensor's data
     std::vector<computed_tensor> computed_; // rope_freqs from config.json, 1-D tensors widened to F32
-    std::vector<std::vector<uint8_t>> repacked_; // GPTQ / AWQ layers in group-integer blocks
+    std::vector<std::vector<uint8_t>> repacked_; // GPTQ / AWQ layers in group-integer blocks, FP8 ones in FP8 blocks
     std::string quant_method_;
     std::vector<gguf::tensor_info> tensors_;
     std::unordered_map<std::string, size_t> index_;

@@ -1,5 +1,8 @@
 #include "model_file/hf_quantization.hpp"
 
+#include "gguf/gguf_types.hpp"
+#include "model_file/hf_fp8.hpp"
+
 #include "common/error.hpp"
 #include "common/half.hpp"
 #include "common/progress.hpp"
@@ -116,9 +119,11 @@ hf_quantization read_quantization_config(const json &qc, const std::string &orig
                  origin, version);
         k.raw("modules_to_not_convert"); // those layers keep a plain .weight, read as any other
         if (q.bits != 4) fail("{}: AWQ with {} bits is not implemented (4 bits only, as vLLM)", origin, q.bits);
+    } else if (*method == "fp8" || *method == "compressed-tensors") {
+        read_fp8_config(k, *method, q, origin);
     } else {
-        fail("{}: quantization_config.quant_method '{}' is not implemented; Strata reads GPTQ (gptq) and AWQ (awq) "
-             "checkpoints and unquantized BF16/F16/F32 ones (FP8 is not read yet)", origin, *method);
+        fail("{}: quantization_config.quant_method '{}' is not implemented; Strata reads GPTQ (gptq), AWQ (awq) and "
+             "FP8 (compressed-tensors, fp8) checkpoints and unquantized BF16/F16/F32 ones", origin, *method);
     }
     if (q.bits != 4 && q.bits != 8)
         fail("{}: quantization_config.bits {} is not implemented; Strata runs 4- and 8-bit {} checkpoints", origin,
@@ -139,14 +144,28 @@ uint32_t group_int_type(int bits, int64_t group_size, int64_t cols) {
     return 0;
 }
 
-uint64_t group_int_bytes(uint32_t type, int64_t rows, int64_t cols, bool input_order) {
-    const int64_t g = 32 << ((type - STRATA_TYPE_Q4_G32) % 3);
-    const int bits = type >= STRATA_TYPE_Q8_G32 ? 8 : 4;
-    return static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols / g) * static_cast<uint64_t>(4 + g * bits / 8) +
+uint32_t repacked_type(const hf_quantization &q, int64_t cols) {
+    if (q.is_fp8()) return fp8_type(cols, q.fp8_scales == "block" ? q.block_cols : 0);
+    return group_int_type(q.bits, q.group_size, cols);
+}
+
+uint64_t repacked_bytes(uint32_t type, int64_t rows, int64_t cols, bool input_order) {
+    const gguf::type_traits *tr = gguf::ggml_type_traits(type);
+    if (tr == nullptr || tr->block_elems == 0) return 0;
+    return static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols / tr->block_elems) * tr->block_bytes +
            (input_order ? static_cast<uint64_t>(cols) * sizeof(int32_t) : 0);
 }
 
+bool hf_quantization::ignores(const std::string &module) const {
+    for (const std::string &entry : ignore)
+        if (entry == module) return true;
+    for (const std::regex &pattern : ignore_patterns) // Python's re.match: anchored at the start
+        if (std::regex_search(module, pattern, std::regex_constants::match_continuous)) return true;
+    return false;
+}
+
 repacked_weight repack_quantized_linear(const hf_quantization &q, const quantized_linear &p, const std::string &where) {
+    if (q.is_fp8()) return repack_fp8_linear(q, p, where);
     if (p.qweight == nullptr || p.qzeros == nullptr || p.scales == nullptr)
         fail("{}: '{}' lacks {}; a {} layer has qweight, qzeros and scales", where, p.prefix,
              p.qweight == nullptr ? "qweight" : p.qzeros == nullptr ? "qzeros" : "scales", q.method);
@@ -272,7 +291,7 @@ std::vector<repacked_weight> repack_quantized_linears(const hf_quantization &q,
     std::vector<repacked_weight> out(n);
     std::vector<std::exception_ptr> errors(n);
     uint64_t total = 0;
-    for (const auto &[parts, where] : layers) total += parts.qweight != nullptr ? parts.qweight->n_bytes : 0;
+    for (const auto &[parts, where] : layers) total += parts.packed() != nullptr ? parts.packed()->n_bytes : 0;
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
     threads = static_cast<unsigned>(std::min<size_t>(threads, std::max<size_t>(n, 1)));
     progress bar(fmt::format("repacking {} {} layers ({:.1f} MiB)", n, q.method, static_cast<double>(total) / 1048576.0),
@@ -289,7 +308,7 @@ std::vector<repacked_weight> repack_quantized_linears(const hf_quantization &q,
                 errors[i] = std::current_exception();
             }
             std::lock_guard lock(bar_mutex);
-            done += parts.qweight != nullptr ? parts.qweight->n_bytes : 0;
+            done += parts.packed() != nullptr ? parts.packed()->n_bytes : 0;
             bar.update(done);
         }
     };

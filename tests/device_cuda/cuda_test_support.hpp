@@ -52,7 +52,7 @@ inline std::string plugin_path(const char *built) {
     return std::string(dir) + "/" + path.substr(path.find_last_of('/') + 1);
 }
 
-// The three plugin libraries, loaded once (a failure to load is reported by every test that uses them).
+// The plugin libraries (the two devices and the quant formats), loaded once (a failure to load is reported by every test that uses them).
 struct plugins {
     recording_host host;
     strata::plugins::registry reg{&host.services};
@@ -66,6 +66,7 @@ struct plugins {
             reg.load_file(plugin_path(STRATA_CPU_MODULE_PATH));
             reg.load_file(plugin_path(STRATA_QUANT_MODULE_PATH));
             reg.load_file(plugin_path(STRATA_GROUP_INT_MODULE_PATH));
+            reg.load_file(plugin_path(STRATA_FP8_MODULE_PATH));
         } catch (const std::exception &e) {
             load_error = e.what();
         }

@@ -68,6 +68,12 @@ TEST(CudaWeightFormats, GroupIntFormatsDecodeLikeTheQuantPlugin) {
     expect_rows_decode_exactly<fmt::weight_q8_g128>(21);
 }
 
+// The FP8 formats (repacked compressed-tensors / fp8 weights, the fp8 quant plugin).
+TEST(CudaWeightFormats, Fp8FormatsDecodeLikeTheQuantPlugin) {
+    expect_rows_decode_exactly<fmt::weight_f8_e4m3_b32>(22);
+    expect_rows_decode_exactly<fmt::weight_f8_e4m3_b128>(23);
+}
+
 // Random bytes (any scale bits, every nibble and fifth bit) decode like the reference dequantizer too, for the
 // formats whose decode is a chain of float operations.
 template <uint32_t T> void expect_random_bytes_decode_exactly(uint32_t seed) {
@@ -94,7 +100,8 @@ TEST(CudaWeightFormats, RandomBytesDecodeLikeTheQuantPlugin) {
     uint32_t seed = 1;
     for (const uint32_t t : {fmt::weight_q4_1, fmt::weight_q5_0, fmt::weight_q5_1, fmt::weight_iq4_nl, fmt::weight_q2_k,
                              fmt::weight_q3_k, fmt::weight_q4_k, fmt::weight_q5_k, fmt::weight_q6_k, fmt::weight_iq4_xs,
-                             fmt::weight_q4_g32, fmt::weight_q4_g128, fmt::weight_q8_g64}) {
+                             fmt::weight_q4_g32, fmt::weight_q4_g128, fmt::weight_q8_g64, fmt::weight_f8_e4m3_b32,
+                             fmt::weight_f8_e4m3_b128}) {
         SCOPED_TRACE(testing::Message() << "type " << t);
         switch (t) {
 #define STRATA_RANDOM_CASE(x)                                                                                          \

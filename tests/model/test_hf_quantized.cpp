@@ -1,7 +1,8 @@
-// GPTQ and AWQ checkpoints (written by tools/hf_quantize with AutoGPTQ's and AutoAWQ's packing from a random-weight
-// Llama exported by tools/hf-export) run with their weights kept as 4- or 8-bit groups: greedy tokens equal and
-// logits within 5e-5 of the largest logit of the float32 model dequantized from the same integers (the only
-// difference is the order of float sums inside each block's dot product). Act-order (desc_act) checkpoints, whose
+// GPTQ, AWQ and FP8 checkpoints (written by tools/hf_quantize with AutoGPTQ's, AutoAWQ's, llm-compressor's and
+// AutoFP8's layouts from a random-weight Llama exported by tools/hf-export) run with their weights kept as 4- or 8-bit
+// groups or e4m3 blocks: greedy tokens equal and logits within 5e-5 of the largest logit of the float32 model
+// dequantized from the same integers (the only difference is the order of float sums inside each block's dot
+// product). Act-order (desc_act) checkpoints, whose
 // g_idx permutes the inputs among the groups, keep their input order beside the weights and the devices gather the
 // activations through it. The plan of a config.json-only folder shows the repacked bytes; --quantization must name
 // the checkpoint's method.
@@ -74,7 +75,15 @@ INSTANTIATE_TEST_SUITE_P(
                       quant_case{"gptq_8bit_g64_act_order_asym",
                                  "--method gptq --bits 8 --group-size 64 --asym --act-order"},
                       quant_case{"awq_4bit_g128", "--method awq --bits 4 --group-size 128"},
-                      quant_case{"awq_4bit_g64", "--method awq --bits 4 --group-size 64"}),
+                      quant_case{"awq_4bit_g64", "--method awq --bits 4 --group-size 64"},
+                      // FP8 (e4m3) as llm-compressor and AutoFP8 / transformers write it: the logits of the float
+                      // model dequantized from the same bytes and scales.
+                      quant_case{"ct_fp8_channel", "--method compressed-tensors --scheme channel"},
+                      quant_case{"ct_fp8_tensor_static_bf16_scales",
+                                 "--method compressed-tensors --scheme tensor --static-activations --scale-dtype BF16"},
+                      quant_case{"ct_fp8_block64", "--method compressed-tensors --scheme block --block-size 64"},
+                      quant_case{"fp8_tensor_static", "--method fp8 --scheme tensor --static-activations"},
+                      quant_case{"fp8_block128", "--method fp8 --scheme block --block-size 128"}),
     [](const auto &info) { return std::string(info.param.name); });
 
 TEST(HfQuantizedCheckpoint, APlanFromConfigJsonAloneShowsTheRepackedBytes) {
@@ -94,6 +103,33 @@ TEST(HfQuantizedCheckpoint, APlanFromConfigJsonAloneShowsTheRepackedBytes) {
     }
 }
 
+// FP8 plans from config.json alone, for both config styles: each projection at its repacked FP8 size, lm_head left
+// as the checkpoint leaves it (compressed-tensors' ignore list, fp8's unquantized lm_head).
+TEST(HfQuantizedCheckpoint, AnFp8PlanFromConfigJsonAloneShowsTheRepackedBytes) {
+    if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
+    for (const auto &[name, args] : std::vector<std::pair<std::string, std::string>>{
+             {"hfq-ct_fp8_channel", "--method compressed-tensors --scheme channel"},
+             {"hfq-fp8_block128", "--method fp8 --scheme block --block-size 128"}}) {
+        SCOPED_TRACE(name);
+        const auto [quantized, dequantized] = quantized_hf(name, quantizable_llama_hf(), args);
+        ASSERT_FALSE(quantized.empty());
+        const fs::path only = fs::path(STRATA_BINARY_DIR) / "test-models" / (name + "-config-only");
+        fs::create_directories(only);
+        fs::copy_file(fs::path(quantized) / "config.json", only / "config.json", fs::copy_options::overwrite_existing);
+        const auto full = strata::open_model_file(quantized, {});
+        const auto planned = strata::open_model_file(only.string(), {}, true);
+        int fp8 = 0;
+        for (const auto &t : full->tensors()) {
+            const strata::gguf::tensor_info *p = planned->find_tensor(t.name);
+            ASSERT_NE(p, nullptr) << t.name;
+            EXPECT_EQ(p->type, t.type) << t.name;
+            EXPECT_EQ(p->n_bytes, t.n_bytes) << t.name;
+            fp8 += t.type == STRATA_TYPE_F8_E4M3_B32 || t.type == STRATA_TYPE_F8_E4M3_B128 ? 1 : 0;
+        }
+        EXPECT_EQ(fp8, 5 * 7) << "every projection of the 5 layers";
+    }
+}
+
 TEST(HfQuantizedCheckpoint, QuantizationFlagMustNameTheCheckpointsMethod) {
     if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
     const auto [quantized, dequantized] = quantized_hf("hfq-gptq_4bit_g32_sym", quantizable_llama_hf(), "--method gptq --bits 4 --group-size 32");
@@ -108,6 +144,15 @@ TEST(HfQuantizedCheckpoint, QuantizationFlagMustNameTheCheckpointsMethod) {
     EXPECT_NE(awq.find("is a gptq checkpoint"), std::string::npos) << awq;
     const auto plain = strata::open_model_file(dequantized, {});
     EXPECT_THROW(strata::engine::check_quantization(*plain, "gptq", dequantized), strata::error);
+    // vLLM's names for FP8 checkpoints: the config's own method.
+    const auto [ct, ct_float] = quantized_hf("hfq-ct_fp8_channel", quantizable_llama_hf(), "--method compressed-tensors --scheme channel");
+    ASSERT_FALSE(ct.empty());
+    const auto ct_file = strata::open_model_file(ct, {});
+    EXPECT_EQ(ct_file->quantization(), "compressed-tensors");
+    EXPECT_NO_THROW(strata::engine::check_quantization(*ct_file, "compressed-tensors", ct));
+    const std::string ct_folder = ct;
+    const std::string fp8 = error_of([&] { strata::engine::check_quantization(*ct_file, "fp8", ct_folder); });
+    EXPECT_NE(fp8.find("is a compressed-tensors checkpoint"), std::string::npos) << fp8;
 }
 
 // An act-order checkpoint's plan from config.json alone (desc_act true) counts each layer's input order, as the

@@ -244,11 +244,87 @@ TEST(HfConfig, ReadsGptqAndAwqQuantizationConfigsAndRefusesTheRest) {
     }
 }
 
+// FP8 quantization_config as llm-compressor (compressed-tensors, float-quantized) and AutoFP8 / transformers (fp8)
+// write it: the scale layout, static activation scales and the ignore list read; every other scheme refused by name.
+TEST(HfConfig, ReadsFp8QuantizationConfigsAndRefusesTheRest) {
+    const std::string weights = R"("weights":{"num_bits":8,"type":"float","symmetric":true,"strategy":"channel",)"
+                                R"("dynamic":false,"group_size":null,"block_structure":null,"actorder":null,)"
+                                R"("observer":"minmax","observer_kwargs":{}})";
+    const std::string dynamic_acts = R"("input_activations":{"num_bits":8,"type":"float","symmetric":true,)"
+                                     R"("strategy":"token","dynamic":true,"observer":null})";
+    auto ct = [&](const std::string &group, const std::string &top = "") {
+        return R"({"quant_method":"compressed-tensors","format":"float-quantized","quantization_status":"compressed",)"
+               R"("global_compression_ratio":1.2,"ignore":["lm_head","re:.*mlp\\.gate$"],"kv_cache_scheme":null,)"
+               R"("sparsity_config":{},"version":"0.9.4",)" + top + R"("config_groups":{"group_0":{"targets":["Linear"],)" +
+               group + R"(,"output_activations":null}}})";
+    };
+    metadata_table m("config.json");
+    const hf_config channel =
+        map_hf_config("{" + k_llama + R"(,"quantization_config":)" + ct(weights + "," + dynamic_acts) + "}", "dir/config.json", m);
+    EXPECT_EQ(channel.quant.method, "compressed-tensors");
+    EXPECT_EQ(channel.quant.fp8_scales, "channel");
+    EXPECT_FALSE(channel.quant.static_input_scale);
+    EXPECT_FALSE(channel.quant.quantized_lm_head) << "lm_head is in the ignore list";
+    EXPECT_TRUE(channel.quant.ignores("model.layers.3.mlp.gate")) << "a re: entry matches as Python's re.match";
+    EXPECT_FALSE(channel.quant.ignores("model.layers.3.mlp.gate_proj"));
+    EXPECT_FALSE(channel.quant.ignores("x.model.layers.3.mlp.gatez"));
+    metadata_table m2("config.json");
+    const hf_config fp8 = map_hf_config("{" + k_llama + R"(,"quantization_config":{"quant_method":"fp8",)"
+                                                        R"("activation_scheme":"dynamic","fmt":"e4m3","weight_block_size":[128,128],)"
+                                                        R"("modules_to_not_convert":["model.layers.0.mlp.down_proj"]}})",
+                                        "dir/config.json", m2);
+    EXPECT_EQ(fp8.quant.fp8_scales, "block");
+    EXPECT_EQ(fp8.quant.block_rows, 128);
+    EXPECT_EQ(fp8.quant.block_cols, 128);
+    EXPECT_TRUE(fp8.quant.ignores("model.layers.0.mlp.down_proj"));
+    metadata_table m3("config.json");
+    const hf_config autofp8 = map_hf_config(
+        "{" + k_llama + R"(,"quantization_config":{"quant_method":"fp8","activation_scheme":"static","ignored_layers":["lm_head"]}})",
+        "dir/config.json", m3);
+    EXPECT_EQ(autofp8.quant.fp8_scales, "tensor");
+    EXPECT_TRUE(autofp8.quant.static_input_scale);
+    const std::string int_weights = R"("weights":{"num_bits":4,"type":"int","symmetric":true,"strategy":"group","group_size":128})";
+    const std::string group_weights = R"("weights":{"num_bits":8,"type":"float","strategy":"group","group_size":128})";
+    for (const auto &[qc, message] : std::vector<std::pair<std::string, std::string>>{
+             {R"({"quant_method":"compressed-tensors","format":"pack-quantized","config_groups":{}})", "format 'pack-quantized'"},
+             {ct(int_weights), "int 4-bit"},
+             {ct(group_weights), "group_size 128 is not implemented"},
+             {ct(R"("weights":{"num_bits":8,"type":"float","strategy":"block"})"), "block_structure is missing"},
+             {ct(R"("weights":{"num_bits":8,"type":"float","strategy":"block","block_structure":[128,48]})"), "48 columns wide"},
+             {ct(R"("weights":{"num_bits":8,"type":"float","dynamic":true})"), "dynamic is true"},
+             {ct(R"("weights":{"num_bits":8,"type":"float","rotation":1})"), "key(s) rotation"},
+             {ct(weights + R"(,"input_activations":{"num_bits":8,"type":"float","strategy":"token","dynamic":false})"),
+              "static per token"},
+             {ct(weights + R"(,"input_activations":{"num_bits":8,"type":"int","strategy":"token","dynamic":true})"),
+              "activations are 8-bit float"},
+             {R"({"quant_method":"compressed-tensors","format":"float-quantized","config_groups":{"a":{"targets":["Linear"],)" +
+                  weights + R"(},"b":{"targets":["Linear"],)" + weights + "}}}",
+              "exactly one scheme"},
+             {R"({"quant_method":"compressed-tensors","format":"float-quantized","config_groups":{"a":{"targets":["re:.*q_proj"],)" +
+                  weights + "}}}",
+              "target [\"Linear\"]"},
+             {R"({"quant_method":"compressed-tensors","format":"float-quantized","quantization_status":"frozen","config_groups":{}})",
+              "quantization_status 'frozen'"},
+             {R"({"quant_method":"compressed-tensors","format":"float-quantized","ignore":["re:(("],"config_groups":{"a":{"targets":["Linear"],)" +
+                  weights + "}}}",
+              "not a regular expression"},
+             {R"({"quant_method":"fp8","fmt":"e5m2"})", "fmt 'e5m2'"},
+             {R"({"quant_method":"fp8","activation_scheme":"static","weight_block_size":[128,128]})", "static activation"},
+             {R"({"quant_method":"fp8","weight_block_size":[128]})", "weight_block_size"},
+             {R"({"quant_method":"fp8","activation_scheme":"per_token"})", "activation_scheme 'per_token'"}}) {
+        const std::string e = error_of("{" + k_llama + R"(,"quantization_config":)" + qc + "}");
+        EXPECT_NE(e.find(message), std::string::npos) << qc << "\n" << e;
+    }
+    const std::string kv = error_of("{" + k_llama + R"(,"quantization_config":{"quant_method":"compressed-tensors",)"
+                                                    R"("format":"float-quantized","kv_cache_scheme":{"num_bits":8}}})");
+    EXPECT_NE(kv.find("kv_cache_scheme"), std::string::npos) << kv;
+}
+
 TEST(HfConfig, RefusesWhatItCannotRunByName) {
     EXPECT_NE(error_of(R"({"architectures":["GPTNeoXForCausalLM"]})").find("'GPTNeoXForCausalLM' is not one"),
               std::string::npos);
-    EXPECT_NE(error_of("{" + k_llama + R"(,"quantization_config":{"quant_method":"fp8"}})")
-                  .find("quantization_config.quant_method 'fp8' is not implemented"),
+    EXPECT_NE(error_of("{" + k_llama + R"(,"quantization_config":{"quant_method":"bitsandbytes"}})")
+                  .find("quantization_config.quant_method 'bitsandbytes' is not implemented"),
               std::string::npos);
     const std::string unknown = error_of("{" + k_llama + R"(,"logit_scale":0.5})");
     EXPECT_NE(unknown.find("dir/config.json"), std::string::npos) << unknown;

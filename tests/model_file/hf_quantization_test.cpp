@@ -2,12 +2,14 @@
 // and scale of a small layer lands in the group-integer block the ABI describes (plugin_abi.h STRATA_TYPE_*), and
 // parts whose dtype or shape do not fit the packing are refused naming the tensor.
 #include "common/error.hpp"
+#include "model_file/hf_fp8.hpp"
 #include "model_file/hf_quantization.hpp"
 
 #include <gtest/gtest.h>
 
 #include <strata/plugin_abi.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -221,6 +223,122 @@ TEST(HfQuantization, PartsThatDoNotFitThePackingAreRefusedByName) {
     EXPECT_NE(error_of(odd).find("group_size 48"), std::string::npos) << error_of(odd);
 }
 
+// An FP8 layer as compressed-tensors / fp8 store it: weight F8_E4M3 [out, in] and its scales.
+struct fp8_layer {
+    int64_t rows, cols;
+    std::vector<uint8_t> weight;
+    std::vector<float> scales, input;
+    safetensors_tensor tw, ts, ti;
+    fp8_layer(int64_t r, int64_t c, std::vector<int64_t> scale_shape) : rows(r), cols(c) {
+        weight.resize(static_cast<size_t>(r * c));
+        for (size_t i = 0; i < weight.size(); ++i) weight[i] = static_cast<uint8_t>((i * 7 + 3) % 0x7e);
+        int64_t n = 1;
+        for (int64_t d : scale_shape) n *= d;
+        for (int64_t i = 0; i < n; ++i) scales.push_back(0.5f + static_cast<float>(i));
+        input = {0.25f};
+        tw.name = "l.weight", ts.name = "l.weight_scale", ti.name = "l.input_scale";
+        tw.dtype = "F8_E4M3", ts.dtype = ti.dtype = "F32";
+        tw.shape = {r, c}, ts.shape = std::move(scale_shape), ti.shape = {1};
+    }
+    quantized_linear parts(bool with_input = false) {
+        tw.data = weight.data();
+        ts.data = reinterpret_cast<const uint8_t *>(scales.data());
+        ti.data = reinterpret_cast<const uint8_t *>(input.data());
+        quantized_linear p;
+        p.prefix = "l";
+        p.weight = &tw, p.weight_scale = &ts, p.input_scale = with_input ? &ti : nullptr;
+        return p;
+    }
+};
+
+hf_quantization fp8_scheme(const char *scales, int64_t block = 0) {
+    hf_quantization q;
+    q.method = "compressed-tensors", q.bits = 8, q.fp8_scales = scales, q.block_rows = q.block_cols = block;
+    return q;
+}
+
+// Every block of the repacked rows holds the e4m3 bytes as stored and the scale of its (row, column) by the layout.
+void expect_fp8_blocks(const repacked_weight &r, const fp8_layer &l, int64_t b, auto scale_of) {
+    ASSERT_EQ(r.rows, l.rows);
+    ASSERT_EQ(r.cols, l.cols);
+    ASSERT_EQ(r.bytes.size(), static_cast<size_t>(l.rows * (l.cols / b) * (4 + b)));
+    EXPECT_EQ(r.bytes.size(), repacked_bytes(r.type, l.rows, l.cols));
+    for (int64_t row = 0; row < l.rows; ++row)
+        for (int64_t c = 0; c < l.cols; c += b) {
+            const uint8_t *blk = r.bytes.data() + (row * (l.cols / b) + c / b) * (4 + b);
+            float s;
+            std::memcpy(&s, blk, 4);
+            ASSERT_EQ(s, scale_of(row, c)) << row << " " << c;
+            ASSERT_EQ(std::memcmp(blk + 4, l.weight.data() + row * l.cols + c, static_cast<size_t>(b)), 0) << row << " " << c;
+        }
+}
+
+TEST(HfQuantization, Fp8LayersRepackIntoTheAbisBlocks) {
+    fp8_layer channel(6, 256, {6, 1});
+    const repacked_weight rc = repack_quantized_linear(fp8_scheme("channel"), channel.parts(), "shard");
+    EXPECT_EQ(rc.type, static_cast<uint32_t>(STRATA_TYPE_F8_E4M3_B128));
+    expect_fp8_blocks(rc, channel, 128, [&](int64_t row, int64_t) { return channel.scales[static_cast<size_t>(row)]; });
+    fp8_layer tensor(3, 96, {}); // AutoFP8's scalar scale
+    const repacked_weight rt = repack_quantized_linear(fp8_scheme("tensor"), tensor.parts(), "shard");
+    EXPECT_EQ(rt.type, static_cast<uint32_t>(STRATA_TYPE_F8_E4M3_B32));
+    expect_fp8_blocks(rt, tensor, 32, [&](int64_t, int64_t) { return tensor.scales[0]; });
+    // 64 x 64 blocks over a [100, 192] weight: ceil(100 / 64) = 2 rows, 3 columns of scales; blocks of 32 each.
+    fp8_layer block(100, 192, {2, 3});
+    const repacked_weight rb = repack_quantized_linear(fp8_scheme("block", 64), block.parts(), "shard");
+    EXPECT_EQ(rb.type, static_cast<uint32_t>(STRATA_TYPE_F8_E4M3_B32));
+    expect_fp8_blocks(rb, block, 32, [&](int64_t row, int64_t c) { return block.scales[static_cast<size_t>(row / 64 * 3 + c / 64)]; });
+    EXPECT_EQ(fp8_type(4096, 128), static_cast<uint32_t>(STRATA_TYPE_F8_E4M3_B128));
+    EXPECT_EQ(fp8_type(4096, 64), static_cast<uint32_t>(STRATA_TYPE_F8_E4M3_B32));
+    EXPECT_EQ(fp8_type(4096 + 32, 0), static_cast<uint32_t>(STRATA_TYPE_F8_E4M3_B32));
+    EXPECT_EQ(fp8_type(100, 0), 0u);
+}
+
+TEST(HfQuantization, Fp8PartsThatDoNotFitTheSchemeAreRefusedByName) {
+    auto error_of = [](const hf_quantization &q, fp8_layer &l, bool with_input = false) {
+        try {
+            repack_quantized_linear(q, l.parts(with_input), "shard");
+        } catch (const strata::error &e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    const hf_quantization channel = fp8_scheme("channel");
+    fp8_layer e5m2(4, 64, {4, 1});
+    e5m2.tw.dtype = "F8_E5M2";
+    EXPECT_NE(error_of(channel, e5m2).find("'l.weight' is F8_E5M2"), std::string::npos) << error_of(channel, e5m2);
+    fp8_layer per_tensor(4, 64, {1});
+    EXPECT_NE(error_of(channel, per_tensor).find("'l.weight_scale' is F32 [1]; channel"), std::string::npos)
+        << error_of(channel, per_tensor);
+    fp8_layer i32_scales(4, 64, {4, 1});
+    i32_scales.ts.dtype = "I32";
+    EXPECT_NE(error_of(channel, i32_scales).find("'l.weight_scale' is I32"), std::string::npos);
+    fp8_layer inf_scale(4, 64, {4, 1});
+    inf_scale.scales[2] = INFINITY;
+    EXPECT_NE(error_of(channel, inf_scale).find("damaged"), std::string::npos) << error_of(channel, inf_scale);
+    fp8_layer odd(4, 80, {4, 1});
+    EXPECT_NE(error_of(channel, odd).find("80 inputs"), std::string::npos) << error_of(channel, odd);
+    fp8_layer unexpected(4, 64, {4, 1});
+    EXPECT_NE(error_of(channel, unexpected, true).find("'l.input_scale' is present"), std::string::npos);
+    hf_quantization static_acts = fp8_scheme("channel");
+    static_acts.static_input_scale = true;
+    fp8_layer missing(4, 64, {4, 1});
+    EXPECT_NE(error_of(static_acts, missing).find("has no input_scale"), std::string::npos) << error_of(static_acts, missing);
+    fp8_layer negative(4, 64, {4, 1});
+    negative.input = {-1.0f};
+    EXPECT_NE(error_of(static_acts, negative, true).find("finite and positive"), std::string::npos);
+    fp8_layer fine(4, 64, {4, 1});
+    EXPECT_EQ(error_of(static_acts, fine, true), "accepted");
+    fp8_layer no_scale(4, 64, {4, 1});
+    quantized_linear p = no_scale.parts();
+    p.weight_scale = nullptr;
+    try {
+        repack_quantized_linear(channel, p, "shard");
+        ADD_FAILURE() << "a layer without scales was accepted";
+    } catch (const strata::error &e) {
+        EXPECT_NE(std::string(e.what()).find("has no weight_scale"), std::string::npos) << e.what();
+    }
+}
+
 TEST(HfQuantization, TheBlockTypeIsTheLargestThatLiesInOneGroup) {
     EXPECT_EQ(group_int_type(4, 128, 4096), static_cast<uint32_t>(STRATA_TYPE_Q4_G128));
     EXPECT_EQ(group_int_type(4, 256, 4096), static_cast<uint32_t>(STRATA_TYPE_Q4_G128)); // the scale repeats
@@ -228,7 +346,7 @@ TEST(HfQuantization, TheBlockTypeIsTheLargestThatLiesInOneGroup) {
     EXPECT_EQ(group_int_type(4, -1, 4096), static_cast<uint32_t>(STRATA_TYPE_Q4_G128));
     EXPECT_EQ(group_int_type(4, -1, 96), static_cast<uint32_t>(STRATA_TYPE_Q4_G32));
     EXPECT_EQ(group_int_type(4, 128, 192), 0u); // 128 does not divide 192
-    EXPECT_EQ(group_int_bytes(STRATA_TYPE_Q4_G128, 2, 256), 2u * 2u * 68u);
+    EXPECT_EQ(repacked_bytes(STRATA_TYPE_Q4_G128, 2, 256), 2u * 2u * 68u);
 }
 
 } // namespace

@@ -142,6 +142,24 @@ TEST(PlacementInvariance, GptqCheckpointGreedyTokensAreTheSameWhereverTheWeights
     expect_placement_invariance(gptq, 80); // this random model ends its text after 92
 }
 
+// The same for an AWQ checkpoint (4-bit groups of 128 with zero points, AutoAWQ's GEMM packing repacked at load).
+TEST(PlacementInvariance, AwqCheckpointGreedyTokensAreTheSameWhereverTheWeightsLive) {
+    if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
+    const auto [awq, dequantized] = quantized_hf("hfq-awq_4bit_g128", quantizable_llama_hf(), "--method awq --bits 4 --group-size 128");
+    ASSERT_FALSE(awq.empty());
+    expect_placement_invariance(awq, 80);
+}
+
+// The same for an FP8 checkpoint (compressed-tensors, e4m3 with a scale per 64 x 64 block, repacked at load into FP8
+// blocks of 32 with an f32 scale each).
+TEST(PlacementInvariance, Fp8CheckpointGreedyTokensAreTheSameWhereverTheWeightsLive) {
+    if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
+    const auto [fp8, dequantized] = quantized_hf("hfq-ct_fp8_block64", quantizable_llama_hf(),
+                                                 "--method compressed-tensors --scheme block --block-size 64");
+    ASSERT_FALSE(fp8.empty());
+    expect_placement_invariance(fp8, 80);
+}
+
 // A file whose tensors mix quantization types (make-model's Q4_K_M: Q4_K, Q6_K for the output and some attn_v /
 // ffn_down layers, F32 norms): every placement gives the same greedy tokens, each tensor computed in its own type.
 TEST(PlacementInvariance, MixedQuantTypesGiveTheSameTokensWhereverTheWeightsLive) {

@@ -4,17 +4,22 @@
 //   2: a model.safetensors.index.json through parse_weight_map;
 //   3: a settings byte (method, bits, group size, v1 zeros, desc_act), then a .safetensors file whose qweight /
 //      qzeros / scales / g_idx are repacked as one GPTQ or AWQ layer (repack_quantized_linear): its bytes must be
-//      the size of its type and shape (and input order), and an input order a permutation of the columns.
+//      the size of its type and shape (and input order), and an input order a permutation of the columns;
+//   4: a settings byte (scale layout, static activations, compressed-tensors or fp8), then a .safetensors file whose
+//      weight / weight_scale(_inv) / input_scale are repacked as one FP8 layer: its bytes must be the size of its type
+//      and shape, every block's scale finite.
 // Each must succeed or throw strata::error; a crash, a sanitizer report or another exception is a bug. A parsed
 // safetensors file's tensors must lie inside the input.
 #include "common/error.hpp"
 #include "model_file/hf_checkpoint.hpp"
 #include "model_file/hf_config.hpp"
+#include "model_file/hf_fp8.hpp"
 #include "model_file/hf_quantization.hpp"
 #include "model_file/safetensors_file.hpp"
 
 #include <cstddef>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -30,7 +35,7 @@ void check(bool ok) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
-    const uint8_t mode = data[0] % 4;
+    const uint8_t mode = data[0] % 5;
     const uint8_t *rest = data + 1;
     const size_t n = size - 1;
     try {
@@ -70,9 +75,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 else if (t.name.ends_with(".g_idx")) layer.g_idx = &t;
             }
             const auto r = strata::repack_quantized_linear(q, layer, "fuzz.safetensors");
-            check(r.bytes.size() == strata::group_int_bytes(r.type, r.rows, r.cols, r.input_order));
+            check(r.bytes.size() == strata::repacked_bytes(r.type, r.rows, r.cols, r.input_order));
             if (r.input_order) {
-                const uint64_t rows_end = strata::group_int_bytes(r.type, r.rows, r.cols);
+                const uint64_t rows_end = strata::repacked_bytes(r.type, r.rows, r.cols);
                 std::vector<bool> seen(static_cast<size_t>(r.cols), false);
                 for (int64_t j = 0; j < r.cols; ++j) {
                     int32_t c;
@@ -80,6 +85,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     check(c >= 0 && c < r.cols && !seen[static_cast<size_t>(c)]);
                     seen[static_cast<size_t>(c)] = true;
                 }
+            }
+        } else if (mode == 4) {
+            if (n < 1) return 0;
+            strata::hf_quantization q;
+            q.method = rest[0] & 8 ? "fp8" : "compressed-tensors";
+            q.bits = 8;
+            static constexpr const char *layouts[] = {"tensor", "channel", "block", "block"};
+            q.fp8_scales = layouts[rest[0] & 3];
+            if (q.fp8_scales == "block") q.block_rows = q.block_cols = (rest[0] & 3) == 2 ? 64 : 128;
+            q.static_input_scale = (rest[0] & 4) != 0;
+            const auto f = strata::safetensors_file::parse(rest + 1, n - 1, "fuzz.safetensors");
+            strata::quantized_linear layer;
+            layer.prefix = "l";
+            for (const auto &t : f.tensors()) {
+                if (t.name.ends_with(".weight")) layer.weight = &t;
+                else if (t.name.ends_with(".weight_scale") || t.name.ends_with(".weight_scale_inv")) layer.weight_scale = &t;
+                else if (t.name.ends_with(".input_scale")) layer.input_scale = &t;
+            }
+            const auto r = strata::repack_quantized_linear(q, layer, "fuzz.safetensors");
+            check(r.type == strata::fp8_type(r.cols, q.block_cols) && r.type != 0);
+            check(r.bytes.size() == strata::repacked_bytes(r.type, r.rows, r.cols));
+            const size_t block_bytes = r.type == STRATA_TYPE_F8_E4M3_B128 ? 132 : 36;
+            for (size_t at = 0; at < r.bytes.size(); at += block_bytes) {
+                float scale;
+                std::memcpy(&scale, r.bytes.data() + at, 4);
+                check(std::isfinite(scale));
             }
         } else {
             const auto map = strata::parse_weight_map(std::string_view(reinterpret_cast<const char *>(rest), n),

@@ -39,8 +39,8 @@ inline int32_t check_tensor(const strata_tensor_view *w, const char *what, strat
     if (!weight_type_supported(w->ggml_type, &alignment))
         return fail(st, STRATA_ERR_UNSUPPORTED,
                     "cuda %s: tensor '%s' has ggml type %u; this device computes on F32 (0), F16 (1), BF16 (30), "
-                    "Q4_0 (2), Q4_1 (3), Q5_0 (6), Q5_1 (7), Q8_0 (8), Q2_K..Q6_K (10..14), IQ4_NL (20), IQ4_XS (23) "
-                    "and the group-integer Q4_G*/Q8_G* (1024..1029)",
+                    "Q4_0 (2), Q4_1 (3), Q5_0 (6), Q5_1 (7), Q8_0 (8), Q2_K..Q6_K (10..14), IQ4_NL (20), IQ4_XS (23), "
+                    "the group-integer Q4_G*/Q8_G* (1024..1029) and FP8 F8_E4M3_B32/B128 (1030, 1031)",
                     what, name, w->ggml_type);
     if (w->quant != nullptr && w->ggml_type != w->quant->ggml_type)
         return fail(st, invalid, "cuda %s: tensor '%s' has ggml type %u but its quant descriptor is for type %u", what,

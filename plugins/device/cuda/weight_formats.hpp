@@ -45,6 +45,9 @@ enum weight_type : uint32_t {
     weight_q8_g32 = 1027,
     weight_q8_g64 = 1028,
     weight_q8_g128 = 1029,
+    // Strata's FP8 formats (plugin_abi.h STRATA_TYPE_F8_E4M3_B*: compressed-tensors / fp8 checkpoints repacked).
+    weight_f8_e4m3_b32 = 1030,
+    weight_f8_e4m3_b128 = 1031,
 };
 
 // Every type above, for the dispatch switches (kernels_matmul.cuh) and the block-shape table: say the list once.
@@ -52,7 +55,7 @@ enum weight_type : uint32_t {
     X(weight_f32) X(weight_f16) X(weight_bf16) X(weight_q8_0) X(weight_q4_0) X(weight_q4_1) X(weight_q5_0)            \
         X(weight_q5_1) X(weight_iq4_nl) X(weight_q2_k) X(weight_q3_k) X(weight_q4_k) X(weight_q5_k) X(weight_q6_k)    \
             X(weight_iq4_xs) X(weight_q4_g32) X(weight_q4_g64) X(weight_q4_g128) X(weight_q8_g32)              \
-                X(weight_q8_g64) X(weight_q8_g128)
+                X(weight_q8_g64) X(weight_q8_g128) X(weight_f8_e4m3_b32) X(weight_f8_e4m3_b128)
 
 inline constexpr int64_t quant_block_elems = 32; // Q8_0 and Q4_0
 inline constexpr int64_t q8_0_block_bytes = 34;  // binary16 scale + 32 int8
@@ -416,6 +419,29 @@ template <> struct format<weight_q4_g128> : group_int_format<4, 128, format<weig
 template <> struct format<weight_q8_g32> : group_int_format<8, 32, format<weight_q8_g32>> {};
 template <> struct format<weight_q8_g64> : group_int_format<8, 64, format<weight_q8_g64>> {};
 template <> struct format<weight_q8_g128> : group_int_format<8, 128, format<weight_q8_g128>> {};
+
+// The value of an OCP e4m3 byte, exact (the FP8 quant plugin's e4m3_to_float): normals rebuilt in float's fields,
+// subnormals m * 2^-9, S.1111.111 NaN.
+STRATA_CUDA_HD float e4m3_value(unsigned q) {
+    const unsigned exponent = (q >> 3) & 15u, mantissa = q & 7u;
+    float v;
+    if (exponent == 15u && mantissa == 7u) v = bits_as_float(0x7fc00000u);
+    else if (exponent == 0u) v = static_cast<float>(mantissa) * 0x1p-9f; // exact
+    else v = bits_as_float((exponent + 120u) << 23 | mantissa << 20);
+    return (q & 0x80u) ? -v : v;
+}
+
+// Strata's FP8 formats: a block of B elements is an f32 scale, then B e4m3 bytes; x = scale * e4m3(q), the quant
+// plugin's dequantize_row expression.
+template <int B, class Self> struct fp8_format : element_wise_load8<Self> {
+    static constexpr int64_t block_elems = B, block_bytes = 4 + B;
+    STRATA_CUDA_HD static float element(const unsigned char *row, int64_t k) {
+        const unsigned char *b = row + (k / B) * block_bytes;
+        return mul_rn(bits_as_float(u32_at(b)), e4m3_value(b[4 + k % B]));
+    }
+};
+template <> struct format<weight_f8_e4m3_b32> : fp8_format<32, format<weight_f8_e4m3_b32>> {};
+template <> struct format<weight_f8_e4m3_b128> : fp8_format<128, format<weight_f8_e4m3_b128>> {};
 
 // Elements per block and bytes per block of a type this device computes on; false for any other type.
 inline bool weight_block_shape(uint32_t type, int64_t &elems, int64_t &bytes) {

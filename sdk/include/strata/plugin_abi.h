@@ -162,7 +162,14 @@ enum {
     STRATA_TYPE_Q4_G128 = 1026,
     STRATA_TYPE_Q8_G32 = 1027,
     STRATA_TYPE_Q8_G64 = 1028,
-    STRATA_TYPE_Q8_G128 = 1029
+    STRATA_TYPE_Q8_G128 = 1029,
+    /* FP8 weights (compressed-tensors and fp8 checkpoints; new type values, no ABI change: a device that does not
+     * know them refuses them in `supports`, one that computes through quant descriptors runs them). A block of B
+     * consecutive elements of a row is an f32 scale, then B OCP e4m3 ("e4m3fn") bytes (sign, 4 exponent bits
+     * biased by 7, 3 mantissa bits; no infinities, S.1111.111 is NaN); w = scale * e4m3(q). Per-tensor,
+     * per-channel and 128x128-block scales all become the scale of each block. */
+    STRATA_TYPE_F8_E4M3_B32 = 1030,
+    STRATA_TYPE_F8_E4M3_B128 = 1031
 };
 
 /* Borrowed view of a 2-D (or 1-D: rows = 1) weight tensor in a quant format. Row-major: `rows` rows of `cols`

@@ -1,0 +1,56 @@
+// Run-time choice between the AVX2 and the scalar kernels of the FP8 formats, and the descriptor table that carries
+// them (STRATA_FORCE_SCALAR set to anything but "" or "0" before the plugin loads forces scalar).
+#include "fp8_formats.hpp"
+
+#include <strata/cpu_features.hpp>
+#include <strata/plugin.hpp>
+
+#include <cstddef>
+
+namespace strata::fp8 {
+
+namespace {
+
+const char *kernel_name_scalar() { return "scalar"; }
+const char *kernel_name_avx2() { return "avx2+fma+f16c"; }
+
+template <uint32_t Type> void dequantize_of(const void *src, float *dst, int64_t n) {
+    dequantize_row(*find_format(Type), src, dst, n);
+}
+template <uint32_t Type> void quantize_of(const float *src, void *dst, int64_t n) {
+    quantize_row(*find_format(Type), src, dst, n);
+}
+template <uint32_t Type> int64_t nonfinite_of(const void *row, int64_t n) {
+    return find_nonfinite(*find_format(Type), row, n);
+}
+
+template <uint32_t Type> strata_quant_desc describe(const char *name, bool avx2) {
+    const format &f = *find_format(Type);
+    strata_quant_desc d{};
+    d.header = plugin::make_header<strata_quant_desc>(STRATA_KIND_QUANT, name, offsetof(strata_quant_desc, kernel_name));
+    d.ggml_type = Type;
+    d.block_elems = static_cast<uint32_t>(f.block);
+    d.block_bytes = f.block_bytes();
+    d.dequantize_row = dequantize_of<Type>;
+    d.quantize_row = quantize_of<Type>;
+    d.dot_f32 = avx2 ? dot_avx2_for(Type) : dot_scalar_for(Type);
+    d.kernel_name = avx2 ? kernel_name_avx2 : kernel_name_scalar;
+    d.find_nonfinite = nonfinite_of<Type>;
+    return d;
+}
+
+} // namespace
+
+const strata_quant_desc *descriptors() {
+    static const strata_quant_desc *table = [] {
+        const bool avx2 = !plugin::scalar_forced_by_environment() && plugin::cpu_has_avx2_fma_f16c();
+        static const strata_quant_desc list[format_count] = {
+            describe<STRATA_TYPE_F8_E4M3_B32>("f8_e4m3_b32", avx2),
+            describe<STRATA_TYPE_F8_E4M3_B128>("f8_e4m3_b128", avx2),
+        };
+        return list;
+    }();
+    return table;
+}
+
+} // namespace strata::fp8
