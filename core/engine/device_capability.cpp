@@ -13,6 +13,9 @@ namespace strata::engine {
 
 namespace {
 
+// The ABI minor that added strata_tensor_view.input_order (GPTQ act-order): older device and model plugins drop it.
+constexpr uint32_t k_input_order_minor = 19;
+
 struct op_slot {
     int32_t op;
     const char *name;
@@ -101,7 +104,7 @@ std::string unsupported_model_shapes(const strata_model_arch_desc &arch, const s
     const strata_model_arch_desc *a = &arch;
     const uint32_t device_minor = device_handle.lib ? device_handle.lib->info->abi_minor : STRATA_ABI_MINOR;
     const bool asks = STRATA_HAS_SLOT(d, supports);
-    if (!asks && device_minor >= 19) return {};
+    if (!asks && device_minor >= k_input_order_minor) return {};
     const char *device_name = device.header.name != nullptr ? device.header.name : "(unnamed)";
     std::vector<std::string> refusals;
     auto ask = [&](strata_support_query q, const std::string &what) {
@@ -119,11 +122,11 @@ std::string unsupported_model_shapes(const strata_model_arch_desc &arch, const s
             if (arch.tensor_at(model, i, &v, &layer) != STRATA_OK) continue;
             const std::string name = v.name != nullptr ? v.name : "(unnamed)";
             if (ask_tensor && !ask_tensor(name)) continue;
-            if (v.input_order != nullptr && device_minor < 19) {
+            if (v.input_order != nullptr && device_minor < k_input_order_minor) {
                 refusals.push_back(fmt::format("tensor '{}': its columns meet the activations in an input order "
-                                               "(GPTQ act-order, plugin ABI 1.19), which this plugin (ABI 1.{}) does "
+                                               "(GPTQ act-order, plugin ABI 1.{}), which this plugin (ABI 1.{}) does "
                                                "not read; update the '{}' plugin",
-                                               name, device_minor, device_name));
+                                               name, k_input_order_minor, device_minor, device_name));
                 continue;
             }
             strata_support_query q{};
@@ -162,12 +165,12 @@ void check_device_offers_model_ops(const strata_model_arch_desc &arch, const str
 void check_model_reads_input_order(const model_file &file, const plugins::handle<strata_model_arch_desc> &arch,
                                    const std::string &path) {
     const uint32_t minor = arch.lib ? arch.lib->info->abi_minor : STRATA_ABI_MINOR;
-    if (minor >= 19) return;
+    if (minor >= k_input_order_minor) return;
     for (const auto &t : file.tensors())
         if (t.input_order)
             fail("{}: tensor '{}' meets the activations in an input order (a GPTQ act-order checkpoint, plugin ABI "
-                 "1.19), which model_arch '{}' (built for ABI 1.{}) does not pass on; update that plugin",
-                 path, t.name, arch.desc->header.name, minor);
+                 "1.{}), which model_arch '{}' (built for ABI 1.{}) does not pass on; update that plugin",
+                 path, t.name, k_input_order_minor, arch.desc->header.name, minor);
 }
 
 } // namespace strata::engine

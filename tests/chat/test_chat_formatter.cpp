@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "error_of.hpp"
 #include "chat/chat_formatter.hpp"
 #include "common/error.hpp"
 
@@ -26,14 +27,7 @@ const json k_chat = {{"messages", json::array({{{"role", "system"}, {"content", 
                                                {{"role", "assistant"}, {"content", "Hello."}},
                                                {{"role", "user"}, {"content", "Bye"}}})}};
 
-template <class F> std::string error_of(F &&f) {
-    try {
-        f();
-    } catch (const strata::error &e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+using strata::testing::error_of;
 
 TEST(chat_formatter, BuiltinFamiliesRenderTheirShapes) {
     EXPECT_EQ(formatter("chatml").render(k_chat),

@@ -1,5 +1,6 @@
 // vLLM-style YAML config files: names resolved through the schema's flags and aliases, the same validation as TOML
 // with file:line, and a file's place in the precedence (below --set and flags).
+#include "error_of.hpp"
 #include "common/error.hpp"
 #include "config/command_line.hpp"
 #include "config/document.hpp"
@@ -14,14 +15,7 @@ using namespace strata::config;
 
 namespace {
 
-std::string error_of(const std::function<void()> &f) {
-    try {
-        f();
-    } catch (const strata::error &e) {
-        return e.what();
-    }
-    return "";
-}
+using strata::testing::error_of;
 
 document resolved(const std::string &yaml) {
     document doc = document::from_yaml_string(yaml, "serve.yaml");

@@ -1,6 +1,7 @@
 // llama-perplexity's KL-divergence base file (core/eval/kl_base_file.hpp): the layout byte for byte (a file built here
 // from llama.cpp's description reads back), round trips within the quantization step, and every damaged file refused
 // with a message that says what is wrong.
+#include "error_of.hpp"
 #include "eval/kl_base_file.hpp"
 
 #include "common/error.hpp"
@@ -29,14 +30,7 @@ fs::path temp_file(const std::string &name) {
     return dir / name;
 }
 
-std::string error_of(const std::function<void()> &f) {
-    try {
-        f();
-    } catch (const strata::error &e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+using strata::testing::error_of;
 
 std::vector<char> bytes_of(const fs::path &p) {
     std::ifstream in(p, std::ios::binary);

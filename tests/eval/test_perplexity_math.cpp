@@ -1,5 +1,6 @@
 // Perplexity and KL-divergence math on synthetic logits (core/eval/perplexity_math.hpp): values known in closed form
 // or computed by hand here, and llama-perplexity's chunking rules.
+#include "error_of.hpp"
 #include "eval/perplexity_math.hpp"
 
 #include "common/error.hpp"
@@ -15,14 +16,7 @@ using namespace strata::eval;
 
 namespace {
 
-std::string error_of(const std::function<void()> &f) {
-    try {
-        f();
-    } catch (const strata::error &e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+using strata::testing::error_of;
 
 std::vector<float> log_probs_of(const std::vector<float> &logits) {
     std::vector<float> out(logits.size());

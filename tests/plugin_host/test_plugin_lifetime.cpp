@@ -1,5 +1,6 @@
 // Objects created by plugins: guarded create (failing and throwing plugins), and libraries staying loaded while
 // anything refers to them.
+#include "error_of.hpp"
 #include "plugin_host/registry.hpp"
 #include "test_host.hpp"
 
@@ -25,14 +26,7 @@ strata::plugins::plugin_ptr<strata_device> create_device(const strata::plugins::
         dev, [&](strata_status *st) { return dev.desc->create(&args, st); }, dev.desc->destroy);
 }
 
-std::string error_of(const std::function<void()> &f) {
-    try {
-        f();
-    } catch (const strata::error &e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+using strata::testing::error_of;
 
 TEST(PluginCreate, FailingCreateReportsPluginStatus) {
     captured_host host;

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "error_of.hpp"
 #include "common/error.hpp"
 #include "tokenizer/hf_tokenizer.hpp"
 #include "vocab_files.hpp"
@@ -121,14 +122,7 @@ TEST(hf_tokenizer, tokenizer_config_overrides_and_names_tokens) {
     EXPECT_EQ(hf.chat_templates[1], std::make_pair(std::string("tool_use"), std::string("B")));
 }
 
-template <class F> std::string error_of(F &&f) {
-    try {
-        f();
-    } catch (const error &e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+using strata::testing::error_of;
 
 std::string refusal(std::string json, const std::string &from, const std::string &to, const std::string &config = "") {
     const size_t at = json.find(from);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "error_of.hpp"
 #include "tokenizer/spm_tokenizer.hpp"
 
 #include "common/error.hpp"
@@ -199,14 +200,7 @@ TEST(spm_merges, unknown_without_byte_tokens) {
     }
 }
 
-template <class F> std::string error_of(F &&f) {
-    try {
-        f();
-    } catch (const error &e) {
-        return e.what();
-    }
-    return "(no error)";
-}
+using strata::testing::error_of;
 
 TEST(spm_bad_vocab, mismatched_sizes) {
     vocab_data v = small_vocab();

@@ -79,10 +79,9 @@ int32_t supports(strata_device *, const strata_support_query *q, char *why, uint
     if (q == nullptr || q->struct_size < sizeof(strata_support_query)) return 1; // nothing to refuse
     if (q->kind != STRATA_SUPPORT_WEIGHT) return 1;
     strata_status st{};
-    // A 3-D tensor holds experts (matmul_id), which takes no input order.
+    // A tensor of experts is read by matmul_id, which takes no input order.
     const strata_tensor_view *w = q->weight;
-    const bool experts = w != nullptr && w->struct_size >= offsetof(strata_tensor_view, ne) + sizeof(w->ne) &&
-                         w->n_dims >= 3 && w->ne[2] > 1;
+    const bool experts = strata::plugin::holds_experts(w);
     if (check_tensor(w, experts ? "matmul_id" : "matmul", true, &st, !experts) == STRATA_OK) return 1;
     if (why != nullptr && why_cap > 0) std::snprintf(why, why_cap, "%s", st.message);
     return 0;

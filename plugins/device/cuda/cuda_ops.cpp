@@ -445,10 +445,9 @@ int32_t supports(strata_device *, const strata_support_query *q, char *why, uint
     int32_t rc = STRATA_OK;
     switch (q->kind) {
     case STRATA_SUPPORT_WEIGHT: {
-        // A 3-D tensor holds experts (matmul_id), which takes no input order.
+        // A tensor of experts is read by matmul_id, which takes no input order.
         const strata_tensor_view *w = q->weight;
-        const bool experts = w != nullptr && w->struct_size >= offsetof(strata_tensor_view, ne) + sizeof(w->ne) &&
-                             w->n_dims >= 3 && w->ne[2] > 1;
+        const bool experts = strata::plugin::holds_experts(w);
         rc = check_tensor(w, experts ? "matmul_id" : "matmul", &st, false, !experts);
         break;
     }

@@ -115,6 +115,13 @@ inline const int32_t *input_order_of(const strata_tensor_view *w) {
                : nullptr;
 }
 
+// Whether the view is a 3-D tensor of several experts (ABI 1.17's n_dims / ne: [cols, rows per expert, experts]),
+// which only matmul_id reads; false when it has one expert or the view predates the fields.
+inline bool holds_experts(const strata_tensor_view *w) {
+    return w != nullptr && w->struct_size >= offsetof(strata_tensor_view, ne) + sizeof(w->ne) && w->n_dims >= 3 &&
+           w->ne[2] > 1;
+}
+
 // Fills a descriptor header: required_size is the offset of the first optional slot.
 template <class Desc> constexpr strata_descriptor_header make_header(strata_kind kind, const char *name, size_t required_size) {
     return strata_descriptor_header{static_cast<uint32_t>(sizeof(Desc)), static_cast<uint32_t>(required_size),
