@@ -2,12 +2,13 @@
 
 #include "common/error.hpp"
 
-#include <fmt/format.h>
 #include "model_file/json_input.hpp"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <optional>
 #include <set>
 
 namespace strata {
@@ -232,6 +233,9 @@ void map_gemma_keys(config_keys &c, const hf_architecture &a, int64_t embd_per_h
     if (!g2) out.set_u32(p + "attention.sliding_window_pattern", period, "sliding_window_pattern");
     if (auto base = c.number("rope_local_base_freq")) {
         if (g2) fail("{}: rope_local_base_freq is not a Gemma 2 setting", origin);
+        if (auto set = out.get_float(p + "rope.freq_base_swa"); set && *set != static_cast<float>(*base))
+            fail("{}: rope_local_base_freq {} and rope_parameters.sliding_attention.rope_theta {} disagree", origin,
+                 *base, *set);
         out.set_f32(p + "rope.freq_base_swa", *base, "rope_local_base_freq");
     }
     c.raw("cache_implementation"); // how transformers caches, not what the model computes
@@ -319,19 +323,54 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
     // RoPE: rope_theta (or transformers 5's rope_parameters), then its scaling.
     double theta = c.number("rope_theta").value_or(a.rope_theta);
     const json *params = c.raw("rope_parameters");
+    // transformers 5 keys rope_parameters by layer type where some layers are windowed (Gemma 3): the global
+    // layers' parameters are the model's RoPE, the windowed layers' a plain RoPE with a base of their own.
+    std::optional<double> sliding_theta;
+    if (params != nullptr && params->is_object() &&
+        (params->contains("full_attention") || params->contains("sliding_attention"))) {
+        for (auto it = params->begin(); it != params->end(); ++it)
+            if (it.key() != "full_attention" && it.key() != "sliding_attention")
+                fail("{}: rope_parameters.{}: Strata reads RoPE parameters per layer type for full_attention and "
+                     "sliding_attention only", origin, it.key());
+        const auto full = params->find("full_attention");
+        if (full == params->end() || !full->is_object())
+            fail("{}: rope_parameters is keyed by layer type but has no full_attention object", origin);
+        if (const auto sliding = params->find("sliding_attention"); sliding != params->end()) {
+            if (!sliding->is_object()) fail("{}: rope_parameters.sliding_attention is {}, expected an object", origin, brief_json(*sliding));
+            for (auto it = sliding->begin(); it != sliding->end(); ++it) {
+                const bool plain = it.key() == "rope_type" && it->is_string() && it->get<std::string>() == "default";
+                if (it.key() == "rope_theta" && it->is_number()) sliding_theta = it->get<double>();
+                else if (!plain)
+                    fail("{}: rope_parameters.sliding_attention.{} = {} is not implemented; the windowed layers' RoPE "
+                         "is plain (rope_type default) with its rope_theta", origin, it.key(), brief_json(*it));
+            }
+        }
+        params = &*full;
+    }
     if (params != nullptr && params->is_object()) {
         if (auto it = params->find("rope_theta"); it != params->end() && it->is_number()) theta = it->get<double>();
     }
     if (!(theta > 0 && theta < 1e12)) fail("{}: rope_theta {} is not a positive RoPE base", origin, theta);
     out.set_f32(p + "rope.freq_base", theta, "rope_theta");
+    if (sliding_theta && *sliding_theta != theta) {
+        if (std::string_view(a.arch) != "gemma3")
+            fail("{}: rope_parameters gives the windowed layers the RoPE base {} and the others {}; one base per "
+                 "model for {}", origin, *sliding_theta, theta, a.hf_name);
+        if (!(*sliding_theta > 0 && *sliding_theta < 1e12))
+            fail("{}: rope_parameters.sliding_attention.rope_theta {} is not a positive RoPE base", origin, *sliding_theta);
+        if (auto local = out.get_float(p + "rope.freq_base_swa"); local && *local != static_cast<float>(*sliding_theta))
+            fail("{}: rope_local_base_freq {} and rope_parameters.sliding_attention.rope_theta {} disagree", origin,
+                 *local, *sliding_theta);
+        out.set_f32(p + "rope.freq_base_swa", *sliding_theta, "rope_parameters.sliding_attention.rope_theta");
+    }
     cfg.n_ctx = static_cast<int64_t>(out.get_uint(p + "context_length").value_or(0));
     cfg.rope_dims = static_cast<int64_t>(out.get_uint(p + "rope.dimension_count").value_or(head_dim));
     if (auto v = c.count("original_max_position_embeddings")) { // Phi-3 keeps it beside rope_scaling
         cfg.n_ctx_orig = static_cast<int64_t>(*v);
         out.set_u32(p + "rope.scaling.original_context_length", *v, "original_max_position_embeddings");
     }
-    for (const char *block : {"rope_scaling", "rope_parameters"})
-        if (const json *rs = c.raw(block); rs != nullptr && rs->is_object())
+    for (const json *rs : {c.raw("rope_scaling"), params})
+        if (rs != nullptr && rs->is_object())
             if (auto it = rs->find("original_max_position_embeddings"); it != rs->end() && it->is_number_unsigned())
                 cfg.n_ctx_orig = static_cast<int64_t>(it->get<uint64_t>());
     if (const json *rs = c.raw("rope_scaling")) map_rope_scaling(*rs, p, theta, static_cast<int64_t>(head_dim), cfg, out, origin);

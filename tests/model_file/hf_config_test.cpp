@@ -116,6 +116,36 @@ TEST(HfConfig, Gemma3LayerTypesBecomeTheWindowPattern) {
               std::string::npos);
 }
 
+// transformers 5's rope_parameters keyed by layer type (Gemma 3): the global layers' base and scaling are the model's,
+// the windowed layers' base is their own; anything but a plain RoPE on the windowed layers is refused.
+TEST(HfConfig, Gemma3RopeParametersByLayerTypeGiveBothBases) {
+    const std::string base = R"({"architectures":["Gemma3ForCausalLM"],"model_type":"gemma3_text","hidden_size":64,)"
+                             R"("intermediate_size":128,"num_hidden_layers":6,"num_attention_heads":4,"head_dim":16,)"
+                             R"("query_pre_attn_scalar":16,"rope_parameters":)";
+    metadata_table m("config.json");
+    map_hf_config(base + R"({"sliding_attention":{"rope_type":"default","rope_theta":10000.0},)"
+                         R"("full_attention":{"rope_type":"linear","factor":8.0,"rope_theta":1000000.0}}})",
+                  "dir/config.json", m);
+    EXPECT_DOUBLE_EQ(*m.get_float("gemma3.rope.freq_base"), 1000000.0);
+    EXPECT_DOUBLE_EQ(*m.get_float("gemma3.rope.freq_base_swa"), 10000.0);
+    EXPECT_EQ(*m.get_string("gemma3.rope.scaling.type"), "linear");
+    EXPECT_DOUBLE_EQ(*m.get_float("gemma3.rope.scaling.factor"), 8.0);
+    const std::string scaled = error_of(base + R"({"sliding_attention":{"rope_type":"linear","factor":2},"full_attention":{}}})");
+    EXPECT_NE(scaled.find("the windowed layers' RoPE is plain"), std::string::npos) << scaled;
+    EXPECT_NE(error_of(base + R"({"sliding_attention":{"rope_theta":10000.0}}})").find("no full_attention"),
+              std::string::npos);
+    EXPECT_NE(error_of(base + R"({"full_attention":{},"chunked_attention":{}}})").find("rope_parameters.chunked_attention"),
+              std::string::npos);
+    const std::string two_local = error_of(base + R"({"full_attention":{},"sliding_attention":{"rope_theta":5000}},"rope_local_base_freq":10000})");
+    EXPECT_NE(two_local.find("disagree"), std::string::npos) << two_local;
+    // A model with one RoPE base refuses two.
+    EXPECT_NE(error_of(R"({"architectures":["Gemma2ForCausalLM"],"hidden_size":64,"intermediate_size":128,)"
+                       R"("num_hidden_layers":6,"num_attention_heads":4,"head_dim":16,"query_pre_attn_scalar":16,)"
+                       R"("rope_parameters":{"full_attention":{"rope_theta":10000},"sliding_attention":{"rope_theta":500}}})")
+                  .find("one base per model"),
+              std::string::npos);
+}
+
 // Keys real Gemma 2 9B / Gemma 3 (transformers >= 4.53) / Phi-4-mini configs carry, at the values those models have;
 // any other value is refused.
 TEST(HfConfig, RealConfigsExtraKeysAreReadAndCheckedNotRefusedUnread) {
