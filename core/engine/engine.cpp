@@ -45,6 +45,7 @@ void engine::init() {
     if (opts_.model_path.empty()) {
         fail("no model given: set [model] path in the config or pass --model FILE.gguf (or an HF checkpoint folder)");
     }
+    check_quantization_before_load(opts_.quantization, opts_.model_path);
     file_ = open_model_file(opts_.model_path, opts_.file_open, opts_.plan_only);
     check_quantization(*file_, opts_.quantization, opts_.model_path);
     if (opts_.check_tensors && !opts_.plan_only) check_tensors(*file_, registry_, opts_.model_path);

@@ -2,9 +2,13 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/text_file.hpp"
+#include "model_file/json_input.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <map>
 
 namespace strata::engine {
@@ -23,10 +27,40 @@ std::string tensor_types(const model_file &file) {
     return out;
 }
 
+bool accepts_any(const std::string &quantization) {
+    return quantization == "auto" || quantization == "None" || quantization.empty();
+}
+
+// A named method against the checkpoint's own (config.json's quantization_config.quant_method).
+void check_method(std::string_view method, const std::string &quantization, const std::string &path) {
+    // vLLM's names for the same checkpoints: its Marlin kernels read GPTQ and AWQ checkpoints as they are.
+    if (quantization == method || quantization == std::string(method) + "_marlin") return;
+    fail("--quantization {}: {} is a {} checkpoint (config.json's quantization_config); drop --quantization "
+         "(auto) or pass --quantization {}", quantization, path, method, method);
+}
+
 } // namespace
 
+void check_quantization_before_load(const std::string &quantization, const std::string &path) {
+    if (accepts_any(quantization) || quantization == "gguf") return;
+    std::error_code ec;
+    const std::filesystem::path config = std::filesystem::path(path) / "config.json";
+    if (!std::filesystem::is_regular_file(config, ec)) return;
+    try {
+        const nlohmann::json j = parse_json_input(read_text_file(config), config.string());
+        const auto qc = j.find("quantization_config");
+        if (qc == j.end() || !qc->is_object()) return;
+        const auto method = qc->find("quant_method");
+        if (method != qc->end() && method->is_string()) check_method(method->get<std::string>(), quantization, path);
+    } catch (const nlohmann::json::exception &) {
+        // the full read reports what is wrong with config.json
+    } catch (const strata::error &e) {
+        if (std::string_view(e.what()).starts_with("--quantization")) throw;
+    }
+}
+
 void check_quantization(const model_file &file, const std::string &quantization, const std::string &path) {
-    if (quantization == "auto" || quantization == "None" || quantization.empty()) return;
+    if (accepts_any(quantization)) return;
     if (quantization == "gguf") {
         if (const std::string_view method = file.quantization(); !method.empty())
             fail("--quantization gguf: {} is a {} checkpoint (config.json's quantization_config); drop --quantization "
@@ -35,13 +69,7 @@ void check_quantization(const model_file &file, const std::string &quantization,
         fail("--quantization gguf: {} is an HF {} checkpoint, not a GGUF file; drop --quantization (auto)", path,
              file.format());
     }
-    const std::string_view method = file.quantization();
-    if (!method.empty()) {
-        // vLLM's names for the same checkpoints: its Marlin kernels read GPTQ and AWQ checkpoints as they are.
-        if (quantization == method || quantization == std::string(method) + "_marlin") return;
-        fail("--quantization {}: {} is a {} checkpoint (config.json's quantization_config); drop --quantization "
-             "(auto) or pass --quantization {}", quantization, path, method, method);
-    }
+    if (const std::string_view method = file.quantization(); !method.empty()) return check_method(method, quantization, path);
     if (file.format() == "gguf")
         fail("--quantization {}: {} is a GGUF file holding {}; '{}' names a format of Hugging Face checkpoints. Drop "
              "--quantization (auto) or pass --quantization gguf",

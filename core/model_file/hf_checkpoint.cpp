@@ -190,8 +190,9 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
             if (t.type == 0)
                 fail("{}: '{}' has {} inputs, which group_size {} does not divide", name_, hf, t.ne[0], quant.group_size);
             // An act-order checkpoint's layers (desc_act) carry their input order, unless their g_idx turns out
-            // to keep the groups in place (known only from the weights).
-            t.input_order = quant.desc_act && quant.group_size > 0 && quant.group_size < t.ne[0];
+            // to keep the groups in place (known only from the weights; always so with static_groups, whose groups
+            // AutoGPTQ fixes on the columns before it permutes them).
+            t.input_order = quant.desc_act && !quant.static_groups && quant.group_size > 0 && quant.group_size < t.ne[0];
             t.n_bytes = repacked_bytes(t.type, t.ne[1], t.ne[0], t.input_order);
         }
         largest = std::max(largest, t.n_bytes);

@@ -31,7 +31,7 @@ using json = nlohmann::json;
 // Keys of quantization_config that describe how the checkpoint was made, not how to run it (AutoGPTQ, GPTQModel,
 // AutoAWQ and transformers' GPTQConfig / AwqConfig write them); vLLM ignores them too.
 const std::set<std::string, std::less<>> k_inert_quant_keys = {
-    "damp_percent", "damp_auto_increment", "true_sequential", "static_groups", "model_name_or_path",
+    "damp_percent", "damp_auto_increment", "true_sequential", "model_name_or_path",
     "model_file_base_name", "meta", "mse", "tokenizer", "dataset", "use_cuda_fp16", "model_seqlen",
     "block_name_to_quantize", "module_name_preceding_first_block", "batch_size", "pad_token_id", "use_exllama",
     "max_input_length", "exllama_config", "cache_block_outputs", "modules_in_block_to_quantize", "backend",
@@ -92,6 +92,7 @@ hf_quantization read_quantization_config(const json &qc, const std::string &orig
         q.bits = static_cast<int>(k.integer("bits").value_or(0));
         q.group_size = checked_group(k.integer("group_size").value_or(128), origin);
         q.desc_act = k.flag("desc_act").value_or(false);
+        q.static_groups = k.flag("static_groups").value_or(false);
         q.sym = k.flag("sym").value_or(true);
         const std::string format = k.text("checkpoint_format").value_or("gptq");
         if (format != "gptq" && format != "gptq_v2")

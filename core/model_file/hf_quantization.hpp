@@ -22,6 +22,7 @@ struct hf_quantization {
     int bits = 0;                 // 4 or 8 (FP8: 8)
     int64_t group_size = 0;       // elements per group along the input; -1: one group per row
     bool desc_act = false;        // GPTQ's act-order: g_idx may permute the inputs among the groups
+    bool static_groups = false;   // GPTQ's groups fixed before act-order's permutation: g_idx then keeps them in place
     bool sym = true;              // GPTQ's symmetric zero points: qzeros must then all hold the middle value
     bool zeros_minus_one = false; // AutoGPTQ's checkpoint format "gptq" (v1) stores each zero point minus one
     bool quantized_lm_head = false; // a plan from config.json alone counts lm_head as quantized

@@ -6,6 +6,7 @@
 // g_idx permutes the inputs among the groups, keep their input order beside the weights and the devices gather the
 // activations through it. The plan of a config.json-only folder shows the repacked bytes; --quantization must name
 // the checkpoint's method.
+#include "error_of.hpp"
 #include "engine/device_capability.hpp"
 #include "engine/requested_formats.hpp"
 #include "engine_fixture.hpp"
@@ -28,15 +29,7 @@ namespace {
 using namespace strata::testing;
 namespace fs = std::filesystem;
 
-// What `f` throws (strata::error's text), or "accepted".
-template <class F> std::string error_of(F &&f) {
-    try {
-        f();
-    } catch (const strata::error &e) {
-        return e.what();
-    }
-    return "accepted";
-}
+using strata::testing::error_of;
 
 struct quant_case {
     const char *name;
@@ -144,6 +137,15 @@ TEST(HfQuantizedCheckpoint, QuantizationFlagMustNameTheCheckpointsMethod) {
     EXPECT_NE(awq.find("is a gptq checkpoint"), std::string::npos) << awq;
     const auto plain = strata::open_model_file(dequantized, {});
     EXPECT_THROW(strata::engine::check_quantization(*plain, "gptq", dequantized), strata::error);
+    // The same refusal from config.json alone, before any shard is read or repacked (a folder without shards).
+    const fs::path only = fs::path(STRATA_BINARY_DIR) / "test-models" / "hfq-gptq-quantization-flag-config-only";
+    fs::create_directories(only);
+    fs::copy_file(fs::path(quantized) / "config.json", only / "config.json", fs::copy_options::overwrite_existing);
+    const std::string early = error_of([&] { strata::engine::check_quantization_before_load("awq", only.string()); });
+    EXPECT_NE(early.find("--quantization awq: " + only.string() + " is a gptq checkpoint"), std::string::npos) << early;
+    EXPECT_EQ(error_of([&] { strata::engine::check_quantization_before_load("gptq_marlin", only.string()); }), "(no error)");
+    const std::string missing = dequantized + "-missing";
+    EXPECT_EQ(error_of([&] { strata::engine::check_quantization_before_load("awq", missing); }), "(no error)");
     // vLLM's names for FP8 checkpoints: the config's own method.
     const auto [ct, ct_float] = quantized_hf("hfq-ct_fp8_channel", quantizable_llama_hf(), "--method compressed-tensors --scheme channel");
     ASSERT_FALSE(ct.empty());
@@ -176,6 +178,19 @@ TEST(HfQuantizedCheckpoint, AnActOrderPlanFromConfigJsonAloneCountsTheInputOrder
         ordered += t.input_order ? 1 : 0;
     }
     EXPECT_EQ(ordered, 5 * 7) << "every projection of the 5 layers";
+    // With static_groups AutoGPTQ fixes the groups on the columns before permuting them, so g_idx keeps them in
+    // place: no layer carries an order, and the plan does not count one.
+    std::string config;
+    {
+        std::ifstream in(only / "config.json");
+        config.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const size_t at = config.find("\"static_groups\": false");
+    ASSERT_NE(at, std::string::npos);
+    config.replace(at, std::string("\"static_groups\": false").size(), "\"static_groups\": true");
+    std::ofstream(only / "config.json") << config;
+    const auto static_planned = strata::open_model_file(only.string(), {}, true);
+    for (const auto &t : static_planned->tensors()) EXPECT_FALSE(t.input_order) << t.name;
     // A model plugin built before ABI 1.19 would pass views without the order on: refused at load, by name.
     strata_plugin_info info{};
     info.abi_major = 1;
@@ -189,7 +204,7 @@ TEST(HfQuantizedCheckpoint, AnActOrderPlanFromConfigJsonAloneCountsTheInputOrder
     const std::string e = error_of([&] { strata::engine::check_model_reads_input_order(loaded, old, "m"); });
     EXPECT_NE(e.find("which model_arch 'old' (built for ABI 1.18) does not pass on"), std::string::npos) << e;
     info.abi_minor = 19;
-    EXPECT_EQ(error_of([&] { strata::engine::check_model_reads_input_order(loaded, old, "m"); }), "accepted");
+    EXPECT_EQ(error_of([&] { strata::engine::check_model_reads_input_order(loaded, old, "m"); }), "(no error)");
 }
 
 // A quantized layer Strata has no name for (its parts renamed in the header, same lengths so the offsets hold) is
