@@ -22,9 +22,12 @@ enum class hf_presence {
     qk_norm,   // the architecture's qk_norm
 };
 
-// One tensor name pair; "{L}" stands for the layer index in both. `shape` is the HF shape (outermost first) in
-// terms of config.json: vocab, embd (hidden_size), q (heads x head_dim), kv (KV heads x head_dim), qkv (q + 2 kv),
-// ff (intermediate_size), ff2 (2 x ff), head (head_dim).
+// One tensor name pair; "{L}" stands for the layer index in both. An expert row's HF name also holds "{E}", the
+// expert's index: the checkpoint has one matrix per expert, GGUF (and Strata) one 3-D tensor [cols, rows, experts]
+// stacking them in expert order. `shape` is the HF shape (outermost first; an expert row's is one expert's) in terms
+// of config.json: vocab, embd (hidden_size), q (heads x head_dim), kv (KV heads x head_dim), qkv (q + 2 kv), ff
+// (intermediate_size), ff2 (2 x ff), head (head_dim), experts (the expert count), ff_exp (moe_intermediate_size),
+// ff_shexp (shared_expert_intermediate_size), one (1).
 struct hf_name_pair {
     const char *hf;
     const char *gguf;
@@ -55,6 +58,16 @@ struct hf_architecture {
     // Embedding rows beyond the tokenizer's tokens are cut off (llama.cpp's Gemma3Model: "remove OOV rows") rather
     // than becoming unused [PAD] tokens.
     bool trim_vocab = false;
+    // Mixtures of experts: the config.json key of the expert count (nullptr: a dense model); whether the experts'
+    // inner size is moe_intermediate_size (Qwen) rather than intermediate_size (Mixtral); whether a shared expert
+    // runs beside them (shared_expert_intermediate_size); and norm_topk_prob, the config class's default and what the
+    // GGUF architecture computes (the selected experts' weights renormalised to sum 1 or not): a config.json that
+    // asks otherwise is refused.
+    const char *expert_count_key = nullptr;
+    bool expert_ff_key = false;
+    bool shared_expert = false;
+    bool norm_topk_prob_default = true;
+    bool norm_topk_prob_computed = true;
     const std::vector<hf_name_pair> *names = nullptr;
 };
 
@@ -64,15 +77,21 @@ const hf_architecture *find_hf_architecture_for_gguf(std::string_view gguf_arch)
 // "LlamaForCausalLM, MistralForCausalLM, ..." for messages.
 std::string hf_architecture_names();
 
-// HF -> GGUF tensor name ("model.layers.3.mlp.up_proj.weight" -> "blk.3.ffn_up.weight"); nullopt when unmapped.
+// HF -> GGUF tensor name ("model.layers.3.mlp.up_proj.weight" -> "blk.3.ffn_up.weight"; an expert's matrix -> the
+// stacked tensor it is part of); nullopt when unmapped.
 std::optional<std::string> gguf_tensor_name(const hf_architecture &a, std::string_view hf_name);
-// GGUF -> HF, for writers of HF checkpoints (tools/hf_export); nullopt when unmapped.
-std::optional<std::string> hf_tensor_name(const hf_architecture &a, std::string_view gguf_name);
+// The expert index of an expert row's HF name ("...experts.5.w1.weight" -> 5); nullopt for any other name.
+std::optional<int64_t> hf_expert_index(const hf_architecture &a, std::string_view hf_name);
+// GGUF -> HF, for writers of HF checkpoints (tools/hf_export): a stacked expert tensor's `expert`-th matrix (expert
+// >= 0), or any other tensor (expert -1); nullopt when unmapped or when `expert` does not fit the row.
+std::optional<std::string> hf_tensor_name(const hf_architecture &a, std::string_view gguf_name, int64_t expert = -1);
 
 // The table row an HF name matches; nullptr when none.
 const hf_name_pair *find_hf_name_pair(const hf_architecture &a, std::string_view hf_name);
-// The row's HF name for `layer` (rows without "{L}" ignore it).
-std::string hf_name_in_layer(const hf_name_pair &n, int64_t layer);
+// Whether the row is one expert's matrix of a stacked tensor ("{E}" in its HF name).
+bool is_expert_row(const hf_name_pair &n);
+// The row's HF name for `layer` and `expert` (rows without "{L}" / "{E}" ignore them).
+std::string hf_name_in_layer(const hf_name_pair &n, int64_t layer, int64_t expert = 0);
 
 // HF tensors that hold no weight of the model (a cached RoPE table old checkpoints carry): skipped with a note.
 bool is_hf_buffer_tensor(std::string_view hf_name);

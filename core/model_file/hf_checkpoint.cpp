@@ -2,20 +2,23 @@
 
 #include "common/error.hpp"
 #include "common/half.hpp"
-#include "common/text_file.hpp"
 #include "common/log.hpp"
+#include "common/progress.hpp"
+#include "common/text_file.hpp"
+#include "model_file/json_input.hpp"
 #include "tokenizer/hf_tokenizer.hpp"
 
 #include <fmt/format.h>
-#include "model_file/json_input.hpp"
-
 #include <nlohmann/json.hpp>
 
-#include <cstring>
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 namespace strata {
 
@@ -79,6 +82,10 @@ std::unique_ptr<hf_checkpoint> hf_checkpoint::open(const std::string &folder, co
              "tokenizer.json (huggingface-cli download MODEL --local-dir FOLDER)", folder);
     std::unique_ptr<hf_checkpoint> c(new hf_checkpoint(folder));
     const hf_config cfg = map_hf_config(read_text_file(config), config.string(), c->meta_);
+    if (!cfg.quant.method.empty() && cfg.architecture->expert_count_key != nullptr)
+        fail("{}: a {} checkpoint of a mixture of experts ({}) is not implemented yet (each expert's quantized "
+             "matrices would have to be stacked); use its unquantized checkpoint or a GGUF", folder, cfg.quant.method,
+             cfg.architecture->hf_name);
     c->trim_vocab_ = cfg.architecture->trim_vocab;
     c->meta_.set_string("general.name", fs::path(folder).lexically_normal().filename().string().empty()
                                             ? fs::path(folder).lexically_normal().parent_path().filename().string()
@@ -121,6 +128,10 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
         if (d == "qkv") return (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim;
         if (d == "ff") return cfg.n_ff;
         if (d == "ff2") return 2 * cfg.n_ff;
+        if (d == "experts") return cfg.n_expert;
+        if (d == "ff_exp") return cfg.n_ff_exp;
+        if (d == "ff_shexp") return cfg.n_ff_shexp;
+        if (d == "one") return 1;
         return cfg.head_dim; // "head"
     };
     auto present = [&](hf_presence p) { return expected_in_checkpoint(a, cfg, p); };
@@ -134,6 +145,7 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
     } else {
         for (const hf_name_pair &n : *a.names) {
             if (!present(n.presence)) continue;
+            // An expert row stands for its stacked tensor: expert 0's name per layer.
             if (std::string_view(n.hf).find("{L}") == std::string_view::npos) names.push_back(n.hf);
             else
                 for (int64_t l = 0; l < cfg.n_layer; ++l) names.push_back(hf_name_in_layer(n, l));
@@ -171,9 +183,12 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
         const hf_name_pair *row = find_hf_name_pair(a, hf);
         if (row == nullptr)
             fail("{}: the index names '{}', which has no meaning Strata knows for {}", name_, hf, a.hf_name);
+        // The experts of a layer are one stacked tensor: counted once, at expert 0.
+        if (hf_expert_index(a, hf).value_or(0) != 0) continue;
         gguf::tensor_info t;
         t.name = *gguf_tensor_name(a, hf);
         std::vector<int64_t> shape;
+        if (is_expert_row(*row)) shape.push_back(cfg.n_expert);
         for (std::string_view rest = row->shape; !rest.empty();) {
             const size_t comma = rest.find(',');
             shape.push_back(dim(rest.substr(0, comma)));
@@ -252,6 +267,8 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
             fail("{}: '{}' appears twice (the second time as '{}')", name_, t.name, from);
         tensors_.push_back(std::move(t));
     };
+    // Each stacked expert tensor's per-expert matrices, by its GGUF name, in expert order.
+    std::map<std::string, std::vector<const safetensors_tensor *>> experts;
     // Quantized layers by prefix ("model.layers.0.mlp.down_proj"), with the shard that holds their qweight (GPTQ /
     // AWQ) or e4m3 weight (FP8).
     std::map<std::string, std::pair<quantized_linear, std::string>> quantized;
@@ -295,6 +312,15 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
                 unmapped.push_back(st.name);
                 continue;
             }
+            if (const auto e = hf_expert_index(a, st.name)) {
+                auto &members = experts[*gname];
+                if (*e >= cfg.n_expert)
+                    fail("{}: '{}' is expert {}, but config.json's {} is {}", shard.name(), st.name, *e,
+                         a.expert_count_key, cfg.n_expert);
+                members.resize(static_cast<size_t>(cfg.n_expert), nullptr);
+                members[static_cast<size_t>(*e)] = &st;
+                continue;
+            }
             const int32_t type = ggml_type_of_dtype(st.dtype);
             if (type < 0)
                 fail("{}: tensor '{}' is {}; Strata reads F32, F16 and BF16 safetensors weights (quantized ones need "
@@ -331,6 +357,7 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
             add(std::move(t), st.name);
         }
     }
+    stack_experts(experts);
     if (is_quantized && quantized.empty())
         fail("{}: config.json's quantization_config says {}, but no tensor is quantized (no {}); the checkpoint and "
              "its config.json disagree", name_, cfg.quant.method, fp8 ? "F8_E4M3 .weight" : ".qweight");
@@ -412,6 +439,73 @@ uint32_t hf_checkpoint::add_repacked(const hf_config &cfg, const std::string &pr
         fail("{}: '{}' is quantized and also stored as '{}.weight'; remove one", name_, prefix, prefix);
     tensors_.push_back(std::move(t));
     return r.type;
+}
+
+void hf_checkpoint::stack_experts(const std::map<std::string, std::vector<const safetensors_tensor *>> &experts) {
+    if (experts.empty()) return;
+    struct stack {
+        std::string name;
+        std::vector<const safetensors_tensor *> members;
+        uint8_t *to = nullptr;
+    };
+    std::vector<stack> stacks;
+    uint64_t total = 0;
+    for (const auto &[gname, members] : experts) {
+        const safetensors_tensor *first = members[0];
+        for (size_t e = 0; e < members.size(); ++e) {
+            const safetensors_tensor *m = members[e];
+            if (m == nullptr)
+                fail("{}: expert {} of '{}' is missing (the checkpoint holds {} of its {} experts); the download is "
+                     "incomplete", name_, e, gname, std::count_if(members.begin(), members.end(), [](auto *x) { return x != nullptr; }),
+                     members.size());
+            if (m->dtype != first->dtype || m->shape != first->shape || m->shape.size() != 2)
+                fail("{}: '{}' is {} [{}] but '{}' is {} [{}]; the experts of a layer are matrices of one shape and dtype",
+                     name_, m->name, m->dtype, fmt::join(m->shape, ", "), first->name, first->dtype,
+                     fmt::join(first->shape, ", "));
+        }
+        const int32_t type = ggml_type_of_dtype(first->dtype);
+        if (type < 0)
+            fail("{}: tensor '{}' is {}; Strata reads F32, F16 and BF16 expert weights", name_, first->name, first->dtype);
+        gguf::tensor_info t;
+        t.name = gname;
+        t.n_dims = 3;
+        t.ne[0] = first->shape[1];
+        t.ne[1] = first->shape[0];
+        t.ne[2] = static_cast<int64_t>(members.size());
+        t.type = static_cast<uint32_t>(type);
+        t.n_bytes = first->n_bytes * members.size();
+        stacked_.emplace_back(new uint8_t[t.n_bytes]);
+        t.data = stacked_.back().get();
+        stacks.push_back({gname, members, stacked_.back().get()});
+        total += t.n_bytes;
+        if (!index_.emplace(t.name, tensors_.size()).second) fail("{}: '{}' appears twice", name_, t.name);
+        tensors_.push_back(std::move(t));
+    }
+    // One copy per expert matrix, on one thread per core, with a progress line over the bytes.
+    progress bar(fmt::format("stacking {} expert tensors ({:.1f} MiB)", stacks.size(), static_cast<double>(total) / 1048576.0), total);
+    std::mutex bar_mutex;
+    uint64_t done = 0;
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        for (size_t i = next++; i < stacks.size(); i = next++) {
+            uint8_t *to = stacks[i].to;
+            for (const safetensors_tensor *m : stacks[i].members) {
+                std::memcpy(to, m->data, m->n_bytes);
+                to += m->n_bytes;
+            }
+            std::lock_guard lock(bar_mutex);
+            done += static_cast<uint64_t>(to - stacks[i].to);
+            bar.update(done);
+        }
+    };
+    {
+        std::vector<std::jthread> pool;
+        for (unsigned t = 1; t < std::max(1u, std::thread::hardware_concurrency()); ++t) pool.emplace_back(work);
+        work();
+    }
+    bar.finish();
+    log::info("model", "{}: {} expert tensors stacked from their per-expert matrices ({:.1f} MiB copied once into "
+                       "memory, as GGUF stores them)", name_, stacks.size(), static_cast<double>(total) / 1048576.0);
 }
 
 void hf_checkpoint::add_computed_tensors() {

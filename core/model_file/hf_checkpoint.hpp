@@ -73,6 +73,8 @@ class hf_checkpoint final : public model_file {
     bool has_weights() const;
     void shapes_from_config(const hf_config &cfg);
     void add_computed_tensors(); // computed_ as F32 tensors
+    // Each layer's per-expert matrices copied, in expert order, into one 3-D tensor as GGUF holds them.
+    void stack_experts(const std::map<std::string, std::vector<const safetensors_tensor *>> &experts);
     // A GPTQ / AWQ / FP8 layer's parts repacked into one weight named by its .weight's GGUF name; its type.
     uint32_t add_repacked(const hf_config &cfg, const std::string &prefix, repacked_weight r);
 
@@ -82,6 +84,7 @@ class hf_checkpoint final : public model_file {
     mapped_file zeros_; // shapes_only: every tensor's data
     std::vector<computed_tensor> computed_; // rope_freqs from config.json, 1-D tensors widened to F32
     std::vector<std::vector<uint8_t>> repacked_; // GPTQ / AWQ layers in group-integer blocks, FP8 ones in FP8 blocks
+    std::vector<std::unique_ptr<uint8_t[]>> stacked_; // mixtures' expert tensors, stacked
     std::string quant_method_;
     std::vector<gguf::tensor_info> tensors_;
     std::unordered_map<std::string, size_t> index_;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -25,7 +26,9 @@ const std::set<std::string, std::less<>> k_inert = {
     "_attn_implementation", "output_attentions", "output_hidden_states", "return_dict", "tie_encoder_decoder",
     "torchscript", "use_bfloat16", "pruned_heads", "chunk_size_feed_forward", "is_encoder_decoder", "id2label",
     "label2id", "problem_type", "tokenizer_class", "max_length", "residual_dropout", "embedding_dropout",
-    "resid_pdrop", "embd_pdrop", "attention_bias_dropout", "auto_map"};
+    "resid_pdrop", "embd_pdrop", "attention_bias_dropout", "auto_map",
+    // mixtures of experts: the training loss on routing, and its logits as an output
+    "router_aux_loss_coef", "output_router_logits", "router_jitter_noise"};
 
 // config.json's keys (json_keys), with what only config.json has: required sizes and the model type.
 class config_keys : public json_keys {
@@ -247,6 +250,36 @@ void map_gemma_keys(config_keys &c, const hf_architecture &a, int64_t embd_per_h
              "by 1/sqrt({})", origin, *q, *q, want);
 }
 
+// A mixture of experts: the expert count, how many each token takes, their inner sizes, and the routing.
+void map_experts(config_keys &c, const hf_architecture &a, const std::string &p, metadata_table &out,
+                 const std::string &origin) {
+    const uint64_t n_expert = c.required_count(a.expert_count_key);
+    const uint64_t n_used = c.required_count("num_experts_per_tok");
+    if (n_expert > 1024 || n_used > n_expert)
+        fail("{}: {} {} with num_experts_per_tok {}: implausible (at most 1024 experts, each token taking at most all "
+             "of them)", origin, a.expert_count_key, n_expert, n_used);
+    out.set_u32(p + "expert_count", n_expert, a.expert_count_key);
+    out.set_u32(p + "expert_used_count", n_used, "num_experts_per_tok");
+    auto size = [&](const char *key) {
+        const uint64_t v = c.required_count(key);
+        if (v > (1u << 22)) fail("{}: '{}' is {}; no model Strata runs has more than {}", origin, key, v, 1u << 22);
+        return v;
+    };
+    if (a.expert_ff_key) out.set_u32(p + "expert_feed_forward_length", size("moe_intermediate_size"), "moe_intermediate_size");
+    if (a.shared_expert)
+        out.set_u32(p + "expert_shared_feed_forward_length", size("shared_expert_intermediate_size"),
+                    "shared_expert_intermediate_size");
+    if (const bool norm = c.flag("norm_topk_prob").value_or(a.norm_topk_prob_default); norm != a.norm_topk_prob_computed)
+        fail("{}: norm_topk_prob is {}{}; the {} architecture {} the selected experts' weights, as llama.cpp computes "
+             "it", origin, norm, c.present("norm_topk_prob") ? "" : " (the config class's default)", a.arch,
+             a.norm_topk_prob_computed ? "renormalises" : "does not renormalise");
+    if (auto step = c.count("decoder_sparse_step"); step && *step != 1)
+        fail("{}: decoder_sparse_step {} puts experts in some layers only; Strata runs them in every layer", origin, *step);
+    if (const json *dense = c.raw("mlp_only_layers"); dense != nullptr && !(dense->is_array() && dense->empty()))
+        fail("{}: mlp_only_layers {} gives some layers a dense MLP; Strata runs experts in every layer", origin,
+             brief_json(*dense));
+}
+
 } // namespace
 
 hf_config map_hf_config(std::string_view text, const std::string &origin, metadata_table &out) {
@@ -287,6 +320,7 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
                 "intermediate_size");
     out.set_u32(p + "block_count", bounded("num_hidden_layers", c.required_count("num_hidden_layers"), 4096),
                 "num_hidden_layers");
+    if (a.expert_count_key != nullptr) map_experts(c, a, p, out, origin);
     out.set_u32(p + "attention.head_count", n_head, "num_attention_heads");
     out.set_u32(p + "attention.head_count_kv", n_head_kv, "num_key_value_heads");
     if (auto v = c.count("vocab_size")) out.set_u32(p + "vocab_size", bounded("vocab_size", *v, INT32_MAX), "vocab_size");
@@ -407,6 +441,9 @@ hf_config map_hf_config(std::string_view text, const std::string &origin, metada
     cfg.n_head = static_cast<int64_t>(n_head);
     cfg.n_embd = static_cast<int64_t>(n_embd);
     cfg.n_ff = static_cast<int64_t>(*out.get_uint(p + "feed_forward_length"));
+    cfg.n_expert = static_cast<int64_t>(out.get_uint(p + "expert_count").value_or(0));
+    cfg.n_ff_exp = static_cast<int64_t>(out.get_uint(p + "expert_feed_forward_length").value_or(static_cast<uint64_t>(cfg.n_ff)));
+    cfg.n_ff_shexp = static_cast<int64_t>(out.get_uint(p + "expert_shared_feed_forward_length").value_or(0));
     cfg.n_vocab = static_cast<int64_t>(out.get_uint(p + "vocab_size").value_or(0));
     cfg.n_head_kv = static_cast<int64_t>(n_head_kv);
     cfg.head_dim = static_cast<int64_t>(head_dim);

@@ -3,14 +3,19 @@
 // same folder without the permutation does not (so the test proves the rotation, not two matching mistakes);
 // sharded, untied and BF16 checkpoints and the Qwen2/Qwen3 mappings give the same tokens as the same weights in GGUF.
 #include "engine_fixture.hpp"
+#include "model_file/open_model_file.hpp"
 #include "made_model.hpp"
 #include "quantizable_llama.hpp"
 #include "same_model.hpp"
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 namespace {
 
@@ -82,8 +87,86 @@ INSTANTIATE_TEST_SUITE_P(Decoder, HfFamilies,
                                            family_case{"phi3_f16", "--arch phi3 --type f16", "--shards 2"},
                                            family_case{"gemma2_f16", "--arch gemma2 --type f16 --window 8", "", 1e-5},
                                            family_case{"gemma3_bf16", "--arch gemma3 --type bf16 --window 8",
-                                                       "--shards 3", 1e-5}),
+                                                       "--shards 3", 1e-5},
+                                           // Mixtures of experts: one HF matrix per expert, stacked at load.
+                                           family_case{"mixtral_bf16", "--type bf16 --experts 4 --experts-used 2",
+                                                       "--shards 3", 1e-4},
+                                           family_case{"qwen3moe_f16", "--arch qwen3moe --type f16 --head-dim 32 "
+                                                                       "--experts 8 --experts-used 2 --expert-ff 64",
+                                                       "--shards 2"},
+                                           family_case{"qwen2moe_f16", "--arch qwen2moe --type f16 --experts 8 "
+                                                                       "--experts-used 2 --expert-ff 64",
+                                                       ""}),
                          [](const auto &info) { return std::string(info.param.name); });
+
+// The experts are stacked in the order of their index, not the shard's: a checkpoint whose layer-0 experts 0 and 1
+// trade gate matrices (their names swapped in the header, same lengths so the offsets hold) is another model, and
+// must not give the GGUF's tokens (so the family test above proves the order, not two matching mistakes).
+TEST(HfCheckpoint, ExpertsSwappedInTheHeaderGiveAnotherModel) {
+    const std::string gguf = made_model("hf-family-qwen2moe_f16.gguf",
+                                        "--arch qwen2moe --type f16 --experts 8 --experts-used 2 --expert-ff 64 --dim 64 "
+                                        "--layers 6 --heads 4 --kv-heads 2 --ff 128 --ctx 256 --weight-scale 3 "
+                                        "--vocab-from " + shared_path("models/stories260K-f32.gguf") + " 2>/dev/null");
+    const std::string hf = exported_hf("hf-family-qwen2moe_f16", gguf, "");
+    ASSERT_FALSE(hf.empty());
+    const std::filesystem::path swapped = std::filesystem::path(hf).parent_path() / "hf-qwen2moe-experts-swapped";
+    std::filesystem::remove_all(swapped);
+    std::filesystem::copy(hf, swapped);
+    std::string bytes;
+    {
+        std::ifstream in(swapped / "model.safetensors", std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    for (int layer = 0; layer < 6; ++layer) {
+        const std::string a = "layers." + std::to_string(layer) + ".mlp.experts.0.gate_proj";
+        const std::string b = "layers." + std::to_string(layer) + ".mlp.experts.1.gate_proj";
+        const size_t at_a = bytes.find(a), at_b = bytes.find(b);
+        ASSERT_NE(at_a, std::string::npos);
+        ASSERT_NE(at_b, std::string::npos);
+        bytes.replace(at_a, a.size(), b);
+        bytes.replace(at_b, b.size(), a);
+    }
+    std::ofstream(swapped / "model.safetensors", std::ios::binary) << bytes;
+    auto want = make_engine(gguf);
+    auto got = make_engine(swapped.string());
+    EXPECT_NE(generate(*got, "Once upon a time", greedy(60)).text, generate(*want, "Once upon a time", greedy(60)).text);
+}
+
+// A mixture's plan from config.json alone (with the index, and without it: the architecture's set) holds each
+// layer's stacked expert tensors at the loaded checkpoint's shape and size (every matrix in torch_dtype, as real
+// checkpoints store them: make-model keeps the routers in F32, so the export makes them BF16).
+TEST(HfCheckpoint, AMixturePlanFromConfigJsonAloneHoldsTheStackedExperts) {
+    for (const auto &[name, args, export_args] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"mixtral_bf16", "--type bf16 --experts 4 --experts-used 2", "--shards 3 --dtype bf16"},
+             {"qwen2moe_bf16", "--arch qwen2moe --type bf16 --experts 8 --experts-used 2 --expert-ff 64", "--dtype bf16"}}) {
+        SCOPED_TRACE(name);
+        const std::string gguf = made_model("hf-family-" + name + ".gguf",
+                                            args + " --dim 64 --layers 6 --heads 4 --kv-heads 2 --ff 128 --ctx 256 "
+                                                   "--weight-scale 3 --vocab-from " +
+                                                shared_path("models/stories260K-f32.gguf") + " 2>/dev/null");
+        const std::string hf = exported_hf("hf-plan-full-" + name, gguf, export_args);
+        ASSERT_FALSE(hf.empty());
+        const std::filesystem::path only = std::filesystem::path(hf).parent_path() / ("hf-plan-only-" + name);
+        std::filesystem::remove_all(only);
+        std::filesystem::create_directories(only);
+        for (const char *f : {"config.json", "model.safetensors.index.json"})
+            if (std::filesystem::exists(std::filesystem::path(hf) / f))
+                std::filesystem::copy_file(std::filesystem::path(hf) / f, only / f);
+        const auto full = strata::open_model_file(hf, {});
+        const auto planned = strata::open_model_file(only.string(), {}, true);
+        int stacked = 0;
+        for (const auto &t : full->tensors()) {
+            const strata::gguf::tensor_info *p = planned->find_tensor(t.name);
+            ASSERT_NE(p, nullptr) << t.name;
+            EXPECT_EQ(p->ne, t.ne) << t.name;
+            EXPECT_EQ(p->type, t.type) << t.name;
+            EXPECT_EQ(p->n_bytes, t.n_bytes) << t.name;
+            stacked += t.n_dims == 3 ? 1 : 0;
+        }
+        EXPECT_EQ(stacked, 6 * 3) << "gate, up and down experts of each of the 6 layers";
+        EXPECT_EQ(planned->tensors().size(), full->tensors().size());
+    }
+}
 
 // Batching several sequences of an HF checkpoint gives each the tokens it gets alone.
 TEST(HfCheckpoint, BatchedSequencesGetTheTokensEachGetsAlone) {

@@ -274,6 +274,44 @@ TEST(HfConfig, ReadsGptqAndAwqQuantizationConfigsAndRefusesTheRest) {
     }
 }
 
+// Mixtures of experts: the expert counts and sizes mapped to GGUF's keys; a routing or layout the GGUF architecture
+// does not compute refused.
+TEST(HfConfig, MixturesMapTheirExpertsAndRefuseOtherRouting) {
+    const std::string qwen3 = R"({"architectures":["Qwen3MoeForCausalLM"],"model_type":"qwen3_moe","hidden_size":64,)"
+                              R"("intermediate_size":128,"num_hidden_layers":2,"num_attention_heads":4,"head_dim":16,)"
+                              R"("num_experts":8,"num_experts_per_tok":2,"moe_intermediate_size":32,)"
+                              R"("router_aux_loss_coef":0.001,"output_router_logits":false,"decoder_sparse_step":1,)"
+                              R"("mlp_only_layers":[])";
+    metadata_table m("config.json");
+    map_hf_config(qwen3 + R"(,"norm_topk_prob":true})", "dir/config.json", m);
+    EXPECT_EQ(*m.get_string("general.architecture"), "qwen3moe");
+    EXPECT_EQ(*m.get_uint("qwen3moe.expert_count"), 8u);
+    EXPECT_EQ(*m.get_uint("qwen3moe.expert_used_count"), 2u);
+    EXPECT_EQ(*m.get_uint("qwen3moe.expert_feed_forward_length"), 32u);
+    EXPECT_NE(error_of(qwen3 + "}").find("norm_topk_prob is false (the config class's default)"), std::string::npos)
+        << error_of(qwen3 + "}");
+    EXPECT_NE(error_of(qwen3 + R"(,"norm_topk_prob":true,"decoder_sparse_step":2})").find("decoder_sparse_step 2"),
+              std::string::npos);
+    EXPECT_NE(error_of(qwen3 + R"(,"norm_topk_prob":true,"mlp_only_layers":[0]})").find("mlp_only_layers"),
+              std::string::npos);
+    EXPECT_NE(error_of(R"({"architectures":["MixtralForCausalLM"],"hidden_size":64,"intermediate_size":128,)"
+                       R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"num_local_experts":8,)"
+                       R"("num_experts_per_tok":9})")
+                  .find("implausible"),
+              std::string::npos);
+    metadata_table q2("config.json");
+    map_hf_config(R"({"architectures":["Qwen2MoeForCausalLM"],"hidden_size":64,"intermediate_size":128,)"
+                  R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"num_experts":4,"num_experts_per_tok":2,)"
+                  R"("moe_intermediate_size":32,"shared_expert_intermediate_size":64})",
+                  "dir/config.json", q2);
+    EXPECT_EQ(*q2.get_uint("qwen2moe.expert_shared_feed_forward_length"), 64u);
+    EXPECT_NE(error_of(R"({"architectures":["Qwen2MoeForCausalLM"],"hidden_size":64,"intermediate_size":128,)"
+                       R"("num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":4,"num_experts":4,"num_experts_per_tok":2,)"
+                       R"("moe_intermediate_size":32,"shared_expert_intermediate_size":64,"norm_topk_prob":true})")
+                  .find("does not renormalise"),
+              std::string::npos);
+}
+
 // FP8 quantization_config as llm-compressor (compressed-tensors, float-quantized) and AutoFP8 / transformers (fp8)
 // write it: the scale layout, static activation scales and the ignore list read; every other scheme refused by name.
 TEST(HfConfig, ReadsFp8QuantizationConfigsAndRefusesTheRest) {

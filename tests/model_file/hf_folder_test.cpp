@@ -128,6 +128,38 @@ TEST_F(HfFolder, EachDefectIsOneErrorNamingWhatToFix) {
     EXPECT_EQ(error(), "");
 }
 
+// A mixture's experts: each layer's per-expert matrices must all be there, of one shape and dtype, and numbered
+// below the expert count; a quantized mixture is refused.
+TEST_F(HfFolder, MixtureExpertsMustBeCompleteAndAlike) {
+    const std::string moe = R"({"architectures":["MixtralForCausalLM"],"model_type":"mixtral","hidden_size":8,)"
+                            R"("intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":4,)"
+                            R"("num_key_value_heads":2,"tie_word_embeddings":true,"num_local_experts":2,"num_experts_per_tok":1)";
+    write("config.json", moe + "}");
+    write("tokenizer.json", k_tokenizer);
+    auto experts = [](const std::string &second_name, const std::string &second_dtype, int second_rows) {
+        const int bytes2 = second_rows * 8 * (second_dtype == "F32" ? 4 : 2);
+        return safetensors_bytes(
+            R"({"model.layers.0.block_sparse_moe.experts.0.w1.weight":{"dtype":"F32","shape":[16,8],"data_offsets":[0,512]},)"
+            R"(")" + second_name + R"(":{"dtype":")" + second_dtype + R"(","shape":[)" + std::to_string(second_rows) +
+                R"(,8],"data_offsets":[512,)" + std::to_string(512 + bytes2) + "]}}",
+            static_cast<size_t>(512 + bytes2));
+    };
+    write("model.safetensors", experts("model.layers.0.block_sparse_moe.experts.2.w1.weight", "F32", 16));
+    std::string e = error();
+    EXPECT_NE(e.find("is expert 2, but config.json's num_local_experts is 2"), std::string::npos) << e;
+    write("model.safetensors", experts("model.layers.0.block_sparse_moe.experts.1.w1.weight", "BF16", 16));
+    e = error();
+    EXPECT_NE(e.find("the experts of a layer are matrices of one shape and dtype"), std::string::npos) << e;
+    write("model.safetensors", experts("model.layers.0.block_sparse_moe.experts.1.w1.weight", "F32", 8));
+    EXPECT_NE(error().find("of one shape and dtype"), std::string::npos) << error();
+    write("model.safetensors", one_tensor("model.layers.0.block_sparse_moe.experts.1.w3.weight", "F32", 128));
+    e = error();
+    EXPECT_NE(e.find("expert 0 of 'blk.0.ffn_up_exps.weight' is missing"), std::string::npos) << e;
+    write("config.json", moe + R"(,"quantization_config":{"quant_method":"gptq","bits":4,"group_size":32}})");
+    e = error();
+    EXPECT_NE(e.find("mixture of experts (MixtralForCausalLM) is not implemented"), std::string::npos) << e;
+}
+
 // More embedding rows than tokenizer.json has tokens (Qwen2.5's 151936 rows for 151665 tokens): the missing ids are
 // unused [PAD<id>] tokens, as llama.cpp's converter writes them; fewer rows than tokens is an error.
 TEST_F(HfFolder, VocabularyRowsBeyondTheTokenizerArePaddedAndFewerAreRefused) {

@@ -131,6 +131,18 @@ TEST(PlacementInvariance, HfCheckpointGreedyTokensAreTheSameWhereverTheWeightsLi
     expect_placement_invariance(hf);
 }
 
+// The same for an HF mixture of experts (Qwen2-MoE in BF16, 2 shards: each layer's per-expert matrices stacked at
+// load into anonymous memory, beside a shared expert whose gate is a 1-row matrix): every tier reads the stacks.
+TEST(PlacementInvariance, HfMixtureGreedyTokensAreTheSameWhereverTheWeightsLive) {
+    const std::string gguf = strata::testing::made_model(
+        "hf-pi-qwen2moe-5l.gguf", "--arch qwen2moe --type bf16 --experts 8 --experts-used 2 --expert-ff 64 --dim 64 "
+                                  "--layers 5 --heads 4 --kv-heads 2 --ff 128 --ctx 256 --weight-scale 3 --vocab-from " +
+                                   shared_path("models/stories260K-f32.gguf") + " 2>/dev/null");
+    const std::string hf = exported_hf("hf-pi-qwen2moe-5l", gguf, "--shards 2");
+    ASSERT_FALSE(hf.empty());
+    expect_placement_invariance(hf, 80);
+}
+
 // The same for a GPTQ act-order checkpoint (4-bit groups of 32 with zero points over permuted inputs, repacked at
 // load into anonymous memory with each layer's input order after its rows): every tier and streaming path reads the
 // repacked weights, not the shard, and carries the input order with them.

@@ -168,6 +168,9 @@ int main(int argc, char **argv) try {
     const gguf::file f = gguf::file::open(o.in);
     const std::string arch(f.get_string("general.architecture").value_or(""));
     const strata::hf_architecture *a = strata::find_hf_architecture_for_gguf(arch);
+    // GGUF runs Mixtral as llama with experts.
+    if (arch == "llama" && f.get_uint("llama.expert_count").value_or(0) > 0)
+        a = strata::find_hf_architecture("MixtralForCausalLM");
     if (a == nullptr)
         fail("hf-export: {}: architecture '{}' has no HF mapping (mapped: {})", o.in, arch,
              strata::hf_architecture_names());
@@ -225,7 +228,18 @@ int main(int argc, char **argv) try {
         c["query_pre_attn_scalar"] = n_layer == (g2 ? 46u : 62u) ? n_embd / n_head
                                                                  : f.get_uint(p + "attention.key_length").value_or(256);
     }
+    if (a->expert_count_key != nullptr) {
+        c[a->expert_count_key] = need("expert_count");
+        c["num_experts_per_tok"] = need("expert_used_count");
+        if (a->expert_ff_key) c["moe_intermediate_size"] = need("expert_feed_forward_length");
+        if (a->shared_expert) c["shared_expert_intermediate_size"] = need("expert_shared_feed_forward_length");
+        if (a->norm_topk_prob_computed != a->norm_topk_prob_default || a->expert_ff_key)
+            c["norm_topk_prob"] = a->norm_topk_prob_computed;
+    } else if (f.get_uint(p + "expert_count").value_or(0) > 0) {
+        fail("hf-export: {}: {} experts have no config.json form for {}", o.in, arch, a->hf_name);
+    }
     const std::set<std::string> translated = {
+        "expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length",
         "attn_logit_softcapping", "final_logit_softcapping", "attention.sliding_window_pattern", "rope.freq_base_swa",
         "rope.scaling.original_context_length", "attention.sliding_window",
         "embedding_length", "attention.head_count", "attention.head_count_kv", "feed_forward_length", "block_count",
@@ -248,11 +262,29 @@ int main(int argc, char **argv) try {
     std::vector<out_tensor> out;
     std::string dtype_seen;
     for (const gguf::tensor_info &t : f.tensors()) {
+        if (t.n_dims == 3) { // a stacked expert tensor: one HF matrix per expert
+            gguf::tensor_info one = t;
+            one.n_dims = 2;
+            one.ne[2] = 1;
+            one.n_bytes = t.n_bytes / static_cast<uint64_t>(t.ne[2]);
+            for (int64_t e = 0; e < t.ne[2]; ++e) {
+                const auto hf = strata::hf_tensor_name(*a, t.name, e);
+                if (!hf) fail("hf-export: {}: tensor '{}' has no per-expert HF name for {}", o.in, t.name, a->hf_name);
+                one.data = t.data + static_cast<uint64_t>(e) * one.n_bytes;
+                out.push_back(convert(one, *hf, o.dtype));
+                dtype_seen = out.back().dtype;
+            }
+            continue;
+        }
         const auto hf = strata::hf_tensor_name(*a, t.name);
         if (!hf) fail("hf-export: {}: tensor '{}' has no HF name for {}", o.in, t.name, a->hf_name);
         const bool shifted_norm = a->norm_minus_one && hf->ends_with("norm.weight");
         out.push_back(convert(t, *hf, o.dtype, shifted_norm ? -1.0f : 0.0f));
         out_tensor &ot = out.back();
+        // A vector GGUF keeps 1-D that HF stores as a 1-row matrix (Qwen2-MoE's shared_expert_gate).
+        if (const strata::hf_name_pair *row = strata::find_hf_name_pair(*a, *hf);
+            row != nullptr && ot.shape.size() == 1 && std::string_view(row->shape).find(',') != std::string_view::npos)
+            ot.shape.insert(ot.shape.begin(), 1);
         if (a->gguf_qk_pairs && o.permute) {
             if (t.name.ends_with(".attn_q.weight") || t.name.ends_with(".attn_q.bias")) permute_rows(ot, static_cast<int64_t>(n_head));
             if (t.name.ends_with(".attn_k.weight") || t.name.ends_with(".attn_k.bias")) permute_rows(ot, static_cast<int64_t>(n_head_kv));
