@@ -17,6 +17,8 @@
 #include "model_file/hf_quantization.hpp"
 #include "model_file/safetensors_file.hpp"
 
+#include <strata/plugin_abi.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cmath>
