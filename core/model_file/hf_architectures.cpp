@@ -236,6 +236,17 @@ std::string hf_name_in_layer(const hf_name_pair &n, int64_t layer, int64_t exper
     return fill(n.hf, std::to_string(layer), std::to_string(expert));
 }
 
+std::optional<std::string> multimodal_text_name(std::string_view hf_name) {
+    for (const std::string_view vision : {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                          "model.multi_modal_projector."})
+        if (hf_name.starts_with(vision)) return std::nullopt;
+    for (const auto &[from, to] : {std::pair<std::string_view, std::string_view>{"language_model.model.", "model."},
+                                   {"model.language_model.", "model."},
+                                   {"language_model.lm_head.", "lm_head."}})
+        if (hf_name.starts_with(from)) return std::string(to) + std::string(hf_name.substr(from.size()));
+    return std::string(hf_name);
+}
+
 bool is_hf_buffer_tensor(std::string_view hf_name) { return hf_name.ends_with(".self_attn.rotary_emb.inv_freq"); }
 
 } // namespace strata

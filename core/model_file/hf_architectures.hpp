@@ -93,6 +93,11 @@ bool is_expert_row(const hf_name_pair &n);
 // The row's HF name for `layer` and `expert` (rows without "{L}" / "{E}" ignore them).
 std::string hf_name_in_layer(const hf_name_pair &n, int64_t layer, int64_t expert = 0);
 
+// A Gemma3ForConditionalGeneration tensor's name as Gemma3ForCausalLM names it ("language_model.model.X" and
+// transformers >= 4.52's "model.language_model.X" -> "model.X", "language_model.lm_head.weight" -> "lm_head.weight";
+// any other name as it is), or nullopt for the vision tower's and the projector's, which are not run.
+std::optional<std::string> multimodal_text_name(std::string_view hf_name);
+
 // HF tensors that hold no weight of the model (a cached RoPE table old checkpoints carry): skipped with a note.
 bool is_hf_buffer_tensor(std::string_view hf_name);
 

@@ -140,8 +140,11 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
     const fs::path index = fs::path(name_) / "model.safetensors.index.json";
     if (fs::exists(index)) {
         for (const auto &[shard, in_shard] : parse_weight_map(read_text_file(index), index.string()))
-            for (const auto &n : in_shard)
-                if (!is_hf_buffer_tensor(n) && !(n == "lm_head.weight" && cfg.tie_word_embeddings)) names.push_back(n);
+            for (const auto &raw : in_shard) {
+                const std::optional<std::string> n = cfg.multimodal ? multimodal_text_name(raw) : raw;
+                if (n && !is_hf_buffer_tensor(*n) && !(*n == "lm_head.weight" && cfg.tie_word_embeddings))
+                    names.push_back(*n);
+            }
     } else {
         for (const hf_name_pair &n : *a.names) {
             if (!present(n.presence)) continue;
@@ -267,6 +270,7 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
             fail("{}: '{}' appears twice (the second time as '{}')", name_, t.name, from);
         tensors_.push_back(std::move(t));
     };
+    size_t vision_tensors = 0; // a multimodal checkpoint's vision tower and projector
     // Each stacked expert tensor's per-expert matrices, by its GGUF name, in expert order.
     std::map<std::string, std::vector<const safetensors_tensor *>> experts;
     // Quantized layers by prefix ("model.layers.0.mlp.down_proj"), with the shard that holds their qweight (GPTQ /
@@ -277,9 +281,16 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
     const std::string_view scale_part = cfg.quant.method == "fp8" && cfg.quant.fp8_scales == "block" ? "weight_scale_inv" : "weight_scale";
     for (const safetensors_file &shard : shards_) {
         for (const safetensors_tensor &st : shard.tensors()) {
+            // A multimodal checkpoint's language model under its text names; its vision tower set aside.
+            const std::optional<std::string> text_name = cfg.multimodal ? multimodal_text_name(st.name) : st.name;
+            if (!text_name) {
+                ++vision_tensors;
+                continue;
+            }
+            const std::string &name = *text_name;
             if (is_quantized) {
-                const size_t dot = st.name.rfind('.');
-                const std::string_view part = dot == std::string::npos ? std::string_view() : std::string_view(st.name).substr(dot + 1);
+                const size_t dot = name.rfind('.');
+                const std::string_view part = dot == std::string::npos ? std::string_view() : std::string_view(name).substr(dot + 1);
                 const safetensors_tensor *quantized_linear::*slot = nullptr;
                 if (!fp8) {
                     slot = part == "qweight" ? &quantized_linear::qweight : part == "qzeros" ? &quantized_linear::qzeros
@@ -291,28 +302,28 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
                            : part == "weight" && st.dtype.starts_with("F8_") ? &quantized_linear::weight : nullptr;
                 }
                 if (slot != nullptr) {
-                    auto &[q, where] = quantized[st.name.substr(0, dot)];
-                    q.prefix = st.name.substr(0, dot);
+                    auto &[q, where] = quantized[name.substr(0, dot)];
+                    q.prefix = name.substr(0, dot);
                     q.*slot = &st;
                     if (part == "qweight" || part == "weight") where = shard.name();
                     continue;
                 }
             }
-            if (is_hf_buffer_tensor(st.name)) {
+            if (is_hf_buffer_tensor(name)) {
                 log::info("model", "{}: '{}' is a cached RoPE table, not a weight; it is recomputed", shard.name(), st.name);
                 continue;
             }
-            if (st.name == "lm_head.weight" && cfg.tie_word_embeddings) {
+            if (name == "lm_head.weight" && cfg.tie_word_embeddings) {
                 log::info("model", "{}: 'lm_head.weight' is not read: tie_word_embeddings is true, so the output "
                                    "layer is the embedding (as transformers and vLLM run it)", shard.name());
                 continue;
             }
-            const auto gname = gguf_tensor_name(a, st.name);
+            const auto gname = gguf_tensor_name(a, name);
             if (!gname) {
                 unmapped.push_back(st.name);
                 continue;
             }
-            if (const auto e = hf_expert_index(a, st.name)) {
+            if (const auto e = hf_expert_index(a, name)) {
                 auto &members = experts[*gname];
                 if (*e >= cfg.n_expert)
                     fail("{}: '{}' is expert {}, but config.json's {} is {}", shard.name(), st.name, *e,
@@ -328,7 +339,7 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
             if (st.shape.empty() || st.shape.size() > 4)
                 fail("{}: tensor '{}' has {} dimensions; weights have 1 to 4", shard.name(), st.name, st.shape.size());
             gguf::tensor_info t;
-            const bool shifted_norm = a.norm_minus_one && st.name.ends_with("norm.weight");
+            const bool shifted_norm = a.norm_minus_one && name.ends_with("norm.weight");
             if (st.shape.size() == 1 && (type != 0 || shifted_norm)) {
                 // Norms and biases in F32, as llama.cpp's converter writes every 1-D tensor: widened once here
                 // (kilobytes), so a BF16 checkpoint runs with the same plugins and kernels as its GGUF; Gemma's
@@ -357,6 +368,10 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
             add(std::move(t), st.name);
         }
     }
+    if (vision_tensors > 0)
+        log::info("model", "{}: {} vision tensors (vision_tower, multi_modal_projector) are not loaded: Strata runs "
+                           "this multimodal checkpoint's language model; requests with images are refused", name_,
+                  vision_tensors);
     stack_experts(experts);
     if (is_quantized && quantized.empty())
         fail("{}: config.json's quantization_config says {}, but no tensor is quantized (no {}); the checkpoint and "

@@ -280,13 +280,52 @@ void map_experts(config_keys &c, const hf_architecture &a, const std::string &p,
              brief_json(*dense));
 }
 
+// Gemma 3's multimodal config (Gemma3ForConditionalGeneration: the 4B, 12B and 27B checkpoints) as the config of its
+// language model: text_config, which transformers saves without the keys at Gemma3TextConfig's defaults, completed
+// with those defaults, as a Gemma3ForCausalLM config. The vision tower's settings are read only to be set aside (its
+// tensors are not run; the frontends refuse image parts); any other top-level key is refused.
+json gemma3_text_config(const json &j, const std::string &origin) {
+    static const std::set<std::string, std::less<>> k_multimodal_keys = {
+        "architectures", "model_type", "text_config", "vision_config", "boi_token_index", "eoi_token_index",
+        "image_token_index", "mm_tokens_per_image", "initializer_range", "torch_dtype", "dtype",
+        "transformers_version", "bos_token_id", "eos_token_id", "pad_token_id", "_name_or_path", "use_cache"};
+    for (auto it = j.begin(); it != j.end(); ++it)
+        if (!k_multimodal_keys.count(it.key()))
+            fail("{}: Strata does not implement the Gemma3ForConditionalGeneration key {}; use a checkpoint without it",
+                 origin, it.key());
+    if (auto mt = j.find("model_type"); mt != j.end() && *mt != "gemma3")
+        fail("{}: model_type {} does not match Gemma3ForConditionalGeneration (expected 'gemma3')", origin, brief_json(*mt));
+    const auto tc = j.find("text_config");
+    if (tc == j.end() || !tc->is_object()) fail("{}: Gemma3ForConditionalGeneration needs a text_config object", origin);
+    json text = *tc;
+    if (auto mt = text.find("model_type"); mt != text.end() && *mt != "gemma3_text")
+        fail("{}: text_config.model_type {} is not gemma3_text", origin, brief_json(*mt));
+    text["architectures"] = json::array({"Gemma3ForCausalLM"});
+    text["model_type"] = "gemma3_text";
+    // Gemma3TextConfig's defaults for the keys the mapping needs (the rest are the architecture row's).
+    const json defaults = {{"vocab_size", 262208u}, {"hidden_size", 2304u}, {"intermediate_size", 9216u},
+                           {"num_hidden_layers", 26u}, {"num_attention_heads", 8u}, {"max_position_embeddings", 131072u},
+                           {"sliding_window", 4096u}, {"query_pre_attn_scalar", 256u}};
+    for (auto it = defaults.begin(); it != defaults.end(); ++it)
+        if (!text.contains(it.key())) text[it.key()] = *it;
+    if (!text.contains("rope_local_base_freq") && !text.contains("rope_parameters")) text["rope_local_base_freq"] = 10000.0;
+    for (const char *k : {"torch_dtype", "dtype"})
+        if (auto v = j.find(k); v != j.end() && !text.contains(k)) text[k] = *v;
+    return text;
+}
+
 } // namespace
 
 hf_config map_hf_config(std::string_view text, const std::string &origin, metadata_table &out) {
-    const json j = parse_json_input(text, origin);
+    json j = parse_json_input(text, origin);
     if (!j.is_object()) fail("{}: not a JSON object", origin);
-    config_keys c(j, origin);
     hf_config cfg;
+    if (const auto archs = j.find("architectures");
+        archs != j.end() && *archs == json::array({"Gemma3ForConditionalGeneration"})) {
+        j = gemma3_text_config(j, origin);
+        cfg.multimodal = true;
+    }
+    config_keys c(j, origin);
 
     const json *archs = c.raw("architectures");
     if (archs == nullptr || !archs->is_array() || archs->size() != 1 || !(*archs)[0].is_string())

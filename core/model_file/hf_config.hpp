@@ -27,6 +27,7 @@ struct hf_config {
     int64_t n_ctx = 0, n_ctx_orig = 0, rope_dims = 0; // max_position_embeddings, the original one, rotated dims
     int64_t n_expert = 0, n_ff_exp = 0, n_ff_shexp = 0; // a mixture's experts, their and the shared expert's inner size
     bool tie_word_embeddings = false;
+    bool multimodal = false; // Gemma3ForConditionalGeneration: its language model is read, its vision tower set aside
     bool attention_bias = false, mlp_bias = false; // config.json's
     std::string torch_dtype;                       // "bfloat16", "float16", "float32" or empty
     hf_quantization quant;                         // quantization_config (method "" when unquantized)

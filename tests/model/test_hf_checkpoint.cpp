@@ -88,6 +88,10 @@ INSTANTIATE_TEST_SUITE_P(Decoder, HfFamilies,
                                            family_case{"gemma2_f16", "--arch gemma2 --type f16 --window 8", "", 1e-5},
                                            family_case{"gemma3_bf16", "--arch gemma3 --type bf16 --window 8",
                                                        "--shards 3", 1e-5},
+                                           // Gemma 3's multimodal layout: text_config, language_model.model.*
+                                           // names and a vision tower that is set aside.
+                                           family_case{"gemma3_multimodal_bf16", "--arch gemma3 --type bf16 --window 8",
+                                                       "--multimodal --shards 2", 1e-5},
                                            // Mixtures of experts: one HF matrix per expert, stacked at load.
                                            family_case{"mixtral_bf16", "--type bf16 --experts 4 --experts-used 2",
                                                        "--shards 3", 1e-4},

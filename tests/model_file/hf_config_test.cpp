@@ -116,6 +116,34 @@ TEST(HfConfig, Gemma3LayerTypesBecomeTheWindowPattern) {
               std::string::npos);
 }
 
+// Gemma 3's multimodal checkpoints (4B, 12B, 27B): the language model's config is text_config, completed with
+// Gemma3TextConfig's defaults for the keys transformers leaves out; the vision settings are set aside; any other
+// top-level key is refused.
+TEST(HfConfig, Gemma3ConditionalGenerationReadsItsTextConfig) {
+    const std::string mm = R"({"architectures":["Gemma3ForConditionalGeneration"],"model_type":"gemma3",)"
+                           R"("boi_token_index":255999,"eoi_token_index":256000,"image_token_index":262144,)"
+                           R"("mm_tokens_per_image":256,"torch_dtype":"bfloat16","vision_config":{"hidden_size":1152},)"
+                           R"("text_config":{"hidden_size":2560,"intermediate_size":10240,"model_type":"gemma3_text",)"
+                           R"("num_hidden_layers":34,"rope_scaling":{"factor":8.0,"rope_type":"linear"},)"
+                           R"("sliding_window":1024})";
+    metadata_table m("config.json");
+    const hf_config cfg = map_hf_config(mm + "}", "dir/config.json", m);
+    EXPECT_TRUE(cfg.multimodal);
+    EXPECT_EQ(std::string(cfg.architecture->hf_name), "Gemma3ForCausalLM");
+    EXPECT_EQ(*m.get_uint("gemma3.attention.head_count"), 8u);    // Gemma3TextConfig's default
+    EXPECT_EQ(*m.get_uint("gemma3.attention.head_count_kv"), 4u); // the architecture row's
+    EXPECT_EQ(*m.get_uint("gemma3.attention.key_length"), 256u);
+    EXPECT_EQ(*m.get_uint("gemma3.vocab_size"), 262208u);
+    EXPECT_EQ(*m.get_uint("gemma3.attention.sliding_window"), 1024u);
+    EXPECT_DOUBLE_EQ(*m.get_float("gemma3.rope.freq_base_swa"), 10000.0);
+    EXPECT_DOUBLE_EQ(*m.get_float("gemma3.rope.scaling.factor"), 8.0);
+    EXPECT_EQ(cfg.torch_dtype, "bfloat16");
+    EXPECT_NE(error_of(mm + R"(,"audio_config":{}})").find("Gemma3ForConditionalGeneration key audio_config"),
+              std::string::npos);
+    EXPECT_NE(error_of(R"({"architectures":["Gemma3ForConditionalGeneration"],"model_type":"gemma3"})").find("text_config"),
+              std::string::npos);
+}
+
 // transformers 5's rope_parameters keyed by layer type (Gemma 3): the global layers' base and scaling are the model's,
 // the windowed layers' base is their own; anything but a plain RoPE on the windowed layers is refused.
 TEST(HfConfig, Gemma3RopeParametersByLayerTypeGiveBothBases) {

@@ -1,12 +1,15 @@
 // hf-export: a GGUF model written as a Hugging Face checkpoint folder, as transformers would save it:
-//   hf-export MODEL.gguf OUT_DIR [--shards N] [--dtype keep|f32|bf16] [--no-permute] [--untie]
+//   hf-export MODEL.gguf OUT_DIR [--shards N] [--dtype keep|f32|bf16] [--no-permute] [--untie] [--multimodal]
 // config.json from the GGUF metadata (every <arch>. key translated or refused), the tensors renamed by the same table
 // the HF reader uses (core/model_file/hf_architectures.cpp) into model.safetensors or N shards plus
 // model.safetensors.index.json, and tokenizer.json / tokenizer_config.json / generation_config.json from the
 // SentencePiece vocabulary. Q/K rows of families whose GGUF form is permuted for adjacent-pair RoPE (llama) are put
 // back into Hugging Face's rotate-half order with the permutation of transformers' convert_llama_weights_to_hf.py;
 // --no-permute skips it (a checkpoint that must NOT match, for tests). --untie writes lm_head.weight from the
-// embedding and sets tie_word_embeddings false.
+// embedding and sets tie_word_embeddings false. --multimodal (gemma3) writes the layout of Gemma 3's multimodal
+// checkpoints: Gemma3ForConditionalGeneration with the text settings in text_config (keys at Gemma3TextConfig's
+// defaults left out, as transformers saves them), the language model under language_model.model., and two
+// vision-tower tensors beside it.
 #include "common/error.hpp"
 #include "common/half.hpp"
 #include "gguf/gguf_file.hpp"
@@ -36,6 +39,7 @@ struct options {
     std::string dtype = "keep";
     bool permute = true;
     bool untie = false;
+    bool multimodal = false;
 };
 
 options parse(int argc, char **argv) {
@@ -55,11 +59,13 @@ options parse(int argc, char **argv) {
         else if (a == "--dtype") o.dtype = val();
         else if (a == "--no-permute") o.permute = false;
         else if (a == "--untie") o.untie = true;
+        else if (a == "--multimodal") o.multimodal = true;
         else if (a.starts_with("-")) fail("hf-export: unknown option '{}'", a);
         else pos.push_back(a);
     }
     if (pos.size() != 2)
-        fail("usage: hf-export MODEL.gguf OUT_DIR [--shards N] [--dtype keep|f32|bf16] [--no-permute] [--untie]");
+        fail("usage: hf-export MODEL.gguf OUT_DIR [--shards N] [--dtype keep|f32|bf16] [--no-permute] [--untie] "
+             "[--multimodal]");
     if (o.shards < 1) fail("hf-export: --shards must be at least 1");
     if (o.dtype != "keep" && o.dtype != "f32" && o.dtype != "bf16") fail("hf-export: --dtype is keep, f32 or bf16");
     o.in = pos[0];
@@ -299,6 +305,48 @@ int main(int argc, char **argv) try {
     c["bos_token_id"] = f.get_int("tokenizer.ggml.bos_token_id").value_or(1);
     c["eos_token_id"] = f.get_int("tokenizer.ggml.eos_token_id").value_or(2);
 
+    if (o.multimodal) {
+        if (arch != "gemma3") fail("hf-export: --multimodal writes Gemma 3's multimodal layout; {} is {}", o.in, arch);
+        ordered_json text = ordered_json::object();
+        const ordered_json text_defaults = {{"sliding_window", 4096}, {"rope_local_base_freq", 10000.0},
+                                            {"query_pre_attn_scalar", 256}, {"tie_word_embeddings", true}};
+        for (auto it = c.begin(); it != c.end(); ++it) {
+            if (it.key() == "architectures" || it.key() == "torch_dtype" || it.key() == "bos_token_id" ||
+                it.key() == "eos_token_id")
+                continue;
+            if (auto d = text_defaults.find(it.key()); d != text_defaults.end() && *d == *it) continue;
+            text[it.key()] = *it;
+        }
+        text["model_type"] = "gemma3_text";
+        ordered_json mm;
+        mm["architectures"] = {"Gemma3ForConditionalGeneration"};
+        mm["model_type"] = "gemma3";
+        mm["text_config"] = text;
+        mm["vision_config"] = {{"model_type", "siglip_vision_model"}, {"hidden_size", 16}, {"image_size", 896},
+                               {"patch_size", 14}, {"num_hidden_layers", 1}};
+        mm["boi_token_index"] = 255999;
+        mm["eoi_token_index"] = 256000;
+        mm["image_token_index"] = 262144;
+        mm["mm_tokens_per_image"] = 256;
+        mm["torch_dtype"] = c["torch_dtype"];
+        mm["bos_token_id"] = c["bos_token_id"];
+        mm["eos_token_id"] = c["eos_token_id"];
+        c = mm;
+        for (out_tensor &t : out) {
+            if (t.name.starts_with("model.")) t.name = "language_model.model." + t.name.substr(6);
+            else if (t.name == "lm_head.weight") t.name = "language_model.lm_head.weight";
+        }
+        for (const auto &[name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+                 {"vision_tower.vision_model.post_layernorm.weight", {16}},
+                 {"multi_modal_projector.mm_input_projection_weight", {16, static_cast<int64_t>(n_embd)}}}) {
+            out_tensor v;
+            v.name = name;
+            v.dtype = "F32";
+            v.shape = shape;
+            v.bytes.assign(static_cast<size_t>(shape[0] * (shape.size() > 1 ? shape[1] : 1) * 4), 0);
+            out.push_back(std::move(v));
+        }
+    }
     fs::create_directories(o.out);
     const fs::path dir(o.out);
     write_file(dir / "config.json", c.dump(2) + "\n");
