@@ -2,6 +2,7 @@
 // (Q/K in Hugging Face's rotate-half order, tokenizer.json built from tok512) gives run.c's reference text, and the
 // same folder without the permutation does not (so the test proves the rotation, not two matching mistakes);
 // sharded, untied and BF16 checkpoints and the Qwen2/Qwen3 mappings give the same tokens as the same weights in GGUF.
+#include "config_only_plan.hpp"
 #include "engine_fixture.hpp"
 #include "model_file/open_model_file.hpp"
 #include "made_model.hpp"
@@ -150,25 +151,11 @@ TEST(HfCheckpoint, AMixturePlanFromConfigJsonAloneHoldsTheStackedExperts) {
                                                 shared_path("models/stories260K-f32.gguf") + " 2>/dev/null");
         const std::string hf = exported_hf("hf-plan-full-" + name, gguf, export_args);
         ASSERT_FALSE(hf.empty());
-        const std::filesystem::path only = std::filesystem::path(hf).parent_path() / ("hf-plan-only-" + name);
-        std::filesystem::remove_all(only);
-        std::filesystem::create_directories(only);
-        for (const char *f : {"config.json", "model.safetensors.index.json"})
-            if (std::filesystem::exists(std::filesystem::path(hf) / f))
-                std::filesystem::copy_file(std::filesystem::path(hf) / f, only / f);
         const auto full = strata::open_model_file(hf, {});
-        const auto planned = strata::open_model_file(only.string(), {}, true);
+        expect_plan_matches(*full, *strata::open_model_file(config_only_copy(hf, "hf-plan-only-" + name), {}, true));
         int stacked = 0;
-        for (const auto &t : full->tensors()) {
-            const strata::gguf::tensor_info *p = planned->find_tensor(t.name);
-            ASSERT_NE(p, nullptr) << t.name;
-            EXPECT_EQ(p->ne, t.ne) << t.name;
-            EXPECT_EQ(p->type, t.type) << t.name;
-            EXPECT_EQ(p->n_bytes, t.n_bytes) << t.name;
-            stacked += t.n_dims == 3 ? 1 : 0;
-        }
+        for (const auto &t : full->tensors()) stacked += t.n_dims == 3 ? 1 : 0;
         EXPECT_EQ(stacked, 6 * 3) << "gate, up and down experts of each of the 6 layers";
-        EXPECT_EQ(planned->tensors().size(), full->tensors().size());
     }
 }
 

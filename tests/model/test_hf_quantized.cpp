@@ -6,10 +6,11 @@
 // g_idx permutes the inputs among the groups, keep their input order beside the weights and the devices gather the
 // activations through it. The plan of a config.json-only folder shows the repacked bytes; --quantization must name
 // the checkpoint's method.
-#include "error_of.hpp"
+#include "config_only_plan.hpp"
 #include "engine/device_capability.hpp"
 #include "engine/requested_formats.hpp"
 #include "engine_fixture.hpp"
+#include "error_of.hpp"
 #include "made_model.hpp"
 #include "model_file/open_model_file.hpp"
 #include "quantizable_llama.hpp"
@@ -83,17 +84,8 @@ TEST(HfQuantizedCheckpoint, APlanFromConfigJsonAloneShowsTheRepackedBytes) {
     if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
     const auto [quantized, dequantized] = quantized_hf("hfq-awq_4bit_g128", quantizable_llama_hf(), "--method awq --bits 4 --group-size 128");
     ASSERT_FALSE(quantized.empty());
-    const fs::path only = fs::path(STRATA_BINARY_DIR) / "test-models" / "hfq-awq-config-only";
-    fs::create_directories(only);
-    fs::copy_file(fs::path(quantized) / "config.json", only / "config.json", fs::copy_options::overwrite_existing);
     const auto full = strata::open_model_file(quantized, {});
-    const auto planned = strata::open_model_file(only.string(), {}, true);
-    for (const auto &t : full->tensors()) {
-        const strata::gguf::tensor_info *p = planned->find_tensor(t.name);
-        ASSERT_NE(p, nullptr) << t.name;
-        EXPECT_EQ(p->type, t.type) << t.name;
-        EXPECT_EQ(p->n_bytes, t.n_bytes) << t.name;
-    }
+    expect_plan_matches(*full, *strata::open_model_file(config_only_copy(quantized, "hfq-awq-config-only"), {}, true));
 }
 
 // FP8 plans from config.json alone, for both config styles: each projection at its repacked FP8 size, lm_head left
@@ -106,19 +98,11 @@ TEST(HfQuantizedCheckpoint, AnFp8PlanFromConfigJsonAloneShowsTheRepackedBytes) {
         SCOPED_TRACE(name);
         const auto [quantized, dequantized] = quantized_hf(name, quantizable_llama_hf(), args);
         ASSERT_FALSE(quantized.empty());
-        const fs::path only = fs::path(STRATA_BINARY_DIR) / "test-models" / (name + "-config-only");
-        fs::create_directories(only);
-        fs::copy_file(fs::path(quantized) / "config.json", only / "config.json", fs::copy_options::overwrite_existing);
         const auto full = strata::open_model_file(quantized, {});
-        const auto planned = strata::open_model_file(only.string(), {}, true);
+        expect_plan_matches(*full, *strata::open_model_file(config_only_copy(quantized, name + "-config-only"), {}, true));
         int fp8 = 0;
-        for (const auto &t : full->tensors()) {
-            const strata::gguf::tensor_info *p = planned->find_tensor(t.name);
-            ASSERT_NE(p, nullptr) << t.name;
-            EXPECT_EQ(p->type, t.type) << t.name;
-            EXPECT_EQ(p->n_bytes, t.n_bytes) << t.name;
+        for (const auto &t : full->tensors())
             fp8 += t.type == STRATA_TYPE_F8_E4M3_B32 || t.type == STRATA_TYPE_F8_E4M3_B128 ? 1 : 0;
-        }
         EXPECT_EQ(fp8, 5 * 7) << "every projection of the 5 layers";
     }
 }
@@ -138,9 +122,7 @@ TEST(HfQuantizedCheckpoint, QuantizationFlagMustNameTheCheckpointsMethod) {
     const auto plain = strata::open_model_file(dequantized, {});
     EXPECT_THROW(strata::engine::check_quantization(*plain, "gptq", dequantized), strata::error);
     // The same refusal from config.json alone, before any shard is read or repacked (a folder without shards).
-    const fs::path only = fs::path(STRATA_BINARY_DIR) / "test-models" / "hfq-gptq-quantization-flag-config-only";
-    fs::create_directories(only);
-    fs::copy_file(fs::path(quantized) / "config.json", only / "config.json", fs::copy_options::overwrite_existing);
+    const fs::path only = config_only_copy(quantized, "hfq-gptq-quantization-flag-config-only");
     const std::string early = error_of([&] { strata::engine::check_quantization_before_load("awq", only.string()); });
     EXPECT_NE(early.find("--quantization awq: " + only.string() + " is a gptq checkpoint"), std::string::npos) << early;
     EXPECT_EQ(error_of([&] { strata::engine::check_quantization_before_load("gptq_marlin", only.string()); }), "(no error)");
@@ -164,19 +146,11 @@ TEST(HfQuantizedCheckpoint, AnActOrderPlanFromConfigJsonAloneCountsTheInputOrder
     const auto [quantized, dequantized] =
         quantized_hf("hfq-gptq_4bit_g32_act_order", quantizable_llama_hf(), "--method gptq --bits 4 --group-size 32 --act-order");
     ASSERT_FALSE(quantized.empty());
-    const fs::path only = fs::path(STRATA_BINARY_DIR) / "test-models" / "hfq-gptq-act-order-config-only";
-    fs::create_directories(only);
-    fs::copy_file(fs::path(quantized) / "config.json", only / "config.json", fs::copy_options::overwrite_existing);
+    const fs::path only = config_only_copy(quantized, "hfq-gptq-act-order-config-only");
     const auto full = strata::open_model_file(quantized, {});
-    const auto planned = strata::open_model_file(only.string(), {}, true);
+    expect_plan_matches(*full, *strata::open_model_file(only.string(), {}, true));
     int ordered = 0;
-    for (const auto &t : full->tensors()) {
-        const strata::gguf::tensor_info *p = planned->find_tensor(t.name);
-        ASSERT_NE(p, nullptr) << t.name;
-        EXPECT_EQ(p->input_order, t.input_order) << t.name;
-        EXPECT_EQ(p->n_bytes, t.n_bytes) << t.name;
-        ordered += t.input_order ? 1 : 0;
-    }
+    for (const auto &t : full->tensors()) ordered += t.input_order ? 1 : 0;
     EXPECT_EQ(ordered, 5 * 7) << "every projection of the 5 layers";
     // With static_groups AutoGPTQ fixes the groups on the columns before permuting them, so g_idx keeps them in
     // place: no layer carries an order, and the plan does not count one.

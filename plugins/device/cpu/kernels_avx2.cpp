@@ -5,21 +5,14 @@
 
 #include <immintrin.h>
 
+#include <strata/avx2_sum.hpp>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 namespace strata::cpu {
 namespace {
-
-float hsum(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v);
-    const __m128 hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-}
 
 double hsum(__m256d v) {
     __m128d lo = _mm256_castpd256_pd128(v);
@@ -76,7 +69,7 @@ float dot(const float *a, const float *b, int64_t n) {
         acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
     }
     for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    float sum = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
     for (; i < n; ++i) sum += a[i] * b[i];
     return sum;
 }

@@ -7,16 +7,11 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#include <strata/avx2_sum.hpp>
+
 namespace strata::fp8 {
 
 namespace {
-
-inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 // The eight e4m3 bytes in the low half of `q8` as floats / 256 (e4m3_as_half_over_256, then F16C).
 inline __m256 widen8(__m128i q8) {
@@ -44,7 +39,7 @@ template <int B> float kernels::dot(const void *row, const float *x, int64_t n) 
         }
         total = _mm256_fmadd_ps(_mm256_add_ps(acc0, acc1), _mm256_set1_ps(block_scale(b) * 256.0f), total);
     }
-    return hsum(total);
+    return strata::plugin::avx2_sum(total);
 }
 
 } // namespace

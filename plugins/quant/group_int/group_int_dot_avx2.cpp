@@ -6,16 +6,11 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
+#include <strata/avx2_sum.hpp>
+
 namespace strata::group_int {
 
 namespace {
-
-inline float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 // (q - z) * x for eight q bytes in the low half of `q8`, added to acc.
 inline __m256 fma8(__m128i q8, __m256 z, const float *x, __m256 acc) {
@@ -59,7 +54,7 @@ template <int Bits, int G> float kernels::dot(const void *row, const float *x, i
         }
         total = _mm256_fmadd_ps(acc, s, total);
     }
-    return hsum(total);
+    return strata::plugin::avx2_sum(total);
 }
 
 } // namespace
