@@ -5,8 +5,6 @@
 #include <strata/cpu_features.hpp>
 #include <strata/plugin.hpp>
 
-#include <cstddef>
-
 namespace strata::fp8 {
 
 namespace {
@@ -26,17 +24,9 @@ template <uint32_t Type> int64_t nonfinite_of(const void *row, int64_t n) {
 
 template <uint32_t Type> strata_quant_desc describe(const char *name, bool avx2) {
     const format &f = *find_format(Type);
-    strata_quant_desc d{};
-    d.header = plugin::make_header<strata_quant_desc>(STRATA_KIND_QUANT, name, offsetof(strata_quant_desc, kernel_name));
-    d.ggml_type = Type;
-    d.block_elems = static_cast<uint32_t>(f.block);
-    d.block_bytes = f.block_bytes();
-    d.dequantize_row = dequantize_of<Type>;
-    d.quantize_row = quantize_of<Type>;
-    d.dot_f32 = avx2 ? dot_avx2_for(Type) : dot_scalar_for(Type);
-    d.kernel_name = avx2 ? kernel_name_avx2 : kernel_name_scalar;
-    d.find_nonfinite = nonfinite_of<Type>;
-    return d;
+    return plugin::make_quant_desc(name, Type, static_cast<uint32_t>(f.block), f.block_bytes(),
+                                   {dequantize_of<Type>, quantize_of<Type>, avx2 ? dot_avx2_for(Type) : dot_scalar_for(Type),
+                                    avx2 ? kernel_name_avx2 : kernel_name_scalar, nonfinite_of<Type>});
 }
 
 } // namespace

@@ -58,22 +58,13 @@ int64_t (*nonfinite_check(uint32_t type))(const void *, int64_t) {
 strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_elems, uint32_t block_bytes,
                            void (*dequantize)(const void *, float *, int64_t), quantize_fn quantize, dot_fn dot,
                            const char *(*kernel_name)(), format_kernels path = {}) {
-    return strata_quant_desc{
-        plugin::make_header<strata_quant_desc>(STRATA_KIND_QUANT, name, offsetof(strata_quant_desc, kernel_name)),
-        ggml_type,
-        block_elems,
-        block_bytes,
-        0u,
-        dequantize,
-        quantize,
-        dot,
-        kernel_name,
-        path.act_block_bytes,
-        0u,
-        path.quantize_activations,
-        path.dot_act,
-        path.dot_act_multi,
-        nonfinite_check(ggml_type)};
+    strata_quant_desc d = plugin::make_quant_desc(name, ggml_type, block_elems, block_bytes,
+                                                  {dequantize, quantize, dot, kernel_name, nonfinite_check(ggml_type)});
+    d.act_block_bytes = path.act_block_bytes;
+    d.quantize_activations = path.quantize_activations;
+    d.dot_act = path.dot_act;
+    d.dot_act_multi = path.dot_act_multi;
+    return d;
 }
 
 // One of the formats added after Q4_0: its reference conversions and the kernel set's dots.

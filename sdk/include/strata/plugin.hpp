@@ -128,6 +128,32 @@ template <class Desc> constexpr strata_descriptor_header make_header(strata_kind
                                     static_cast<uint32_t>(kind), 0u, name};
 }
 
+// The conversions and float dot of one block format, for make_quant_desc.
+struct quant_format_fns {
+    void (*dequantize_row)(const void *src, float *dst, int64_t n);
+    void (*quantize_row)(const float *src, void *dst, int64_t n);
+    float (*dot_f32)(const void *row, const float *x, int64_t n);
+    const char *(*kernel_name)(void);
+    int64_t (*find_nonfinite)(const void *row, int64_t n); // NULL: no damage check
+};
+
+// A quant descriptor for a block format with the float dot path; a format with the integer path sets
+// act_block_bytes, quantize_activations, dot_act (and dot_act_multi) on the result.
+inline strata_quant_desc make_quant_desc(const char *name, uint32_t type, uint32_t block_elems, uint32_t block_bytes,
+                                         const quant_format_fns &f) {
+    strata_quant_desc d{};
+    d.header = make_header<strata_quant_desc>(STRATA_KIND_QUANT, name, offsetof(strata_quant_desc, kernel_name));
+    d.ggml_type = type;
+    d.block_elems = block_elems;
+    d.block_bytes = block_bytes;
+    d.dequantize_row = f.dequantize_row;
+    d.quantize_row = f.quantize_row;
+    d.dot_f32 = f.dot_f32;
+    d.kernel_name = f.kernel_name;
+    d.find_nonfinite = f.find_nonfinite;
+    return d;
+}
+
 // The plugin's info from its descriptor and config-key arrays, with the ABI version it is built against and the
 // counts taken from the arrays themselves (so they cannot disagree).
 template <size_t ND, size_t NK>
