@@ -94,39 +94,67 @@ TEST_P(CpuQuantMatmul, IntegerPathEqualsRowDotsAndApproximatesFloat64) {
     }
 }
 
-// matmul_id (ABI 1.16) on the integer path: each slot's row equals matmul's over its expert's rows, bit for bit.
+// Calls of the counting dot_act_multi below; each test resets it.
+std::atomic<int> multi_calls{0};
+const strata_quant_desc *counted_format = nullptr;
+void counting_dot_act_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
+    ++multi_calls;
+    counted_format->dot_act_multi(row, xq, stride, n_x, n, out);
+}
+
+// matmul_id (ABI 1.16) on the integer path: each slot's row equals matmul's over its expert's rows, bit for bit,
+// whether the slots have their own activations (x_per_slot) or share their token's; with several slots per expert
+// (prefill) each expert's rows go through dot_act_multi over its slots, still bit for bit.
 TEST_P(CpuQuantMatmul, MatmulIdEqualsMatmulOverEachSelectedExpert) {
+    std::vector<strata::quants::kernel_set> sets = {strata::quants::kernel_set::scalar};
+    if (strata::quants::cpu_has_avx2_fma()) sets.push_back(strata::quants::kernel_set::avx2_fma);
     device_ptr dev = make_device(GetParam().threads);
     ASSERT_NE(dev, nullptr);
-    const strata_quant_desc *q = find_format(strata::quants::kernel_set::scalar, GetParam().format);
-    ASSERT_NE(q, nullptr);
-    const int32_t n_expert = 6, k = 3, n_tokens = 9;
-    const int64_t rpe = 11, cols = 256;
-    const auto w = random_floats(static_cast<size_t>(n_expert * rpe * cols), 91);
-    const quant_matrix m = quantize(*q, w, n_expert * rpe, cols);
-    std::vector<int32_t> ids(static_cast<size_t>(n_tokens * k));
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + i / k) % n_expert);
-    const auto x = random_floats(static_cast<size_t>(n_tokens * k * cols), 92, -2.0f, 2.0f);
-    std::vector<float> y(static_cast<size_t>(n_tokens * k * rpe), NAN);
-    strata_matmul_id_args a{};
-    a.struct_size = sizeof a;
-    a.w = &m.view;
-    a.n_expert = n_expert;
-    a.n_tokens = n_tokens;
-    a.k = k;
-    a.ids = ids.data();
-    a.x = x.data();
-    a.x_per_slot = 1;
-    a.y = y.data();
-    strata_status st{};
-    ASSERT_EQ(ops().matmul_id(dev.get(), &a, &st), STRATA_OK) << st.message;
-    for (int32_t slot = 0; slot < n_tokens * k; ++slot) {
-        strata_tensor_view expert = m.view;
-        expert.rows = rpe;
-        expert.data = m.bytes.data() + ids[static_cast<size_t>(slot)] * rpe * m.view.row_bytes;
-        std::vector<float> want(static_cast<size_t>(rpe));
-        ASSERT_EQ(ops().matmul(dev.get(), &expert, x.data() + slot * cols, 1, want.data(), &st), STRATA_OK);
-        for (int64_t i = 0; i < rpe; ++i) ASSERT_EQ(y[slot * rpe + i], want[i]) << "slot " << slot << " row " << i;
+    for (auto set : sets) {
+        counted_format = find_format(set, GetParam().format);
+        ASSERT_NE(counted_format, nullptr);
+        strata_quant_desc d = *counted_format;
+        d.dot_act_multi = &counting_dot_act_multi;
+        const int32_t n_expert = 6, k = 3;
+        const int64_t rpe = 11, cols = 256;
+        const auto w = random_floats(static_cast<size_t>(n_expert * rpe * cols), 91);
+        quant_matrix m = quantize(d, w, n_expert * rpe, cols);
+        m.view.quant = &d;
+        for (const int32_t n_tokens : {1, 9}) {
+            for (const int32_t per_slot : {1, 0}) {
+                multi_calls = 0;
+                std::vector<int32_t> ids(static_cast<size_t>(n_tokens * k));
+                for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + i / k) % n_expert);
+                const int64_t n_x = per_slot ? n_tokens * k : n_tokens;
+                const auto x = random_floats(static_cast<size_t>(n_x * cols), 92, -2.0f, 2.0f);
+                std::vector<float> y(static_cast<size_t>(n_tokens * k * rpe), NAN);
+                strata_matmul_id_args a{};
+                a.struct_size = sizeof a;
+                a.w = &m.view;
+                a.n_expert = n_expert;
+                a.n_tokens = n_tokens;
+                a.k = k;
+                a.ids = ids.data();
+                a.x = x.data();
+                a.x_per_slot = per_slot;
+                a.y = y.data();
+                strata_status st{};
+                ASSERT_EQ(ops().matmul_id(dev.get(), &a, &st), STRATA_OK) << st.message;
+                EXPECT_EQ(multi_calls.load() > 0, n_tokens > 1) << d.header.name << " " << n_tokens << " tokens";
+                for (int32_t slot = 0; slot < n_tokens * k; ++slot) {
+                    strata_tensor_view expert = m.view;
+                    expert.rows = rpe;
+                    expert.data = m.bytes.data() + ids[static_cast<size_t>(slot)] * rpe * m.view.row_bytes;
+                    std::vector<float> want(static_cast<size_t>(rpe));
+                    ASSERT_EQ(ops().matmul(dev.get(), &expert, x.data() + (per_slot ? slot : slot / k) * cols, 1,
+                                           want.data(), &st),
+                              STRATA_OK);
+                    for (int64_t i = 0; i < rpe; ++i)
+                        ASSERT_EQ(y[slot * rpe + i], want[i]) << d.header.name << " slot " << slot << " row " << i
+                                                              << " per_slot " << per_slot;
+                }
+            }
+        }
     }
 }
 
@@ -149,14 +177,6 @@ TEST_P(CpuQuantMatmul, OlderDescriptorUsesTheFloatPath) {
     for (int t = 0; t < n_tokens; ++t)
         for (int64_t r = 0; r < rows; ++r)
             ASSERT_EQ(y[t * rows + r], old.dot_f32(m.bytes.data() + r * m.view.row_bytes, x.data() + t * cols, cols));
-}
-
-// Calls of the counting dot_act_multi below; each test resets it.
-std::atomic<int> multi_calls{0};
-const strata_quant_desc *counted_format = nullptr;
-void counting_dot_act_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
-    ++multi_calls;
-    counted_format->dot_act_multi(row, xq, stride, n_x, n, out);
 }
 
 // With several tokens the device takes the ABI 1.2 multi-token kernel (one weight row against a block of tokens);

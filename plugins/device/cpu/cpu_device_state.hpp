@@ -54,6 +54,10 @@ struct strata_device {
     int64_t gathered_floats = 0;
     // matmul_id's slots grouped by expert (offsets, then slot indices); grows, never shrinks.
     std::vector<int32_t> expert_slots;
+    // matmul_id's prefill: the slots' quantized activations in expert order, and their outputs by row (they grow to
+    // the largest batch and stay).
+    std::vector<unsigned char> expert_activations;
+    std::vector<float> expert_outputs;
 };
 
 namespace strata::cpu {

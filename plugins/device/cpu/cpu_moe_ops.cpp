@@ -146,6 +146,46 @@ int32_t matmul_id(strata_device *dev, const strata_matmul_id_args *a, strata_sta
             for (int64_t t = t0; t < t1; ++t) q->quantize_activations(a->x + t * cols, xq + t * act_row_bytes, cols);
         };
         dev->pool.parallel_for(n_x, std::max<int64_t>(1, parallel_min_work / cols), quantize_rows);
+        if (n_slots > n_active && STRATA_HAS_SLOT(q, dot_act_multi)) {
+            // Prefill: an expert with several slots dots each of its rows with all of them at once (ABI 1.2's
+            // dot_act_multi, equal to dot_act bit for bit). Their activation rows are gathered in slot order
+            // (order[]) so each expert's are contiguous, and the results come back through yg[r][j].
+            dev->expert_activations.resize(static_cast<size_t>(n_slots * act_row_bytes));
+            dev->expert_outputs.resize(static_cast<size_t>(n_slots * rpe));
+            unsigned char *xg = dev->expert_activations.data();
+            float *yg = dev->expert_outputs.data();
+            const int64_t grain = std::max<int64_t>(1, parallel_min_work / std::max<int64_t>(cols, rpe));
+            auto gather = [&](int64_t j0, int64_t j1, int) noexcept {
+                for (int64_t j = j0; j < j1; ++j) {
+                    const int64_t slot = order[j];
+                    std::memcpy(xg + j * act_row_bytes, xq + (per_slot ? slot : slot / k) * act_row_bytes,
+                                static_cast<size_t>(act_row_bytes));
+                }
+            };
+            auto dot_rows = [&](int64_t i0, int64_t i1, int) noexcept {
+                for (int64_t i = i0; i < i1; ++i) {
+                    const int32_t e = active[i / rpe];
+                    const int64_t r = i % rpe;
+                    q->dot_act_multi(data + (e * rpe + r) * w.row_bytes, xg + offsets[e] * act_row_bytes,
+                                     act_row_bytes, offsets[e + 1] - offsets[e], cols, yg + r * n_slots + offsets[e]);
+                }
+            };
+            auto scatter = [&](int64_t j0, int64_t j1, int) noexcept {
+                for (int64_t j = j0; j < j1; ++j)
+                    for (int64_t r = 0; r < rpe; ++r) a->y[order[j] * rpe + r] = yg[r * n_slots + j];
+            };
+            const int64_t work = static_cast<int64_t>(n_active) * rpe;
+            const int threads = dev->pool.size();
+            dev->pool.parallel_for(n_slots, grain, gather);
+            dev->pool.parallel_for(work,
+                                   threads <= 1 || work * cols < parallel_min_work
+                                       ? work
+                                       : std::max<int64_t>(1, work / (int64_t{threads} * 4)),
+                                   dot_rows);
+            dev->pool.parallel_for(n_slots, grain, scatter);
+            ok(st);
+            return STRATA_OK;
+        }
         run([&](const unsigned char *row, int64_t xi) { return q->dot_act(row, xq + xi * act_row_bytes, cols); });
         ok(st);
         return STRATA_OK;
