@@ -82,9 +82,9 @@ std::unique_ptr<hf_checkpoint> hf_checkpoint::open(const std::string &folder, co
              "tokenizer.json (huggingface-cli download MODEL --local-dir FOLDER)", folder);
     std::unique_ptr<hf_checkpoint> c(new hf_checkpoint(folder));
     const hf_config cfg = map_hf_config(read_text_file(config), config.string(), c->meta_);
-    if (!cfg.quant.method.empty() && cfg.architecture->expert_count_key != nullptr)
-        fail("{}: a {} checkpoint of a mixture of experts ({}) is not implemented yet (each expert's quantized "
-             "matrices would have to be stacked); use its unquantized checkpoint or a GGUF", folder, cfg.quant.method,
+    if (cfg.quant.desc_act && !cfg.quant.static_groups && cfg.architecture->expert_count_key != nullptr)
+        fail("{}: an act-order (desc_act) GPTQ checkpoint of a mixture of experts ({}) is not implemented: a stacked "
+             "expert tensor has no input order; use a checkpoint quantized without desc_act", folder,
              cfg.architecture->hf_name);
     c->trim_vocab_ = cfg.architecture->trim_vocab;
     c->meta_.set_string("general.name", fs::path(folder).lexically_normal().filename().string().empty()
@@ -176,7 +176,8 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
             for (const std::string &hf : names) {
                 const hf_name_pair *row = find_hf_name_pair(a, hf);
                 const std::string_view pattern = row != nullptr ? row->hf : "";
-                if (((pattern.find("{L}") != std::string_view::npos && pattern.ends_with("proj.weight")) ||
+                if (((pattern.find("{L}") != std::string_view::npos &&
+                      (pattern.ends_with("proj.weight") || (row != nullptr && is_expert_row(*row)))) ||
                      (quant.quantized_lm_head && pattern == "lm_head.weight")) &&
                     !quant.ignores(hf.substr(0, hf.size() - std::string_view(".weight").size())))
                     quantized.insert(hf);
@@ -211,7 +212,8 @@ void hf_checkpoint::shapes_from_config(const hf_config &cfg) {
             // to keep the groups in place (known only from the weights; always so with static_groups, whose groups
             // AutoGPTQ fixes on the columns before it permutes them).
             t.input_order = quant.desc_act && !quant.static_groups && quant.group_size > 0 && quant.group_size < t.ne[0];
-            t.n_bytes = repacked_bytes(t.type, t.ne[1], t.ne[0], t.input_order);
+            if (is_expert_row(*row)) t.input_order = false; // refused at open: act-order mixtures
+            t.n_bytes = repacked_bytes(t.type, t.ne[1], t.ne[0], t.input_order) * static_cast<uint64_t>(t.ne[2]);
         }
         largest = std::max(largest, t.n_bytes);
         index_.emplace(t.name, tensors_.size());
@@ -394,8 +396,25 @@ void hf_checkpoint::map_tensors(const hf_config &cfg) {
     }
     std::vector<repacked_weight> packed = repack_quantized_linears(cfg.quant, layers);
     std::set<std::string> block_types; // "Q4_G128", for the start-up line
+    // A mixture's quantized experts: each repacked alone, then stacked like unquantized ones (by GGUF name, in
+    // expert order).
+    std::map<std::string, std::vector<repacked_weight *>> expert_stacks;
     for (size_t i = 0; i < layers.size(); ++i) {
+        const std::string hf_weight = layers[i].first.prefix + ".weight";
+        if (const auto e = hf_expert_index(a, hf_weight)) {
+            auto &members = expert_stacks[*gguf_tensor_name(a, hf_weight)];
+            if (*e >= cfg.n_expert)
+                fail("{}: '{}' is expert {}, but config.json's {} is {}", name_, layers[i].first.prefix, *e,
+                     a.expert_count_key, cfg.n_expert);
+            members.resize(static_cast<size_t>(cfg.n_expert), nullptr);
+            members[static_cast<size_t>(*e)] = &packed[i];
+            continue;
+        }
         const gguf::type_traits *tr = gguf::ggml_type_traits(add_repacked(cfg, layers[i].first.prefix, std::move(packed[i])));
+        block_types.insert(tr != nullptr ? tr->name : "repacked");
+    }
+    for (const auto &[gname, members] : expert_stacks) {
+        const gguf::type_traits *tr = gguf::ggml_type_traits(add_repacked_experts(gname, members));
         block_types.insert(tr != nullptr ? tr->name : "repacked");
     }
     quant_method_ = cfg.quant.method;
@@ -521,6 +540,40 @@ void hf_checkpoint::stack_experts(const std::map<std::string, std::vector<const 
     bar.finish();
     log::info("model", "{}: {} expert tensors stacked from their per-expert matrices ({:.1f} MiB copied once into "
                        "memory, as GGUF stores them)", name_, stacks.size(), static_cast<double>(total) / 1048576.0);
+}
+
+uint32_t hf_checkpoint::add_repacked_experts(const std::string &gname, const std::vector<repacked_weight *> &members) {
+    const repacked_weight *first = members[0];
+    for (size_t e = 0; e < members.size(); ++e) {
+        const repacked_weight *m = members[e];
+        if (m == nullptr)
+            fail("{}: expert {} of '{}' is missing (its quantized layer is not in the checkpoint); the download is "
+                 "incomplete", name_, e, gname);
+        if (m->type != first->type || m->rows != first->rows || m->cols != first->cols)
+            fail("{}: the experts of '{}' are quantized in different shapes or block types (expert {} against "
+                 "expert 0); a stacked expert tensor has one", name_, gname, e);
+        if (m->input_order)
+            fail("{}: expert {} of '{}' is act-order (desc_act: its g_idx permutes the inputs among the groups); "
+                 "a stacked expert tensor has no input order, so act-order mixtures are not implemented", name_, e,
+                 gname);
+    }
+    gguf::tensor_info t;
+    t.name = gname;
+    t.n_dims = 3;
+    t.ne[0] = first->cols;
+    t.ne[1] = first->rows;
+    t.ne[2] = static_cast<int64_t>(members.size());
+    t.type = first->type;
+    std::vector<uint8_t> bytes;
+    bytes.reserve(first->bytes.size() * members.size());
+    for (const repacked_weight *m : members) bytes.insert(bytes.end(), m->bytes.begin(), m->bytes.end());
+    t.n_bytes = bytes.size();
+    repacked_.push_back(std::move(bytes));
+    t.data = repacked_.back().data();
+    if (!index_.emplace(t.name, tensors_.size()).second)
+        fail("{}: '{}' has both quantized and unquantized experts; a stacked expert tensor has one type", name_, gname);
+    tensors_.push_back(std::move(t));
+    return first->type;
 }
 
 void hf_checkpoint::add_computed_tensors() {

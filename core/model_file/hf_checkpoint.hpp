@@ -77,6 +77,8 @@ class hf_checkpoint final : public model_file {
     void stack_experts(const std::map<std::string, std::vector<const safetensors_tensor *>> &experts);
     // A GPTQ / AWQ / FP8 layer's parts repacked into one weight named by its .weight's GGUF name; its type.
     uint32_t add_repacked(const hf_config &cfg, const std::string &prefix, repacked_weight r);
+    // A mixture's repacked experts (in expert order) stacked into one 3-D weight named `gname`; its type.
+    uint32_t add_repacked_experts(const std::string &gname, const std::vector<repacked_weight *> &members);
 
     std::string name_;
     metadata_table meta_;

@@ -12,6 +12,7 @@
 #include "engine_fixture.hpp"
 #include "error_of.hpp"
 #include "made_model.hpp"
+#include "model_file/hf_quantization.hpp"
 #include "model_file/open_model_file.hpp"
 #include "quantizable_llama.hpp"
 #include "same_model.hpp"
@@ -78,6 +79,51 @@ INSTANTIATE_TEST_SUITE_P(
                       quant_case{"ct_fp8_block64", "--method compressed-tensors --scheme block --block-size 64"},
                       quant_case{"fp8_tensor_static", "--method fp8 --scheme tensor --static-activations"},
                       quant_case{"fp8_block128", "--method fp8 --scheme block --block-size 128"}),
+    [](const auto &info) { return std::string(info.param.name); });
+
+// Quantized mixtures of experts: each expert's layer repacked alone, then stacked into the 3-D expert tensor; the
+// logits those of the float model dequantized from the same integers, and a plan from config.json alone counts
+// every expert's repacked bytes.
+struct moe_quant_case {
+    const char *name;
+    const char *model_args;
+    const char *quant_args;
+};
+
+class HfQuantizedMixture : public ::testing::TestWithParam<moe_quant_case> {};
+
+TEST_P(HfQuantizedMixture, LogitsMatchTheFloatModelDequantizedFromTheSameIntegers) {
+    if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
+    const moe_quant_case &c = GetParam();
+    const std::string float_hf = quantizable_moe_hf(std::string("hfq-moe-") + c.name + "-float", c.model_args);
+    ASSERT_FALSE(float_hf.empty());
+    const auto [quantized, dequantized] = quantized_hf(std::string("hfq-moe-") + c.name, float_hf, c.quant_args);
+    ASSERT_FALSE(quantized.empty()) << "tools/hf_quantize failed";
+    expect_same_model(dequantized, quantized, "Once upon a time", 40, 5e-5);
+    const auto file = strata::open_model_file(quantized, {});
+    const strata::gguf::tensor_info *up = file->find_tensor("blk.0.ffn_up_exps.weight");
+    ASSERT_NE(up, nullptr);
+    EXPECT_EQ(up->n_dims, 3u);
+    EXPECT_GE(up->type, strata::gguf::first_strata_type) << "the experts stay quantized";
+    EXPECT_EQ(up->n_bytes, strata::repacked_bytes(up->type, up->ne[1], up->ne[0]) * static_cast<uint64_t>(up->ne[2]));
+    expect_plan_matches(*file, *strata::open_model_file(config_only_copy(quantized, std::string("hfq-moe-") + c.name +
+                                                                                         "-config-only"),
+                                                        {}, true));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Decoder, HfQuantizedMixture,
+    ::testing::Values(moe_quant_case{"qwen3moe_gptq_4bit_g32", "--arch qwen3moe --head-dim 32 --experts 4 "
+                                                               "--experts-used 2 --expert-ff 64",
+                                     "--method gptq --bits 4 --group-size 32"},
+                      moe_quant_case{"qwen3moe_fp8_block128", "--arch qwen3moe --head-dim 32 --experts 4 "
+                                                              "--experts-used 2 --expert-ff 64",
+                                     "--method fp8 --scheme block --block-size 128"},
+                      moe_quant_case{"mixtral_awq_4bit_g64", "--experts 4 --experts-used 2",
+                                     "--method awq --bits 4 --group-size 64"},
+                      moe_quant_case{"qwen2moe_ct_fp8_channel", "--arch qwen2moe --experts 4 --experts-used 2 "
+                                                                "--expert-ff 64",
+                                     "--method compressed-tensors --scheme channel"}),
     [](const auto &info) { return std::string(info.param.name); });
 
 TEST(HfQuantizedCheckpoint, APlanFromConfigJsonAloneShowsTheRepackedBytes) {

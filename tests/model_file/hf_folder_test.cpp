@@ -129,7 +129,7 @@ TEST_F(HfFolder, EachDefectIsOneErrorNamingWhatToFix) {
 }
 
 // A mixture's experts: each layer's per-expert matrices must all be there, of one shape and dtype, and numbered
-// below the expert count; a quantized mixture is refused.
+// below the expert count; an act-order GPTQ mixture is refused (a stacked expert tensor has no input order).
 TEST_F(HfFolder, MixtureExpertsMustBeCompleteAndAlike) {
     const std::string moe = R"({"architectures":["MixtralForCausalLM"],"model_type":"mixtral","hidden_size":8,)"
                             R"("intermediate_size":16,"num_hidden_layers":1,"num_attention_heads":2,"vocab_size":4,)"
@@ -155,9 +155,10 @@ TEST_F(HfFolder, MixtureExpertsMustBeCompleteAndAlike) {
     write("model.safetensors", one_tensor("model.layers.0.block_sparse_moe.experts.1.w3.weight", "F32", 128));
     e = error();
     EXPECT_NE(e.find("expert 0 of 'blk.0.ffn_up_exps.weight' is missing"), std::string::npos) << e;
-    write("config.json", moe + R"(,"quantization_config":{"quant_method":"gptq","bits":4,"group_size":32}})");
+    write("config.json", moe + R"(,"quantization_config":{"quant_method":"gptq","bits":4,"group_size":32,"desc_act":true}})");
     e = error();
-    EXPECT_NE(e.find("mixture of experts (MixtralForCausalLM) is not implemented"), std::string::npos) << e;
+    EXPECT_NE(e.find("act-order (desc_act) GPTQ checkpoint of a mixture of experts (MixtralForCausalLM) is not "
+                     "implemented"), std::string::npos) << e;
 }
 
 // More embedding rows than tokenizer.json has tokens (Qwen2.5's 151936 rows for 151665 tokens): the missing ids are

@@ -319,7 +319,10 @@ def copy_side_files(src, dst):
 
 
 def is_quantized_layer(name, shape):
-    return name.startswith("model.layers.") and name.endswith("proj.weight") and len(shape) == 2
+    """The blocks' linear layers (Mixtral's experts are w1 / w2 / w3); routers and the shared expert's gate stay float,
+    as the quantizers leave them."""
+    return (name.startswith("model.layers.") and name.endswith(("proj.weight", ".w1.weight", ".w2.weight", ".w3.weight"))
+            and len(shape) == 2)
 
 
 def main():
