@@ -119,7 +119,7 @@ INSTANTIATE_TEST_SUITE_P(
                       moe_quant_case{"qwen3moe_fp8_block128", "--arch qwen3moe --head-dim 32 --experts 4 "
                                                               "--experts-used 2 --expert-ff 64",
                                      "--method fp8 --scheme block --block-size 128"},
-                      moe_quant_case{"mixtral_awq_4bit_g64", "--experts 4 --experts-used 2",
+                      moe_quant_case{"mixtral_awq_4bit_g64", "--experts 4 --experts-used 2 --ff 128",
                                      "--method awq --bits 4 --group-size 64"},
                       moe_quant_case{"qwen2moe_ct_fp8_channel", "--arch qwen2moe --experts 4 --experts-used 2 "
                                                                 "--expert-ff 64",

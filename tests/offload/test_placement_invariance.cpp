@@ -140,7 +140,7 @@ TEST(PlacementInvariance, HfMixtureGreedyTokensAreTheSameWhereverTheWeightsLive)
                                    shared_path("models/stories260K-f32.gguf") + " 2>/dev/null");
     const std::string hf = exported_hf("hf-pi-qwen2moe-5l", gguf, "--shards 2");
     ASSERT_FALSE(hf.empty());
-    expect_placement_invariance(hf, 80);
+    expect_placement_invariance(hf, 48);
 }
 
 // The same for a GPTQ act-order checkpoint (4-bit groups of 32 with zero points over permuted inputs, repacked at
@@ -159,7 +159,7 @@ TEST(PlacementInvariance, AwqCheckpointGreedyTokensAreTheSameWhereverTheWeightsL
     if (std::string(STRATA_PYTHON3).empty()) GTEST_SKIP() << "python3 not found at configure time (tools/hf_quantize)";
     const auto [awq, dequantized] = quantized_hf("hfq-awq_4bit_g128", quantizable_llama_hf(), "--method awq --bits 4 --group-size 128");
     ASSERT_FALSE(awq.empty());
-    expect_placement_invariance(awq, 80);
+    expect_placement_invariance(awq, 48);
 }
 
 // The same for an FP8 checkpoint (compressed-tensors, e4m3 with a scale per 64 x 64 block, repacked at load into FP8
@@ -169,7 +169,7 @@ TEST(PlacementInvariance, Fp8CheckpointGreedyTokensAreTheSameWhereverTheWeightsL
     const auto [fp8, dequantized] = quantized_hf("hfq-ct_fp8_block64", quantizable_llama_hf(),
                                                  "--method compressed-tensors --scheme block --block-size 64");
     ASSERT_FALSE(fp8.empty());
-    expect_placement_invariance(fp8, 80);
+    expect_placement_invariance(fp8, 48);
 }
 
 // A file whose tensors mix quantization types (make-model's Q4_K_M: Q4_K, Q6_K for the output and some attn_v /
