@@ -43,16 +43,6 @@ config::schema core_schema() {
             "activation dtype (vLLM --dtype): every device computes activations in float32, so auto, float and "
             "float32 run and half/float16/bfloat16 are refused; weights keep their file's types", "--dtype", 0, 0,
             "auto|half|float16|bfloat16|float|float32"),
-        key("kv_cache_dtype", STRATA_CONFIG_STRING, "\"auto\"",
-            "KV cache element type (vLLM --kv-cache-dtype): the cache is float32, so auto and float32 run; fp8 and "
-            "the 16-bit types are refused until the cache stores them", "--kv-cache-dtype", 0, 0,
-            "auto|float32|float16|bfloat16|fp8|fp8_e4m3|fp8_e5m2"),
-        key("cache_type_k", STRATA_CONFIG_STRING, "\"f32\"",
-            "KV cache type for K (llama.cpp -ctk): f32 runs; the others are refused until the cache stores them",
-            "--cache-type-k|-ctk", 0, 0, "f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1"),
-        key("cache_type_v", STRATA_CONFIG_STRING, "\"f32\"",
-            "KV cache type for V (llama.cpp -ctv): as cache_type_k", "--cache-type-v|-ctv", 0, 0,
-            "f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1"),
         key("chat_template", STRATA_CONFIG_STRING, "\"\"",
             "chat template for chat requests (vLLM --chat-template): empty = the model's own (GGUF "
             "tokenizer.chat_template; the plain built-in when it has none); a built-in name (chatml, llama3, llama2, "
@@ -127,6 +117,18 @@ config::schema core_schema() {
             "offloaded as cpu_offload_layers = n_layer - n_gpu_layers", "--n-gpu-layers|-ngl|--gpu-layers", -1, 1e6),
         key("enable_cpu_offload", STRATA_CONFIG_BOOL, "false", "offload whatever does not fit the device budget",
             "--enable-cpu-offload|--cpu-offload"),
+        key("kv_cache_dtype", STRATA_CONFIG_STRING, "\"auto\"",
+            "KV cache element type (vLLM --kv-cache-dtype) on the device and every KV tier: auto = float32 (exact); "
+            "float16/f16/half and bfloat16/bf16 halve the bytes per token; fp8, fp8_e4m3, fp8_e5m2 and q8_0 are "
+            "refused until the cache stores them", "--kv-cache-dtype", 0, 0,
+            "auto|float32|f32|float16|f16|half|bfloat16|bf16|fp8|fp8_e4m3|fp8_e5m2|q8_0"),
+        key("cache_type_k", STRATA_CONFIG_STRING, "\"\"",
+            "KV cache type for K (llama.cpp -ctk): empty = kv_cache_dtype; f32, f16 and bf16 run (the same type as "
+            "cache_type_v: one type holds K and V); the quantized ones are refused until the cache stores them",
+            "--cache-type-k|-ctk", 0, 0, "|f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1"),
+        key("cache_type_v", STRATA_CONFIG_STRING, "\"\"",
+            "KV cache type for V (llama.cpp -ctv): as cache_type_k", "--cache-type-v|-ctv", 0, 0,
+            "|f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1"),
         key("cpu_kv_cache", STRATA_CONFIG_BOOL, "false",
             "keep the KV cache in host RAM: what the cpu device always does; a GPU device refuses it (its KV lives in "
             "device memory, host RAM holds swap_space)", "--cpu-kv-cache"),

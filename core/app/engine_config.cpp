@@ -68,16 +68,6 @@ void check_foreign_keys(const config::document &doc, const config::schema &s) {
     if (dtype != "auto" && dtype != "float" && dtype != "float32")
         fail("--dtype {}: every device computes activations in float32 (the weights keep their file's types); use "
              "--dtype auto or float32", dtype);
-    const std::string kv = doc.get_string("model", "kv_cache_dtype", s).value_or("auto");
-    if (kv != "auto" && kv != "float32")
-        fail("--kv-cache-dtype {}: the KV cache stores float32 on every device; a {} cache is not built yet (use auto)",
-             kv, kv);
-    for (const char *key : {"cache_type_k", "cache_type_v"}) {
-        const std::string t = doc.get_string("model", key, s).value_or("f32");
-        if (t != "f32")
-            fail("--{} {}: the KV cache stores f32 on every device; a {} cache is not built yet (use f32)",
-                 key == std::string("cache_type_k") ? "cache-type-k" : "cache-type-v", t, t);
-    }
     for (const char *key : {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"}) {
         const int64_t n = doc.get_int("parallel", key, s).value_or(1);
         if (n > 1)
@@ -93,6 +83,36 @@ void check_foreign_keys(const config::document &doc, const config::schema &s) {
     if (fa != "auto")
         log::info("runtime", "--flash-attn {}: each device runs its one attention kernel (cuda: online softmax, the "
                   "flash-attention form; cpu: exact two-pass softmax), whatever -fa says", fa);
+}
+
+// The KV cache's element type from [memory] kv_cache_dtype (vLLM's names) and cache_type_k / cache_type_v
+// (llama.cpp's -ctk / -ctv): auto is float32; the 16-bit types run; what the cache cannot store yet is refused.
+uint32_t kv_type_from(const config::document &doc, const config::schema &s) {
+    const std::string dtype = doc.get_string("memory", "kv_cache_dtype", s).value_or("auto");
+    uint32_t type = STRATA_KV_F32;
+    if (dtype == "float16" || dtype == "f16" || dtype == "half") type = STRATA_KV_F16;
+    else if (dtype == "bfloat16" || dtype == "bf16") type = STRATA_KV_BF16;
+    else if (dtype != "auto" && dtype != "float32" && dtype != "f32")
+        fail("--kv-cache-dtype {}: the KV cache stores float32, float16 or bfloat16 (an {} cache is not built yet); "
+             "use --kv-cache-dtype float16 for half the bytes per token", dtype, dtype);
+    const std::string k = doc.get_string("memory", "cache_type_k", s).value_or("");
+    const std::string v = doc.get_string("memory", "cache_type_v", s).value_or("");
+    if (k.empty() && v.empty()) return type;
+    auto llama_type = [&](const std::string &flag, const std::string &t) -> uint32_t {
+        if (t == "f32") return STRATA_KV_F32;
+        if (t == "f16") return STRATA_KV_F16;
+        if (t == "bf16") return STRATA_KV_BF16;
+        fail("--{} {}: the KV cache stores f32, f16 or bf16 (a {} cache is not built yet); use f16", flag, t, t);
+    };
+    const uint32_t tk = k.empty() ? type : llama_type("cache-type-k", k);
+    const uint32_t tv = v.empty() ? type : llama_type("cache-type-v", v);
+    if (tk != tv)
+        fail("--cache-type-k {} and --cache-type-v {}: one type holds both K and V in this cache; give both the same "
+             "type (or set --kv-cache-dtype)", k.empty() ? dtype : k, v.empty() ? dtype : v);
+    if (dtype != "auto" && tk != type)
+        fail("--kv-cache-dtype {} and --cache-type-k/-v {}: they name different KV types; set one of them", dtype,
+             k.empty() ? v : k);
+    return tk;
 }
 
 } // namespace
@@ -131,6 +151,7 @@ engine::engine_options engine_options_from(const plugins::registry &registry, co
     opts.scheduler.max_num_batched_tokens =
         static_cast<int32_t>(doc.get_int("scheduler", "max_num_batched_tokens", s).value_or(2048));
     opts.scheduler.mode = engine::parse_preemption_mode(doc.get_string("scheduler", "preemption_mode", s).value_or("auto"));
+    opts.kv.kv_type = kv_type_from(doc, s);
     opts.kv.block_size = static_cast<int32_t>(doc.get_int("scheduler", "block_size", s).value_or(16));
     opts.kv.enable_prefix_caching = doc.get_bool("scheduler", "enable_prefix_caching", s).value_or(true);
     opts.kv.swap_space_gib = doc.get_float("memory", "swap_space", s).value_or(4);

@@ -3,6 +3,8 @@
 #include "common/error.hpp"
 #include "model_file/model_file.hpp"
 
+#include <strata/kv_layout.hpp>
+
 #include <fmt/format.h>
 
 #include <vector>
@@ -15,6 +17,8 @@ namespace {
 
 // The ABI minor that added strata_tensor_view.input_order (GPTQ act-order): older device and model plugins drop it.
 constexpr uint32_t k_input_order_minor = 19;
+// The ABI minor that added strata_paged_kv.kv_type (16-bit KV caches): older plugins lay KV out in float32 only.
+constexpr uint32_t k_kv_type_minor = 20;
 
 struct op_slot {
     int32_t op;
@@ -153,6 +157,40 @@ std::string unsupported_model_shapes(const strata_model_arch_desc &arch, const s
     return fmt::format("{}: {} '{}' cannot run this model:{}\nrun it on a device that can (--device cpu computes "
                        "every type a quant plugin reads)",
                        path, role, device_name, list);
+}
+
+std::string unsupported_kv_type(uint32_t kv_type, const strata_model_hparams &hp,
+                                const plugins::handle<strata_device_desc> &device, strata_device *dev,
+                                const plugins::handle<strata_model_arch_desc> &arch, const std::string &path) {
+    if (kv_type == STRATA_KV_F32) return {};
+    const char *type = kv_layout::type_name(kv_type);
+    const std::string type_text = type != nullptr ? type : fmt::format("type {}", kv_type);
+    const char *device_name = device.desc->header.name != nullptr ? device.desc->header.name : "(unnamed)";
+    const uint32_t device_minor = device.lib ? device.lib->info->abi_minor : STRATA_ABI_MINOR;
+    const uint32_t arch_minor = arch.lib ? arch.lib->info->abi_minor : STRATA_ABI_MINOR;
+    if (arch_minor < k_kv_type_minor)
+        return fmt::format("{}: --kv-cache-dtype {}: model_arch '{}' (built for plugin ABI 1.{}) lays the KV cache out "
+                           "in float32 only (other types came with ABI 1.{}); update that plugin or use "
+                           "--kv-cache-dtype auto",
+                           path, type_text, arch.desc->header.name, arch_minor, k_kv_type_minor);
+    if (device_minor < k_kv_type_minor)
+        return fmt::format("{}: --kv-cache-dtype {}: device '{}' (built for plugin ABI 1.{}) stores float32 KV only "
+                           "(other types came with ABI 1.{}); update that plugin or use --kv-cache-dtype auto",
+                           path, type_text, device_name, device_minor, k_kv_type_minor);
+    const strata_device_desc *d = device.desc;
+    if (!STRATA_HAS_SLOT(d, supports)) return {};
+    strata_support_query q{};
+    q.struct_size = sizeof q;
+    q.kind = STRATA_SUPPORT_ATTENTION;
+    q.n_heads = hp.n_head;
+    q.n_kv_heads = hp.n_head_kv;
+    q.head_dim = hp.head_dim;
+    q.kv_type = kv_type;
+    char why[512] = {0};
+    if (d->supports(dev, &q, why, sizeof why) != 0) return {};
+    return fmt::format("{}: --kv-cache-dtype {}: device '{}' cannot keep this KV cache: {}; use --kv-cache-dtype auto "
+                       "(float32) or another device",
+                       path, type_text, device_name, why);
 }
 
 void check_device_offers_model_ops(const strata_model_arch_desc &arch, const strata_model *model,

@@ -42,6 +42,13 @@ std::string unsupported_model_shapes(const strata_model_arch_desc &arch, const s
                                      const std::function<bool(const std::string &tensor)> &ask_tensor = nullptr,
                                      bool ask_attention = true);
 
+// Why the model cannot keep its KV cache in kv_type (strata_kv_type) on `device`: "" for float32, which every device
+// and model plugin holds; for another type, a device or model plugin built before ABI 1.20 (which lays KV out in
+// float32 only) is refused by name, and the device's `supports` is asked (STRATA_SUPPORT_ATTENTION with kv_type).
+std::string unsupported_kv_type(uint32_t kv_type, const strata_model_hparams &hp,
+                                const plugins::handle<strata_device_desc> &device, strata_device *dev,
+                                const plugins::handle<strata_model_arch_desc> &arch, const std::string &path);
+
 // Throws strata::error when the file holds a weight with an input order (strata_tensor_view.input_order, ABI 1.19)
 // and the model plugin `arch` was built before it: its views would drop the order.
 void check_model_reads_input_order(const model_file &file, const plugins::handle<strata_model_arch_desc> &arch,

@@ -90,6 +90,10 @@ void engine::init() {
             [&](const std::string &t) { return !(experts_may_leave && is_routed_expert(t)); });
         !why.empty())
         fail("{}", why);
+    if (const std::string why = unsupported_kv_type(opts_.kv.kv_type, hp_, device_desc_, device_, arch_,
+                                                    opts_.model_path);
+        !why.empty())
+        fail("{}", why);
     if (tokenizer_ && hp_.n_vocab != tokenizer_->n_vocab()) {
         fail("{}: the model has {} vocabulary rows but the tokenizer has {} tokens", opts_.model_path, hp_.n_vocab,
              tokenizer_->n_vocab());
@@ -214,6 +218,7 @@ void engine::place_weights() {
     shape.hp = hp_;
     shape.max_model_len = n_ctx_;
     shape.activation_bytes = activation_bytes(arch_.desc, model_, hp_, opts_.scheduler);
+    shape.kv_type = opts_.kv.kv_type;
     if (opts_.plan_gpu_memory) {
         plan_for_gpu(shape);
         return;

@@ -42,6 +42,7 @@ class prefix_store_adapter;
 
 // The paged KV cache and where its blocks may live ([scheduler] and the KV keys of [memory]).
 struct kv_options {
+    uint32_t kv_type = STRATA_KV_F32;     // [memory] kv_cache_dtype: the element type of every KV block (strata_kv_type)
     int32_t block_size = 16;
     bool enable_prefix_caching = true;
     double swap_space_gib = 4.0;          // host tier for swapped and spilled blocks (0 = none)

@@ -6,7 +6,10 @@
 #include "common/log.hpp"
 #include "engine/engine_util.hpp"
 #include "common/progress.hpp"
+#include "engine/model_fingerprint.hpp"
 #include "engine/prefix_store_adapter.hpp"
+
+#include <strata/kv_layout.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -20,9 +23,8 @@ using namespace detail;
 // Sizes the KV pools (device, host tier, NVMe), the prefix store and the scheduler, and prints them.
 void engine::setup_kv() {
     const kv_options &o = opts_.kv;
-    const uint64_t kv_dim = static_cast<uint64_t>(hp_.n_head_kv) * static_cast<uint64_t>(hp_.head_dim);
-    const uint64_t block_bytes = static_cast<uint64_t>(hp_.n_layer) * 2u * static_cast<uint64_t>(o.block_size) *
-                                 kv_dim * sizeof(float);
+    const int64_t kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
+    const uint64_t block_bytes = kv_layout::block_bytes(hp_.n_layer, o.block_size, kv_dim, o.kv_type);
     const uint64_t per_token = block_bytes / static_cast<uint64_t>(o.block_size);
     // Device KV as planned: kv_cache_memory when set, else what the device budget leaves (bounded on the CPU).
     const uint64_t device_kv = plan_.device_kv;
@@ -37,7 +39,8 @@ void engine::setup_kv() {
     kc.block_size = o.block_size;
     kc.block_bytes = block_bytes;
     kc.prefix_caching = o.enable_prefix_caching;
-    kc.fingerprint = fingerprint_;
+    const uint64_t kv_identity = kv_fingerprint(fingerprint_, o.kv_type);
+    kc.fingerprint = kv_identity;
     kc.device_reads_host = device_reads_host_;
     kv_ = std::make_unique<kv::kv_cache>(kc);
     strata_status st{};
@@ -97,7 +100,7 @@ void engine::setup_kv() {
     if (!o.prefix_store_dir.empty()) {
         if (!o.enable_prefix_caching)
             fail("prefix_store_dir is set but prefix caching is off; drop --prefix-store-dir or enable prefix caching");
-        store_ = std::make_unique<prefix_store_adapter>(o.prefix_store_dir, gib_bytes(o.prefix_store_gib), fingerprint_,
+        store_ = std::make_unique<prefix_store_adapter>(o.prefix_store_dir, gib_bytes(o.prefix_store_gib), kv_identity,
                                                         o.block_size, block_bytes);
         kv_->set_store(store_.get());
     }
@@ -116,8 +119,8 @@ void engine::setup_kv() {
     sched_ = std::make_unique<scheduler>(*kv_, opts_.scheduler);
 
     if (opts_.print_plan) {
-        std::string t = fmt::format("KV cache: blocks of {} tokens, {} each ({} per token); prefix caching {}\n",
-                                    o.block_size, human(block_bytes), human(per_token),
+        std::string t = fmt::format("KV cache: {}, blocks of {} tokens, {} each ({} per token); prefix caching {}\n",
+                                    kv_layout::type_name(o.kv_type), o.block_size, human(block_bytes), human(per_token),
                                     o.enable_prefix_caching ? "on" : "off");
         t += fmt::format("  {:<8} {:>10} {:>12} {:>12}  {}\n", "tier", "blocks", "tokens", "bytes", "where");
         auto row = [&](const char *name, uint64_t n, const std::string &where) {

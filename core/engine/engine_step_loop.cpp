@@ -227,6 +227,7 @@ void engine::forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits) {
     pk.struct_size = sizeof pk;
     pk.block_size = opts_.kv.block_size;
     pk.kv_dim = hp_.n_head_kv * hp_.head_dim;
+    pk.kv_type = opts_.kv.kv_type;
     pk.n_seqs = n_seqs;
     pk.seq_block_start = step_seq_block_start_.data();
     pk.block_base = step_block_base_.data();

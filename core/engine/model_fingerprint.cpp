@@ -1,5 +1,6 @@
 #include "engine/model_fingerprint.hpp"
 
+#include <strata/plugin_abi.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -31,6 +32,15 @@ uint64_t model_fingerprint(const model_file &file) {
     const uint64_t h = XXH3_64bits_digest(st);
     XXH3_freeState(st);
     return h;
+}
+
+uint64_t kv_fingerprint(uint64_t model, uint32_t kv_type) {
+    if (kv_type == STRATA_KV_F32) return model;
+    // splitmix64's finaliser over the model's fingerprint and the type: distinct types give unrelated values.
+    uint64_t z = model ^ (0x9e3779b97f4a7c15ull * (uint64_t{kv_type} + 1));
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
 }
 
 } // namespace strata::engine

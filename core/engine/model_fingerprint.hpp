@@ -11,4 +11,9 @@ namespace strata::engine {
 
 uint64_t model_fingerprint(const model_file &file);
 
+// The identity of KV computed by that model into a cache of kv_type (strata_kv_type): the model's fingerprint for
+// float32 (so earlier prefix stores stay valid), another value for each other type, so a block stored in one type is
+// never read as another (in memory or in the prefix store, whose folders are named by it).
+uint64_t kv_fingerprint(uint64_t model, uint32_t kv_type);
+
 } // namespace strata::engine

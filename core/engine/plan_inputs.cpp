@@ -5,6 +5,8 @@
 #include "planner/bandwidth_cache.hpp"
 #include "topology/topology.hpp"
 
+#include <strata/kv_layout.hpp>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -142,7 +144,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.n_layer = m.hp.n_layer;
     in.n_head_kv = m.hp.n_head_kv;
     in.head_dim = m.hp.head_dim;
-    in.kv_dtype_bytes = 4; // the KV cache is F32 today
+    in.kv_dtype_bytes = static_cast<uint32_t>(kv_layout::element_bytes(m.kv_type));
     in.max_model_len = m.max_model_len;
     in.model_context_length = m.hp.n_ctx_train;
     in.activation_bytes = m.activation_bytes;

@@ -21,6 +21,7 @@ struct model_shape {
     strata_model_hparams hp{};
     int32_t max_model_len = 0;
     uint64_t activation_bytes = 0;
+    uint32_t kv_type = STRATA_KV_F32; // the KV cache's element type ([memory] kv_cache_dtype)
 };
 
 // Device memory the step loop needs besides weights and KV: the forward pass's workspace for a full step of

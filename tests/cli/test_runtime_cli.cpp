@@ -568,8 +568,10 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
         {"--pipeline-parallel-size 2", "pipeline_parallel_size = 2"},
         {"-dp 2", "data_parallel_size = 2"},
         {"--dtype float16", "--dtype float16: every device computes activations in float32"},
-        {"--kv-cache-dtype fp8", "--kv-cache-dtype fp8: the KV cache stores float32"},
-        {"-ctk q8_0", "--cache-type-k q8_0: the KV cache stores f32"},
+        {"--kv-cache-dtype fp8", "--kv-cache-dtype fp8: the KV cache stores float32, float16 or bfloat16"},
+        {"-ctk q8_0", "--cache-type-k q8_0: the KV cache stores f32, f16 or bf16"},
+        {"-ctk f16 -ctv bf16", "one type holds both K and V in this cache"},
+        {"--kv-cache-dtype bf16 -ctk f16 -ctv f16", "they name different KV types"},
         {"-q gptq", "is a GGUF file holding F32 (47 tensors); 'gptq' names a format of Hugging Face checkpoints"},
         {"-ot blk.0=ssd", "override_tensor 'blk.0=ssd': 'ssd' is not device or a configured tier (device, numa_ram)"},
         {"-ot blk.0", "override_tensor 'blk.0': write PATTERN=TARGET"},
@@ -583,9 +585,13 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     }
     // The accepted spellings of what runs here.
     // (The seeds' spellings: --tensor-parallel-size 1, --n-gpu-layers 20, --ctx-size 4096, --cpu-kv-cache.)
-    for (const std::string flags : {"--dtype float32", "--kv-cache-dtype auto", "-q gguf", "-ctk f32 -ctv f32", "-tp 1",
+    for (const std::string flags : {"--dtype float32", "--kv-cache-dtype auto", "--kv-cache-dtype float16",
+                                    "--kv-cache-dtype bf16", "-ctk f16 -ctv f16", "-q gguf", "-ctk f32 -ctv f32", "-tp 1",
                                     "--tensor-parallel-size 1", "--n-gpu-layers 20 --ctx-size 4096", "--cpu-kv-cache"})
         EXPECT_EQ(greedy_tokens(flags).size(), 16u) << flags;
+    // A 16-bit KV cache: half the bytes per token in the plan.
+    EXPECT_EQ(plan_json("--model " + k_model + " --kv-cache-dtype f16")["kv_bytes_per_token"].get<int64_t>() * 2,
+              plan_json("--model " + k_model)["kv_bytes_per_token"].get<int64_t>());
     // --cpu-kv-cache on a device with its own memory (the CPU emulating a GPU's) is refused with what to use.
     run_result gpu_kv = run("--model " + k_model + " --prompt x --max-tokens 2 --cpu-kv-cache --set cpu.separate_memory=true");
     EXPECT_EQ(gpu_kv.exit_code, 2);

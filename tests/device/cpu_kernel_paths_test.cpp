@@ -1,6 +1,12 @@
 // The AVX2+FMA kernel set against the scalar one: same results within 1e-6 relative, on every op that uses them;
 // and an elementwise op gives an element the same bits wherever it sits in the array (batch invariance).
+#include "cpu_kernels.hpp"
 #include "cpu_test_support.hpp"
+
+#include <strata/cpu_features.hpp>
+#include <strata/float16.hpp>
+
+#include <limits>
 
 namespace {
 
@@ -151,3 +157,55 @@ TEST_F(CpuKernelPaths, RopeAndMatmulDoNotDependOnTheKernelSet) {
 }
 
 } // namespace
+
+// The 16-bit KV kernels (ABI 1.20) of each kernel set: to_f16 / to_bf16 store the SDK's scalar conversion bit for bit
+// (specials and ties included), and dot / axpy over 16-bit rows give the bits of the float kernels over the same rows
+// widened to float first, so a 16-bit cache attends exactly as a float cache holding the rounded values.
+TEST(CpuKernel16Bit, ConversionsMatchTheSdkAndDotsMatchTheFloatKernelsOverWidenedRows) {
+    std::vector<const strata::cpu::kernels *> sets{&strata::cpu::scalar_kernels()};
+    if (strata::cpu::avx2_kernels() != nullptr && strata::plugin::cpu_has_avx2_fma_f16c())
+        sets.push_back(strata::cpu::avx2_kernels());
+    std::vector<float> x = random_floats(4099, 77, -70000.0f, 70000.0f);
+    const std::vector<float> small = random_floats(4099, 78, -1.0e-5f, 1.0e-5f);
+    x.insert(x.end(), small.begin(), small.end());
+    for (float special : {0.0f, -0.0f, 1.0f + 1.0f / 2048.0f, 1.0f + 3.0f / 2048.0f, 65504.0f, 65519.0f, 65520.0f,
+                          3.0e-7f, 6.0e-8f, 1.0e-40f, std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::max(), 1.00390625f, 1.01171875f})
+        x.push_back(special);
+    const int64_t n = static_cast<int64_t>(x.size());
+    for (const strata::cpu::kernels *k : sets) {
+        SCOPED_TRACE(k->name);
+        std::vector<uint16_t> h(x.size()), b(x.size());
+        k->to_f16(x.data(), h.data(), n);
+        k->to_bf16(x.data(), b.data(), n);
+        for (size_t i = 0; i < x.size(); ++i) {
+            ASSERT_EQ(h[i], strata::float16::fp32_to_fp16(x[i])) << "f16 of " << x[i] << " (element " << i << ")";
+            ASSERT_EQ(b[i], strata::float16::fp32_to_bf16(x[i])) << "bf16 of " << x[i] << " (element " << i << ")";
+        }
+        const std::vector<float> q = random_floats(4099, 79, -2.0f, 2.0f);
+        std::vector<uint16_t> rh(q.size()), rb(q.size());
+        const std::vector<float> r = random_floats(q.size(), 80, -3.0f, 3.0f);
+        k->to_f16(r.data(), rh.data(), static_cast<int64_t>(r.size()));
+        k->to_bf16(r.data(), rb.data(), static_cast<int64_t>(r.size()));
+        std::vector<float> wh(r.size()), wb(r.size());
+        for (size_t i = 0; i < r.size(); ++i) {
+            wh[i] = strata::float16::fp16_to_fp32(rh[i]);
+            wb[i] = strata::float16::bf16_to_fp32(rb[i]);
+        }
+        for (int64_t len : {1, 7, 8, 31, 32, 33, 100, 4099}) {
+            SCOPED_TRACE("length " + std::to_string(len));
+            const float dh = k->dot_f16(q.data(), rh.data(), len), dw = k->dot(q.data(), wh.data(), len);
+            const float db = k->dot_bf16(q.data(), rb.data(), len), dbw = k->dot(q.data(), wb.data(), len);
+            EXPECT_EQ(std::memcmp(&dh, &dw, sizeof dh), 0) << dh << " vs " << dw;
+            EXPECT_EQ(std::memcmp(&db, &dbw, sizeof db), 0) << db << " vs " << dbw;
+            std::vector<float> y1(q.begin(), q.begin() + len), y2 = y1, y3 = y1, y4 = y1;
+            k->axpy_f16(0.37f, rh.data(), y1.data(), len);
+            k->axpy(0.37f, wh.data(), y2.data(), len);
+            k->axpy_bf16(-1.25f, rb.data(), y3.data(), len);
+            k->axpy(-1.25f, wb.data(), y4.data(), len);
+            EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)), 0);
+            EXPECT_EQ(std::memcmp(y3.data(), y4.data(), y3.size() * sizeof(float)), 0);
+        }
+    }
+}

@@ -4,6 +4,9 @@
 // sets. Bad arguments are refused with a message and leave the blocks and the output untouched.
 #include "cpu_test_support.hpp"
 
+#include <strata/float16.hpp>
+#include <strata/kv_layout.hpp>
+
 #include <limits>
 #include <numeric>
 
@@ -14,34 +17,38 @@ using namespace cpu_test;
 constexpr int32_t n_heads = 8, n_kv_heads = 2, head_dim = 16, kv_dim = n_kv_heads * head_dim;
 constexpr int32_t n_layers = 2;
 
-uint64_t block_bytes(int32_t block_size) {
-    return uint64_t{n_layers} * 2 * static_cast<uint64_t>(block_size) * kv_dim * sizeof(float);
+uint64_t block_bytes(int32_t block_size, uint32_t type = STRATA_KV_F32) {
+    return strata::kv_layout::block_bytes(n_layers, block_size, kv_dim, type);
 }
 
-uint64_t layer_offset(int32_t layer, int32_t block_size) {
-    return uint64_t(layer) * 2 * static_cast<uint64_t>(block_size) * kv_dim * sizeof(float);
+uint64_t layer_offset(int32_t layer, int32_t block_size, uint32_t type = STRATA_KV_F32) {
+    return strata::kv_layout::layer_offset(layer, block_size, kv_dim, type);
 }
 
-// Blocks for every sequence, drawn in random order from two separately allocated pools, which start out as NaN so a
-// read of a slot nobody wrote shows in the result.
+// Blocks for every sequence, drawn in random order from two separately allocated pools, which start out as all-ones
+// bytes (a NaN in every KV type) so a read of a slot nobody wrote shows in the result.
 struct paged_cache {
     int32_t block_size;
-    std::vector<float> pool_a, pool_b;
+    uint32_t type;
+    std::vector<float> pool_a, pool_b; // float storage keeps every block aligned for any element type
     std::vector<void *> block_base;
     std::vector<int32_t> seq_block_start;
     strata_paged_kv kv{};
 
-    paged_cache(int32_t bs, const std::vector<int32_t> &seq_lengths, uint32_t seed) : block_size(bs) {
+    paged_cache(int32_t bs, const std::vector<int32_t> &seq_lengths, uint32_t seed, uint32_t kv_type = STRATA_KV_F32)
+        : block_size(bs), type(kv_type) {
         std::vector<int32_t> blocks_of;
         int32_t total = 0;
         for (int32_t len : seq_lengths) {
             blocks_of.push_back((len + bs - 1) / bs);
             total += blocks_of.back();
         }
-        const size_t floats_per_block = block_bytes(bs) / sizeof(float);
+        const size_t floats_per_block = block_bytes(bs, type) / sizeof(float);
         const int32_t in_a = total / 2 + 1, in_b = total - in_a + 2; // a spare block in each pool
-        pool_a.assign(floats_per_block * static_cast<size_t>(in_a), std::numeric_limits<float>::quiet_NaN());
-        pool_b.assign(floats_per_block * static_cast<size_t>(in_b), std::numeric_limits<float>::quiet_NaN());
+        pool_a.resize(floats_per_block * static_cast<size_t>(in_a));
+        pool_b.resize(floats_per_block * static_cast<size_t>(in_b));
+        std::memset(pool_a.data(), 0xff, pool_a.size() * sizeof(float));
+        std::memset(pool_b.data(), 0xff, pool_b.size() * sizeof(float));
         std::vector<void *> free_blocks;
         for (int32_t i = 0; i < in_a; ++i) free_blocks.push_back(pool_a.data() + floats_per_block * size_t(i));
         for (int32_t i = 0; i < in_b; ++i) free_blocks.push_back(pool_b.data() + floats_per_block * size_t(i));
@@ -58,19 +65,20 @@ struct paged_cache {
         kv.n_seqs = static_cast<int32_t>(seq_lengths.size());
         kv.seq_block_start = seq_block_start.data();
         kv.block_base = block_base.data();
+        kv.kv_type = type;
     }
 
     strata_paged_kv layer(int32_t l) const {
         strata_paged_kv k = kv;
-        k.layer_offset_bytes = layer_offset(l, block_size);
+        k.layer_offset_bytes = layer_offset(l, block_size, type);
         return k;
     }
-    // Row `pos` of sequence `seq` in layer l: its K row, or its V row when `value`.
-    const float *row(int32_t l, int32_t seq, int32_t pos, bool value) const {
+    // Row `pos` of sequence `seq` in layer l: its K row, or its V row when `value` (kv_dim elements of the type).
+    const void *row(int32_t l, int32_t seq, int32_t pos, bool value) const {
         const size_t block = size_t(seq_block_start[size_t(seq)] + pos / block_size);
-        const auto *base = static_cast<const char *>(block_base[block]);
-        const auto *rows = reinterpret_cast<const float *>(base + layer_offset(l, block_size));
-        return rows + (value ? block_size : 0) * kv_dim + (pos % block_size) * kv_dim;
+        const auto *base = static_cast<const char *>(block_base[block]) + layer_offset(l, block_size, type);
+        const uint64_t row_bytes = strata::kv_layout::row_bytes(kv_dim, type);
+        return base + (value ? strata::kv_layout::v_offset(block_size, kv_dim, type) : 0) + uint64_t(pos % block_size) * row_bytes;
     }
 };
 
@@ -235,6 +243,127 @@ INSTANTIATE_TEST_SUITE_P(ThreadsAndKernels, CpuPagedKv,
                              return std::to_string(std::get<0>(info.param)) + "threads" +
                                     (std::get<1>(info.param) ? "Scalar" : "Fast");
                          });
+
+// The 16-bit KV caches (ABI 1.20): kv_store rounds each float to the type (the SDK's scalar conversion, bit for bit,
+// on both kernel sets), and paged attention over those rows equals the contiguous float attention over the same rows
+// widened back to float, bit for bit.
+class CpuPagedKv16 : public ::testing::TestWithParam<std::tuple<uint32_t, bool>> {};
+
+TEST_P(CpuPagedKv16, StoresRoundedRowsAndAttendsAsFloatOverThemBitForBit) {
+    const uint32_t type = std::get<0>(GetParam());
+    device_ptr dev = make_device(2, std::get<1>(GetParam()));
+    ASSERT_NE(dev, nullptr);
+    auto round_trip = [&](float x) {
+        return type == STRATA_KV_F16 ? strata::float16::fp16_to_fp32(strata::float16::fp32_to_fp16(x))
+                                     : strata::float16::bf16_to_fp32(strata::float16::fp32_to_bf16(x));
+    };
+    auto bits = [&](float x) {
+        return type == STRATA_KV_F16 ? strata::float16::fp32_to_fp16(x) : strata::float16::fp32_to_bf16(x);
+    };
+    for (const auto &[block_size, softcap, window] :
+         {std::tuple<int32_t, float, int32_t>{16, 0.0f, 0}, {5, 0.0f, 0}, {16, 1.5f, 40}}) {
+        SCOPED_TRACE("block_size " + std::to_string(block_size));
+        batch_case c(static_cast<uint32_t>(block_size) * 11 + 3);
+        c.softcap = softcap;
+        c.window = window;
+        // Values a 16-bit type cannot hold exactly, ties and extremes among them: 1 + 2^-11 (a half tie), 65520
+        // (rounds to half's infinity), a half subnormal.
+        c.k[0][0] = 1.0f + 1.0f / 2048.0f;
+        c.k[0][1] = 65520.0f;
+        c.v[0][2] = 3.0e-7f;
+        paged_cache cache(block_size, c.lengths, static_cast<uint32_t>(block_size), type);
+        const batch_case other(static_cast<uint32_t>(block_size) * 11 + 700);
+        store_all(dev.get(), cache, 0, other.k, other.v, c.lengths);
+        store_all(dev.get(), cache, 1, c.k, c.v, c.lengths);
+        for (size_t s = 0; s < c.lengths.size(); ++s)
+            for (int32_t p = 0; p < c.lengths[s]; ++p)
+                for (int32_t value = 0; value < 2; ++value) {
+                    const auto *row = static_cast<const uint16_t *>(cache.row(1, int32_t(s), p, value != 0));
+                    const float *want = (value ? c.v[s] : c.k[s]).data() + p * kv_dim;
+                    for (int32_t i = 0; i < kv_dim; ++i)
+                        ASSERT_EQ(row[i], bits(want[i])) << (value ? "V" : "K") << " row " << p << " of seq " << s
+                                                         << ", element " << i;
+                }
+        // The reference: contiguous float attention over the rows as the cache holds them. Half's infinity would
+        // make every score of that key infinite; keep the reference finite by not attending that key's head there.
+        c.k[0][1] = 1.0f;
+        store_all(dev.get(), cache, 1, c.k, c.v, c.lengths);
+        batch_case widened = c;
+        for (auto *rows : {&widened.k, &widened.v})
+            for (auto &seq : *rows)
+                for (float &x : seq) x = round_trip(x);
+        const std::vector<float> want = widened.reference(dev.get());
+        std::vector<float> got(c.q.size(), -7.0f);
+        const strata_paged_kv kv = cache.layer(1);
+        strata_paged_attention_args a{};
+        a.struct_size = sizeof a;
+        a.n_tokens = c.n_tokens();
+        a.n_heads = n_heads;
+        a.n_kv_heads = n_kv_heads;
+        a.head_dim = head_dim;
+        a.token_seq = c.token_seq.data();
+        a.positions = c.positions.data();
+        a.q = c.q.data();
+        a.scale = c.scale;
+        a.out = got.data();
+        a.kv = &kv;
+        a.softcap = c.softcap;
+        a.window = c.window;
+        strata_status st{};
+        ASSERT_EQ(ops().paged_attention(dev.get(), &a, &st), STRATA_OK) << st.message;
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << "paged attention over the 16-bit rows differs from float attention over the same values";
+        // The rounding is real: float rows give another result.
+        const std::vector<float> unrounded = c.reference(dev.get());
+        EXPECT_NE(std::memcmp(got.data(), unrounded.data(), got.size() * sizeof(float)), 0);
+        EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float x) { return std::isfinite(x); }));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(TypesAndKernels, CpuPagedKv16,
+                         ::testing::Combine(::testing::Values(uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}),
+                                            ::testing::Values(false, true)),
+                         [](const auto &info) {
+                             return std::string(std::get<0>(info.param) == STRATA_KV_F16 ? "F16" : "Bf16") +
+                                    (std::get<1>(info.param) ? "Scalar" : "Fast");
+                         });
+
+TEST(CpuPagedKv16, AnUnknownKvTypeIsRefusedAndTheDeviceSaysSoAtLoad) {
+    device_ptr dev = make_device(1, false);
+    ASSERT_NE(dev, nullptr);
+    batch_case c(5);
+    paged_cache cache(16, c.lengths, 5, STRATA_KV_F16);
+    strata_paged_kv kv = cache.layer(0);
+    kv.kv_type = 8; // Q8_0: not a type this cache stores
+    std::vector<float> row(kv_dim, 1.0f);
+    const int32_t seq = 0, pos = 0;
+    strata_kv_store_args a{};
+    a.struct_size = sizeof a;
+    a.n_tokens = 1;
+    a.token_seq = &seq;
+    a.positions = &pos;
+    a.k = row.data();
+    a.v = row.data();
+    a.kv = &kv;
+    strata_status st{};
+    EXPECT_EQ(ops().kv_store(dev.get(), &a, &st), STRATA_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(st.message).find("kv.kv_type = 8"), std::string::npos) << st.message;
+    ASSERT_TRUE(STRATA_HAS_SLOT(&ops(), supports));
+    strata_support_query q{};
+    q.struct_size = sizeof q;
+    q.kind = STRATA_SUPPORT_ATTENTION;
+    q.n_heads = n_heads;
+    q.n_kv_heads = n_kv_heads;
+    q.head_dim = head_dim;
+    char why[256] = {0};
+    for (uint32_t t : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}}) {
+        q.kv_type = t;
+        EXPECT_EQ(ops().supports(dev.get(), &q, why, sizeof why), 1) << t;
+    }
+    q.kv_type = 8;
+    EXPECT_EQ(ops().supports(dev.get(), &q, why, sizeof why), 0);
+    EXPECT_NE(std::string(why).find("float16"), std::string::npos) << why;
+}
 
 // A long context through the paged path: the score scratch grows past its preallocated 4096 positions.
 TEST(CpuPagedKvLong, LongSequenceGrowsScratchAndStillMatches) {

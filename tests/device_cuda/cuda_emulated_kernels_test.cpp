@@ -12,6 +12,8 @@
 #include "cuda_test_support.hpp"
 
 #include <strata/device_args.hpp>
+#include <strata/float16.hpp>
+#include <strata/kv_layout.hpp>
 #include "sanitizer_build.hpp"
 
 namespace {
@@ -327,59 +329,93 @@ TEST_F(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {
 }
 
 // kv_store into blocks spread over two pools, then paged attention over them equals contiguous attention bit for
-// bit (same kernel template, same order of operations).
+// bit (same kernel template, same order of operations): for a float32 cache over the same rows, for a float16 or
+// bfloat16 cache (ABI 1.20) over the rows rounded to that type (the stored bits are the SDK's rounding).
 TEST_F(CudaEmulatedKernels, PagedAttentionEqualsContiguousBitForBit) {
     constexpr int32_t block_size = 4, n_kv_heads = 2, head_dim = 32, kv_dim = n_kv_heads * head_dim, n_heads = 4;
-    constexpr size_t block_floats = size_t{2} * 2 * block_size * kv_dim; // two layers; layer 1 under test
-    const uint64_t layer_offset = sizeof(float) * 2 * block_size * kv_dim;
-    const std::vector<int32_t> seq_len = {9, 4};
-    const std::vector<int32_t> seq_block_start = {0, 3, 4};
-    std::vector<float> pool_a(4 * block_floats, -1.0f), pool_b(4 * block_floats, -1.0f);
-    // Blocks out of order and across pools.
-    const std::vector<uint64_t> block_base = {reinterpret_cast<uint64_t>(pool_b.data() + 2 * block_floats),
-                                              reinterpret_cast<uint64_t>(pool_a.data()),
-                                              reinterpret_cast<uint64_t>(pool_b.data()),
-                                              reinterpret_cast<uint64_t>(pool_a.data() + 3 * block_floats)};
-    const cu::paged_layout layout{seq_block_start.data(), block_base.data(), block_size, kv_dim, layer_offset};
+    for (const uint32_t type : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}}) {
+        SCOPED_TRACE("kv_type " + std::to_string(type));
+        const uint64_t element = strata::kv_layout::element_bytes(type);
+        const uint64_t block_bytes = strata::kv_layout::block_bytes(2, block_size, kv_dim, type); // layer 1 tested
+        const uint64_t layer_offset = strata::kv_layout::layer_offset(1, block_size, kv_dim, type);
+        const size_t block_floats = block_bytes / sizeof(float);
+        const std::vector<int32_t> seq_len = {9, 4};
+        const std::vector<int32_t> seq_block_start = {0, 3, 4};
+        std::vector<float> pool_a(4 * block_floats, -1.0f), pool_b(4 * block_floats, -1.0f);
+        // Blocks out of order and across pools.
+        const std::vector<uint64_t> block_base = {reinterpret_cast<uint64_t>(pool_b.data() + 2 * block_floats),
+                                                  reinterpret_cast<uint64_t>(pool_a.data()),
+                                                  reinterpret_cast<uint64_t>(pool_b.data()),
+                                                  reinterpret_cast<uint64_t>(pool_a.data() + 3 * block_floats)};
+        const cu::paged_layout layout{seq_block_start.data(), block_base.data(), block_size, kv_dim, layer_offset,
+                                      type};
+        auto rounded = [&](float x) {
+            if (type == STRATA_KV_F16) return strata::float16::fp16_to_fp32(strata::float16::fp32_to_fp16(x));
+            if (type == STRATA_KV_BF16) return strata::float16::bf16_to_fp32(strata::float16::fp32_to_bf16(x));
+            return x;
+        };
 
-    std::vector<std::vector<float>> k, v;
-    std::vector<int32_t> token_seq, positions;
-    std::vector<float> k_rows, v_rows;
-    for (size_t s = 0; s < seq_len.size(); ++s) {
-        k.push_back(random_floats(static_cast<size_t>(seq_len[s] * kv_dim), 70 + static_cast<uint32_t>(s), -2, 2));
-        v.push_back(random_floats(static_cast<size_t>(seq_len[s] * kv_dim), 80 + static_cast<uint32_t>(s)));
-        for (int32_t p = 0; p < seq_len[s]; ++p) {
-            token_seq.push_back(static_cast<int32_t>(s));
-            positions.push_back(p);
-            k_rows.insert(k_rows.end(), k[s].begin() + p * kv_dim, k[s].begin() + (p + 1) * kv_dim);
-            v_rows.insert(v_rows.end(), v[s].begin() + p * kv_dim, v[s].begin() + (p + 1) * kv_dim);
+        std::vector<std::vector<float>> k, v;
+        std::vector<int32_t> token_seq, positions;
+        std::vector<float> k_rows, v_rows;
+        for (size_t s = 0; s < seq_len.size(); ++s) {
+            k.push_back(random_floats(static_cast<size_t>(seq_len[s] * kv_dim), 70 + static_cast<uint32_t>(s), -2, 2));
+            v.push_back(random_floats(static_cast<size_t>(seq_len[s] * kv_dim), 80 + static_cast<uint32_t>(s)));
+            for (int32_t p = 0; p < seq_len[s]; ++p) {
+                token_seq.push_back(static_cast<int32_t>(s));
+                positions.push_back(p);
+                k_rows.insert(k_rows.end(), k[s].begin() + p * kv_dim, k[s].begin() + (p + 1) * kv_dim);
+                v_rows.insert(v_rows.end(), v[s].begin() + p * kv_dim, v[s].begin() + (p + 1) * kv_dim);
+            }
         }
-    }
-    ASSERT_EQ(cu::launch_kv_store(static_cast<int32_t>(token_seq.size()), token_seq.data(), positions.data(), layout,
-                                  k_rows.data(), v_rows.data(), nullptr),
-              cudaSuccess);
-    // Slot 6 of sequence 0 is row 2 of its block 1 (block_base[1] = pool_a block 0).
-    const float *layer1 = pool_a.data() + layer_offset / sizeof(float);
-    EXPECT_EQ(std::memcmp(layer1 + 2 * kv_dim, k[0].data() + 6 * kv_dim, sizeof(float) * kv_dim), 0);
-    EXPECT_EQ(std::memcmp(layer1 + (block_size + 2) * kv_dim, v[0].data() + 6 * kv_dim, sizeof(float) * kv_dim), 0);
-    EXPECT_EQ(pool_a[0], -1.0f) << "layer 0 must stay untouched";
-
-    const std::vector<int32_t> q_seq = {0, 1, 0}, q_pos = {8, 3, 4};
-    const auto n_q = static_cast<int32_t>(q_seq.size());
-    const size_t q_row = static_cast<size_t>(n_heads) * head_dim;
-    const auto q = random_floats(q_row * static_cast<size_t>(n_q), 90, -2.0f, 2.0f);
-    std::vector<float> paged(q.size(), NAN);
-    const cu::attention_shape shape{n_q, n_heads, n_kv_heads, head_dim, 0.17f};
-    ASSERT_EQ(cu::launch_paged_attention(shape, q_seq.data(), q_pos.data(), layout, q.data(), paged.data(), nullptr),
-              cudaSuccess);
-    for (int32_t t = 0; t < n_q; ++t) {
-        const size_t s = static_cast<size_t>(q_seq[static_cast<size_t>(t)]);
-        std::vector<float> one(q_row, NAN);
-        const cu::attention_shape one_shape{1, n_heads, n_kv_heads, head_dim, 0.17f};
-        ASSERT_EQ(cu::launch_attention(one_shape, &q_pos[static_cast<size_t>(t)], q.data() + t * q_row, k[s].data(),
-                                       v[s].data(), kv_dim, one.data(), nullptr),
+        ASSERT_EQ(cu::launch_kv_store(static_cast<int32_t>(token_seq.size()), token_seq.data(), positions.data(),
+                                      layout, k_rows.data(), v_rows.data(), nullptr),
                   cudaSuccess);
-        EXPECT_EQ(std::memcmp(one.data(), paged.data() + t * q_row, q_row * sizeof(float)), 0) << "token " << t;
+        // Slot 6 of sequence 0 is row 2 of its block 1 (block_base[1] = pool_a block 0).
+        const auto *layer1 = reinterpret_cast<const unsigned char *>(pool_a.data()) + layer_offset;
+        const uint64_t row_bytes = strata::kv_layout::row_bytes(kv_dim, type);
+        for (int32_t i = 0; i < kv_dim; ++i) {
+            const float want_k = rounded(k[0][size_t(6 * kv_dim + i)]), want_v = rounded(v[0][size_t(6 * kv_dim + i)]);
+            float got_k = 0, got_v = 0;
+            const unsigned char *kp = layer1 + 2 * row_bytes + uint64_t(i) * element;
+            const unsigned char *vp = layer1 + strata::kv_layout::v_offset(block_size, kv_dim, type) + 2 * row_bytes +
+                                      uint64_t(i) * element;
+            if (type == STRATA_KV_F32) {
+                std::memcpy(&got_k, kp, 4);
+                std::memcpy(&got_v, vp, 4);
+            } else {
+                uint16_t hk = 0, hv = 0;
+                std::memcpy(&hk, kp, 2);
+                std::memcpy(&hv, vp, 2);
+                got_k = type == STRATA_KV_F16 ? strata::float16::fp16_to_fp32(hk) : strata::float16::bf16_to_fp32(hk);
+                got_v = type == STRATA_KV_F16 ? strata::float16::fp16_to_fp32(hv) : strata::float16::bf16_to_fp32(hv);
+            }
+            ASSERT_EQ(got_k, want_k) << "K element " << i;
+            ASSERT_EQ(got_v, want_v) << "V element " << i;
+        }
+        EXPECT_EQ(pool_a[0], -1.0f) << "layer 0 must stay untouched";
+
+        const std::vector<int32_t> q_seq = {0, 1, 0}, q_pos = {8, 3, 4};
+        const auto n_q = static_cast<int32_t>(q_seq.size());
+        const size_t q_row = static_cast<size_t>(n_heads) * head_dim;
+        const auto q = random_floats(q_row * static_cast<size_t>(n_q), 90, -2.0f, 2.0f);
+        std::vector<float> paged(q.size(), NAN);
+        const cu::attention_shape shape{n_q, n_heads, n_kv_heads, head_dim, 0.17f};
+        ASSERT_EQ(
+            cu::launch_paged_attention(shape, q_seq.data(), q_pos.data(), layout, q.data(), paged.data(), nullptr),
+            cudaSuccess);
+        for (int32_t t = 0; t < n_q; ++t) {
+            const size_t s = static_cast<size_t>(q_seq[static_cast<size_t>(t)]);
+            std::vector<float> rk = k[s], rv = v[s];
+            for (float &x : rk) x = rounded(x);
+            for (float &x : rv) x = rounded(x);
+            std::vector<float> one(q_row, NAN);
+            const cu::attention_shape one_shape{1, n_heads, n_kv_heads, head_dim, 0.17f};
+            ASSERT_EQ(cu::launch_attention(one_shape, &q_pos[static_cast<size_t>(t)], q.data() + t * q_row, rk.data(),
+                                           rv.data(), kv_dim, one.data(), nullptr),
+                      cudaSuccess);
+            EXPECT_EQ(std::memcmp(one.data(), paged.data() + t * q_row, q_row * sizeof(float)), 0) << "token " << t;
+        }
     }
 }
 

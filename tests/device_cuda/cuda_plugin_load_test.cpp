@@ -67,6 +67,15 @@ TEST(CudaPlugin, OffersTheExpertOpsAndSaysWhatItCannotRun) {
     EXPECT_NE(std::strstr(why, "head_dim = 512; this device supports up to 256"), nullptr) << why;
     q.head_dim = 128;
     EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 1) << why;
+    // ABI 1.20: the KV cache's type; float16 and bfloat16 are kept, other types refused by number.
+    for (uint32_t t : {uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}}) {
+        q.kv_type = t;
+        EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 1) << why;
+    }
+    q.kv_type = 8;
+    EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 0);
+    EXPECT_NE(std::strstr(why, "a KV cache of type 8"), nullptr) << why;
+    q.kv_type = STRATA_KV_F32;
     q.kind = STRATA_SUPPORT_ROPE;
     q.rot_dims = 2048;
     EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 0);

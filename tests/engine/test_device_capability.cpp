@@ -277,3 +277,54 @@ TEST(DeviceCapability, AnInputOrderedWeightIsRefusedOnADevicePluginThatPredatesI
     EXPECT_EQ(strata::engine::unsupported_model_shapes(arch, nullptr, hp, handle_of(d, lib), nullptr, "device", "m"),
               "");
 }
+
+namespace {
+
+// ABI 1.20: a device that keeps float32 and float16 KV only.
+int32_t f16_kv_supports(strata_device *, const strata_support_query *q, char *why, uint32_t why_cap) {
+    if (q->kind == STRATA_SUPPORT_ATTENTION && q->kv_type != STRATA_KV_F32 && q->kv_type != STRATA_KV_F16) {
+        std::snprintf(why, why_cap, "KV type %u is not kept here", q->kv_type);
+        return 0;
+    }
+    return 1;
+}
+
+} // namespace
+
+// A 16-bit KV cache needs a device and a model plugin of ABI 1.20 (older ones lay KV out in float32) and the device's
+// yes; float32 is asked of nobody.
+TEST(DeviceCapability, A16BitKvCacheNeedsPluginsThatLayItOutAndTheDevicesYes) {
+    const strata_model_arch_desc arch = arch_listing(one_count, ordered_at);
+    strata_device_desc d = device_named("gpu");
+    d.supports = f16_kv_supports;
+    strata_model_hparams hp{};
+    hp.n_head = 8;
+    hp.n_head_kv = 2;
+    hp.head_dim = 64;
+    strata_plugin_info old_info{}, new_info{};
+    old_info.abi_major = new_info.abi_major = 1;
+    old_info.abi_minor = 19;
+    new_info.abi_minor = 20;
+    auto old_lib = std::make_shared<strata::plugins::library>(), new_lib = std::make_shared<strata::plugins::library>();
+    old_lib->info = &old_info;
+    new_lib->info = &new_info;
+    strata_model_arch_desc named_arch = arch;
+    named_arch.header.name = "decoder";
+    const strata::plugins::handle<strata_model_arch_desc> old_arch{&named_arch, old_lib}, new_arch{&named_arch, new_lib};
+    using strata::engine::unsupported_kv_type;
+    EXPECT_EQ(unsupported_kv_type(STRATA_KV_F32, hp, handle_of(d, old_lib), nullptr, old_arch, "m"), "");
+    EXPECT_EQ(unsupported_kv_type(STRATA_KV_F16, hp, handle_of(d, new_lib), nullptr, new_arch, "m"), "");
+    std::string why = unsupported_kv_type(STRATA_KV_F16, hp, handle_of(d, old_lib), nullptr, new_arch, "m");
+    EXPECT_NE(why.find("m: --kv-cache-dtype float16: device 'gpu' (built for plugin ABI 1.19) stores float32 KV only"),
+              std::string::npos)
+        << why;
+    why = unsupported_kv_type(STRATA_KV_F16, hp, handle_of(d, new_lib), nullptr, old_arch, "m");
+    EXPECT_NE(why.find("model_arch 'decoder' (built for plugin ABI 1.19) lays the KV cache out in float32 only"),
+              std::string::npos)
+        << why;
+    why = unsupported_kv_type(STRATA_KV_BF16, hp, handle_of(d, new_lib), nullptr, new_arch, "m");
+    EXPECT_NE(why.find("--kv-cache-dtype bfloat16: device 'gpu' cannot keep this KV cache: KV type 30 is not kept here; "
+                       "use --kv-cache-dtype auto"),
+              std::string::npos)
+        << why;
+}

@@ -28,6 +28,8 @@
 #include "plugin_host/registry.hpp"
 #include "topology/topology.hpp"
 
+#include <strata/kv_layout.hpp>
+
 #include <boost/dll/runtime_symbol_info.hpp>
 
 #include <fcntl.h>
@@ -66,6 +68,7 @@ struct options {
     int compare_tokens = 8;
     int max_model_len = 0;
     double swap_space_gib = 1.0;
+    uint32_t kv_type = STRATA_KV_F32; // --kv-cache-dtype
     std::string store_dir = "/tmp";
     bool warm_store = false;
 };
@@ -76,6 +79,7 @@ struct options {
                  "usage: bench-serving --model F.gguf [--threads N] [--concurrency 1,4,16,64] [--prompt-tokens 64]\n"
                  "                     [--decode-tokens 64] [--repeat 3] [--kv-cache-memory SIZE]\n"
                  "                     [--max-num-batched-tokens 2048] [--preemption auto|swap|recompute]\n"
+                 "                     [--kv-cache-dtype float32|float16|bfloat16]\n"
                  "       bench-serving --model F.gguf --prefix-ttft [--prefix-tokens 2000] [--suffix-tokens 16]\n"
                  "                     [--compare-tokens 8] [--repeat 3] [--max-model-len N] [--swap-space GIB]\n"
                  "                     [--store-dir DIR] [--warm-store]\n"
@@ -183,7 +187,7 @@ struct kv_geometry {
     int32_t n_ctx_train = 0;
 };
 
-kv_geometry read_kv_geometry(const strata::gguf::file &f) {
+kv_geometry read_kv_geometry(const strata::gguf::file &f, uint32_t kv_type) {
     const auto arch = f.get_string("general.architecture");
     if (!arch) throw strata::error("the model has no general.architecture");
     const std::string p = std::string(*arch) + ".";
@@ -196,7 +200,8 @@ kv_geometry read_kv_geometry(const strata::gguf::file &f) {
     const uint64_t n_head_kv = f.get_uint(p + "attention.head_count_kv").value_or(n_head);
     const uint64_t head_dim = f.get_uint(p + "attention.key_length").value_or(n_embd / n_head);
     kv_geometry g;
-    g.bytes_per_token = n_layer * 2u * n_head_kv * head_dim * sizeof(float);
+    g.bytes_per_token = strata::kv_layout::block_bytes(static_cast<int64_t>(n_layer), 1,
+                                                       static_cast<int64_t>(n_head_kv * head_dim), kv_type);
     g.n_ctx_train = static_cast<int32_t>(f.get_uint(p + "context_length").value_or(2048));
     return g;
 }
@@ -216,6 +221,7 @@ struct bench_env {
         eo.print_plan = false;
         eo.offload.measure_bandwidth = false;
         eo.kv.swap_space_gib = opts.swap_space_gib;
+        eo.kv.kv_type = opts.kv_type;
         eo.scheduler.max_num_batched_tokens = opts.max_num_batched_tokens;
         eo.scheduler.mode = strata::engine::parse_preemption_mode(opts.preemption);
         return eo;
@@ -235,7 +241,7 @@ int run_serving(bench_env &env) {
     const options &o = env.opts;
     const auto file = strata::gguf::file::open(o.model);
     const double weight_bytes = strata::bench::decode_weight_bytes(file);
-    const kv_geometry geo = read_kv_geometry(file);
+    const kv_geometry geo = read_kv_geometry(file, o.kv_type);
     const int n_max = *std::max_element(o.concurrency.begin(), o.concurrency.end());
     const int block_size = 16;
     const uint64_t block_bytes = geo.bytes_per_token * block_size;
@@ -344,9 +350,9 @@ int run_serving(bench_env &env) {
     std::printf("requests         %d-token prompts (distinct), %d greedy tokens each (ignore_eos), %d runs per N, "
                 "median\n",
                 o.prompt_tokens, o.decode_tokens, o.repeat);
-    std::printf("KV cache         %lld device blocks of %d tokens (%.1f MiB), max_num_seqs %d, "
+    std::printf("KV cache         %s, %lld device blocks of %d tokens (%.1f MiB), max_num_seqs %d, "
                 "max_num_batched_tokens %d, preemption %s\n",
-                static_cast<long long>(s1.kv_blocks_total[0]), block_size,
+                strata::kv_layout::type_name(o.kv_type), static_cast<long long>(s1.kv_blocks_total[0]), block_size,
                 static_cast<double>(*eo.offload.kv_cache_memory) / 1048576.0, n_max, o.max_num_batched_tokens,
                 o.preemption.c_str());
     std::printf("read bandwidth   %.2f GB/s (%d threads, best of 5 over 1 GiB)\n", bw / 1e9, o.threads);
@@ -451,7 +457,7 @@ int run_prefix_ttft(bench_env &env) {
     const options &o = env.opts;
     const int block_size = 16;
     const auto file = strata::gguf::file::open(o.model);
-    const kv_geometry geo = read_kv_geometry(file);
+    const kv_geometry geo = read_kv_geometry(file, o.kv_type);
     const uint64_t block_bytes = geo.bytes_per_token * block_size;
     const int n_ctx = o.max_model_len > 0 ? o.max_model_len : geo.n_ctx_train;
     const int prompt_len = o.prefix_tokens + o.suffix_tokens;
@@ -661,6 +667,13 @@ int main(int argc, char **argv) try {
         else if (a == "--max-model-len") o.max_model_len = parse_int(a, val());
         else if (a == "--swap-space") o.swap_space_gib = std::strtod(val().c_str(), nullptr);
         else if (a == "--store-dir") o.store_dir = val();
+        else if (a == "--kv-cache-dtype") {
+            const std::string t = val();
+            if (t == "float32" || t == "f32" || t == "auto") o.kv_type = STRATA_KV_F32;
+            else if (t == "float16" || t == "f16") o.kv_type = STRATA_KV_F16;
+            else if (t == "bfloat16" || t == "bf16") o.kv_type = STRATA_KV_BF16;
+            else usage("--kv-cache-dtype is float32, float16 or bfloat16");
+        }
         else if (a == "--warm-store") o.warm_store = true;
         else if (a == "--help" || a == "-h") usage("help");
         else usage("unknown option " + a);

@@ -12,6 +12,25 @@
 
 namespace strata::cpu {
 
+// Elements of the 16-bit KV caches (ABI 1.20): the bits of one IEEE half or bfloat16, read exactly by the kernels.
+struct f16_element { uint16_t bits; };
+struct bf16_element { uint16_t bits; };
+
+inline float kv_dot(const kernels &k, const float *q, const float *row, int64_t n) noexcept { return k.dot(q, row, n); }
+inline float kv_dot(const kernels &k, const float *q, const f16_element *row, int64_t n) noexcept {
+    return k.dot_f16(q, &row->bits, n);
+}
+inline float kv_dot(const kernels &k, const float *q, const bf16_element *row, int64_t n) noexcept {
+    return k.dot_bf16(q, &row->bits, n);
+}
+inline void kv_axpy(const kernels &k, float a, const float *row, float *y, int64_t n) noexcept { k.axpy(a, row, y, n); }
+inline void kv_axpy(const kernels &k, float a, const f16_element *row, float *y, int64_t n) noexcept {
+    k.axpy_f16(a, &row->bits, y, n);
+}
+inline void kv_axpy(const kernels &k, float a, const bf16_element *row, float *y, int64_t n) noexcept {
+    k.axpy_bf16(a, &row->bits, y, n);
+}
+
 // What ABI 1.14 adds to a score: soft-capping (softcap > 0) and a sliding window (rows before `first` are not
 // attended). The defaults change nothing.
 struct score_terms {
@@ -25,7 +44,8 @@ inline int64_t first_attended(int64_t pos, int32_t window) noexcept {
 }
 
 // for_each_run(fn) must call fn(j0, count, keys, values, stride) for runs that cover rows [0, n_kv) in ascending
-// order: row j0 + i has its key at keys + i * stride and its value at values + i * stride (i < count). It is called
+// order: row j0 + i has its key at keys + i * stride and its value at values + i * stride (i < count); keys and
+// values point to float, f16_element or bf16_element. It is called
 // twice (scores, then the weighted sum). scores holds n_kv floats of scratch. q is fully read before out is
 // written, so out may alias q. Rows before terms.first are skipped, and with first 0 and no softcap the arithmetic is
 // what it was before ABI 1.14.
@@ -35,10 +55,10 @@ inline void attend_head(const kernels &k, const float *q, int32_t head_dim, floa
                         const score_terms &terms = {}) noexcept {
     const int64_t first = terms.first;
     const float cap = terms.softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
-    for_each_run([&](int64_t j0, int64_t count, const float *keys, const float *, int64_t stride) {
+    for_each_run([&](int64_t j0, int64_t count, const auto *keys, const auto *, int64_t stride) {
         for (int64_t i = 0; i < count; ++i) {
             if (j0 + i < first) continue;
-            const float s = k.dot(q, keys + i * stride, head_dim) * scale;
+            const float s = kv_dot(k, q, keys + i * stride, head_dim) * scale;
             scores[j0 + i] = cap > 0.0f ? std::tanh(s * inv_cap) * cap : s;
         }
     });
@@ -47,9 +67,9 @@ inline void attend_head(const kernels &k, const float *q, int32_t head_dim, floa
     const float m = k.max(window, n);
     const float inv_sum = static_cast<float>(1.0 / k.exp_sub_sum(window, m, window, n));
     std::memset(out, 0, sizeof(float) * static_cast<size_t>(head_dim));
-    for_each_run([&](int64_t j0, int64_t count, const float *, const float *values, int64_t stride) {
+    for_each_run([&](int64_t j0, int64_t count, const auto *, const auto *values, int64_t stride) {
         for (int64_t i = 0; i < count; ++i)
-            if (j0 + i >= first) k.axpy(scores[j0 + i] * inv_sum, values + i * stride, out, head_dim);
+            if (j0 + i >= first) kv_axpy(k, scores[j0 + i] * inv_sum, values + i * stride, out, head_dim);
     });
 }
 

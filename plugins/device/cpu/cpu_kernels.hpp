@@ -26,12 +26,22 @@ struct kernels {
     float (*max)(const float *x, int64_t n);
     // out[i] = exp(x[i] - m); returns the sum of out in double. out may alias x.
     double (*exp_sub_sum)(const float *x, float m, float *out, int64_t n);
+    // The 16-bit KV caches (ABI 1.20): b and x hold IEEE half (f16) or bfloat16 (bf16) bits, read exactly.
+    // sum_i a[i] * b[i]
+    float (*dot_f16)(const float *a, const uint16_t *b, int64_t n);
+    float (*dot_bf16)(const float *a, const uint16_t *b, int64_t n);
+    // y[i] += a * x[i]
+    void (*axpy_f16)(float a, const uint16_t *x, float *y, int64_t n);
+    void (*axpy_bf16)(float a, const uint16_t *x, float *y, int64_t n);
+    // out[i] = x[i] rounded to nearest even, as strata/float16.hpp (every kernel set stores the same bits)
+    void (*to_f16)(const float *x, uint16_t *out, int64_t n);
+    void (*to_bf16)(const float *x, uint16_t *out, int64_t n);
 };
 
 const kernels &scalar_kernels();
 // nullptr when this build has no AVX2 translation unit (non-x86).
 const kernels *avx2_kernels();
-// avx2_kernels() when the CPU supports AVX2 and FMA and STRATA_FORCE_SCALAR is unset, "" or "0"; else scalar.
+// avx2_kernels() when the CPU supports AVX2, FMA and F16C and STRATA_FORCE_SCALAR is unset, "" or "0"; else scalar.
 // Reads the environment on every call (devices call it once, in create()).
 const kernels &select_kernels();
 

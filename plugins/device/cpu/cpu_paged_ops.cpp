@@ -3,14 +3,17 @@
 // agree bit for bit), and copy/host_addressable say that device memory is host memory. fence_record/copy_after
 // (ABI 1.7) are ids and `copy`: every op is complete on return, so there is nothing to order.
 //
-// Block layout (plugin_abi.h, strata_paged_kv): at block base + layer_offset_bytes, block_size K rows of kv_dim
-// floats, then block_size V rows. Token slot p of a sequence is row p % block_size of its block p / block_size.
+// Block layout (plugin_abi.h, strata_paged_kv; strata/kv_layout.hpp): at block base + layer_offset_bytes, block_size K
+// rows of kv_dim elements of kv_type (float32, float16 or bfloat16), then block_size V rows. Token slot p of a
+// sequence is row p % block_size of its block p / block_size. kv_store rounds float rows to the type (the kernel
+// set's to_f16/to_bf16, the same bits on every set); attention reads them exactly.
 #include "cpu_attention_kernel.hpp"
 #include "cpu_device_state.hpp"
 #include "cpu_op_support.hpp"
 #include "cpu_ops.hpp"
 
 #include <strata/device_args.hpp>
+#include <strata/kv_layout.hpp>
 #include <strata/plugin.hpp>
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 namespace strata::cpu {
 namespace {
@@ -30,16 +34,23 @@ using strata::plugin::ok;
 // per token in check_token_slots, only those the op will touch.
 int32_t check_paged_kv(const strata_paged_kv *kv, const char *what, strata_status *st) {
     if (kv == nullptr) return fail(st, invalid, "cpu %s: kv (the block table) is NULL", what);
-    if (kv->struct_size < sizeof(strata_paged_kv))
+    if (kv->struct_size < offsetof(strata_paged_kv, kv_type)) // before 1.20: float32
         return fail(st, invalid, "cpu %s: kv.struct_size = %u, expected >= %zu", what, kv->struct_size,
-                    sizeof(strata_paged_kv));
+                    offsetof(strata_paged_kv, kv_type));
     if (kv->block_size <= 0 || kv->kv_dim <= 0 || kv->n_seqs <= 0)
         return fail(st, invalid, "cpu %s: kv.block_size = %d, kv.kv_dim = %d, kv.n_seqs = %d; all must be > 0", what,
                     kv->block_size, kv->kv_dim, kv->n_seqs);
     if (kv->seq_block_start == nullptr) return fail(st, invalid, "cpu %s: kv.seq_block_start is NULL", what);
-    if (kv->layer_offset_bytes % sizeof(float) != 0)
-        return fail(st, invalid, "cpu %s: kv.layer_offset_bytes = %llu is not a multiple of %zu (a float)", what,
-                    static_cast<unsigned long long>(kv->layer_offset_bytes), sizeof(float));
+    const uint32_t type = kv_layout::type_of(kv);
+    const uint64_t element = kv_layout::element_bytes(type);
+    if (element == 0)
+        return fail(st, STRATA_ERR_UNSUPPORTED,
+                    "cpu %s: kv.kv_type = %u is not a KV type this device stores (float32 0, float16 1, bfloat16 30)",
+                    what, type);
+    if (kv->layer_offset_bytes % element != 0)
+        return fail(st, invalid, "cpu %s: kv.layer_offset_bytes = %llu is not a multiple of %llu (a %s element)", what,
+                    static_cast<unsigned long long>(kv->layer_offset_bytes), static_cast<unsigned long long>(element),
+                    kv_layout::type_name(type));
     const int32_t *start = kv->seq_block_start;
     if (start[0] < 0) return fail(st, invalid, "cpu %s: kv.seq_block_start[0] = %d; must be >= 0", what, start[0]);
     for (int32_t s = 0; s < kv->n_seqs; ++s)
@@ -57,8 +68,8 @@ int32_t check_paged_kv(const strata_paged_kv *kv, const char *what, strata_statu
 // separate_memory mode: every block of the table must be device memory, up to this layer's V rows.
 int32_t require_device_blocks(const strata_device *dev, const strata_paged_kv *kv, const char *op, strata_status *st) {
     if (!dev->separate_memory) return STRATA_OK;
-    const uint64_t bytes = kv->layer_offset_bytes + 2 * sizeof(float) * static_cast<uint64_t>(kv->block_size) *
-                                                        static_cast<uint64_t>(kv->kv_dim);
+    const uint64_t bytes =
+        kv->layer_offset_bytes + kv_layout::layer_bytes(kv->block_size, kv->kv_dim, kv_layout::type_of(kv));
     for (int32_t b = kv->seq_block_start[0]; b < kv->seq_block_start[kv->n_seqs]; ++b)
         if (int32_t rc = require_device_memory(dev, kv->block_base[b], bytes, op, "a KV block", st); rc != STRATA_OK)
             return rc;
@@ -91,8 +102,9 @@ int32_t check_token_slots(const strata_paged_kv *kv, int32_t n_tokens, const int
         for (int32_t b = whole_prefix ? kv->seq_block_start[s] : last; b <= last; ++b) {
             const void *base = kv->block_base[b];
             if (base == nullptr) return fail(st, invalid, "cpu %s: kv.block_base[%d] is NULL", what, b);
-            if (reinterpret_cast<uintptr_t>(base) % alignof(float) != 0)
-                return fail(st, invalid, "cpu %s: kv.block_base[%d] = %p is not aligned for floats", what, b, base);
+            if (reinterpret_cast<uintptr_t>(base) % kv_layout::element_bytes(kv_layout::type_of(kv)) != 0)
+                return fail(st, invalid, "cpu %s: kv.block_base[%d] = %p is not aligned for its elements", what, b,
+                            base);
         }
         longest = std::max<int64_t>(longest, int64_t{p} + 1);
     }
@@ -100,10 +112,27 @@ int32_t check_token_slots(const strata_paged_kv *kv, int32_t n_tokens, const int
     return STRATA_OK;
 }
 
-// This layer's rows of one block: K rows first, V rows block_size * kv_dim floats on.
-inline float *layer_rows(const strata_paged_kv *kv, int32_t block) {
-    return reinterpret_cast<float *>(static_cast<char *>(kv->block_base[block]) + kv->layer_offset_bytes);
+// This layer's rows of one block, as elements E: K rows first, V rows block_size * kv_dim elements on.
+template <class E> inline E *layer_rows(const strata_paged_kv *kv, int32_t block) {
+    return reinterpret_cast<E *>(static_cast<char *>(kv->block_base[block]) + kv->layer_offset_bytes);
 }
+
+// Calls fn with a null pointer of the table's element type (float, f16_element or bf16_element); the type was checked
+// by check_paged_kv.
+template <class Fn> void with_element_type(const strata_paged_kv *kv, const Fn &fn) {
+    switch (kv_layout::type_of(kv)) {
+    case STRATA_KV_F16: fn(static_cast<const f16_element *>(nullptr)); break;
+    case STRATA_KV_BF16: fn(static_cast<const bf16_element *>(nullptr)); break;
+    default: fn(static_cast<const float *>(nullptr)); break;
+    }
+}
+
+// Writes n elements of one float row as E.
+inline void store_row(const kernels &, const float *x, float *out, int64_t n) {
+    std::memcpy(out, x, sizeof(float) * static_cast<size_t>(n));
+}
+inline void store_row(const kernels &k, const float *x, f16_element *out, int64_t n) { k.to_f16(x, &out->bits, n); }
+inline void store_row(const kernels &k, const float *x, bf16_element *out, int64_t n) { k.to_bf16(x, &out->bits, n); }
 
 } // namespace
 
@@ -129,19 +158,22 @@ int32_t kv_store(strata_device *dev, const strata_kv_store_args *a, strata_statu
             if (int32_t rc = require_device_memory(dev, a->v, rows, "kv_store", "v", st); rc != STRATA_OK) return rc;
             if (int32_t rc = require_device_blocks(dev, a->kv, "kv_store", st); rc != STRATA_OK) return rc;
         }
-        // A plain copy of 2 * n_tokens rows: memory-bound and small next to the matmuls around it, so it stays on the
-        // calling thread (no pool wake-up, no op lock needed: it touches no device scratch).
+        // A copy (or conversion) of 2 * n_tokens rows: memory-bound and small next to the matmuls around it, so it
+        // stays on the calling thread (no pool wake-up, no op lock needed: it touches no device scratch).
         const strata_paged_kv *kv = a->kv;
         const int64_t kv_dim = kv->kv_dim, block_size = kv->block_size;
-        const size_t row_bytes = sizeof(float) * static_cast<size_t>(kv_dim);
-        for (int32_t t = 0; t < a->n_tokens; ++t) {
-            const int32_t p = a->positions[t];
-            const int32_t block = kv->seq_block_start[a->token_seq[t]] + p / kv->block_size;
-            float *rows = layer_rows(kv, block);
-            const int64_t slot = p % kv->block_size;
-            std::memcpy(rows + slot * kv_dim, a->k + int64_t{t} * kv_dim, row_bytes);
-            std::memcpy(rows + (block_size + slot) * kv_dim, a->v + int64_t{t} * kv_dim, row_bytes);
-        }
+        const kernels &k = dev->kern;
+        with_element_type(kv, [&](const auto *element) {
+            using E = std::remove_const_t<std::remove_pointer_t<decltype(element)>>;
+            for (int32_t t = 0; t < a->n_tokens; ++t) {
+                const int32_t p = a->positions[t];
+                const int32_t block = kv->seq_block_start[a->token_seq[t]] + p / kv->block_size;
+                E *rows = layer_rows<E>(kv, block);
+                const int64_t slot = p % kv->block_size;
+                store_row(k, a->k + int64_t{t} * kv_dim, rows + slot * kv_dim, kv_dim);
+                store_row(k, a->v + int64_t{t} * kv_dim, rows + (block_size + slot) * kv_dim, kv_dim);
+            }
+        });
         ok(st);
         return STRATA_OK;
     });
@@ -190,32 +222,35 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
         const int64_t kv_dim = kv->kv_dim, block_size = kv->block_size;
         const float scale = a->scale;
         // One item per (token, head), as in attention; the rows of a token's sequence come one block at a time.
-        auto body = [&](int64_t i0, int64_t i1, int thread) noexcept {
-            float *scores = dev->scores_of(thread);
-            for (int64_t item = i0; item < i1; ++item) {
-                const int64_t t = item / n_heads;
-                const int32_t h = static_cast<int32_t>(item % n_heads);
-                const int32_t first_block = kv->seq_block_start[a->token_seq[t]];
-                const int64_t n_kv = int64_t{a->positions[t]} + 1;
-                const int64_t head_offset = int64_t{h / group} * head_dim;
-                auto block_runs = [&](const auto &fn) {
-                    int32_t block = first_block;
-                    for (int64_t j0 = 0; j0 < n_kv; j0 += block_size, ++block) {
-                        const float *rows = layer_rows(kv, block);
-                        fn(j0, std::min(block_size, n_kv - j0), rows + head_offset,
-                           rows + block_size * kv_dim + head_offset, kv_dim);
-                    }
-                };
-                score_terms item_terms = terms;
-                item_terms.first = first_attended(a->positions[t], window);
-                attend_head(k, a->q + item * head_dim, head_dim, scale, n_kv, block_runs, scores,
-                            a->out + item * head_dim, item_terms);
-            }
-        };
-        const int64_t n_items = int64_t{a->n_tokens} * n_heads;
-        const int64_t work_per_item = n_positions * head_dim * 2;
-        const int64_t grain = std::max<int64_t>(1, parallel_min_work / std::max<int64_t>(1, work_per_item));
-        dev->pool.parallel_for(n_items, grain, body);
+        with_element_type(kv, [&](const auto *element) {
+            using E = std::remove_const_t<std::remove_pointer_t<decltype(element)>>;
+            auto body = [&](int64_t i0, int64_t i1, int thread) noexcept {
+                float *scores = dev->scores_of(thread);
+                for (int64_t item = i0; item < i1; ++item) {
+                    const int64_t t = item / n_heads;
+                    const int32_t h = static_cast<int32_t>(item % n_heads);
+                    const int32_t first_block = kv->seq_block_start[a->token_seq[t]];
+                    const int64_t n_kv = int64_t{a->positions[t]} + 1;
+                    const int64_t head_offset = int64_t{h / group} * head_dim;
+                    auto block_runs = [&](const auto &fn) {
+                        int32_t block = first_block;
+                        for (int64_t j0 = 0; j0 < n_kv; j0 += block_size, ++block) {
+                            const E *rows = layer_rows<const E>(kv, block);
+                            fn(j0, std::min(block_size, n_kv - j0), rows + head_offset,
+                               rows + block_size * kv_dim + head_offset, kv_dim);
+                        }
+                    };
+                    score_terms item_terms = terms;
+                    item_terms.first = first_attended(a->positions[t], window);
+                    attend_head(k, a->q + item * head_dim, head_dim, scale, n_kv, block_runs, scores,
+                                a->out + item * head_dim, item_terms);
+                }
+            };
+            const int64_t n_items = int64_t{a->n_tokens} * n_heads;
+            const int64_t work_per_item = n_positions * head_dim * 2;
+            const int64_t grain = std::max<int64_t>(1, parallel_min_work / std::max<int64_t>(1, work_per_item));
+            dev->pool.parallel_for(n_items, grain, body);
+        });
         ok(st);
         return STRATA_OK;
     });

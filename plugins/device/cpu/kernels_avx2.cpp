@@ -1,4 +1,5 @@
-// AVX2+FMA versions of the hot loops. Built with -mavx2 -mfma; only called after select_kernels() checked the CPU.
+// AVX2+FMA(+F16C) versions of the hot loops. Built with -mavx2 -mfma -mf16c; only called after select_kernels()
+// checked the CPU. Calls no inline function shared with other translation units (they could be linked from here).
 // Results match the scalar set within float rounding (different summation order, FMA contraction, and a vector
 // exp accurate to about 2 ulp).
 #include "cpu_kernels.hpp"
@@ -185,7 +186,98 @@ double exp_sub_sum(const float *x, float m, float *out, int64_t n) {
     return sum;
 }
 
-constexpr kernels avx2_set{"avx2+fma", dot, axpy, scale, sum_squares, scale_mul, swiglu, add, max, exp_sub_sum};
+// 8 halves or bfloats to 8 floats (exact).
+__m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))); }
+__m256 load_bf16(const uint16_t *p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+float f16_scalar(uint16_t h) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))); }
+float bf16_scalar(uint16_t h) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+// dot's steps exactly, over rows widened on load: the same bits as dot over the rows widened to float first.
+template <__m256 (*Load)(const uint16_t *), float (*Scalar)(uint16_t)>
+float dot_16(const float *a, const uint16_t *b, int64_t n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
+           acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), Load(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), Load(b + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), Load(b + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), Load(b + i + 24), acc3);
+    }
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), Load(b + i), acc0);
+    float sum = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    for (; i < n; ++i) sum += a[i] * Scalar(b[i]);
+    return sum;
+}
+
+// axpy's steps exactly, as dot_16 mirrors dot.
+template <__m256 (*Load)(const uint16_t *), float (*Scalar)(uint16_t)>
+void axpy_16(float a, const uint16_t *x, float *y, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, Load(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; ++i) y[i] += a * Scalar(x[i]);
+}
+
+void to_f16(const float *x, uint16_t *out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; ++i)
+        out[i] = static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(x[i]), _MM_FROUND_TO_NEAREST_INT), 0));
+}
+
+// ggml's GGML_FP32_TO_BF16: round to nearest even; a NaN keeps its top bits and is made quiet.
+uint16_t bf16_of(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 64u);
+    return static_cast<uint16_t>((x + (0x7fffu + ((x >> 16) & 1u))) >> 16);
+}
+
+void to_bf16(const float *x, uint16_t *out, int64_t n) {
+    int64_t i = 0;
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff), quiet = _mm256_set1_epi32(64);
+    for (; i + 8 <= n; i += 8) {
+        const __m256i v = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+        const __m256i rounded = _mm256_srli_epi32(
+            _mm256_add_epi32(v, _mm256_add_epi32(half, _mm256_and_si256(_mm256_srli_epi32(v, 16), one))), 16);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, abs_mask), inf);
+        const __m256i kept = _mm256_or_si256(_mm256_srli_epi32(v, 16), quiet);
+        const __m256i bits = _mm256_and_si256(_mm256_blendv_epi8(rounded, kept, nan), _mm256_set1_epi32(0xffff));
+        // 8 x 32-bit -> 8 x 16-bit (values fit: no saturation), lanes back in order.
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(bits, bits), 0x08);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(out + i), _mm256_castsi256_si128(packed));
+    }
+    for (; i < n; ++i) out[i] = bf16_of(x[i]);
+}
+
+constexpr kernels avx2_set{"avx2+fma",
+                           dot,
+                           axpy,
+                           scale,
+                           sum_squares,
+                           scale_mul,
+                           swiglu,
+                           add,
+                           max,
+                           exp_sub_sum,
+                           dot_16<load_f16, f16_scalar>,
+                           dot_16<load_bf16, bf16_scalar>,
+                           axpy_16<load_f16, f16_scalar>,
+                           axpy_16<load_bf16, bf16_scalar>,
+                           to_f16,
+                           to_bf16};
 
 } // namespace
 

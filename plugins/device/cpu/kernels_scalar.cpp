@@ -1,6 +1,8 @@
 // Portable versions of the hot loops; the reference the AVX2 set is tested against.
 #include "cpu_kernels.hpp"
 
+#include <strata/float16.hpp>
+
 #include <cmath>
 
 namespace strata::cpu {
@@ -58,7 +60,39 @@ double exp_sub_sum(const float *x, float m, float *out, int64_t n) {
     return sum;
 }
 
-constexpr kernels scalar_set{"scalar", dot, axpy, scale, sum_squares, scale_mul, swiglu, add, max, exp_sub_sum};
+using strata::float16::bf16_to_fp32;
+using strata::float16::fp16_to_fp32;
+
+float dot_f16(const float *a, const uint16_t *b, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += a[i] * fp16_to_fp32(b[i]);
+    return sum;
+}
+
+float dot_bf16(const float *a, const uint16_t *b, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += a[i] * bf16_to_fp32(b[i]);
+    return sum;
+}
+
+void axpy_f16(float a, const uint16_t *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
+}
+
+void axpy_bf16(float a, const uint16_t *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * bf16_to_fp32(x[i]);
+}
+
+void to_f16(const float *x, uint16_t *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = strata::float16::fp32_to_fp16(x[i]);
+}
+
+void to_bf16(const float *x, uint16_t *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = strata::float16::fp32_to_bf16(x[i]);
+}
+
+constexpr kernels scalar_set{"scalar", dot,      axpy,      scale,     sum_squares, scale_mul, swiglu, add,
+                             max,      exp_sub_sum, dot_f16, dot_bf16, axpy_f16,   axpy_bf16, to_f16, to_bf16};
 
 } // namespace
 

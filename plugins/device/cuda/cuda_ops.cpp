@@ -9,6 +9,7 @@
 #include "weight_formats.hpp"
 
 #include <strata/device_args.hpp>
+#include <strata/kv_layout.hpp>
 #include <strata/plugin.hpp>
 
 #include <algorithm>
@@ -56,9 +57,14 @@ int32_t check_paged(const strata_paged_kv *kv, int32_t n_tokens, const int32_t *
                     kv_dim_wanted);
     if (kv->seq_block_start == nullptr || kv->block_base == nullptr)
         return fail(st, invalid, "cuda %s: kv.seq_block_start or kv.block_base is NULL", what);
-    if (kv->layer_offset_bytes % sizeof(float) != 0)
-        return fail(st, invalid, "cuda %s: kv.layer_offset_bytes = %llu is not a multiple of 4", what,
-                    static_cast<unsigned long long>(kv->layer_offset_bytes));
+    const uint64_t element = kv_layout::element_bytes(kv_layout::type_of(kv));
+    if (element == 0)
+        return fail(st, STRATA_ERR_UNSUPPORTED,
+                    "cuda %s: kv.kv_type = %u is not a KV type this device stores (float32 0, float16 1, bfloat16 30)",
+                    what, kv_layout::type_of(kv));
+    if (kv->layer_offset_bytes % element != 0)
+        return fail(st, invalid, "cuda %s: kv.layer_offset_bytes = %llu is not a multiple of %llu (one element)", what,
+                    static_cast<unsigned long long>(kv->layer_offset_bytes), static_cast<unsigned long long>(element));
     if (kv->seq_block_start[0] < 0)
         return fail(st, invalid, "cuda %s: kv.seq_block_start[0] = %d; must be >= 0", what, kv->seq_block_start[0]);
     for (int32_t s = 0; s < kv->n_seqs; ++s)
@@ -102,6 +108,7 @@ cudaError_t upload_paged(strata_device *dev, const strata_paged_kv *kv, int32_t 
     layout->block_size = kv->block_size;
     layout->kv_dim = kv->kv_dim;
     layout->layer_offset_bytes = kv->layer_offset_bytes;
+    layout->kv_type = kv_layout::type_of(kv);
     return batch.upload();
 }
 
@@ -440,7 +447,7 @@ int32_t softmax(strata_device *dev, float *x, int32_t n_rows, int32_t n_cols, st
 }
 
 int32_t supports(strata_device *, const strata_support_query *q, char *why, uint32_t why_cap) {
-    if (q == nullptr || q->struct_size < sizeof(strata_support_query)) return 1; // nothing to refuse
+    if (q == nullptr || q->struct_size < offsetof(strata_support_query, kv_type)) return 1; // nothing to refuse
     strata_status st{};
     int32_t rc = STRATA_OK;
     switch (q->kind) {
@@ -453,6 +460,10 @@ int32_t supports(strata_device *, const strata_support_query *q, char *why, uint
     }
     case STRATA_SUPPORT_ATTENTION:
         rc = check_heads(1, q->n_heads, q->n_kv_heads, q->head_dim, 1.0f, "attention", &st);
+        if (rc == STRATA_OK && kv_layout::element_bytes(kv_layout::type_of(q)) == 0)
+            rc = fail(&st, STRATA_ERR_UNSUPPORTED,
+                      "cuda: a KV cache of type %u; this device stores float32, float16 and bfloat16",
+                      kv_layout::type_of(q));
         break;
     case STRATA_SUPPORT_ROPE:
         if (q->rot_dims > max_rot_dims)

@@ -1,5 +1,5 @@
-// Causal attention of one query token and one head per block, over a contiguous or a paged KV cache, and the paged
-// cache's K/V writes.
+// Causal attention of one query token and one head per block, over a contiguous or a paged KV cache (float32, or
+// float16 / bfloat16 widened exactly on read: ABI 1.20), and the paged cache's K/V writes.
 //
 // A block's warps take keys round-robin (warp w: keys w, w + warps, ...). Each warp keeps an online softmax (running
 // max, running sum, running weighted sum of V rows, the head's dims spread over its lanes) so any context length
@@ -10,6 +10,8 @@
 #pragma once
 
 #include "kernel_common.cuh"
+
+#include <strata/float16.hpp>
 
 namespace strata::cuda {
 namespace kernels {
@@ -25,19 +27,32 @@ struct contiguous_rows {
     __device__ const float *value(int32_t, int64_t j) const { return v + j * stride; }
 };
 
+// Elements of the 16-bit KV caches (ABI 1.20), widened exactly on read and rounded to nearest even on store (the
+// SDK's conversions, so the CPU and CUDA devices hold the same bits).
+struct kv_f16 {
+    uint16_t bits;
+};
+struct kv_bf16 {
+    uint16_t bits;
+};
+__device__ __forceinline__ float kv_value(float x) { return x; }
+__device__ __forceinline__ float kv_value(kv_f16 x) { return strata::float16::fp16_to_fp32(x.bits); }
+__device__ __forceinline__ float kv_value(kv_bf16 x) { return strata::float16::bf16_to_fp32(x.bits); }
+__device__ __forceinline__ void kv_put(float *out, float x) { *out = x; }
+__device__ __forceinline__ void kv_put(kv_f16 *out, float x) { out->bits = strata::float16::fp32_to_fp16(x); }
+__device__ __forceinline__ void kv_put(kv_bf16 *out, float x) { out->bits = strata::float16::fp32_to_bf16(x); }
+
 // Slot j of sequence s: row j % block_size of block block_base[seq_block_start[s] + j / block_size]; in a block,
-// this layer's block_size K rows start at layer_offset_bytes, its V rows block_size * kv_dim floats later.
-struct paged_rows {
+// this layer's block_size K rows start at layer_offset_bytes, its V rows block_size * kv_dim elements of E later.
+template <class E> struct paged_rows {
     paged_layout kv;
-    __device__ const float *row(int32_t seq, int64_t j) const {
+    __device__ const E *row(int32_t seq, int64_t j) const {
         const int64_t block = int64_t{kv.seq_block_start[seq]} + j / kv.block_size;
         const auto *base = reinterpret_cast<const unsigned char *>(kv.block_base[block]) + kv.layer_offset_bytes;
-        return reinterpret_cast<const float *>(base) + (j % kv.block_size) * int64_t{kv.kv_dim};
+        return reinterpret_cast<const E *>(base) + (j % kv.block_size) * int64_t{kv.kv_dim};
     }
-    __device__ const float *key(int32_t seq, int64_t j) const { return row(seq, j); }
-    __device__ const float *value(int32_t seq, int64_t j) const {
-        return row(seq, j) + int64_t{kv.block_size} * kv.kv_dim;
-    }
+    __device__ const E *key(int32_t seq, int64_t j) const { return row(seq, j); }
+    __device__ const E *value(int32_t seq, int64_t j) const { return row(seq, j) + int64_t{kv.block_size} * kv.kv_dim; }
 };
 
 template <class Rows>
@@ -71,12 +86,12 @@ __global__ void __launch_bounds__(attention_warps *warp_size)
     const float inv_softcap = shape.softcap > 0.0f ? 1.0f / shape.softcap : 0.0f;
 
     for (int64_t j = first + warp; j < n_kv; j += attention_warps) {
-        const float *key = rows.key(seq, j) + int64_t{kv_head} * head_dim;
+        const auto *key = rows.key(seq, j) + int64_t{kv_head} * head_dim;
         float s = 0.0f;
 #pragma unroll
         for (int i = 0; i < dims_per_lane; ++i) {
             const int d = lane + warp_size * i;
-            if (d < head_dim) s = fmaf(q_reg[i], key[d], s);
+            if (d < head_dim) s = fmaf(q_reg[i], kv_value(key[d]), s);
         }
 #pragma unroll
         for (int offset = warp_size / 2; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
@@ -86,11 +101,11 @@ __global__ void __launch_bounds__(attention_warps *warp_size)
         const float correction = expf(running_max - new_max); // 0 for the first key (running_max = -inf)
         const float p = expf(s - new_max);
         running_sum = fmaf(running_sum, correction, p);
-        const float *value = rows.value(seq, j) + int64_t{kv_head} * head_dim;
+        const auto *value = rows.value(seq, j) + int64_t{kv_head} * head_dim;
 #pragma unroll
         for (int i = 0; i < dims_per_lane; ++i) {
             const int d = lane + warp_size * i;
-            if (d < head_dim) acc[i] = fmaf(p, value[d], __fmul_rn(acc[i], correction));
+            if (d < head_dim) acc[i] = fmaf(p, kv_value(value[d]), __fmul_rn(acc[i], correction));
         }
         running_max = new_max;
     }
@@ -122,18 +137,18 @@ __global__ void __launch_bounds__(attention_warps *warp_size)
     }
 }
 
+template <class E>
 __global__ void kv_store_kernel(const int32_t *__restrict__ token_seq, const int32_t *__restrict__ positions,
                                 paged_layout kv, const float *__restrict__ k, const float *__restrict__ v) {
     const int64_t t = blockIdx.x;
     const int64_t pos = positions[t];
     const int64_t block = int64_t{kv.seq_block_start[token_seq[t]]} + pos / kv.block_size;
-    auto *base = reinterpret_cast<float *>(reinterpret_cast<unsigned char *>(kv.block_base[block]) +
-                                           kv.layer_offset_bytes);
-    float *k_row = base + (pos % kv.block_size) * int64_t{kv.kv_dim};
-    float *v_row = k_row + int64_t{kv.block_size} * kv.kv_dim;
+    auto *base = reinterpret_cast<E *>(reinterpret_cast<unsigned char *>(kv.block_base[block]) + kv.layer_offset_bytes);
+    E *k_row = base + (pos % kv.block_size) * int64_t{kv.kv_dim};
+    E *v_row = k_row + int64_t{kv.block_size} * kv.kv_dim;
     for (int64_t i = threadIdx.x; i < kv.kv_dim; i += blockDim.x) {
-        k_row[i] = k[t * kv.kv_dim + i];
-        v_row[i] = v[t * kv.kv_dim + i];
+        kv_put(k_row + i, k[t * kv.kv_dim + i]);
+        kv_put(v_row + i, v[t * kv.kv_dim + i]);
     }
 }
 
@@ -156,13 +171,28 @@ cudaError_t launch_attention(const attention_shape &shape, const int32_t *positi
 
 cudaError_t launch_paged_attention(const attention_shape &shape, const int32_t *token_seq, const int32_t *positions,
                                    const paged_layout &kv, const float *q, float *out, cudaStream_t stream) {
-    return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows{kv}, out, stream);
+    switch (kv.kv_type) {
+    case 0: return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows<float>{kv}, out, stream);
+    case 1: return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows<kernels::kv_f16>{kv}, out, stream);
+    case 30:
+        return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows<kernels::kv_bf16>{kv}, out, stream);
+    default: return cudaErrorInvalidValue;
+    }
 }
 
 cudaError_t launch_kv_store(int32_t n_tokens, const int32_t *token_seq, const int32_t *positions,
                             const paged_layout &kv, const float *k, const float *v, cudaStream_t stream) {
-    return launch_kernel(kernels::kv_store_kernel, dim3(static_cast<unsigned>(n_tokens)), dim3(128), stream, token_seq,
-                         positions, kv, k, v);
+    const dim3 grid(static_cast<unsigned>(n_tokens)), block(128);
+    switch (kv.kv_type) {
+    case 0: return launch_kernel(kernels::kv_store_kernel<float>, grid, block, stream, token_seq, positions, kv, k, v);
+    case 1:
+        return launch_kernel(kernels::kv_store_kernel<kernels::kv_f16>, grid, block, stream, token_seq, positions, kv, k,
+                             v);
+    case 30:
+        return launch_kernel(kernels::kv_store_kernel<kernels::kv_bf16>, grid, block, stream, token_seq, positions, kv,
+                             k, v);
+    default: return cudaErrorInvalidValue;
+    }
 }
 
 } // namespace strata::cuda

@@ -2,6 +2,7 @@
 
 #include "decoder_source.hpp"
 
+#include <strata/kv_layout.hpp>
 #include <strata/plugin.hpp>
 
 #include <algorithm>
@@ -819,9 +820,12 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
                     "paged KV cache; use the contiguous cache (paged_kv = NULL) with this device",
                     device_name);
     const strata_paged_kv *kv = a->paged_kv;
-    if (kv->struct_size < sizeof(strata_paged_kv))
+    if (kv->struct_size < offsetof(strata_paged_kv, kv_type)) // before 1.20: float32
         return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: paged_kv.struct_size = %u, expected >= %zu",
-                    kv->struct_size, sizeof(strata_paged_kv));
+                    kv->struct_size, offsetof(strata_paged_kv, kv_type));
+    if (kv_layout::element_bytes(kv_layout::type_of(kv)) == 0)
+        return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: paged_kv.kv_type = %u is not a KV type this model "
+                    "lays out (float32 0, float16 1, bfloat16 30)", kv_layout::type_of(kv));
     if (kv->block_size <= 0 || kv->kv_dim != dkv)
         return fail(st, STRATA_ERR_INVALID_ARGUMENT,
                     "decoder forward: paged_kv has block_size %d and kv_dim %d; this model needs block_size > 0 and "
@@ -844,12 +848,13 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
     // before they write anything.
 
     const activations b = carve(m, a->workspace, a->n_tokens);
-    const uint64_t layer_bytes =
-        2 * static_cast<uint64_t>(kv->block_size) * static_cast<uint64_t>(dkv) * sizeof(float);
+    const uint32_t kv_type = kv_layout::type_of(kv);
     auto attend = [&](int32_t l, const activations &buf) -> int32_t {
-        strata_paged_kv layer_kv = *kv;
+        strata_paged_kv layer_kv{};
+        std::memcpy(&layer_kv, kv, std::min<size_t>(kv->struct_size, sizeof layer_kv));
         layer_kv.struct_size = sizeof layer_kv;
-        layer_kv.layer_offset_bytes = static_cast<uint64_t>(l) * layer_bytes;
+        layer_kv.kv_type = kv_type;
+        layer_kv.layer_offset_bytes = kv_layout::layer_offset(l, kv->block_size, dkv, kv_type);
         strata_kv_store_args ks{};
         ks.struct_size = sizeof ks;
         ks.n_tokens = n;

@@ -11,6 +11,7 @@
 // or writes whole blocks only; none allocates; all are thread-safe.
 #pragma once
 
+#include <strata/float16.hpp>
 #include <strata/plugin_abi.h>
 
 #include <cstdint>
@@ -31,33 +32,13 @@ inline constexpr format formats[] = {
 };
 inline constexpr int format_count = 6;
 
-// IEEE half to float, exact (bit manipulation; subnormals, infinities and NaN included).
-inline float half_to_float(uint16_t h) {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t mant = h & 0x3ffu;
-    uint32_t bits;
-    if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (mant << 13);
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112u) << 23) | (mant << 13);
-    } else if (mant == 0) {
-        bits = sign;
-    } else { // subnormal: normalise
-        int e = -1;
-        do { ++e; mant <<= 1; } while ((mant & 0x400u) == 0);
-        bits = sign | ((112u - static_cast<uint32_t>(e)) << 23) | ((mant & 0x3ffu) << 13);
-    }
-    float f;
-    std::memcpy(&f, &bits, sizeof f);
-    return f;
-}
+using strata::float16::fp16_to_fp32;
 
 // The block's scale and zero.
 inline float block_scale(const uint8_t *block) {
     uint16_t h;
     std::memcpy(&h, block, 2);
-    return half_to_float(h);
+    return fp16_to_fp32(h);
 }
 inline int block_zero(const uint8_t *block) { return block[2]; }
 

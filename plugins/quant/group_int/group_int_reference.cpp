@@ -53,7 +53,7 @@ void quantize_row(const format &f, const float *src, void *dst, int64_t n) {
         float lo = std::min(0.0f, *std::min_element(x, x + f.group));
         float hi = std::max(0.0f, *std::max_element(x, x + f.group));
         const uint16_t scale_h = float_to_half(hi > lo ? (hi - lo) / static_cast<float>(qmax) : 1.0f);
-        const float s = half_to_float(scale_h);
+        const float s = fp16_to_fp32(scale_h);
         const int zero = std::clamp(static_cast<int>(std::nearbyint(-lo / s)), 0, qmax);
         std::memcpy(b, &scale_h, 2);
         b[2] = static_cast<uint8_t>(zero);

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 19
+#define STRATA_ABI_MINOR 20
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -274,6 +274,9 @@ typedef struct strata_support_query {
     int32_t kind;                       /* strata_support_kind */
     const struct strata_tensor_view *weight; /* STRATA_SUPPORT_WEIGHT; its data pointer is not yet the device's */
     int32_t n_heads, n_kv_heads, head_dim, rot_dims;
+    /* since 1.20, STRATA_SUPPORT_ATTENTION: the paged KV cache's element type (strata_kv_type). A device built
+     * before 1.20 holds float32 KV only; the host asks it for nothing else. */
+    uint32_t kv_type;
 } strata_support_query;
 
 /* The rotation of rope_scaled (since 1.13), ggml_rope_ext's terms in its float recipe: pair i of each head (i <
@@ -322,12 +325,17 @@ typedef struct strata_attention_args {
     int32_t window; /* > 0: a query at position p attends only to positions > p - window (sliding window) */
 } strata_attention_args;
 
+/* The element type of the paged KV cache (since 1.20), numbered as GGUF/ggml tensor types. */
+typedef enum strata_kv_type { STRATA_KV_F32 = 0, STRATA_KV_F16 = 1, STRATA_KV_BF16 = 30 } strata_kv_type;
+
 /* since 1.5: the paged KV cache. The host keeps KV in blocks of `block_size` tokens. One block holds every layer:
- * for layer l, at byte offset l * 2 * block_size * kv_dim * sizeof(float) from the block's base, block_size K rows of
- * kv_dim floats (kv_dim = n_head_kv * head_dim), then block_size V rows. Blocks of one sequence need not be adjacent
- * or in the same pool: the host passes each block's base address. Token slot p of a sequence is row p % block_size
- * of its block p / block_size. Index arrays are host memory; the block bases are addresses the device can read and
- * write (host addresses for the CPU device). */
+ * for layer l, at byte offset l * 2 * block_size * kv_dim * E from the block's base (E: the bytes of one element of
+ * kv_type, 4 for float32), block_size K rows of kv_dim elements (kv_dim = n_head_kv * head_dim), then block_size V
+ * rows. strata/kv_layout.hpp computes these offsets; host, models and devices all use it. Blocks of one sequence need
+ * not be adjacent or in the same pool: the host passes each block's base address. Token slot p of a sequence is row
+ * p % block_size of its block p / block_size. Index arrays are host memory; the block bases are addresses the device
+ * can read and write (host addresses for the CPU device). kv_store converts float K/V rows to kv_type (round to
+ * nearest even); attention reads them back exactly. */
 typedef struct strata_paged_kv {
     uint32_t struct_size;
     int32_t block_size;
@@ -335,7 +343,10 @@ typedef struct strata_paged_kv {
     int32_t n_seqs;
     const int32_t *seq_block_start; /* n_seqs + 1: blocks of sequence s are block_base[seq_block_start[s] .. [s + 1]) */
     void *const *block_base;        /* seq_block_start[n_seqs] block base addresses */
-    uint64_t layer_offset_bytes;    /* this layer's K rows within a block (V rows follow block_size * kv_dim floats on) */
+    uint64_t layer_offset_bytes;    /* this layer's K rows within a block (V rows follow block_size * kv_dim elements on) */
+    /* since 1.20, read only when struct_size covers it: strata_kv_type (0, float32, before). A device that answered
+     * STRATA_SUPPORT_ATTENTION for it at load runs it; others refuse a type they do not know. */
+    uint32_t kv_type;
 } strata_paged_kv;
 
 /* Writes K and V rows of n_tokens tokens into their slots: token t of sequence token_seq[t] at positions[t]. */

@@ -1,0 +1,221 @@
+// [memory] kv_cache_dtype (issue #15, item 2) on stories260K: a float16 or bfloat16 KV cache takes half the bytes per
+// token (in the plan and in the device's blocks), its logits stay within a stated tolerance of the float32 cache, and
+// within each type the greedy tokens do not depend on placement: 16 sequences batched under swap and recompute
+// preemption give the tokens each gives alone, and prefix hits from the device, the host tier and the persistent store
+// after a restart give the tokens of a miss. A store entry written in one type is never read as another.
+#include "engine_fixture.hpp"
+
+#include <strata/kv_layout.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+using namespace strata;
+using namespace strata::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string k_model = shared_path("models/stories260K-f32.gguf");
+constexpr uint64_t kib = 1024;
+
+// stories260K: 5 layers x 2 x 4 KV heads x 8 dims = 320 elements per token; a 16-token block is 20 KiB in float32.
+uint64_t block_bytes(uint32_t type) { return strata::kv_layout::block_bytes(5, 16, 32, type); }
+
+engine::engine_options options(uint32_t type, uint64_t kv_bytes, double swap_gib, engine::preemption_mode mode,
+                               bool prefix) {
+    engine::engine_options o = test_engine_options(k_model, 256, 32);
+    o.offload.kv_cache_memory = kv_bytes;
+    o.scheduler.max_num_seqs = 32;
+    o.scheduler.max_num_batched_tokens = 64;
+    o.scheduler.mode = mode;
+    o.kv.kv_type = type;
+    o.kv.enable_prefix_caching = prefix;
+    o.kv.swap_space_gib = swap_gib;
+    return o;
+}
+
+std::unique_ptr<engine::engine> make(const engine::engine_options &o) {
+    return std::make_unique<engine::engine>(test_registry(), test_host(), o);
+}
+
+std::vector<int32_t> prompt_of(engine::engine &e, int i) {
+    static const char *names[] = {"Lily", "Tom", "a big dog", "Sue", "the cat", "Ben", "a bird", "Mia"};
+    std::string text = std::string("Once upon a time there was ") + names[i % 8];
+    if (i >= 8) text += " who loved to play in the park with a red ball";
+    return e.tokenizer().encode(text, true);
+}
+
+void expect_pools_full(const engine::engine &e) {
+    const strata_engine_stats s = e.stats();
+    for (int t = 0; t < 3; ++t)
+        EXPECT_EQ(s.kv_blocks_used[t], s.kv_blocks_cached[t]) << "tier " << t << ": blocks still held by sequences";
+}
+
+const char *k_text = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+                     "One day, she saw a big dog. The dog was very friendly. Lily and the dog played all day. "
+                     "When the sun went down, Lily went home and told her mom about her new friend.";
+
+struct dtype_case {
+    uint32_t type;
+    const char *name;
+    // The largest |logit difference| from the float32 cache allowed at any position and token: about 2.5 times what
+    // was measured (float16 0.023, bfloat16 0.159 on both kernel sets; logits span about 30), as each type's
+    // precision (11 and 8 significant bits) predicts.
+    double max_logit_error;
+};
+
+class KvCacheDtype : public ::testing::TestWithParam<dtype_case> {};
+
+} // namespace
+
+TEST_P(KvCacheDtype, HalvesTheBytesPerTokenAndKeepsTheLogitsCloseToFloat32) {
+    const dtype_case c = GetParam();
+    auto f32 = make(options(STRATA_KV_F32, 1024 * kib, 0, engine::preemption_mode::recompute, false));
+    auto half = make(options(c.type, 1024 * kib, 0, engine::preemption_mode::recompute, false));
+    EXPECT_EQ(half->memory_plan().kv_bytes_per_token * 2, f32->memory_plan().kv_bytes_per_token);
+    EXPECT_EQ(f32->memory_plan().kv_bytes_per_token, 1280u);
+    // The same device budget holds twice the blocks.
+    EXPECT_EQ(half->stats().kv_blocks_total[0], 2 * f32->stats().kv_blocks_total[0]);
+
+    const std::vector<int32_t> tokens = f32->tokenizer().encode(k_text, true);
+    const int32_t n = static_cast<int32_t>(tokens.size());
+    const size_t n_vocab = static_cast<size_t>(f32->hparams().n_vocab);
+    std::vector<float> want(static_cast<size_t>(n) * n_vocab), got(want.size());
+    f32->forward_logits(tokens.data(), n, 0, want.data());
+    half->forward_logits(tokens.data(), n, 0, got.data());
+    double worst = 0.0;
+    int32_t top1_same = 0;
+    for (int32_t r = 0; r < n; ++r) {
+        const float *a = want.data() + static_cast<size_t>(r) * n_vocab, *b = got.data() + static_cast<size_t>(r) * n_vocab;
+        for (size_t i = 0; i < n_vocab; ++i) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+        top1_same += std::max_element(a, a + n_vocab) - a == std::max_element(b, b + n_vocab) - b;
+    }
+    EXPECT_LE(worst, c.max_logit_error) << c.name;
+    EXPECT_GT(worst, 0.0) << c.name << ": the cache did not round anything, so the test compared float32 to itself";
+    EXPECT_GE(top1_same, n - 1) << c.name << ": the most likely token changed at more than one position";
+    RecordProperty("max_logit_error", std::to_string(worst));
+}
+
+TEST_P(KvCacheDtype, SixteenSequencesUnderSwapAndRecomputePreemptionGiveTheirAloneTokens) {
+    const dtype_case c = GetParam();
+    constexpr int n = 16;
+    constexpr int32_t max_tokens = 40;
+    std::vector<std::vector<int32_t>> want;
+    {
+        auto alone = make(options(c.type, 4096 * kib, 0, engine::preemption_mode::recompute, false));
+        for (int i = 0; i < n; ++i) want.push_back(run_all(*alone, {prompt_of(*alone, i)}, max_tokens)[0]);
+    }
+    for (engine::preemption_mode mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
+        SCOPED_TRACE(mode == engine::preemption_mode::swap ? "swap" : "recompute");
+        // 24 blocks of device KV for 16 sequences that each grow to about 4 blocks: preemption is certain.
+        auto e = make(options(c.type, 24 * block_bytes(c.type), 0.01, mode, false));
+        std::vector<std::vector<int32_t>> prompts;
+        for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*e, i));
+        const auto got = run_all(*e, prompts, max_tokens);
+        for (int i = 0; i < n; ++i) EXPECT_EQ(got[size_t(i)], want[size_t(i)]) << "sequence " << i;
+        const strata_engine_stats s = e->stats();
+        EXPECT_GT(s.preemptions_swap + s.preemptions_recompute, 0) << "the KV budget was meant to force preemption";
+        if (mode == engine::preemption_mode::swap) {
+            EXPECT_GT(s.kv_bytes_swapped_out, 0);
+            EXPECT_EQ(s.kv_bytes_swapped_in, s.kv_bytes_swapped_out);
+        }
+        expect_pools_full(*e);
+    }
+}
+
+TEST_P(KvCacheDtype, PrefixHitsFromEachTierAndAfterARestartGiveTheTokensOfAMiss) {
+    const dtype_case c = GetParam();
+    const int32_t max_tokens = 24;
+    auto plain = make(options(c.type, 4096 * kib, 0, engine::preemption_mode::recompute, false));
+    const auto p = plain->tokenizer().encode(
+        "Once upon a time there was a little girl named Lily. She loved to play outside in the park with her friends "
+        "and her dog.",
+        true);
+    ASSERT_GE(p.size(), 33u);
+    const auto miss = run_all(*plain, {p}, max_tokens)[0];
+    plain.reset();
+
+    auto dev = make(options(c.type, 4096 * kib, 0, engine::preemption_mode::recompute, true));
+    EXPECT_EQ(run_all(*dev, {p}, max_tokens)[0], miss);
+    EXPECT_EQ(run_all(*dev, {p}, max_tokens)[0], miss);
+    EXPECT_GE(dev->stats().prefix_hits[0], 32);
+    dev.reset();
+
+    const fs::path dir = fs::path(STRATA_BINARY_DIR) / (std::string("test-prefix-store-kv-") + c.name);
+    fs::remove_all(dir);
+    auto o = options(c.type, 20 * block_bytes(c.type), 0.01, engine::preemption_mode::recompute, true);
+    o.kv.prefix_store_dir = dir.string();
+    o.kv.prefix_store_gib = 0.01;
+    {
+        auto host = make(o);
+        EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
+        std::vector<std::vector<int32_t>> fillers;
+        for (int i = 0; i < 8; ++i) fillers.push_back(prompt_of(*host, i + 8));
+        run_all(*host, fillers, 40);
+        EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
+        EXPECT_GE(host->stats().prefix_hits[1], 16) << "the prefix came back from the host tier";
+        expect_pools_full(*host);
+    }
+    {
+        auto restarted = make(o);
+        EXPECT_EQ(run_all(*restarted, {p}, max_tokens)[0], miss);
+        EXPECT_GE(restarted->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
+        expect_pools_full(*restarted);
+    }
+    fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, KvCacheDtype,
+                         ::testing::Values(dtype_case{STRATA_KV_F16, "float16", 0.05},
+                                           dtype_case{STRATA_KV_BF16, "bfloat16", 0.4}),
+                         [](const auto &info) { return std::string(info.param.name); });
+
+// The prefix store's entries carry the KV type in their identity (its folder): an engine of another type finds none
+// of them and computes its own; an engine of the first type finds them again.
+TEST(KvCacheDtypeStore, AnEntryWrittenInOneTypeIsNeverReadAsAnother) {
+    const int32_t max_tokens = 16;
+    const fs::path dir = fs::path(STRATA_BINARY_DIR) / "test-prefix-store-kv-types";
+    fs::remove_all(dir);
+    auto with_store = [&](uint32_t type) {
+        auto o = options(type, 4096 * kib, 0, engine::preemption_mode::recompute, true);
+        o.kv.prefix_store_dir = dir.string();
+        o.kv.prefix_store_gib = 0.01;
+        return o;
+    };
+    std::vector<int32_t> p;
+    std::map<uint32_t, std::vector<int32_t>> miss;
+    for (uint32_t type : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}}) {
+        auto e = make(with_store(type));
+        if (p.empty())
+            p = e->tokenizer().encode("Once upon a time there was a little girl named Lily. She loved to play outside "
+                                      "in the park with her friends and her dog.",
+                                      true);
+        miss[type] = run_all(*e, {p}, max_tokens)[0];
+        EXPECT_EQ(e->stats().prefix_hits[2], 0) << "type " << type << " read an entry another type wrote";
+    } // each writes its own entries at shutdown
+    size_t folders = 0;
+    for (const auto &f : fs::directory_iterator(dir)) folders += f.is_directory();
+    EXPECT_EQ(folders, 3u) << "one folder of entries per KV type";
+    for (uint32_t type : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}}) {
+        auto e = make(with_store(type));
+        EXPECT_EQ(run_all(*e, {p}, max_tokens)[0], miss[type]) << "type " << type;
+        EXPECT_GE(e->stats().prefix_hits[2], 32) << "type " << type << " found its own entries";
+    }
+    fs::remove_all(dir);
+}
+
+// Start-up's KV table names the type.
+TEST(KvCacheDtypeStartUp, TheKvTableNamesTheType) {
+    auto o = options(STRATA_KV_BF16, 1024 * kib, 0, engine::preemption_mode::recompute, false);
+    o.print_plan = true;
+    ::testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStdout();
+    auto e = make(o);
+    const std::string out = ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(out.find("KV cache: bfloat16, blocks of 16 tokens"), std::string::npos) << out;
+}
