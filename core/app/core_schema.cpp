@@ -119,8 +119,9 @@ config::schema core_schema() {
             "--enable-cpu-offload|--cpu-offload"),
         key("kv_cache_dtype", STRATA_CONFIG_STRING, "\"auto\"",
             "KV cache element type (vLLM --kv-cache-dtype) on the device and every KV tier: auto = float32 (exact); "
-            "float16/f16/half and bfloat16/bf16 halve the bytes per token; fp8, fp8_e4m3, fp8_e5m2 and q8_0 are "
-            "refused until the cache stores them", "--kv-cache-dtype", 0, 0,
+            "float16/f16/half and bfloat16/bf16 halve the bytes per token; fp8 (= fp8_e4m3, largest value 448) and "
+            "fp8_e5m2 (57344) quarter them, scale 1, values beyond saturate; q8_0 is refused until the cache "
+            "stores it", "--kv-cache-dtype", 0, 0,
             "auto|float32|f32|float16|f16|half|bfloat16|bf16|fp8|fp8_e4m3|fp8_e5m2|q8_0"),
         key("cache_type_k", STRATA_CONFIG_STRING, "\"\"",
             "KV cache type for K (llama.cpp -ctk): empty = kv_cache_dtype; f32, f16 and bf16 run (the same type as "

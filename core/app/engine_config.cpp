@@ -86,15 +86,18 @@ void check_foreign_keys(const config::document &doc, const config::schema &s) {
 }
 
 // The KV cache's element type from [memory] kv_cache_dtype (vLLM's names) and cache_type_k / cache_type_v
-// (llama.cpp's -ctk / -ctv): auto is float32; the 16-bit types run; what the cache cannot store yet is refused.
+// (llama.cpp's -ctk / -ctv): auto is float32; the 16-bit and FP8 types run (FP8 with scale 1, as vLLM without
+// calibrated scales); what the cache cannot store yet is refused.
 uint32_t kv_type_from(const config::document &doc, const config::schema &s) {
     const std::string dtype = doc.get_string("memory", "kv_cache_dtype", s).value_or("auto");
     uint32_t type = STRATA_KV_F32;
     if (dtype == "float16" || dtype == "f16" || dtype == "half") type = STRATA_KV_F16;
     else if (dtype == "bfloat16" || dtype == "bf16") type = STRATA_KV_BF16;
+    else if (dtype == "fp8" || dtype == "fp8_e4m3") type = STRATA_KV_FP8_E4M3;
+    else if (dtype == "fp8_e5m2") type = STRATA_KV_FP8_E5M2;
     else if (dtype != "auto" && dtype != "float32" && dtype != "f32")
-        fail("--kv-cache-dtype {}: the KV cache stores float32, float16 or bfloat16 (an {} cache is not built yet); "
-             "use --kv-cache-dtype float16 for half the bytes per token", dtype, dtype);
+        fail("--kv-cache-dtype {}: the KV cache stores float32, float16, bfloat16, fp8_e4m3 or fp8_e5m2 (an {} cache "
+             "is not built yet); use --kv-cache-dtype fp8 for a quarter of the bytes per token", dtype, dtype);
     const std::string k = doc.get_string("memory", "cache_type_k", s).value_or("");
     const std::string v = doc.get_string("memory", "cache_type_v", s).value_or("");
     if (k.empty() && v.empty()) return type;

@@ -19,6 +19,8 @@ namespace {
 constexpr uint32_t k_input_order_minor = 19;
 // The ABI minor that added strata_paged_kv.kv_type (16-bit KV caches): older plugins lay KV out in float32 only.
 constexpr uint32_t k_kv_type_minor = 20;
+// The ABI minor that added the FP8 KV types: a model plugin built before it does not know their element size.
+constexpr uint32_t k_fp8_kv_type_minor = 21;
 
 struct op_slot {
     int32_t op;
@@ -173,6 +175,11 @@ std::string unsupported_kv_type(uint32_t kv_type, const strata_model_hparams &hp
                            "in float32 only (other types came with ABI 1.{}); update that plugin or use "
                            "--kv-cache-dtype auto",
                            path, type_text, arch.desc->header.name, arch_minor, k_kv_type_minor);
+    const bool fp8 = kv_type == STRATA_KV_FP8_E4M3 || kv_type == STRATA_KV_FP8_E5M2;
+    if (fp8 && arch_minor < k_fp8_kv_type_minor)
+        return fmt::format("{}: --kv-cache-dtype {}: model_arch '{}' (built for plugin ABI 1.{}) does not know the FP8 "
+                           "KV types (they came with ABI 1.{}); update that plugin or use --kv-cache-dtype float16",
+                           path, type_text, arch.desc->header.name, arch_minor, k_fp8_kv_type_minor);
     if (device_minor < k_kv_type_minor)
         return fmt::format("{}: --kv-cache-dtype {}: device '{}' (built for plugin ABI 1.{}) stores float32 KV only "
                            "(other types came with ABI 1.{}); update that plugin or use --kv-cache-dtype auto",

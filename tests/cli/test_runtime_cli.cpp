@@ -568,7 +568,8 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
         {"--pipeline-parallel-size 2", "pipeline_parallel_size = 2"},
         {"-dp 2", "data_parallel_size = 2"},
         {"--dtype float16", "--dtype float16: every device computes activations in float32"},
-        {"--kv-cache-dtype fp8", "--kv-cache-dtype fp8: the KV cache stores float32, float16 or bfloat16"},
+        {"--kv-cache-dtype q8_0", "--kv-cache-dtype q8_0: the KV cache stores float32, float16, bfloat16, fp8_e4m3 or fp8_e5m2"},
+        {"--kv-cache-dtype fp8_inc", "fp8_inc"},
         {"-ctk q8_0", "--cache-type-k q8_0: the KV cache stores f32, f16 or bf16"},
         {"-ctk f16 -ctv bf16", "one type holds both K and V in this cache"},
         {"--kv-cache-dtype bf16 -ctk f16 -ctv f16", "they name different KV types"},
@@ -586,11 +587,14 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     // The accepted spellings of what runs here.
     // (The seeds' spellings: --tensor-parallel-size 1, --n-gpu-layers 20, --ctx-size 4096, --cpu-kv-cache.)
     for (const std::string flags : {"--dtype float32", "--kv-cache-dtype auto", "--kv-cache-dtype float16",
-                                    "--kv-cache-dtype bf16", "-ctk f16 -ctv f16", "-q gguf", "-ctk f32 -ctv f32", "-tp 1",
+                                    "--kv-cache-dtype bf16", "--kv-cache-dtype fp8", "--kv-cache-dtype fp8_e5m2", "-ctk f16 -ctv f16", "-q gguf", "-ctk f32 -ctv f32", "-tp 1",
                                     "--tensor-parallel-size 1", "--n-gpu-layers 20 --ctx-size 4096", "--cpu-kv-cache"})
         EXPECT_EQ(greedy_tokens(flags).size(), 16u) << flags;
     // A 16-bit KV cache: half the bytes per token in the plan.
     EXPECT_EQ(plan_json("--model " + k_model + " --kv-cache-dtype f16")["kv_bytes_per_token"].get<int64_t>() * 2,
+              plan_json("--model " + k_model)["kv_bytes_per_token"].get<int64_t>());
+    // An FP8 one: a quarter.
+    EXPECT_EQ(plan_json("--model " + k_model + " --kv-cache-dtype fp8_e4m3")["kv_bytes_per_token"].get<int64_t>() * 4,
               plan_json("--model " + k_model)["kv_bytes_per_token"].get<int64_t>());
     // --cpu-kv-cache on a device with its own memory (the CPU emulating a GPU's) is refused with what to use.
     run_result gpu_kv = run("--model " + k_model + " --prompt x --max-tokens 2 --cpu-kv-cache --set cpu.separate_memory=true");

@@ -5,7 +5,9 @@
 
 #include <strata/cpu_features.hpp>
 #include <strata/float16.hpp>
+#include <strata/float8.hpp>
 
+#include <cmath>
 #include <limits>
 
 namespace {
@@ -206,6 +208,51 @@ TEST(CpuKernel16Bit, ConversionsMatchTheSdkAndDotsMatchTheFloatKernelsOverWidene
             k->axpy(-1.25f, wb.data(), y4.data(), len);
             EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)), 0);
             EXPECT_EQ(std::memcmp(y3.data(), y4.data(), y3.size() * sizeof(float)), 0);
+        }
+    }
+}
+
+// The FP8 KV kernels (ABI 1.20) of each kernel set: the value tables hold the SDK's decoding of all 256 codes, and
+// dot / axpy over FP8 rows give the bits of the float kernels over the same rows widened first (a NaN code included).
+TEST(CpuKernelFp8, TablesAreTheSdkValuesAndDotsMatchTheFloatKernelsOverWidenedRows) {
+    const strata::cpu::fp8_value_tables &t = strata::cpu::fp8_tables();
+    for (int c = 0; c < 256; ++c) {
+        const float e4 = strata::float8::e4m3_to_fp32(static_cast<uint8_t>(c)), e5 = strata::float8::e5m2_to_fp32(static_cast<uint8_t>(c));
+        ASSERT_EQ(std::memcmp(&t.e4m3[c], &e4, 4), 0) << c;
+        ASSERT_EQ(std::memcmp(&t.e5m2[c], &e5, 4), 0) << c;
+    }
+    std::vector<const strata::cpu::kernels *> sets{&strata::cpu::scalar_kernels()};
+    if (strata::cpu::avx2_kernels() != nullptr && strata::plugin::cpu_has_avx2_fma_f16c())
+        sets.push_back(strata::cpu::avx2_kernels());
+    const std::vector<float> q = random_floats(4099, 81, -2.0f, 2.0f);
+    const std::vector<float> r = random_floats(q.size(), 82, -500.0f, 500.0f);
+    for (const strata::cpu::kernels *k : sets) {
+        SCOPED_TRACE(k->name);
+        for (const bool e4m3 : {true, false}) {
+            SCOPED_TRACE(e4m3 ? "e4m3" : "e5m2");
+            const float *table = e4m3 ? t.e4m3 : t.e5m2;
+            std::vector<uint8_t> codes(r.size());
+            std::vector<float> w(r.size());
+            for (size_t i = 0; i < r.size(); ++i) {
+                codes[i] = e4m3 ? strata::float8::fp32_to_e4m3(r[i]) : strata::float8::fp32_to_e5m2(r[i]);
+                w[i] = table[codes[i]];
+            }
+            for (int64_t len : {1, 7, 8, 31, 32, 33, 100, 4099}) {
+                SCOPED_TRACE("length " + std::to_string(len));
+                const float d8 = k->dot_fp8(q.data(), codes.data(), table, len), dw = k->dot(q.data(), w.data(), len);
+                EXPECT_EQ(std::memcmp(&d8, &dw, sizeof d8), 0) << d8 << " vs " << dw;
+                std::vector<float> y1(q.begin(), q.begin() + len), y2 = y1;
+                k->axpy_fp8(0.37f, codes.data(), table, y1.data(), len);
+                k->axpy(0.37f, w.data(), y2.data(), len);
+                EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)), 0);
+            }
+            // A NaN code reaches the result on every set (a NaN key must not read as a number).
+            std::vector<uint8_t> nan_row(40, 0x38);
+            nan_row[37] = 0x7f;
+            EXPECT_TRUE(std::isnan(k->dot_fp8(q.data(), nan_row.data(), table, 40)));
+            nan_row[37] = 0x38;
+            nan_row[3] = 0x7f;
+            EXPECT_TRUE(std::isnan(k->dot_fp8(q.data(), nan_row.data(), table, 40)));
         }
     }
 }

@@ -5,6 +5,7 @@
 #include "cpu_test_support.hpp"
 
 #include <strata/float16.hpp>
+#include <strata/float8.hpp>
 #include <strata/kv_layout.hpp>
 
 #include <limits>
@@ -244,30 +245,46 @@ INSTANTIATE_TEST_SUITE_P(ThreadsAndKernels, CpuPagedKv,
                                     (std::get<1>(info.param) ? "Scalar" : "Fast");
                          });
 
-// The 16-bit KV caches (ABI 1.20): kv_store rounds each float to the type (the SDK's scalar conversion, bit for bit,
-// on both kernel sets), and paged attention over those rows equals the contiguous float attention over the same rows
-// widened back to float, bit for bit.
-class CpuPagedKv16 : public ::testing::TestWithParam<std::tuple<uint32_t, bool>> {};
+// The 16-bit and FP8 KV caches (ABI 1.20): kv_store rounds each float to the type (the SDK's scalar conversion, bit
+// for bit, on both kernel sets), and paged attention over those rows equals the contiguous float attention over the
+// same rows widened back to float, bit for bit.
+class CpuPagedKvRounded : public ::testing::TestWithParam<std::tuple<uint32_t, bool>> {};
 
-TEST_P(CpuPagedKv16, StoresRoundedRowsAndAttendsAsFloatOverThemBitForBit) {
+// The code the SDK's conversion gives x in `type`, and the code stored at element i of a row.
+uint32_t encoded(uint32_t type, float x) {
+    switch (type) {
+    case STRATA_KV_F16: return strata::float16::fp32_to_fp16(x);
+    case STRATA_KV_BF16: return strata::float16::fp32_to_bf16(x);
+    case STRATA_KV_FP8_E4M3: return strata::float8::fp32_to_e4m3(x);
+    default: return strata::float8::fp32_to_e5m2(x);
+    }
+}
+uint32_t stored_code(uint32_t type, const void *row, int32_t i) {
+    if (strata::kv_layout::element_bytes(type) == 1) return static_cast<const uint8_t *>(row)[i];
+    return static_cast<const uint16_t *>(row)[i];
+}
+float widened(uint32_t type, float x) {
+    switch (type) {
+    case STRATA_KV_F16: return strata::float16::fp16_to_fp32(strata::float16::fp32_to_fp16(x));
+    case STRATA_KV_BF16: return strata::float16::bf16_to_fp32(strata::float16::fp32_to_bf16(x));
+    case STRATA_KV_FP8_E4M3: return strata::float8::e4m3_to_fp32(strata::float8::fp32_to_e4m3(x));
+    default: return strata::float8::e5m2_to_fp32(strata::float8::fp32_to_e5m2(x));
+    }
+}
+
+TEST_P(CpuPagedKvRounded, StoresRoundedRowsAndAttendsAsFloatOverThemBitForBit) {
     const uint32_t type = std::get<0>(GetParam());
     device_ptr dev = make_device(2, std::get<1>(GetParam()));
     ASSERT_NE(dev, nullptr);
-    auto round_trip = [&](float x) {
-        return type == STRATA_KV_F16 ? strata::float16::fp16_to_fp32(strata::float16::fp32_to_fp16(x))
-                                     : strata::float16::bf16_to_fp32(strata::float16::fp32_to_bf16(x));
-    };
-    auto bits = [&](float x) {
-        return type == STRATA_KV_F16 ? strata::float16::fp32_to_fp16(x) : strata::float16::fp32_to_bf16(x);
-    };
+    auto round_trip = [&](float x) { return widened(type, x); };
     for (const auto &[block_size, softcap, window] :
          {std::tuple<int32_t, float, int32_t>{16, 0.0f, 0}, {5, 0.0f, 0}, {16, 1.5f, 40}}) {
         SCOPED_TRACE("block_size " + std::to_string(block_size));
         batch_case c(static_cast<uint32_t>(block_size) * 11 + 3);
         c.softcap = softcap;
         c.window = window;
-        // Values a 16-bit type cannot hold exactly, ties and extremes among them: 1 + 2^-11 (a half tie), 65520
-        // (rounds to half's infinity), a half subnormal.
+        // Values a narrow type cannot hold exactly, ties and extremes among them: 1 + 2^-11 (a half tie), 65520
+        // (rounds to half's infinity; FP8 saturates it), a half subnormal (0 in FP8).
         c.k[0][0] = 1.0f + 1.0f / 2048.0f;
         c.k[0][1] = 65520.0f;
         c.v[0][2] = 3.0e-7f;
@@ -278,11 +295,11 @@ TEST_P(CpuPagedKv16, StoresRoundedRowsAndAttendsAsFloatOverThemBitForBit) {
         for (size_t s = 0; s < c.lengths.size(); ++s)
             for (int32_t p = 0; p < c.lengths[s]; ++p)
                 for (int32_t value = 0; value < 2; ++value) {
-                    const auto *row = static_cast<const uint16_t *>(cache.row(1, int32_t(s), p, value != 0));
+                    const void *row = cache.row(1, int32_t(s), p, value != 0);
                     const float *want = (value ? c.v[s] : c.k[s]).data() + p * kv_dim;
                     for (int32_t i = 0; i < kv_dim; ++i)
-                        ASSERT_EQ(row[i], bits(want[i])) << (value ? "V" : "K") << " row " << p << " of seq " << s
-                                                         << ", element " << i;
+                        ASSERT_EQ(stored_code(type, row, i), encoded(type, want[i]))
+                            << (value ? "V" : "K") << " row " << p << " of seq " << s << ", element " << i;
                 }
         // The reference: contiguous float attention over the rows as the cache holds them. Half's infinity would
         // make every score of that key infinite; keep the reference finite by not attending that key's head there.
@@ -312,7 +329,7 @@ TEST_P(CpuPagedKv16, StoresRoundedRowsAndAttendsAsFloatOverThemBitForBit) {
         strata_status st{};
         ASSERT_EQ(ops().paged_attention(dev.get(), &a, &st), STRATA_OK) << st.message;
         EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
-            << "paged attention over the 16-bit rows differs from float attention over the same values";
+            << "paged attention over the rounded rows differs from float attention over the same values";
         // The rounding is real: float rows give another result.
         const std::vector<float> unrounded = c.reference(dev.get());
         EXPECT_NE(std::memcmp(got.data(), unrounded.data(), got.size() * sizeof(float)), 0);
@@ -320,15 +337,20 @@ TEST_P(CpuPagedKv16, StoresRoundedRowsAndAttendsAsFloatOverThemBitForBit) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(TypesAndKernels, CpuPagedKv16,
-                         ::testing::Combine(::testing::Values(uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}),
+INSTANTIATE_TEST_SUITE_P(TypesAndKernels, CpuPagedKvRounded,
+                         ::testing::Combine(::testing::Values(uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16},
+                                                              uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_FP8_E5M2}),
                                             ::testing::Values(false, true)),
                          [](const auto &info) {
-                             return std::string(std::get<0>(info.param) == STRATA_KV_F16 ? "F16" : "Bf16") +
+                             const uint32_t t = std::get<0>(info.param);
+                             return std::string(t == STRATA_KV_F16    ? "F16"
+                                                : t == STRATA_KV_BF16 ? "Bf16"
+                                                : t == STRATA_KV_FP8_E4M3 ? "Fp8E4m3"
+                                                                          : "Fp8E5m2") +
                                     (std::get<1>(info.param) ? "Scalar" : "Fast");
                          });
 
-TEST(CpuPagedKv16, AnUnknownKvTypeIsRefusedAndTheDeviceSaysSoAtLoad) {
+TEST(CpuPagedKvRounded, AnUnknownKvTypeIsRefusedAndTheDeviceSaysSoAtLoad) {
     device_ptr dev = make_device(1, false);
     ASSERT_NE(dev, nullptr);
     batch_case c(5);
@@ -356,7 +378,8 @@ TEST(CpuPagedKv16, AnUnknownKvTypeIsRefusedAndTheDeviceSaysSoAtLoad) {
     q.n_kv_heads = n_kv_heads;
     q.head_dim = head_dim;
     char why[256] = {0};
-    for (uint32_t t : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}}) {
+    for (uint32_t t : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16},
+                       uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_FP8_E5M2}}) {
         q.kv_type = t;
         EXPECT_EQ(ops().supports(dev.get(), &q, why, sizeof why), 1) << t;
     }

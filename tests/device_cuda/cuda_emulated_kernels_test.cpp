@@ -13,6 +13,7 @@
 
 #include <strata/device_args.hpp>
 #include <strata/float16.hpp>
+#include <strata/float8.hpp>
 #include <strata/kv_layout.hpp>
 #include "sanitizer_build.hpp"
 
@@ -329,11 +330,13 @@ TEST_F(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {
 }
 
 // kv_store into blocks spread over two pools, then paged attention over them equals contiguous attention bit for
-// bit (same kernel template, same order of operations): for a float32 cache over the same rows, for a float16 or
-// bfloat16 cache (ABI 1.20) over the rows rounded to that type (the stored bits are the SDK's rounding).
+// bit (same kernel template, same order of operations): for a float32 cache over the same rows, for a float16,
+// bfloat16, fp8_e4m3 or fp8_e5m2 cache (ABI 1.20) over the rows rounded to that type (the stored bits are the SDK's
+// rounding).
 TEST_F(CudaEmulatedKernels, PagedAttentionEqualsContiguousBitForBit) {
     constexpr int32_t block_size = 4, n_kv_heads = 2, head_dim = 32, kv_dim = n_kv_heads * head_dim, n_heads = 4;
-    for (const uint32_t type : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}}) {
+    for (const uint32_t type : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16},
+                                uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_FP8_E5M2}}) {
         SCOPED_TRACE("kv_type " + std::to_string(type));
         const uint64_t element = strata::kv_layout::element_bytes(type);
         const uint64_t block_bytes = strata::kv_layout::block_bytes(2, block_size, kv_dim, type); // layer 1 tested
@@ -352,7 +355,21 @@ TEST_F(CudaEmulatedKernels, PagedAttentionEqualsContiguousBitForBit) {
         auto rounded = [&](float x) {
             if (type == STRATA_KV_F16) return strata::float16::fp16_to_fp32(strata::float16::fp32_to_fp16(x));
             if (type == STRATA_KV_BF16) return strata::float16::bf16_to_fp32(strata::float16::fp32_to_bf16(x));
+            if (type == STRATA_KV_FP8_E4M3) return strata::float8::e4m3_to_fp32(strata::float8::fp32_to_e4m3(x));
+            if (type == STRATA_KV_FP8_E5M2) return strata::float8::e5m2_to_fp32(strata::float8::fp32_to_e5m2(x));
             return x;
+        };
+        // One stored element's value.
+        auto stored = [&](const unsigned char *p) {
+            float f = 0;
+            uint16_t h = 0;
+            switch (type) {
+            case STRATA_KV_F32: std::memcpy(&f, p, 4); return f;
+            case STRATA_KV_F16: std::memcpy(&h, p, 2); return strata::float16::fp16_to_fp32(h);
+            case STRATA_KV_BF16: std::memcpy(&h, p, 2); return strata::float16::bf16_to_fp32(h);
+            case STRATA_KV_FP8_E4M3: return strata::float8::e4m3_to_fp32(*p);
+            default: return strata::float8::e5m2_to_fp32(*p);
+            }
         };
 
         std::vector<std::vector<float>> k, v;
@@ -376,20 +393,10 @@ TEST_F(CudaEmulatedKernels, PagedAttentionEqualsContiguousBitForBit) {
         const uint64_t row_bytes = strata::kv_layout::row_bytes(kv_dim, type);
         for (int32_t i = 0; i < kv_dim; ++i) {
             const float want_k = rounded(k[0][size_t(6 * kv_dim + i)]), want_v = rounded(v[0][size_t(6 * kv_dim + i)]);
-            float got_k = 0, got_v = 0;
             const unsigned char *kp = layer1 + 2 * row_bytes + uint64_t(i) * element;
             const unsigned char *vp = layer1 + strata::kv_layout::v_offset(block_size, kv_dim, type) + 2 * row_bytes +
                                       uint64_t(i) * element;
-            if (type == STRATA_KV_F32) {
-                std::memcpy(&got_k, kp, 4);
-                std::memcpy(&got_v, vp, 4);
-            } else {
-                uint16_t hk = 0, hv = 0;
-                std::memcpy(&hk, kp, 2);
-                std::memcpy(&hv, vp, 2);
-                got_k = type == STRATA_KV_F16 ? strata::float16::fp16_to_fp32(hk) : strata::float16::bf16_to_fp32(hk);
-                got_v = type == STRATA_KV_F16 ? strata::float16::fp16_to_fp32(hv) : strata::float16::bf16_to_fp32(hv);
-            }
+            const float got_k = stored(kp), got_v = stored(vp);
             ASSERT_EQ(got_k, want_k) << "K element " << i;
             ASSERT_EQ(got_v, want_v) << "V element " << i;
         }

@@ -67,8 +67,9 @@ TEST(CudaPlugin, OffersTheExpertOpsAndSaysWhatItCannotRun) {
     EXPECT_NE(std::strstr(why, "head_dim = 512; this device supports up to 256"), nullptr) << why;
     q.head_dim = 128;
     EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 1) << why;
-    // ABI 1.20: the KV cache's type; float16 and bfloat16 are kept, other types refused by number.
-    for (uint32_t t : {uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}}) {
+    // ABI 1.20: the KV cache's type; float16, bfloat16 and the FP8 types are kept, other types refused by number.
+    for (uint32_t t : {uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}, uint32_t{STRATA_KV_FP8_E4M3},
+                       uint32_t{STRATA_KV_FP8_E5M2}}) {
         q.kv_type = t;
         EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 1) << why;
     }

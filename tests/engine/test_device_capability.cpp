@@ -292,7 +292,7 @@ int32_t f16_kv_supports(strata_device *, const strata_support_query *q, char *wh
 } // namespace
 
 // A 16-bit KV cache needs a device and a model plugin of ABI 1.20 (older ones lay KV out in float32) and the device's
-// yes; float32 is asked of nobody.
+// yes, an FP8 one a model plugin of 1.21; float32 is asked of nobody.
 TEST(DeviceCapability, A16BitKvCacheNeedsPluginsThatLayItOutAndTheDevicesYes) {
     const strata_model_arch_desc arch = arch_listing(one_count, ordered_at);
     strata_device_desc d = device_named("gpu");
@@ -325,6 +325,20 @@ TEST(DeviceCapability, A16BitKvCacheNeedsPluginsThatLayItOutAndTheDevicesYes) {
     why = unsupported_kv_type(STRATA_KV_BF16, hp, handle_of(d, new_lib), nullptr, new_arch, "m");
     EXPECT_NE(why.find("--kv-cache-dtype bfloat16: device 'gpu' cannot keep this KV cache: KV type 30 is not kept here; "
                        "use --kv-cache-dtype auto"),
+              std::string::npos)
+        << why;    // The FP8 types came with 1.21: a 1.20 model plugin does not know their size; a 1.21 one does, and the device
+    // is asked.
+    strata_plugin_info fp8_info = new_info;
+    fp8_info.abi_minor = 21;
+    auto fp8_lib = std::make_shared<strata::plugins::library>();
+    fp8_lib->info = &fp8_info;
+    const strata::plugins::handle<strata_model_arch_desc> fp8_arch{&named_arch, fp8_lib};
+    why = unsupported_kv_type(STRATA_KV_FP8_E4M3, hp, handle_of(d, new_lib), nullptr, new_arch, "m");
+    EXPECT_NE(why.find("model_arch 'decoder' (built for plugin ABI 1.20) does not know the FP8 KV types"),
+              std::string::npos)
+        << why;
+    why = unsupported_kv_type(STRATA_KV_FP8_E5M2, hp, handle_of(d, new_lib), nullptr, fp8_arch, "m");
+    EXPECT_NE(why.find("--kv-cache-dtype fp8_e5m2: device 'gpu' cannot keep this KV cache: KV type 1041 is not kept"),
               std::string::npos)
         << why;
 }

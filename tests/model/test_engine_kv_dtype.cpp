@@ -1,5 +1,6 @@
 // [memory] kv_cache_dtype (issue #15, item 2) on stories260K: a float16 or bfloat16 KV cache takes half the bytes per
-// token (in the plan and in the device's blocks), its logits stay within a stated tolerance of the float32 cache, and
+// token, an fp8_e4m3 or fp8_e5m2 one a quarter (in the plan and in the device's blocks), its logits stay within a
+// stated tolerance of the float32 cache, and
 // within each type the greedy tokens do not depend on placement: 16 sequences batched under swap and recompute
 // preemption give the tokens each gives alone, and prefix hits from the device, the host tier and the persistent store
 // after a restart give the tokens of a miss. A store entry written in one type is never read as another.
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 
@@ -63,24 +65,28 @@ const char *k_text = "Once upon a time, there was a little girl named Lily. She 
 struct dtype_case {
     uint32_t type;
     const char *name;
-    // The largest |logit difference| from the float32 cache allowed at any position and token: about 2.5 times what
-    // was measured (float16 0.023, bfloat16 0.159 on both kernel sets; logits span about 30), as each type's
-    // precision (11 and 8 significant bits) predicts.
+    // The largest |logit difference| from the float32 cache allowed at any position and token: about 2 to 2.5 times
+    // what was measured (float16 0.023, bfloat16 0.159, fp8_e4m3 2.91, fp8_e5m2 7.61 on both kernel sets; logits span
+    // about 30), as each type's precision (11, 8, 4 and 3 significant bits) predicts. stories260K's 8-dim heads
+    // average little of the FP8 rounding away; larger heads do better.
     double max_logit_error;
+    // Positions (of 94) where the most likely token may differ from the float32 cache's (measured: 0, 0, 4, 6).
+    int32_t top1_changes;
 };
 
 class KvCacheDtype : public ::testing::TestWithParam<dtype_case> {};
 
 } // namespace
 
-TEST_P(KvCacheDtype, HalvesTheBytesPerTokenAndKeepsTheLogitsCloseToFloat32) {
+TEST_P(KvCacheDtype, ShrinksTheBytesPerTokenAndKeepsTheLogitsCloseToFloat32) {
     const dtype_case c = GetParam();
+    const uint64_t shrink = 4 / strata::kv_layout::element_bytes(c.type); // 2 for 16-bit types, 4 for FP8
     auto f32 = make(options(STRATA_KV_F32, 1024 * kib, 0, engine::preemption_mode::recompute, false));
     auto half = make(options(c.type, 1024 * kib, 0, engine::preemption_mode::recompute, false));
-    EXPECT_EQ(half->memory_plan().kv_bytes_per_token * 2, f32->memory_plan().kv_bytes_per_token);
+    EXPECT_EQ(half->memory_plan().kv_bytes_per_token * shrink, f32->memory_plan().kv_bytes_per_token);
     EXPECT_EQ(f32->memory_plan().kv_bytes_per_token, 1280u);
-    // The same device budget holds twice the blocks.
-    EXPECT_EQ(half->stats().kv_blocks_total[0], 2 * f32->stats().kv_blocks_total[0]);
+    // The same device budget holds 2 (4) times the blocks.
+    EXPECT_EQ(half->stats().kv_blocks_total[0], shrink * f32->stats().kv_blocks_total[0]);
 
     const std::vector<int32_t> tokens = f32->tokenizer().encode(k_text, true);
     const int32_t n = static_cast<int32_t>(tokens.size());
@@ -97,8 +103,10 @@ TEST_P(KvCacheDtype, HalvesTheBytesPerTokenAndKeepsTheLogitsCloseToFloat32) {
     }
     EXPECT_LE(worst, c.max_logit_error) << c.name;
     EXPECT_GT(worst, 0.0) << c.name << ": the cache did not round anything, so the test compared float32 to itself";
-    EXPECT_GE(top1_same, n - 1) << c.name << ": the most likely token changed at more than one position";
+    EXPECT_GE(top1_same, n - c.top1_changes) << c.name << ": the most likely token changed at more positions";
     RecordProperty("max_logit_error", std::to_string(worst));
+    RecordProperty("top1_same", std::to_string(top1_same) + " of " + std::to_string(n));
+    std::printf("%s: max |logit error| %.4f, top-1 same at %d of %d positions\n", c.name, worst, top1_same, n);
 }
 
 TEST_P(KvCacheDtype, SixteenSequencesUnderSwapAndRecomputePreemptionGiveTheirAloneTokens) {
@@ -171,8 +179,10 @@ TEST_P(KvCacheDtype, PrefixHitsFromEachTierAndAfterARestartGiveTheTokensOfAMiss)
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, KvCacheDtype,
-                         ::testing::Values(dtype_case{STRATA_KV_F16, "float16", 0.05},
-                                           dtype_case{STRATA_KV_BF16, "bfloat16", 0.4}),
+                         ::testing::Values(dtype_case{STRATA_KV_F16, "float16", 0.05, 1},
+                                           dtype_case{STRATA_KV_BF16, "bfloat16", 0.4, 1},
+                                           dtype_case{STRATA_KV_FP8_E4M3, "fp8_e4m3", 6.0, 8},
+                                           dtype_case{STRATA_KV_FP8_E5M2, "fp8_e5m2", 15.0, 12}),
                          [](const auto &info) { return std::string(info.param.name); });
 
 // The prefix store's entries carry the KV type in their identity (its folder): an engine of another type finds none
@@ -189,7 +199,9 @@ TEST(KvCacheDtypeStore, AnEntryWrittenInOneTypeIsNeverReadAsAnother) {
     };
     std::vector<int32_t> p;
     std::map<uint32_t, std::vector<int32_t>> miss;
-    for (uint32_t type : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}}) {
+    const std::vector<uint32_t> types = {STRATA_KV_F32, STRATA_KV_F16, STRATA_KV_BF16, STRATA_KV_FP8_E4M3,
+                                         STRATA_KV_FP8_E5M2};
+    for (uint32_t type : types) {
         auto e = make(with_store(type));
         if (p.empty())
             p = e->tokenizer().encode("Once upon a time there was a little girl named Lily. She loved to play outside "
@@ -200,8 +212,8 @@ TEST(KvCacheDtypeStore, AnEntryWrittenInOneTypeIsNeverReadAsAnother) {
     } // each writes its own entries at shutdown
     size_t folders = 0;
     for (const auto &f : fs::directory_iterator(dir)) folders += f.is_directory();
-    EXPECT_EQ(folders, 3u) << "one folder of entries per KV type";
-    for (uint32_t type : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}}) {
+    EXPECT_EQ(folders, types.size()) << "one folder of entries per KV type";
+    for (uint32_t type : types) {
         auto e = make(with_store(type));
         EXPECT_EQ(run_all(*e, {p}, max_tokens)[0], miss[type]) << "type " << type;
         EXPECT_GE(e->stats().prefix_hits[2], 32) << "type " << type << " found its own entries";

@@ -6,7 +6,7 @@
 #   3. measure pinned and pageable host<->device bandwidth and device memory bandwidth (gpu-bandwidth),
 #   4. run a ~0.9B-parameter Llama-shaped forward pass through the plugin's ops (gpu-decode-bench: prefill, decode),
 #   5. make a model of that shape with make-model and measure CPU decode with bench (the baseline on this machine),
-#   6. compare greedy stories260K tokens on cpu and cuda (float32, float16 and bfloat16 KV), run the engine on the cuda device (runtime --device cuda),
+#   6. compare greedy stories260K tokens on cpu and cuda (float32, float16, bfloat16, fp8_e4m3 and fp8_e5m2 KV), run the engine on the cuda device (runtime --device cuda),
 #      then bench --device cuda with 0, 8 and 16 of the 16
 #      layers offloaded to pinned_ram and streamed H2D, against the pinned H2D bound, and with the offloaded 8 computed
 #      on the CPU instead (hybrid placement, --offload-compute cpu and auto), against the hybrid bound.
@@ -227,8 +227,8 @@ else
   else
     row "greedy stories260K cpu=cuda" "DIFFERENT: cpu $(echo "$tok_cpu" | cut -c1-60)… cuda $(echo "$tok_gpu" | cut -c1-60)…"
   fi
-  # The float16 KV cache (ABI 1.20): both devices store the same rounded bits.
-  for kvt in float16 bfloat16; do
+  # The 16-bit (ABI 1.20) and FP8 (1.21) KV caches: both devices store the same rounded bits.
+  for kvt in float16 bfloat16 fp8_e4m3 fp8_e5m2; do
     k_cpu=$(timeout "$(limit 30)" "${CMD[@]}" --model "$stories" --device cpu --kv-cache-dtype $kvt \
       --prompt 'Once upon a time' --temperature 0 --max-tokens 200 --output json 2>>"$gt" | grep -oE '"completion_tokens":\[[0-9,]*\]')
     k_gpu=$(timeout "$(limit 30)" "${CMD[@]}" --model "$stories" --device cuda --kv-cache-dtype $kvt \

@@ -15,6 +15,9 @@ namespace strata::cpu {
 // Elements of the 16-bit KV caches (ABI 1.20): the bits of one IEEE half or bfloat16, read exactly by the kernels.
 struct f16_element { uint16_t bits; };
 struct bf16_element { uint16_t bits; };
+// Elements of the FP8 KV caches: one e4m3 or e5m2 byte, read exactly through its value table.
+struct e4m3_element { uint8_t bits; };
+struct e5m2_element { uint8_t bits; };
 
 inline float kv_dot(const kernels &k, const float *q, const float *row, int64_t n) noexcept { return k.dot(q, row, n); }
 inline float kv_dot(const kernels &k, const float *q, const f16_element *row, int64_t n) noexcept {
@@ -23,12 +26,24 @@ inline float kv_dot(const kernels &k, const float *q, const f16_element *row, in
 inline float kv_dot(const kernels &k, const float *q, const bf16_element *row, int64_t n) noexcept {
     return k.dot_bf16(q, &row->bits, n);
 }
+inline float kv_dot(const kernels &k, const float *q, const e4m3_element *row, int64_t n) noexcept {
+    return k.dot_fp8(q, &row->bits, fp8_tables().e4m3, n);
+}
+inline float kv_dot(const kernels &k, const float *q, const e5m2_element *row, int64_t n) noexcept {
+    return k.dot_fp8(q, &row->bits, fp8_tables().e5m2, n);
+}
 inline void kv_axpy(const kernels &k, float a, const float *row, float *y, int64_t n) noexcept { k.axpy(a, row, y, n); }
 inline void kv_axpy(const kernels &k, float a, const f16_element *row, float *y, int64_t n) noexcept {
     k.axpy_f16(a, &row->bits, y, n);
 }
 inline void kv_axpy(const kernels &k, float a, const bf16_element *row, float *y, int64_t n) noexcept {
     k.axpy_bf16(a, &row->bits, y, n);
+}
+inline void kv_axpy(const kernels &k, float a, const e4m3_element *row, float *y, int64_t n) noexcept {
+    k.axpy_fp8(a, &row->bits, fp8_tables().e4m3, y, n);
+}
+inline void kv_axpy(const kernels &k, float a, const e5m2_element *row, float *y, int64_t n) noexcept {
+    k.axpy_fp8(a, &row->bits, fp8_tables().e5m2, y, n);
 }
 
 // What ABI 1.14 adds to a score: soft-capping (softcap > 0) and a sliding window (rows before `first` are not
@@ -45,7 +60,7 @@ inline int64_t first_attended(int64_t pos, int32_t window) noexcept {
 
 // for_each_run(fn) must call fn(j0, count, keys, values, stride) for runs that cover rows [0, n_kv) in ascending
 // order: row j0 + i has its key at keys + i * stride and its value at values + i * stride (i < count); keys and
-// values point to float, f16_element or bf16_element. It is called
+// values point to float or one of the *_element types above. It is called
 // twice (scores, then the weighted sum). scores holds n_kv floats of scratch. q is fully read before out is
 // written, so out may alias q. Rows before terms.first are skipped, and with first 0 and no softcap the arithmetic is
 // what it was before ABI 1.14.

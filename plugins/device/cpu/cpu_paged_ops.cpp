@@ -4,15 +4,17 @@
 // (ABI 1.7) are ids and `copy`: every op is complete on return, so there is nothing to order.
 //
 // Block layout (plugin_abi.h, strata_paged_kv; strata/kv_layout.hpp): at block base + layer_offset_bytes, block_size K
-// rows of kv_dim elements of kv_type (float32, float16 or bfloat16), then block_size V rows. Token slot p of a
-// sequence is row p % block_size of its block p / block_size. kv_store rounds float rows to the type (the kernel
-// set's to_f16/to_bf16, the same bits on every set); attention reads them exactly.
+// rows of kv_dim elements of kv_type (float32, float16, bfloat16, fp8_e4m3 or fp8_e5m2), then block_size V rows.
+// Token slot p of a sequence is row p % block_size of its block p / block_size. kv_store rounds float rows to the
+// type (the kernel set's to_f16/to_bf16, strata/float8.hpp for FP8: the same bits on every set); attention reads
+// them exactly.
 #include "cpu_attention_kernel.hpp"
 #include "cpu_device_state.hpp"
 #include "cpu_op_support.hpp"
 #include "cpu_ops.hpp"
 
 #include <strata/device_args.hpp>
+#include <strata/float8.hpp>
 #include <strata/kv_layout.hpp>
 #include <strata/plugin.hpp>
 
@@ -45,7 +47,8 @@ int32_t check_paged_kv(const strata_paged_kv *kv, const char *what, strata_statu
     const uint64_t element = kv_layout::element_bytes(type);
     if (element == 0)
         return fail(st, STRATA_ERR_UNSUPPORTED,
-                    "cpu %s: kv.kv_type = %u is not a KV type this device stores (float32 0, float16 1, bfloat16 30)",
+                    "cpu %s: kv.kv_type = %u is not a KV type this device stores (float32 0, float16 1, bfloat16 30, "
+                    "fp8_e4m3 1040, fp8_e5m2 1041)",
                     what, type);
     if (kv->layer_offset_bytes % element != 0)
         return fail(st, invalid, "cpu %s: kv.layer_offset_bytes = %llu is not a multiple of %llu (a %s element)", what,
@@ -117,12 +120,14 @@ template <class E> inline E *layer_rows(const strata_paged_kv *kv, int32_t block
     return reinterpret_cast<E *>(static_cast<char *>(kv->block_base[block]) + kv->layer_offset_bytes);
 }
 
-// Calls fn with a null pointer of the table's element type (float, f16_element or bf16_element); the type was checked
+// Calls fn with a null pointer of the table's element type (float or an *_element type); the type was checked
 // by check_paged_kv.
 template <class Fn> void with_element_type(const strata_paged_kv *kv, const Fn &fn) {
     switch (kv_layout::type_of(kv)) {
     case STRATA_KV_F16: fn(static_cast<const f16_element *>(nullptr)); break;
     case STRATA_KV_BF16: fn(static_cast<const bf16_element *>(nullptr)); break;
+    case STRATA_KV_FP8_E4M3: fn(static_cast<const e4m3_element *>(nullptr)); break;
+    case STRATA_KV_FP8_E5M2: fn(static_cast<const e5m2_element *>(nullptr)); break;
     default: fn(static_cast<const float *>(nullptr)); break;
     }
 }
@@ -133,6 +138,13 @@ inline void store_row(const kernels &, const float *x, float *out, int64_t n) {
 }
 inline void store_row(const kernels &k, const float *x, f16_element *out, int64_t n) { k.to_f16(x, &out->bits, n); }
 inline void store_row(const kernels &k, const float *x, bf16_element *out, int64_t n) { k.to_bf16(x, &out->bits, n); }
+// FP8 rows are written one element at a time (2 * kv_dim bytes per token and layer: small next to the matmuls).
+inline void store_row(const kernels &, const float *x, e4m3_element *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i].bits = float8::fp32_to_e4m3(x[i]);
+}
+inline void store_row(const kernels &, const float *x, e5m2_element *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i].bits = float8::fp32_to_e5m2(x[i]);
+}
 
 } // namespace
 

@@ -2,6 +2,7 @@
 #include "cpu_kernels.hpp"
 
 #include <strata/float16.hpp>
+#include <strata/float8.hpp>
 
 #include <cmath>
 
@@ -91,11 +92,34 @@ void to_bf16(const float *x, uint16_t *out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = strata::float16::fp32_to_bf16(x[i]);
 }
 
-constexpr kernels scalar_set{"scalar", dot,      axpy,      scale,     sum_squares, scale_mul, swiglu, add,
-                             max,      exp_sub_sum, dot_f16, dot_bf16, axpy_f16,   axpy_bf16, to_f16, to_bf16};
+float dot_fp8(const float *a, const uint8_t *b, const float *table, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += a[i] * table[b[i]];
+    return sum;
+}
+
+void axpy_fp8(float a, const uint8_t *x, const float *table, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * table[x[i]];
+}
+
+constexpr kernels scalar_set{"scalar", dot,      axpy,      scale,     sum_squares, scale_mul, swiglu,  add,
+                             max,      exp_sub_sum, dot_f16, dot_bf16, axpy_f16,   axpy_bf16, to_f16,  to_bf16,
+                             dot_fp8,  axpy_fp8};
 
 } // namespace
 
 const kernels &scalar_kernels() { return scalar_set; }
+
+const fp8_value_tables &fp8_tables() {
+    static const fp8_value_tables tables = [] {
+        fp8_value_tables t{};
+        for (int q = 0; q < 256; ++q) {
+            t.e4m3[q] = strata::float8::e4m3_to_fp32(static_cast<uint8_t>(q));
+            t.e5m2[q] = strata::float8::e5m2_to_fp32(static_cast<uint8_t>(q));
+        }
+        return t;
+    }();
+    return tables;
+}
 
 } // namespace strata::cpu

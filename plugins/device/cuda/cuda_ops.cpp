@@ -60,7 +60,8 @@ int32_t check_paged(const strata_paged_kv *kv, int32_t n_tokens, const int32_t *
     const uint64_t element = kv_layout::element_bytes(kv_layout::type_of(kv));
     if (element == 0)
         return fail(st, STRATA_ERR_UNSUPPORTED,
-                    "cuda %s: kv.kv_type = %u is not a KV type this device stores (float32 0, float16 1, bfloat16 30)",
+                    "cuda %s: kv.kv_type = %u is not a KV type this device stores (float32 0, float16 1, bfloat16 30, "
+                    "fp8_e4m3 1040, fp8_e5m2 1041)",
                     what, kv_layout::type_of(kv));
     if (kv->layer_offset_bytes % element != 0)
         return fail(st, invalid, "cuda %s: kv.layer_offset_bytes = %llu is not a multiple of %llu (one element)", what,
@@ -462,7 +463,7 @@ int32_t supports(strata_device *, const strata_support_query *q, char *why, uint
         rc = check_heads(1, q->n_heads, q->n_kv_heads, q->head_dim, 1.0f, "attention", &st);
         if (rc == STRATA_OK && kv_layout::element_bytes(kv_layout::type_of(q)) == 0)
             rc = fail(&st, STRATA_ERR_UNSUPPORTED,
-                      "cuda: a KV cache of type %u; this device stores float32, float16 and bfloat16",
+                      "cuda: a KV cache of type %u; this device stores float32, float16, bfloat16, fp8_e4m3 and fp8_e5m2",
                       kv_layout::type_of(q));
         break;
     case STRATA_SUPPORT_ROPE:

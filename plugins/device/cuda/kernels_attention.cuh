@@ -1,5 +1,5 @@
 // Causal attention of one query token and one head per block, over a contiguous or a paged KV cache (float32, or
-// float16 / bfloat16 widened exactly on read: ABI 1.20), and the paged cache's K/V writes.
+// float16 / bfloat16 / fp8 e4m3 / e5m2 widened exactly on read: ABI 1.20), and the paged cache's K/V writes.
 //
 // A block's warps take keys round-robin (warp w: keys w, w + warps, ...). Each warp keeps an online softmax (running
 // max, running sum, running weighted sum of V rows, the head's dims spread over its lanes) so any context length
@@ -12,6 +12,7 @@
 #include "kernel_common.cuh"
 
 #include <strata/float16.hpp>
+#include <strata/float8.hpp>
 
 namespace strata::cuda {
 namespace kernels {
@@ -41,6 +42,18 @@ __device__ __forceinline__ float kv_value(kv_bf16 x) { return strata::float16::b
 __device__ __forceinline__ void kv_put(float *out, float x) { *out = x; }
 __device__ __forceinline__ void kv_put(kv_f16 *out, float x) { out->bits = strata::float16::fp32_to_fp16(x); }
 __device__ __forceinline__ void kv_put(kv_bf16 *out, float x) { out->bits = strata::float16::fp32_to_bf16(x); }
+// Elements of the FP8 KV caches: one OCP e4m3 or e5m2 byte (strata/float8.hpp: saturating round to nearest even,
+// as CUDA's __nv_cvt_float_to_fp8 with __NV_SATFINITE).
+struct kv_e4m3 {
+    uint8_t bits;
+};
+struct kv_e5m2 {
+    uint8_t bits;
+};
+__device__ __forceinline__ float kv_value(kv_e4m3 x) { return strata::float8::e4m3_to_fp32(x.bits); }
+__device__ __forceinline__ float kv_value(kv_e5m2 x) { return strata::float8::e5m2_to_fp32(x.bits); }
+__device__ __forceinline__ void kv_put(kv_e4m3 *out, float x) { out->bits = strata::float8::fp32_to_e4m3(x); }
+__device__ __forceinline__ void kv_put(kv_e5m2 *out, float x) { out->bits = strata::float8::fp32_to_e5m2(x); }
 
 // Slot j of sequence s: row j % block_size of block block_base[seq_block_start[s] + j / block_size]; in a block,
 // this layer's block_size K rows start at layer_offset_bytes, its V rows block_size * kv_dim elements of E later.
@@ -176,6 +189,10 @@ cudaError_t launch_paged_attention(const attention_shape &shape, const int32_t *
     case 1: return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows<kernels::kv_f16>{kv}, out, stream);
     case 30:
         return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows<kernels::kv_bf16>{kv}, out, stream);
+    case 1040:
+        return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows<kernels::kv_e4m3>{kv}, out, stream);
+    case 1041:
+        return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows<kernels::kv_e5m2>{kv}, out, stream);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -190,6 +207,12 @@ cudaError_t launch_kv_store(int32_t n_tokens, const int32_t *token_seq, const in
                              v);
     case 30:
         return launch_kernel(kernels::kv_store_kernel<kernels::kv_bf16>, grid, block, stream, token_seq, positions, kv,
+                             k, v);
+    case 1040:
+        return launch_kernel(kernels::kv_store_kernel<kernels::kv_e4m3>, grid, block, stream, token_seq, positions, kv,
+                             k, v);
+    case 1041:
+        return launch_kernel(kernels::kv_store_kernel<kernels::kv_e5m2>, grid, block, stream, token_seq, positions, kv,
                              k, v);
     default: return cudaErrorInvalidValue;
     }

@@ -825,7 +825,7 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
                     kv->struct_size, offsetof(strata_paged_kv, kv_type));
     if (kv_layout::element_bytes(kv_layout::type_of(kv)) == 0)
         return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: paged_kv.kv_type = %u is not a KV type this model "
-                    "lays out (float32 0, float16 1, bfloat16 30)", kv_layout::type_of(kv));
+                    "lays out (float32 0, float16 1, bfloat16 30, fp8_e4m3 1040, fp8_e5m2 1041)", kv_layout::type_of(kv));
     if (kv->block_size <= 0 || kv->kv_dim != dkv)
         return fail(st, STRATA_ERR_INVALID_ARGUMENT,
                     "decoder forward: paged_kv has block_size %d and kv_dim %d; this model needs block_size > 0 and "

@@ -25,7 +25,7 @@ inline constexpr int format_count = 2;
 
 const format *find_format(uint32_t type);
 
-// The value of an e4m3 byte, exact (NaN for 0x7f and 0xff).
+// The value of an e4m3 byte, exact (NaN for 0x7f and 0xff): strata/float8.hpp's, which the FP8 KV cache shares.
 float e4m3_to_float(uint8_t q);
 // v rounded to the nearest e4m3 (ties to even mantissa), saturating at +-448 as compressed-tensors' and vLLM's
 // quantizers clamp; NaN -> 0x7f.

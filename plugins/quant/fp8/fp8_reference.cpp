@@ -1,6 +1,8 @@
 // Reference conversions of the FP8 formats: e4m3 to and from float, rows, and the damage check (--check-tensors).
 #include "fp8_formats.hpp"
 
+#include <strata/float8.hpp>
+
 #include <algorithm>
 #include <cmath>
 
@@ -12,32 +14,9 @@ const format *find_format(uint32_t type) {
     return nullptr;
 }
 
-float e4m3_to_float(uint8_t q) {
-    const int exponent = (q >> 3) & 0xf, mantissa = q & 7;
-    float v;
-    if (exponent == 0xf && mantissa == 7) v = NAN;
-    else if (exponent == 0) v = std::ldexp(static_cast<float>(mantissa), -9); // subnormal: m / 8 * 2^-6
-    else v = std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);     // (1 + m / 8) * 2^(e - 7)
-    return (q & 0x80) ? -v : v;
-}
+float e4m3_to_float(uint8_t q) { return float8::e4m3_to_fp32(q); }
 
-uint8_t float_to_e4m3(float v) {
-    if (std::isnan(v)) return 0x7f;
-    const uint8_t sign = std::signbit(v) ? 0x80 : 0;
-    const float a = std::fabs(v);
-    if (a >= 448.0f) return sign | 0x7e;
-    uint32_t code;
-    if (a < 0x1p-6f) {
-        code = static_cast<uint32_t>(std::nearbyint(a * 512.0f)); // units of 2^-9; 8 is the smallest normal
-    } else {
-        int e = 0;
-        std::frexp(a, &e); // a = f * 2^e, f in [0.5, 1)
-        const int exponent = e - 1;   // a = (1 + m) * 2^exponent
-        const float steps = std::ldexp(a, 3 - exponent) - 8.0f; // mantissa in eighths, in [0, 8)
-        code = static_cast<uint32_t>((exponent + 7) << 3) + static_cast<uint32_t>(std::nearbyint(steps));
-    }
-    return static_cast<uint8_t>(sign | std::min<uint32_t>(code, 0x7e)); // a carry into 0x7f saturates to 448
-}
+uint8_t float_to_e4m3(float v) { return float8::fp32_to_e4m3(v); }
 
 void dequantize_row(const format &f, const void *src, float *dst, int64_t n) {
     const auto *b = static_cast<const uint8_t *>(src);

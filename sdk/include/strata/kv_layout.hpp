@@ -19,6 +19,8 @@ constexpr uint64_t element_bytes(uint32_t type) {
     case STRATA_KV_F32: return 4;
     case STRATA_KV_F16: return 2;
     case STRATA_KV_BF16: return 2;
+    case STRATA_KV_FP8_E4M3: return 1;
+    case STRATA_KV_FP8_E5M2: return 1;
     default: return 0;
     }
 }
@@ -29,6 +31,8 @@ constexpr const char *type_name(uint32_t type) {
     case STRATA_KV_F32: return "float32";
     case STRATA_KV_F16: return "float16";
     case STRATA_KV_BF16: return "bfloat16";
+    case STRATA_KV_FP8_E4M3: return "fp8_e4m3";
+    case STRATA_KV_FP8_E5M2: return "fp8_e5m2";
     default: return nullptr;
     }
 }

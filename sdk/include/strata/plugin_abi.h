@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 20
+#define STRATA_ABI_MINOR 21
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -325,8 +325,18 @@ typedef struct strata_attention_args {
     int32_t window; /* > 0: a query at position p attends only to positions > p - window (sliding window) */
 } strata_attention_args;
 
-/* The element type of the paged KV cache (since 1.20), numbered as GGUF/ggml tensor types. */
-typedef enum strata_kv_type { STRATA_KV_F32 = 0, STRATA_KV_F16 = 1, STRATA_KV_BF16 = 30 } strata_kv_type;
+/* The element type of the paged KV cache (since 1.20), numbered as GGUF/ggml tensor types where ggml has the type.
+ * The FP8 types (since 1.21; OCP e4m3fn and e5m2, strata/float8.hpp: round to nearest even, saturating at the
+ * largest finite value, vLLM's fp8 / fp8_e4m3 and fp8_e5m2 KV caches with scale 1), which ggml lacks, are numbered
+ * from 1040. A
+ * device asked about a type it does not know answers "unsupported" (STRATA_SUPPORT_ATTENTION). */
+typedef enum strata_kv_type {
+    STRATA_KV_F32 = 0,
+    STRATA_KV_F16 = 1,
+    STRATA_KV_BF16 = 30,
+    STRATA_KV_FP8_E4M3 = 1040,
+    STRATA_KV_FP8_E5M2 = 1041
+} strata_kv_type;
 
 /* since 1.5: the paged KV cache. The host keeps KV in blocks of `block_size` tokens. One block holds every layer:
  * for layer l, at byte offset l * 2 * block_size * kv_dim * E from the block's base (E: the bytes of one element of
@@ -335,7 +345,7 @@ typedef enum strata_kv_type { STRATA_KV_F32 = 0, STRATA_KV_F16 = 1, STRATA_KV_BF
  * not be adjacent or in the same pool: the host passes each block's base address. Token slot p of a sequence is row
  * p % block_size of its block p / block_size. Index arrays are host memory; the block bases are addresses the device
  * can read and write (host addresses for the CPU device). kv_store converts float K/V rows to kv_type (round to
- * nearest even); attention reads them back exactly. */
+ * nearest even; FP8 saturates); attention reads them back exactly. */
 typedef struct strata_paged_kv {
     uint32_t struct_size;
     int32_t block_size;
