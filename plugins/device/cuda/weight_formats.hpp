@@ -10,6 +10,9 @@
 // the CPU's reference dequantize_row produces.
 #pragma once
 
+#include <strata/float16.hpp>
+#include <strata/float8.hpp>
+
 #include <cstdint>
 #include <cstring>
 
@@ -61,30 +64,13 @@ inline constexpr int64_t quant_block_elems = 32; // Q8_0 and Q4_0
 inline constexpr int64_t q8_0_block_bytes = 34;  // binary16 scale + 32 int8
 inline constexpr int64_t q4_0_block_bytes = 18;  // binary16 scale + 16 bytes of nibbles
 
-STRATA_CUDA_HD float bits_as_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-#endif
-}
+STRATA_CUDA_HD float bits_as_float(uint32_t u) { return strata::float16::bits_to_float(u); }
 
-// binary16 -> float32, exact for every input (subnormals, inf, NaN payloads), by integer manipulation so host and
-// device run the same arithmetic.
-STRATA_CUDA_HD float half_to_float(uint16_t h) {
-    const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-    const uint32_t exponent = (h >> 10) & 0x1fu;
-    const uint32_t mantissa = h & 0x3ffu;
-    if (exponent == 0x1fu) return bits_as_float(sign | 0x7f800000u | (mantissa << 13));
-    if (exponent != 0) return bits_as_float(sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13));
-    if (mantissa == 0) return bits_as_float(sign);
-    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f; // mantissa * 2^-24, exact
-    return sign != 0 ? -magnitude : magnitude;
-}
+// binary16 / bfloat16 -> float32, exact for every input (subnormals, inf, NaN payloads): the SDK's integer
+// conversions, so host and device run the same arithmetic.
+STRATA_CUDA_HD float half_to_float(uint16_t h) { return strata::float16::fp16_to_fp32(h); }
 
-STRATA_CUDA_HD float bf16_to_float(uint16_t h) { return bits_as_float(static_cast<uint32_t>(h) << 16); }
+STRATA_CUDA_HD float bf16_to_float(uint16_t h) { return strata::float16::bf16_to_fp32(h); }
 
 // Single-rounded float operations (the GPU would otherwise fuse a * b + c into one FMA, which rounds once).
 STRATA_CUDA_HD float mul_rn(float a, float b) {
@@ -420,16 +406,8 @@ template <> struct format<weight_q8_g32> : group_int_format<8, 32, format<weight
 template <> struct format<weight_q8_g64> : group_int_format<8, 64, format<weight_q8_g64>> {};
 template <> struct format<weight_q8_g128> : group_int_format<8, 128, format<weight_q8_g128>> {};
 
-// The value of an OCP e4m3 byte, exact (the FP8 quant plugin's e4m3_to_float): normals rebuilt in float's fields,
-// subnormals m * 2^-9, S.1111.111 NaN.
-STRATA_CUDA_HD float e4m3_value(unsigned q) {
-    const unsigned exponent = (q >> 3) & 15u, mantissa = q & 7u;
-    float v;
-    if (exponent == 15u && mantissa == 7u) v = bits_as_float(0x7fc00000u);
-    else if (exponent == 0u) v = static_cast<float>(mantissa) * 0x1p-9f; // exact
-    else v = bits_as_float((exponent + 120u) << 23 | mantissa << 20);
-    return (q & 0x80u) ? -v : v;
-}
+// The value of an OCP e4m3 byte, exact (strata/float8.hpp, which the FP8 quant plugin uses too).
+STRATA_CUDA_HD float e4m3_value(unsigned q) { return strata::float8::e4m3_to_fp32(static_cast<uint8_t>(q)); }
 
 // Strata's FP8 formats: a block of B elements is an f32 scale, then B e4m3 bytes; x = scale * e4m3(q), the quant
 // plugin's dequantize_row expression.
