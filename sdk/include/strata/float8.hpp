@@ -54,22 +54,21 @@ template <int MAN, int BIAS> STRATA_FLOAT16_FN uint32_t round_magnitude(uint32_t
     return code + (rest > half || (rest == half && (code & 1u)) ? 1u : 0u);
 }
 
+// f with saturation at the largest finite value: max_finite_bits is that value as float32 bits, max_code its code.
+template <int MAN, int BIAS, uint32_t max_finite_bits, uint32_t max_code> STRATA_FLOAT16_FN uint8_t encode(float f) {
+    const uint32_t x = float16::float_bits(f);
+    const uint32_t sign = (x >> 24) & 0x80u, magnitude = x & 0x7fffffffu;
+    if (magnitude > 0x7f800000u) return 0x7fu; // NaN, whatever its sign (as CUDA's)
+    if (magnitude >= max_finite_bits) return static_cast<uint8_t>(sign | max_code); // and inf: saturate
+    return static_cast<uint8_t>(sign | round_magnitude<MAN, BIAS>(magnitude));
+}
+
 } // namespace detail
 
-STRATA_FLOAT16_FN uint8_t fp32_to_e4m3(float f) {
-    const uint32_t x = float16::float_bits(f);
-    const uint32_t sign = (x >> 24) & 0x80u, magnitude = x & 0x7fffffffu;
-    if (magnitude > 0x7f800000u) return 0x7fu; // NaN, whatever its sign (as CUDA's)
-    if (magnitude >= 0x43e00000u) return static_cast<uint8_t>(sign | 0x7eu); // >= 448 (and inf): saturate
-    return static_cast<uint8_t>(sign | detail::round_magnitude<3, 7>(magnitude));
-}
+// 448 = 0x43e00000 is e4m3's largest finite value (code 0x7e).
+STRATA_FLOAT16_FN uint8_t fp32_to_e4m3(float f) { return detail::encode<3, 7, 0x43e00000u, 0x7eu>(f); }
 
-STRATA_FLOAT16_FN uint8_t fp32_to_e5m2(float f) {
-    const uint32_t x = float16::float_bits(f);
-    const uint32_t sign = (x >> 24) & 0x80u, magnitude = x & 0x7fffffffu;
-    if (magnitude > 0x7f800000u) return 0x7fu; // NaN, whatever its sign (as CUDA's)
-    if (magnitude >= 0x47600000u) return static_cast<uint8_t>(sign | 0x7bu); // >= 57344 (and inf): saturate
-    return static_cast<uint8_t>(sign | detail::round_magnitude<2, 15>(magnitude));
-}
+// 57344 = 0x47600000 is e5m2's largest finite value (code 0x7b).
+STRATA_FLOAT16_FN uint8_t fp32_to_e5m2(float f) { return detail::encode<2, 15, 0x47600000u, 0x7bu>(f); }
 
 } // namespace strata::float8
