@@ -213,7 +213,8 @@ TEST(CpuKernel16Bit, ConversionsMatchTheSdkAndDotsMatchTheFloatKernelsOverWidene
 }
 
 // The FP8 KV kernels (ABI 1.20) of each kernel set: the value tables hold the SDK's decoding of all 256 codes, and
-// dot / axpy over FP8 rows give the bits of the float kernels over the same rows widened first (a NaN code included).
+// dot / axpy over FP8 rows give the bits of the float kernels over the same rows widened first, every code (NaN ones
+// included) read as its table value.
 TEST(CpuKernelFp8, TablesAreTheSdkValuesAndDotsMatchTheFloatKernelsOverWidenedRows) {
     const strata::cpu::fp8_value_tables &t = strata::cpu::fp8_tables();
     for (int c = 0; c < 256; ++c) {
@@ -239,20 +240,37 @@ TEST(CpuKernelFp8, TablesAreTheSdkValuesAndDotsMatchTheFloatKernelsOverWidenedRo
             }
             for (int64_t len : {1, 7, 8, 31, 32, 33, 100, 4099}) {
                 SCOPED_TRACE("length " + std::to_string(len));
-                const float d8 = k->dot_fp8(q.data(), codes.data(), table, len), dw = k->dot(q.data(), w.data(), len);
+                const float d8 = (e4m3 ? k->dot_e4m3 : k->dot_e5m2)(q.data(), codes.data(), len);
+                const float dw = k->dot(q.data(), w.data(), len);
                 EXPECT_EQ(std::memcmp(&d8, &dw, sizeof d8), 0) << d8 << " vs " << dw;
                 std::vector<float> y1(q.begin(), q.begin() + len), y2 = y1;
-                k->axpy_fp8(0.37f, codes.data(), table, y1.data(), len);
+                (e4m3 ? k->axpy_e4m3 : k->axpy_e5m2)(0.37f, codes.data(), y1.data(), len);
                 k->axpy(0.37f, w.data(), y2.data(), len);
                 EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)), 0);
             }
             // A NaN code reaches the result on every set (a NaN key must not read as a number).
             std::vector<uint8_t> nan_row(40, 0x38);
             nan_row[37] = 0x7f;
-            EXPECT_TRUE(std::isnan(k->dot_fp8(q.data(), nan_row.data(), table, 40)));
+            auto dot = e4m3 ? k->dot_e4m3 : k->dot_e5m2;
+            EXPECT_TRUE(std::isnan(dot(q.data(), nan_row.data(), 40)));
             nan_row[37] = 0x38;
-            nan_row[3] = 0x7f;
-            EXPECT_TRUE(std::isnan(k->dot_fp8(q.data(), nan_row.data(), table, 40)));
+            for (const uint8_t nan_code : {uint8_t{0x7f}, uint8_t{0xff}}) {
+                nan_row[3] = nan_code;
+                EXPECT_TRUE(std::isnan(dot(q.data(), nan_row.data(), 40))) << int(nan_code);
+                std::vector<float> y(40, 1.0f);
+                (e4m3 ? k->axpy_e4m3 : k->axpy_e5m2)(0.5f, nan_row.data(), y.data(), 40);
+                EXPECT_TRUE(std::isnan(y[3])) << int(nan_code);
+                EXPECT_FALSE(std::isnan(y[4]));
+            }
+            // Every code, as a row of 256: each lane of every set reads each code as its table value.
+            std::vector<uint8_t> all(256);
+            for (int c = 0; c < 256; ++c) all[size_t(c)] = static_cast<uint8_t>(c);
+            std::vector<float> got(256, 0.0f);
+            (e4m3 ? k->axpy_e4m3 : k->axpy_e5m2)(1.0f, all.data(), got.data(), 256);
+            for (int c = 0; c < 256; ++c) {
+                if (std::isnan(table[c])) EXPECT_TRUE(std::isnan(got[size_t(c)])) << c;
+                else EXPECT_EQ(got[size_t(c)], table[c]) << c;
+            }
         }
     }
 }

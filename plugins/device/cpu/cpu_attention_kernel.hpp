@@ -27,10 +27,10 @@ inline float kv_dot(const kernels &k, const float *q, const bf16_element *row, i
     return k.dot_bf16(q, &row->bits, n);
 }
 inline float kv_dot(const kernels &k, const float *q, const e4m3_element *row, int64_t n) noexcept {
-    return k.dot_fp8(q, &row->bits, fp8_tables().e4m3, n);
+    return k.dot_e4m3(q, &row->bits, n);
 }
 inline float kv_dot(const kernels &k, const float *q, const e5m2_element *row, int64_t n) noexcept {
-    return k.dot_fp8(q, &row->bits, fp8_tables().e5m2, n);
+    return k.dot_e5m2(q, &row->bits, n);
 }
 inline void kv_axpy(const kernels &k, float a, const float *row, float *y, int64_t n) noexcept { k.axpy(a, row, y, n); }
 inline void kv_axpy(const kernels &k, float a, const f16_element *row, float *y, int64_t n) noexcept {
@@ -40,10 +40,10 @@ inline void kv_axpy(const kernels &k, float a, const bf16_element *row, float *y
     k.axpy_bf16(a, &row->bits, y, n);
 }
 inline void kv_axpy(const kernels &k, float a, const e4m3_element *row, float *y, int64_t n) noexcept {
-    k.axpy_fp8(a, &row->bits, fp8_tables().e4m3, y, n);
+    k.axpy_e4m3(a, &row->bits, y, n);
 }
 inline void kv_axpy(const kernels &k, float a, const e5m2_element *row, float *y, int64_t n) noexcept {
-    k.axpy_fp8(a, &row->bits, fp8_tables().e5m2, y, n);
+    k.axpy_e5m2(a, &row->bits, y, n);
 }
 
 // What ABI 1.14 adds to a score: soft-capping (softcap > 0) and a sliding window (rows before `first` are not

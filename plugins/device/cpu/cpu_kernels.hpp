@@ -36,11 +36,13 @@ struct kernels {
     // out[i] = x[i] rounded to nearest even, as strata/float16.hpp (every kernel set stores the same bits)
     void (*to_f16)(const float *x, uint16_t *out, int64_t n);
     void (*to_bf16)(const float *x, uint16_t *out, int64_t n);
-    // The FP8 KV caches: b and x hold e4m3 or e5m2 bytes, read exactly through `table` (the 256 codes' values,
-    // fp8_tables()). sum_i a[i] * table[b[i]]
-    float (*dot_fp8)(const float *a, const uint8_t *b, const float *table, int64_t n);
-    // y[i] += a * table[x[i]]
-    void (*axpy_fp8)(float a, const uint8_t *x, const float *table, float *y, int64_t n);
+    // The FP8 KV caches: b and x hold e4m3 or e5m2 bytes, read exactly (the values of fp8_tables(); a NaN code
+    // reads as NaN). sum_i a[i] * value(b[i])
+    float (*dot_e4m3)(const float *a, const uint8_t *b, int64_t n);
+    float (*dot_e5m2)(const float *a, const uint8_t *b, int64_t n);
+    // y[i] += a * value(x[i])
+    void (*axpy_e4m3)(float a, const uint8_t *x, float *y, int64_t n);
+    void (*axpy_e5m2)(float a, const uint8_t *x, float *y, int64_t n);
 };
 
 // The value of each of the 256 codes of the two FP8 formats (strata/float8.hpp), built once.

@@ -227,35 +227,49 @@ void axpy_16(float a, const uint16_t *x, float *y, int64_t n) {
     for (; i < n; ++i) y[i] += a * Scalar(x[i]);
 }
 
-// 8 FP8 bytes to 8 floats through the format's value table (exact; a NaN code reads as NaN).
-__m256 load_fp8(const uint8_t *p, const float *table) {
-    return _mm256_i32gather_ps(table, _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p))), 4);
+// 8 FP8 bytes to 8 floats, exactly, through F16C: an e5m2 byte is the top byte of a half (NaN and inf included); an
+// e4m3 byte's exponent and mantissa fit a half's fields as its value / 256 (subnormals included), times 256 after
+// widening, and its NaN codes (S.1111.111) are set to NaN. The same values as fp8_tables().
+__m256 load_e5m2(const uint8_t *p) {
+    const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
+    return _mm256_cvtph_ps(_mm_slli_epi16(w, 8));
 }
+__m256 load_e4m3(const uint8_t *p) {
+    const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
+    const __m128i magnitude = _mm_and_si128(w, _mm_set1_epi16(0x7f));
+    const __m128i half = _mm_or_si128(_mm_slli_epi16(magnitude, 7), _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8));
+    const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(half), _mm256_set1_ps(256.0f));
+    const __m256 nan = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(magnitude, _mm_set1_epi16(0x7f))));
+    return _mm256_blendv_ps(v, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()), nan);
+}
+float e4m3_scalar(uint8_t q) { return fp8_tables().e4m3[q]; }
+float e5m2_scalar(uint8_t q) { return fp8_tables().e5m2[q]; }
 
 // dot's steps exactly, as dot_16, over FP8 bytes.
-float dot_fp8(const float *a, const uint8_t *b, const float *table, int64_t n) {
+template <__m256 (*Load)(const uint8_t *), float (*Scalar)(uint8_t)>
+float dot_fp8(const float *a, const uint8_t *b, int64_t n) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
            acc3 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_fp8(b + i, table), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load_fp8(b + i + 8, table), acc1);
-        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), load_fp8(b + i + 16, table), acc2);
-        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), load_fp8(b + i + 24, table), acc3);
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), Load(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), Load(b + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), Load(b + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), Load(b + i + 24), acc3);
     }
-    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_fp8(b + i, table), acc0);
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), Load(b + i), acc0);
     float sum = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-    for (; i < n; ++i) sum += a[i] * table[b[i]];
+    for (; i < n; ++i) sum += a[i] * Scalar(b[i]);
     return sum;
 }
 
 // axpy's steps exactly, over FP8 bytes.
-void axpy_fp8(float a, const uint8_t *x, const float *table, float *y, int64_t n) {
+template <__m256 (*Load)(const uint8_t *), float (*Scalar)(uint8_t)>
+void axpy_fp8(float a, const uint8_t *x, float *y, int64_t n) {
     const __m256 va = _mm256_set1_ps(a);
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, load_fp8(x + i, table), _mm256_loadu_ps(y + i)));
-    for (; i < n; ++i) y[i] += a * table[x[i]];
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, Load(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; ++i) y[i] += a * Scalar(x[i]);
 }
 
 void to_f16(const float *x, uint16_t *out, int64_t n) {
@@ -309,8 +323,10 @@ constexpr kernels avx2_set{"avx2+fma",
                            axpy_16<load_bf16, bf16_scalar>,
                            to_f16,
                            to_bf16,
-                           dot_fp8,
-                           axpy_fp8};
+                           dot_fp8<load_e4m3, e4m3_scalar>,
+                           dot_fp8<load_e5m2, e5m2_scalar>,
+                           axpy_fp8<load_e4m3, e4m3_scalar>,
+                           axpy_fp8<load_e5m2, e5m2_scalar>};
 
 } // namespace
 

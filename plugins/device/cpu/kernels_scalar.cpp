@@ -92,19 +92,29 @@ void to_bf16(const float *x, uint16_t *out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i] = strata::float16::fp32_to_bf16(x[i]);
 }
 
-float dot_fp8(const float *a, const uint8_t *b, const float *table, int64_t n) {
+// The FP8 codes' values from fp8_tables() (defined below, outside this namespace).
+const float *e4m3_values();
+const float *e5m2_values();
+
+template <const float *(*Values)()> float dot_fp8(const float *a, const uint8_t *b, int64_t n) {
+    const float *table = Values();
     float sum = 0.0f;
     for (int64_t i = 0; i < n; ++i) sum += a[i] * table[b[i]];
     return sum;
 }
 
-void axpy_fp8(float a, const uint8_t *x, const float *table, float *y, int64_t n) {
+template <const float *(*Values)()> void axpy_fp8(float a, const uint8_t *x, float *y, int64_t n) {
+    const float *table = Values();
     for (int64_t i = 0; i < n; ++i) y[i] += a * table[x[i]];
 }
 
 constexpr kernels scalar_set{"scalar", dot,      axpy,      scale,     sum_squares, scale_mul, swiglu,  add,
                              max,      exp_sub_sum, dot_f16, dot_bf16, axpy_f16,   axpy_bf16, to_f16,  to_bf16,
-                             dot_fp8,  axpy_fp8};
+                             dot_fp8<e4m3_values>, dot_fp8<e5m2_values>, axpy_fp8<e4m3_values>,
+                             axpy_fp8<e5m2_values>};
+
+const float *e4m3_values() { return fp8_tables().e4m3; }
+const float *e5m2_values() { return fp8_tables().e5m2; }
 
 } // namespace
 
