@@ -1,7 +1,7 @@
 // Matmul and embedding over the ggml_quants plugin's Q8_0 and Q4_0 formats (built only when strata_ggml_quants_impl
-// exists). Both formats offer the integer dot path (ABI 1.1), so the device must quantize each token's activations
-// once and call dot_act (or, for several tokens, dot_act_multi: ABI 1.2); the F32 test format in
-// cpu_test_support.hpp keeps covering the float path.
+// exists). Both formats offer the integer paths, so the device must quantize each token's activations once and call
+// gemm_act (ABI 1.22) for every matmul; a descriptor from before 1.22 gets dot_act (ABI 1.1) and, for several
+// tokens, dot_act_multi (ABI 1.2). The F32 test format in cpu_test_support.hpp keeps covering the float path.
 #include "cpu_test_support.hpp"
 
 #include "ggml_quants.hpp"
@@ -40,6 +40,15 @@ quant_matrix quantize(const strata_quant_desc &q, const std::vector<float> &w, i
     return m;
 }
 
+// One output of the format's own integer path, the way the device must compute it: gemm_act's one-row, one-vector
+// call where the descriptor has the slot (its bits are the same in any call), else dot_act.
+float one_output(const strata_quant_desc *q, const unsigned char *row, const void *xq, int64_t cols) {
+    if (!STRATA_HAS_SLOT(q, gemm_act)) return q->dot_act(row, xq, cols);
+    float out = NAN;
+    q->gemm_act(row, 0, 1, xq, 0, 1, cols, &out, 1);
+    return out;
+}
+
 struct matmul_case {
     const char *format;
     int threads;
@@ -47,8 +56,9 @@ struct matmul_case {
 
 class CpuQuantMatmul : public ::testing::TestWithParam<matmul_case> {};
 
-// y must be exactly dot_act(row, quantize_activations(x)) for every row and token (the device adds nothing of its
-// own), and close to the float64 product of the dequantized weights with the float activations.
+// y must be exactly one_output(row, quantize_activations(x)) for every row and token (the device adds nothing of its
+// own, and neither threads nor the token count change a bit), and close to the float64 product of the dequantized
+// weights with the float activations.
 TEST_P(CpuQuantMatmul, IntegerPathEqualsRowDotsAndApproximatesFloat64) {
     std::vector<strata::quants::kernel_set> sets = {strata::quants::kernel_set::scalar};
     if (strata::quants::cpu_has_avx2_fma()) sets.push_back(strata::quants::kernel_set::avx2_fma);
@@ -79,7 +89,7 @@ TEST_P(CpuQuantMatmul, IntegerPathEqualsRowDotsAndApproximatesFloat64) {
                 for (int t = 0; t < n_tokens; ++t) {
                     q->quantize_activations(x.data() + t * cols, xq.data(), cols);
                     for (int64_t r = 0; r < rows; ++r) {
-                        ASSERT_EQ(y[t * rows + r], q->dot_act(m.bytes.data() + r * m.view.row_bytes, xq.data(), cols))
+                        ASSERT_EQ(y[t * rows + r], one_output(q, m.bytes.data() + r * m.view.row_bytes, xq.data(), cols))
                             << q->header.name << " row " << r << " token " << t << " of " << n_tokens;
                         double s = 0.0;
                         for (int64_t c = 0; c < cols; ++c) s += double{deq[r * cols + c]} * x[t * cols + c];
@@ -94,17 +104,23 @@ TEST_P(CpuQuantMatmul, IntegerPathEqualsRowDotsAndApproximatesFloat64) {
     }
 }
 
-// Calls of the counting dot_act_multi below; each test resets it.
-std::atomic<int> multi_calls{0};
+// Calls of the counting dot_act_multi and gemm_act below; each test resets them.
+std::atomic<int> multi_calls{0}, gemm_calls{0};
 const strata_quant_desc *counted_format = nullptr;
 void counting_dot_act_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
     ++multi_calls;
     counted_format->dot_act_multi(row, xq, stride, n_x, n, out);
 }
+void counting_gemm_act(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t stride, int32_t n_x,
+                       int64_t n, float *out, int64_t out_stride) {
+    ++gemm_calls;
+    counted_format->gemm_act(w, row_bytes, n_rows, xq, stride, n_x, n, out, out_stride);
+}
 
 // matmul_id (ABI 1.16) on the integer path: each slot's row equals matmul's over its expert's rows, bit for bit,
-// whether the slots have their own activations (x_per_slot) or share their token's; with several slots per expert
-// (prefill) each expert's rows go through dot_act_multi over its slots, still bit for bit.
+// whether the slots have their own activations (x_per_slot) or share their token's, and whatever the descriptor's
+// vintage: with gemm_act (1.22) each expert's rows go through it over all its slots, one token included, as matmul
+// does; before 1.22, several slots per expert (prefill) go through dot_act_multi, one through dot_act.
 TEST_P(CpuQuantMatmul, MatmulIdEqualsMatmulOverEachSelectedExpert) {
     std::vector<strata::quants::kernel_set> sets = {strata::quants::kernel_set::scalar};
     if (strata::quants::cpu_has_avx2_fma()) sets.push_back(strata::quants::kernel_set::avx2_fma);
@@ -113,8 +129,13 @@ TEST_P(CpuQuantMatmul, MatmulIdEqualsMatmulOverEachSelectedExpert) {
     for (auto set : sets) {
         counted_format = find_format(set, GetParam().format);
         ASSERT_NE(counted_format, nullptr);
+        for (const bool before_gemm : {false, true}) {
         strata_quant_desc d = *counted_format;
         d.dot_act_multi = &counting_dot_act_multi;
+        d.gemm_act = &counting_gemm_act;
+        if (before_gemm)
+            d.header.struct_size =
+                static_cast<uint32_t>(offsetof(strata_quant_desc, find_nonfinite) + sizeof(d.find_nonfinite));
         const int32_t n_expert = 6, k = 3;
         const int64_t rpe = 11, cols = 256;
         const auto w = random_floats(static_cast<size_t>(n_expert * rpe * cols), 91);
@@ -123,6 +144,7 @@ TEST_P(CpuQuantMatmul, MatmulIdEqualsMatmulOverEachSelectedExpert) {
         for (const int32_t n_tokens : {1, 9}) {
             for (const int32_t per_slot : {1, 0}) {
                 multi_calls = 0;
+                gemm_calls = 0;
                 std::vector<int32_t> ids(static_cast<size_t>(n_tokens * k));
                 for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7 + i / k) % n_expert);
                 const int64_t n_x = per_slot ? n_tokens * k : n_tokens;
@@ -140,7 +162,9 @@ TEST_P(CpuQuantMatmul, MatmulIdEqualsMatmulOverEachSelectedExpert) {
                 a.y = y.data();
                 strata_status st{};
                 ASSERT_EQ(ops().matmul_id(dev.get(), &a, &st), STRATA_OK) << st.message;
-                EXPECT_EQ(multi_calls.load() > 0, n_tokens > 1) << d.header.name << " " << n_tokens << " tokens";
+                EXPECT_EQ(multi_calls.load() > 0, before_gemm && n_tokens > 1)
+                    << d.header.name << " " << n_tokens << " tokens, before 1.22: " << before_gemm;
+                EXPECT_EQ(gemm_calls.load() > 0, !before_gemm) << d.header.name << " " << n_tokens << " tokens";
                 for (int32_t slot = 0; slot < n_tokens * k; ++slot) {
                     strata_tensor_view expert = m.view;
                     expert.rows = rpe;
@@ -154,6 +178,7 @@ TEST_P(CpuQuantMatmul, MatmulIdEqualsMatmulOverEachSelectedExpert) {
                                                               << " per_slot " << per_slot;
                 }
             }
+        }
         }
     }
 }
@@ -179,40 +204,51 @@ TEST_P(CpuQuantMatmul, OlderDescriptorUsesTheFloatPath) {
             ASSERT_EQ(y[t * rows + r], old.dot_f32(m.bytes.data() + r * m.view.row_bytes, x.data() + t * cols, cols));
 }
 
-// With several tokens the device takes the ABI 1.2 multi-token kernel (one weight row against a block of tokens);
-// with one token, or with a descriptor built against ABI 1.1 (struct_size ends after dot_act), it calls dot_act.
-// Either way every output is dot_act's, bit for bit.
-TEST_P(CpuQuantMatmul, MultiTokenKernelOnlyWhenTheSlotExists) {
+// Which kernel the device calls, by descriptor vintage: with gemm_act (ABI 1.22) every matmul goes through it, one
+// token included, and every output is gemm_act's one-output bits; before 1.22 several tokens take the multi-token
+// kernel (ABI 1.2) and one token dot_act; before 1.2 dot_act only — and then every output is dot_act's, bit for bit.
+TEST_P(CpuQuantMatmul, EachDescriptorVintageGetsItsKernels) {
     std::vector<strata::quants::kernel_set> sets = {strata::quants::kernel_set::scalar};
     if (strata::quants::cpu_has_avx2_fma()) sets.push_back(strata::quants::kernel_set::avx2_fma);
     device_ptr dev = make_device(GetParam().threads);
     ASSERT_NE(dev, nullptr);
+    enum vintage { abi_1_22, abi_1_21, abi_1_1 };
     for (auto set : sets) {
         counted_format = find_format(set, GetParam().format);
         ASSERT_NE(counted_format, nullptr);
-        for (bool abi_1_1 : {false, true}) {
+        for (vintage v : {abi_1_22, abi_1_21, abi_1_1}) {
             strata_quant_desc d = *counted_format;
             d.dot_act_multi = &counting_dot_act_multi;
-            if (abi_1_1)
+            d.gemm_act = &counting_gemm_act;
+            if (v == abi_1_21)
+                d.header.struct_size =
+                    static_cast<uint32_t>(offsetof(strata_quant_desc, find_nonfinite) + sizeof(d.find_nonfinite));
+            if (v == abi_1_1)
                 d.header.struct_size = static_cast<uint32_t>(offsetof(strata_quant_desc, dot_act) + sizeof(d.dot_act));
             const int64_t rows = 37, cols = 320;
             quant_matrix m = quantize(d, random_floats(static_cast<size_t>(rows * cols), 11), rows, cols);
             m.view.quant = &d;
             std::vector<uint64_t> xq(static_cast<size_t>(cols / 32 * d.act_block_bytes / 8 + 1));
-            for (int n_tokens : {1, 2, 7, 17, 33}) {
+            for (int n_tokens : {1, 2, 7, 17, 33, 70}) {
                 multi_calls = 0;
+                gemm_calls = 0;
                 const auto x = random_floats(static_cast<size_t>(n_tokens * cols), 12, -3.0f, 3.0f);
                 std::vector<float> y(static_cast<size_t>(rows * n_tokens), NAN);
                 strata_status st{};
                 ASSERT_EQ(ops().matmul(dev.get(), &m.view, x.data(), n_tokens, y.data(), &st), STRATA_OK)
                     << st.message;
-                EXPECT_EQ(multi_calls.load() > 0, !abi_1_1 && n_tokens > 1)
-                    << d.header.name << " abi_1_1 " << abi_1_1 << " tokens " << n_tokens;
+                EXPECT_EQ(gemm_calls.load() > 0, v == abi_1_22) << d.header.name << " vintage " << v;
+                EXPECT_EQ(multi_calls.load() > 0, v == abi_1_21 && n_tokens > 1)
+                    << d.header.name << " vintage " << v << " tokens " << n_tokens;
                 for (int t = 0; t < n_tokens; ++t) {
                     d.quantize_activations(x.data() + t * cols, xq.data(), cols);
-                    for (int64_t r = 0; r < rows; ++r)
-                        ASSERT_EQ(y[t * rows + r], d.dot_act(m.bytes.data() + r * m.view.row_bytes, xq.data(), cols))
-                            << d.header.name << " row " << r << " token " << t << " of " << n_tokens;
+                    for (int64_t r = 0; r < rows; ++r) {
+                        const unsigned char *row = m.bytes.data() + r * m.view.row_bytes;
+                        const float want =
+                            v == abi_1_22 ? one_output(counted_format, row, xq.data(), cols) : d.dot_act(row, xq.data(), cols);
+                        ASSERT_EQ(y[t * rows + r], want)
+                            << d.header.name << " vintage " << v << " row " << r << " token " << t << " of " << n_tokens;
+                    }
                 }
             }
         }

@@ -146,10 +146,13 @@ int32_t matmul_id(strata_device *dev, const strata_matmul_id_args *a, strata_sta
             for (int64_t t = t0; t < t1; ++t) q->quantize_activations(a->x + t * cols, xq + t * act_row_bytes, cols);
         };
         dev->pool.parallel_for(n_x, std::max<int64_t>(1, parallel_min_work / cols), quantize_rows);
-        if (n_slots > n_active && STRATA_HAS_SLOT(q, dot_act_multi)) {
-            // Prefill: an expert with several slots dots each of its rows with all of them at once (ABI 1.2's
-            // dot_act_multi, equal to dot_act bit for bit). Their activation rows are gathered in slot order
-            // (order[]) so each expert's are contiguous, and the results come back through yg[r][j].
+        const bool gemm = STRATA_HAS_SLOT(q, gemm_act);
+        if (gemm || (n_slots > n_active && STRATA_HAS_SLOT(q, dot_act_multi))) {
+            // Each expert's rows meet all of its slots at once: gemm_act (ABI 1.22; then always, as matmul does, so
+            // an expert's outputs have the same bits as a matmul over it) or, for prefill, dot_act_multi (ABI 1.2,
+            // equal to dot_act bit for bit). The slots' activation rows are gathered in slot order (order[]) so
+            // each expert's are contiguous, and the results come back through yg: yg[j][r] for gemm_act,
+            // yg[r][j] for dot_act_multi.
             dev->expert_activations.resize(static_cast<size_t>(n_slots * act_row_bytes));
             dev->expert_outputs.resize(static_cast<size_t>(n_slots * rpe));
             unsigned char *xg = dev->expert_activations.data();
@@ -162,23 +165,41 @@ int32_t matmul_id(strata_device *dev, const strata_matmul_id_args *a, strata_sta
                                 static_cast<size_t>(act_row_bytes));
                 }
             };
+            // Work units: gemm_act takes whole row tiles of one expert, dot_act_multi single rows.
+            const int64_t unit = gemm ? std::max<int64_t>(1, q->gemm_row_tile) : 1;
+            const int64_t units_per_expert = (rpe + unit - 1) / unit;
             auto dot_rows = [&](int64_t i0, int64_t i1, int) noexcept {
                 for (int64_t i = i0; i < i1; ++i) {
-                    const int32_t e = active[i / rpe];
-                    const int64_t r = i % rpe;
-                    q->dot_act_multi(data + (e * rpe + r) * w.row_bytes, xg + offsets[e] * act_row_bytes,
-                                     act_row_bytes, offsets[e + 1] - offsets[e], cols, yg + r * n_slots + offsets[e]);
+                    const int32_t e = active[i / units_per_expert];
+                    const int64_t r0 = i % units_per_expert * unit, r1 = std::min(rpe, r0 + unit);
+                    const unsigned char *rows = data + (e * rpe + r0) * w.row_bytes;
+                    const int32_t n_e = offsets[e + 1] - offsets[e];
+                    if (!gemm) {
+                        q->dot_act_multi(rows, xg + offsets[e] * act_row_bytes, act_row_bytes, n_e, cols,
+                                         yg + r0 * n_slots + offsets[e]);
+                        continue;
+                    }
+                    for (int32_t j0 = 0; j0 < n_e; j0 += 64) {
+                        const int64_t j = offsets[e] + j0;
+                        q->gemm_act(rows, w.row_bytes, r1 - r0, xg + j * act_row_bytes, act_row_bytes,
+                                    std::min<int32_t>(64, n_e - j0), cols, yg + j * rpe + r0, rpe);
+                    }
                 }
             };
             auto scatter = [&](int64_t j0, int64_t j1, int) noexcept {
-                for (int64_t j = j0; j < j1; ++j)
-                    for (int64_t r = 0; r < rpe; ++r) a->y[order[j] * rpe + r] = yg[r * n_slots + j];
+                for (int64_t j = j0; j < j1; ++j) {
+                    float *y_slot = a->y + order[j] * rpe;
+                    if (gemm)
+                        std::memcpy(y_slot, yg + j * rpe, sizeof(float) * static_cast<size_t>(rpe));
+                    else
+                        for (int64_t r = 0; r < rpe; ++r) y_slot[r] = yg[r * n_slots + j];
+                }
             };
-            const int64_t work = static_cast<int64_t>(n_active) * rpe;
+            const int64_t work = static_cast<int64_t>(n_active) * units_per_expert;
             const int threads = dev->pool.size();
             dev->pool.parallel_for(n_slots, grain, gather);
             dev->pool.parallel_for(work,
-                                   threads <= 1 || work * cols < parallel_min_work
+                                   threads <= 1 || work * unit * cols < parallel_min_work
                                        ? work
                                        : std::max<int64_t>(1, work / (int64_t{threads} * 4)),
                                    dot_rows);

@@ -1,6 +1,6 @@
 // Op implementations: argument checks, then a split of the work over the device's thread pool. The float math sits
-// in the kernel table (scalar or AVX2); matmul's inner loop is the quant plugin's dot_act (integer path, when the
-// format has one) or dot_f32.
+// in the kernel table (scalar or AVX2); matmul's inner loop is the quant plugin's gemm_act or dot_act (integer
+// path, when the format has one) or dot_f32.
 #include "cpu_ops.hpp"
 
 #include "cpu_attention_kernel.hpp"
@@ -27,6 +27,8 @@ using strata::plugin::ok;
 
 // Tokens whose activations are reused against one weight row while it sits in L1 (matmul cache blocking).
 constexpr int32_t matmul_token_block = 16;
+// Tokens per gemm_act call: their quantized activations (cols / 32 * 40 bytes each) stay in L2.
+constexpr int32_t gemm_token_block = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -204,6 +206,26 @@ int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, 
         };
         dev->pool.parallel_for(n_tokens, std::max<int64_t>(1, parallel_min_work / cols), quantize_tokens);
 
+        if (STRATA_HAS_SLOT(q, gemm_act)) {
+            // GEMM (ABI 1.22), for one token as for a prompt: the plugin's tiles take gemm_row_tile rows against
+            // several tokens at once; each output's bits are the same in any call, so threads and chunks change
+            // nothing. Each task takes whole tiles of rows and walks the tokens in blocks whose activations stay in
+            // L2 while its rows are reread from L1/L2.
+            const int64_t tile = std::max<int64_t>(1, q->gemm_row_tile);
+            const int64_t tiles = ceil_div(rows, tile);
+            const int64_t grain = ceil_div(row_grain(dev, rows, cols, n_tokens), tile);
+            auto body = [&](int64_t g0, int64_t g1, int) noexcept {
+                const int64_t r0 = g0 * tile, r1 = std::min(rows, g1 * tile);
+                for (int32_t t0 = 0; t0 < n_tokens; t0 += gemm_token_block) {
+                    const int32_t count = std::min(n_tokens - t0, gemm_token_block);
+                    q->gemm_act(data + r0 * row_bytes, row_bytes, r1 - r0, xq + t0 * act_row_bytes, act_row_bytes,
+                                count, cols, y + t0 * rows + r0, rows);
+                }
+            };
+            dev->pool.parallel_for(tiles, grain, body);
+            ok(st);
+            return STRATA_OK;
+        }
         if (n_tokens > 1 && STRATA_HAS_SLOT(q, dot_act_multi)) {
             // Prefill (ABI 1.2): each weight block is unpacked once for a whole block of tokens; the plugin
             // guarantees every result equals dot_act's bit for bit, so chunking the prompt changes nothing.

@@ -107,6 +107,34 @@ void dot_act_multi_q8_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq
 void dot_act_multi_q4_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x,
                                      int64_t n, float *out);
 
+// ---- GEMM path (ABI 1.22 gemm_act) for Q8_0 and Q4_0 ----
+// out[t * out_stride + r] = gemm_one(row r, activation vector t): per block the exact int32 quant sum, then
+// acc = fma(d_w * d_a, float(sum), acc) from +0 (gemm_act_scalar.cpp). The AVX2 and AVX-VNNI kernels compute eight
+// rows at a time (gemm_act_tile.hpp) with the same bits, whatever the call's shape.
+inline constexpr uint32_t gemm_row_tile = 8;
+using gemm_act_fn = void (*)(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq,
+                             int64_t xq_stride_bytes, int32_t n_x, int64_t n, float *out, int64_t out_stride);
+float gemm_one_q8_0(const void *row, const void *xq, int64_t n);
+float gemm_one_q4_0(const void *row, const void *xq, int64_t n);
+void gemm_act_q8_0_scalar(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_act_q4_0_scalar(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_act_q8_0_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                        int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_act_q4_0_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                        int32_t n_x, int64_t n, float *out, int64_t out_stride);
+// Call only when cpu_has_avx_vnni().
+void gemm_act_q8_0_avxvnni(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                           int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_act_q4_0_avxvnni(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                           int32_t n_x, int64_t n, float *out, int64_t out_stride);
+// What the AVX2 descriptors carry: the AVX-VNNI kernel when cpu_has_avx_vnni() (checked once, at load), else AVX2.
+void gemm_act_q8_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq,
+                                int64_t xq_stride_bytes, int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_act_q4_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq,
+                                int64_t xq_stride_bytes, int32_t n_x, int64_t n, float *out, int64_t out_stride);
+
 // ---- the formats added after Q8_0/Q4_0: their kernels by GGUF type id ----
 // Every format's float dot dequantizes one block at a time (the reference dequantizer) and dots it with x; the
 // integer path quantizes activations to block_q8_act (32-element formats) or block_q8_k (256-element formats, bit
@@ -125,6 +153,7 @@ struct format_kernels {
     quantize_fn quantize_activations = nullptr;
     dot_act_fn dot_act = nullptr;
     dot_act_multi_fn dot_act_multi = nullptr;
+    gemm_act_fn gemm_act = nullptr; // with gemm_row_tile rows per tile
 };
 // Kernels of ggml type `type` (one of the added formats; zero-filled for any other type).
 format_kernels added_format_kernels_scalar(uint32_t type);
@@ -141,7 +170,7 @@ enum class kernel_set { scalar, avx2_fma };
 // True when this build has the AVX2 kernels and the CPU supports AVX2, FMA and F16C.
 bool cpu_has_avx2_fma();
 // True when additionally this build has the AVX-VNNI kernels and the CPU supports AVX-VNNI (Alder Lake, Zen 4 and
-// later). Only dot_act_multi uses it; it is never forced: its results equal the AVX2 kernel's bit for bit.
+// later). Only dot_act_multi and gemm_act use it; it is never forced: its results equal the AVX2 kernel's bit for bit.
 bool cpu_has_avx_vnni();
 // What descriptors() would pick right now: avx2_fma when the CPU has it, unless the environment variable
 // STRATA_FORCE_SCALAR is set to a value other than "" or "0". Reads the environment on every call.

@@ -27,6 +27,7 @@ struct kernel_row {
     quantize_fn quantize_activations_q8; // Q8_0 and Q4_0 both take block_q8_act activations
     dot_act_fn dot_act_q8_0, dot_act_q4_0;
     dot_act_multi_fn dot_act_multi_q8_0, dot_act_multi_q4_0;
+    gemm_act_fn gemm_act_q8_0, gemm_act_q4_0;
     const char *(*name)();
     format_kernels (*added)(uint32_t type); // the formats added after Q4_0
 };
@@ -64,6 +65,10 @@ strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_
     d.quantize_activations = path.quantize_activations;
     d.dot_act = path.dot_act;
     d.dot_act_multi = path.dot_act_multi;
+    if (path.gemm_act != nullptr) {
+        d.gemm_row_tile = gemm_row_tile;
+        d.gemm_act = path.gemm_act;
+    }
     return d;
 }
 
@@ -98,11 +103,13 @@ strata_quant_desc make_table_entry(const kernel_row &k, int index) {
     case 3:
         return describe("q8_0", ggml_type_q8_0, qk8_0, sizeof(block_q8_0), dequantize_row_q8_0, quantize_row_q8_0,
                         k.q8_0, k.name,
-                        {nullptr, act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q8_0, k.dot_act_multi_q8_0});
+                        {nullptr, act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q8_0, k.dot_act_multi_q8_0,
+                         k.gemm_act_q8_0});
     case 4:
         return describe("q4_0", ggml_type_q4_0, qk4_0, sizeof(block_q4_0), dequantize_row_q4_0, quantize_row_q4_0,
                         k.q4_0, k.name,
-                        {nullptr, act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q4_0, k.dot_act_multi_q4_0});
+                        {nullptr, act_block_bytes_q8, k.quantize_activations_q8, k.dot_act_q4_0, k.dot_act_multi_q4_0,
+                         k.gemm_act_q4_0});
     default: {
         const added_format &f = added_formats[index - 5];
         const format_kernels kernels = k.added(f.ggml_type);
@@ -122,6 +129,8 @@ const kernel_row scalar_kernels{dot_f32_scalar,
                                 dot_act_q4_0_scalar,
                                 dot_act_multi_q8_0_scalar,
                                 dot_act_multi_q4_0_scalar,
+                                gemm_act_q8_0_scalar,
+                                gemm_act_q4_0_scalar,
                                 kernel_name_scalar,
                                 added_format_kernels_scalar};
 const kernel_row avx2_kernels{dot_f32_avx2,
@@ -134,6 +143,8 @@ const kernel_row avx2_kernels{dot_f32_avx2,
                               dot_act_q4_0_avx2,
                               dot_act_multi_q8_0_avx2_or_vnni,
                               dot_act_multi_q4_0_avx2_or_vnni,
+                              gemm_act_q8_0_avx2_or_vnni,
+                              gemm_act_q4_0_avx2_or_vnni,
                               kernel_name_avx2,
                               added_format_kernels_avx2};
 
@@ -175,6 +186,20 @@ void dot_act_multi_q4_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq
                                      int64_t n, float *out) {
     if (avx_vnni_available) return dot_act_multi_q4_0_avxvnni(row, xq, xq_stride_bytes, n_x, n, out);
     dot_act_multi_q4_0_avx2(row, xq, xq_stride_bytes, n_x, n, out);
+}
+
+void gemm_act_q8_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq,
+                                int64_t xq_stride_bytes, int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    if (avx_vnni_available)
+        return gemm_act_q8_0_avxvnni(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+    gemm_act_q8_0_avx2(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+
+void gemm_act_q4_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq,
+                                int64_t xq_stride_bytes, int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    if (avx_vnni_available)
+        return gemm_act_q4_0_avxvnni(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+    gemm_act_q4_0_avx2(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
 }
 
 kernel_set select_kernel_set() {

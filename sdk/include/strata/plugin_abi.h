@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 21
+#define STRATA_ABI_MINOR 22
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -237,6 +237,19 @@ typedef struct strata_quant_desc {
      * where the first block of the row starts whose scale or minimum (F32/F16/BF16: whose value) is NaN or infinite;
      * -1 when all are finite. n is a multiple of block_elems. Thread-safe, no allocation. */
     int64_t (*find_nonfinite)(const void *row, int64_t n);
+    /* optional, since 1.22: the matmul as a GEMM over a block of weight rows. For r < n_rows and t < n_x,
+     * out[t * out_stride + r] = the product of weight row r (at (const char *)w + r * row_bytes) with activation
+     * vector t (at (const char *)xq + t * xq_stride_bytes, written by quantize_activations), n elements each. Each
+     * output's bits depend only on its row and its vector, never on n_rows, n_x or where the two sit in the call, so
+     * any split of a matmul into calls (threads, prompt chunks, one token at a time) gives the same bits. Its
+     * arithmetic may differ from dot_act's: a device that uses gemm_act for a format uses it for every matmul on
+     * that format, a single token included, and never mixes in dot_act / dot_act_multi there. Set only together
+     * with dot_act (the same activation blocks). gemm_row_tile (>= 1) is the row count the kernel computes at once:
+     * calls whose n_rows and row offsets are multiples of it are the fast ones. Thread-safe, no allocation. */
+    uint32_t gemm_row_tile;
+    uint32_t reserved_1_22; /* 0 */
+    void (*gemm_act)(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                     int32_t n_x, int64_t n, float *out, int64_t out_stride);
 } strata_quant_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */

@@ -1,0 +1,270 @@
+// gemm_act (ABI 1.22): Q8_0 / Q4_0 weight rows times quantized activation vectors as a GEMM. What the ABI promises
+// and the device relies on for greedy tokens that do not depend on threads, prompt chunks or decoding one token at
+// a time: every output has the bits of the one-output definition (gemm_one_*) in any call shape — any row count and
+// offset (the 8-row tiles and the row tail), any vector count (the 4-vector tiles and their tails), padded strides —
+// and the scalar, AVX2 and AVX-VNNI kernels agree bit for bit. The definition itself is checked against float64 on
+// data where every step is exact, and against the float64 dot of the dequantized operands on real-looking data.
+#include "ggml_quants.hpp"
+#include "quant_test_data.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace q = strata::quants;
+using strata::quants::testing::normal_values;
+
+namespace {
+
+struct gemm_case {
+    std::string name; // "<kernel set> <format>"
+    q::gemm_act_fn gemm;
+    float (*one)(const void *, const void *, int64_t);
+    uint32_t ggml_type;
+};
+
+std::vector<gemm_case> gemm_cases() {
+    std::vector<gemm_case> out = {
+        {"scalar q8_0", q::gemm_act_q8_0_scalar, q::gemm_one_q8_0, q::ggml_type_q8_0},
+        {"scalar q4_0", q::gemm_act_q4_0_scalar, q::gemm_one_q4_0, q::ggml_type_q4_0}};
+    if (q::cpu_has_avx2_fma()) {
+        out.push_back({"avx2 q8_0", q::gemm_act_q8_0_avx2, q::gemm_one_q8_0, q::ggml_type_q8_0});
+        out.push_back({"avx2 q4_0", q::gemm_act_q4_0_avx2, q::gemm_one_q4_0, q::ggml_type_q4_0});
+        out.push_back({"avx2-or-vnni q8_0", q::gemm_act_q8_0_avx2_or_vnni, q::gemm_one_q8_0, q::ggml_type_q8_0});
+        out.push_back({"avx2-or-vnni q4_0", q::gemm_act_q4_0_avx2_or_vnni, q::gemm_one_q4_0, q::ggml_type_q4_0});
+    }
+    if (q::cpu_has_avx_vnni()) {
+        out.push_back({"avxvnni q8_0", q::gemm_act_q8_0_avxvnni, q::gemm_one_q8_0, q::ggml_type_q8_0});
+        out.push_back({"avxvnni q4_0", q::gemm_act_q4_0_avxvnni, q::gemm_one_q4_0, q::ggml_type_q4_0});
+    }
+    return out;
+}
+
+uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+int64_t block_bytes(uint32_t type) {
+    return type == q::ggml_type_q8_0 ? int64_t{sizeof(q::block_q8_0)} : int64_t{sizeof(q::block_q4_0)};
+}
+
+// n_rows quantized rows of n elements, row_bytes apart (row_bytes >= a row: a view may be padded), with block
+// magnitudes spread over decades and, in Q8_0, the extreme quant -128 that a file may hold (the quantizer writes
+// [-127, 127], but the kernels must not assume it).
+std::vector<unsigned char> weight_rows(uint32_t type, int64_t n_rows, int64_t n, int64_t row_bytes, uint32_t seed) {
+    std::vector<unsigned char> rows(static_cast<size_t>(n_rows * row_bytes), 0xcd);
+    for (int64_t r = 0; r < n_rows; ++r) {
+        std::vector<float> w = normal_values(n, seed + static_cast<uint32_t>(r));
+        for (int64_t i = 0; i < n; ++i) w[i] *= 1.0f + static_cast<float>((i / 32 + r) % 5) * 10.0f;
+        unsigned char *row = rows.data() + r * row_bytes;
+        if (type == q::ggml_type_q8_0) {
+            q::quantize_row_q8_0(w.data(), row, n);
+            if (r % 3 == 0) reinterpret_cast<q::block_q8_0 *>(row)->qs[r % 32] = -128;
+        } else {
+            q::quantize_row_q4_0(w.data(), row, n);
+        }
+    }
+    return rows;
+}
+
+// n_x activation vectors of n elements, `stride` bytes apart, through the kernel set's quantizer.
+std::vector<unsigned char> activations(int32_t n_x, int64_t n, int64_t stride, uint32_t seed) {
+    std::vector<unsigned char> xq(static_cast<size_t>(stride * n_x), 0xab);
+    for (int32_t i = 0; i < n_x; ++i) {
+        std::vector<float> x = normal_values(n, seed + static_cast<uint32_t>(i * 7));
+        for (int64_t j = 0; j < n; ++j) x[j] *= 0.01f + static_cast<float>((j / 32 + i) % 3);
+        q::quantize_activations_q8_scalar(x.data(), xq.data() + i * stride, n);
+    }
+    return xq;
+}
+
+TEST(GemmAct, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
+    for (const gemm_case &k : gemm_cases()) {
+        for (int64_t n_blocks : {1, 2, 5, 24}) {
+            const int64_t n = n_blocks * 32;
+            const int64_t row_bytes = n_blocks * block_bytes(k.ggml_type) + 6;
+            const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_act)) + 48;
+            constexpr int64_t n_rows = 27; // three whole 8-row tiles and a 3-row tail
+            constexpr int32_t n_x = 11;    // two whole 4-vector tiles and a 3-vector tail
+            const auto rows = weight_rows(k.ggml_type, n_rows, n, row_bytes, static_cast<uint32_t>(n_blocks));
+            const auto xq = activations(n_x, n, stride, 100u + static_cast<uint32_t>(n_blocks));
+            std::vector<uint32_t> want(static_cast<size_t>(n_rows * n_x));
+            for (int32_t t = 0; t < n_x; ++t)
+                for (int64_t r = 0; r < n_rows; ++r)
+                    want[t * n_rows + r] = bits(k.one(rows.data() + r * row_bytes, xq.data() + t * stride, n));
+            // Calls over row ranges [r0, r0 + nr) and vector ranges [t0, t0 + nt), written into a padded output.
+            const int64_t out_stride = n_rows + 5;
+            for (int64_t r0 : {0, 1, 8, 13}) {
+                for (int64_t nr : {1, 3, 8, 9, 14}) {
+                    if (r0 + nr > n_rows) continue;
+                    for (int32_t t0 : {0, 2}) {
+                        for (int32_t nt : {1, 2, 3, 4, 5, 8, 9}) {
+                            if (t0 + nt > n_x) continue;
+                            std::vector<float> out(static_cast<size_t>(out_stride * n_x), -12345.0f);
+                            k.gemm(rows.data() + r0 * row_bytes, row_bytes, nr, xq.data() + t0 * stride, stride, nt,
+                                   n, out.data(), out_stride);
+                            for (int32_t t = 0; t < n_x; ++t)
+                                for (int64_t r = 0; r < out_stride; ++r) {
+                                    const float got = out[t * out_stride + r];
+                                    if (t < nt && r < nr)
+                                        ASSERT_EQ(bits(got), want[(t0 + t) * n_rows + r0 + r])
+                                            << k.name << ": " << n_blocks << " blocks, rows " << r0 << "+" << nr
+                                            << ", vectors " << t0 << "+" << nt << ", output (" << r << ", " << t
+                                            << ")";
+                                    else
+                                        ASSERT_EQ(got, -12345.0f) << k.name << ": wrote outside the call's outputs";
+                                }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Power-of-two scales and small activation quants: every product, block sum and accumulation is exact in float, so
+// each kernel must give the float64 result exactly (this pins the definition to the true dot product).
+TEST(GemmAct, ExactWhereEveryStepIsExact) {
+    std::mt19937 rng(11);
+    const float scales[] = {1.0f, 0.5f, 0.25f, 0.125f};
+    const uint16_t half_scales[] = {0x3c00, 0x3800, 0x3400, 0x3000};
+    for (int trial = 0; trial < 24; ++trial) {
+        const int64_t n_blocks = 1 + trial % 4;
+        const int64_t n = n_blocks * 32;
+        const int64_t n_rows = 8 + trial % 5;
+        const int32_t n_x = 1 + trial % 6;
+        std::vector<q::block_q8_0> w8(static_cast<size_t>(n_rows * n_blocks));
+        std::vector<q::block_q4_0> w4(static_cast<size_t>(n_rows * n_blocks));
+        std::vector<int> sw(w8.size());
+        for (size_t i = 0; i < w8.size(); ++i) {
+            sw[i] = static_cast<int>(rng() % 4);
+            w8[i].d = w4[i].d = half_scales[sw[i]];
+            for (int j = 0; j < 32; ++j) w8[i].qs[j] = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
+            for (int j = 0; j < 16; ++j) w4[i].qs[j] = static_cast<uint8_t>(rng() & 0xff);
+        }
+        std::vector<q::block_q8_act> a(static_cast<size_t>(n_x * n_blocks));
+        std::vector<int> sa(a.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+            sa[i] = static_cast<int>(rng() % 4);
+            a[i].d = scales[sa[i]];
+            int32_t sum = 0;
+            for (int j = 0; j < 32; ++j) {
+                a[i].qs[j] = static_cast<int8_t>(static_cast<int>(rng() % 15) - 7);
+                sum += a[i].qs[j];
+            }
+            a[i].sum_x8 = 8 * sum;
+        }
+        const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_act));
+        for (const gemm_case &k : gemm_cases()) {
+            const bool is_q8 = k.ggml_type == q::ggml_type_q8_0;
+            const int64_t row_bytes = n_blocks * block_bytes(k.ggml_type);
+            const void *w = is_q8 ? static_cast<const void *>(w8.data()) : static_cast<const void *>(w4.data());
+            std::vector<float> out(static_cast<size_t>(n_rows * n_x));
+            k.gemm(w, row_bytes, n_rows, a.data(), stride, n_x, n, out.data(), n_rows);
+            for (int32_t t = 0; t < n_x; ++t)
+                for (int64_t r = 0; r < n_rows; ++r) {
+                    double want = 0.0;
+                    for (int64_t b = 0; b < n_blocks; ++b) {
+                        const size_t wi = static_cast<size_t>(r * n_blocks + b), ai = static_cast<size_t>(t * n_blocks + b);
+                        int64_t dot = 0;
+                        for (int j = 0; j < 16; ++j) {
+                            if (is_q8)
+                                dot += int64_t{w8[wi].qs[j]} * a[ai].qs[j] + int64_t{w8[wi].qs[j + 16]} * a[ai].qs[j + 16];
+                            else
+                                dot += int64_t{(w4[wi].qs[j] & 0x0f) - 8} * a[ai].qs[j] +
+                                       int64_t{(w4[wi].qs[j] >> 4) - 8} * a[ai].qs[j + 16];
+                        }
+                        want += static_cast<double>(dot) * scales[sw[wi]] * scales[sa[ai]];
+                    }
+                    ASSERT_EQ(static_cast<double>(static_cast<float>(want)), want) << "test data must be exact";
+                    EXPECT_EQ(out[t * n_rows + r], static_cast<float>(want))
+                        << k.name << " trial " << trial << " row " << r << " vector " << t;
+                }
+        }
+    }
+}
+
+// Real-looking data: within float rounding of the float64 dot of the dequantized row and activations.
+TEST(GemmAct, CloseToTheFloat64DotOfTheDequantizedOperands) {
+    for (const gemm_case &k : gemm_cases()) {
+        const int64_t n_blocks = 64, n = n_blocks * 32, n_rows = 16;
+        const int32_t n_x = 5;
+        const int64_t row_bytes = n_blocks * block_bytes(k.ggml_type);
+        const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_act));
+        const auto rows = weight_rows(k.ggml_type, n_rows, n, row_bytes, 3u);
+        const auto xq = activations(n_x, n, stride, 9u);
+        std::vector<float> out(static_cast<size_t>(n_rows * n_x));
+        k.gemm(rows.data(), row_bytes, n_rows, xq.data(), stride, n_x, n, out.data(), n_rows);
+        std::vector<float> wd(static_cast<size_t>(n)), xd(static_cast<size_t>(n));
+        for (int32_t t = 0; t < n_x; ++t) {
+            const auto *a = reinterpret_cast<const q::block_q8_act *>(xq.data() + t * stride);
+            for (int64_t j = 0; j < n; ++j) xd[j] = a[j / 32].d * a[j / 32].qs[j % 32];
+            for (int64_t r = 0; r < n_rows; ++r) {
+                if (k.ggml_type == q::ggml_type_q8_0)
+                    q::dequantize_row_q8_0(rows.data() + r * row_bytes, wd.data(), n);
+                else
+                    q::dequantize_row_q4_0(rows.data() + r * row_bytes, wd.data(), n);
+                double want = 0.0, magnitude = 0.0;
+                for (int64_t j = 0; j < n; ++j) {
+                    want += static_cast<double>(wd[j]) * xd[j];
+                    magnitude += std::fabs(static_cast<double>(wd[j]) * xd[j]);
+                }
+                // Two roundings per block (scale product, FMA) on terms bounded by `magnitude`.
+                EXPECT_NEAR(out[t * n_rows + r], want, 4.0 * n_blocks * 6e-8 * magnitude + 1e-30)
+                    << k.name << " row " << r << " vector " << t;
+            }
+        }
+    }
+}
+
+// A NaN activation block (the quantizers give it a NaN scale) reaches every output of that vector, and only those.
+TEST(GemmAct, ANanActivationBlockReachesItsVectorsOutputs) {
+    for (const gemm_case &k : gemm_cases()) {
+        const int64_t n_blocks = 3, n = 96, n_rows = 9;
+        const int32_t n_x = 3;
+        const int64_t row_bytes = n_blocks * block_bytes(k.ggml_type);
+        const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_act));
+        const auto rows = weight_rows(k.ggml_type, n_rows, n, row_bytes, 5u);
+        auto xq = activations(n_x, n, stride, 7u);
+        reinterpret_cast<q::block_q8_act *>(xq.data() + 1 * stride)[2].d = std::nanf("");
+        std::vector<float> out(static_cast<size_t>(n_rows * n_x));
+        k.gemm(rows.data(), row_bytes, n_rows, xq.data(), stride, n_x, n, out.data(), n_rows);
+        for (int32_t t = 0; t < n_x; ++t)
+            for (int64_t r = 0; r < n_rows; ++r)
+                EXPECT_EQ(std::isnan(out[t * n_rows + r]), t == 1) << k.name << " row " << r << " vector " << t;
+    }
+}
+
+TEST(GemmAct, DescriptorsOfferItForQ8_0AndQ4_0WithItsTile) {
+    for (auto set : {q::kernel_set::scalar, q::kernel_set::avx2_fma}) {
+        const strata_quant_desc *table = q::descriptors(set);
+        for (int i = 0; i < q::n_descriptors(); ++i) {
+            const bool legacy = table[i].ggml_type == q::ggml_type_q8_0 || table[i].ggml_type == q::ggml_type_q4_0;
+            EXPECT_EQ(STRATA_HAS_SLOT(&table[i], gemm_act), legacy) << table[i].header.name;
+            EXPECT_EQ(table[i].gemm_row_tile, legacy ? q::gemm_row_tile : 0u) << table[i].header.name;
+            if (legacy) {
+                EXPECT_TRUE(STRATA_HAS_SLOT(&table[i], dot_act)) << table[i].header.name;
+            }
+        }
+    }
+    EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[3].gemm_act, &q::gemm_act_q8_0_scalar);
+    EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[4].gemm_act, &q::gemm_act_q4_0_scalar);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[3].gemm_act, &q::gemm_act_q8_0_avx2_or_vnni);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[4].gemm_act, &q::gemm_act_q4_0_avx2_or_vnni);
+}
+
+// A descriptor compiled against ABI 1.21 (struct_size ends after find_nonfinite) reads as "no GEMM kernel".
+TEST(GemmAct, AbiOnePointTwentyOneDescriptorHidesTheSlot) {
+    strata_quant_desc d = q::descriptors(q::kernel_set::scalar)[3];
+    d.header.struct_size = static_cast<uint32_t>(offsetof(strata_quant_desc, find_nonfinite) + sizeof(d.find_nonfinite));
+    EXPECT_TRUE(STRATA_HAS_SLOT(&d, dot_act));
+    EXPECT_FALSE(STRATA_HAS_SLOT(&d, gemm_act));
+}
+
+} // namespace
