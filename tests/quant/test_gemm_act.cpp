@@ -1,4 +1,4 @@
-// gemm_act (ABI 1.22): Q8_0 / Q4_0 weight rows times quantized activation vectors as a GEMM. What the ABI promises
+// gemm_act and gemm_f32 (ABI 1.22): Q8_0 / Q4_0 (and F32 / F16 / BF16) weight rows times quantized activation vectors as a GEMM. What the ABI promises
 // and the device relies on for greedy tokens that do not depend on threads, prompt chunks or decoding one token at
 // a time: every output has the bits of the one-output definition (gemm_one_*) in any call shape — any row count and
 // offset (the 8-row tiles and the row tail), any vector count (the 4-vector tiles and their tails), padded strides —
@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -241,13 +242,104 @@ TEST(GemmAct, ANanActivationBlockReachesItsVectorsOutputs) {
     }
 }
 
+// ---- gemm_f32: the float formats ----
+
+struct float_gemm_case {
+    std::string name;
+    q::gemm_f32_fn gemm;
+    float (*one)(const void *, const float *, int64_t);
+    int bytes; // per element
+    void (*quantize)(const float *, void *, int64_t);
+    void (*dequantize)(const void *, float *, int64_t);
+};
+
+std::vector<float_gemm_case> float_gemm_cases() {
+    std::vector<float_gemm_case> out = {
+        {"scalar f32", q::gemm_f32_f32_scalar, q::gemm_one_f32, 4, q::quantize_row_f32, q::dequantize_row_f32},
+        {"scalar f16", q::gemm_f32_f16_scalar, q::gemm_one_f16, 2, q::quantize_row_f16, q::dequantize_row_f16},
+        {"scalar bf16", q::gemm_f32_bf16_scalar, q::gemm_one_bf16, 2, q::quantize_row_bf16, q::dequantize_row_bf16}};
+    if (q::cpu_has_avx2_fma()) {
+        out.push_back({"avx2 f32", q::gemm_f32_f32_avx2, q::gemm_one_f32, 4, q::quantize_row_f32, q::dequantize_row_f32});
+        out.push_back({"avx2 f16", q::gemm_f32_f16_avx2, q::gemm_one_f16, 2, q::quantize_row_f16, q::dequantize_row_f16});
+        out.push_back(
+            {"avx2 bf16", q::gemm_f32_bf16_avx2, q::gemm_one_bf16, 2, q::quantize_row_bf16, q::dequantize_row_bf16});
+    }
+    return out;
+}
+
+// Every output has gemm_one's bits in calls over any rows (4-row tiles and the tail) and vectors (2-vector tiles and
+// the tail), at offsets, with n % 8 tails and padded strides; and is within float rounding of the float64 dot.
+TEST(GemmF32, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
+    for (const float_gemm_case &k : float_gemm_cases()) {
+        for (int64_t n : {8, 13, 64, 771}) {
+            const int64_t row_bytes = n * k.bytes + 6, x_stride = n + 3;
+            constexpr int64_t n_rows = 11;
+            constexpr int32_t n_x = 5;
+            std::vector<unsigned char> rows(static_cast<size_t>(n_rows * row_bytes), 0xcd);
+            for (int64_t r = 0; r < n_rows; ++r) {
+                std::vector<float> w = normal_values(n, 40u + static_cast<uint32_t>(r));
+                k.quantize(w.data(), rows.data() + r * row_bytes, n);
+            }
+            std::vector<float> x(static_cast<size_t>(n_x * x_stride), 7.0f);
+            for (int32_t t = 0; t < n_x; ++t) {
+                std::vector<float> v = normal_values(n, 90u + static_cast<uint32_t>(t));
+                std::copy(v.begin(), v.end(), x.begin() + t * x_stride);
+            }
+            std::vector<uint32_t> want(static_cast<size_t>(n_rows * n_x));
+            std::vector<float> wd(static_cast<size_t>(n));
+            for (int64_t r = 0; r < n_rows; ++r) {
+                k.dequantize(rows.data() + r * row_bytes, wd.data(), n);
+                for (int32_t t = 0; t < n_x; ++t) {
+                    const float got = k.one(rows.data() + r * row_bytes, x.data() + t * x_stride, n);
+                    want[t * n_rows + r] = bits(got);
+                    double exact = 0.0, magnitude = 0.0;
+                    for (int64_t j = 0; j < n; ++j) {
+                        exact += static_cast<double>(wd[j]) * x[t * x_stride + j];
+                        magnitude += std::fabs(static_cast<double>(wd[j]) * x[t * x_stride + j]);
+                    }
+                    EXPECT_NEAR(got, exact, 1.2e-7 * static_cast<double>(n / 8 + 8) * magnitude + 1e-30)
+                        << k.name << " n " << n;
+                }
+            }
+            const int64_t out_stride = n_rows + 2;
+            for (int64_t r0 : {0, 1, 4}) {
+                for (int64_t nr : {1, 3, 4, 5, 7}) {
+                    if (r0 + nr > n_rows) continue;
+                    for (int32_t t0 : {0, 1}) {
+                        for (int32_t nt : {1, 2, 3, 4}) {
+                            if (t0 + nt > n_x) continue;
+                            std::vector<float> out(static_cast<size_t>(out_stride * n_x), -12345.0f);
+                            k.gemm(rows.data() + r0 * row_bytes, row_bytes, nr, x.data() + t0 * x_stride, x_stride, nt,
+                                   n, out.data(), out_stride);
+                            for (int32_t t = 0; t < n_x; ++t)
+                                for (int64_t r = 0; r < out_stride; ++r) {
+                                    const float got = out[t * out_stride + r];
+                                    if (t < nt && r < nr)
+                                        ASSERT_EQ(bits(got), want[(t0 + t) * n_rows + r0 + r])
+                                            << k.name << ": n " << n << ", rows " << r0 << "+" << nr << ", vectors "
+                                            << t0 << "+" << nt << ", output (" << r << ", " << t << ")";
+                                    else
+                                        ASSERT_EQ(got, -12345.0f) << k.name << ": wrote outside the call's outputs";
+                                }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST(GemmAct, DescriptorsOfferItForQ8_0AndQ4_0WithItsTile) {
     for (auto set : {q::kernel_set::scalar, q::kernel_set::avx2_fma}) {
         const strata_quant_desc *table = q::descriptors(set);
         for (int i = 0; i < q::n_descriptors(); ++i) {
             const bool legacy = table[i].ggml_type == q::ggml_type_q8_0 || table[i].ggml_type == q::ggml_type_q4_0;
             EXPECT_EQ(STRATA_HAS_SLOT(&table[i], gemm_act), legacy) << table[i].header.name;
-            EXPECT_EQ(table[i].gemm_row_tile, legacy ? q::gemm_row_tile : 0u) << table[i].header.name;
+            const bool floating = table[i].ggml_type == q::ggml_type_f32 || table[i].ggml_type == q::ggml_type_f16 ||
+                                  table[i].ggml_type == q::ggml_type_bf16;
+            EXPECT_EQ(STRATA_HAS_SLOT(&table[i], gemm_f32), floating) << table[i].header.name;
+            EXPECT_EQ(table[i].gemm_row_tile, legacy ? q::gemm_row_tile : floating ? q::float_gemm_row_tile : 0u)
+                << table[i].header.name;
             if (legacy) {
                 EXPECT_TRUE(STRATA_HAS_SLOT(&table[i], dot_act)) << table[i].header.name;
             }
@@ -257,6 +349,9 @@ TEST(GemmAct, DescriptorsOfferItForQ8_0AndQ4_0WithItsTile) {
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[4].gemm_act, &q::gemm_act_q4_0_scalar);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[3].gemm_act, &q::gemm_act_q8_0_avx2_or_vnni);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[4].gemm_act, &q::gemm_act_q4_0_avx2_or_vnni);
+    EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[1].gemm_f32, &q::gemm_f32_f16_scalar);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[1].gemm_f32, &q::gemm_f32_f16_avx2);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[2].gemm_f32, &q::gemm_f32_bf16_avx2);
 }
 
 // A descriptor compiled against ABI 1.21 (struct_size ends after find_nonfinite) reads as "no GEMM kernel".

@@ -133,6 +133,16 @@ int32_t matmul_id(strata_device *dev, const strata_matmul_id_args *a, strata_sta
                                       : std::max<int64_t>(1, work / (int64_t{threads} * 4));
             dev->pool.parallel_for(work, grain, body);
         };
+        if (!has_integer_path(q) && STRATA_HAS_SLOT(q, gemm_f32)) {
+            // As matmul does for the format (ABI 1.22), so an expert's outputs have a matmul's bits.
+            run([&](const unsigned char *row, int64_t xi) {
+                float out;
+                q->gemm_f32(row, w.row_bytes, 1, a->x + xi * cols, cols, 1, cols, &out, 1);
+                return out;
+            });
+            ok(st);
+            return STRATA_OK;
+        }
         if (!has_integer_path(q)) {
             run([&](const unsigned char *row, int64_t xi) { return q->dot_f32(row, a->x + xi * cols, cols); });
             ok(st);

@@ -148,6 +148,21 @@ void run_rows(strata_device *dev, int64_t rows, int64_t cols, int32_t n_tokens, 
     dev->pool.parallel_for(rows, row_grain(dev, rows, cols, n_tokens), body);
 }
 
+// For the GEMM slots (ABI 1.22): each pool task takes whole tiles of q->gemm_row_tile rows and walks the tokens in
+// blocks whose activations stay in L2 while its rows are reread from L1/L2; gemm(r0, r1, t0, count) computes rows
+// [r0, r1) for tokens [t0, t0 + count).
+template <class Gemm>
+void run_row_tiles(strata_device *dev, const strata_quant_desc *q, int64_t rows, int64_t cols, int32_t n_tokens,
+                   const Gemm &gemm) {
+    const int64_t tile = std::max<int64_t>(1, q->gemm_row_tile);
+    auto body = [&](int64_t g0, int64_t g1, int) noexcept {
+        const int64_t r0 = g0 * tile, r1 = std::min(rows, g1 * tile);
+        for (int32_t t0 = 0; t0 < n_tokens; t0 += gemm_token_block)
+            gemm(r0, r1, t0, std::min(n_tokens - t0, gemm_token_block));
+    };
+    dev->pool.parallel_for(ceil_div(rows, tile), ceil_div(row_grain(dev, rows, cols, n_tokens), tile), body);
+}
+
 } // namespace
 
 int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, int32_t n_tokens, float *y,
@@ -187,6 +202,15 @@ int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, 
             x = gathered;
         }
 
+        if (!has_integer_path(q) && STRATA_HAS_SLOT(q, gemm_f32)) {
+            // The float formats' GEMM (ABI 1.22), for one token as for a prompt, split as gemm_act below.
+            run_row_tiles(dev, q, rows, cols, n_tokens, [&](int64_t r0, int64_t r1, int32_t t0, int32_t count) {
+                q->gemm_f32(data + r0 * row_bytes, row_bytes, r1 - r0, x + t0 * cols, cols, count, cols,
+                            y + t0 * rows + r0, rows);
+            });
+            ok(st);
+            return STRATA_OK;
+        }
         if (!has_integer_path(q)) {
             const auto dot = q->dot_f32;
             run_rows(dev, rows, cols, n_tokens, y,
@@ -209,20 +233,11 @@ int32_t matmul(strata_device *dev, const strata_tensor_view *w, const float *x, 
         if (STRATA_HAS_SLOT(q, gemm_act)) {
             // GEMM (ABI 1.22), for one token as for a prompt: the plugin's tiles take gemm_row_tile rows against
             // several tokens at once; each output's bits are the same in any call, so threads and chunks change
-            // nothing. Each task takes whole tiles of rows and walks the tokens in blocks whose activations stay in
-            // L2 while its rows are reread from L1/L2.
-            const int64_t tile = std::max<int64_t>(1, q->gemm_row_tile);
-            const int64_t tiles = ceil_div(rows, tile);
-            const int64_t grain = ceil_div(row_grain(dev, rows, cols, n_tokens), tile);
-            auto body = [&](int64_t g0, int64_t g1, int) noexcept {
-                const int64_t r0 = g0 * tile, r1 = std::min(rows, g1 * tile);
-                for (int32_t t0 = 0; t0 < n_tokens; t0 += gemm_token_block) {
-                    const int32_t count = std::min(n_tokens - t0, gemm_token_block);
-                    q->gemm_act(data + r0 * row_bytes, row_bytes, r1 - r0, xq + t0 * act_row_bytes, act_row_bytes,
-                                count, cols, y + t0 * rows + r0, rows);
-                }
-            };
-            dev->pool.parallel_for(tiles, grain, body);
+            // nothing.
+            run_row_tiles(dev, q, rows, cols, n_tokens, [&](int64_t r0, int64_t r1, int32_t t0, int32_t count) {
+                q->gemm_act(data + r0 * row_bytes, row_bytes, r1 - r0, xq + t0 * act_row_bytes, act_row_bytes, count,
+                            cols, y + t0 * rows + r0, rows);
+            });
             ok(st);
             return STRATA_OK;
         }

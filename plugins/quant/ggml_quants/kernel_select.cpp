@@ -24,6 +24,7 @@ const char *kernel_name_avx2() { return "avx2+fma"; }
 
 struct kernel_row {
     dot_fn f32, f16, bf16, q8_0, q4_0;
+    gemm_f32_fn gemm_f32, gemm_f16, gemm_bf16;
     quantize_fn quantize_activations_q8; // Q8_0 and Q4_0 both take block_q8_act activations
     dot_act_fn dot_act_q8_0, dot_act_q4_0;
     dot_act_multi_fn dot_act_multi_q8_0, dot_act_multi_q4_0;
@@ -72,6 +73,13 @@ strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_
     return d;
 }
 
+// A float format's descriptor with its GEMM kernel (ABI 1.22 gemm_f32).
+strata_quant_desc with_float_gemm(strata_quant_desc d, gemm_f32_fn gemm) {
+    d.gemm_row_tile = float_gemm_row_tile;
+    d.gemm_f32 = gemm;
+    return d;
+}
+
 // One of the formats added after Q4_0: its reference conversions and the kernel set's dots.
 struct added_format {
     const char *name;
@@ -97,9 +105,15 @@ static_assert(5 + std::size(added_formats) == descriptor_count);
 
 strata_quant_desc make_table_entry(const kernel_row &k, int index) {
     switch (index) {
-    case 0: return describe("f32", ggml_type_f32, 1, 4, dequantize_row_f32, quantize_row_f32, k.f32, k.name);
-    case 1: return describe("f16", ggml_type_f16, 1, 2, dequantize_row_f16, quantize_row_f16, k.f16, k.name);
-    case 2: return describe("bf16", ggml_type_bf16, 1, 2, dequantize_row_bf16, quantize_row_bf16, k.bf16, k.name);
+    case 0:
+        return with_float_gemm(describe("f32", ggml_type_f32, 1, 4, dequantize_row_f32, quantize_row_f32, k.f32, k.name),
+                               k.gemm_f32);
+    case 1:
+        return with_float_gemm(describe("f16", ggml_type_f16, 1, 2, dequantize_row_f16, quantize_row_f16, k.f16, k.name),
+                               k.gemm_f16);
+    case 2:
+        return with_float_gemm(
+            describe("bf16", ggml_type_bf16, 1, 2, dequantize_row_bf16, quantize_row_bf16, k.bf16, k.name), k.gemm_bf16);
     case 3:
         return describe("q8_0", ggml_type_q8_0, qk8_0, sizeof(block_q8_0), dequantize_row_q8_0, quantize_row_q8_0,
                         k.q8_0, k.name,
@@ -124,6 +138,9 @@ const kernel_row scalar_kernels{dot_f32_scalar,
                                 dot_bf16_scalar,
                                 dot_q8_0_scalar,
                                 dot_q4_0_scalar,
+                                gemm_f32_f32_scalar,
+                                gemm_f32_f16_scalar,
+                                gemm_f32_bf16_scalar,
                                 quantize_activations_q8_scalar,
                                 dot_act_q8_0_scalar,
                                 dot_act_q4_0_scalar,
@@ -138,6 +155,9 @@ const kernel_row avx2_kernels{dot_f32_avx2,
                               dot_bf16_avx2,
                               dot_q8_0_avx2,
                               dot_q4_0_avx2,
+                              gemm_f32_f32_avx2,
+                              gemm_f32_f16_avx2,
+                              gemm_f32_bf16_avx2,
                               quantize_activations_q8_avx2,
                               dot_act_q8_0_avx2,
                               dot_act_q4_0_avx2,

@@ -244,11 +244,18 @@ typedef struct strata_quant_desc {
      * any split of a matmul into calls (threads, prompt chunks, one token at a time) gives the same bits. Its
      * arithmetic may differ from dot_act's: a device that uses gemm_act for a format uses it for every matmul on
      * that format, a single token included, and never mixes in dot_act / dot_act_multi there. Set only together
-     * with dot_act (the same activation blocks). gemm_row_tile (>= 1) is the row count the kernel computes at once:
-     * calls whose n_rows and row offsets are multiples of it are the fast ones. Thread-safe, no allocation. */
+     * with dot_act (the same activation blocks). gemm_row_tile (>= 1) is the row count the format's GEMM kernel
+     * (gemm_act or gemm_f32) computes at once: calls whose n_rows and row offsets are multiples of it are the fast
+     * ones. Thread-safe, no allocation. */
     uint32_t gemm_row_tile;
     uint32_t reserved_1_22; /* 0 */
     void (*gemm_act)(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                     int32_t n_x, int64_t n, float *out, int64_t out_stride);
+    /* optional, since 1.22: the same GEMM for a format without the integer path, on float activations:
+     * out[t * out_stride + r] = row r . (x + t * x_stride), n elements. The same promise (an output's bits depend
+     * only on its row and its vector) and the same rule (a device that uses it for a format uses it for every
+     * matmul there, and never mixes in dot_f32). Thread-safe, no allocation. */
+    void (*gemm_f32)(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                      int32_t n_x, int64_t n, float *out, int64_t out_stride);
 } strata_quant_desc;
 
