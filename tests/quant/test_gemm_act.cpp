@@ -12,6 +12,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -85,6 +86,38 @@ std::vector<unsigned char> activations(int32_t n_x, int64_t n, int64_t stride, u
     return xq;
 }
 
+// Calls over row ranges [r0, r0 + nr) and vector ranges [t0, t0 + nt) of an n_rows x n_x problem, each into a
+// padded output: every output must have want's bits (want[t * n_rows + r]) and nothing else may be written.
+// call(r0, nr, t0, nt, out, out_stride) runs the kernel; `what` names the case in messages.
+template <class Call>
+void expect_bits_in_every_call_shape(const std::vector<uint32_t> &want, int64_t n_rows, int32_t n_x,
+                                     std::initializer_list<int64_t> row_offsets, std::initializer_list<int64_t> row_counts,
+                                     std::initializer_list<int32_t> vector_offsets,
+                                     std::initializer_list<int32_t> vector_counts, const std::string &what,
+                                     const Call &call) {
+    const int64_t out_stride = n_rows + 5;
+    for (int64_t r0 : row_offsets)
+        for (int64_t nr : row_counts) {
+            if (r0 + nr > n_rows) continue;
+            for (int32_t t0 : vector_offsets)
+                for (int32_t nt : vector_counts) {
+                    if (t0 + nt > n_x) continue;
+                    std::vector<float> out(static_cast<size_t>(out_stride * n_x), -12345.0f);
+                    call(r0, nr, t0, nt, out.data(), out_stride);
+                    for (int32_t t = 0; t < n_x; ++t)
+                        for (int64_t r = 0; r < out_stride; ++r) {
+                            const float got = out[t * out_stride + r];
+                            if (t < nt && r < nr)
+                                ASSERT_EQ(bits(got), want[(t0 + t) * n_rows + r0 + r])
+                                    << what << ", rows " << r0 << "+" << nr << ", vectors " << t0 << "+" << nt
+                                    << ", output (" << r << ", " << t << ")";
+                            else
+                                ASSERT_EQ(got, -12345.0f) << what << ": wrote outside the call's outputs";
+                        }
+                }
+        }
+}
+
 TEST(GemmAct, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
     for (const gemm_case &k : gemm_cases()) {
         for (int64_t n_blocks : {1, 2, 5, 24}) {
@@ -99,32 +132,13 @@ TEST(GemmAct, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
             for (int32_t t = 0; t < n_x; ++t)
                 for (int64_t r = 0; r < n_rows; ++r)
                     want[t * n_rows + r] = bits(k.one(rows.data() + r * row_bytes, xq.data() + t * stride, n));
-            // Calls over row ranges [r0, r0 + nr) and vector ranges [t0, t0 + nt), written into a padded output.
-            const int64_t out_stride = n_rows + 5;
-            for (int64_t r0 : {0, 1, 8, 13}) {
-                for (int64_t nr : {1, 3, 8, 9, 14}) {
-                    if (r0 + nr > n_rows) continue;
-                    for (int32_t t0 : {0, 2}) {
-                        for (int32_t nt : {1, 2, 3, 4, 5, 8, 9}) {
-                            if (t0 + nt > n_x) continue;
-                            std::vector<float> out(static_cast<size_t>(out_stride * n_x), -12345.0f);
-                            k.gemm(rows.data() + r0 * row_bytes, row_bytes, nr, xq.data() + t0 * stride, stride, nt,
-                                   n, out.data(), out_stride);
-                            for (int32_t t = 0; t < n_x; ++t)
-                                for (int64_t r = 0; r < out_stride; ++r) {
-                                    const float got = out[t * out_stride + r];
-                                    if (t < nt && r < nr)
-                                        ASSERT_EQ(bits(got), want[(t0 + t) * n_rows + r0 + r])
-                                            << k.name << ": " << n_blocks << " blocks, rows " << r0 << "+" << nr
-                                            << ", vectors " << t0 << "+" << nt << ", output (" << r << ", " << t
-                                            << ")";
-                                    else
-                                        ASSERT_EQ(got, -12345.0f) << k.name << ": wrote outside the call's outputs";
-                                }
-                        }
-                    }
-                }
-            }
+            expect_bits_in_every_call_shape(
+                want, n_rows, n_x, {0, 1, 8, 13}, {1, 3, 8, 9, 14}, {0, 2}, {1, 2, 3, 4, 5, 8, 9},
+                k.name + ": " + std::to_string(n_blocks) + " blocks",
+                [&](int64_t r0, int64_t nr, int32_t t0, int32_t nt, float *out, int64_t out_stride) {
+                    k.gemm(rows.data() + r0 * row_bytes, row_bytes, nr, xq.data() + t0 * stride, stride, nt, n, out,
+                           out_stride);
+                });
         }
     }
 }
@@ -301,30 +315,12 @@ TEST(GemmF32, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
                         << k.name << " n " << n;
                 }
             }
-            const int64_t out_stride = n_rows + 2;
-            for (int64_t r0 : {0, 1, 4}) {
-                for (int64_t nr : {1, 3, 4, 5, 7}) {
-                    if (r0 + nr > n_rows) continue;
-                    for (int32_t t0 : {0, 1}) {
-                        for (int32_t nt : {1, 2, 3, 4}) {
-                            if (t0 + nt > n_x) continue;
-                            std::vector<float> out(static_cast<size_t>(out_stride * n_x), -12345.0f);
-                            k.gemm(rows.data() + r0 * row_bytes, row_bytes, nr, x.data() + t0 * x_stride, x_stride, nt,
-                                   n, out.data(), out_stride);
-                            for (int32_t t = 0; t < n_x; ++t)
-                                for (int64_t r = 0; r < out_stride; ++r) {
-                                    const float got = out[t * out_stride + r];
-                                    if (t < nt && r < nr)
-                                        ASSERT_EQ(bits(got), want[(t0 + t) * n_rows + r0 + r])
-                                            << k.name << ": n " << n << ", rows " << r0 << "+" << nr << ", vectors "
-                                            << t0 << "+" << nt << ", output (" << r << ", " << t << ")";
-                                    else
-                                        ASSERT_EQ(got, -12345.0f) << k.name << ": wrote outside the call's outputs";
-                                }
-                        }
-                    }
-                }
-            }
+            expect_bits_in_every_call_shape(
+                want, n_rows, n_x, {0, 1, 4}, {1, 3, 4, 5, 7}, {0, 1}, {1, 2, 3, 4}, k.name + ": n " + std::to_string(n),
+                [&](int64_t r0, int64_t nr, int32_t t0, int32_t nt, float *out, int64_t out_stride) {
+                    k.gemm(rows.data() + r0 * row_bytes, row_bytes, nr, x.data() + t0 * x_stride, x_stride, nt, n, out,
+                           out_stride);
+                });
         }
     }
 }
