@@ -120,12 +120,12 @@ config::schema core_schema() {
         key("kv_cache_dtype", STRATA_CONFIG_STRING, "\"auto\"",
             "KV cache element type (vLLM --kv-cache-dtype) on the device and every KV tier: auto = float32 (exact); "
             "float16/f16/half and bfloat16/bf16 halve the bytes per token; fp8 (= fp8_e4m3, largest value 448) and "
-            "fp8_e5m2 (57344) quarter them, scale 1, values beyond saturate; q8_0 is refused until the cache "
-            "stores it", "--kv-cache-dtype", 0, 0,
+            "fp8_e5m2 (57344) quarter them, scale 1, values beyond saturate; q8_0 (llama.cpp's, groups of 32 "
+            "values with a half scale: 34 bytes per 32, head_dim a multiple of 32) nearly quarters them", "--kv-cache-dtype", 0, 0,
             "auto|float32|f32|float16|f16|half|bfloat16|bf16|fp8|fp8_e4m3|fp8_e5m2|q8_0"),
         key("cache_type_k", STRATA_CONFIG_STRING, "\"\"",
-            "KV cache type for K (llama.cpp -ctk): empty = kv_cache_dtype; f32, f16 and bf16 run (the same type as "
-            "cache_type_v: one type holds K and V); the quantized ones are refused until the cache stores them",
+            "KV cache type for K (llama.cpp -ctk): empty = kv_cache_dtype; f32, f16, bf16 and q8_0 run (the same "
+            "type as cache_type_v: one type holds K and V); q4_0, q4_1, iq4_nl, q5_0 and q5_1 are refused",
             "--cache-type-k|-ctk", 0, 0, "|f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1"),
         key("cache_type_v", STRATA_CONFIG_STRING, "\"\"",
             "KV cache type for V (llama.cpp -ctv): as cache_type_k", "--cache-type-v|-ctv", 0, 0,

@@ -86,8 +86,8 @@ void check_foreign_keys(const config::document &doc, const config::schema &s) {
 }
 
 // The KV cache's element type from [memory] kv_cache_dtype (vLLM's names) and cache_type_k / cache_type_v
-// (llama.cpp's -ctk / -ctv): auto is float32; the 16-bit and FP8 types run (FP8 with scale 1, as vLLM without
-// calibrated scales); what the cache cannot store yet is refused.
+// (llama.cpp's -ctk / -ctv): auto is float32; the 16-bit, FP8 (with scale 1, as vLLM without calibrated scales)
+// and q8_0 types run; what the cache cannot store yet is refused.
 uint32_t kv_type_from(const config::document &doc, const config::schema &s) {
     const std::string dtype = doc.get_string("memory", "kv_cache_dtype", s).value_or("auto");
     uint32_t type = STRATA_KV_F32;
@@ -95,9 +95,10 @@ uint32_t kv_type_from(const config::document &doc, const config::schema &s) {
     else if (dtype == "bfloat16" || dtype == "bf16") type = STRATA_KV_BF16;
     else if (dtype == "fp8" || dtype == "fp8_e4m3") type = STRATA_KV_FP8_E4M3;
     else if (dtype == "fp8_e5m2") type = STRATA_KV_FP8_E5M2;
+    else if (dtype == "q8_0") type = STRATA_KV_Q8_0;
     else if (dtype != "auto" && dtype != "float32" && dtype != "f32")
-        fail("--kv-cache-dtype {}: the KV cache stores float32, float16, bfloat16, fp8_e4m3 or fp8_e5m2 (an {} cache "
-             "is not built yet); use --kv-cache-dtype fp8 for a quarter of the bytes per token", dtype, dtype);
+        fail("--kv-cache-dtype {}: the KV cache stores float32, float16, bfloat16, fp8_e4m3, fp8_e5m2 or q8_0 (an {} "
+             "cache is not built yet); use --kv-cache-dtype fp8 for a quarter of the bytes per token", dtype, dtype);
     const std::string k = doc.get_string("memory", "cache_type_k", s).value_or("");
     const std::string v = doc.get_string("memory", "cache_type_v", s).value_or("");
     if (k.empty() && v.empty()) return type;
@@ -105,7 +106,8 @@ uint32_t kv_type_from(const config::document &doc, const config::schema &s) {
         if (t == "f32") return STRATA_KV_F32;
         if (t == "f16") return STRATA_KV_F16;
         if (t == "bf16") return STRATA_KV_BF16;
-        fail("--{} {}: the KV cache stores f32, f16 or bf16 (a {} cache is not built yet); use f16", flag, t, t);
+        if (t == "q8_0") return STRATA_KV_Q8_0;
+        fail("--{} {}: the KV cache stores f32, f16, bf16 or q8_0 (a {} cache is not built yet); use q8_0", flag, t, t);
     };
     const uint32_t tk = k.empty() ? type : llama_type("cache-type-k", k);
     const uint32_t tv = v.empty() ? type : llama_type("cache-type-v", v);

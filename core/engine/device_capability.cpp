@@ -21,6 +21,8 @@ constexpr uint32_t k_input_order_minor = 19;
 constexpr uint32_t k_kv_type_minor = 20;
 // The ABI minor that added the FP8 KV types: a model plugin built before it does not know their element size.
 constexpr uint32_t k_fp8_kv_type_minor = 21;
+// The q8_0 KV type (groups of 32 values) came with ABI 1.23.
+constexpr uint32_t k_q8_0_kv_type_minor = 23;
 
 struct op_slot {
     int32_t op;
@@ -180,6 +182,10 @@ std::string unsupported_kv_type(uint32_t kv_type, const strata_model_hparams &hp
         return fmt::format("{}: --kv-cache-dtype {}: model_arch '{}' (built for plugin ABI 1.{}) does not know the FP8 "
                            "KV types (they came with ABI 1.{}); update that plugin or use --kv-cache-dtype float16",
                            path, type_text, arch.desc->header.name, arch_minor, k_fp8_kv_type_minor);
+    if (kv_type == STRATA_KV_Q8_0 && arch_minor < k_q8_0_kv_type_minor)
+        return fmt::format("{}: --kv-cache-dtype {}: model_arch '{}' (built for plugin ABI 1.{}) does not know the q8_0 "
+                           "KV type (it came with ABI 1.{}); update that plugin or use --kv-cache-dtype float16",
+                           path, type_text, arch.desc->header.name, arch_minor, k_q8_0_kv_type_minor);
     if (device_minor < k_kv_type_minor)
         return fmt::format("{}: --kv-cache-dtype {}: device '{}' (built for plugin ABI 1.{}) stores float32 KV only "
                            "(other types came with ABI 1.{}); update that plugin or use --kv-cache-dtype auto",

@@ -5,7 +5,6 @@
 #include "planner/bandwidth_cache.hpp"
 #include "topology/topology.hpp"
 
-#include <strata/kv_layout.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -144,7 +143,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.n_layer = m.hp.n_layer;
     in.n_head_kv = m.hp.n_head_kv;
     in.head_dim = m.hp.head_dim;
-    in.kv_dtype_bytes = static_cast<uint32_t>(kv_layout::element_bytes(m.kv_type));
+    in.kv_type = m.kv_type;
     in.max_model_len = m.max_model_len;
     in.model_context_length = m.hp.n_ctx_train;
     in.activation_bytes = m.activation_bytes;

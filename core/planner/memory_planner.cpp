@@ -2,6 +2,8 @@
 
 #include "common/error.hpp"
 
+#include <strata/kv_layout.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -53,7 +55,7 @@ std::string budget_knobs(const inputs &in) {
 
 void validate_model(const inputs &in) {
     if (in.n_layer < 1) fail("the model has n_layer {}; a model needs at least one layer", in.n_layer);
-    (void)kv_bytes_per_token(in.n_layer, in.n_head_kv, in.head_dim, in.kv_dtype_bytes);
+    (void)kv_bytes_per_token(in.n_layer, in.n_head_kv, in.head_dim, in.kv_type);
     if (in.max_model_len < 0)
         fail("max_model_len {} is negative: use 0 for the model's trained context or a positive token count",
              in.max_model_len);
@@ -218,7 +220,7 @@ plan build(const inputs &in, offload_choice choice, uint64_t budget, int32_t max
     p.device_budget = budget;
     p.device_activation = in.activation_bytes;
     p.device_overhead = in.overhead_bytes;
-    p.kv_bytes_per_token = kv_bytes_per_token(in.n_layer, in.n_head_kv, in.head_dim, in.kv_dtype_bytes);
+    p.kv_bytes_per_token = kv_bytes_per_token(in.n_layer, in.n_head_kv, in.head_dim, in.kv_type);
     p.max_model_len = max_model_len;
     p.max_num_seqs = in.max_num_seqs;
     p.embedding_output_offloaded = choice.edges;
@@ -416,16 +418,21 @@ std::string_view to_string(mode m) {
     return "unknown";
 }
 
-uint64_t kv_bytes_per_token(int32_t n_layer, int32_t n_kv_heads, int32_t head_dim, uint32_t dtype_bytes) {
-    if (n_layer < 1 || n_kv_heads < 1 || head_dim < 1 || dtype_bytes < 1)
-        fail("KV cache size needs positive n_layer, n_head_kv, head_dim and dtype bytes (got {}, {}, {}, {})", n_layer,
-             n_kv_heads, head_dim, dtype_bytes);
-    uint64_t bytes = 2; // K and V
-    for (uint64_t f : {static_cast<uint64_t>(n_layer), static_cast<uint64_t>(n_kv_heads),
-                       static_cast<uint64_t>(head_dim), static_cast<uint64_t>(dtype_bytes)})
+uint64_t kv_bytes_per_token(int32_t n_layer, int32_t n_kv_heads, int32_t head_dim, uint32_t kv_type) {
+    const char *type = kv_layout::type_name(kv_type);
+    if (n_layer < 1 || n_kv_heads < 1 || head_dim < 1 || type == nullptr)
+        fail("KV cache size needs positive n_layer, n_head_kv, head_dim and a known KV type (got {}, {}, {}, type {})",
+             n_layer, n_kv_heads, head_dim, kv_type);
+    if (!kv_layout::holds_heads_of(kv_type, head_dim))
+        fail("a {} KV cache keeps each head in groups of {} values, but this model's heads have {}; use "
+             "--kv-cache-dtype float16 (or another type without groups)",
+             type, kv_layout::group_values(kv_type), head_dim);
+    // kv_layout::row_bytes's product, checked: groups per row x bytes per group x K and V x layers.
+    uint64_t bytes = static_cast<uint64_t>(int64_t{n_kv_heads} * head_dim / kv_layout::group_values(kv_type));
+    for (uint64_t f : {kv_layout::group_bytes(kv_type), uint64_t{2}, static_cast<uint64_t>(n_layer)})
         if (__builtin_mul_overflow(bytes, f, &bytes))
-            fail("KV bytes per token overflow 64 bits ({} layers x {} heads x {} x {} bytes)", n_layer, n_kv_heads,
-                 head_dim, dtype_bytes);
+            fail("KV bytes per token overflow 64 bits ({} layers x {} heads x {} values of {})", n_layer, n_kv_heads,
+                 head_dim, type);
     return bytes;
 }
 

@@ -51,7 +51,8 @@
 //   it takes no room in any ring. A layer that is on_cpu as a whole stays on_cpu.
 //
 // KV cache
-//   kv_bytes_per_token = 2 (K and V) x n_layer x n_head_kv x head_dim x kv_dtype_bytes (GQA-aware).
+//   kv_bytes_per_token = 2 (K and V) x n_layer x the bytes of a row of n_head_kv x head_dim values of kv_type
+//                        (strata/kv_layout.hpp: 4 per value for float32, 2 for 16-bit, 1 for FP8, 34 per 32 for q8_0).
 //   device_kv = kv_cache_memory when set (a problem if it exceeds what is left; device_kv is then what is left),
 //               else everything left after weights, activations, overhead and staging ring (on the cpu device, where
 //               that is all of RAM, at most max(1 GiB, 4 x max_model_len tokens)).
@@ -68,6 +69,8 @@
 // free disk space; no tier is known by name here). Physical limits of 0 mean "unknown"
 // and are not checked. Things that are valid but do not fit are problems (fits == false), not errors.
 #pragma once
+
+#include <strata/plugin_abi.h>
 
 #include <cstdint>
 #include <map>
@@ -105,7 +108,7 @@ struct tier_info {
 struct inputs {
     // model
     int32_t n_layer = 0, n_head_kv = 0, head_dim = 0;
-    uint32_t kv_dtype_bytes = 4;
+    uint32_t kv_type = STRATA_KV_F32; // strata_kv_type
     int32_t max_model_len = 0; // 0 = model_context_length
     int32_t max_num_seqs = 1;
     int32_t model_context_length = 0;
@@ -173,8 +176,9 @@ struct plan {
     std::vector<std::string> notes;
 };
 
-// 2 x n_layer x n_kv_heads x head_dim x dtype_bytes. Throws strata::error on non-positive inputs or overflow.
-uint64_t kv_bytes_per_token(int32_t n_layer, int32_t n_kv_heads, int32_t head_dim, uint32_t dtype_bytes);
+// 2 x n_layer x the bytes of one row of n_kv_heads x head_dim values of kv_type. Throws strata::error on
+// non-positive inputs, an unknown type, heads the type cannot hold in whole groups, or overflow.
+uint64_t kv_bytes_per_token(int32_t n_layer, int32_t n_kv_heads, int32_t head_dim, uint32_t kv_type);
 
 // Throws strata::error for invalid knobs (see the rules above); everything else is reported in the plan.
 plan make_plan(const inputs &in);

@@ -568,9 +568,13 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
         {"--pipeline-parallel-size 2", "pipeline_parallel_size = 2"},
         {"-dp 2", "data_parallel_size = 2"},
         {"--dtype float16", "--dtype float16: every device computes activations in float32"},
-        {"--kv-cache-dtype q8_0", "--kv-cache-dtype q8_0: the KV cache stores float32, float16, bfloat16, fp8_e4m3 or fp8_e5m2"},
+        {"--kv-cache-dtype q8_0", "--kv-cache-dtype q8_0: device 'cpu' cannot keep this KV cache: cpu: a q8_0 KV cache "
+                                  "keeps heads in groups of 32 values; heads of 8 values are not whole groups"},
+        {"--kv-cache-dtype q4_0", "kv_cache_dtype = \"q4_0\" must be one of auto|float32|f32|float16|f16|half|bfloat16|"
+                                  "bf16|fp8|fp8_e4m3|fp8_e5m2|q8_0"},
         {"--kv-cache-dtype fp8_inc", "fp8_inc"},
-        {"-ctk q8_0", "--cache-type-k q8_0: the KV cache stores f32, f16 or bf16"},
+        {"-ctk q8_0", "--cache-type-k q8_0 and --cache-type-v auto: one type holds both K and V in this cache"},
+        {"-ctk q4_0 -ctv q4_0", "--cache-type-k q4_0: the KV cache stores f32, f16, bf16 or q8_0"},
         {"-ctk f16 -ctv bf16", "one type holds both K and V in this cache"},
         {"--kv-cache-dtype bf16 -ctk f16 -ctv f16", "they name different KV types"},
         {"-q gptq", "is a GGUF file holding F32 (47 tensors); 'gptq' names a format of Hugging Face checkpoints"},
@@ -596,6 +600,21 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     // An FP8 one: a quarter.
     EXPECT_EQ(plan_json("--model " + k_model + " --kv-cache-dtype fp8_e4m3")["kv_bytes_per_token"].get<int64_t>() * 4,
               plan_json("--model " + k_model)["kv_bytes_per_token"].get<int64_t>());
+    // A q8_0 one (llama.cpp's -ctk q8_0 -ctv q8_0), on a model whose heads are whole 32-value groups: 34 bytes per 32
+    // values, 17/64 of float32; it runs.
+    const std::string hd32 = strata::testing::made_model(
+        "cli-llama-hd32.gguf", std::string("--dim 128 --layers 2 --heads 4 --kv-heads 2 --ff 256 --ctx 256 --type f32 "
+                                           "--vocab-from ") + STRATA_SHARED_DIR + "/models/stories260K-f32.gguf");
+    ASSERT_FALSE(hd32.empty()) << "make-model failed";
+    EXPECT_EQ(plan_json("--model " + hd32 + " -ctk q8_0 -ctv q8_0")["kv_bytes_per_token"].get<int64_t>() * 64,
+              plan_json("--model " + hd32)["kv_bytes_per_token"].get<int64_t>() * 17);
+    const run_result q8 = run("--model " + hd32 + " --prompt x --max-tokens 4 --kv-cache-dtype q8_0");
+    EXPECT_EQ(q8.exit_code, 0) << q8.err;
+    const run_result q8_plan = run("plan --model " + k_model + " --kv-cache-dtype q8_0");
+    EXPECT_EQ(q8_plan.exit_code, 2);
+    EXPECT_NE(q8_plan.err.find("a q8_0 KV cache keeps heads in groups of 32 values; heads of 8 values are not whole "
+                               "groups"),
+              std::string::npos) << q8_plan.err;
     // --cpu-kv-cache on a device with its own memory (the CPU emulating a GPU's) is refused with what to use.
     run_result gpu_kv = run("--model " + k_model + " --prompt x --max-tokens 2 --cpu-kv-cache --set cpu.separate_memory=true");
     EXPECT_EQ(gpu_kv.exit_code, 2);

@@ -274,3 +274,70 @@ TEST(CpuKernelFp8, TablesAreTheSdkValuesAndDotsMatchTheFloatKernelsOverWidenedRo
         }
     }
 }
+
+// The q8_0 KV kernels (ABI 1.23) of each kernel set: dot / axpy over q8_0 groups give the bits of the float kernels
+// over the groups' values widened first (d * q, exact), for rows of 1 to 96 groups, scales from subnormal halves to
+// 2^15, every int8 value, a NaN scale (a group that held a NaN or an infinity) reaching the result.
+TEST(CpuKernelQ8_0, DotsAndAxpysMatchTheFloatKernelsOverWidenedGroups) {
+    std::vector<const strata::cpu::kernels *> sets{&strata::cpu::scalar_kernels()};
+    if (strata::cpu::avx2_kernels() != nullptr && strata::plugin::cpu_has_avx2_fma_f16c())
+        sets.push_back(strata::cpu::avx2_kernels());
+    constexpr int64_t n_groups = 96;
+    const std::vector<float> q = random_floats(32 * n_groups, 91, -2.0f, 2.0f);
+    std::vector<strata::kv_q8_0::group> groups(n_groups);
+    std::mt19937 rng(92);
+    for (int64_t g = 0; g < n_groups; ++g) {
+        // Scales across the half's range: subnormal (0x0001), small, ordinary, large (0x7800 = 32768).
+        static const uint16_t scales[] = {0x0001, 0x0400, 0x2e66, 0x3c00, 0x5640, 0x7800};
+        groups[size_t(g)].d = scales[g % 6];
+        for (int i = 0; i < 32; ++i)
+            groups[size_t(g)].q[i] = static_cast<int8_t>(g == 0 ? i * 8 - 128 + (i == 0) : int(rng() % 256) - 128);
+    }
+    std::vector<float> w(q.size());
+    for (size_t i = 0; i < w.size(); ++i) w[i] = strata::kv_q8_0::value(groups[i / 32], static_cast<int>(i % 32));
+    for (const strata::cpu::kernels *k : sets) {
+        SCOPED_TRACE(k->name);
+        for (int64_t len : {int64_t{32}, int64_t{64}, int64_t{96}, int64_t{128}, 32 * n_groups}) {
+            SCOPED_TRACE("length " + std::to_string(len));
+            const float d8 = k->dot_q8_0(q.data(), groups.data(), len), dw = k->dot(q.data(), w.data(), len);
+            EXPECT_EQ(std::memcmp(&d8, &dw, sizeof d8), 0) << d8 << " vs " << dw;
+            std::vector<float> y1(q.begin(), q.begin() + len), y2 = y1;
+            k->axpy_q8_0(-0.61f, groups.data(), y1.data(), len);
+            k->axpy(-0.61f, w.data(), y2.data(), len);
+            EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)), 0);
+        }
+        // A NaN scale makes its group's values NaN, and only them.
+        std::vector<strata::kv_q8_0::group> nan_groups(groups.begin(), groups.begin() + 3);
+        nan_groups[1].d = 0x7e00;
+        EXPECT_TRUE(std::isnan(k->dot_q8_0(q.data(), nan_groups.data(), 96)));
+        std::vector<float> y(96, 1.0f);
+        k->axpy_q8_0(0.5f, nan_groups.data(), y.data(), 96);
+        for (int i = 0; i < 96; ++i) EXPECT_EQ(std::isnan(y[size_t(i)]), i >= 32 && i < 64) << i;
+    }
+}
+
+// The SDK's q8_0 quantizer keeps what ggml's reference keeps and defines what it leaves undefined: an all-zero group
+// is d = 0 and zeros, the largest magnitude becomes +-127, a group with a NaN or an infinity reads back as NaN
+// (ggml would convert NaN to int8), and a group whose scale underflows float32 reads back as zeros.
+TEST(CpuKernelQ8_0, TheQuantizerIsGgmlsReferenceAndDefinesNonFiniteGroups) {
+    float x[32] = {};
+    strata::kv_q8_0::group g{};
+    strata::kv_q8_0::quantize(x, &g);
+    EXPECT_EQ(g.d, 0);
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(g.q[i], 0);
+    for (int i = 0; i < 32; ++i) x[i] = float(i - 16) * 0.25f; // amax 4 at i = 0
+    strata::kv_q8_0::quantize(x, &g);
+    EXPECT_EQ(g.d, strata::float16::fp32_to_fp16(4.0f / 127.0f));
+    EXPECT_EQ(g.q[0], -127);
+    EXPECT_EQ(g.q[16], 0);
+    EXPECT_EQ(g.q[31], int(std::round(15 * 0.25f * (1.0f / (4.0f / 127.0f)))));
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()}) {
+        x[7] = bad;
+        strata::kv_q8_0::quantize(x, &g);
+        for (int i = 0; i < 32; ++i) EXPECT_TRUE(std::isnan(strata::kv_q8_0::value(g, i))) << bad << " " << i;
+    }
+    for (int i = 0; i < 32; ++i) x[i] = (i % 2 ? 1.0f : -1.0f) * 1e-39f; // d = amax / 127 is a float32 subnormal
+    strata::kv_q8_0::quantize(x, &g);
+    for (int i = 0; i < 32; ++i) EXPECT_EQ(strata::kv_q8_0::value(g, i), 0.0f) << i;
+}

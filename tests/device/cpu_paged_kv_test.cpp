@@ -7,6 +7,7 @@
 #include <strata/float16.hpp>
 #include <strata/float8.hpp>
 #include <strata/kv_layout.hpp>
+#include <strata/kv_q8_0.hpp>
 
 #include <limits>
 #include <numeric>
@@ -15,7 +16,7 @@ namespace {
 
 using namespace cpu_test;
 
-constexpr int32_t n_heads = 8, n_kv_heads = 2, head_dim = 16, kv_dim = n_kv_heads * head_dim;
+constexpr int32_t n_heads = 8, n_kv_heads = 2, head_dim = 32, kv_dim = n_kv_heads * head_dim; // heads of whole q8_0 groups
 constexpr int32_t n_layers = 2;
 
 uint64_t block_bytes(int32_t block_size, uint32_t type = STRATA_KV_F32) {
@@ -245,9 +246,9 @@ INSTANTIATE_TEST_SUITE_P(ThreadsAndKernels, CpuPagedKv,
                                     (std::get<1>(info.param) ? "Scalar" : "Fast");
                          });
 
-// The 16-bit and FP8 KV caches (ABI 1.20): kv_store rounds each float to the type (the SDK's scalar conversion, bit
-// for bit, on both kernel sets), and paged attention over those rows equals the contiguous float attention over the
-// same rows widened back to float, bit for bit.
+// The 16-bit, FP8 (ABI 1.20) and q8_0 (1.23) KV caches: kv_store rounds each float (q8_0: each group of 32) to the
+// type (the SDK's scalar conversion, bit for bit, on both kernel sets), and paged attention over those rows equals
+// the contiguous float attention over the same rows widened back to float, bit for bit.
 class CpuPagedKvRounded : public ::testing::TestWithParam<std::tuple<uint32_t, bool>> {};
 
 // The code the SDK's conversion gives x in `type`, and the code stored at element i of a row.
@@ -260,23 +261,49 @@ uint32_t encoded(uint32_t type, float x) {
     }
 }
 uint32_t stored_code(uint32_t type, const void *row, int32_t i) {
-    if (strata::kv_layout::element_bytes(type) == 1) return static_cast<const uint8_t *>(row)[i];
+    if (strata::kv_layout::group_bytes(type) == 1) return static_cast<const uint8_t *>(row)[i];
     return static_cast<const uint16_t *>(row)[i];
 }
-float widened(uint32_t type, float x) {
-    switch (type) {
-    case STRATA_KV_F16: return strata::float16::fp16_to_fp32(strata::float16::fp32_to_fp16(x));
-    case STRATA_KV_BF16: return strata::float16::bf16_to_fp32(strata::float16::fp32_to_bf16(x));
-    case STRATA_KV_FP8_E4M3: return strata::float8::e4m3_to_fp32(strata::float8::fp32_to_e4m3(x));
-    default: return strata::float8::e5m2_to_fp32(strata::float8::fp32_to_e5m2(x));
+// Whether a stored row holds the type's encoding of `want` (kv_dim floats): code by code, or (q8_0) the SDK
+// quantizer's groups byte for byte. Names the first difference.
+::testing::AssertionResult stores(uint32_t type, const void *row, const float *want) {
+    if (type == STRATA_KV_Q8_0) {
+        for (int32_t g = 0; g < kv_dim / 32; ++g) {
+            strata::kv_q8_0::group expect{};
+            strata::kv_q8_0::quantize(want + 32 * g, &expect);
+            if (std::memcmp(static_cast<const strata::kv_q8_0::group *>(row) + g, &expect, sizeof expect) != 0)
+                return ::testing::AssertionFailure() << "group " << g;
+        }
+        return ::testing::AssertionSuccess();
     }
+    for (int32_t i = 0; i < kv_dim; ++i)
+        if (stored_code(type, row, i) != encoded(type, want[i]))
+            return ::testing::AssertionFailure() << "element " << i;
+    return ::testing::AssertionSuccess();
+}
+// A row of kv_dim floats as the cache gives it back.
+void widen_row(uint32_t type, float *x) {
+    for (int32_t i = 0; i < kv_dim; ++i) {
+        switch (type) {
+        case STRATA_KV_F16: x[i] = strata::float16::fp16_to_fp32(strata::float16::fp32_to_fp16(x[i])); break;
+        case STRATA_KV_BF16: x[i] = strata::float16::bf16_to_fp32(strata::float16::fp32_to_bf16(x[i])); break;
+        case STRATA_KV_FP8_E4M3: x[i] = strata::float8::e4m3_to_fp32(strata::float8::fp32_to_e4m3(x[i])); break;
+        case STRATA_KV_FP8_E5M2: x[i] = strata::float8::e5m2_to_fp32(strata::float8::fp32_to_e5m2(x[i])); break;
+        default: break;
+        }
+    }
+    if (type == STRATA_KV_Q8_0)
+        for (int32_t g = 0; g < kv_dim / 32; ++g) {
+            strata::kv_q8_0::group q{};
+            strata::kv_q8_0::quantize(x + 32 * g, &q);
+            for (int i = 0; i < 32; ++i) x[32 * g + i] = strata::kv_q8_0::value(q, i);
+        }
 }
 
 TEST_P(CpuPagedKvRounded, StoresRoundedRowsAndAttendsAsFloatOverThemBitForBit) {
     const uint32_t type = std::get<0>(GetParam());
     device_ptr dev = make_device(2, std::get<1>(GetParam()));
     ASSERT_NE(dev, nullptr);
-    auto round_trip = [&](float x) { return widened(type, x); };
     for (const auto &[block_size, softcap, window] :
          {std::tuple<int32_t, float, int32_t>{16, 0.0f, 0}, {5, 0.0f, 0}, {16, 1.5f, 40}}) {
         SCOPED_TRACE("block_size " + std::to_string(block_size));
@@ -297,9 +324,7 @@ TEST_P(CpuPagedKvRounded, StoresRoundedRowsAndAttendsAsFloatOverThemBitForBit) {
                 for (int32_t value = 0; value < 2; ++value) {
                     const void *row = cache.row(1, int32_t(s), p, value != 0);
                     const float *want = (value ? c.v[s] : c.k[s]).data() + p * kv_dim;
-                    for (int32_t i = 0; i < kv_dim; ++i)
-                        ASSERT_EQ(stored_code(type, row, i), encoded(type, want[i]))
-                            << (value ? "V" : "K") << " row " << p << " of seq " << s << ", element " << i;
+                    ASSERT_TRUE(stores(type, row, want)) << (value ? "V" : "K") << " row " << p << " of seq " << s;
                 }
         // The reference: contiguous float attention over the rows as the cache holds them. Half's infinity would
         // make every score of that key infinite; keep the reference finite by not attending that key's head there.
@@ -308,7 +333,7 @@ TEST_P(CpuPagedKvRounded, StoresRoundedRowsAndAttendsAsFloatOverThemBitForBit) {
         batch_case widened = c;
         for (auto *rows : {&widened.k, &widened.v})
             for (auto &seq : *rows)
-                for (float &x : seq) x = round_trip(x);
+                for (size_t r = 0; r < seq.size(); r += kv_dim) widen_row(type, seq.data() + r);
         const std::vector<float> want = widened.reference(dev.get());
         std::vector<float> got(c.q.size(), -7.0f);
         const strata_paged_kv kv = cache.layer(1);
@@ -339,14 +364,16 @@ TEST_P(CpuPagedKvRounded, StoresRoundedRowsAndAttendsAsFloatOverThemBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(TypesAndKernels, CpuPagedKvRounded,
                          ::testing::Combine(::testing::Values(uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16},
-                                                              uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_FP8_E5M2}),
+                                                              uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_FP8_E5M2},
+                                                              uint32_t{STRATA_KV_Q8_0}),
                                             ::testing::Values(false, true)),
                          [](const auto &info) {
                              const uint32_t t = std::get<0>(info.param);
                              return std::string(t == STRATA_KV_F16    ? "F16"
                                                 : t == STRATA_KV_BF16 ? "Bf16"
                                                 : t == STRATA_KV_FP8_E4M3 ? "Fp8E4m3"
-                                                                          : "Fp8E5m2") +
+                                                : t == STRATA_KV_FP8_E5M2 ? "Fp8E5m2"
+                                                                          : "Q8_0") +
                                     (std::get<1>(info.param) ? "Scalar" : "Fast");
                          });
 
@@ -356,7 +383,7 @@ TEST(CpuPagedKvRounded, AnUnknownKvTypeIsRefusedAndTheDeviceSaysSoAtLoad) {
     batch_case c(5);
     paged_cache cache(16, c.lengths, 5, STRATA_KV_F16);
     strata_paged_kv kv = cache.layer(0);
-    kv.kv_type = 8; // Q8_0: not a type this cache stores
+    kv.kv_type = 9; // ggml's Q8_1: not a type this cache stores
     std::vector<float> row(kv_dim, 1.0f);
     const int32_t seq = 0, pos = 0;
     strata_kv_store_args a{};
@@ -369,7 +396,7 @@ TEST(CpuPagedKvRounded, AnUnknownKvTypeIsRefusedAndTheDeviceSaysSoAtLoad) {
     a.kv = &kv;
     strata_status st{};
     EXPECT_EQ(ops().kv_store(dev.get(), &a, &st), STRATA_ERR_UNSUPPORTED);
-    EXPECT_NE(std::string(st.message).find("kv.kv_type = 8"), std::string::npos) << st.message;
+    EXPECT_NE(std::string(st.message).find("kv.kv_type = 9"), std::string::npos) << st.message;
     ASSERT_TRUE(STRATA_HAS_SLOT(&ops(), supports));
     strata_support_query q{};
     q.struct_size = sizeof q;
@@ -379,13 +406,35 @@ TEST(CpuPagedKvRounded, AnUnknownKvTypeIsRefusedAndTheDeviceSaysSoAtLoad) {
     q.head_dim = head_dim;
     char why[256] = {0};
     for (uint32_t t : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16},
-                       uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_FP8_E5M2}}) {
+                       uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_FP8_E5M2}, uint32_t{STRATA_KV_Q8_0}}) {
         q.kv_type = t;
         EXPECT_EQ(ops().supports(dev.get(), &q, why, sizeof why), 1) << t;
     }
-    q.kv_type = 8;
+    q.kv_type = 9;
     EXPECT_EQ(ops().supports(dev.get(), &q, why, sizeof why), 0);
     EXPECT_NE(std::string(why).find("float16"), std::string::npos) << why;
+    // q8_0 keeps heads in whole groups of 32 values: heads of 16 are refused at load, and by the ops if called.
+    q.kv_type = STRATA_KV_Q8_0;
+    q.head_dim = 16;
+    EXPECT_EQ(ops().supports(dev.get(), &q, why, sizeof why), 0);
+    EXPECT_NE(std::string(why).find("heads of 16 values are not whole groups"), std::string::npos) << why;
+    paged_cache q8(16, c.lengths, 5, STRATA_KV_Q8_0);
+    const strata_paged_kv q8_kv = q8.layer(0);
+    std::vector<float> out(c.q.size());
+    strata_paged_attention_args pa{};
+    pa.struct_size = sizeof pa;
+    pa.n_tokens = c.n_tokens();
+    pa.n_heads = n_heads;
+    pa.n_kv_heads = 4;
+    pa.head_dim = 16; // 4 x 16 = kv_dim, but a head is half a group
+    pa.token_seq = c.token_seq.data();
+    pa.positions = c.positions.data();
+    pa.q = c.q.data();
+    pa.scale = c.scale;
+    pa.out = out.data();
+    pa.kv = &q8_kv;
+    EXPECT_EQ(ops().paged_attention(dev.get(), &pa, &st), STRATA_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(st.message).find("head_dim = 16 is not one"), std::string::npos) << st.message;
 }
 
 // A long context through the paged path: the score scratch grows past its preallocated 4096 positions.
@@ -569,7 +618,7 @@ TEST_F(CpuPagedKvBadArguments, PagedAttentionRefusesAndLeavesOutputUntouched) {
     a = good;
     a.head_dim = 8;
     expect_invalid(ops().paged_attention(d, &a, &st_), "kv_dim mismatch",
-                   "kv.kv_dim = 32 but n_kv_heads * head_dim = 16");
+                   "kv.kv_dim = 64 but n_kv_heads * head_dim = 16");
     a = good;
     a.q = nullptr;
     expect_invalid(ops().paged_attention(d, &a, &st_), "null q", "q or out is NULL");

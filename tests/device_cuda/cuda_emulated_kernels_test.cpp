@@ -15,6 +15,7 @@
 #include <strata/float16.hpp>
 #include <strata/float8.hpp>
 #include <strata/kv_layout.hpp>
+#include <strata/kv_q8_0.hpp>
 #include "sanitizer_build.hpp"
 
 namespace {
@@ -331,14 +332,14 @@ TEST_F(CudaEmulatedKernels, AttentionMatchesTheCpuDevice) {
 
 // kv_store into blocks spread over two pools, then paged attention over them equals contiguous attention bit for
 // bit (same kernel template, same order of operations): for a float32 cache over the same rows, for a float16,
-// bfloat16, fp8_e4m3 or fp8_e5m2 cache (ABI 1.20) over the rows rounded to that type (the stored bits are the SDK's
-// rounding).
+// bfloat16, fp8_e4m3 or fp8_e5m2 cache (ABI 1.20) or a q8_0 cache (1.23) over the rows rounded to that type (the
+// stored bits are the SDK's rounding, q8_0's groups its quantizer's).
 TEST_F(CudaEmulatedKernels, PagedAttentionEqualsContiguousBitForBit) {
     constexpr int32_t block_size = 4, n_kv_heads = 2, head_dim = 32, kv_dim = n_kv_heads * head_dim, n_heads = 4;
     for (const uint32_t type : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16},
-                                uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_FP8_E5M2}}) {
+                                uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_FP8_E5M2}, uint32_t{STRATA_KV_Q8_0}}) {
         SCOPED_TRACE("kv_type " + std::to_string(type));
-        const uint64_t element = strata::kv_layout::element_bytes(type);
+        const uint64_t element = strata::kv_layout::group_bytes(type); // one value's bytes but for q8_0
         const uint64_t block_bytes = strata::kv_layout::block_bytes(2, block_size, kv_dim, type); // layer 1 tested
         const uint64_t layer_offset = strata::kv_layout::layer_offset(1, block_size, kv_dim, type);
         const size_t block_floats = block_bytes / sizeof(float);
@@ -358,6 +359,21 @@ TEST_F(CudaEmulatedKernels, PagedAttentionEqualsContiguousBitForBit) {
             if (type == STRATA_KV_FP8_E4M3) return strata::float8::e4m3_to_fp32(strata::float8::fp32_to_e4m3(x));
             if (type == STRATA_KV_FP8_E5M2) return strata::float8::e5m2_to_fp32(strata::float8::fp32_to_e5m2(x));
             return x;
+        };
+        // Rows of kv_dim values as the cache gives them back: element by element, or (q8_0) group by group.
+        auto rounded_rows = [&](std::vector<float> rows) {
+            for (size_t r = 0; r < rows.size(); r += kv_dim) {
+                if (type != STRATA_KV_Q8_0) {
+                    for (size_t i = r; i < r + kv_dim; ++i) rows[i] = rounded(rows[i]);
+                    continue;
+                }
+                for (size_t g = r; g < r + kv_dim; g += 32) {
+                    strata::kv_q8_0::group q{};
+                    strata::kv_q8_0::quantize(rows.data() + g, &q);
+                    for (int i = 0; i < 32; ++i) rows[g + size_t(i)] = strata::kv_q8_0::value(q, i);
+                }
+            }
+            return rows;
         };
         // One stored element's value.
         auto stored = [&](const unsigned char *p) {
@@ -391,7 +407,17 @@ TEST_F(CudaEmulatedKernels, PagedAttentionEqualsContiguousBitForBit) {
         // Slot 6 of sequence 0 is row 2 of its block 1 (block_base[1] = pool_a block 0).
         const auto *layer1 = reinterpret_cast<const unsigned char *>(pool_a.data()) + layer_offset;
         const uint64_t row_bytes = strata::kv_layout::row_bytes(kv_dim, type);
-        for (int32_t i = 0; i < kv_dim; ++i) {
+        for (int32_t g = 0; type == STRATA_KV_Q8_0 && g < kv_dim / 32; ++g) {
+            strata::kv_q8_0::group want_k{}, want_v{};
+            strata::kv_q8_0::quantize(k[0].data() + 6 * kv_dim + 32 * g, &want_k);
+            strata::kv_q8_0::quantize(v[0].data() + 6 * kv_dim + 32 * g, &want_v);
+            const unsigned char *kp = layer1 + 2 * row_bytes + uint64_t(g) * sizeof want_k;
+            const unsigned char *vp = layer1 + strata::kv_layout::v_offset(block_size, kv_dim, type) + 2 * row_bytes +
+                                      uint64_t(g) * sizeof want_v;
+            ASSERT_EQ(std::memcmp(kp, &want_k, sizeof want_k), 0) << "K group " << g;
+            ASSERT_EQ(std::memcmp(vp, &want_v, sizeof want_v), 0) << "V group " << g;
+        }
+        for (int32_t i = 0; type != STRATA_KV_Q8_0 && i < kv_dim; ++i) {
             const float want_k = rounded(k[0][size_t(6 * kv_dim + i)]), want_v = rounded(v[0][size_t(6 * kv_dim + i)]);
             const unsigned char *kp = layer1 + 2 * row_bytes + uint64_t(i) * element;
             const unsigned char *vp = layer1 + strata::kv_layout::v_offset(block_size, kv_dim, type) + 2 * row_bytes +
@@ -413,9 +439,7 @@ TEST_F(CudaEmulatedKernels, PagedAttentionEqualsContiguousBitForBit) {
             cudaSuccess);
         for (int32_t t = 0; t < n_q; ++t) {
             const size_t s = static_cast<size_t>(q_seq[static_cast<size_t>(t)]);
-            std::vector<float> rk = k[s], rv = v[s];
-            for (float &x : rk) x = rounded(x);
-            for (float &x : rv) x = rounded(x);
+            const std::vector<float> rk = rounded_rows(k[s]), rv = rounded_rows(v[s]);
             std::vector<float> one(q_row, NAN);
             const cu::attention_shape one_shape{1, n_heads, n_kv_heads, head_dim, 0.17f};
             ASSERT_EQ(cu::launch_attention(one_shape, &q_pos[static_cast<size_t>(t)], q.data() + t * q_row, rk.data(),

@@ -67,15 +67,21 @@ TEST(CudaPlugin, OffersTheExpertOpsAndSaysWhatItCannotRun) {
     EXPECT_NE(std::strstr(why, "head_dim = 512; this device supports up to 256"), nullptr) << why;
     q.head_dim = 128;
     EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 1) << why;
-    // ABI 1.20: the KV cache's type; float16, bfloat16 and the FP8 types are kept, other types refused by number.
+    // ABI 1.20: the KV cache's type; float16, bfloat16, the FP8 types and (1.23) q8_0 are kept, other types refused
+    // by number; q8_0 only for heads of whole 32-value groups.
     for (uint32_t t : {uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16}, uint32_t{STRATA_KV_FP8_E4M3},
-                       uint32_t{STRATA_KV_FP8_E5M2}}) {
+                       uint32_t{STRATA_KV_FP8_E5M2}, uint32_t{STRATA_KV_Q8_0}}) {
         q.kv_type = t;
         EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 1) << why;
     }
-    q.kv_type = 8;
+    q.kv_type = 9;
     EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 0);
-    EXPECT_NE(std::strstr(why, "a KV cache of type 8"), nullptr) << why;
+    EXPECT_NE(std::strstr(why, "a KV cache of type 9"), nullptr) << why;
+    q.kv_type = STRATA_KV_Q8_0;
+    q.head_dim = 80;
+    EXPECT_EQ(d->supports(nullptr, &q, why, sizeof why), 0);
+    EXPECT_NE(std::strstr(why, "heads of 80 values are not whole groups"), nullptr) << why;
+    q.head_dim = 128;
     q.kv_type = STRATA_KV_F32;
     q.kind = STRATA_SUPPORT_ROPE;
     q.rot_dims = 2048;

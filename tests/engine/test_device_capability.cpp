@@ -326,7 +326,8 @@ TEST(DeviceCapability, A16BitKvCacheNeedsPluginsThatLayItOutAndTheDevicesYes) {
     EXPECT_NE(why.find("--kv-cache-dtype bfloat16: device 'gpu' cannot keep this KV cache: KV type 30 is not kept here; "
                        "use --kv-cache-dtype auto"),
               std::string::npos)
-        << why;    // The FP8 types came with 1.21: a 1.20 model plugin does not know their size; a 1.21 one does, and the device
+        << why;
+    // The FP8 types came with 1.21: a 1.20 model plugin does not know their size; a 1.21 one does, and the device
     // is asked.
     strata_plugin_info fp8_info = new_info;
     fp8_info.abi_minor = 21;
@@ -339,6 +340,23 @@ TEST(DeviceCapability, A16BitKvCacheNeedsPluginsThatLayItOutAndTheDevicesYes) {
         << why;
     why = unsupported_kv_type(STRATA_KV_FP8_E5M2, hp, handle_of(d, new_lib), nullptr, fp8_arch, "m");
     EXPECT_NE(why.find("--kv-cache-dtype fp8_e5m2: device 'gpu' cannot keep this KV cache: KV type 1041 is not kept"),
+              std::string::npos)
+        << why;
+    // q8_0 came with 1.23: a 1.22 model plugin does not know its groups; a 1.23 one does, and the device is asked.
+    strata_plugin_info q8_info = new_info, pre_q8_info = new_info;
+    q8_info.abi_minor = 23;
+    pre_q8_info.abi_minor = 22;
+    auto q8_lib = std::make_shared<strata::plugins::library>(), pre_q8_lib = std::make_shared<strata::plugins::library>();
+    q8_lib->info = &q8_info;
+    pre_q8_lib->info = &pre_q8_info;
+    const strata::plugins::handle<strata_model_arch_desc> q8_arch{&named_arch, q8_lib}, pre_q8_arch{&named_arch, pre_q8_lib};
+    why = unsupported_kv_type(STRATA_KV_Q8_0, hp, handle_of(d, new_lib), nullptr, pre_q8_arch, "m");
+    EXPECT_NE(why.find("--kv-cache-dtype q8_0: model_arch 'decoder' (built for plugin ABI 1.22) does not know the q8_0 KV "
+                       "type (it came with ABI 1.23)"),
+              std::string::npos)
+        << why;
+    why = unsupported_kv_type(STRATA_KV_Q8_0, hp, handle_of(d, new_lib), nullptr, q8_arch, "m");
+    EXPECT_NE(why.find("--kv-cache-dtype q8_0: device 'gpu' cannot keep this KV cache: KV type 8 is not kept"),
               std::string::npos)
         << why;
 }

@@ -1,10 +1,12 @@
 // Strata's reference quantizers and dequantizers against ggml's own, from llama.cpp's prebuilt libggml-base.so (the
-// npm peer node-llama-cpp ships it; tools/peer). For every block format both sides quantize the same >= 10^5 blocks
+// npm peer node-llama-cpp ships it; tools/peer), and the q8_0 KV cache's (strata/kv_q8_0.hpp) against ggml's q8_0. For every block format both sides quantize the same >= 10^5 blocks
 // (normal values at scales from 1e-6 to 1e4, outliers, constant, all-zero, tiny and huge blocks) and must write the
 // same bytes; both dequantize those bytes and random bytes (any scale bits, NaN and infinity included) and must
 // produce the same floats bit for bit (any NaN matching any NaN).
 //   quant_vs_ggml --lib PATH/libggml-base.so [--blocks N]     exit 0 pass, 1 mismatch, 77 library missing (skip)
 #include "ggml_quants.hpp"
+
+#include <strata/kv_q8_0.hpp>
 
 #include <dlfcn.h>
 
@@ -34,7 +36,18 @@ struct format {
     bool has_quantizer; // ggml exports quantize_row_<suffix>_ref
 };
 
+// The q8_0 KV cache's quantizer (the SDK's, which the CPU and CUDA devices run in kv_store) as rows.
+void kv_quantize_row_q8_0(const float *x, void *out, int64_t n) {
+    auto *g = static_cast<strata::kv_q8_0::group *>(out);
+    for (int64_t i = 0; i < n / 32; ++i) strata::kv_q8_0::quantize(x + 32 * i, g + i);
+}
+void kv_dequantize_row_q8_0(const void *in, float *y, int64_t n) {
+    const auto *g = static_cast<const strata::kv_q8_0::group *>(in);
+    for (int64_t i = 0; i < n; ++i) y[i] = strata::kv_q8_0::value(g[i / 32], static_cast<int>(i % 32));
+}
+
 const format formats[] = {
+    {"kv_q8_0", "q8_0", 32, sizeof(strata::kv_q8_0::group), kv_quantize_row_q8_0, kv_dequantize_row_q8_0, true},
     {"q8_0", "q8_0", 32, sizeof(q::block_q8_0), q::quantize_row_q8_0, q::dequantize_row_q8_0, true},
     {"q4_0", "q4_0", 32, sizeof(q::block_q4_0), q::quantize_row_q4_0, q::dequantize_row_q4_0, true},
     {"q4_1", "q4_1", 32, sizeof(q::block_q4_1), q::quantize_row_q4_1, q::dequantize_row_q4_1, true},

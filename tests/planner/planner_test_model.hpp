@@ -17,7 +17,7 @@ inline inputs small_model(int32_t n_layer = 8) {
     in.n_layer = n_layer;
     in.n_head_kv = 1;
     in.head_dim = 128;
-    in.kv_dtype_bytes = 2;
+    in.kv_type = STRATA_KV_F16;
     in.max_model_len = 1024;
     in.model_context_length = 2048;
     in.tensors.push_back({"token_embd.weight", -1, 50 * MiB});

@@ -23,7 +23,7 @@ inputs kv_model(int32_t n_layer, int32_t n_head_kv, int32_t max_model_len) {
     in.n_layer = n_layer;
     in.n_head_kv = n_head_kv;
     in.head_dim = 128;
-    in.kv_dtype_bytes = 2;
+    in.kv_type = STRATA_KV_F16;
     in.max_model_len = max_model_len;
     in.model_context_length = 8192;
     for (int32_t l = 0; l < n_layer; ++l) in.tensors.push_back({fmt::format("blk.{}", l), l, MiB});
@@ -40,20 +40,29 @@ uint64_t weights_and_overhead(const inputs &in) { return in.n_layer * MiB + in.o
 
 TEST(KvBytes, MhaLlama7bShape) {
     // 2 x 32 layers x 32 heads x 128 x 2 bytes = 512 KiB per token; 2048 tokens = exactly 1 GiB.
-    EXPECT_EQ(kv_bytes_per_token(32, 32, 128, 2), 512 * 1024u);
-    EXPECT_EQ(kv_bytes_per_token(32, 32, 128, 2) * 2048, GiB);
+    EXPECT_EQ(kv_bytes_per_token(32, 32, 128, STRATA_KV_F16), 512 * 1024u);
+    EXPECT_EQ(kv_bytes_per_token(32, 32, 128, STRATA_KV_F16) * 2048, GiB);
 }
 
 TEST(KvBytes, GqaUsesKvHeads) {
     // 2 x 32 x 8 x 128 x 2 = 128 KiB per token; 4096 tokens = exactly 512 MiB.
-    EXPECT_EQ(kv_bytes_per_token(32, 8, 128, 2), 128 * 1024u);
-    EXPECT_EQ(kv_bytes_per_token(32, 8, 128, 2) * 4096, 512 * MiB);
+    EXPECT_EQ(kv_bytes_per_token(32, 8, 128, STRATA_KV_F16), 128 * 1024u);
+    EXPECT_EQ(kv_bytes_per_token(32, 8, 128, STRATA_KV_F16) * 4096, 512 * MiB);
+}
+
+TEST(KvBytes, EachTypeCountsItsRowBytes) {
+    // 2 x 32 x 8 x 128 values: 4 bytes each for float32, 1 for FP8, 34 per 32 for q8_0 (17/64 of float32).
+    EXPECT_EQ(kv_bytes_per_token(32, 8, 128, STRATA_KV_F32), 256 * 1024u);
+    EXPECT_EQ(kv_bytes_per_token(32, 8, 128, STRATA_KV_BF16), 128 * 1024u);
+    EXPECT_EQ(kv_bytes_per_token(32, 8, 128, STRATA_KV_FP8_E4M3), 64 * 1024u);
+    EXPECT_EQ(kv_bytes_per_token(32, 8, 128, STRATA_KV_Q8_0), 2u * 32 * 8 * 4 * 34);
+    EXPECT_EQ(kv_bytes_per_token(32, 8, 128, STRATA_KV_Q8_0) * 64, kv_bytes_per_token(32, 8, 128, STRATA_KV_F32) * 17);
 }
 
 TEST(KvBytes, DefaultDtypeIsF32) {
     inputs in;
-    EXPECT_EQ(in.kv_dtype_bytes, 4u);
-    EXPECT_EQ(kv_bytes_per_token(1, 1, 1, in.kv_dtype_bytes), 8u);
+    EXPECT_EQ(in.kv_type, uint32_t{STRATA_KV_F32});
+    EXPECT_EQ(kv_bytes_per_token(1, 1, 1, in.kv_type), 8u);
 }
 
 TEST(KvCapacity, MhaExactFitAndOneByteShort) {

@@ -152,8 +152,17 @@ TEST(InvalidInputs, ModelAndTiers) {
 }
 
 TEST(InvalidInputs, KvBytesPerToken) {
-    EXPECT_THROW(kv_bytes_per_token(0, 8, 128, 2), strata::error);
-    EXPECT_THROW(kv_bytes_per_token(32, 8, 128, 0), strata::error);
+    EXPECT_THROW(kv_bytes_per_token(0, 8, 128, STRATA_KV_F16), strata::error);
+    EXPECT_THROW(kv_bytes_per_token(32, 8, 128, 7777), strata::error);
     constexpr int32_t big = std::numeric_limits<int32_t>::max();
-    EXPECT_THROW(kv_bytes_per_token(big, big, big, 4), strata::error);
+    EXPECT_THROW(kv_bytes_per_token(big, big, big, STRATA_KV_F32), strata::error);
+    EXPECT_THROW(kv_bytes_per_token(big, big, 64, STRATA_KV_Q8_0), strata::error);
+    // q8_0 keeps heads in groups of 32 values: a head of 8 cannot be cut into them.
+    try {
+        (void)kv_bytes_per_token(5, 8, 8, STRATA_KV_Q8_0);
+        ADD_FAILURE() << "a q8_0 cache of 8-value heads was sized";
+    } catch (const strata::error &e) {
+        EXPECT_NE(std::string(e.what()).find("groups of 32 values, but this model's heads have 8"), std::string::npos)
+            << e.what();
+    }
 }

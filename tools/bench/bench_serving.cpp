@@ -79,7 +79,7 @@ struct options {
                  "usage: bench-serving --model F.gguf [--threads N] [--concurrency 1,4,16,64] [--prompt-tokens 64]\n"
                  "                     [--decode-tokens 64] [--repeat 3] [--kv-cache-memory SIZE]\n"
                  "                     [--max-num-batched-tokens 2048] [--preemption auto|swap|recompute]\n"
-                 "                     [--kv-cache-dtype float32|float16|bfloat16|fp8|fp8_e5m2]\n"
+                 "                     [--kv-cache-dtype float32|float16|bfloat16|fp8|fp8_e5m2|q8_0]\n"
                  "       bench-serving --model F.gguf --prefix-ttft [--prefix-tokens 2000] [--suffix-tokens 16]\n"
                  "                     [--compare-tokens 8] [--repeat 3] [--max-model-len N] [--swap-space GIB]\n"
                  "                     [--store-dir DIR] [--warm-store]\n"
@@ -674,7 +674,8 @@ int main(int argc, char **argv) try {
             else if (t == "bfloat16" || t == "bf16") o.kv_type = STRATA_KV_BF16;
             else if (t == "fp8" || t == "fp8_e4m3") o.kv_type = STRATA_KV_FP8_E4M3;
             else if (t == "fp8_e5m2") o.kv_type = STRATA_KV_FP8_E5M2;
-            else usage("--kv-cache-dtype is float32, float16, bfloat16, fp8 (fp8_e4m3) or fp8_e5m2");
+            else if (t == "q8_0") o.kv_type = STRATA_KV_Q8_0;
+            else usage("--kv-cache-dtype is float32, float16, bfloat16, fp8 (fp8_e4m3), fp8_e5m2 or q8_0");
         }
         else if (a == "--warm-store") o.warm_store = true;
         else if (a == "--help" || a == "-h") usage("help");

@@ -6,7 +6,8 @@
 #   3. measure pinned and pageable host<->device bandwidth and device memory bandwidth (gpu-bandwidth),
 #   4. run a ~0.9B-parameter Llama-shaped forward pass through the plugin's ops (gpu-decode-bench: prefill, decode),
 #   5. make a model of that shape with make-model and measure CPU decode with bench (the baseline on this machine),
-#   6. compare greedy stories260K tokens on cpu and cuda (float32, float16, bfloat16, fp8_e4m3 and fp8_e5m2 KV), run the engine on the cuda device (runtime --device cuda),
+#   6. compare greedy stories260K tokens on cpu and cuda (float32, float16, bfloat16, fp8_e4m3 and fp8_e5m2 KV; q8_0 KV
+#      on the made model), run the engine on the cuda device (runtime --device cuda),
 #      then bench --device cuda with 0, 8 and 16 of the 16
 #      layers offloaded to pinned_ram and streamed H2D, against the pinned H2D bound, and with the offloaded 8 computed
 #      on the CPU instead (hybrid placement, --offload-compute cpu and auto), against the hybrid bound.
@@ -241,6 +242,25 @@ else
       row "greedy $kvt KV cpu=cuda" "DIFFERENT: cpu $(echo "$k_cpu" | cut -c1-60)… cuda $(echo "$k_gpu" | cut -c1-60)…"
     fi
   done
+fi
+# The q8_0 KV cache (ABI 1.23) keeps heads in groups of 32 values (stories260K's heads have 8): on the made model.
+if [ ! -f "${model:-}" ]; then
+  row "greedy q8_0 KV cpu=cuda" "not run: no model was made"
+elif [ "$(limit 90)" = 0 ]; then
+  row "greedy q8_0 KV cpu=cuda" "$out_of_time"
+else
+  cmd runtime
+  q_cpu=$(timeout "$(limit 45)" "${CMD[@]}" --model "$model" --device cpu --kv-cache-dtype q8_0 --max-model-len 512 \
+    --prompt 'Once upon a time' --temperature 0 --max-tokens 32 --output json 2>>"$gt" | grep -oE '"completion_tokens":\[[0-9,]*\]')
+  q_gpu=$(timeout "$(limit 45)" "${CMD[@]}" --model "$model" --device cuda --kv-cache-dtype q8_0 --max-model-len 512 \
+    --prompt 'Once upon a time' --temperature 0 --max-tokens 32 --output json 2>>"$gt" | grep -oE '"completion_tokens":\[[0-9,]*\]')
+  if [ -z "$q_gpu" ]; then
+    row "greedy q8_0 KV cpu=cuda" "FAILED: no tokens from --device cuda ($(grep -m1 -iE 'error' "$gt" | cut -c1-90))"
+  elif [ "$q_cpu" = "$q_gpu" ]; then
+    row "greedy q8_0 KV cpu=cuda" "identical (32 tokens of the made model)"
+  else
+    row "greedy q8_0 KV cpu=cuda" "DIFFERENT: cpu $(echo "$q_cpu" | cut -c1-60)… cuda $(echo "$q_gpu" | cut -c1-60)…"
+  fi
 fi
 eg="$OUT/engine_gpu.log"
 if [ "$quick" = 1 ] || [ ! -f "$model" ]; then

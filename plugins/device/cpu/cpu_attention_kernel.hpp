@@ -19,6 +19,10 @@ struct bf16_element { uint16_t bits; };
 struct e4m3_element { uint8_t bits; };
 struct e5m2_element { uint8_t bits; };
 
+// A q8_0 cache's rows are groups of 32 values (strata/kv_q8_0.hpp): one element of the row pointer is one group.
+template <class E> constexpr int64_t values_per_element = 1;
+template <> constexpr int64_t values_per_element<kv_q8_0::group> = kv_q8_0::group_values;
+
 inline float kv_dot(const kernels &k, const float *q, const float *row, int64_t n) noexcept { return k.dot(q, row, n); }
 inline float kv_dot(const kernels &k, const float *q, const f16_element *row, int64_t n) noexcept {
     return k.dot_f16(q, &row->bits, n);
@@ -32,6 +36,9 @@ inline float kv_dot(const kernels &k, const float *q, const e4m3_element *row, i
 inline float kv_dot(const kernels &k, const float *q, const e5m2_element *row, int64_t n) noexcept {
     return k.dot_e5m2(q, &row->bits, n);
 }
+inline float kv_dot(const kernels &k, const float *q, const kv_q8_0::group *row, int64_t n) noexcept {
+    return k.dot_q8_0(q, row, n);
+}
 inline void kv_axpy(const kernels &k, float a, const float *row, float *y, int64_t n) noexcept { k.axpy(a, row, y, n); }
 inline void kv_axpy(const kernels &k, float a, const f16_element *row, float *y, int64_t n) noexcept {
     k.axpy_f16(a, &row->bits, y, n);
@@ -44,6 +51,9 @@ inline void kv_axpy(const kernels &k, float a, const e4m3_element *row, float *y
 }
 inline void kv_axpy(const kernels &k, float a, const e5m2_element *row, float *y, int64_t n) noexcept {
     k.axpy_e5m2(a, &row->bits, y, n);
+}
+inline void kv_axpy(const kernels &k, float a, const kv_q8_0::group *row, float *y, int64_t n) noexcept {
+    k.axpy_q8_0(a, row, y, n);
 }
 
 // What ABI 1.14 adds to a score: soft-capping (softcap > 0) and a sliding window (rows before `first` are not
@@ -60,7 +70,8 @@ inline int64_t first_attended(int64_t pos, int32_t window) noexcept {
 
 // for_each_run(fn) must call fn(j0, count, keys, values, stride) for runs that cover rows [0, n_kv) in ascending
 // order: row j0 + i has its key at keys + i * stride and its value at values + i * stride (i < count); keys and
-// values point to float or one of the *_element types above. It is called
+// values point to float, one of the *_element types above or q8_0 groups (then stride and the rows' offsets count
+// groups). It is called
 // twice (scores, then the weighted sum). scores holds n_kv floats of scratch. q is fully read before out is
 // written, so out may alias q. Rows before terms.first are skipped, and with first 0 and no softcap the arithmetic is
 // what it was before ABI 1.14.

@@ -2,6 +2,8 @@
 // scalar or the AVX2+FMA set (chosen per device at create()).
 #pragma once
 
+#include <strata/kv_q8_0.hpp>
+
 #include <cstdint>
 
 namespace strata::cpu {
@@ -43,6 +45,10 @@ struct kernels {
     // y[i] += a * value(x[i])
     void (*axpy_e4m3)(float a, const uint8_t *x, float *y, int64_t n);
     void (*axpy_e5m2)(float a, const uint8_t *x, float *y, int64_t n);
+    // The q8_0 KV cache (ABI 1.23): b and x hold n / 32 groups (n a multiple of 32), read exactly; the same bits as
+    // dot and axpy over the values widened to float first (each d * q is exact in float32).
+    float (*dot_q8_0)(const float *a, const kv_q8_0::group *b, int64_t n);
+    void (*axpy_q8_0)(float a, const kv_q8_0::group *x, float *y, int64_t n);
 };
 
 // The value of each of the 256 codes of the two FP8 formats (strata/float8.hpp), built once.

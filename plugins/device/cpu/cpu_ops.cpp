@@ -78,16 +78,22 @@ int32_t check_tensor(const strata_tensor_view *w, const char *what, bool need_do
 }
 
 // ABI 1.17: a weight is computed when check_tensor takes it for matmul; attention and RoPE take any positive shape,
-// and (1.20) a KV cache of float32, float16, bfloat16, fp8_e4m3 or fp8_e5m2.
+// and (1.20) a KV cache of any type strata/kv_layout.hpp knows whose groups the heads hold whole (q8_0, 1.23: heads
+// of a multiple of 32 values).
 int32_t supports(strata_device *, const strata_support_query *q, char *why, uint32_t why_cap) {
     if (q == nullptr || q->struct_size < offsetof(strata_support_query, kv_type)) return 1; // nothing to refuse
     if (q->kind == STRATA_SUPPORT_ATTENTION) { // ABI 1.20: the KV cache's type
         const uint32_t type = strata::kv_layout::type_of(q);
-        if (strata::kv_layout::element_bytes(type) != 0) return 1;
-        if (why != nullptr && why_cap > 0)
-            std::snprintf(why, why_cap, "cpu: a KV cache of type %u; this device stores float32, float16, bfloat16, fp8_e4m3 "
-                          "and fp8_e5m2",
-                          type);
+        if (strata::kv_layout::holds_heads_of(type, q->head_dim)) return 1;
+        if (why != nullptr && why_cap > 0) {
+            if (strata::kv_layout::known(type))
+                std::snprintf(why, why_cap, "cpu: a %s KV cache keeps heads in groups of %lld values; heads of %d "
+                              "values are not whole groups", strata::kv_layout::type_name(type),
+                              static_cast<long long>(strata::kv_layout::group_values(type)), q->head_dim);
+            else
+                std::snprintf(why, why_cap, "cpu: a KV cache of type %u; this device stores %s", type,
+                              strata::kv_layout::type_list);
+        }
         return 0;
     }
     if (q->kind != STRATA_SUPPORT_WEIGHT) return 1;

@@ -4,10 +4,10 @@
 // (ABI 1.7) are ids and `copy`: every op is complete on return, so there is nothing to order.
 //
 // Block layout (plugin_abi.h, strata_paged_kv; strata/kv_layout.hpp): at block base + layer_offset_bytes, block_size K
-// rows of kv_dim elements of kv_type (float32, float16, bfloat16, fp8_e4m3 or fp8_e5m2), then block_size V rows.
-// Token slot p of a sequence is row p % block_size of its block p / block_size. kv_store rounds float rows to the
-// type (the kernel set's to_f16/to_bf16, strata/float8.hpp for FP8: the same bits on every set); attention reads
-// them exactly.
+// rows of kv_dim values of kv_type (float32, float16, bfloat16, fp8_e4m3, fp8_e5m2, or q8_0's groups of 32), then
+// block_size V rows. Token slot p of a sequence is row p % block_size of its block p / block_size. kv_store rounds
+// float rows to the type (the kernel set's to_f16/to_bf16, strata/float8.hpp for FP8, strata/kv_q8_0.hpp for q8_0:
+// the same bits on every set); attention reads them exactly.
 #include "cpu_attention_kernel.hpp"
 #include "cpu_device_state.hpp"
 #include "cpu_op_support.hpp"
@@ -16,6 +16,7 @@
 #include <strata/device_args.hpp>
 #include <strata/float8.hpp>
 #include <strata/kv_layout.hpp>
+#include <strata/kv_q8_0.hpp>
 #include <strata/plugin.hpp>
 
 #include <algorithm>
@@ -44,15 +45,16 @@ int32_t check_paged_kv(const strata_paged_kv *kv, const char *what, strata_statu
                     kv->block_size, kv->kv_dim, kv->n_seqs);
     if (kv->seq_block_start == nullptr) return fail(st, invalid, "cpu %s: kv.seq_block_start is NULL", what);
     const uint32_t type = kv_layout::type_of(kv);
-    const uint64_t element = kv_layout::element_bytes(type);
-    if (element == 0)
-        return fail(st, STRATA_ERR_UNSUPPORTED,
-                    "cpu %s: kv.kv_type = %u is not a KV type this device stores (float32 0, float16 1, bfloat16 30, "
-                    "fp8_e4m3 1040, fp8_e5m2 1041)",
-                    what, type);
-    if (kv->layer_offset_bytes % element != 0)
-        return fail(st, invalid, "cpu %s: kv.layer_offset_bytes = %llu is not a multiple of %llu (a %s element)", what,
-                    static_cast<unsigned long long>(kv->layer_offset_bytes), static_cast<unsigned long long>(element),
+    if (!kv_layout::known(type))
+        return fail(st, STRATA_ERR_UNSUPPORTED, "cpu %s: kv.kv_type = %u is not a KV type this device stores (%s)",
+                    what, type, kv_layout::type_list);
+    if (kv->kv_dim % kv_layout::group_values(type) != 0)
+        return fail(st, invalid, "cpu %s: kv.kv_dim = %d is not a multiple of %lld (a %s group)", what, kv->kv_dim,
+                    static_cast<long long>(kv_layout::group_values(type)), kv_layout::type_name(type));
+    const uint64_t align = kv_layout::alignment(type);
+    if (kv->layer_offset_bytes % align != 0)
+        return fail(st, invalid, "cpu %s: kv.layer_offset_bytes = %llu is not a multiple of %llu (a %s cache's alignment)",
+                    what, static_cast<unsigned long long>(kv->layer_offset_bytes), static_cast<unsigned long long>(align),
                     kv_layout::type_name(type));
     const int32_t *start = kv->seq_block_start;
     if (start[0] < 0) return fail(st, invalid, "cpu %s: kv.seq_block_start[0] = %d; must be >= 0", what, start[0]);
@@ -105,7 +107,7 @@ int32_t check_token_slots(const strata_paged_kv *kv, int32_t n_tokens, const int
         for (int32_t b = whole_prefix ? kv->seq_block_start[s] : last; b <= last; ++b) {
             const void *base = kv->block_base[b];
             if (base == nullptr) return fail(st, invalid, "cpu %s: kv.block_base[%d] is NULL", what, b);
-            if (reinterpret_cast<uintptr_t>(base) % kv_layout::element_bytes(kv_layout::type_of(kv)) != 0)
+            if (reinterpret_cast<uintptr_t>(base) % kv_layout::alignment(kv_layout::type_of(kv)) != 0)
                 return fail(st, invalid, "cpu %s: kv.block_base[%d] = %p is not aligned for its elements", what, b,
                             base);
         }
@@ -115,7 +117,8 @@ int32_t check_token_slots(const strata_paged_kv *kv, int32_t n_tokens, const int
     return STRATA_OK;
 }
 
-// This layer's rows of one block, as elements E: K rows first, V rows block_size * kv_dim elements on.
+// This layer's rows of one block, as elements E: K rows first, V rows block_size rows on (a row is
+// kv_dim / values_per_element<E> elements).
 template <class E> inline E *layer_rows(const strata_paged_kv *kv, int32_t block) {
     return reinterpret_cast<E *>(static_cast<char *>(kv->block_base[block]) + kv->layer_offset_bytes);
 }
@@ -128,6 +131,7 @@ template <class Fn> void with_element_type(const strata_paged_kv *kv, const Fn &
     case STRATA_KV_BF16: fn(static_cast<const bf16_element *>(nullptr)); break;
     case STRATA_KV_FP8_E4M3: fn(static_cast<const e4m3_element *>(nullptr)); break;
     case STRATA_KV_FP8_E5M2: fn(static_cast<const e5m2_element *>(nullptr)); break;
+    case STRATA_KV_Q8_0: fn(static_cast<const kv_q8_0::group *>(nullptr)); break;
     default: fn(static_cast<const float *>(nullptr)); break;
     }
 }
@@ -144,6 +148,10 @@ inline void store_row(const kernels &, const float *x, e4m3_element *out, int64_
 }
 inline void store_row(const kernels &, const float *x, e5m2_element *out, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i].bits = float8::fp32_to_e5m2(x[i]);
+}
+// q8_0 rows a group of 32 values at a time (n a multiple of 32, checked with the table).
+inline void store_row(const kernels &, const float *x, kv_q8_0::group *out, int64_t n) {
+    for (int64_t g = 0; g < n / kv_q8_0::group_values; ++g) kv_q8_0::quantize(x + g * kv_q8_0::group_values, out + g);
 }
 
 } // namespace
@@ -177,13 +185,14 @@ int32_t kv_store(strata_device *dev, const strata_kv_store_args *a, strata_statu
         const kernels &k = dev->kern;
         with_element_type(kv, [&](const auto *element) {
             using E = std::remove_const_t<std::remove_pointer_t<decltype(element)>>;
+            const int64_t row = kv_dim / values_per_element<E>;
             for (int32_t t = 0; t < a->n_tokens; ++t) {
                 const int32_t p = a->positions[t];
                 const int32_t block = kv->seq_block_start[a->token_seq[t]] + p / kv->block_size;
                 E *rows = layer_rows<E>(kv, block);
                 const int64_t slot = p % kv->block_size;
-                store_row(k, a->k + int64_t{t} * kv_dim, rows + slot * kv_dim, kv_dim);
-                store_row(k, a->v + int64_t{t} * kv_dim, rows + (block_size + slot) * kv_dim, kv_dim);
+                store_row(k, a->k + int64_t{t} * kv_dim, rows + slot * row, kv_dim);
+                store_row(k, a->v + int64_t{t} * kv_dim, rows + (block_size + slot) * row, kv_dim);
             }
         });
         ok(st);
@@ -211,6 +220,10 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
         if (int64_t{a->kv->kv_dim} != int64_t{a->n_kv_heads} * a->head_dim)
             return fail(st, invalid, "cpu paged_attention: kv.kv_dim = %d but n_kv_heads * head_dim = %lld",
                         a->kv->kv_dim, static_cast<long long>(int64_t{a->n_kv_heads} * a->head_dim));
+        if (!kv_layout::holds_heads_of(kv_layout::type_of(a->kv), a->head_dim))
+            return fail(st, STRATA_ERR_UNSUPPORTED, "cpu paged_attention: a %s cache holds heads of whole groups of %lld "
+                        "values; head_dim = %d is not one", kv_layout::type_name(kv_layout::type_of(a->kv)),
+                        static_cast<long long>(kv_layout::group_values(kv_layout::type_of(a->kv))), a->head_dim);
         int64_t n_positions = 0;
         if (int32_t rc =
                 check_token_slots(a->kv, a->n_tokens, a->token_seq, a->positions, true, "paged_attention", &n_positions,
@@ -236,6 +249,7 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
         // One item per (token, head), as in attention; the rows of a token's sequence come one block at a time.
         with_element_type(kv, [&](const auto *element) {
             using E = std::remove_const_t<std::remove_pointer_t<decltype(element)>>;
+            const int64_t row = kv_dim / values_per_element<E>;
             auto body = [&](int64_t i0, int64_t i1, int thread) noexcept {
                 float *scores = dev->scores_of(thread);
                 for (int64_t item = i0; item < i1; ++item) {
@@ -243,13 +257,13 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
                     const int32_t h = static_cast<int32_t>(item % n_heads);
                     const int32_t first_block = kv->seq_block_start[a->token_seq[t]];
                     const int64_t n_kv = int64_t{a->positions[t]} + 1;
-                    const int64_t head_offset = int64_t{h / group} * head_dim;
+                    const int64_t head_offset = int64_t{h / group} * head_dim / values_per_element<E>;
                     auto block_runs = [&](const auto &fn) {
                         int32_t block = first_block;
                         for (int64_t j0 = 0; j0 < n_kv; j0 += block_size, ++block) {
                             const E *rows = layer_rows<const E>(kv, block);
                             fn(j0, std::min(block_size, n_kv - j0), rows + head_offset,
-                               rows + block_size * kv_dim + head_offset, kv_dim);
+                               rows + block_size * row + head_offset, row);
                         }
                     };
                     score_terms item_terms = terms;

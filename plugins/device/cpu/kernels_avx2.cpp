@@ -272,6 +272,39 @@ void axpy_fp8(float a, const uint8_t *x, float *y, int64_t n) {
     for (; i < n; ++i) y[i] += a * Scalar(x[i]);
 }
 
+// 8 of a q8_0 group's values (q[i0 .. i0 + 8) times its scale), exactly: an int8 and a half's value are exact floats
+// and their product has at most 19 significant bits.
+__m256 load_q8(const int8_t *q, __m256 d) {
+    const __m256i wide = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(q)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(wide), d);
+}
+
+// dot's steps exactly (its 32-value iteration is one group), over the groups' values.
+float dot_q8_0(const float *a, const kv_q8_0::group *b, int64_t n) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
+           acc3 = _mm256_setzero_ps();
+    for (int64_t i = 0; i + 32 <= n; i += 32) {
+        const kv_q8_0::group &g = b[i / 32];
+        const __m256 d = _mm256_set1_ps(f16_scalar(g.d));
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_q8(g.q, d), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load_q8(g.q + 8, d), acc1);
+        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), load_q8(g.q + 16, d), acc2);
+        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), load_q8(g.q + 24, d), acc3);
+    }
+    return strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+}
+
+// axpy's steps exactly, over the groups' values.
+void axpy_q8_0(float a, const kv_q8_0::group *x, float *y, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    for (int64_t i = 0; i + 32 <= n; i += 32) {
+        const kv_q8_0::group &g = x[i / 32];
+        const __m256 d = _mm256_set1_ps(f16_scalar(g.d));
+        for (int j = 0; j < 32; j += 8)
+            _mm256_storeu_ps(y + i + j, _mm256_fmadd_ps(va, load_q8(g.q + j, d), _mm256_loadu_ps(y + i + j)));
+    }
+}
+
 void to_f16(const float *x, uint16_t *out, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -326,7 +359,9 @@ constexpr kernels avx2_set{"avx2+fma",
                            dot_fp8<load_e4m3, e4m3_scalar>,
                            dot_fp8<load_e5m2, e5m2_scalar>,
                            axpy_fp8<load_e4m3, e4m3_scalar>,
-                           axpy_fp8<load_e5m2, e5m2_scalar>};
+                           axpy_fp8<load_e5m2, e5m2_scalar>,
+                           dot_q8_0,
+                           axpy_q8_0};
 
 } // namespace
 

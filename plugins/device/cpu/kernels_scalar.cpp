@@ -108,10 +108,20 @@ template <const float *(*Values)()> void axpy_fp8(float a, const uint8_t *x, flo
     for (int64_t i = 0; i < n; ++i) y[i] += a * table[x[i]];
 }
 
+float dot_q8_0(const float *a, const kv_q8_0::group *b, int64_t n) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) sum += a[i] * kv_q8_0::value(b[i / 32], static_cast<int>(i % 32));
+    return sum;
+}
+
+void axpy_q8_0(float a, const kv_q8_0::group *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * kv_q8_0::value(x[i / 32], static_cast<int>(i % 32));
+}
+
 constexpr kernels scalar_set{"scalar", dot,      axpy,      scale,     sum_squares, scale_mul, swiglu,  add,
                              max,      exp_sub_sum, dot_f16, dot_bf16, axpy_f16,   axpy_bf16, to_f16,  to_bf16,
                              dot_fp8<e4m3_values>, dot_fp8<e5m2_values>, axpy_fp8<e4m3_values>,
-                             axpy_fp8<e5m2_values>};
+                             axpy_fp8<e5m2_values>, dot_q8_0, axpy_q8_0};
 
 const float *e4m3_values() { return fp8_tables().e4m3; }
 const float *e5m2_values() { return fp8_tables().e5m2; }

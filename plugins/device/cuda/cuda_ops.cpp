@@ -57,15 +57,17 @@ int32_t check_paged(const strata_paged_kv *kv, int32_t n_tokens, const int32_t *
                     kv_dim_wanted);
     if (kv->seq_block_start == nullptr || kv->block_base == nullptr)
         return fail(st, invalid, "cuda %s: kv.seq_block_start or kv.block_base is NULL", what);
-    const uint64_t element = kv_layout::element_bytes(kv_layout::type_of(kv));
-    if (element == 0)
-        return fail(st, STRATA_ERR_UNSUPPORTED,
-                    "cuda %s: kv.kv_type = %u is not a KV type this device stores (float32 0, float16 1, bfloat16 30, "
-                    "fp8_e4m3 1040, fp8_e5m2 1041)",
-                    what, kv_layout::type_of(kv));
-    if (kv->layer_offset_bytes % element != 0)
-        return fail(st, invalid, "cuda %s: kv.layer_offset_bytes = %llu is not a multiple of %llu (one element)", what,
-                    static_cast<unsigned long long>(kv->layer_offset_bytes), static_cast<unsigned long long>(element));
+    const uint32_t type = kv_layout::type_of(kv);
+    if (!kv_layout::known(type))
+        return fail(st, STRATA_ERR_UNSUPPORTED, "cuda %s: kv.kv_type = %u is not a KV type this device stores (%s)",
+                    what, type, kv_layout::type_list);
+    if (kv->kv_dim % kv_layout::group_values(type) != 0)
+        return fail(st, invalid, "cuda %s: kv.kv_dim = %d is not a multiple of %lld (a %s group)", what, kv->kv_dim,
+                    static_cast<long long>(kv_layout::group_values(type)), kv_layout::type_name(type));
+    if (kv->layer_offset_bytes % kv_layout::alignment(type) != 0)
+        return fail(st, invalid, "cuda %s: kv.layer_offset_bytes = %llu is not a multiple of %llu (a %s cache's "
+                    "alignment)", what, static_cast<unsigned long long>(kv->layer_offset_bytes),
+                    static_cast<unsigned long long>(kv_layout::alignment(type)), kv_layout::type_name(type));
     if (kv->seq_block_start[0] < 0)
         return fail(st, invalid, "cuda %s: kv.seq_block_start[0] = %d; must be >= 0", what, kv->seq_block_start[0]);
     for (int32_t s = 0; s < kv->n_seqs; ++s)
@@ -347,6 +349,10 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
                                      "paged_attention", st);
             rc != STRATA_OK)
             return rc;
+        if (!kv_layout::holds_heads_of(kv_layout::type_of(a->kv), a->head_dim))
+            return fail(st, STRATA_ERR_UNSUPPORTED, "cuda paged_attention: a %s cache holds heads of whole groups of "
+                        "%lld values; head_dim = %d is not one", kv_layout::type_name(kv_layout::type_of(a->kv)),
+                        static_cast<long long>(kv_layout::group_values(kv_layout::type_of(a->kv))), a->head_dim);
         op_scope scope(dev);
         if (scope.error() != cudaSuccess) return finish(scope.error(), "cuda paged_attention: cudaSetDevice", st);
         paged_layout layout{};
@@ -461,10 +467,14 @@ int32_t supports(strata_device *, const strata_support_query *q, char *why, uint
     }
     case STRATA_SUPPORT_ATTENTION:
         rc = check_heads(1, q->n_heads, q->n_kv_heads, q->head_dim, 1.0f, "attention", &st);
-        if (rc == STRATA_OK && kv_layout::element_bytes(kv_layout::type_of(q)) == 0)
+        if (rc == STRATA_OK && !kv_layout::known(kv_layout::type_of(q)))
+            rc = fail(&st, STRATA_ERR_UNSUPPORTED, "cuda: a KV cache of type %u; this device stores %s",
+                      kv_layout::type_of(q), kv_layout::type_list);
+        else if (rc == STRATA_OK && !kv_layout::holds_heads_of(kv_layout::type_of(q), q->head_dim))
             rc = fail(&st, STRATA_ERR_UNSUPPORTED,
-                      "cuda: a KV cache of type %u; this device stores float32, float16, bfloat16, fp8_e4m3 and fp8_e5m2",
-                      kv_layout::type_of(q));
+                      "cuda: a %s KV cache keeps heads in groups of %lld values; heads of %d values are not whole groups",
+                      kv_layout::type_name(kv_layout::type_of(q)),
+                      static_cast<long long>(kv_layout::group_values(kv_layout::type_of(q))), q->head_dim);
         break;
     case STRATA_SUPPORT_ROPE:
         if (q->rot_dims > max_rot_dims)

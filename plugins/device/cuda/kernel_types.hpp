@@ -65,7 +65,7 @@ struct paged_layout {
     int32_t block_size;
     int32_t kv_dim;
     uint64_t layer_offset_bytes;
-    uint32_t kv_type = 0; // strata_kv_type: float32 0, float16 1, bfloat16 30, fp8_e4m3 1040, fp8_e5m2 1041
+    uint32_t kv_type = 0; // strata_kv_type (strata/kv_layout.hpp's type_list)
 };
 
 } // namespace strata::cuda

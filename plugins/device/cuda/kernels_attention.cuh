@@ -1,5 +1,6 @@
 // Causal attention of one query token and one head per block, over a contiguous or a paged KV cache (float32, or
-// float16 / bfloat16 / fp8 e4m3 / e5m2 widened exactly on read: ABI 1.20), and the paged cache's K/V writes.
+// float16 / bfloat16 / fp8 e4m3 / e5m2 widened exactly on read: ABI 1.20; q8_0 groups, each value d * q exactly:
+// ABI 1.23), and the paged cache's K/V writes.
 //
 // A block's warps take keys round-robin (warp w: keys w, w + warps, ...). Each warp keeps an online softmax (running
 // max, running sum, running weighted sum of V rows, the head's dims spread over its lanes) so any context length
@@ -13,6 +14,7 @@
 
 #include <strata/float16.hpp>
 #include <strata/float8.hpp>
+#include <strata/kv_q8_0.hpp>
 
 namespace strata::cuda {
 namespace kernels {
@@ -55,17 +57,46 @@ __device__ __forceinline__ float kv_value(kv_e5m2 x) { return strata::float8::e5
 __device__ __forceinline__ void kv_put(kv_e4m3 *out, float x) { out->bits = strata::float8::fp32_to_e4m3(x); }
 __device__ __forceinline__ void kv_put(kv_e5m2 *out, float x) { out->bits = strata::float8::fp32_to_e5m2(x); }
 
+// Value i of a row: one element per value, or (q8_0) one group of 32 per element.
+template <class E> __device__ __forceinline__ float kv_value_at(const E *row, int64_t i) { return kv_value(row[i]); }
+__device__ __forceinline__ float kv_value_at(const strata::kv_q8_0::group *row, int64_t i) {
+    return strata::kv_q8_0::value(row[i / strata::kv_q8_0::group_values], static_cast<int>(i % strata::kv_q8_0::group_values));
+}
+template <class E> constexpr int64_t values_per_element = 1;
+template <> constexpr int64_t values_per_element<strata::kv_q8_0::group> = strata::kv_q8_0::group_values;
+
+// Writes one token's K and V rows of n values, thread `lane` of `lanes`: element by element, or (q8_0) a group of 32
+// values per thread.
+template <class E>
+__device__ __forceinline__ void kv_put_rows(E *k_row, E *v_row, const float *k, const float *v, int64_t n, int64_t lane,
+                                            int64_t lanes) {
+    for (int64_t i = lane; i < n; i += lanes) {
+        kv_put(k_row + i, k[i]);
+        kv_put(v_row + i, v[i]);
+    }
+}
+__device__ __forceinline__ void kv_put_rows(strata::kv_q8_0::group *k_row, strata::kv_q8_0::group *v_row,
+                                            const float *k, const float *v, int64_t n, int64_t lane, int64_t lanes) {
+    constexpr int64_t g = strata::kv_q8_0::group_values;
+    for (int64_t i = lane; i < n / g; i += lanes) {
+        strata::kv_q8_0::quantize(k + i * g, k_row + i);
+        strata::kv_q8_0::quantize(v + i * g, v_row + i);
+    }
+}
+
 // Slot j of sequence s: row j % block_size of block block_base[seq_block_start[s] + j / block_size]; in a block,
-// this layer's block_size K rows start at layer_offset_bytes, its V rows block_size * kv_dim elements of E later.
+// this layer's block_size K rows start at layer_offset_bytes, its V rows block_size rows later (a row: kv_dim values,
+// kv_dim / values_per_element<E> elements of E).
 template <class E> struct paged_rows {
     paged_layout kv;
+    __device__ int64_t row_elements() const { return int64_t{kv.kv_dim} / values_per_element<E>; }
     __device__ const E *row(int32_t seq, int64_t j) const {
         const int64_t block = int64_t{kv.seq_block_start[seq]} + j / kv.block_size;
         const auto *base = reinterpret_cast<const unsigned char *>(kv.block_base[block]) + kv.layer_offset_bytes;
-        return reinterpret_cast<const E *>(base) + (j % kv.block_size) * int64_t{kv.kv_dim};
+        return reinterpret_cast<const E *>(base) + (j % kv.block_size) * row_elements();
     }
     __device__ const E *key(int32_t seq, int64_t j) const { return row(seq, j); }
-    __device__ const E *value(int32_t seq, int64_t j) const { return row(seq, j) + int64_t{kv.block_size} * kv.kv_dim; }
+    __device__ const E *value(int32_t seq, int64_t j) const { return row(seq, j) + int64_t{kv.block_size} * row_elements(); }
 };
 
 template <class Rows>
@@ -98,13 +129,14 @@ __global__ void __launch_bounds__(attention_warps *warp_size)
     const int64_t first = shape.window > 0 && n_kv > shape.window ? n_kv - shape.window : 0;
     const float inv_softcap = shape.softcap > 0.0f ? 1.0f / shape.softcap : 0.0f;
 
+    const int64_t head = int64_t{kv_head} * head_dim; // the head's first value in a row
     for (int64_t j = first + warp; j < n_kv; j += attention_warps) {
-        const auto *key = rows.key(seq, j) + int64_t{kv_head} * head_dim;
+        const auto *key = rows.key(seq, j);
         float s = 0.0f;
 #pragma unroll
         for (int i = 0; i < dims_per_lane; ++i) {
             const int d = lane + warp_size * i;
-            if (d < head_dim) s = fmaf(q_reg[i], kv_value(key[d]), s);
+            if (d < head_dim) s = fmaf(q_reg[i], kv_value_at(key, head + d), s);
         }
 #pragma unroll
         for (int offset = warp_size / 2; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
@@ -114,11 +146,11 @@ __global__ void __launch_bounds__(attention_warps *warp_size)
         const float correction = expf(running_max - new_max); // 0 for the first key (running_max = -inf)
         const float p = expf(s - new_max);
         running_sum = fmaf(running_sum, correction, p);
-        const auto *value = rows.value(seq, j) + int64_t{kv_head} * head_dim;
+        const auto *value = rows.value(seq, j);
 #pragma unroll
         for (int i = 0; i < dims_per_lane; ++i) {
             const int d = lane + warp_size * i;
-            if (d < head_dim) acc[i] = fmaf(p, kv_value(value[d]), __fmul_rn(acc[i], correction));
+            if (d < head_dim) acc[i] = fmaf(p, kv_value_at(value, head + d), __fmul_rn(acc[i], correction));
         }
         running_max = new_max;
     }
@@ -157,12 +189,10 @@ __global__ void kv_store_kernel(const int32_t *__restrict__ token_seq, const int
     const int64_t pos = positions[t];
     const int64_t block = int64_t{kv.seq_block_start[token_seq[t]]} + pos / kv.block_size;
     auto *base = reinterpret_cast<E *>(reinterpret_cast<unsigned char *>(kv.block_base[block]) + kv.layer_offset_bytes);
-    E *k_row = base + (pos % kv.block_size) * int64_t{kv.kv_dim};
-    E *v_row = k_row + int64_t{kv.block_size} * kv.kv_dim;
-    for (int64_t i = threadIdx.x; i < kv.kv_dim; i += blockDim.x) {
-        kv_put(k_row + i, k[t * kv.kv_dim + i]);
-        kv_put(v_row + i, v[t * kv.kv_dim + i]);
-    }
+    const int64_t row = int64_t{kv.kv_dim} / values_per_element<E>;
+    E *k_row = base + (pos % kv.block_size) * row;
+    E *v_row = k_row + int64_t{kv.block_size} * row;
+    kv_put_rows(k_row, v_row, k + t * kv.kv_dim, v + t * kv.kv_dim, kv.kv_dim, threadIdx.x, blockDim.x);
 }
 
 template <class Rows>
@@ -193,6 +223,9 @@ cudaError_t launch_paged_attention(const attention_shape &shape, const int32_t *
         return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows<kernels::kv_e4m3>{kv}, out, stream);
     case 1041:
         return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows<kernels::kv_e5m2>{kv}, out, stream);
+    case 8:
+        return kernels::launch(shape, token_seq, positions, q, kernels::paged_rows<strata::kv_q8_0::group>{kv}, out,
+                               stream);
     default: return cudaErrorInvalidValue;
     }
 }
@@ -214,6 +247,9 @@ cudaError_t launch_kv_store(int32_t n_tokens, const int32_t *token_seq, const in
     case 1041:
         return launch_kernel(kernels::kv_store_kernel<kernels::kv_e5m2>, grid, block, stream, token_seq, positions, kv,
                              k, v);
+    case 8:
+        return launch_kernel(kernels::kv_store_kernel<strata::kv_q8_0::group>, grid, block, stream, token_seq,
+                             positions, kv, k, v);
     default: return cudaErrorInvalidValue;
     }
 }

@@ -823,9 +823,13 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
     if (kv->struct_size < offsetof(strata_paged_kv, kv_type)) // before 1.20: float32
         return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: paged_kv.struct_size = %u, expected >= %zu",
                     kv->struct_size, offsetof(strata_paged_kv, kv_type));
-    if (kv_layout::element_bytes(kv_layout::type_of(kv)) == 0)
+    if (!kv_layout::known(kv_layout::type_of(kv)))
         return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: paged_kv.kv_type = %u is not a KV type this model "
-                    "lays out (float32 0, float16 1, bfloat16 30, fp8_e4m3 1040, fp8_e5m2 1041)", kv_layout::type_of(kv));
+                    "lays out (%s)", kv_layout::type_of(kv), kv_layout::type_list);
+    if (!kv_layout::holds_heads_of(kv_layout::type_of(kv), hp.head_dim))
+        return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: a %s KV cache keeps heads in groups of %lld values; "
+                    "this model's heads have %d", kv_layout::type_name(kv_layout::type_of(kv)),
+                    static_cast<long long>(kv_layout::group_values(kv_layout::type_of(kv))), hp.head_dim);
     if (kv->block_size <= 0 || kv->kv_dim != dkv)
         return fail(st, STRATA_ERR_INVALID_ARGUMENT,
                     "decoder forward: paged_kv has block_size %d and kv_dim %d; this model needs block_size > 0 and "

@@ -3,7 +3,7 @@
 // code too.
 //
 // One block of block_size tokens holds every layer; layer l starts at layer_offset(l) and holds block_size K rows,
-// then block_size V rows, each row kv_dim elements of the cache's type (strata_kv_type).
+// then block_size V rows, each row kv_dim values of the cache's type (strata_kv_type) in row_bytes bytes.
 #pragma once
 
 #include <strata/plugin_abi.h>
@@ -13,16 +13,42 @@
 
 namespace strata::kv_layout {
 
-// Bytes of one element of a KV type; 0 for a type the cache cannot hold.
-constexpr uint64_t element_bytes(uint32_t type) {
+// A KV type stores its values in groups: one value per element for the float types, 32 values per 34-byte group
+// (a half scale and 32 bytes, strata/kv_q8_0.hpp) for q8_0. Rows hold whole groups, and so does each head of a row.
+// Values per group; 0 for a type the cache cannot hold.
+constexpr int64_t group_values(uint32_t type) {
+    switch (type) {
+    case STRATA_KV_F32:
+    case STRATA_KV_F16:
+    case STRATA_KV_BF16:
+    case STRATA_KV_FP8_E4M3:
+    case STRATA_KV_FP8_E5M2: return 1;
+    case STRATA_KV_Q8_0: return 32;
+    default: return 0;
+    }
+}
+
+// Bytes per group; 0 for a type the cache cannot hold.
+constexpr uint64_t group_bytes(uint32_t type) {
     switch (type) {
     case STRATA_KV_F32: return 4;
     case STRATA_KV_F16: return 2;
     case STRATA_KV_BF16: return 2;
     case STRATA_KV_FP8_E4M3: return 1;
     case STRATA_KV_FP8_E5M2: return 1;
+    case STRATA_KV_Q8_0: return 34;
     default: return 0;
     }
+}
+
+constexpr bool known(uint32_t type) { return group_values(type) > 0; }
+
+// The alignment a block base and a layer offset need: the widest field a device loads (q8_0: its half scale).
+constexpr uint64_t alignment(uint32_t type) { return type == STRATA_KV_Q8_0 ? 2 : group_bytes(type); }
+
+// Whether heads of head_dim values are whole groups (every type but q8_0: any head; q8_0: a multiple of 32).
+constexpr bool holds_heads_of(uint32_t type, int64_t head_dim) {
+    return known(type) && head_dim % group_values(type) == 0;
 }
 
 // The type's name as --kv-cache-dtype spells it; nullptr for an unknown type.
@@ -33,11 +59,18 @@ constexpr const char *type_name(uint32_t type) {
     case STRATA_KV_BF16: return "bfloat16";
     case STRATA_KV_FP8_E4M3: return "fp8_e4m3";
     case STRATA_KV_FP8_E5M2: return "fp8_e5m2";
+    case STRATA_KV_Q8_0: return "q8_0";
     default: return nullptr;
     }
 }
 
-constexpr uint64_t row_bytes(int64_t kv_dim, uint32_t type) { return static_cast<uint64_t>(kv_dim) * element_bytes(type); }
+// Every type with its number, for messages that refuse another.
+constexpr const char *type_list = "float32 0, float16 1, q8_0 8, bfloat16 30, fp8_e4m3 1040, fp8_e5m2 1041";
+
+// kv_dim values (a multiple of group_values(type)) as bytes.
+constexpr uint64_t row_bytes(int64_t kv_dim, uint32_t type) {
+    return known(type) ? static_cast<uint64_t>(kv_dim / group_values(type)) * group_bytes(type) : 0;
+}
 
 // One layer's K and V rows within a block.
 constexpr uint64_t layer_bytes(int64_t block_size, int64_t kv_dim, uint32_t type) {

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 22
+#define STRATA_ABI_MINOR 23
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -348,24 +348,26 @@ typedef struct strata_attention_args {
 /* The element type of the paged KV cache (since 1.20), numbered as GGUF/ggml tensor types where ggml has the type.
  * The FP8 types (since 1.21; OCP e4m3fn and e5m2, strata/float8.hpp: round to nearest even, saturating at the
  * largest finite value, vLLM's fp8 / fp8_e4m3 and fp8_e5m2 KV caches with scale 1), which ggml lacks, are numbered
- * from 1040. A
- * device asked about a type it does not know answers "unsupported" (STRATA_SUPPORT_ATTENTION). */
+ * from 1040. q8_0 (since 1.23) is ggml's block_q8_0, llama.cpp's -ctk/-ctv q8_0: groups of 32 values, a half scale
+ * and 32 bytes (strata/kv_q8_0.hpp); a head must be whole groups (head_dim a multiple of 32). A device asked about a
+ * type it does not know, or heads its type cannot split, answers "unsupported" (STRATA_SUPPORT_ATTENTION). */
 typedef enum strata_kv_type {
     STRATA_KV_F32 = 0,
     STRATA_KV_F16 = 1,
+    STRATA_KV_Q8_0 = 8, /* since 1.23 */
     STRATA_KV_BF16 = 30,
     STRATA_KV_FP8_E4M3 = 1040,
     STRATA_KV_FP8_E5M2 = 1041
 } strata_kv_type;
 
 /* since 1.5: the paged KV cache. The host keeps KV in blocks of `block_size` tokens. One block holds every layer:
- * for layer l, at byte offset l * 2 * block_size * kv_dim * E from the block's base (E: the bytes of one element of
- * kv_type, 4 for float32), block_size K rows of kv_dim elements (kv_dim = n_head_kv * head_dim), then block_size V
- * rows. strata/kv_layout.hpp computes these offsets; host, models and devices all use it. Blocks of one sequence need
+ * for layer l, at byte offset l * 2 * block_size * R from the block's base (R: the bytes of one row of kv_dim values
+ * of kv_type, kv_dim * 4 for float32, kv_dim / 32 * 34 for q8_0), block_size K rows of kv_dim values (kv_dim =
+ * n_head_kv * head_dim), then block_size V rows. strata/kv_layout.hpp computes these offsets; host, models and devices all use it. Blocks of one sequence need
  * not be adjacent or in the same pool: the host passes each block's base address. Token slot p of a sequence is row
  * p % block_size of its block p / block_size. Index arrays are host memory; the block bases are addresses the device
  * can read and write (host addresses for the CPU device). kv_store converts float K/V rows to kv_type (round to
- * nearest even; FP8 saturates); attention reads them back exactly. */
+ * nearest even; FP8 saturates; q8_0 as ggml's reference quantizer); attention reads them back exactly. */
 typedef struct strata_paged_kv {
     uint32_t struct_size;
     int32_t block_size;
@@ -373,7 +375,7 @@ typedef struct strata_paged_kv {
     int32_t n_seqs;
     const int32_t *seq_block_start; /* n_seqs + 1: blocks of sequence s are block_base[seq_block_start[s] .. [s + 1]) */
     void *const *block_base;        /* seq_block_start[n_seqs] block base addresses */
-    uint64_t layer_offset_bytes;    /* this layer's K rows within a block (V rows follow block_size * kv_dim elements on) */
+    uint64_t layer_offset_bytes;    /* this layer's K rows within a block (V rows follow block_size rows on) */
     /* since 1.20, read only when struct_size covers it: strata_kv_type (0, float32, before). A device that answered
      * STRATA_SUPPORT_ATTENTION for it at load runs it; others refuse a type they do not know. */
     uint32_t kv_type;
