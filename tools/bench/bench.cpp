@@ -6,6 +6,7 @@
 //         [--device cpu|cuda]   (cuda: weights uploaded, offloaded layers streamed H2D; the bound lines stay CPU's)
 //         [--offload-compute device|cpu|auto [--op-offload-min-batch N]]   (cuda: where offloaded layers compute;
 //                               default device = streamed. cpu = hybrid placement: the CPU computes them in the tier)
+//         [--kv-cache-dtype float32|float16|bfloat16|fp8|fp8_e5m2|q8_0]   (the KV bytes of the bound follow it)
 //
 // Hybrid (--offload-compute cpu, or auto choosing it): the layers run one after another, so the bound per token is
 // the all-resident compute time plus the CPU-computed layers' bytes at the measured memory bandwidth.
@@ -66,10 +67,11 @@ struct options {
     std::string device = "cpu"; // or "cuda": the engine uploads and streams to a device that cannot read host memory
     std::string offload_compute = "device";
     int op_offload_min_batch = 0; // 0 = the engine's measured choice
+    uint32_t kv_type = STRATA_KV_F32; // --kv-cache-dtype
 };
 
 [[noreturn]] void usage(const std::string &why) {
-    std::fprintf(stderr, "bench: %s\nusage: bench --model F.gguf [--threads N] [--prompt-tokens N] [--decode-tokens N] [--repeat N] [--device cpu|cuda]\n",
+    std::fprintf(stderr, "bench: %s\nusage: bench --model F.gguf [--threads N] [--prompt-tokens N] [--decode-tokens N] [--repeat N] [--device cpu|cuda] [--kv-cache-dtype T]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -217,7 +219,10 @@ int main(int argc, char **argv) try {
         else if (a == "--device") o.device = val();
         else if (a == "--offload-compute") o.offload_compute = val();
         else if (a == "--op-offload-min-batch") o.op_offload_min_batch = std::atoi(val().c_str());
-        else usage("unknown option " + a);
+        else if (a == "--kv-cache-dtype") {
+            if (!strata::bench::kv_type_named(val(), &o.kv_type))
+                usage(std::string("--kv-cache-dtype is ") + strata::bench::kv_type_words);
+        } else usage("unknown option " + a);
     }
     if (o.model.empty()) usage("--model is required");
     if (o.prompt_tokens < 1 || o.decode_tokens < 1 || o.repeat < 1) usage("token counts and --repeat must be positive");
@@ -244,14 +249,16 @@ int main(int argc, char **argv) try {
     eo.offload.measure_bandwidth = false;
     // Every repeat sends the same prompt: with the prefix cache on, repeats after the first would skip the prefill.
     eo.kv.enable_prefix_caching = false;
+    eo.kv.kv_type = o.kv_type;
     auto eng_ptr = std::make_unique<strata::engine::engine>(registry, &host, eo);
     strata::engine::engine &eng = *eng_ptr;
     const auto &hp = eng.hparams();
 
     // Bytes one decode step reads: every weight matrix once, except the embedding table (one row per token).
     const double weight_bytes = strata::bench::decode_weight_bytes(strata::gguf::file::open(o.model));
-    const double kv_bytes_per_token_avg = 2.0 * hp.n_layer * hp.n_head_kv * hp.head_dim * sizeof(float) *
-                                          (o.prompt_tokens + o.decode_tokens / 2.0);
+    const double kv_bytes_per_token_avg =
+        2.0 * hp.n_layer * double(strata::kv_layout::row_bytes(int64_t{hp.n_head_kv} * hp.head_dim, o.kv_type)) *
+        (o.prompt_tokens + o.decode_tokens / 2.0);
     const double decode_bytes = weight_bytes + kv_bytes_per_token_avg;
 
     std::vector<int32_t> prompt(static_cast<size_t>(o.prompt_tokens));

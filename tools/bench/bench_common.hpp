@@ -4,6 +4,7 @@
 
 #include "gguf/gguf_file.hpp"
 
+#include <strata/kv_layout.hpp>
 #include <strata/plugin_abi.h>
 
 #include <algorithm>
@@ -86,6 +87,20 @@ inline strata_request greedy_request(const std::vector<int32_t> &prompt, int max
     req.sampling.ignore_eos = 1;
     return req;
 }
+
+// --kv-cache-dtype's value as a strata_kv_type (the runtime's spellings that both bench tools take); false for
+// another word.
+inline bool kv_type_named(const std::string &t, uint32_t *type) {
+    if (t == "float32" || t == "f32" || t == "auto") *type = STRATA_KV_F32;
+    else if (t == "float16" || t == "f16") *type = STRATA_KV_F16;
+    else if (t == "bfloat16" || t == "bf16") *type = STRATA_KV_BF16;
+    else if (t == "fp8" || t == "fp8_e4m3") *type = STRATA_KV_FP8_E4M3;
+    else if (t == "fp8_e5m2") *type = STRATA_KV_FP8_E5M2;
+    else if (t == "q8_0") *type = STRATA_KV_Q8_0;
+    else return false;
+    return true;
+}
+inline constexpr const char *kv_type_words = "float32, float16, bfloat16, fp8 (fp8_e4m3), fp8_e5m2 or q8_0";
 
 struct table_view {
     std::map<std::string, int64_t> ints;

@@ -668,14 +668,8 @@ int main(int argc, char **argv) try {
         else if (a == "--swap-space") o.swap_space_gib = std::strtod(val().c_str(), nullptr);
         else if (a == "--store-dir") o.store_dir = val();
         else if (a == "--kv-cache-dtype") {
-            const std::string t = val();
-            if (t == "float32" || t == "f32" || t == "auto") o.kv_type = STRATA_KV_F32;
-            else if (t == "float16" || t == "f16") o.kv_type = STRATA_KV_F16;
-            else if (t == "bfloat16" || t == "bf16") o.kv_type = STRATA_KV_BF16;
-            else if (t == "fp8" || t == "fp8_e4m3") o.kv_type = STRATA_KV_FP8_E4M3;
-            else if (t == "fp8_e5m2") o.kv_type = STRATA_KV_FP8_E5M2;
-            else if (t == "q8_0") o.kv_type = STRATA_KV_Q8_0;
-            else usage("--kv-cache-dtype is float32, float16, bfloat16, fp8 (fp8_e4m3), fp8_e5m2 or q8_0");
+            if (!strata::bench::kv_type_named(val(), &o.kv_type))
+                usage(std::string("--kv-cache-dtype is ") + strata::bench::kv_type_words);
         }
         else if (a == "--warm-store") o.warm_store = true;
         else if (a == "--help" || a == "-h") usage("help");
