@@ -114,6 +114,24 @@ struct batch_case {
         q = random_floats(token_seq.size() * n_heads * head_dim, seed + 99, -2.0f, 2.0f);
     }
     int32_t n_tokens() const { return static_cast<int32_t>(token_seq.size()); }
+    // paged_attention's arguments for these queries over `kv`, into `out`.
+    strata_paged_attention_args paged_args(const strata_paged_kv &kv, float *out) const {
+        strata_paged_attention_args a{};
+        a.struct_size = sizeof a;
+        a.n_tokens = n_tokens();
+        a.n_heads = n_heads;
+        a.n_kv_heads = n_kv_heads;
+        a.head_dim = head_dim;
+        a.token_seq = token_seq.data();
+        a.positions = positions.data();
+        a.q = q.data();
+        a.scale = scale;
+        a.out = out;
+        a.kv = &kv;
+        a.softcap = softcap;
+        a.window = window;
+        return a;
+    }
 
     // Contiguous attention, one call per query token (each token's result depends only on its own rows).
     std::vector<float> reference(strata_device *dev) const {
@@ -211,20 +229,7 @@ TEST_P(CpuPagedKv, PagedAttentionEqualsContiguousBitForBit) {
         const std::vector<float> want = c.reference(dev());
         std::vector<float> got(c.q.size(), -7.0f);
         const strata_paged_kv kv = cache.layer(1);
-        strata_paged_attention_args a{};
-        a.struct_size = sizeof a;
-        a.n_tokens = c.n_tokens();
-        a.n_heads = n_heads;
-        a.n_kv_heads = n_kv_heads;
-        a.head_dim = head_dim;
-        a.token_seq = c.token_seq.data();
-        a.positions = c.positions.data();
-        a.q = c.q.data();
-        a.scale = c.scale;
-        a.out = got.data();
-        a.kv = &kv;
-        a.softcap = c.softcap;
-        a.window = c.window;
+        const strata_paged_attention_args a = c.paged_args(kv, got.data());
         strata_status st{};
         ASSERT_EQ(ops().paged_attention(dev(), &a, &st), STRATA_OK) << st.message;
         for (int32_t t = 0; t < c.n_tokens(); ++t) {
@@ -337,20 +342,7 @@ TEST_P(CpuPagedKvRounded, StoresRoundedRowsAndAttendsAsFloatOverThemBitForBit) {
         const std::vector<float> want = widened.reference(dev.get());
         std::vector<float> got(c.q.size(), -7.0f);
         const strata_paged_kv kv = cache.layer(1);
-        strata_paged_attention_args a{};
-        a.struct_size = sizeof a;
-        a.n_tokens = c.n_tokens();
-        a.n_heads = n_heads;
-        a.n_kv_heads = n_kv_heads;
-        a.head_dim = head_dim;
-        a.token_seq = c.token_seq.data();
-        a.positions = c.positions.data();
-        a.q = c.q.data();
-        a.scale = c.scale;
-        a.out = got.data();
-        a.kv = &kv;
-        a.softcap = c.softcap;
-        a.window = c.window;
+        const strata_paged_attention_args a = c.paged_args(kv, got.data());
         strata_status st{};
         ASSERT_EQ(ops().paged_attention(dev.get(), &a, &st), STRATA_OK) << st.message;
         EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
@@ -421,18 +413,9 @@ TEST(CpuPagedKvRounded, AnUnknownKvTypeIsRefusedAndTheDeviceSaysSoAtLoad) {
     paged_cache q8(16, c.lengths, 5, STRATA_KV_Q8_0);
     const strata_paged_kv q8_kv = q8.layer(0);
     std::vector<float> out(c.q.size());
-    strata_paged_attention_args pa{};
-    pa.struct_size = sizeof pa;
-    pa.n_tokens = c.n_tokens();
-    pa.n_heads = n_heads;
+    strata_paged_attention_args pa = c.paged_args(q8_kv, out.data());
     pa.n_kv_heads = 4;
     pa.head_dim = 16; // 4 x 16 = kv_dim, but a head is half a group
-    pa.token_seq = c.token_seq.data();
-    pa.positions = c.positions.data();
-    pa.q = c.q.data();
-    pa.scale = c.scale;
-    pa.out = out.data();
-    pa.kv = &q8_kv;
     EXPECT_EQ(ops().paged_attention(dev.get(), &pa, &st), STRATA_ERR_UNSUPPORTED);
     EXPECT_NE(std::string(st.message).find("head_dim = 16 is not one"), std::string::npos) << st.message;
 }
