@@ -20,8 +20,8 @@ struct e4m3_element { uint8_t bits; };
 struct e5m2_element { uint8_t bits; };
 
 // A q8_0 cache's rows are groups of 32 values (strata/kv_q8_0.hpp): one element of the row pointer is one group.
-template <class E> constexpr int64_t values_per_element = 1;
-template <> constexpr int64_t values_per_element<kv_q8_0::group> = kv_q8_0::group_values;
+template <class E> inline constexpr int64_t values_per_element = 1;
+template <> inline constexpr int64_t values_per_element<kv_q8_0::group> = kv_q8_0::group_values;
 
 inline float kv_dot(const kernels &k, const float *q, const float *row, int64_t n) noexcept { return k.dot(q, row, n); }
 inline float kv_dot(const kernels &k, const float *q, const f16_element *row, int64_t n) noexcept {
