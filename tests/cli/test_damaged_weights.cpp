@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -30,7 +31,7 @@ std::vector<char> read_bytes(const std::string &path) {
     return std::vector<char>(std::istreambuf_iterator<char>(in), {});
 }
 
-// A copy of `intact` whose tensor `name` has a NaN scale in the first block of row `row`.
+// A copy of `intact` whose tensor `name` has a NaN scale in the first block of row `row`, named for this process.
 std::string damaged_copy(const std::string &intact, const std::string &name, int64_t row) {
     const auto file = strata::gguf::file::open(intact);
     const strata::gguf::tensor_info *t = nullptr;
@@ -46,7 +47,10 @@ std::string damaged_copy(const std::string &intact, const std::string &name, int
     if (at == std::string::npos || hay.find(needle, at + 1) != std::string::npos) return {};
     const uint16_t nan_half = 0x7e00;
     std::memcpy(bytes.data() + at + row * row_bytes, &nan_half, 2); // Q4_K's d is the block's first two bytes
-    const std::string out = fs::path(intact).parent_path() / ("damaged-" + fs::path(intact).filename().string());
+    // One copy per process: CTest runs this file's cases at once, and a copy rewritten while another case's runtime
+    // reads it would be a truncated file, not a damaged one.
+    const std::string out = fs::path(intact).parent_path() / ("damaged-" + std::to_string(::getpid()) + "-" +
+                                                              fs::path(intact).filename().string());
     std::ofstream(out, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     return out;
 }
@@ -62,6 +66,7 @@ TEST(DamagedWeights, CheckTensorsRefusesTheFileNamingTensorRowAndBlock) {
     const std::string bad = damaged_copy(intact, "blk.0.attn_output.weight", 2);
     ASSERT_FALSE(bad.empty());
     const run_result r = run("--model " + bad + " --check-tensors --prompt hello --max-tokens 4");
+    fs::remove(bad);
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.all.find("'blk.0.attn_output.weight' (q4_k) row 2: the block at element 0 has a NaN or infinite"),
               std::string::npos)
@@ -74,6 +79,7 @@ TEST(DamagedWeights, WithoutTheCheckTheRequestFailsInsteadOfPrintingGarbage) {
     const std::string bad = damaged_copy(intact, "blk.0.attn_output.weight", 2);
     ASSERT_FALSE(bad.empty());
     const run_result r = run("--model " + bad + " --prompt hello --max-tokens 4 --temperature 0");
+    fs::remove(bad);
     EXPECT_NE(r.exit_code, 0) << r.all;
     EXPECT_NE(r.all.find("NaN logits"), std::string::npos) << r.all;
     EXPECT_NE(r.all.find("--check-tensors"), std::string::npos) << r.all;
