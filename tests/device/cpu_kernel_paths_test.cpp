@@ -1,5 +1,6 @@
 // The AVX2+FMA kernel set against the scalar one: same results within 1e-6 relative, on every op that uses them;
 // and an elementwise op gives an element the same bits wherever it sits in the array (batch invariance).
+#include "cpu_attention_kernel.hpp"
 #include "cpu_kernels.hpp"
 #include "cpu_test_support.hpp"
 
@@ -340,4 +341,72 @@ TEST(CpuKernelQ8_0, TheQuantizerIsGgmlsReferenceAndDefinesNonFiniteGroups) {
     for (int i = 0; i < 32; ++i) x[i] = (i % 2 ? 1.0f : -1.0f) * 1e-39f; // d = amax / 127 is a float32 subnormal
     strata::kv_q8_0::quantize(x, &g);
     for (int i = 0; i < 32; ++i) EXPECT_EQ(strata::kv_q8_0::value(g, i), 0.0f) << i;
+}
+
+// attend_heads over a chunk of query heads gives every head the bits it gets alone, whatever the chunk's size and
+// first head (chunks that start inside a KV head's group and cross into the next one included), for float and
+// float16 rows read in runs of 8 (a paged cache's blocks), with a soft-cap and a sliding window as well; and
+// heads_per_item keeps a group's heads together when an item holds more than one group.
+TEST(CpuAttentionChunks, EveryChunkOfHeadsGivesEachHeadTheBitsItGetsAlone) {
+    std::vector<const strata::cpu::kernels *> sets{&strata::cpu::scalar_kernels()};
+    if (strata::cpu::avx2_kernels() != nullptr && strata::plugin::cpu_has_avx2_fma_f16c())
+        sets.push_back(strata::cpu::avx2_kernels());
+    constexpr int32_t head_dim = 40, n_kv = 37, run = 8;
+    for (const strata::cpu::kernels *k : sets)
+        for (int32_t group : {1, 2, 3})
+            for (bool half : {false, true})
+                for (bool terms_on : {false, true}) {
+                    SCOPED_TRACE(std::string(k->name) + " group " + std::to_string(group) + (half ? " f16" : " f32") +
+                                 (terms_on ? " softcap+window" : ""));
+                    const int32_t n_kv_heads = 2, n_heads = n_kv_heads * group;
+                    const int64_t row = int64_t{n_kv_heads} * head_dim;
+                    const std::vector<float> q = cpu_test::random_floats(size_t(n_heads) * head_dim, 101, -1.0f, 1.0f);
+                    const std::vector<float> keys = cpu_test::random_floats(size_t(n_kv * row), 102, -1.0f, 1.0f);
+                    const std::vector<float> values = cpu_test::random_floats(size_t(n_kv * row), 103, -1.0f, 1.0f);
+                    std::vector<strata::cpu::f16_element> keys16(keys.size()), values16(values.size());
+                    for (size_t i = 0; i < keys.size(); ++i) {
+                        keys16[i].bits = strata::float16::fp32_to_fp16(keys[i]);
+                        values16[i].bits = strata::float16::fp32_to_fp16(values[i]);
+                    }
+                    strata::cpu::score_terms terms;
+                    if (terms_on) terms = {4.0f, 9};
+                    // Runs of `run` rows, starting at the chunk's first KV head.
+                    auto attend = [&](int32_t h0, int32_t count, float *out) {
+                        const strata::cpu::head_chunk chunk{count, group, h0 % group, head_dim};
+                        const int64_t offset = int64_t{h0 / group} * head_dim;
+                        std::vector<float> scores(size_t(count) * n_kv);
+                        auto runs = [&](const auto &fn) {
+                            for (int64_t j0 = 0; j0 < n_kv; j0 += run) {
+                                const int64_t n = std::min<int64_t>(run, n_kv - j0);
+                                if (half)
+                                    fn(j0, n, keys16.data() + j0 * row + offset, values16.data() + j0 * row + offset,
+                                       row);
+                                else
+                                    fn(j0, n, keys.data() + j0 * row + offset, values.data() + j0 * row + offset, row);
+                            }
+                        };
+                        strata::cpu::attend_heads(*k, q.data() + int64_t{h0} * head_dim, chunk, head_dim, 0.125f,
+                                                  n_kv, runs, scores.data(), out, terms);
+                    };
+                    std::vector<float> alone(size_t(n_heads) * head_dim);
+                    for (int32_t h = 0; h < n_heads; ++h) attend(h, 1, alone.data() + int64_t{h} * head_dim);
+                    for (float x : alone) ASSERT_TRUE(std::isfinite(x));
+                    for (int32_t h0 = 0; h0 < n_heads; ++h0)
+                        for (int32_t count = 1; h0 + count <= n_heads; ++count) {
+                            std::vector<float> out(size_t(count) * head_dim);
+                            attend(h0, count, out.data());
+                            EXPECT_EQ(std::memcmp(out.data(), alone.data() + int64_t{h0} * head_dim,
+                                                  out.size() * sizeof(float)),
+                                      0)
+                                << "heads " << h0 << ".." << h0 + count - 1;
+                        }
+                }
+    using strata::cpu::heads_per_item;
+    EXPECT_EQ(heads_per_item(12, 1, 1, 2), 12);  // one decode token, 2 threads: its heads together
+    EXPECT_EQ(heads_per_item(12, 1, 64, 2), 12); // a prefill: a token's heads together
+    EXPECT_EQ(heads_per_item(32, 4, 1, 4), 16);  // 2 items for 4 threads, whole groups
+    EXPECT_EQ(heads_per_item(32, 4, 1, 6), 12);  // 3 wanted: 11 heads rounded up to whole groups
+    EXPECT_EQ(heads_per_item(32, 8, 1, 32), 2);  // more items wanted than groups: parts of a group
+    EXPECT_EQ(heads_per_item(32, 1, 4, 16), 16); // 4 tokens, 8 items wanted: 2 per token
+    EXPECT_EQ(heads_per_item(256, 1, 1, 1), strata::cpu::max_chunk_heads);
 }

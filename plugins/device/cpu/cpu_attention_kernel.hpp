@@ -6,6 +6,7 @@
 
 #include "cpu_kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -19,9 +20,8 @@ struct bf16_element { uint16_t bits; };
 struct e4m3_element { uint8_t bits; };
 struct e5m2_element { uint8_t bits; };
 
-// A q8_0 cache's rows are groups of 32 values (strata/kv_q8_0.hpp): one element of the row pointer is one group.
-template <class E> inline constexpr int64_t values_per_element = 1;
-template <> inline constexpr int64_t values_per_element<kv_q8_0::group> = kv_q8_0::group_values;
+// A q8_0 cache's rows are groups of 32 values: one element of the row pointer is one group.
+using strata::kv_q8_0::values_per_element;
 
 inline float kv_dot(const kernels &k, const float *q, const float *row, int64_t n) noexcept { return k.dot(q, row, n); }
 inline float kv_dot(const kernels &k, const float *q, const f16_element *row, int64_t n) noexcept {
@@ -58,6 +58,9 @@ inline void kv_axpy(const kernels &k, float a, const kv_q8_0::group *row, float 
 
 // What ABI 1.14 adds to a score: soft-capping (softcap > 0) and a sliding window (rows before `first` are not
 // attended). The defaults change nothing.
+// The most query heads one attention item takes at once (heads_per_item).
+inline constexpr int32_t max_chunk_heads = 64;
+
 struct score_terms {
     float softcap = 0.0f;
     int64_t first = 0;
@@ -68,35 +71,76 @@ inline int64_t first_attended(int64_t pos, int32_t window) noexcept {
     return window > 0 && pos + 1 > window ? pos + 1 - window : 0;
 }
 
+// Where a chunk of consecutive query heads finds its rows: head c of the chunk (0-based) reads the KV head
+// (lead + c) / group of the chunk's first KV head, whose values start (lead + c) / group * head_elements elements
+// into the rows handed to the runs (head_elements: a head's elements of the row type).
+struct head_chunk {
+    int32_t n_heads = 1;
+    int32_t group = 1;
+    int32_t lead = 0; // the chunk's first query head's index within its KV head's group
+    int64_t head_elements = 0;
+    int64_t offset(int32_t c) const noexcept { return int64_t{(lead + c) / group} * head_elements; }
+};
+
 // for_each_run(fn) must call fn(j0, count, keys, values, stride) for runs that cover rows [0, n_kv) in ascending
-// order: row j0 + i has its key at keys + i * stride and its value at values + i * stride (i < count); keys and
-// values point to float, one of the *_element types above or q8_0 groups (then stride and the rows' offsets count
-// groups). It is called
-// twice (scores, then the weighted sum). scores holds n_kv floats of scratch. q is fully read before out is
+// order: row j0 + i has the chunk's first KV head's key at keys + i * stride and its value at values + i * stride
+// (i < count); keys and values point to float, one of the *_element types above or q8_0 groups (then stride and the
+// rows' offsets count groups). It is called twice (scores, then the weighted sums). q and out hold the chunk's heads,
+// head_dim floats each; scores holds chunk.n_heads * n_kv floats of scratch. Every q is fully read before any out is
 // written, so out may alias q. Rows before terms.first are skipped, and with first 0 and no softcap the arithmetic is
 // what it was before ABI 1.14.
+//
+// Each head's arithmetic and its order are those of one head alone (a dot per row, the max, the exponentials, an
+// axpy per row in row order), whatever the chunk: the chunk only changes the order in which memory is visited, each
+// row once per pass for all of the chunk's heads (the heads of a row lie side by side, and heads sharing a KV head
+// read it while it is in L1).
 template <class ForEachRun>
-inline void attend_head(const kernels &k, const float *q, int32_t head_dim, float scale, int64_t n_kv,
-                        const ForEachRun &for_each_run, float *scores, float *out,
-                        const score_terms &terms = {}) noexcept {
+inline void attend_heads(const kernels &k, const float *q, const head_chunk &chunk, int32_t head_dim, float scale,
+                         int64_t n_kv, const ForEachRun &for_each_run, float *scores, float *out,
+                         const score_terms &terms = {}) noexcept {
     const int64_t first = terms.first;
     const float cap = terms.softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
+    const int32_t n_heads = chunk.n_heads;
     for_each_run([&](int64_t j0, int64_t count, const auto *keys, const auto *, int64_t stride) {
-        for (int64_t i = 0; i < count; ++i) {
-            if (j0 + i < first) continue;
-            const float s = kv_dot(k, q, keys + i * stride, head_dim) * scale;
-            scores[j0 + i] = cap > 0.0f ? std::tanh(s * inv_cap) * cap : s;
+        for (int64_t i = std::max<int64_t>(0, first - j0); i < count; ++i) {
+            const auto *row = keys + i * stride;
+            for (int32_t c = 0; c < n_heads; ++c) {
+                const float s = kv_dot(k, q + int64_t{c} * head_dim, row + chunk.offset(c), head_dim) * scale;
+                scores[c * n_kv + j0 + i] = cap > 0.0f ? std::tanh(s * inv_cap) * cap : s;
+            }
         }
     });
-    float *window = scores + first;
     const int64_t n = n_kv - first;
-    const float m = k.max(window, n);
-    const float inv_sum = static_cast<float>(1.0 / k.exp_sub_sum(window, m, window, n));
-    std::memset(out, 0, sizeof(float) * static_cast<size_t>(head_dim));
+    float inv_sum[max_chunk_heads];
+    for (int32_t c = 0; c < n_heads; ++c) {
+        float *window = scores + c * n_kv + first;
+        const float m = k.max(window, n);
+        inv_sum[c] = static_cast<float>(1.0 / k.exp_sub_sum(window, m, window, n));
+    }
+    std::memset(out, 0, sizeof(float) * static_cast<size_t>(head_dim) * static_cast<size_t>(n_heads));
     for_each_run([&](int64_t j0, int64_t count, const auto *, const auto *values, int64_t stride) {
-        for (int64_t i = 0; i < count; ++i)
-            if (j0 + i >= first) kv_axpy(k, scores[j0 + i] * inv_sum, values + i * stride, out, head_dim);
+        for (int64_t i = std::max<int64_t>(0, first - j0); i < count; ++i) {
+            const auto *row = values + i * stride;
+            for (int32_t c = 0; c < n_heads; ++c)
+                kv_axpy(k, scores[c * n_kv + j0 + i] * inv_sum[c], row + chunk.offset(c), out + int64_t{c} * head_dim,
+                        head_dim);
+        }
     });
+}
+
+// How many query heads one attention item takes. A token's heads stay in one item, so each pass reads whole rows
+// front to back (measured on 2 threads at a 4,096-token f16 context: decode 1.4-1.7x, prefill 1.7-1.8x faster than
+// an item per head, though one decode token then keeps one thread busy; BENCHMARKS.md "Decode at a long context"),
+// unless there are fewer tokens than half the threads: then about n_threads / 2 items per token, whole KV groups each
+// where an item holds more than one. At most max_chunk_heads.
+inline int32_t heads_per_item(int32_t n_heads, int32_t group, int64_t n_tokens, int n_threads) noexcept {
+    const int64_t wanted_items = std::max(1, n_threads / 2);
+    const int64_t chunks_per_token = std::max<int64_t>(1, (wanted_items + n_tokens - 1) / n_tokens);
+    int64_t per = (n_heads + chunks_per_token - 1) / chunks_per_token;
+    // Heads sharing a KV head stay in one item where the items are that large.
+    if (per > group) per = std::min<int64_t>(n_heads, (per + group - 1) / group * group);
+    per = std::min<int64_t>(per, max_chunk_heads);
+    return static_cast<int32_t>(std::max<int64_t>(1, per));
 }
 
 } // namespace strata::cpu

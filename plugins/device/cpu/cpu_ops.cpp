@@ -463,32 +463,36 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
         int64_t n_positions = 0;
         for (int32_t t = 0; t < a->n_tokens; ++t) n_positions = std::max<int64_t>(n_positions, int64_t{a->positions[t]} + 1);
 
-        std::lock_guard lock(dev->op_mutex);
-        dev->reserve_scores(n_positions);
-
-        const kernels &k = dev->kern;
         const int32_t n_heads = a->n_heads, head_dim = a->head_dim;
         const int32_t group = a->n_heads / a->n_kv_heads;
+        const int32_t per_item = heads_per_item(n_heads, group, a->n_tokens, dev->pool.size());
+        const int32_t chunks = (n_heads + per_item - 1) / per_item;
+        std::lock_guard lock(dev->op_mutex);
+        dev->reserve_scores(n_positions * per_item);
+
+        const kernels &k = dev->kern;
         const int64_t stride = a->kv_row_stride;
         const float scale = a->scale;
-        // One item per (token, head); consecutive heads share a KV head, so neighbouring items reuse cached K/V.
+        // One item per (token, chunk of heads), as in paged_attention.
         auto body = [&](int64_t i0, int64_t i1, int thread) noexcept {
             float *scores = dev->scores_of(thread);
             for (int64_t item = i0; item < i1; ++item) {
-                const int64_t t = item / n_heads;
-                const int32_t h = static_cast<int32_t>(item % n_heads);
-                const float *keys = a->k_cache + int64_t{h / group} * head_dim;
-                const float *values = a->v_cache + int64_t{h / group} * head_dim;
+                const int64_t t = item / chunks;
+                const int32_t h0 = static_cast<int32_t>(item % chunks) * per_item;
+                const head_chunk chunk{std::min(per_item, n_heads - h0), group, h0 % group, head_dim};
+                const float *keys = a->k_cache + int64_t{h0 / group} * head_dim;
+                const float *values = a->v_cache + int64_t{h0 / group} * head_dim;
                 // The whole cache is one run of rows.
                 auto one_run = [&](const auto &fn) { fn(0, int64_t{a->positions[t]} + 1, keys, values, stride); };
                 score_terms item_terms = terms;
                 item_terms.first = first_attended(a->positions[t], window);
-                attend_head(k, a->q + item * head_dim, head_dim, scale, int64_t{a->positions[t]} + 1, one_run, scores,
-                            a->out + item * head_dim, item_terms);
+                const int64_t at = (t * n_heads + h0) * head_dim;
+                attend_heads(k, a->q + at, chunk, head_dim, scale, int64_t{a->positions[t]} + 1, one_run, scores,
+                             a->out + at, item_terms);
             }
         };
-        const int64_t n_items = int64_t{a->n_tokens} * n_heads;
-        const int64_t work_per_item = n_positions * head_dim * 2;
+        const int64_t n_items = int64_t{a->n_tokens} * chunks;
+        const int64_t work_per_item = n_positions * head_dim * 2 * per_item;
         const int64_t grain = std::max<int64_t>(1, parallel_min_work / std::max<int64_t>(1, work_per_item));
         dev->pool.parallel_for(n_items, grain, body);
         ok(st);

@@ -36,34 +36,10 @@ using strata::plugin::ok;
 // Checks the block table itself: sizes and the per-sequence block ranges, O(n_seqs). The block bases are checked
 // per token in check_token_slots, only those the op will touch.
 int32_t check_paged_kv(const strata_paged_kv *kv, const char *what, strata_status *st) {
-    if (kv == nullptr) return fail(st, invalid, "cpu %s: kv (the block table) is NULL", what);
-    if (kv->struct_size < offsetof(strata_paged_kv, kv_type)) // before 1.20: float32
-        return fail(st, invalid, "cpu %s: kv.struct_size = %u, expected >= %zu", what, kv->struct_size,
-                    offsetof(strata_paged_kv, kv_type));
-    if (kv->block_size <= 0 || kv->kv_dim <= 0 || kv->n_seqs <= 0)
-        return fail(st, invalid, "cpu %s: kv.block_size = %d, kv.kv_dim = %d, kv.n_seqs = %d; all must be > 0", what,
-                    kv->block_size, kv->kv_dim, kv->n_seqs);
-    if (kv->seq_block_start == nullptr) return fail(st, invalid, "cpu %s: kv.seq_block_start is NULL", what);
-    const uint32_t type = kv_layout::type_of(kv);
-    if (!kv_layout::known(type))
-        return fail(st, STRATA_ERR_UNSUPPORTED, "cpu %s: kv.kv_type = %u is not a KV type this device stores (%s)",
-                    what, type, kv_layout::type_list);
-    if (kv->kv_dim % kv_layout::group_values(type) != 0)
-        return fail(st, invalid, "cpu %s: kv.kv_dim = %d is not a multiple of %lld (a %s group)", what, kv->kv_dim,
-                    static_cast<long long>(kv_layout::group_values(type)), kv_layout::type_name(type));
-    const uint64_t align = kv_layout::alignment(type);
-    if (kv->layer_offset_bytes % align != 0)
-        return fail(st, invalid, "cpu %s: kv.layer_offset_bytes = %llu is not a multiple of %llu (a %s cache's alignment)",
-                    what, static_cast<unsigned long long>(kv->layer_offset_bytes), static_cast<unsigned long long>(align),
-                    kv_layout::type_name(type));
+    char why[256];
+    if (int32_t rc = kv_layout::check_table(kv, why, sizeof why); rc != STRATA_OK)
+        return fail(st, rc, "cpu %s: %s", what, why);
     const int32_t *start = kv->seq_block_start;
-    if (start[0] < 0) return fail(st, invalid, "cpu %s: kv.seq_block_start[0] = %d; must be >= 0", what, start[0]);
-    for (int32_t s = 0; s < kv->n_seqs; ++s)
-        if (start[s + 1] < start[s])
-            return fail(st, invalid,
-                        "cpu %s: kv.seq_block_start[%d] = %d is less than seq_block_start[%d] = %d; block ranges "
-                        "must ascend",
-                        what, s + 1, start[s + 1], s, start[s]);
     if (start[kv->n_seqs] > start[0] && kv->block_base == nullptr)
         return fail(st, invalid, "cpu %s: kv.block_base is NULL but the table names %d blocks", what,
                     start[kv->n_seqs] - start[0]);
@@ -237,27 +213,31 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
             return rc;
         if (int32_t rc = require_device_blocks(dev, a->kv, "paged_attention", st); rc != STRATA_OK) return rc;
 
+        const int32_t n_heads = a->n_heads, head_dim = a->head_dim;
+        const int32_t group = a->n_heads / a->n_kv_heads;
+        const int32_t per_item = heads_per_item(n_heads, group, a->n_tokens, dev->pool.size());
+        const int32_t chunks = (n_heads + per_item - 1) / per_item;
         std::lock_guard lock(dev->op_mutex);
-        dev->reserve_scores(n_positions);
+        dev->reserve_scores(n_positions * per_item);
 
         const kernels &k = dev->kern;
         const strata_paged_kv *kv = a->kv;
-        const int32_t n_heads = a->n_heads, head_dim = a->head_dim;
-        const int32_t group = a->n_heads / a->n_kv_heads;
         const int64_t kv_dim = kv->kv_dim, block_size = kv->block_size;
         const float scale = a->scale;
-        // One item per (token, head), as in attention; the rows of a token's sequence come one block at a time.
+        // One item per (token, chunk of heads); the rows of a token's sequence come one block at a time.
         with_element_type(kv, [&](const auto *element) {
             using E = std::remove_const_t<std::remove_pointer_t<decltype(element)>>;
             const int64_t row = kv_dim / values_per_element<E>;
+            const int64_t head_elements = head_dim / values_per_element<E>;
             auto body = [&](int64_t i0, int64_t i1, int thread) noexcept {
                 float *scores = dev->scores_of(thread);
                 for (int64_t item = i0; item < i1; ++item) {
-                    const int64_t t = item / n_heads;
-                    const int32_t h = static_cast<int32_t>(item % n_heads);
+                    const int64_t t = item / chunks;
+                    const int32_t h0 = static_cast<int32_t>(item % chunks) * per_item;
+                    const head_chunk chunk{std::min(per_item, n_heads - h0), group, h0 % group, head_elements};
                     const int32_t first_block = kv->seq_block_start[a->token_seq[t]];
                     const int64_t n_kv = int64_t{a->positions[t]} + 1;
-                    const int64_t head_offset = int64_t{h / group} * head_dim / values_per_element<E>;
+                    const int64_t head_offset = int64_t{h0 / group} * head_elements;
                     auto block_runs = [&](const auto &fn) {
                         int32_t block = first_block;
                         for (int64_t j0 = 0; j0 < n_kv; j0 += block_size, ++block) {
@@ -268,12 +248,13 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
                     };
                     score_terms item_terms = terms;
                     item_terms.first = first_attended(a->positions[t], window);
-                    attend_head(k, a->q + item * head_dim, head_dim, scale, n_kv, block_runs, scores,
-                                a->out + item * head_dim, item_terms);
+                    const int64_t at = (t * n_heads + h0) * head_dim;
+                    attend_heads(k, a->q + at, chunk, head_dim, scale, n_kv, block_runs, scores, a->out + at,
+                                 item_terms);
                 }
             };
-            const int64_t n_items = int64_t{a->n_tokens} * n_heads;
-            const int64_t work_per_item = n_positions * head_dim * 2;
+            const int64_t n_items = int64_t{a->n_tokens} * chunks;
+            const int64_t work_per_item = n_positions * head_dim * 2 * per_item;
             const int64_t grain = std::max<int64_t>(1, parallel_min_work / std::max<int64_t>(1, work_per_item));
             dev->pool.parallel_for(n_items, grain, body);
         });

@@ -45,35 +45,13 @@ int32_t check_heads(int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads, int32
 // token's slot inside its sequence's blocks, every block used non-NULL. All of it host memory.
 int32_t check_paged(const strata_paged_kv *kv, int32_t n_tokens, const int32_t *token_seq, const int32_t *positions,
                     int32_t kv_dim_wanted, const char *what, strata_status *st) {
-    if (kv == nullptr) return fail(st, invalid, "cuda %s: kv is NULL", what);
-    if (kv->struct_size < offsetof(strata_paged_kv, layer_offset_bytes) + sizeof(kv->layer_offset_bytes))
-        return fail(st, invalid, "cuda %s: kv.struct_size = %u, expected >= %zu", what, kv->struct_size,
-                    sizeof(strata_paged_kv));
-    if (kv->block_size <= 0 || kv->kv_dim <= 0 || kv->n_seqs <= 0)
-        return fail(st, invalid, "cuda %s: kv.block_size = %d, kv.kv_dim = %d, kv.n_seqs = %d; all must be > 0", what,
-                    kv->block_size, kv->kv_dim, kv->n_seqs);
+    char why[256];
+    if (int32_t rc = kv_layout::check_table(kv, why, sizeof why); rc != STRATA_OK)
+        return fail(st, rc, "cuda %s: %s", what, why);
     if (kv_dim_wanted > 0 && kv->kv_dim != kv_dim_wanted)
         return fail(st, invalid, "cuda %s: kv.kv_dim = %d but n_kv_heads * head_dim = %d", what, kv->kv_dim,
                     kv_dim_wanted);
-    if (kv->seq_block_start == nullptr || kv->block_base == nullptr)
-        return fail(st, invalid, "cuda %s: kv.seq_block_start or kv.block_base is NULL", what);
-    const uint32_t type = kv_layout::type_of(kv);
-    if (!kv_layout::known(type))
-        return fail(st, STRATA_ERR_UNSUPPORTED, "cuda %s: kv.kv_type = %u is not a KV type this device stores (%s)",
-                    what, type, kv_layout::type_list);
-    if (kv->kv_dim % kv_layout::group_values(type) != 0)
-        return fail(st, invalid, "cuda %s: kv.kv_dim = %d is not a multiple of %lld (a %s group)", what, kv->kv_dim,
-                    static_cast<long long>(kv_layout::group_values(type)), kv_layout::type_name(type));
-    if (kv->layer_offset_bytes % kv_layout::alignment(type) != 0)
-        return fail(st, invalid, "cuda %s: kv.layer_offset_bytes = %llu is not a multiple of %llu (a %s cache's "
-                    "alignment)", what, static_cast<unsigned long long>(kv->layer_offset_bytes),
-                    static_cast<unsigned long long>(kv_layout::alignment(type)), kv_layout::type_name(type));
-    if (kv->seq_block_start[0] < 0)
-        return fail(st, invalid, "cuda %s: kv.seq_block_start[0] = %d; must be >= 0", what, kv->seq_block_start[0]);
-    for (int32_t s = 0; s < kv->n_seqs; ++s)
-        if (kv->seq_block_start[s + 1] < kv->seq_block_start[s])
-            return fail(st, invalid, "cuda %s: kv.seq_block_start decreases at sequence %d (%d -> %d)", what, s,
-                        kv->seq_block_start[s], kv->seq_block_start[s + 1]);
+    if (kv->block_base == nullptr) return fail(st, invalid, "cuda %s: kv.block_base is NULL", what);
     if (token_seq == nullptr) return fail(st, invalid, "cuda %s: token_seq is NULL", what);
     if (int32_t rc = check_positions(positions, n_tokens, what, st); rc != STRATA_OK) return rc;
     for (int32_t t = 0; t < n_tokens; ++t) {

@@ -62,8 +62,7 @@ template <class E> __device__ __forceinline__ float kv_value_at(const E *row, in
 __device__ __forceinline__ float kv_value_at(const strata::kv_q8_0::group *row, int64_t i) {
     return strata::kv_q8_0::value(row[i / strata::kv_q8_0::group_values], static_cast<int>(i % strata::kv_q8_0::group_values));
 }
-template <class E> inline constexpr int64_t values_per_element = 1;
-template <> inline constexpr int64_t values_per_element<strata::kv_q8_0::group> = strata::kv_q8_0::group_values;
+using strata::kv_q8_0::values_per_element;
 
 // Writes one token's K and V rows of n values, thread `lane` of `lanes`: element by element, or (q8_0) a group of 32
 // values per thread.

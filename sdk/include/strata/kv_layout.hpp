@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 namespace strata::kv_layout {
 
@@ -101,6 +102,62 @@ inline uint32_t type_of(const strata_paged_kv *kv) {
 inline uint32_t type_of(const strata_support_query *q) {
     return q != nullptr && q->struct_size >= offsetof(strata_support_query, kv_type) + sizeof(q->kv_type) ? q->kv_type
                                                                                                           : uint32_t{STRATA_KV_F32};
+}
+
+// What every device checks of a block table before it uses one, said once: struct_size covers the fields before
+// kv_type (a table before ABI 1.20 is float32), sizes positive, seq_block_start present and ascending from >= 0, the
+// type one this header knows, whole groups per row, the layer offset aligned for the type. Returns STRATA_OK, or
+// STRATA_ERR_UNSUPPORTED for an unknown type and STRATA_ERR_INVALID_ARGUMENT for the rest, with `why` (why_size
+// bytes) saying what, naming the fields. The blocks themselves (block_base) are the device's to check for the tokens
+// it touches.
+inline int32_t check_table(const strata_paged_kv *kv, char *why, size_t why_size) {
+    if (kv == nullptr) {
+        std::snprintf(why, why_size, "kv (the block table) is NULL");
+        return STRATA_ERR_INVALID_ARGUMENT;
+    }
+    if (kv->struct_size < offsetof(strata_paged_kv, kv_type)) {
+        std::snprintf(why, why_size, "kv.struct_size = %u, expected >= %zu", kv->struct_size,
+                      offsetof(strata_paged_kv, kv_type));
+        return STRATA_ERR_INVALID_ARGUMENT;
+    }
+    if (kv->block_size <= 0 || kv->kv_dim <= 0 || kv->n_seqs <= 0) {
+        std::snprintf(why, why_size, "kv.block_size = %d, kv.kv_dim = %d, kv.n_seqs = %d; all must be > 0",
+                      kv->block_size, kv->kv_dim, kv->n_seqs);
+        return STRATA_ERR_INVALID_ARGUMENT;
+    }
+    if (kv->seq_block_start == nullptr) {
+        std::snprintf(why, why_size, "kv.seq_block_start is NULL");
+        return STRATA_ERR_INVALID_ARGUMENT;
+    }
+    const uint32_t type = type_of(kv);
+    if (!known(type)) {
+        std::snprintf(why, why_size, "kv.kv_type = %u is not a KV type this device stores (%s)", type, type_list);
+        return STRATA_ERR_UNSUPPORTED;
+    }
+    if (kv->kv_dim % group_values(type) != 0) {
+        std::snprintf(why, why_size, "kv.kv_dim = %d is not a multiple of %lld (a %s group)", kv->kv_dim,
+                      static_cast<long long>(group_values(type)), type_name(type));
+        return STRATA_ERR_INVALID_ARGUMENT;
+    }
+    if (kv->layer_offset_bytes % alignment(type) != 0) {
+        std::snprintf(why, why_size, "kv.layer_offset_bytes = %llu is not a multiple of %llu (a %s cache's alignment)",
+                      static_cast<unsigned long long>(kv->layer_offset_bytes),
+                      static_cast<unsigned long long>(alignment(type)), type_name(type));
+        return STRATA_ERR_INVALID_ARGUMENT;
+    }
+    const int32_t *start = kv->seq_block_start;
+    if (start[0] < 0) {
+        std::snprintf(why, why_size, "kv.seq_block_start[0] = %d; must be >= 0", start[0]);
+        return STRATA_ERR_INVALID_ARGUMENT;
+    }
+    for (int32_t s = 0; s < kv->n_seqs; ++s)
+        if (start[s + 1] < start[s]) {
+            std::snprintf(why, why_size,
+                          "kv.seq_block_start[%d] = %d is less than seq_block_start[%d] = %d; block ranges must ascend",
+                          s + 1, start[s + 1], s, start[s]);
+            return STRATA_ERR_INVALID_ARGUMENT;
+        }
+    return STRATA_OK;
 }
 
 } // namespace strata::kv_layout

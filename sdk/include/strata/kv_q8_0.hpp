@@ -21,6 +21,10 @@ struct group {
 };
 static_assert(sizeof(group) == 34, "a q8_0 group is ggml's block_q8_0: 2 + 32 bytes");
 
+// Values per element of a KV row pointer: 1 for a device's one-value element types, group_values for a group.
+template <class E> inline constexpr int64_t values_per_element = 1;
+template <> inline constexpr int64_t values_per_element<group> = group_values;
+
 // Value i of a group, exactly.
 STRATA_FLOAT16_FN float value(const group &g, int i) {
     return float16::fp16_to_fp32(g.d) * static_cast<float>(g.q[i]);
