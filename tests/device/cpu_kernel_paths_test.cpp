@@ -409,4 +409,25 @@ TEST(CpuAttentionChunks, EveryChunkOfHeadsGivesEachHeadTheBitsItGetsAlone) {
     EXPECT_EQ(heads_per_item(32, 8, 1, 32), 2);  // more items wanted than groups: parts of a group
     EXPECT_EQ(heads_per_item(32, 1, 4, 16), 16); // 4 tokens, 8 items wanted: 2 per token
     EXPECT_EQ(heads_per_item(256, 1, 1, 1), strata::cpu::max_chunk_heads);
+    // attention_items covers every (token, head) once, each item's heads within one token, q/out at the head.
+    for (int32_t n_tokens : {1, 3, 64})
+        for (auto [n_heads, n_kv_heads] : {std::pair{12, 12}, std::pair{32, 8}, std::pair{6, 2}, std::pair{200, 100}})
+            for (int threads : {1, 2, 5, 16}) {
+                SCOPED_TRACE(std::to_string(n_tokens) + " tokens, " + std::to_string(n_heads) + "/" +
+                             std::to_string(n_kv_heads) + " heads, " + std::to_string(threads) + " threads");
+                const strata::cpu::attention_items items(n_tokens, n_heads, n_kv_heads, 16, 100, threads, 1 << 15);
+                std::vector<int> seen(size_t(n_tokens) * n_heads, 0);
+                ASSERT_GE(items.grain, 1);
+                for (int64_t i = 0; i < items.n_items; ++i) {
+                    const strata::cpu::head_chunk c = items.chunk(i, 16);
+                    const int32_t h0 = items.first_head(i);
+                    ASSERT_GE(c.n_heads, 1);
+                    ASSERT_LE(c.n_heads, strata::cpu::max_chunk_heads);
+                    EXPECT_EQ(items.at(i), (items.token(i) * n_heads + h0) * 16);
+                    EXPECT_EQ(items.kv_offset(i, 16) + c.offset(c.n_heads - 1),
+                              int64_t{(h0 + c.n_heads - 1) / (n_heads / n_kv_heads)} * 16);
+                    for (int32_t h = h0; h < h0 + c.n_heads; ++h) ++seen[size_t(items.token(i) * n_heads + h)];
+                }
+                for (int x : seen) ASSERT_EQ(x, 1);
+            }
 }

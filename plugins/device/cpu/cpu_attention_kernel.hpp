@@ -56,11 +56,11 @@ inline void kv_axpy(const kernels &k, float a, const kv_q8_0::group *row, float 
     k.axpy_q8_0(a, row, y, n);
 }
 
-// What ABI 1.14 adds to a score: soft-capping (softcap > 0) and a sliding window (rows before `first` are not
-// attended). The defaults change nothing.
-// The most query heads one attention item takes at once (heads_per_item).
+// The most query heads one attention item takes at once (heads_per_item): it bounds each thread's score scratch.
 inline constexpr int32_t max_chunk_heads = 64;
 
+// What ABI 1.14 adds to a score: soft-capping (softcap > 0) and a sliding window (rows before `first` are not
+// attended). The defaults change nothing.
 struct score_terms {
     float softcap = 0.0f;
     int64_t first = 0;
@@ -86,7 +86,8 @@ struct head_chunk {
 // order: row j0 + i has the chunk's first KV head's key at keys + i * stride and its value at values + i * stride
 // (i < count); keys and values point to float, one of the *_element types above or q8_0 groups (then stride and the
 // rows' offsets count groups). It is called twice (scores, then the weighted sums). q and out hold the chunk's heads,
-// head_dim floats each; scores holds chunk.n_heads * n_kv floats of scratch. Every q is fully read before any out is
+// head_dim floats each (chunk.n_heads <= max_chunk_heads, as heads_per_item gives); scores holds
+// chunk.n_heads * n_kv floats of scratch. Every q is fully read before any out is
 // written, so out may alias q. Rows before terms.first are skipped, and with first 0 and no softcap the arithmetic is
 // what it was before ABI 1.14.
 //
@@ -130,9 +131,10 @@ inline void attend_heads(const kernels &k, const float *q, const head_chunk &chu
 
 // How many query heads one attention item takes. A token's heads stay in one item, so each pass reads whole rows
 // front to back (measured on 2 threads at a 4,096-token f16 context: decode 1.4-1.7x, prefill 1.7-1.8x faster than
-// an item per head, though one decode token then keeps one thread busy; BENCHMARKS.md "Decode at a long context"),
-// unless there are fewer tokens than half the threads: then about n_threads / 2 items per token, whole KV groups each
-// where an item holds more than one. At most max_chunk_heads.
+// an item per head, though one decode token then keeps one thread busy; BENCHMARKS.md "A token's heads in one
+// attention item"), unless there are fewer tokens than half the threads: then about n_threads / 2 items per token,
+// whole KV groups each where an item holds more than one (a rule not yet measured on more than 2 threads). At most
+// max_chunk_heads.
 inline int32_t heads_per_item(int32_t n_heads, int32_t group, int64_t n_tokens, int n_threads) noexcept {
     const int64_t wanted_items = std::max(1, n_threads / 2);
     const int64_t chunks_per_token = std::max<int64_t>(1, (wanted_items + n_tokens - 1) / n_tokens);
@@ -142,5 +144,35 @@ inline int32_t heads_per_item(int32_t n_heads, int32_t group, int64_t n_tokens, 
     per = std::min<int64_t>(per, max_chunk_heads);
     return static_cast<int32_t>(std::max<int64_t>(1, per));
 }
+
+// How an attention op over n_tokens query tokens of n_heads heads is cut into items, said once for the contiguous
+// and the paged op: item i is token i / chunks, heads [h0, h0 + chunk.n_heads) from i % chunks; q and out of the item
+// start at `at` floats. grain hands each thread enough work per claim.
+struct attention_items {
+    int32_t n_heads, head_dim, group, per_item, chunks;
+    int64_t n_items, grain;
+
+    attention_items(int32_t n_tokens, int32_t n_heads_, int32_t n_kv_heads, int32_t head_dim_, int64_t n_positions,
+                    int n_threads, int64_t min_work) noexcept
+        : n_heads(n_heads_), head_dim(head_dim_), group(n_heads_ / n_kv_heads),
+          per_item(heads_per_item(n_heads_, group, n_tokens, n_threads)), chunks((n_heads_ + per_item - 1) / per_item),
+          n_items(int64_t{n_tokens} * chunks),
+          grain(std::max<int64_t>(1, min_work / std::max<int64_t>(1, n_positions * head_dim_ * 2 * per_item))) {}
+
+    // Score scratch per thread for contexts of up to n_positions rows.
+    int64_t scores_per_thread(int64_t n_positions) const noexcept { return n_positions * per_item; }
+    int64_t token(int64_t item) const noexcept { return item / chunks; }
+    int32_t first_head(int64_t item) const noexcept { return static_cast<int32_t>(item % chunks) * per_item; }
+    // The item's heads, head_elements elements of the row type each.
+    head_chunk chunk(int64_t item, int64_t head_elements) const noexcept {
+        const int32_t h0 = first_head(item);
+        return {std::min(per_item, n_heads - h0), group, h0 % group, head_elements};
+    }
+    // Elements from a row's start to the item's first KV head.
+    int64_t kv_offset(int64_t item, int64_t head_elements) const noexcept {
+        return int64_t{first_head(item) / group} * head_elements;
+    }
+    int64_t at(int64_t item) const noexcept { return (token(item) * n_heads + first_head(item)) * head_dim; }
+};
 
 } // namespace strata::cpu

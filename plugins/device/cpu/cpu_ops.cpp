@@ -463,38 +463,28 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
         int64_t n_positions = 0;
         for (int32_t t = 0; t < a->n_tokens; ++t) n_positions = std::max<int64_t>(n_positions, int64_t{a->positions[t]} + 1);
 
-        const int32_t n_heads = a->n_heads, head_dim = a->head_dim;
-        const int32_t group = a->n_heads / a->n_kv_heads;
-        const int32_t per_item = heads_per_item(n_heads, group, a->n_tokens, dev->pool.size());
-        const int32_t chunks = (n_heads + per_item - 1) / per_item;
+        const attention_items items(a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, n_positions,
+                                    dev->pool.size(), parallel_min_work);
         std::lock_guard lock(dev->op_mutex);
-        dev->reserve_scores(n_positions * per_item);
+        dev->reserve_scores(items.scores_per_thread(n_positions));
 
         const kernels &k = dev->kern;
         const int64_t stride = a->kv_row_stride;
-        const float scale = a->scale;
-        // One item per (token, chunk of heads), as in paged_attention.
+        // One item per (token, chunk of heads), as in paged_attention; the whole cache is one run of rows.
         auto body = [&](int64_t i0, int64_t i1, int thread) noexcept {
             float *scores = dev->scores_of(thread);
             for (int64_t item = i0; item < i1; ++item) {
-                const int64_t t = item / chunks;
-                const int32_t h0 = static_cast<int32_t>(item % chunks) * per_item;
-                const head_chunk chunk{std::min(per_item, n_heads - h0), group, h0 % group, head_dim};
-                const float *keys = a->k_cache + int64_t{h0 / group} * head_dim;
-                const float *values = a->v_cache + int64_t{h0 / group} * head_dim;
-                // The whole cache is one run of rows.
+                const int64_t t = items.token(item);
+                const float *keys = a->k_cache + items.kv_offset(item, a->head_dim);
+                const float *values = a->v_cache + items.kv_offset(item, a->head_dim);
                 auto one_run = [&](const auto &fn) { fn(0, int64_t{a->positions[t]} + 1, keys, values, stride); };
                 score_terms item_terms = terms;
                 item_terms.first = first_attended(a->positions[t], window);
-                const int64_t at = (t * n_heads + h0) * head_dim;
-                attend_heads(k, a->q + at, chunk, head_dim, scale, int64_t{a->positions[t]} + 1, one_run, scores,
-                             a->out + at, item_terms);
+                attend_heads(k, a->q + items.at(item), items.chunk(item, a->head_dim), a->head_dim, a->scale,
+                             int64_t{a->positions[t]} + 1, one_run, scores, a->out + items.at(item), item_terms);
             }
         };
-        const int64_t n_items = int64_t{a->n_tokens} * chunks;
-        const int64_t work_per_item = n_positions * head_dim * 2 * per_item;
-        const int64_t grain = std::max<int64_t>(1, parallel_min_work / std::max<int64_t>(1, work_per_item));
-        dev->pool.parallel_for(n_items, grain, body);
+        dev->pool.parallel_for(items.n_items, items.grain, body);
         ok(st);
         return STRATA_OK;
     });

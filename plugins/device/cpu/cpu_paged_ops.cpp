@@ -213,31 +213,26 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
             return rc;
         if (int32_t rc = require_device_blocks(dev, a->kv, "paged_attention", st); rc != STRATA_OK) return rc;
 
-        const int32_t n_heads = a->n_heads, head_dim = a->head_dim;
-        const int32_t group = a->n_heads / a->n_kv_heads;
-        const int32_t per_item = heads_per_item(n_heads, group, a->n_tokens, dev->pool.size());
-        const int32_t chunks = (n_heads + per_item - 1) / per_item;
+        const attention_items items(a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, n_positions,
+                                    dev->pool.size(), parallel_min_work);
         std::lock_guard lock(dev->op_mutex);
-        dev->reserve_scores(n_positions * per_item);
+        dev->reserve_scores(items.scores_per_thread(n_positions));
 
         const kernels &k = dev->kern;
         const strata_paged_kv *kv = a->kv;
         const int64_t kv_dim = kv->kv_dim, block_size = kv->block_size;
-        const float scale = a->scale;
         // One item per (token, chunk of heads); the rows of a token's sequence come one block at a time.
         with_element_type(kv, [&](const auto *element) {
             using E = std::remove_const_t<std::remove_pointer_t<decltype(element)>>;
             const int64_t row = kv_dim / values_per_element<E>;
-            const int64_t head_elements = head_dim / values_per_element<E>;
+            const int64_t head_elements = a->head_dim / values_per_element<E>;
             auto body = [&](int64_t i0, int64_t i1, int thread) noexcept {
                 float *scores = dev->scores_of(thread);
                 for (int64_t item = i0; item < i1; ++item) {
-                    const int64_t t = item / chunks;
-                    const int32_t h0 = static_cast<int32_t>(item % chunks) * per_item;
-                    const head_chunk chunk{std::min(per_item, n_heads - h0), group, h0 % group, head_elements};
+                    const int64_t t = items.token(item);
                     const int32_t first_block = kv->seq_block_start[a->token_seq[t]];
                     const int64_t n_kv = int64_t{a->positions[t]} + 1;
-                    const int64_t head_offset = int64_t{h0 / group} * head_elements;
+                    const int64_t head_offset = items.kv_offset(item, head_elements);
                     auto block_runs = [&](const auto &fn) {
                         int32_t block = first_block;
                         for (int64_t j0 = 0; j0 < n_kv; j0 += block_size, ++block) {
@@ -248,15 +243,11 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
                     };
                     score_terms item_terms = terms;
                     item_terms.first = first_attended(a->positions[t], window);
-                    const int64_t at = (t * n_heads + h0) * head_dim;
-                    attend_heads(k, a->q + at, chunk, head_dim, scale, n_kv, block_runs, scores, a->out + at,
-                                 item_terms);
+                    attend_heads(k, a->q + items.at(item), items.chunk(item, head_elements), a->head_dim, a->scale,
+                                 n_kv, block_runs, scores, a->out + items.at(item), item_terms);
                 }
             };
-            const int64_t n_items = int64_t{a->n_tokens} * chunks;
-            const int64_t work_per_item = n_positions * head_dim * 2 * per_item;
-            const int64_t grain = std::max<int64_t>(1, parallel_min_work / std::max<int64_t>(1, work_per_item));
-            dev->pool.parallel_for(n_items, grain, body);
+            dev->pool.parallel_for(items.n_items, items.grain, body);
         });
         ok(st);
         return STRATA_OK;
