@@ -115,6 +115,10 @@ struct handover {
     bool admitted = false;
 };
 
+namespace {
+struct pending_generation;
+} // namespace
+
 struct http_server::impl {
     server_options opts;
     const strata_engine_api *api;
@@ -132,6 +136,7 @@ struct http_server::impl {
     // Declared last so they go first: the handlers the io_context destroys hold sessions that use the members above.
     net::io_context ioc{1};
     tcp::acceptor acceptor{ioc};
+    // Prepares requests and builds answers; never waits on a running generation (pending_generation).
     net::thread_pool workers{16};
 
     void accept();
@@ -143,6 +148,10 @@ struct http_server::impl {
     void forget(uint64_t serial);
     void handle_request(const std::shared_ptr<session> &s, http::request<http::string_body> &&req);
     void generate(const std::shared_ptr<session> &s, generation_request req, clock_type::time_point arrival, bool keep);
+    // A generation's choices have all had their final event: its answer is built on a worker (complete), posted there
+    // by whoever finished last (release).
+    void release(pending_generation &g);
+    void complete(pending_generation &g);
     // strata_request's penalty and logprobs fields (and the token event's logprobs) exist from ABI 1.4 on; the host
     // that serves the engine says which minor it speaks.
     bool engine_has_penalties_and_logprobs() const { return host != nullptr && host->host_abi_minor >= 4; }
@@ -790,6 +799,7 @@ namespace {
 // The state of one choice while the engine generates it; the engine's callback updates it.
 struct choice_state {
     http_server::impl *srv = nullptr;
+    pending_generation *owner = nullptr; // told when this choice's final event has come
     tool_format tools = tool_format::none; // tool calls are parsed out of this choice's text
     bool forced_calls = false;             // tool_choice required/named: the whole text is calls (held to the end)
     size_t content_sent = 0;               // streaming with tools: bytes of released text sent as content
@@ -807,6 +817,25 @@ struct choice_state {
     bool want_logprobs = false;
     logprob_log logprobs;
     size_t logprobs_sent = 0; // streaming: entries already sent in a chunk
+};
+
+// One HTTP generation request from its submit to its answer. No thread waits on it: each choice's final event
+// releases it once and the last one posts `complete` to a worker, so every request the clients send reaches the engine
+// (and its batch) at once, however many there are.
+struct pending_generation {
+    std::shared_ptr<session> conn;
+    generation_request req;
+    response_ids ids;
+    std::string echo_text; // each choice's text starts with it (echo)
+    int64_t n_prompt = 0;
+    bool keep = false;
+    std::vector<std::unique_ptr<choice_state>> choices;
+    // One per queued choice, plus one that `generate` holds until every choice is queued.
+    std::atomic<int32_t> unfinished{1};
+    std::shared_ptr<pending_generation> self; // the owning reference while choices are in the engine
+    // The workers' pool is not joined while a generation is in the engine (its answer is still to be posted there).
+    net::executor_work_guard<net::thread_pool::executor_type> work;
+    explicit pending_generation(net::thread_pool &pool) : work(pool.get_executor()) {}
 };
 
 // The text of one token as a client reads it, with the leading space SPM's decode drops from a first token:
@@ -837,6 +866,7 @@ void on_token(void *user, const strata_token_event *ev) {
         // request has been answered.
         const bool ok = c.text.stopped() || ev->finish == STRATA_FINISH_STOP || ev->finish == STRATA_FINISH_LENGTH;
         (ok ? c.srv->metrics.request_success : c.srv->metrics.request_failure).fetch_add(1);
+        c.srv->release(*c.owner);
         return;
     }
     const auto now = clock_type::now();
@@ -955,12 +985,18 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
     }
     const uint64_t seed = req.seed_given ? req.sampling.seed : fresh_seed();
 
-    std::vector<std::unique_ptr<choice_state>> choices;
+    auto g = std::make_shared<pending_generation>(workers);
+    g->conn = s;
+    g->ids = std::move(ids);
+    g->echo_text = std::move(echo_text);
+    g->n_prompt = n_prompt;
+    g->keep = keep;
     for (int32_t i = 0; i < req.n; ++i) {
         auto c = std::make_unique<choice_state>();
         c->srv = this;
+        c->owner = g.get();
         c->conn = s.get();
-        c->ids = &ids;
+        c->ids = &g->ids;
         c->stream = req.stream;
         c->index = i;
         c->text = text_stream(req.stop);
@@ -970,29 +1006,30 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         c->arrival = arrival;
         c->want_logprobs = req.logprobs != 0;
         if (c->want_logprobs) c->logprobs.reserve(static_cast<size_t>(std::min(req.sampling.max_tokens, 4096)), std::max(req.logprobs, 0));
-        choices.push_back(std::move(c));
+        g->choices.push_back(std::move(c));
     }
     if (req.stream) {
         s->hold_output(); // the 200 head goes first once every choice is queued
         if (req.kind == endpoint::chat_completions) {
-            for (int32_t i = 0; i < req.n; ++i) s->append_chunk(role_chunk(ids, i));
+            for (int32_t i = 0; i < req.n; ++i) s->append_chunk(role_chunk(g->ids, i));
         }
-        if (!echo_text.empty()) {
+        if (!g->echo_text.empty()) {
             // The prompt is each choice's first text chunk, sent before generation starts (vLLM joins it to the first
             // token's text; the concatenated stream is the same).
             std::string chunk;
             for (int32_t i = 0; i < req.n; ++i) {
                 chunk.clear();
-                append_text_chunk(chunk, ids, i, echo_text);
+                append_text_chunk(chunk, g->ids, i, g->echo_text);
                 s->append_chunk(chunk);
             }
         }
     }
 
-    // Submit every choice (the engine queues them), then wait for each in order.
+    // Submit every choice (the engine queues them); the last final event posts the answer (release).
+    g->self = g;
     std::string failure;
     int32_t refused = STRATA_OK;
-    for (auto &c : choices) {
+    for (auto &c : g->choices) {
         if (s->client_gone()) break;
         strata_request r{};
         r.struct_size = sizeof r;
@@ -1008,7 +1045,9 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         r.constraint_kind = req.constraint_kind;
         r.constraint = req.constraint_kind == STRATA_CONSTRAINT_NONE ? nullptr : req.constraint.c_str();
         strata_status st{};
+        g->unfinished.fetch_add(1);
         if (const int32_t rc = api->submit(api->engine, &r, &c->id, &st); rc != STRATA_OK) {
+            g->unfinished.fetch_sub(1); // not queued: no final event will come
             c->id = 0;
             failure = st.message;
             refused = rc;
@@ -1018,9 +1057,9 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
     }
     if (refused != STRATA_OK) {
         // Nothing was sent yet: the choices already queued are cancelled (and waited for, so the engine forgets
-        // them) and the request is refused as a whole.
+        // them) and the request is refused as a whole. `generate` keeps its own count, so no answer is posted.
         s->cancel_all();
-        for (auto &c : choices) {
+        for (auto &c : g->choices) {
             if (c->id == 0) continue;
             strata_request_result res{};
             res.struct_size = sizeof res;
@@ -1028,6 +1067,7 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
             api->wait(api->engine, c->id, &res, &st);
             s->untrack(c->id);
         }
+        g->self.reset();
         if (req.stream) s->discard_output();
         if (refused == STRATA_ERR_BUSY) {
             metrics.requests_refused_busy.fetch_add(1);
@@ -1043,10 +1083,26 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         return s->post_error(bad_request(failure, "prompt"), keep);
     }
     if (req.stream) s->begin_stream(keep);
+    g->req = std::move(req);
+    release(*g);
+}
+
+void http_server::impl::release(pending_generation &g) {
+    if (g.unfinished.fetch_sub(1) != 1) return;
+    net::post(workers, [this, owner = std::move(g.self)] { complete(*owner); });
+}
+
+// Every choice has finished: each is waited for (at once: its final event has come) and the answer is sent.
+void http_server::impl::complete(pending_generation &g) {
+    const std::shared_ptr<session> &s = g.conn;
+    const generation_request &req = g.req;
+    const response_ids &ids = g.ids;
+    const bool keep = g.keep;
+    std::string failure;
     usage_counts usage;
-    usage.prompt_tokens = n_prompt;
+    usage.prompt_tokens = g.n_prompt;
     std::vector<choice_result> results;
-    for (auto &c : choices) {
+    for (auto &c : g.choices) {
         if (c->id == 0) continue;
         strata_request_result res{};
         res.struct_size = sizeof res;
@@ -1084,7 +1140,7 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
             if (!out.calls.empty()) s->append_chunk(tool_calls_chunk(ids, c->index, out.calls));
             s->append_chunk(finish_chunk(ids, c->index, finish));
         }
-        results.push_back({echo_text + out.content, finish,
+        results.push_back({g.echo_text + out.content, finish,
                            c->want_logprobs ? c->logprobs.to_json(req.kind, 0, c->logprobs.size()) : std::string(),
                            std::move(out.calls)});
     }

@@ -1,6 +1,8 @@
 // The HTTP/1.1 server behind the openai_http frontend: one I/O thread (Boost.Beast) for all connections, and a pool
-// of worker threads that each submit one HTTP request's generations to the engine and wait for them. Tokens reach
-// the client from the engine's callback through the connection's output buffer, flushed per token.
+// of worker threads that prepare a request (template, tokenizer), submit its generations to the engine and, once the
+// last of them has finished, build its answer; no thread waits while a generation runs, so every request the clients
+// send reaches the engine's batch. Tokens reach the client from the engine's callback through the connection's output
+// buffer, flushed per token.
 #pragma once
 
 #include "metrics.hpp"
