@@ -453,6 +453,100 @@ TEST(CpuPagedKvLong, LongSequenceGrowsScratchAndStillMatches) {
     EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
 }
 
+// Contexts longer than segment_rows (512) keys are attended by segments merged in order (flash decoding): a token's
+// bits depend on its rows only — the same in a batch (an item attends its segments in turn) as alone on 2 or 7
+// threads (each segment an item of its own, merged in a second pass), on any thread count, paged or contiguous —
+// and equal float64 attention within 2e-6 (softmax weights of an exact float64 computation; values in [-1, 1]).
+TEST(CpuPagedKvLong, SegmentedContextsGiveEachTokenTheSameBitsAloneOrBatchedOnAnyThreadsNearFloat64) {
+    for (bool scalar : {false, true})
+        for (const auto &[softcap, window] : {std::pair<float, int32_t>{0.0f, 0}, {3.0f, 0}, {0.0f, 700}}) {
+            SCOPED_TRACE(std::string(scalar ? "scalar" : "fast") + " softcap " + std::to_string(softcap) + " window " +
+                         std::to_string(window));
+            batch_case c(11);
+            c.lengths = {1500, 600, 513, 2100};
+            c.k.clear();
+            c.v.clear();
+            for (size_t s = 0; s < c.lengths.size(); ++s) {
+                c.k.push_back(random_floats(size_t(c.lengths[s]) * kv_dim, 20 + uint32_t(s), -2.0f, 2.0f));
+                c.v.push_back(random_floats(size_t(c.lengths[s]) * kv_dim, 30 + uint32_t(s)));
+            }
+            // Around the segment edges (511/512/513 keys), mid-segment, a sequence's last row.
+            c.token_seq = {0, 0, 0, 0, 0, 0, 1, 2, 3, 3};
+            c.positions = {510, 511, 512, 1023, 1024, 1499, 599, 512, 1536, 2099};
+            c.q = random_floats(c.token_seq.size() * n_heads * head_dim, 40, -2.0f, 2.0f);
+            c.softcap = softcap;
+            c.window = window;
+            paged_cache cache(16, c.lengths, 13);
+            const size_t row = size_t(n_heads) * head_dim;
+
+            device_ptr one = make_device(1, scalar);
+            ASSERT_NE(one, nullptr);
+            store_all(one.get(), cache, 0, c.k, c.v, c.lengths);
+            const strata_paged_kv kv = cache.layer(0);
+            std::vector<float> batched(c.q.size());
+            const strata_paged_attention_args a = c.paged_args(kv, batched.data());
+            strata_status st{};
+            ASSERT_EQ(ops().paged_attention(one.get(), &a, &st), STRATA_OK) << st.message;
+            // Contiguous attention, one token per call, on the same device.
+            const std::vector<float> contiguous = c.reference(one.get());
+            EXPECT_EQ(std::memcmp(contiguous.data(), batched.data(), batched.size() * sizeof(float)), 0);
+
+            for (int threads : {2, 7}) {
+                device_ptr dev = make_device(threads, scalar);
+                ASSERT_NE(dev, nullptr);
+                std::vector<float> again(c.q.size());
+                const strata_paged_attention_args b = c.paged_args(kv, again.data());
+                ASSERT_EQ(ops().paged_attention(dev.get(), &b, &st), STRATA_OK) << st.message;
+                EXPECT_EQ(std::memcmp(again.data(), batched.data(), again.size() * sizeof(float)), 0)
+                    << threads << " threads, batched";
+                for (int32_t t = 0; t < c.n_tokens(); ++t) {
+                    std::vector<float> alone(row);
+                    strata_paged_attention_args one_token = c.paged_args(kv, alone.data());
+                    one_token.n_tokens = 1;
+                    one_token.token_seq = &c.token_seq[size_t(t)];
+                    one_token.positions = &c.positions[size_t(t)];
+                    one_token.q = c.q.data() + size_t(t) * row;
+                    ASSERT_EQ(ops().paged_attention(dev.get(), &one_token, &st), STRATA_OK) << st.message;
+                    EXPECT_EQ(std::memcmp(alone.data(), batched.data() + size_t(t) * row, row * sizeof(float)), 0)
+                        << threads << " threads, token " << t << " (position " << c.positions[size_t(t)] << ") alone";
+                }
+            }
+
+            // float64: softmax over the attended rows of scale * q.k (soft-capped), then the weighted values.
+            double worst = 0.0;
+            for (int32_t t = 0; t < c.n_tokens(); ++t) {
+                const size_t sq = size_t(c.token_seq[size_t(t)]);
+                const int32_t pos = c.positions[size_t(t)];
+                const int32_t first = window > 0 && pos + 1 > window ? pos + 1 - window : 0;
+                for (int32_t h = 0; h < n_heads; ++h) {
+                    const int32_t kvh = h / (n_heads / n_kv_heads);
+                    const float *qh = c.q.data() + size_t(t) * row + size_t(h) * head_dim;
+                    std::vector<double> w(size_t(pos + 1), 0.0);
+                    double top = -1e300;
+                    for (int32_t j = first; j <= pos; ++j) {
+                        double dot = 0.0;
+                        for (int32_t d = 0; d < head_dim; ++d)
+                            dot += double(qh[d]) * double(c.k[sq][size_t(j) * kv_dim + size_t(kvh) * head_dim + size_t(d)]);
+                        double sc = dot * double(c.scale);
+                        if (softcap > 0.0f) sc = std::tanh(sc / softcap) * softcap;
+                        w[size_t(j)] = sc;
+                        top = std::max(top, sc);
+                    }
+                    double sum = 0.0;
+                    for (int32_t j = first; j <= pos; ++j) sum += (w[size_t(j)] = std::exp(w[size_t(j)] - top));
+                    for (int32_t d = 0; d < head_dim; ++d) {
+                        double y = 0.0;
+                        for (int32_t j = first; j <= pos; ++j)
+                            y += w[size_t(j)] / sum * double(c.v[sq][size_t(j) * kv_dim + size_t(kvh) * head_dim + size_t(d)]);
+                        worst = std::max(worst, std::abs(y - double(batched[size_t(t) * row + size_t(h) * head_dim + size_t(d)])));
+                    }
+                }
+            }
+            EXPECT_LT(worst, 2e-6);
+            EXPECT_GT(worst, 0.0); // float arithmetic: not trivially exact
+        }
+}
+
 class CpuPagedKvBadArguments : public ::testing::Test {
   protected:
     void SetUp() override { dev_ = make_device(2); }

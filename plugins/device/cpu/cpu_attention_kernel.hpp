@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace strata::cpu {
 
@@ -129,10 +130,84 @@ inline void attend_heads(const kernels &k, const float *q, const head_chunk &chu
     });
 }
 
+// Beyond this many keys a token's rows are cut into segments of this many by row index (rows [g * segment_rows,
+// (g + 1) * segment_rows)): each segment is attended alone (its max, the sum of its exponentials, its unnormalised
+// weighted sum of values: attend_segment) and the segments are merged in ascending order (merge_segments), as flash
+// decoding does. The cut depends on the token's context only, never on the batch, the items or the threads, so a
+// token's bits do not either; up to segment_rows keys attend_heads' arithmetic is used unchanged. The segments of one
+// decode token are items of their own, so every thread reads a share of its rows (attention_items.split).
+inline constexpr int64_t segment_rows = 512;
+
+inline int64_t segments_of(int64_t n_kv) noexcept {
+    return n_kv <= segment_rows ? 1 : (n_kv + segment_rows - 1) / segment_rows;
+}
+
+// A segment's result for a chunk of n heads: n maxima, n sums of exponentials, then n * head_dim weighted sums.
+inline int64_t partial_floats(int32_t n_heads, int32_t head_dim) noexcept { return int64_t{n_heads} * (head_dim + 2); }
+
+// Segment g of a token's rows [first, n_kv) (see segment_rows) for a chunk of heads, into `partial`
+// (partial_floats(chunk.n_heads, head_dim) floats); nothing is written when the segment lies before `first`. scores
+// holds chunk.n_heads * segment_rows floats of scratch; for_each_run as for attend_heads.
+template <class ForEachRun>
+inline void attend_segment(const kernels &k, const float *q, const head_chunk &chunk, int32_t head_dim, float scale,
+                           int64_t g, int64_t n_kv, const ForEachRun &for_each_run, float *scores, float *partial,
+                           const score_terms &terms = {}) noexcept {
+    const int64_t lo = std::max(g * segment_rows, terms.first), hi = std::min((g + 1) * segment_rows, n_kv);
+    const int64_t n = hi - lo;
+    if (n <= 0) return;
+    const float cap = terms.softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
+    const int32_t n_heads = chunk.n_heads;
+    float *m = partial, *l = partial + n_heads, *o = partial + 2 * int64_t{n_heads};
+    for_each_run([&](int64_t j0, int64_t count, const auto *keys, const auto *, int64_t stride) {
+        for (int64_t j = std::max(j0, lo); j < std::min(j0 + count, hi); ++j) {
+            const auto *row = keys + (j - j0) * stride;
+            for (int32_t c = 0; c < n_heads; ++c) {
+                const float s = kv_dot(k, q + int64_t{c} * head_dim, row + chunk.offset(c), head_dim) * scale;
+                scores[c * n + j - lo] = cap > 0.0f ? std::tanh(s * inv_cap) * cap : s;
+            }
+        }
+    });
+    for (int32_t c = 0; c < n_heads; ++c) {
+        float *window = scores + c * n;
+        m[c] = k.max(window, n);
+        l[c] = static_cast<float>(k.exp_sub_sum(window, m[c], window, n));
+    }
+    std::memset(o, 0, sizeof(float) * static_cast<size_t>(head_dim) * static_cast<size_t>(n_heads));
+    for_each_run([&](int64_t j0, int64_t count, const auto *, const auto *values, int64_t stride) {
+        for (int64_t j = std::max(j0, lo); j < std::min(j0 + count, hi); ++j) {
+            const auto *row = values + (j - j0) * stride;
+            for (int32_t c = 0; c < n_heads; ++c)
+                kv_axpy(k, scores[c * n + j - lo], row + chunk.offset(c), o + int64_t{c} * head_dim, head_dim);
+        }
+    });
+}
+
+// Merges segments g_first..n_segs-1 (segment g's partial at partials + g * pf, pf >= partial_floats(n_heads,
+// head_dim)) into out, head after head: the largest of their maxima M, L = sum of l_g * exp(m_g - M) in double, then
+// out = sum over g in order of o_g * (exp(m_g - M) / L).
+inline void merge_segments(const kernels &k, const float *partials, int64_t pf, int64_t g_first, int64_t n_segs,
+                           int32_t n_heads, int32_t head_dim, float *out) noexcept {
+    for (int32_t c = 0; c < n_heads; ++c) {
+        float top = -std::numeric_limits<float>::infinity();
+        for (int64_t g = g_first; g < n_segs; ++g) top = std::max(top, partials[g * pf + c]);
+        double sum = 0.0;
+        for (int64_t g = g_first; g < n_segs; ++g)
+            sum += static_cast<double>(partials[g * pf + n_heads + c]) *
+                   std::exp(static_cast<double>(partials[g * pf + c]) - static_cast<double>(top));
+        float *y = out + int64_t{c} * head_dim;
+        std::memset(y, 0, sizeof(float) * static_cast<size_t>(head_dim));
+        for (int64_t g = g_first; g < n_segs; ++g) {
+            const float w = static_cast<float>(
+                std::exp(static_cast<double>(partials[g * pf + c]) - static_cast<double>(top)) / sum);
+            k.axpy(w, partials + g * pf + 2 * int64_t{n_heads} + int64_t{c} * head_dim, y, head_dim);
+        }
+    }
+}
+
 // How many query heads one attention item takes. A token's heads stay in one item, so each pass reads whole rows
 // front to back (measured on 2 threads at a 4,096-token f16 context: decode 1.4-1.7x, prefill 1.7-1.8x faster than
-// an item per head, though one decode token then keeps one thread busy; BENCHMARKS.md "A token's heads in one
-// attention item"), unless there are fewer tokens than half the threads: then about n_threads / 2 items per token,
+// an item per head; BENCHMARKS.md "A token's heads in one attention item"; a decode token's rows beyond
+// segment_rows are then shared among the threads by segments), unless there are fewer tokens than half the threads: then about n_threads / 2 items per token,
 // whole KV groups each where an item holds more than one (a rule not yet measured on more than 2 threads). At most
 // max_chunk_heads.
 inline int32_t heads_per_item(int32_t n_heads, int32_t group, int64_t n_tokens, int n_threads) noexcept {
@@ -146,23 +221,42 @@ inline int32_t heads_per_item(int32_t n_heads, int32_t group, int64_t n_tokens, 
 }
 
 // How an attention op over n_tokens query tokens of n_heads heads is cut into items, said once for the contiguous
-// and the paged op: item i is token i / chunks, heads [h0, h0 + chunk.n_heads) from i % chunks; q and out of the item
-// start at `at` floats. grain hands each thread enough work per claim.
+// and the paged op. A pair is a token and a chunk of its heads: pair p is token p / chunks, heads
+// [h0, h0 + chunk.n_heads) from p % chunks; q and out of the pair start at `at` floats. A token with more than
+// segment_rows keys is attended by segments: when there are fewer pairs than threads (a decode step), each segment is
+// an item of its own (split; a second pass merges them), otherwise one item attends its pair's segments one after the
+// other and merges them itself. Both give the same bits. grain hands each thread enough work per claim.
 struct attention_items {
-    int32_t n_heads, head_dim, group, per_item, chunks;
+    int32_t n_tokens, n_heads, head_dim, group, per_item, chunks;
+    int64_t segments;  // segments of the longest context (1: no token is cut)
+    bool split;        // a pair's segments are items of their own
+    int64_t seg_items; // items per pair: segments when split, else 1
     int64_t n_items, grain;
 
-    attention_items(int32_t n_tokens, int32_t n_heads_, int32_t n_kv_heads, int32_t head_dim_, int64_t n_positions,
+    attention_items(int32_t n_tokens_, int32_t n_heads_, int32_t n_kv_heads, int32_t head_dim_, int64_t n_positions,
                     int n_threads, int64_t min_work) noexcept
-        : n_heads(n_heads_), head_dim(head_dim_), group(n_heads_ / n_kv_heads),
-          per_item(heads_per_item(n_heads_, group, n_tokens, n_threads)), chunks((n_heads_ + per_item - 1) / per_item),
-          n_items(int64_t{n_tokens} * chunks),
-          grain(std::max<int64_t>(1, min_work / std::max<int64_t>(1, n_positions * head_dim_ * 2 * per_item))) {}
+        : n_tokens(n_tokens_), n_heads(n_heads_), head_dim(head_dim_), group(n_heads_ / n_kv_heads),
+          per_item(heads_per_item(n_heads_, group, n_tokens_, n_threads)), chunks((n_heads_ + per_item - 1) / per_item),
+          segments(segments_of(n_positions)), split(segments > 1 && int64_t{n_tokens_} * chunks < n_threads),
+          seg_items(split ? segments : 1), n_items(int64_t{n_tokens_} * chunks * seg_items),
+          grain(std::max<int64_t>(1, min_work / std::max<int64_t>(1, (split ? segment_rows : n_positions) * head_dim_ *
+                                                                         2 * per_item))) {}
 
-    // Score scratch per thread for contexts of up to n_positions rows.
-    int64_t scores_per_thread(int64_t n_positions) const noexcept { return n_positions * per_item; }
-    int64_t token(int64_t item) const noexcept { return item / chunks; }
-    int32_t first_head(int64_t item) const noexcept { return static_cast<int32_t>(item % chunks) * per_item; }
+    // Score scratch per thread for contexts of up to n_positions rows (with the partials of an item that attends
+    // its segments one after the other).
+    int64_t scores_per_thread(int64_t n_positions) const noexcept {
+        if (segments == 1) return n_positions * per_item;
+        return segment_rows * per_item + (split ? 0 : segments * partial_floats(per_item, head_dim));
+    }
+    // Partials shared by the items of a split op (every pair's segments).
+    int64_t shared_partials() const noexcept {
+        return split ? int64_t{n_tokens} * chunks * segments * partial_floats(per_item, head_dim) : 0;
+    }
+    int64_t n_pairs() const noexcept { return int64_t{n_tokens} * chunks; }
+    int64_t pair(int64_t item) const noexcept { return item / seg_items; }
+    int64_t segment(int64_t item) const noexcept { return item % seg_items; }
+    int64_t token(int64_t item) const noexcept { return pair(item) / chunks; }
+    int32_t first_head(int64_t item) const noexcept { return static_cast<int32_t>(pair(item) % chunks) * per_item; }
     // The item's heads, head_elements elements of the row type each.
     head_chunk chunk(int64_t item, int64_t head_elements) const noexcept {
         const int32_t h0 = first_head(item);

@@ -26,6 +26,11 @@ struct strata_device {
     // Makes the quantized-activation scratch (matmul's integer path) hold at least `bytes`; same growth rule.
     void reserve_activations(int64_t bytes);
     void reserve_gathered(int64_t floats);
+    // The segment partials of a split attention op (attend_items) hold at least `floats`; grows, never shrinks.
+    float *reserve_partials(int64_t floats) {
+        if (static_cast<int64_t>(partials.size()) < floats) partials.resize(static_cast<size_t>(floats));
+        return partials.data();
+    }
 
     strata::cpu::thread_pool pool;
     const strata::cpu::kernels &kern;
@@ -58,6 +63,7 @@ struct strata_device {
     // the largest batch and stay).
     std::vector<unsigned char> expert_activations;
     std::vector<float> expert_outputs;
+    std::vector<float> partials; // reserve_partials
 };
 
 namespace strata::cpu {

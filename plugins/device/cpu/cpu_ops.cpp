@@ -3,7 +3,7 @@
 // path, when the format has one) or dot_f32.
 #include "cpu_ops.hpp"
 
-#include "cpu_attention_kernel.hpp"
+#include "cpu_attention_driver.hpp"
 #include "cpu_device_state.hpp"
 #include "cpu_op_support.hpp"
 
@@ -468,23 +468,18 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
         std::lock_guard lock(dev->op_mutex);
         dev->reserve_scores(items.scores_per_thread(n_positions));
 
-        const kernels &k = dev->kern;
         const int64_t stride = a->kv_row_stride;
-        // One item per (token, chunk of heads), as in paged_attention; the whole cache is one run of rows.
-        auto body = [&](int64_t i0, int64_t i1, int thread) noexcept {
-            float *scores = dev->scores_of(thread);
-            for (int64_t item = i0; item < i1; ++item) {
-                const int64_t t = items.token(item);
-                const float *keys = a->k_cache + items.kv_offset(item, a->head_dim);
-                const float *values = a->v_cache + items.kv_offset(item, a->head_dim);
-                auto one_run = [&](const auto &fn) { fn(0, int64_t{a->positions[t]} + 1, keys, values, stride); };
-                score_terms item_terms = terms;
-                item_terms.first = first_attended(a->positions[t], window);
-                attend_heads(k, a->q + items.at(item), items.chunk(item, a->head_dim), a->head_dim, a->scale,
-                             int64_t{a->positions[t]} + 1, one_run, scores, a->out + items.at(item), item_terms);
-            }
+        // Items as in paged_attention; the whole cache is one run of rows.
+        auto rows_of = [&](int64_t t) {
+            return token_context{int64_t{a->positions[t]} + 1, first_attended(a->positions[t], window)};
         };
-        dev->pool.parallel_for(items.n_items, items.grain, body);
+        auto runs_of = [&](int64_t item, int64_t t) {
+            const float *keys = a->k_cache + items.kv_offset(item, a->head_dim);
+            const float *values = a->v_cache + items.kv_offset(item, a->head_dim);
+            const int64_t n_kv = int64_t{a->positions[t]} + 1;
+            return [keys, values, n_kv, stride](const auto &fn) { fn(0, n_kv, keys, values, stride); };
+        };
+        attend_items(*dev, items, a->q, a->out, a->scale, terms.softcap, a->head_dim, rows_of, runs_of);
         ok(st);
         return STRATA_OK;
     });

@@ -8,7 +8,7 @@
 // block_size V rows. Token slot p of a sequence is row p % block_size of its block p / block_size. kv_store rounds
 // float rows to the type (the kernel set's to_f16/to_bf16, strata/float8.hpp for FP8, strata/kv_q8_0.hpp for q8_0:
 // the same bits on every set); attention reads them exactly.
-#include "cpu_attention_kernel.hpp"
+#include "cpu_attention_driver.hpp"
 #include "cpu_device_state.hpp"
 #include "cpu_op_support.hpp"
 #include "cpu_ops.hpp"
@@ -218,36 +218,30 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
         std::lock_guard lock(dev->op_mutex);
         dev->reserve_scores(items.scores_per_thread(n_positions));
 
-        const kernels &k = dev->kern;
         const strata_paged_kv *kv = a->kv;
         const int64_t kv_dim = kv->kv_dim, block_size = kv->block_size;
-        // One item per (token, chunk of heads); the rows of a token's sequence come one block at a time.
+        // The rows of a token's sequence come one block at a time.
+        auto rows_of = [&](int64_t t) {
+            return token_context{int64_t{a->positions[t]} + 1, first_attended(a->positions[t], window)};
+        };
         with_element_type(kv, [&](const auto *element) {
             using E = std::remove_const_t<std::remove_pointer_t<decltype(element)>>;
             const int64_t row = kv_dim / values_per_element<E>;
             const int64_t head_elements = a->head_dim / values_per_element<E>;
-            auto body = [&](int64_t i0, int64_t i1, int thread) noexcept {
-                float *scores = dev->scores_of(thread);
-                for (int64_t item = i0; item < i1; ++item) {
-                    const int64_t t = items.token(item);
-                    const int32_t first_block = kv->seq_block_start[a->token_seq[t]];
-                    const int64_t n_kv = int64_t{a->positions[t]} + 1;
-                    const int64_t head_offset = items.kv_offset(item, head_elements);
-                    auto block_runs = [&](const auto &fn) {
-                        int32_t block = first_block;
-                        for (int64_t j0 = 0; j0 < n_kv; j0 += block_size, ++block) {
-                            const E *rows = layer_rows<const E>(kv, block);
-                            fn(j0, std::min(block_size, n_kv - j0), rows + head_offset,
-                               rows + block_size * row + head_offset, row);
-                        }
-                    };
-                    score_terms item_terms = terms;
-                    item_terms.first = first_attended(a->positions[t], window);
-                    attend_heads(k, a->q + items.at(item), items.chunk(item, head_elements), a->head_dim, a->scale,
-                                 n_kv, block_runs, scores, a->out + items.at(item), item_terms);
-                }
+            auto runs_of = [&](int64_t item, int64_t t) {
+                const int32_t first_block = kv->seq_block_start[a->token_seq[t]];
+                const int64_t n_kv = int64_t{a->positions[t]} + 1;
+                const int64_t head_offset = items.kv_offset(item, head_elements);
+                return [kv, first_block, n_kv, head_offset, block_size, row](const auto &fn) {
+                    int32_t block = first_block;
+                    for (int64_t j0 = 0; j0 < n_kv; j0 += block_size, ++block) {
+                        const E *rows = layer_rows<const E>(kv, block);
+                        fn(j0, std::min(block_size, n_kv - j0), rows + head_offset, rows + block_size * row + head_offset,
+                           row);
+                    }
+                };
             };
-            dev->pool.parallel_for(items.n_items, items.grain, body);
+            attend_items(*dev, items, a->q, a->out, a->scale, terms.softcap, head_elements, rows_of, runs_of);
         });
         ok(st);
         return STRATA_OK;
