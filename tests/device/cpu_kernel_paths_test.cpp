@@ -375,9 +375,9 @@ TEST(CpuAttentionChunks, EveryChunkOfHeadsGivesEachHeadTheBitsItGetsAlone) {
                         const strata::cpu::head_chunk chunk{count, group, h0 % group, head_dim};
                         const int64_t offset = int64_t{h0 / group} * head_dim;
                         std::vector<float> scores(size_t(count) * n_kv);
-                        auto runs = [&](const auto &fn) {
-                            for (int64_t j0 = 0; j0 < n_kv; j0 += run) {
-                                const int64_t n = std::min<int64_t>(run, n_kv - j0);
+                        auto runs = [&](const auto &fn, int64_t lo, int64_t hi) {
+                            for (int64_t j0 = lo / run * run; j0 < hi; j0 += run) {
+                                const int64_t n = std::min<int64_t>(run, hi - j0);
                                 if (half)
                                     fn(j0, n, keys16.data() + j0 * row + offset, values16.data() + j0 * row + offset,
                                        row);
@@ -430,4 +430,32 @@ TEST(CpuAttentionChunks, EveryChunkOfHeadsGivesEachHeadTheBitsItGetsAlone) {
                 }
                 for (int x : seen) ASSERT_EQ(x, 1);
             }
+    // Beyond segment_rows keys: with fewer (token, heads) pairs than threads each segment is an item (split), and
+    // the items cover every (token, head, segment) once, their partials inside shared_partials(); otherwise an item
+    // per pair, its segments' partials after its scores in the thread's scratch.
+    for (int32_t n_tokens : {1, 2, 64})
+        for (int threads : {1, 2, 7}) {
+            SCOPED_TRACE(std::to_string(n_tokens) + " tokens, " + std::to_string(threads) + " threads");
+            const int64_t n_positions = 2000;
+            const strata::cpu::attention_items items(n_tokens, 8, 2, 32, n_positions, threads, 1 << 15);
+            ASSERT_EQ(items.segments, 4);
+            EXPECT_EQ(items.split, items.n_pairs() < threads);
+            const int64_t pf = strata::cpu::partial_floats(items.per_item, 32);
+            if (!items.split) {
+                EXPECT_EQ(items.n_items, items.n_pairs());
+                EXPECT_EQ(items.scores_per_thread(n_positions),
+                          strata::cpu::segment_rows * items.per_item + items.segments * pf);
+                continue;
+            }
+            std::vector<int> seen(size_t(n_tokens) * 8 * 4, 0);
+            for (int64_t i = 0; i < items.n_items; ++i) {
+                const int64_t g = items.segment(i);
+                ASSERT_LT(g, items.segments);
+                EXPECT_LE((items.pair(i) * items.segments + g + 1) * pf, items.shared_partials());
+                const strata::cpu::head_chunk c = items.chunk(i, 32);
+                for (int32_t h = items.first_head(i); h < items.first_head(i) + c.n_heads; ++h)
+                    ++seen[size_t((items.token(i) * 8 + h) * 4 + g)];
+            }
+            for (int x : seen) ASSERT_EQ(x, 1);
+        }
 }

@@ -547,6 +547,51 @@ TEST(CpuPagedKvLong, SegmentedContextsGiveEachTokenTheSameBitsAloneOrBatchedOnAn
         }
 }
 
+// A segment whose every score is -inf (keys whose dot with the query overflows) weighs nothing, as such rows do in
+// one pass: the result is the attention over the other rows, finite.
+TEST(CpuPagedKvLong, ASegmentOfMinusInfinityScoresWeighsNothing) {
+    device_ptr dev = make_device(2);
+    ASSERT_NE(dev, nullptr);
+    batch_case c(5);
+    c.lengths = {1100};
+    std::vector<float> keys = random_floats(size_t(1100) * kv_dim, 6, -1.0f, 1.0f);
+    std::fill(keys.begin(), keys.begin() + 512 * kv_dim, -3e38f); // rows 0..511: q.k = -inf
+    c.k = {keys};
+    c.v = {random_floats(size_t(1100) * kv_dim, 7)};
+    c.token_seq = {0};
+    c.positions = {1099};
+    c.q.assign(size_t(n_heads) * head_dim, 1.0f);
+    paged_cache cache(16, c.lengths, 8);
+    store_all(dev.get(), cache, 0, c.k, c.v, c.lengths);
+    std::vector<float> got(c.q.size());
+    const strata_paged_kv kv = cache.layer(0);
+    const strata_paged_attention_args a = c.paged_args(kv, got.data());
+    strata_status st{};
+    ASSERT_EQ(ops().paged_attention(dev.get(), &a, &st), STRATA_OK) << st.message;
+    double worst = 0.0;
+    for (int32_t h = 0; h < n_heads; ++h) {
+        const int32_t kvh = h / (n_heads / n_kv_heads);
+        std::vector<double> w;
+        double top = -1e300, sum = 0.0;
+        for (int32_t j = 512; j < 1100; ++j) {
+            double dot = 0.0;
+            for (int32_t d = 0; d < head_dim; ++d) dot += double(keys[size_t(j) * kv_dim + size_t(kvh) * head_dim + size_t(d)]);
+            w.push_back(dot * double(c.scale));
+            top = std::max(top, w.back());
+        }
+        for (double &x : w) sum += (x = std::exp(x - top));
+        for (int32_t d = 0; d < head_dim; ++d) {
+            double y = 0.0;
+            for (int32_t j = 512; j < 1100; ++j)
+                y += w[size_t(j - 512)] / sum * double(c.v[0][size_t(j) * kv_dim + size_t(kvh) * head_dim + size_t(d)]);
+            const float x = got[size_t(h) * head_dim + size_t(d)];
+            ASSERT_TRUE(std::isfinite(x)) << "head " << h;
+            worst = std::max(worst, std::abs(y - double(x)));
+        }
+    }
+    EXPECT_LT(worst, 2e-6);
+}
+
 class CpuPagedKvBadArguments : public ::testing::Test {
   protected:
     void SetUp() override { dev_ = make_device(2); }

@@ -5,6 +5,8 @@
 #include "http_test_support.hpp"
 
 #include <atomic>
+#include <cstdio>
+#include <functional>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -35,9 +37,18 @@ struct stand_in_engine {
 
     static stand_in_engine &self(strata_engine *e) { return *reinterpret_cast<stand_in_engine *>(e); }
 
-    static int32_t submit(strata_engine *e, const strata_request *req, strata_request_id *id, strata_status *) {
+    int64_t refuse_from = -1; // submits from this count on are refused BUSY (-1: never)
+    int64_t refused = 0;
+
+    static int32_t submit(strata_engine *e, const strata_request *req, strata_request_id *id, strata_status *st) {
         auto &s = self(e);
         std::lock_guard<std::mutex> lock(s.mu);
+        if (s.refuse_from >= 0 && s.submitted >= s.refuse_from) {
+            ++s.refused;
+            st->code = STRATA_ERR_BUSY;
+            std::snprintf(st->message, sizeof st->message, "the stand-in's queue is full");
+            return STRATA_ERR_BUSY;
+        }
         *id = s.next_id++;
         s.requests[*id] = running{req->on_token, req->user};
         ++s.submitted;
@@ -116,15 +127,28 @@ struct stand_in_engine {
             cv.notify_all();
         }
     }
-    // Ends each cancelled request with a CANCELLED event, until `n` have been ended or a minute has passed.
+    // Plays the engine until done() (or a minute has passed): every running request gets `text` and a LENGTH
+    // event, a cancelled one a CANCELLED event.
+    void finish_until(const std::function<bool()> &done, const std::string &text) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (!done() && std::chrono::steady_clock::now() < until) {
+            finish_cancelled(0);
+            finish_all(text);
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    // Ends each cancelled request with a CANCELLED event, until `n` have been ended or a minute has passed (one
+    // sweep when n is 0).
     int64_t finish_cancelled(int64_t n) {
         int64_t ended = 0;
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-        while (ended < n && std::chrono::steady_clock::now() < until) {
+        bool once = n == 0;
+        while ((ended < n || once) && std::chrono::steady_clock::now() < until) {
+            once = false;
             std::vector<std::pair<strata_request_id, running>> now;
             {
                 std::unique_lock<std::mutex> lock(mu);
-                cv.wait_for(lock, std::chrono::milliseconds(50));
+                if (n > 0) cv.wait_for(lock, std::chrono::milliseconds(50));
                 for (auto &[id, r] : requests)
                     if (r.cancelled && !r.done) now.emplace_back(id, r);
             }
@@ -222,11 +246,17 @@ TEST(HttpConcurrency, EveryRequestReachesTheEngineAtOnceAndEachGetsItsAnswer) {
     constexpr int k_requests = 40;
     std::vector<http_reply> replies(k_requests);
     std::vector<std::thread> clients;
+    std::atomic<int> answered{0};
     for (int i = 0; i < k_requests; ++i) {
-        clients.emplace_back([&, i] { replies[i] = request("POST", "/v1/completions", completion_body(i % 2 == 1), ""); });
+        clients.emplace_back([&, i] {
+            replies[i] = request("POST", "/v1/completions", completion_body(i % 2 == 1), "");
+            ++answered;
+        });
     }
     EXPECT_EQ(srv.engine.await_submitted(k_requests), k_requests) << "requests in the engine at once";
-    srv.engine.finish_all("ok");
+    // Then the engine finishes what it holds until every client is answered (a server that queued requests behind
+    // its threads submits the rest as earlier ones finish).
+    srv.engine.finish_until([&] { return answered.load() == k_requests; }, "ok");
     for (auto &t : clients) t.join();
     for (int i = 0; i < k_requests; ++i) {
         SCOPED_TRACE(i);
@@ -254,11 +284,12 @@ TEST(HttpConcurrency, AStopWithGenerationsInFlightCancelsThemAndReturnsOnceTheyA
     for (int i = 0; i < k_requests; ++i) {
         clients.emplace_back([i] { request("POST", "/v1/completions", completion_body(i % 2 == 1), ""); });
     }
-    ASSERT_EQ(srv.engine.await_submitted(k_requests), k_requests);
+    EXPECT_EQ(srv.engine.await_submitted(k_requests), k_requests);
     std::thread stopper([&] { srv.stop(); });
     // The stop closes the connections, which cancels their generations; the server's run() returns only after
     // their final events have been answered.
     EXPECT_EQ(srv.engine.finish_cancelled(k_requests), k_requests);
+    srv.engine.finish_all(""); // a generation the stop failed to cancel would hold run() forever
     stopper.join();
     // A connection whose last write was in flight at the stop is closed when the server goes away (as the process
     // exits after run() returns).
@@ -266,6 +297,51 @@ TEST(HttpConcurrency, AStopWithGenerationsInFlightCancelsThemAndReturnsOnceTheyA
     for (auto &t : clients) t.join();
     std::lock_guard<std::mutex> lock(srv.engine.mu);
     EXPECT_EQ(srv.engine.waited, k_requests);
+    EXPECT_TRUE(srv.engine.requests.empty());
+}
+
+TEST(HttpConcurrency, EveryChoiceOfARequestIsAnsweredAndARefusalOnALaterChoiceCancelsTheQueuedOnes) {
+    served srv;
+    ASSERT_NE(srv.log.get().find("ready on"), std::string::npos) << srv.log.get();
+    std::atomic<bool> stop_engine{false};
+    std::thread engine([&] { srv.engine.finish_until([&] { return stop_engine.load(); }, "ok"); });
+
+    // n = 3: three generations, each answered once all three have finished.
+    const http_reply three = request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":8,"n":3})", "");
+    EXPECT_EQ(three.status, 200) << three.body;
+    if (three.status == 200) {
+        const auto j = nlohmann::json::parse(three.body);
+        ASSERT_EQ(j["choices"].size(), 3u);
+        for (int i = 0; i < 3; ++i) {
+            EXPECT_EQ(j["choices"][i]["index"], i);
+            EXPECT_EQ(j["choices"][i]["text"], "ok");
+        }
+        EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+    }
+
+    // The engine refuses the second choice of the next request: the first (queued) is cancelled and waited for,
+    // and the request as a whole gets 503 with Retry-After; then the server answers as before.
+    {
+        std::lock_guard<std::mutex> lock(srv.engine.mu);
+        srv.engine.refuse_from = srv.engine.submitted + 1;
+    }
+    const http_reply busy = request("POST", "/v1/completions", R"({"prompt":"hi","max_tokens":8,"n":2,"stream":true})", "");
+    EXPECT_EQ(busy.status, 503) << busy.body;
+    EXPECT_NE(busy.headers.find("Retry-After: 1"), std::string::npos) << busy.headers;
+    EXPECT_EQ(busy.body.find("data:"), std::string::npos) << "nothing of the stream was sent: " << busy.body;
+    {
+        std::lock_guard<std::mutex> lock(srv.engine.mu);
+        srv.engine.refuse_from = -1;
+    }
+    const http_reply after = request("POST", "/v1/completions", completion_body(false), "");
+    EXPECT_EQ(after.status, 200) << after.body;
+
+    stop_engine = true;
+    engine.join();
+    std::lock_guard<std::mutex> lock(srv.engine.mu);
+    EXPECT_EQ(srv.engine.refused, 1);
+    EXPECT_EQ(srv.engine.submitted, 3 + 1 + 1);
+    EXPECT_EQ(srv.engine.waited, srv.engine.submitted) << "every queued choice is waited once, the refused one too";
     EXPECT_TRUE(srv.engine.requests.empty());
 }
 

@@ -83,8 +83,8 @@ struct head_chunk {
     int64_t offset(int32_t c) const noexcept { return int64_t{(lead + c) / group} * head_elements; }
 };
 
-// for_each_run(fn) must call fn(j0, count, keys, values, stride) for runs that cover rows [0, n_kv) in ascending
-// order: row j0 + i has the chunk's first KV head's key at keys + i * stride and its value at values + i * stride
+// for_each_run(fn, lo, hi) must call fn(j0, count, keys, values, stride) for runs that cover rows [lo, hi) in
+// ascending order (the first may start before lo and the last end after hi: the callers skip such rows): row j0 + i has the chunk's first KV head's key at keys + i * stride and its value at values + i * stride
 // (i < count); keys and values point to float, one of the *_element types above or q8_0 groups (then stride and the
 // rows' offsets count groups). It is called twice (scores, then the weighted sums). q and out hold the chunk's heads,
 // head_dim floats each (chunk.n_heads <= max_chunk_heads, as heads_per_item gives); scores holds
@@ -111,7 +111,7 @@ inline void attend_heads(const kernels &k, const float *q, const head_chunk &chu
                 scores[c * n_kv + j0 + i] = cap > 0.0f ? std::tanh(s * inv_cap) * cap : s;
             }
         }
-    });
+    }, first, n_kv);
     const int64_t n = n_kv - first;
     float inv_sum[max_chunk_heads];
     for (int32_t c = 0; c < n_heads; ++c) {
@@ -127,7 +127,7 @@ inline void attend_heads(const kernels &k, const float *q, const head_chunk &chu
                 kv_axpy(k, scores[c * n_kv + j0 + i] * inv_sum[c], row + chunk.offset(c), out + int64_t{c} * head_dim,
                         head_dim);
         }
-    });
+    }, first, n_kv);
 }
 
 // Beyond this many keys a token's rows are cut into segments of this many by row index (rows [g * segment_rows,
@@ -166,7 +166,7 @@ inline void attend_segment(const kernels &k, const float *q, const head_chunk &c
                 scores[c * n + j - lo] = cap > 0.0f ? std::tanh(s * inv_cap) * cap : s;
             }
         }
-    });
+    }, lo, hi);
     for (int32_t c = 0; c < n_heads; ++c) {
         float *window = scores + c * n;
         m[c] = k.max(window, n);
@@ -179,7 +179,7 @@ inline void attend_segment(const kernels &k, const float *q, const head_chunk &c
             for (int32_t c = 0; c < n_heads; ++c)
                 kv_axpy(k, scores[c * n + j - lo], row + chunk.offset(c), o + int64_t{c} * head_dim, head_dim);
         }
-    });
+    }, lo, hi);
 }
 
 // Merges segments g_first..n_segs-1 (segment g's partial at partials + g * pf, pf >= partial_floats(n_heads,
@@ -190,13 +190,21 @@ inline void merge_segments(const kernels &k, const float *partials, int64_t pf, 
     for (int32_t c = 0; c < n_heads; ++c) {
         float top = -std::numeric_limits<float>::infinity();
         for (int64_t g = g_first; g < n_segs; ++g) top = std::max(top, partials[g * pf + c]);
+        // A segment whose every score is -inf weighs 0, as its rows do in one pass (unless all are: then NaN, as
+        // there).
+        auto weightless = [&](int64_t g) {
+            return partials[g * pf + c] == -std::numeric_limits<float>::infinity() &&
+                   top != -std::numeric_limits<float>::infinity();
+        };
         double sum = 0.0;
         for (int64_t g = g_first; g < n_segs; ++g)
-            sum += static_cast<double>(partials[g * pf + n_heads + c]) *
-                   std::exp(static_cast<double>(partials[g * pf + c]) - static_cast<double>(top));
+            if (!weightless(g))
+                sum += static_cast<double>(partials[g * pf + n_heads + c]) *
+                       std::exp(static_cast<double>(partials[g * pf + c]) - static_cast<double>(top));
         float *y = out + int64_t{c} * head_dim;
         std::memset(y, 0, sizeof(float) * static_cast<size_t>(head_dim));
         for (int64_t g = g_first; g < n_segs; ++g) {
+            if (weightless(g)) continue;
             const float w = static_cast<float>(
                 std::exp(static_cast<double>(partials[g * pf + c]) - static_cast<double>(top)) / sum);
             k.axpy(w, partials + g * pf + 2 * int64_t{n_heads} + int64_t{c} * head_dim, y, head_dim);

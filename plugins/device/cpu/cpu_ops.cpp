@@ -473,11 +473,12 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
         auto rows_of = [&](int64_t t) {
             return token_context{int64_t{a->positions[t]} + 1, first_attended(a->positions[t], window)};
         };
-        auto runs_of = [&](int64_t item, int64_t t) {
+        auto runs_of = [&](int64_t item, int64_t) {
             const float *keys = a->k_cache + items.kv_offset(item, a->head_dim);
             const float *values = a->v_cache + items.kv_offset(item, a->head_dim);
-            const int64_t n_kv = int64_t{a->positions[t]} + 1;
-            return [keys, values, n_kv, stride](const auto &fn) { fn(0, n_kv, keys, values, stride); };
+            return [keys, values, stride](const auto &fn, int64_t lo, int64_t hi) {
+                fn(lo, hi - lo, keys + lo * stride, values + lo * stride, stride);
+            };
         };
         attend_items(*dev, items, a->q, a->out, a->scale, terms.softcap, a->head_dim, rows_of, runs_of);
         ok(st);

@@ -230,13 +230,13 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
             const int64_t head_elements = a->head_dim / values_per_element<E>;
             auto runs_of = [&](int64_t item, int64_t t) {
                 const int32_t first_block = kv->seq_block_start[a->token_seq[t]];
-                const int64_t n_kv = int64_t{a->positions[t]} + 1;
                 const int64_t head_offset = items.kv_offset(item, head_elements);
-                return [kv, first_block, n_kv, head_offset, block_size, row](const auto &fn) {
-                    int32_t block = first_block;
-                    for (int64_t j0 = 0; j0 < n_kv; j0 += block_size, ++block) {
+                // The blocks holding rows [lo, hi), whole (a segment or a window starts anywhere in a block).
+                return [kv, first_block, head_offset, block_size, row](const auto &fn, int64_t lo, int64_t hi) {
+                    auto block = static_cast<int32_t>(first_block + lo / block_size);
+                    for (int64_t j0 = lo / block_size * block_size; j0 < hi; j0 += block_size, ++block) {
                         const E *rows = layer_rows<const E>(kv, block);
-                        fn(j0, std::min(block_size, n_kv - j0), rows + head_offset, rows + block_size * row + head_offset,
+                        fn(j0, std::min(block_size, hi - j0), rows + head_offset, rows + block_size * row + head_offset,
                            row);
                     }
                 };

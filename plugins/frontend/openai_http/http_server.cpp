@@ -1203,7 +1203,9 @@ void http_server::run() {
     m.accept();
     auto guard = net::make_work_guard(m.ioc);
     m.ioc.run();
-    // Workers may still be waiting on cancelled generations: let them finish before the engine goes away.
+    // Generations still in the engine hold work on the pool (pending_generation::work): join returns once each has
+    // completed (the stop cancelled them), before the engine goes away; what they post to their connections, closed
+    // by the stop, goes with the io_context.
     m.workers.join();
 }
 
