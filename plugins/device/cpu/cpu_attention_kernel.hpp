@@ -96,38 +96,52 @@ struct head_chunk {
 // axpy per row in row order), whatever the chunk: the chunk only changes the order in which memory is visited, each
 // row once per pass for all of the chunk's heads (the heads of a row lie side by side, and heads sharing a KV head
 // read it while it is in L1).
+// The two passes every attention here makes over rows [lo, hi), row by row in order: the chunk's scores (head c's
+// score of row j at scores[c * ld + j - lo]: a dot, the scale, the soft-cap), and the weighted sums (out of head c
+// += weight(c, j) * row j's value).
+template <class ForEachRun>
+inline void score_rows(const kernels &k, const float *q, const head_chunk &chunk, int32_t head_dim, float scale,
+                       int64_t lo, int64_t hi, const ForEachRun &for_each_run, float *scores, int64_t ld,
+                       float softcap) noexcept {
+    const float inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
+    for_each_run([&](int64_t j0, int64_t count, const auto *keys, const auto *, int64_t stride) {
+        for (int64_t j = std::max(j0, lo); j < std::min(j0 + count, hi); ++j) {
+            const auto *row = keys + (j - j0) * stride;
+            for (int32_t c = 0; c < chunk.n_heads; ++c) {
+                const float s = kv_dot(k, q + int64_t{c} * head_dim, row + chunk.offset(c), head_dim) * scale;
+                scores[c * ld + j - lo] = softcap > 0.0f ? std::tanh(s * inv_cap) * softcap : s;
+            }
+        }
+    }, lo, hi);
+}
+
+template <class ForEachRun, class Weight>
+inline void weigh_rows(const kernels &k, const head_chunk &chunk, int32_t head_dim, int64_t lo, int64_t hi,
+                       const ForEachRun &for_each_run, const Weight &weight, float *out) noexcept {
+    std::memset(out, 0, sizeof(float) * static_cast<size_t>(head_dim) * static_cast<size_t>(chunk.n_heads));
+    for_each_run([&](int64_t j0, int64_t count, const auto *, const auto *values, int64_t stride) {
+        for (int64_t j = std::max(j0, lo); j < std::min(j0 + count, hi); ++j) {
+            const auto *row = values + (j - j0) * stride;
+            for (int32_t c = 0; c < chunk.n_heads; ++c)
+                kv_axpy(k, weight(c, j), row + chunk.offset(c), out + int64_t{c} * head_dim, head_dim);
+        }
+    }, lo, hi);
+}
+
 template <class ForEachRun>
 inline void attend_heads(const kernels &k, const float *q, const head_chunk &chunk, int32_t head_dim, float scale,
                          int64_t n_kv, const ForEachRun &for_each_run, float *scores, float *out,
                          const score_terms &terms = {}) noexcept {
-    const int64_t first = terms.first;
-    const float cap = terms.softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
-    const int32_t n_heads = chunk.n_heads;
-    for_each_run([&](int64_t j0, int64_t count, const auto *keys, const auto *, int64_t stride) {
-        for (int64_t i = std::max<int64_t>(0, first - j0); i < count; ++i) {
-            const auto *row = keys + i * stride;
-            for (int32_t c = 0; c < n_heads; ++c) {
-                const float s = kv_dot(k, q + int64_t{c} * head_dim, row + chunk.offset(c), head_dim) * scale;
-                scores[c * n_kv + j0 + i] = cap > 0.0f ? std::tanh(s * inv_cap) * cap : s;
-            }
-        }
-    }, first, n_kv);
-    const int64_t n = n_kv - first;
+    const int64_t first = terms.first, n = n_kv - first;
+    score_rows(k, q, chunk, head_dim, scale, first, n_kv, for_each_run, scores + first, n_kv, terms.softcap);
     float inv_sum[max_chunk_heads];
-    for (int32_t c = 0; c < n_heads; ++c) {
+    for (int32_t c = 0; c < chunk.n_heads; ++c) {
         float *window = scores + c * n_kv + first;
         const float m = k.max(window, n);
         inv_sum[c] = static_cast<float>(1.0 / k.exp_sub_sum(window, m, window, n));
     }
-    std::memset(out, 0, sizeof(float) * static_cast<size_t>(head_dim) * static_cast<size_t>(n_heads));
-    for_each_run([&](int64_t j0, int64_t count, const auto *, const auto *values, int64_t stride) {
-        for (int64_t i = std::max<int64_t>(0, first - j0); i < count; ++i) {
-            const auto *row = values + i * stride;
-            for (int32_t c = 0; c < n_heads; ++c)
-                kv_axpy(k, scores[c * n_kv + j0 + i] * inv_sum[c], row + chunk.offset(c), out + int64_t{c} * head_dim,
-                        head_dim);
-        }
-    }, first, n_kv);
+    weigh_rows(k, chunk, head_dim, first, n_kv, for_each_run,
+               [&](int32_t c, int64_t j) { return scores[c * n_kv + j] * inv_sum[c]; }, out);
 }
 
 // Beyond this many keys a token's rows are cut into segments of this many by row index (rows [g * segment_rows,
@@ -155,31 +169,16 @@ inline void attend_segment(const kernels &k, const float *q, const head_chunk &c
     const int64_t lo = std::max(g * segment_rows, terms.first), hi = std::min((g + 1) * segment_rows, n_kv);
     const int64_t n = hi - lo;
     if (n <= 0) return;
-    const float cap = terms.softcap, inv_cap = cap > 0.0f ? 1.0f / cap : 0.0f;
     const int32_t n_heads = chunk.n_heads;
     float *m = partial, *l = partial + n_heads, *o = partial + 2 * int64_t{n_heads};
-    for_each_run([&](int64_t j0, int64_t count, const auto *keys, const auto *, int64_t stride) {
-        for (int64_t j = std::max(j0, lo); j < std::min(j0 + count, hi); ++j) {
-            const auto *row = keys + (j - j0) * stride;
-            for (int32_t c = 0; c < n_heads; ++c) {
-                const float s = kv_dot(k, q + int64_t{c} * head_dim, row + chunk.offset(c), head_dim) * scale;
-                scores[c * n + j - lo] = cap > 0.0f ? std::tanh(s * inv_cap) * cap : s;
-            }
-        }
-    }, lo, hi);
+    score_rows(k, q, chunk, head_dim, scale, lo, hi, for_each_run, scores, n, terms.softcap);
     for (int32_t c = 0; c < n_heads; ++c) {
         float *window = scores + c * n;
         m[c] = k.max(window, n);
         l[c] = static_cast<float>(k.exp_sub_sum(window, m[c], window, n));
     }
-    std::memset(o, 0, sizeof(float) * static_cast<size_t>(head_dim) * static_cast<size_t>(n_heads));
-    for_each_run([&](int64_t j0, int64_t count, const auto *, const auto *values, int64_t stride) {
-        for (int64_t j = std::max(j0, lo); j < std::min(j0 + count, hi); ++j) {
-            const auto *row = values + (j - j0) * stride;
-            for (int32_t c = 0; c < n_heads; ++c)
-                kv_axpy(k, scores[c * n + j - lo], row + chunk.offset(c), o + int64_t{c} * head_dim, head_dim);
-        }
-    }, lo, hi);
+    weigh_rows(k, chunk, head_dim, lo, hi, for_each_run, [&](int32_t c, int64_t j) { return scores[c * n + j - lo]; },
+               o);
 }
 
 // Merges segments g_first..n_segs-1 (segment g's partial at partials + g * pf, pf >= partial_floats(n_heads,
