@@ -3,6 +3,7 @@
 #include "app/generation_config.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "engine/hybrid_policy.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// Engine: forward passes outside the scheduler, over one private KV slot (testing_kv_), run on the worker thread
+// Engine: forward passes outside the scheduler, over one private KV slot (testing_kv_), run on the step thread
 // between two steps: forward_for_testing (the last token's logits, for tools and tests) and forward_logits (every
 // position's logits of a text, teacher forcing: perplexity and KL divergence).
 #include "engine/engine.hpp"
@@ -12,42 +12,41 @@ namespace strata::engine {
 
 // One forward call of the private slot: tokens[0..m) at positions[0..m), logits for the `n_rows` tokens listed in
 // step_logits_tokens_ (already filled by the caller).
-void engine::forward_private_piece(const int32_t *tokens, const int32_t *positions, int32_t m, int32_t n_rows) {
-    step_block_base_.clear();
-    for (const kv::block_ref &b : testing_kv_.table) step_block_base_.push_back(kv_->device_address(b));
+step_output engine::forward_private_piece(const int32_t *tokens, const int32_t *positions, int32_t m, int32_t n_rows) {
+    step_blocks_.assign(testing_kv_.table.begin(), testing_kv_.table.end());
     step_seq_block_start_[0] = 0;
-    step_seq_block_start_[1] = static_cast<int32_t>(step_block_base_.size());
+    step_seq_block_start_[1] = static_cast<int32_t>(step_blocks_.size());
     for (int32_t i = 0; i < m; ++i) {
         step_tokens_[static_cast<size_t>(i)] = tokens[i];
         step_positions_[static_cast<size_t>(i)] = positions[i];
         step_token_seq_[static_cast<size_t>(i)] = 0;
     }
-    forward_batch(m, 1, n_rows);
-    fetch_logits(n_rows);
+    return execute_step(m, 1, n_rows);
 }
 
 const float *engine::forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n) {
-    // Copied on the worker: its next step writes the logits buffer again.
-    run_on_worker([&] {
-        const float *logits = forward_on_worker(tokens, positions, n);
+    // Copied on the step thread: its next step writes the logits buffer again.
+    run_between_steps([&] {
+        const float *logits = forward_between_steps(tokens, positions, n);
         testing_logits_.assign(logits, logits + hp_.n_vocab);
     });
     return testing_logits_.data();
 }
 
-const float *engine::forward_on_worker(const int32_t *tokens, const int32_t *positions, int32_t n) {
+const float *engine::forward_between_steps(const int32_t *tokens, const int32_t *positions, int32_t n) {
     int32_t max_pos = 0;
     for (int32_t i = 0; i < n; ++i) max_pos = std::max(max_pos, positions[i]);
     if (max_pos >= n_ctx_) fail("position {} is outside max_model_len {}", max_pos, n_ctx_);
     if (!kv_->ensure_slots(testing_kv_, max_pos + 1))
         fail("the device KV cache cannot hold {} positions; raise --kv-cache-memory", max_pos + 1);
     const int32_t chunk = opts_.scheduler.max_num_batched_tokens;
+    step_output out;
     for (int32_t done = 0; done < n; done += chunk) {
         const int32_t m = std::min(chunk, n - done);
         step_logits_tokens_[0] = m - 1;
-        forward_private_piece(tokens + done, positions + done, m, 1);
+        out = forward_private_piece(tokens + done, positions + done, m, 1);
     }
-    return logits_row(0);
+    return out.row(0);
 }
 
 void engine::forward_logits(const int32_t *tokens, int32_t n, int32_t first_row, float *out) {
@@ -61,7 +60,7 @@ void engine::forward_logits(const int32_t *tokens, int32_t n, int32_t first_row,
             fail("token {} at position {} is outside the vocabulary [0, {})", tokens[i], i, hp_.n_vocab);
     }
     const size_t row_floats = static_cast<size_t>(hp_.n_vocab);
-    run_on_worker([&] {
+    run_between_steps([&] {
         if (!kv_->ensure_slots(testing_kv_, n))
             fail("the device KV cache cannot hold {} positions; raise --kv-cache-memory", n);
         positions_scratch_.resize(static_cast<size_t>(n));
@@ -76,10 +75,10 @@ void engine::forward_logits(const int32_t *tokens, int32_t n, int32_t first_row,
             int32_t n_rows = 0;
             for (int32_t i = std::max(first_row - done, 0); i < m; ++i)
                 step_logits_tokens_[static_cast<size_t>(n_rows++)] = i;
-            forward_private_piece(tokens + done, positions_scratch_.data() + done, m, n_rows);
+            const step_output piece = forward_private_piece(tokens + done, positions_scratch_.data() + done, m, n_rows);
             const size_t out_row = static_cast<size_t>(std::max(done, first_row) - first_row);
             for (int32_t r = 0; r < n_rows; ++r)
-                std::memcpy(out + (out_row + static_cast<size_t>(r)) * row_floats, logits_row(r),
+                std::memcpy(out + (out_row + static_cast<size_t>(r)) * row_floats, piece.row(r),
                             row_floats * sizeof(float));
             done += m;
         }

@@ -1,18 +1,16 @@
-// Engine: sizing the paged KV cache's pools (device, host tier, NVMe), the prefix store and the scheduler, and
-// printing the KV table at start-up.
+// Engine: sizing the paged KV cache's pools (device, host tier, NVMe; their memory is the worker's), the prefix store
+// and the scheduler, and printing the KV table at start-up.
 #include "engine/engine.hpp"
 
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "engine/engine_util.hpp"
-#include "common/progress.hpp"
 #include "engine/model_fingerprint.hpp"
 #include "engine/prefix_store_adapter.hpp"
 
 #include <strata/kv_layout.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -27,7 +25,7 @@ void engine::setup_kv() {
     const uint64_t block_bytes = kv_layout::block_bytes(hp_.n_layer, o.block_size, kv_dim, o.kv_type);
     const uint64_t per_token = block_bytes / static_cast<uint64_t>(o.block_size);
     // Device KV as planned: kv_cache_memory when set, else what the device budget leaves (bounded on the CPU).
-    const uint64_t device_kv = plan_.device_kv;
+    const uint64_t device_kv = memory_plan().device_kv;
     const uint64_t n_device = device_kv / block_bytes;
     if (n_device == 0) {
         fail("the device KV cache ({}) holds no block of {} ({} tokens x {} per token); raise --kv-cache-memory or "
@@ -41,58 +39,15 @@ void engine::setup_kv() {
     kc.prefix_caching = o.enable_prefix_caching;
     const uint64_t kv_identity = kv_fingerprint(fingerprint_, o.kv_type);
     kc.fingerprint = kv_identity;
-    kc.device_reads_host = device_reads_host_;
+    const bool device_reads_host = executor_->driver_worker().device_reads_host();
+    kc.device_reads_host = device_reads_host;
     kv_ = std::make_unique<kv::kv_cache>(kc);
-    strata_status st{};
-    void *base = device_desc_.desc->mem_alloc(device_, n_device * block_bytes, &st);
-    if (base == nullptr) {
-        fail("device '{}' could not allocate the KV cache ({}): {}; lower --kv-cache-memory", device_name_,
-             human(n_device * block_bytes), status_text(st));
-    }
-    device_allocations_.push_back(base);
-    // Touch the whole pool now, as a GPU engine reserves its KV memory up front: resident memory is then flat under
-    // load instead of growing as the prefix cache first reaches each block.
-    if (device_reads_host_) { // host memory behind the device (a GPU's is reserved by its allocator)
-        const uint64_t total = n_device * block_bytes;
-        const uint64_t chunk = std::min<uint64_t>(uint64_t{64} << 20, total);
-        const bool has_copy = STRATA_HAS_SLOT(device_desc_.desc, copy);
-        std::vector<unsigned char> zeros(has_copy ? chunk : 0);
-        std::unique_ptr<progress> bar;
-        if (total >= (uint64_t{256} << 20)) bar = std::make_unique<progress>(fmt::format("reserving {} of KV cache", human(total)), total);
-        for (uint64_t off = 0; off < total; off += chunk) {
-            const uint64_t n = std::min<uint64_t>(chunk, total - off);
-            char *dst = static_cast<char *>(base) + off;
-            if (!has_copy) std::memset(dst, 0, n);
-            else if (device_desc_.desc->copy(device_, dst, zeros.data(), n, STRATA_COPY_H2D, &st) != STRATA_OK)
-                fail("device '{}' could not initialise its KV cache: {}", device_name_, status_text(st));
-            if (bar) bar->update(off + n);
-        }
-        if (bar) bar->finish();
-    }
-    kv_->add_pool(kv::tier::device, static_cast<uint32_t>(n_device),
-                  kv::make_device_storage(device_desc_.desc, device_, base, block_bytes));
-
+    // The blocks' memory is the worker's (device, and the host and NVMe tiers); the KV cache decides what they hold.
+    worker &w = executor_->driver_worker();
+    kv_->add_pool(kv::tier::device, static_cast<uint32_t>(n_device), w.allocate_device_kv(n_device, block_bytes));
     auto tier_pool = [&](kv::tier t, const std::string &name, uint64_t bytes, uint64_t align) -> uint64_t {
-        if (bytes == 0) return 0;
-        auto [desc, tier] = weights_ ? weights_->tier(name) : std::pair<const strata_tier_desc *, strata_tier *>{};
-        if (desc == nullptr) fail("KV tier '{}' was not created", name);
-        const uint64_t stride = (block_bytes + align - 1) / align * align;
-        const uint64_t n = std::min<uint64_t>(bytes / stride, UINT32_MAX / 2);
-        if (n == 0) return 0;
-        uint64_t region = 0;
-        if (desc->region_alloc(tier, n * stride, &region, &st) != STRATA_OK)
-            fail("tier '{}' could not hold {} of KV cache: {}", name, human(n * stride), status_text(st));
-        kv_->add_pool(t, static_cast<uint32_t>(n), kv::make_tier_storage(desc, tier, region, stride, block_bytes,
-                                                                          device_reads_host_));
-        // A GPU swaps KV blocks at the link's speed only from page-locked memory.
-        void *mapped = STRATA_HAS_SLOT(desc, map) ? desc->map(tier, region) : nullptr;
-        if (mapped != nullptr && !device_reads_host_ && STRATA_HAS_SLOT(device_desc_.desc, host_register)) {
-            if (device_desc_.desc->host_register(device_, mapped, n * stride, &st) == STRATA_OK)
-                registered_.push_back(mapped);
-            else
-                log::warn("kv", "could not page-lock the {} KV pool for device '{}' ({}); swaps run at pageable speed",
-                          name, device_name_, status_text(st));
-        }
+        auto [n, storage] = w.allocate_tier_kv(name, bytes, align, block_bytes);
+        if (n > 0) kv_->add_pool(t, static_cast<uint32_t>(n), std::move(storage));
         return n;
     };
     const uint64_t n_host = tier_pool(kv::tier::host, o.host_tier, gib_bytes(o.swap_space_gib), 64);
@@ -108,13 +63,13 @@ void engine::setup_kv() {
     // One sequence of max_model_len must fit: in device blocks, plus host blocks when the device reads them in place.
     const uint64_t need = (static_cast<uint64_t>(n_ctx_) + static_cast<uint64_t>(o.block_size) - 1) /
                           static_cast<uint64_t>(o.block_size);
-    const uint64_t usable = n_device + (device_reads_host_ ? n_host : 0);
+    const uint64_t usable = n_device + (device_reads_host ? n_host : 0);
     if (usable < need) {
         fail("max_model_len {} needs {} KV blocks ({}) but the device holds {} ({}){}; raise --kv-cache-memory{}, or "
              "lower --max-model-len",
              n_ctx_, need, human(need * block_bytes), n_device, human(n_device * block_bytes),
-             device_reads_host_ ? fmt::format(" and the host tier {}", n_host) : std::string(),
-             device_reads_host_ ? " or --swap-space" : "");
+             device_reads_host ? fmt::format(" and the host tier {}", n_host) : std::string(),
+             device_reads_host ? " or --swap-space" : "");
     }
     sched_ = std::make_unique<scheduler>(*kv_, opts_.scheduler);
 
@@ -128,10 +83,10 @@ void engine::setup_kv() {
             t += fmt::format("  {:<8} {:>10} {:>12} {:>12}  {}\n", name, n, n * static_cast<uint64_t>(o.block_size),
                              human(n * block_bytes), where);
         };
-        row("device", n_device, fmt::format("device '{}'{}", device_name_,
+        row("device", n_device, fmt::format("device '{}'{}", device_name(),
                                             opts_.offload.kv_cache_memory ? " (kv_cache_memory)" : ""));
         row("host", n_host, fmt::format("tier '{}' (swap_space){}", o.host_tier,
-                                         device_reads_host_ ? "; long contexts are attended in place" : ""));
+                                         device_reads_host ? "; long contexts are attended in place" : ""));
         row("nvme", n_nvme, "tier 'nvme' (kv_nvme_space), swapped sequences");
         if (store_) {
             t += fmt::format("  {:<8} {:>10} {:>12} {:>12}  prefix store {} ({} entries found)\n", "store",

@@ -1,5 +1,5 @@
 // Engine: the request API frontends call from their threads (submit, wait, cancel, stats). Everything here runs
-// under the engine's mutex; the worker thread owns the scheduler and the KV cache.
+// under the engine's mutex; the step thread owns the scheduler and the KV cache.
 #include "engine/engine.hpp"
 
 #include "common/error.hpp"
@@ -79,7 +79,7 @@ strata_request_id engine::submit(const strata_request &req) {
     r->t_submit = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) fail("the engine is shutting down");
-    // Bounded: what stats reports as waiting. It lags by the requests the worker took in during its current step,
+    // Bounded: what stats reports as waiting. It lags by the requests the step thread took in during its current step,
     // so the queue holds at most twice the limit, never more.
     if (const int64_t waiting = waiting_snapshot_ + static_cast<int64_t>(incoming_.size());
         waiting >= opts_.scheduler.max_waiting_requests) {
@@ -140,14 +140,14 @@ strata_engine_stats engine::stats() const {
     return s;
 }
 
-// Called by the worker between steps.
+// Called by the step thread between steps.
 void engine::publish_stats() {
     const kv::kv_cache_stats ks = kv_->stats();
     std::lock_guard<std::mutex> lock(mu_);
     publish_stats_locked(ks);
 }
 
-// With mu_ held; the worker's scheduler and KV figures as of now.
+// With mu_ held; the scheduler and KV figures as of now.
 void engine::publish_stats_locked(const kv::kv_cache_stats &ks) {
     kv_snapshot_ = ks;
     sched_snapshot_ = sched_->counters();

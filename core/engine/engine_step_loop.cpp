@@ -1,11 +1,10 @@
-// Engine: the worker thread's step loop (continuous batching): intake, cancellation, one scheduled batch per step
-// through the model's batched forward pass over the paged KV cache, sampling, and finishing requests.
+// Engine: the step thread's loop (continuous batching): intake, cancellation, one scheduled batch per step handed to
+// the executor (the workers' batched forward pass over the paged KV cache), sampling, and finishing requests.
 #include "engine/engine.hpp"
 
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "engine/engine_util.hpp"
-#include "engine/prefetch_ring.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -68,11 +67,11 @@ void engine::emit_token(sequence &s, int32_t tok, bool eos) {
     s.on_token(s.user, &ev);
 }
 
-void engine::worker_loop() {
+void engine::step_loop() {
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(mu_);
-            cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !sched_->idle() || (worker_task_ != nullptr && !worker_task_done_); });
+            cv_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !sched_->idle() || (pending_task_ != nullptr && !pending_task_done_); });
             if (stopping_) {
                 for (auto &r : incoming_) live_.push_back(r);
                 incoming_.clear();
@@ -103,7 +102,7 @@ void engine::worker_loop() {
                 ++i;
             }
         }
-        run_worker_task();
+        run_pending_task();
         if (stopping) {
             publish_stats();
             return;
@@ -144,7 +143,7 @@ void engine::worker_loop() {
 void engine::run_step(const std::vector<scheduled_seq> &batch) {
     const auto t0 = std::chrono::steady_clock::now();
     int32_t n = 0, n_logits = 0;
-    step_block_base_.clear();
+    step_blocks_.clear();
     const int32_t n_seqs = static_cast<int32_t>(batch.size());
     for (int32_t k = 0; k < n_seqs; ++k) {
         sequence &s = *batch[static_cast<size_t>(k)].seq;
@@ -155,21 +154,16 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
             step_token_seq_[static_cast<size_t>(n)] = k;
             ++n;
         }
-        step_seq_block_start_[static_cast<size_t>(k)] = static_cast<int32_t>(step_block_base_.size());
-        for (const kv::block_ref &b : s.kv.table) {
-            void *addr = kv_->device_address(b);
-            if (addr == nullptr) fail("internal: sequence {} runs with a KV block outside device memory", s.id);
-            step_block_base_.push_back(addr);
-        }
+        step_seq_block_start_[static_cast<size_t>(k)] = static_cast<int32_t>(step_blocks_.size());
+        step_blocks_.insert(step_blocks_.end(), s.kv.table.begin(), s.kv.table.end());
         if (s.n_computed + n_new == static_cast<int32_t>(s.tokens.size())) {
             step_logits_tokens_[static_cast<size_t>(n_logits)] = n - 1;
             step_logits_owner_[static_cast<size_t>(n_logits)] = &s;
             ++n_logits;
         }
     }
-    step_seq_block_start_[static_cast<size_t>(n_seqs)] = static_cast<int32_t>(step_block_base_.size());
-    forward_batch(n, n_seqs, n_logits);
-    fetch_logits(n_logits);
+    step_seq_block_start_[static_cast<size_t>(n_seqs)] = static_cast<int32_t>(step_blocks_.size());
+    const step_output out = execute_step(n, n_seqs, n_logits);
     for (const auto &b : batch) {
         b.seq->n_computed += b.n_new;
         kv_->register_full_blocks(b.seq->kv, b.seq->tokens, b.seq->n_computed);
@@ -178,7 +172,7 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
 
     for (int32_t i = 0; i < n_logits; ++i) {
         sequence &s = *step_logits_owner_[static_cast<size_t>(i)];
-        float *logits = logits_row(i);
+        float *logits = out.row(i);
         if (any_nan(logits, hp_.n_vocab)) {
             // Garbage in, no garbage out: a NaN logit means damaged weights (or an overflow) upstream.
             finish(s, STRATA_FINISH_ERROR,
@@ -208,108 +202,45 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
     }
 }
 
-// Brings the step's logits rows to host memory in one copy when the device has its own memory.
-void engine::fetch_logits(int32_t n_logits) {
-    if (logits_host_.empty() || n_logits == 0) return;
-    strata_status st{};
-    const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(n_logits) * static_cast<uint64_t>(hp_.n_vocab);
-    if (device_desc_.desc->copy(device_, logits_host_.data(), logits_, bytes, STRATA_COPY_D2H, &st) != STRATA_OK)
-        fail("copying logits from the device failed: {}", status_text(st));
+// The step in the step buffers (tokens, positions, block tables, logits rows), as the executor takes it.
+step_output engine::execute_step(int32_t n_tokens, int32_t n_seqs, int32_t n_logits) {
+    step_input step;
+    step.tokens = step_tokens_.data();
+    step.positions = step_positions_.data();
+    step.token_seq = step_token_seq_.data();
+    step.n_tokens = n_tokens;
+    step.n_seqs = n_seqs;
+    step.seq_block_start = step_seq_block_start_.data();
+    step.blocks = step_blocks_.data();
+    step.logits_tokens = step_logits_tokens_.data();
+    step.n_logits = n_logits;
+    return executor_->execute_model(step);
 }
 
-float *engine::logits_row(int32_t i) {
-    const uint64_t off = static_cast<uint64_t>(i) * static_cast<uint64_t>(hp_.n_vocab);
-    return (logits_host_.empty() ? logits_ : logits_host_.data()) + off;
-}
-
-void engine::forward_batch(int32_t n_tokens, int32_t n_seqs, int32_t n_logits) {
-    strata_paged_kv pk{};
-    pk.struct_size = sizeof pk;
-    pk.block_size = opts_.kv.block_size;
-    pk.kv_dim = hp_.n_head_kv * hp_.head_dim;
-    pk.kv_type = opts_.kv.kv_type;
-    pk.n_seqs = n_seqs;
-    pk.seq_block_start = step_seq_block_start_.data();
-    pk.block_base = step_block_base_.data();
-    strata_forward_args a{};
-    a.struct_size = sizeof a;
-    a.device_ops = device_desc_.desc;
-    a.device = device_;
-    a.tokens = step_tokens_.data();
-    a.positions = step_positions_.data();
-    a.n_tokens = n_tokens;
-    a.workspace = workspace_;
-    a.workspace_size = workspace_size_;
-    a.logits = logits_;
-    a.paged_kv = &pk;
-    a.token_seq = step_token_seq_.data();
-    a.logits_tokens = step_logits_tokens_.data();
-    a.n_logits = n_logits;
-    // Hybrid placement: the CPU computes its layers where they live, unless this step is large enough that
-    // streaming them to the device is cheaper (then their own ring streams them).
-    // Experts on the CPU (--n-cpu-moe) run there in every step.
-    const bool host_layers = host_device_ != nullptr && !layer_on_host_.empty();
-    const bool host_experts = host_device_ != nullptr && !experts_on_host_.empty();
-    const bool stream_host_layers = host_layers && hybrid_min_batch_ > 0 && n_tokens >= hybrid_min_batch_;
-    if ((host_layers && !stream_host_layers) || host_experts) {
-        a.host_device_ops = host_desc_.desc;
-        a.host_device = host_device_;
-        a.host_workspace = host_workspace_.data();
-        a.host_workspace_size = host_workspace_.size();
-        if (host_experts) a.experts_on_host = experts_on_host_.data();
-    }
-    if (host_layers && !stream_host_layers) {
-        a.layer_on_host = layer_on_host_.data();
-        ++hybrid_steps_;
-    } else if (stream_host_layers) {
-        ++hybrid_streamed_steps_;
-    }
-    prefetch_ring *rings[2] = {weights_ ? weights_->ring() : nullptr,
-                               stream_host_layers ? weights_->host_layer_ring() : nullptr};
-    if (rings[0] != nullptr || rings[1] != nullptr) {
-        a.layer_begin = [](void *user, int32_t layer, strata_status *st) {
-            for (prefetch_ring *r : *static_cast<prefetch_ring *(*)[2]>(user)) {
-                if (r == nullptr) continue;
-                if (int32_t rc = r->layer_begin(layer, st); rc != STRATA_OK) return rc;
-            }
-            return static_cast<int32_t>(STRATA_OK);
-        };
-        a.user = &rings;
-    }
-    strata_status st{};
-    const int32_t rc = arch_.desc->forward(model_, &a, &st);
-    for (prefetch_ring *ring : rings) {
-        if (ring == nullptr) continue;
-        if (rc == STRATA_OK) ring->forward_done();
-        else ring->recover(); // a pass that stopped partway leaves slots mid-cycle
-    }
-    if (rc != STRATA_OK) fail("forward pass failed: {}", status_text(st));
-}
-
-void engine::run_on_worker(const std::function<void()> &fn) {
+void engine::run_between_steps(const std::function<void()> &fn) {
     std::unique_lock<std::mutex> lock(mu_);
     if (stopping_) fail("the engine is shutting down");
-    cv_.wait(lock, [&] { return worker_task_ == nullptr; }); // one task at a time
-    worker_task_ = &fn;
-    worker_task_done_ = false;
-    worker_task_error_ = nullptr;
+    cv_.wait(lock, [&] { return pending_task_ == nullptr; }); // one task at a time
+    pending_task_ = &fn;
+    pending_task_done_ = false;
+    pending_task_error_ = nullptr;
     cv_.notify_all();
-    cv_.wait(lock, [&] { return worker_task_done_; });
-    worker_task_ = nullptr;
-    worker_task_done_ = false;
-    std::exception_ptr error = std::exchange(worker_task_error_, nullptr);
+    cv_.wait(lock, [&] { return pending_task_done_; });
+    pending_task_ = nullptr;
+    pending_task_done_ = false;
+    std::exception_ptr error = std::exchange(pending_task_error_, nullptr);
     cv_.notify_all();
     if (error) std::rethrow_exception(error);
 }
 
-// Worker thread, between steps: the task run_on_worker queued, if any (at shutdown it fails instead of running).
-void engine::run_worker_task() {
+// Step thread, between steps: the task run_between_steps queued, if any (at shutdown it fails instead of running).
+void engine::run_pending_task() {
     const std::function<void()> *task = nullptr;
     bool stopping = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        if (worker_task_ == nullptr || worker_task_done_) return;
-        task = worker_task_;
+        if (pending_task_ == nullptr || pending_task_done_) return;
+        task = pending_task_;
         stopping = stopping_;
     }
     std::exception_ptr error;
@@ -322,8 +253,8 @@ void engine::run_worker_task() {
     }
     {
         std::lock_guard<std::mutex> lock(mu_);
-        worker_task_error_ = error;
-        worker_task_done_ = true;
+        pending_task_error_ = error;
+        pending_task_done_ = true;
     }
     cv_.notify_all();
 }

@@ -1,14 +1,16 @@
-// Engine: hybrid placement (issue #6). On a device that cannot read host memory (a GPU), offloaded layers living in a
+// Worker: hybrid placement (issue #6). On a device that cannot read host memory (a GPU), offloaded layers living in a
 // RAM tier may be computed by the CPU where they live instead of being streamed over the link every step; large
 // batches stream them anyway. The choice comes from two measurements taken here at start-up — the link's H2D
 // bandwidth (cached with the tiers' bandwidths, --remeasure) and the CPU's time for one offloaded layer at 1 and 16
 // tokens — and is made by decide_hybrid (hybrid_policy.hpp).
-#include "engine/engine.hpp"
+#include "engine/worker.hpp"
+#include "engine/engine_options.hpp"
 
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "engine/device_capability.hpp"
 #include "engine/engine_util.hpp"
+#include "engine/hybrid_policy.hpp"
 #include "engine/model_source.hpp"
 #include "engine/plan_inputs.hpp"
 #include "planner/bandwidth_cache.hpp"
@@ -42,24 +44,24 @@ template <class Fn> double best_seconds(const Fn &fn) {
 
 // H2D and D2H bandwidth of the device's link from page-locked memory, best of three passes over 64 MiB each way;
 // cached per device (and PCI bus id), measured again with --remeasure. Sets link_h2d_/link_d2h_ (0 = unknown).
-void engine::measure_link() {
+void worker::measure_link() {
     link_h2d_ = link_d2h_ = 0;
     measure_link_latency();
-    planner::bandwidth_cache cache(opts_.offload.bandwidth_cache_path.empty()
+    planner::bandwidth_cache cache(offload_.bandwidth_cache_path.empty()
                                        ? planner::default_bandwidth_cache_path()
-                                       : std::filesystem::path(opts_.offload.bandwidth_cache_path));
+                                       : std::filesystem::path(offload_.bandwidth_cache_path));
     std::string key = "link:" + device_name_;
     char bus[64] = {0};
     if (STRATA_HAS_SLOT(device_desc_.desc, pci_bus_id) && device_desc_.desc->pci_bus_id(device_, bus, sizeof bus) == 1)
         key += std::string(":") + bus;
-    if (!opts_.offload.remeasure) {
+    if (!offload_.remeasure) {
         if (auto e = cache.get(key)) {
             link_h2d_ = e->write_bps;
             link_d2h_ = e->read_bps;
             return;
         }
     }
-    if (!opts_.offload.measure_bandwidth) return;
+    if (!offload_.measure_bandwidth) return;
     constexpr uint64_t bytes = uint64_t{64} << 20;
     strata_status st{};
     auto host = std::make_unique<unsigned char[]>(bytes);
@@ -108,7 +110,7 @@ void engine::measure_link() {
 
 // The time of one small synchronous copy (the fastest of 32 round trips of 4 KiB, halved): what each activation copy
 // of a CPU-computed layer costs besides its bytes. Cheap enough to measure at every start.
-void engine::measure_link_latency() {
+void worker::measure_link_latency() {
     link_latency_ = 0;
     constexpr uint64_t bytes = 4096;
     strata_status st{};
@@ -131,9 +133,9 @@ void engine::measure_link_latency() {
 
 // The host device: [memory] offload_device (the `cpu` plugin by default) with its own table — none when it is the
 // main device's plugin (the CPU device's separate_memory test mode), whose table is for the emulated GPU.
-bool engine::start_host_device(bool required) {
+bool worker::start_host_device(bool required) {
     if (host_device_ != nullptr) return true; // already started (for the experts, then for whole layers)
-    const std::string &name = opts_.offload.offload_device;
+    const std::string &name = offload_.offload_device;
     host_desc_ = registry_.find_device(name);
     if (host_desc_.desc == nullptr) {
         if (!required) return false;
@@ -165,7 +167,7 @@ bool engine::start_host_device(bool required) {
 }
 
 // Seconds per weight byte the CPU spends on one layer: fixed (one token) and per further token of a batch.
-std::pair<double, double> engine::measure_cpu_layer(int32_t layer) {
+std::pair<double, double> worker::measure_cpu_layer(int32_t layer) {
     const strata_model_source *src = source_->view();
     std::vector<strata_tensor_view> mats;
     uint64_t bytes = 0;
@@ -206,7 +208,7 @@ std::pair<double, double> engine::measure_cpu_layer(int32_t layer) {
     return {fixed, per_token};
 }
 
-void engine::stop_host_device() {
+void worker::stop_host_device() {
     if (host_device_ != nullptr) host_desc_.desc->destroy(host_device_);
     host_device_ = nullptr;
 }
@@ -214,12 +216,12 @@ void engine::stop_host_device() {
 // Decides which streamed layers the CPU computes and plans again with that decision (the on_cpu layers' ring is sized
 // only when large batches will use it), before the weights are placed so the rings are built for it. Every way out
 // short of a decision leaves the first plan (everything offloaded streams), with the reason in the plan's notes.
-void engine::plan_hybrid(planner::inputs in) {
-    const offload_compute mode = parse_offload_compute(opts_.offload.offload_compute);
+void worker::plan_hybrid(planner::inputs in) {
+    const offload_compute mode = parse_offload_compute(offload_.offload_compute);
     hybrid_inputs hi;
     hi.mode = mode;
-    hi.op_offload = opts_.offload.op_offload;
-    hi.min_batch = opts_.offload.op_offload_min_batch;
+    hi.op_offload = offload_.op_offload;
+    hi.min_batch = offload_.op_offload_min_batch;
     hi.h2d_bytes_per_second = link_h2d_;
     hi.link_latency_s = link_latency_;
     std::map<int32_t, hybrid_layer> layers;
@@ -251,7 +253,7 @@ void engine::plan_hybrid(planner::inputs in) {
         if (!start_host_device(mode == offload_compute::cpu)) {
             keep_first_plan(fmt::format("offload_compute = auto: offload_device '{}' is not loaded, so offloaded "
                                         "layers stream",
-                                        opts_.offload.offload_device));
+                                        offload_.offload_device));
             return;
         }
         std::tie(hi.cpu_fixed_s_per_byte, hi.cpu_token_s_per_byte) = measure_cpu_layer(first->layer);
@@ -299,14 +301,14 @@ void engine::plan_hybrid(planner::inputs in) {
 
 // Whether the plan may leave routed experts in host RAM to the CPU: a device that cannot read host memory, a model
 // plugin that runs them there (ABI 1.17 host_experts), and offload_compute other than "device".
-bool engine::can_host_experts() const {
+bool worker::can_host_experts() const {
     return !device_reads_host_ && STRATA_HAS_SLOT(arch_.desc, host_experts) && arch_.desc->host_experts(model_) == 1 &&
-           parse_offload_compute(opts_.offload.offload_compute) != offload_compute::device;
+           parse_offload_compute(offload_.offload_compute) != offload_compute::device;
 }
 
 // The expert ops and the expert weights' types were not asked of the device at load when the CPU could compute the
 // experts (can_host_experts): they are now, unless the plan leaves every layer's experts to the CPU in every step.
-void engine::check_device_computes_experts() const {
+void worker::check_device_computes_experts() const {
     if (!can_host_experts()) return;
     std::set<std::string> on_device;
     bool streamed_whole = false; // experts of layers the CPU computes, streamed to the device for large batches
@@ -330,7 +332,7 @@ void engine::check_device_computes_experts() const {
                         : "keep every layer's experts in host RAM for the CPU with --cpu-moe");
 }
 
-bool engine::experts_on_cpu_planned() const {
+bool worker::experts_on_cpu_planned() const {
     return std::any_of(plan_.placements.begin(), plan_.placements.end(),
                        [](const planner::placement &p) { return p.how == planner::mode::cpu_experts; });
 }
@@ -338,15 +340,15 @@ bool engine::experts_on_cpu_planned() const {
 // Experts on the CPU (llama.cpp's --n-cpu-moe / -ot exps=CPU): the first plan computes routed experts kept in host RAM
 // on the host device (inputs::experts_on_cpu). That needs the offload device with the model's ops; without it they
 // stream to the device each step (offload_compute = auto) or start-up stops (cpu).
-void engine::plan_cpu_experts(planner::inputs &in) {
+void worker::plan_cpu_experts(planner::inputs &in) {
     if (!experts_on_cpu_planned()) return;
-    const offload_compute mode = parse_offload_compute(opts_.offload.offload_compute);
+    const offload_compute mode = parse_offload_compute(offload_.offload_compute);
     if (!start_host_device(mode == offload_compute::cpu)) {
         in.experts_on_cpu = false;
         plan_ = planner::make_plan(in);
         plan_.notes.push_back(fmt::format("offload_device '{}' cannot compute the experts kept in host RAM, so they "
                                           "stream to the device every step",
-                                          opts_.offload.offload_device));
+                                          offload_.offload_device));
         return;
     }
 }
@@ -354,7 +356,7 @@ void engine::plan_cpu_experts(planner::inputs &in) {
 // After hybrid placement and experts on the CPU are planned: the flags the forward reads and the host workspace
 // (page-locked: activations cross the link several times per CPU-computed layer, and from page-locked memory those
 // copies run at the link's speed without a bounce through the driver's staging).
-void engine::prepare_host_compute() {
+void worker::prepare_host_compute() {
     if (host_device_ == nullptr) return;
     // Experts on the CPU run in every step, of any size (the whole-layer hybrid only in steps below its threshold).
     if (experts_on_cpu_planned())
@@ -369,7 +371,7 @@ void engine::prepare_host_compute() {
             }
         const std::string note = fmt::format("the CPU ('{}') computes the routed experts of {} layer{} where they live; "
                                              "attention, the router and any shared expert run on device '{}'",
-                                             opts_.offload.offload_device, layers.size(), layers.size() == 1 ? "" : "s",
+                                             offload_.offload_device, layers.size(), layers.size() == 1 ? "" : "s",
                                              device_name_);
         plan_.notes.push_back(note);
         log::info("engine", "experts on the CPU: {}", note);
@@ -386,7 +388,7 @@ void engine::prepare_host_compute() {
     }
 }
 
-engine::hybrid_report engine::hybrid() const {
+worker::hybrid_report worker::hybrid() const {
     hybrid_report r;
     for (int32_t l = 0; l < static_cast<int32_t>(layer_on_host_.size()); ++l)
         if (layer_on_host_[static_cast<size_t>(l)] != 0) r.host_layers.push_back(l);

@@ -1,9 +1,10 @@
-// Engine: putting page-locked tier memory on the NUMA node nearest the GPU. Copies between the GPU and pinned host
+// Worker: putting page-locked tier memory on the NUMA node nearest the GPU. Copies between the GPU and pinned host
 // memory on the far socket cross the link between sockets, at a fraction of PCIe speed under load; on the near node
 // they do not. Every tier in use whose plugin declares an INT `numa_node` key (pinned_ram does) gets the node that
 // the device's PCI bus id and the start-up topology point to; the user's own `numa_node` (-1 included) always wins.
 // No tier is named here. Nothing can fail start-up: without an answer a tier stays unbound, as before.
-#include "engine/engine.hpp"
+#include "engine/worker.hpp"
+#include "engine/engine_options.hpp"
 
 #include "common/log.hpp"
 #include "engine/config_override_view.hpp"
@@ -34,9 +35,9 @@ std::vector<std::string> tiers_with_numa_node(const plugins::registry &registry,
 
 } // namespace
 
-void engine::bind_pinned_staging() {
+void worker::bind_pinned_staging() {
     if (!STRATA_HAS_SLOT(device_desc_.desc, pci_bus_id)) return;
-    const std::vector<std::string> tiers = tiers_with_numa_node(registry_, opts_.offload);
+    const std::vector<std::string> tiers = tiers_with_numa_node(registry_, offload_);
     if (tiers.empty()) return;
     char bus_id[64] = {0};
     if (device_desc_.desc->pci_bus_id(device_, bus_id, sizeof bus_id) != 1 || bus_id[0] == '\0') return;
@@ -44,8 +45,8 @@ void engine::bind_pinned_staging() {
     const topology::machine *machine = opts_.machine;
     topology::machine discovered;
     for (const std::string &tier : tiers) {
-        auto it = opts_.offload.tier_configs.find(tier);
-        const strata_config_view *user = it != opts_.offload.tier_configs.end() ? it->second : nullptr;
+        auto it = offload_.tier_configs.find(tier);
+        const strata_config_view *user = it != offload_.tier_configs.end() ? it->second : nullptr;
         std::optional<int64_t> user_node;
         if (int64_t v = 0; user != nullptr && user->get_int != nullptr && user->get_int(user->ctx, "numa_node", &v) == 1)
             user_node = v;
@@ -69,7 +70,7 @@ void engine::bind_pinned_staging() {
             continue;
         }
         staging_configs_.push_back(std::make_unique<config_override_view>(user, "numa_node", *node));
-        opts_.offload.tier_configs[tier] = staging_configs_.back()->view();
+        offload_.tier_configs[tier] = staging_configs_.back()->view();
         log::info(tier, "binding to NUMA node {}, nearest the GPU at {}", *node, bus_id);
     }
 }

@@ -1,6 +1,7 @@
-// Engine: choosing and starting the device. By name it must run (else an error with the plugin's reason); "auto"
+// Worker: choosing and starting the device. By name it must run (else an error with the plugin's reason); "auto"
 // takes the best scoring device that starts and names once every device it skipped and why.
-#include "engine/engine.hpp"
+#include "engine/worker.hpp"
+#include "engine/engine_options.hpp"
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -12,7 +13,7 @@ namespace strata::engine {
 
 using namespace detail;
 
-void engine::start_device() {
+void worker::init_device() {
     // Device: by name (an error that says why when it cannot run), or "auto": the best scoring one, falling back to
     // the next (the CPU) with one warning when it is missing, unusable here or fails to start.
     strata_status st{};
@@ -72,6 +73,10 @@ void engine::start_device() {
         }
     }
     device_name_ = device_desc_.desc->header.name;
+    // A device without its own memory (no copy slot) or one that says so reads host tiers in place.
+    device_reads_host_ = STRATA_HAS_SLOT(device_desc_.desc, host_addressable)
+                             ? device_desc_.desc->host_addressable(device_) != 0
+                             : !STRATA_HAS_SLOT(device_desc_.desc, copy);
 }
 
 } // namespace strata::engine

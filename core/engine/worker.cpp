@@ -1,0 +1,229 @@
+// Worker: creating the model on the device, planning and placing its weights, the step's buffers, and releasing
+// everything. Choosing the device, hybrid placement, pinned staging's NUMA node, the KV pools' memory and the forward
+// pass live in worker_device.cpp, worker_hybrid.cpp, worker_pinned_staging.cpp, worker_kv_memory.cpp and
+// worker_forward.cpp.
+#include "engine/worker.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "common/progress.hpp"
+#include "engine/config_override_view.hpp"
+#include "engine/device_capability.hpp"
+#include "engine/engine_options.hpp"
+#include "engine/engine_util.hpp"
+#include "engine/hybrid_policy.hpp"
+#include "engine/model_coverage.hpp"
+#include "engine/plan_inputs.hpp"
+#include "planner/plan_report.hpp"
+
+#include <algorithm>
+
+namespace strata::engine {
+
+using namespace detail;
+
+worker::worker(const plugins::registry &registry, const strata_host_services *host, const engine_options &opts,
+               const model_file &file, plugins::handle<strata_model_arch_desc> arch)
+    : registry_(registry), host_(host), opts_(opts), offload_(opts.offload), file_(file), arch_(std::move(arch)) {}
+
+worker::~worker() { release(false); }
+
+void worker::load_model() {
+    strata_status st{};
+    check_model_reads_input_order(file_, arch_, opts_.model_path);
+    source_ = std::make_unique<model_source>(file_, registry_, host_);
+    source_->set_context_per_sequence(std::max(0, opts_.max_model_len));
+    model_ = arch_.desc->create(source_->view(), &st);
+    if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
+    const std::string arch = arch_.desc->header.name;
+    check_model_covers_file(file_, std::string(file_.get_string("general.architecture").value_or("")), *arch_.desc,
+                            model_, source_->keys_read(), source_->tensors_read(), arch, opts_.model_path);
+    // A device that cannot read host memory may leave a mixture's experts to the CPU (--cpu-moe): whether it needs
+    // the expert ops itself is known once the plan is made (place_weights).
+    check_device_offers_model_ops(*arch_.desc, model_, *device_desc_.desc, "device", opts_.model_path,
+                                  can_host_experts() ? STRATA_DEVICE_OP_MOE : -1);
+    hp_.struct_size = sizeof hp_;
+    arch_.desc->get_hparams(model_, &hp_);
+    // Routed experts the CPU may compute (--cpu-moe) are asked about once the plan says where they run.
+    const bool experts_may_leave = can_host_experts();
+    if (const std::string why = unsupported_model_shapes(
+            *arch_.desc, model_, hp_, device_desc_, device_, "device", opts_.model_path,
+            [&](const std::string &t) { return !(experts_may_leave && is_routed_expert(t)); });
+        !why.empty())
+        fail("{}", why);
+    if (const std::string why = unsupported_kv_type(opts_.kv.kv_type, hp_, device_desc_, device_, arch_,
+                                                    opts_.model_path);
+        !why.empty())
+        fail("{}", why);
+}
+
+// Plans every weight's place (device, or a tier in place, or a tier streamed through the prefetch ring), prints the
+// plan, and when anything leaves the device copies it to its tier and re-creates the model on the new addresses.
+void worker::place_weights(offload_options offload, int32_t max_model_len) {
+    offload_ = std::move(offload);
+    offload_.device_reads_host = device_reads_host_;
+    max_model_len_ = max_model_len;
+    bind_pinned_staging();
+    strata_status st{};
+    if (STRATA_HAS_SLOT(device_desc_.desc, mem_info)) {
+        uint64_t free_b = 0, total_b = 0;
+        if (device_desc_.desc->mem_info(device_, &free_b, &total_b, &st) == STRATA_OK && total_b > 0)
+            offload_.device_total = total_b;
+    }
+    model_shape shape;
+    shape.arch = arch_.desc;
+    shape.model = model_;
+    shape.hp = hp_;
+    shape.max_model_len = max_model_len_;
+    shape.activation_bytes = activation_bytes(arch_.desc, model_, hp_, opts_.scheduler);
+    shape.kv_type = opts_.kv.kv_type;
+    if (opts_.plan_gpu_memory) {
+        plan_for_gpu(shape);
+        return;
+    }
+    planner::inputs in = make_plan_inputs(shape, offload_, registry_, host_, device_name_, opts_.machine);
+    in.experts_on_cpu = can_host_experts();
+    plan_ = planner::make_plan(in);
+    if (!device_reads_host_) {
+        // A device with its own memory: the link's speed decides hybrid placement and is worth showing.
+        measure_link();
+        if (plan_.fits) plan_cpu_experts(in); // may plan again, streaming them
+        if (plan_.fits) plan_hybrid(in); // may plan again
+        prepare_host_compute();
+        check_device_computes_experts();
+        if (link_h2d_ > 0)
+            plan_.notes.insert(plan_.notes.begin(),
+                               fmt::format("link to device '{}': {:.1f} GB/s host to device, {:.1f} GB/s back "
+                                           "(page-locked, measured once and cached; --remeasure), {:.0f} us per small copy",
+                                           device_name_, link_h2d_ / 1e9, link_d2h_ / 1e9, link_latency_ * 1e6));
+    } else if (offload_.offload_compute != "auto" && plan_.offloaded_bytes > 0) {
+        plan_.notes.push_back(fmt::format("offload_compute = '{}' changes nothing on device '{}': it reads host tiers "
+                                          "itself (in place, or streamed with stream_weights)",
+                                          offload_.offload_compute, device_name_));
+    }
+    plan_inputs_ = in;
+    if (opts_.print_plan) std::fprintf(stderr, "%s", planner::to_table(plan_, in).c_str());
+    if (opts_.plan_only) return; // `runtime plan` prints it (and says when it does not fit)
+    if (!plan_.fits) {
+        std::string all;
+        for (const auto &p : plan_.problems) all += "\n  " + p;
+        fail("the model does not fit as configured:{}", all);
+    }
+    bool moved = false;
+    for (const auto &p : plan_.placements) moved = moved || p.home != "device";
+    if (moved || !offload_.kv_tier_bytes.empty() || !device_reads_host_) {
+        weights_ = std::make_unique<tiered_weights>(file_, registry_, host_, offload_, plan_, hp_.n_layer,
+                                                    device_desc_.desc, device_, device_reads_host_);
+    }
+    if (moved || (weights_ && weights_->uploaded())) {
+        // The architecture resolved its weights against the file; resolve them again against their new homes.
+        arch_.desc->destroy(model_);
+        model_ = nullptr;
+        source_->set_placement(weights_.get());
+        model_ = arch_.desc->create(source_->view(), &st);
+        if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
+    }
+    prefault_weights();
+}
+
+// `runtime plan --plan-gpu-memory SIZE`: the plan a GPU of SIZE bytes would get, made on whatever device is here. The
+// GPU's rules apply (gpu_memory_utilization of SIZE, its overhead, tiers streamed to it; experts in host RAM computed
+// by the offload device, which is started to check it can); nothing is measured on a GPU, so whole layers in host RAM
+// are planned streamed (on a real card the start-up measurement may compute them on the CPU instead).
+void worker::plan_for_gpu(const model_shape &shape) {
+    if (!opts_.plan_only)
+        fail("--plan-gpu-memory {} plans for a GPU this machine does not have: use it with `runtime plan` only",
+             human(*opts_.plan_gpu_memory));
+    offload_options gpu = offload_;
+    gpu.device_reads_host = false;
+    gpu.device_total = *opts_.plan_gpu_memory;
+    gpu.device_memory.reset();
+    gpu.kv_spill_bytes = 0; // a GPU attends only the KV in its own memory
+    planner::inputs in = make_plan_inputs(shape, gpu, registry_, host_, "cuda", opts_.machine);
+    const bool experts = STRATA_HAS_SLOT(arch_.desc, host_experts) && arch_.desc->host_experts(model_) == 1 &&
+                         parse_offload_compute(offload_.offload_compute) != offload_compute::device;
+    in.experts_on_cpu = experts;
+    plan_ = planner::make_plan(in);
+    if (plan_.fits && experts_on_cpu_planned() && !start_host_device(false)) {
+        in.experts_on_cpu = false;
+        plan_ = planner::make_plan(in);
+    }
+    if (experts_on_cpu_planned())
+        plan_.notes.push_back(fmt::format("the CPU ('{}') would compute the routed experts kept in host RAM",
+                                          offload_.offload_device));
+    plan_.notes.insert(plan_.notes.begin(),
+                       fmt::format("planned for a GPU of {} (--plan-gpu-memory), not for device '{}' here: nothing "
+                                   "was measured on a GPU, so layers in host RAM are planned streamed",
+                                   human(*opts_.plan_gpu_memory), device_name_));
+    plan_inputs_ = in;
+    if (opts_.print_plan) std::fprintf(stderr, "%s", planner::to_table(plan_, in).c_str());
+}
+
+// The weights are mmapped; reading the resident ones once up front (with progress) keeps page faults out of the
+// first tokens. Offloaded tensors are skipped: their bytes now live in their tiers.
+void worker::prefault_weights() {
+    uint64_t bytes = 0;
+    // Tensors in a tier (moved, or host copies the CPU computes) are not read through the file mapping.
+    auto in_tier = [&](const std::string &name) {
+        return weights_ && (weights_->address_of(name) != nullptr || weights_->host_address_of(name) != nullptr);
+    };
+    for (const auto &t : file_.tensors()) {
+        if (!in_tier(t.name)) bytes += t.n_bytes;
+    }
+    if (bytes < (uint64_t{32} << 20)) return; // small models load instantly; no progress noise
+    progress bar(fmt::format("loading {:.1f} MiB of weights", static_cast<double>(bytes) / 1048576.0), bytes);
+    uint64_t done = 0;
+    for (const auto &t : file_.tensors()) {
+        if (in_tier(t.name)) continue;
+        prefault(t.data, t.n_bytes);
+        done += t.n_bytes;
+        bar.update(done);
+    }
+}
+
+void *worker::allocate(uint64_t bytes, const char *what) {
+    strata_status st{};
+    void *p = device_desc_.desc->mem_alloc(device_, bytes, &st);
+    if (p == nullptr)
+        fail("device '{}' could not allocate {} ({} bytes): {}", device_name_, what, bytes, status_text(st));
+    device_allocations_.push_back(p);
+    return p;
+}
+
+void worker::allocate_step_memory() {
+    const auto &sc = opts_.scheduler;
+    workspace_size_ = arch_.desc->workspace_bytes(model_, sc.max_num_batched_tokens);
+    workspace_ = allocate(workspace_size_, "the step's workspace");
+    const uint64_t logits_floats = static_cast<uint64_t>(sc.max_num_seqs) * static_cast<uint64_t>(hp_.n_vocab);
+    logits_ = static_cast<float *>(allocate(sizeof(float) * logits_floats, "the logits buffer"));
+    if (STRATA_HAS_SLOT(device_desc_.desc, copy)) logits_host_.resize(logits_floats);
+}
+
+void worker::release(bool clean_shutdown) {
+    if (device_desc_.desc != nullptr && device_ != nullptr) {
+        if (STRATA_HAS_SLOT(device_desc_.desc, host_unregister))
+            for (void *p : registered_) device_desc_.desc->host_unregister(device_, p);
+        for (void *p : device_allocations_) device_desc_.desc->mem_free(device_, p);
+    }
+    registered_.clear();
+    device_allocations_.clear();
+    if (model_ != nullptr) arch_.desc->destroy(model_);
+    model_ = nullptr;
+    if (weights_ && clean_shutdown) {
+        const std::string report = weights_->report();
+        if (!report.empty()) log::info("offload", "{}", report.substr(0, report.size() - 1));
+    }
+    weights_.reset(); // stops the prefetch threads and frees the ring before the device goes
+    if (device_ != nullptr) device_desc_.desc->destroy(device_);
+    device_ = nullptr;
+    if (host_device_ != nullptr) host_desc_.desc->destroy(host_device_);
+    host_device_ = nullptr;
+}
+
+int32_t worker::device_threads() const {
+    const strata_device_desc *d = device_desc_.desc;
+    if (d && device_ != nullptr && STRATA_HAS_SLOT(d, thread_count)) return d->thread_count(device_);
+    return 1;
+}
+
+} // namespace strata::engine

@@ -1,0 +1,105 @@
+// Worker: one step's forward pass (the model runner). The step's blocks are looked up in the KV memory, the model's
+// forward runs over them with the prefetch rings and, for hybrid placement, the host device; the logits rows come
+// back to host memory in one copy.
+#include "engine/worker.hpp"
+
+#include "common/error.hpp"
+#include "engine/engine_options.hpp"
+#include "engine/engine_util.hpp"
+#include "engine/prefetch_ring.hpp"
+
+namespace strata::engine {
+
+using namespace detail;
+
+step_output worker::execute_model(const step_input &step) {
+    forward(step);
+    fetch_logits(step.n_logits);
+    step_output out;
+    out.logits = logits_host_.empty() ? logits_ : logits_host_.data();
+    out.n_rows = step.n_logits;
+    out.n_vocab = hp_.n_vocab;
+    return out;
+}
+
+// Brings the step's logits rows to host memory in one copy when the device has its own memory.
+void worker::fetch_logits(int32_t n_logits) {
+    if (logits_host_.empty() || n_logits == 0) return;
+    strata_status st{};
+    const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(n_logits) * static_cast<uint64_t>(hp_.n_vocab);
+    if (device_desc_.desc->copy(device_, logits_host_.data(), logits_, bytes, STRATA_COPY_D2H, &st) != STRATA_OK)
+        fail("copying logits from the device failed: {}", status_text(st));
+}
+
+void worker::forward(const step_input &step) {
+    const int32_t n_blocks = step.seq_block_start[step.n_seqs];
+    block_base_.resize(static_cast<size_t>(n_blocks)); // reserved for every pool at bind: no allocation per step
+    for (int32_t i = 0; i < n_blocks; ++i) {
+        void *addr = kv_->device_address(step.blocks[i]);
+        if (addr == nullptr) fail("internal: a step runs with a KV block outside device memory");
+        block_base_[static_cast<size_t>(i)] = addr;
+    }
+    strata_paged_kv pk{};
+    pk.struct_size = sizeof pk;
+    pk.block_size = opts_.kv.block_size;
+    pk.kv_dim = hp_.n_head_kv * hp_.head_dim;
+    pk.kv_type = opts_.kv.kv_type;
+    pk.n_seqs = step.n_seqs;
+    pk.seq_block_start = step.seq_block_start;
+    pk.block_base = block_base_.data();
+    strata_forward_args a{};
+    a.struct_size = sizeof a;
+    a.device_ops = device_desc_.desc;
+    a.device = device_;
+    a.tokens = step.tokens;
+    a.positions = step.positions;
+    a.n_tokens = step.n_tokens;
+    a.workspace = workspace_;
+    a.workspace_size = workspace_size_;
+    a.logits = logits_;
+    a.paged_kv = &pk;
+    a.token_seq = step.token_seq;
+    a.logits_tokens = step.logits_tokens;
+    a.n_logits = step.n_logits;
+    // Hybrid placement: the CPU computes its layers where they live, unless this step is large enough that
+    // streaming them to the device is cheaper (then their own ring streams them).
+    // Experts on the CPU (--n-cpu-moe) run there in every step.
+    const bool host_layers = host_device_ != nullptr && !layer_on_host_.empty();
+    const bool host_experts = host_device_ != nullptr && !experts_on_host_.empty();
+    const bool stream_host_layers = host_layers && hybrid_min_batch_ > 0 && step.n_tokens >= hybrid_min_batch_;
+    if ((host_layers && !stream_host_layers) || host_experts) {
+        a.host_device_ops = host_desc_.desc;
+        a.host_device = host_device_;
+        a.host_workspace = host_workspace_.data();
+        a.host_workspace_size = host_workspace_.size();
+        if (host_experts) a.experts_on_host = experts_on_host_.data();
+    }
+    if (host_layers && !stream_host_layers) {
+        a.layer_on_host = layer_on_host_.data();
+        ++hybrid_steps_;
+    } else if (stream_host_layers) {
+        ++hybrid_streamed_steps_;
+    }
+    prefetch_ring *rings[2] = {weights_ ? weights_->ring() : nullptr,
+                               stream_host_layers ? weights_->host_layer_ring() : nullptr};
+    if (rings[0] != nullptr || rings[1] != nullptr) {
+        a.layer_begin = [](void *user, int32_t layer, strata_status *st) {
+            for (prefetch_ring *r : *static_cast<prefetch_ring *(*)[2]>(user)) {
+                if (r == nullptr) continue;
+                if (int32_t rc = r->layer_begin(layer, st); rc != STRATA_OK) return rc;
+            }
+            return static_cast<int32_t>(STRATA_OK);
+        };
+        a.user = &rings;
+    }
+    strata_status st{};
+    const int32_t rc = arch_.desc->forward(model_, &a, &st);
+    for (prefetch_ring *ring : rings) {
+        if (ring == nullptr) continue;
+        if (rc == STRATA_OK) ring->forward_done();
+        else ring->recover(); // a pass that stopped partway leaves slots mid-cycle
+    }
+    if (rc != STRATA_OK) fail("forward pass failed: {}", status_text(st));
+}
+
+} // namespace strata::engine
