@@ -38,12 +38,13 @@ struct stand_in_engine {
     static stand_in_engine &self(strata_engine *e) { return *reinterpret_cast<stand_in_engine *>(e); }
 
     int64_t refuse_from = -1; // submits from this count on are refused BUSY (-1: never)
+    bool refuse_odd_seeds = false; // submits with an odd seed are refused BUSY (choice 1 of a request with "seed": 0)
     int64_t refused = 0;
 
     static int32_t submit(strata_engine *e, const strata_request *req, strata_request_id *id, strata_status *st) {
         auto &s = self(e);
         std::lock_guard<std::mutex> lock(s.mu);
-        if (s.refuse_from >= 0 && s.submitted >= s.refuse_from) {
+        if ((s.refuse_from >= 0 && s.submitted >= s.refuse_from) || (s.refuse_odd_seeds && (req->sampling.seed & 1) != 0)) {
             ++s.refused;
             st->code = STRATA_ERR_BUSY;
             std::snprintf(st->message, sizeof st->message, "the stand-in's queue is full");
@@ -342,6 +343,42 @@ TEST(HttpConcurrency, EveryChoiceOfARequestIsAnsweredAndARefusalOnALaterChoiceCa
     EXPECT_EQ(srv.engine.refused, 1);
     EXPECT_EQ(srv.engine.submitted, 3 + 1 + 1);
     EXPECT_EQ(srv.engine.waited, srv.engine.submitted) << "every queued choice is waited once, the refused one too";
+    EXPECT_TRUE(srv.engine.requests.empty());
+}
+
+TEST(HttpConcurrency, RequestsRefusedOnALaterChoiceHoldNoThreadWhileTheEngineCancelsTheFirst) {
+    served srv;
+    ASSERT_NE(srv.log.get().find("ready on"), std::string::npos) << srv.log.get();
+    {
+        std::lock_guard<std::mutex> lock(srv.engine.mu);
+        srv.engine.refuse_odd_seeds = true;
+    }
+    // Each request's first choice is queued and its second refused; the engine ends the cancelled first choices only
+    // when told. More requests than the server has worker threads (16): a server whose threads waited there for the
+    // cancel to land would never submit the rest.
+    constexpr int k_requests = 24;
+    std::vector<http_reply> replies(k_requests);
+    std::vector<std::thread> clients;
+    for (int i = 0; i < k_requests; ++i) {
+        clients.emplace_back([&, i] {
+            replies[i] = request("POST", "/v1/completions",
+                                 std::string(R"({"prompt":"hi","max_tokens":8,"n":2,"seed":0,"stream":)") +
+                                     (i % 2 == 1 ? "true" : "false") + "}",
+                                 "");
+        });
+    }
+    EXPECT_EQ(srv.engine.await_submitted(k_requests), k_requests) << "first choices in the engine at once";
+    EXPECT_EQ(srv.engine.finish_cancelled(k_requests), k_requests) << "each queued first choice was cancelled";
+    for (auto &t : clients) t.join();
+    for (int i = 0; i < k_requests; ++i) {
+        SCOPED_TRACE(i);
+        EXPECT_EQ(replies[i].status, 503) << replies[i].body;
+        EXPECT_NE(replies[i].headers.find("Retry-After: 1"), std::string::npos) << replies[i].headers;
+        EXPECT_EQ(replies[i].body.find("data:"), std::string::npos) << "nothing of a stream was sent";
+    }
+    std::lock_guard<std::mutex> lock(srv.engine.mu);
+    EXPECT_EQ(srv.engine.refused, k_requests);
+    EXPECT_EQ(srv.engine.waited, k_requests) << "every queued choice is waited once, so the engine forgets it";
     EXPECT_TRUE(srv.engine.requests.empty());
 }
 

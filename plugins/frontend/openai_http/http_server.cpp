@@ -152,6 +152,7 @@ struct http_server::impl {
     // by whoever finished last (release).
     void release(pending_generation &g);
     void complete(pending_generation &g);
+    void refuse(pending_generation &g);
     // strata_request's penalty and logprobs fields (and the token event's logprobs) exist from ABI 1.4 on; the host
     // that serves the engine says which minor it speaks.
     bool engine_has_penalties_and_logprobs() const { return host != nullptr && host->host_abi_minor >= 4; }
@@ -832,6 +833,8 @@ struct pending_generation {
     std::vector<std::unique_ptr<choice_state>> choices;
     // One per queued choice, plus one that `generate` holds until every choice is queued.
     std::atomic<int32_t> unfinished{1};
+    int32_t refused = STRATA_OK; // a later choice was refused (the earlier ones are cancelled): the request fails
+    std::string refusal;         // the engine's reason
     std::shared_ptr<pending_generation> self; // the owning reference while choices are in the engine
     // The workers' pool is not joined while a generation is in the engine (its answer is still to be posted there).
     net::executor_work_guard<net::thread_pool::executor_type> work;
@@ -1056,33 +1059,14 @@ void http_server::impl::generate(const std::shared_ptr<session> &s, generation_r
         s->track(c->id);
     }
     if (refused != STRATA_OK) {
-        // Nothing was sent yet: the choices already queued are cancelled (and waited for, so the engine forgets
-        // them) and the request is refused as a whole. `generate` keeps its own count, so no answer is posted.
+        // Nothing was sent yet: the choices already queued are cancelled and the request is refused as a whole once
+        // their final events have come (complete), so no thread waits for the engine to notice the cancel.
         s->cancel_all();
-        for (auto &c : g->choices) {
-            if (c->id == 0) continue;
-            strata_request_result res{};
-            res.struct_size = sizeof res;
-            strata_status st{};
-            api->wait(api->engine, c->id, &res, &st);
-            s->untrack(c->id);
-        }
-        g->self.reset();
-        if (req.stream) s->discard_output();
-        if (refused == STRATA_ERR_BUSY) {
-            metrics.requests_refused_busy.fetch_add(1);
-            api_error e;
-            e.status = 503;
-            e.type = "server_busy";
-            e.code = "engine_busy";
-            e.message = failure;
-            e.retry_after_s = 1;
-            return s->post_error(e, keep);
-        }
-        // Submit refuses bad input; the request's fields were checked before, so this is rare.
-        return s->post_error(bad_request(failure, "prompt"), keep);
+        if (refused == STRATA_ERR_BUSY) metrics.requests_refused_busy.fetch_add(1);
+        g->refused = refused;
+        g->refusal = std::move(failure);
     }
-    if (req.stream) s->begin_stream(keep);
+    if (req.stream && refused == STRATA_OK) s->begin_stream(keep);
     g->req = std::move(req);
     release(*g);
 }
@@ -1092,8 +1076,35 @@ void http_server::impl::release(pending_generation &g) {
     net::post(workers, [this, owner = std::move(g.self)] { complete(*owner); });
 }
 
+// A later choice was refused and the queued ones were cancelled; their final events have all come. The engine
+// forgets them (wait returns at once), what a held stream buffered is dropped, and the request is refused as a whole.
+void http_server::impl::refuse(pending_generation &g) {
+    const std::shared_ptr<session> &s = g.conn;
+    for (auto &c : g.choices) {
+        if (c->id == 0) continue;
+        strata_request_result res{};
+        res.struct_size = sizeof res;
+        strata_status st{};
+        api->wait(api->engine, c->id, &res, &st);
+        s->untrack(c->id);
+    }
+    if (g.req.stream) s->discard_output();
+    if (g.refused == STRATA_ERR_BUSY) {
+        api_error e;
+        e.status = 503;
+        e.type = "server_busy";
+        e.code = "engine_busy";
+        e.message = g.refusal;
+        e.retry_after_s = 1;
+        return s->post_error(e, g.keep);
+    }
+    // Submit refuses bad input; the request's fields were checked before, so this is rare.
+    return s->post_error(bad_request(g.refusal, "prompt"), g.keep);
+}
+
 // Every choice has finished: each is waited for (at once: its final event has come) and the answer is sent.
 void http_server::impl::complete(pending_generation &g) {
+    if (g.refused != STRATA_OK) return refuse(g);
     const std::shared_ptr<session> &s = g.conn;
     const generation_request &req = g.req;
     const response_ids &ids = g.ids;
