@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <numeric>
 #include <ostream>
 #include <random>
 
@@ -113,6 +114,9 @@ class model_under_test {
     }
 
     int32_t forward(const strata_forward_args &a, strata_status *st) { return arch_->forward(model_.get(), &a, st); }
+    int32_t pipeline_stages() const {
+        return STRATA_HAS_SLOT(arch_.desc, pipeline_stages) ? arch_->pipeline_stages(model_.get()) : -1;
+    }
 
   private:
     strata::gguf::file file_;
@@ -492,3 +496,134 @@ TEST(PagedForwardArguments, RefusedClearly) {
 }
 
 } // namespace
+
+// Pipeline stages (ABI 1.24, #16 item 2's model side): the layers run as consecutive stages, each handing its residual
+// stream to the next (hidden_out -> hidden_in), give the whole model's logits bit for bit — for every cut of the
+// layers into two stages and for one stage per layer — over a prompt and decode steps of two sequences in one batch,
+// each stage on a device of its own (as a rank would have) writing its layers' KV into the same blocks. Bad ranges are
+// refused before anything runs.
+TEST(PipelineStages, ConsecutiveStagesGiveTheWholeModelsLogitsBitForBit) {
+    for (const char *name : {"stories260K-f32", "made-q8_0"}) {
+        SCOPED_TRACE(name);
+        const std::string path = model_path(name);
+        ASSERT_FALSE(path.empty()) << "make-model failed";
+        model_under_test m(path);
+        const int32_t n_vocab = m.hp().n_vocab, n_layer = m.hp().n_layer, d = m.hp().n_embd;
+        ASSERT_GE(n_layer, 2);
+        auto whole_dev = m.make_device(2);
+        ASSERT_NE(whole_dev, nullptr);
+        EXPECT_EQ(m.pipeline_stages(), 1);
+
+        // The cuts: every two-stage split, and one stage per layer.
+        std::vector<std::vector<int32_t>> cuts;
+        for (int32_t k = 1; k < n_layer; ++k) cuts.push_back({0, k, n_layer});
+        std::vector<int32_t> each(static_cast<size_t>(n_layer) + 1);
+        std::iota(each.begin(), each.end(), 0);
+        cuts.push_back(each);
+
+        const std::vector<sequence_plan> plans = three_sequences(n_vocab);
+        const std::vector<int32_t> &pa = plans[1].prompt, &pb = plans[2].prompt;
+        for (const auto &cut : cuts) {
+            SCOPED_TRACE(::testing::PrintToString(cut));
+            const int32_t n_stages = static_cast<int32_t>(cut.size()) - 1;
+            std::vector<strata::plugins::plugin_ptr<strata_device>> stage_devs;
+            for (int32_t s = 0; s < n_stages; ++s) stage_devs.push_back(m.make_device(1 + s % 2));
+            // The same block assignment for both runs (same seed), so each run's blocks are its own.
+            block_pool whole_pool(m, whole_dev.get(), 4, 2, 32, 7), staged_pool(m, whole_dev.get(), 4, 2, 32, 7);
+            std::vector<int32_t> fed_tokens[2] = {pa, pb};
+            int32_t fed[2] = {0, 0};
+            for (int32_t step = 0; step < 4; ++step) {
+                // Step 0: both prompts; then one decode token each (the whole run's greedy choice).
+                std::vector<int32_t> tokens, positions, token_seq, logits_tokens;
+                for (int32_t s = 0; s < 2; ++s) {
+                    const auto &src = fed_tokens[s];
+                    for (; fed[s] < static_cast<int32_t>(src.size()); ++fed[s]) {
+                        whole_pool.reserve(s, fed[s]);
+                        staged_pool.reserve(s, fed[s]);
+                        tokens.push_back(src[static_cast<size_t>(fed[s])]);
+                        positions.push_back(fed[s]);
+                        token_seq.push_back(s);
+                    }
+                    logits_tokens.push_back(static_cast<int32_t>(tokens.size()) - 1);
+                }
+                const int32_t n = static_cast<int32_t>(tokens.size());
+                std::vector<float> want(static_cast<size_t>(2 * n_vocab)), got(want.size(), -1.f);
+                {
+                    const strata_paged_kv &kv = whole_pool.table();
+                    strata_forward_args a = m.base_args(m.ops(), whole_dev.get(), tokens.data(), positions.data(), n,
+                                                        want.data());
+                    a.paged_kv = &kv;
+                    a.token_seq = token_seq.data();
+                    a.logits_tokens = logits_tokens.data();
+                    a.n_logits = 2;
+                    strata_status st{};
+                    ASSERT_EQ(m.forward(a, &st), STRATA_OK) << st.message;
+                }
+                std::vector<float> hidden[2] = {std::vector<float>(static_cast<size_t>(n) * d, -7.f),
+                                                std::vector<float>(static_cast<size_t>(n) * d, -7.f)};
+                const strata_paged_kv &kv = staged_pool.table();
+                for (int32_t s = 0; s < n_stages; ++s) {
+                    const bool last = s + 1 == n_stages;
+                    strata_forward_args a = m.base_args(m.ops(), stage_devs[static_cast<size_t>(s)].get(),
+                                                        tokens.data(), positions.data(), n,
+                                                        last ? got.data() : nullptr);
+                    a.paged_kv = &kv;
+                    a.token_seq = token_seq.data();
+                    a.logits_tokens = logits_tokens.data();
+                    a.n_logits = 2;
+                    a.layer_first = cut[static_cast<size_t>(s)];
+                    a.layer_end = cut[static_cast<size_t>(s) + 1];
+                    a.hidden_in = s > 0 ? hidden[(s + 1) % 2].data() : nullptr;
+                    a.hidden_out = last ? nullptr : hidden[s % 2].data();
+                    strata_status st{};
+                    ASSERT_EQ(m.forward(a, &st), STRATA_OK) << "stage " << s << ": " << st.message;
+                }
+                ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * want.size()), 0)
+                    << "step " << step << ": the stages' logits differ from the whole model's";
+                for (int32_t s = 0; s < 2; ++s)
+                    fed_tokens[s].push_back(argmax(want.data() + static_cast<size_t>(s) * n_vocab, n_vocab));
+            }
+        }
+    }
+}
+
+TEST(PipelineStages, BadRangesAreRefusedBeforeAnythingRuns) {
+    model_under_test m(shared_path("models/stories260K-f32.gguf"));
+    auto dev = m.make_device(1);
+    ASSERT_NE(dev, nullptr);
+    const int32_t n_layer = m.hp().n_layer, d = m.hp().n_embd;
+    block_pool pool(m, dev.get(), 4, 1, 2, 1);
+    pool.reserve(0, 1);
+    const int32_t tokens[2] = {1, 5}, positions[2] = {0, 1}, token_seq[2] = {0, 0}, logits_tokens[1] = {1};
+    std::vector<float> logits(static_cast<size_t>(m.hp().n_vocab)), hidden(static_cast<size_t>(2 * d));
+    auto run = [&](int32_t first, int32_t end, const float *in, float *out, float *lg, bool paged = true) {
+        const strata_paged_kv &kv = pool.table();
+        strata_forward_args a = m.base_args(m.ops(), dev.get(), tokens, positions, 2, lg);
+        if (paged) {
+            a.paged_kv = &kv;
+            a.token_seq = token_seq;
+            a.logits_tokens = logits_tokens;
+            a.n_logits = 1;
+        }
+        a.layer_first = first;
+        a.layer_end = end;
+        a.hidden_in = in;
+        a.hidden_out = out;
+        strata_status st{};
+        const int32_t rc = m.forward(a, &st);
+        return std::make_pair(rc, std::string(st.message));
+    };
+    auto expect_refused = [&](std::pair<int32_t, std::string> r, int32_t code, const std::string &says) {
+        EXPECT_EQ(r.first, code) << r.second;
+        EXPECT_NE(r.second.find(says), std::string::npos) << r.second;
+    };
+    expect_refused(run(2, 2, hidden.data(), hidden.data(), nullptr), STRATA_ERR_INVALID_ARGUMENT, "is not a range");
+    expect_refused(run(-1, 1, nullptr, hidden.data(), nullptr), STRATA_ERR_INVALID_ARGUMENT, "is not a range");
+    expect_refused(run(0, n_layer + 1, nullptr, nullptr, logits.data()), STRATA_ERR_INVALID_ARGUMENT, "is not a range");
+    expect_refused(run(1, n_layer, nullptr, nullptr, logits.data()), STRATA_ERR_INVALID_ARGUMENT, "hidden_in is NULL");
+    expect_refused(run(0, 1, nullptr, nullptr, nullptr), STRATA_ERR_INVALID_ARGUMENT, "hidden_out is NULL");
+    expect_refused(run(1, n_layer, hidden.data(), nullptr, nullptr), STRATA_ERR_INVALID_ARGUMENT, "logits is NULL");
+    expect_refused(run(0, 1, nullptr, hidden.data(), nullptr, false), STRATA_ERR_UNSUPPORTED, "paged KV");
+    // layer_end = 0 is the whole model, as before 1.24.
+    EXPECT_EQ(run(0, 0, nullptr, nullptr, logits.data()).first, STRATA_OK);
+}

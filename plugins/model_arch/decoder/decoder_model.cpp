@@ -515,6 +515,37 @@ bool wants_hybrid(const strata_forward_args *a) {
            a->host_device_ops != nullptr && (a->layer_on_host != nullptr || experts_on_host(a) != nullptr);
 }
 
+// Pipeline stage (ABI 1.24): the layers this call runs, [first, end), and where the residual stream comes from and
+// goes to when the stage does not start at the embedding or end at the classifier.
+struct stage_range {
+    int32_t first = 0, end = 0;
+    const float *hidden_in = nullptr;
+    float *hidden_out = nullptr;
+    bool is_stage = false; // layer_end was set
+};
+
+stage_range stage_of(const model &m, const strata_forward_args *a) {
+    stage_range r;
+    r.end = m.hp.n_layer;
+    if (a->struct_size >= offsetof(strata_forward_args, hidden_out) + sizeof(a->hidden_out) && a->layer_end > 0) {
+        r.first = a->layer_first;
+        r.end = a->layer_end;
+        r.hidden_in = a->hidden_in;
+        r.hidden_out = a->hidden_out;
+        r.is_stage = true;
+    }
+    return r;
+}
+
+// A copy between two buffers in the device's memory: the device's copy when it has its own memory, memcpy otherwise.
+int32_t copy_on_device(const strata_device_desc *ops, strata_device *dev, float *dst, const float *src, int64_t floats,
+                       strata_status *st) {
+    const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(floats);
+    if (STRATA_HAS_SLOT(ops, copy)) return ops->copy(dev, dst, src, bytes, STRATA_COPY_D2D, st);
+    std::memcpy(dst, src, bytes);
+    return STRATA_OK;
+}
+
 // Moves `floats` floats between the device's buffers and host memory: the device's copy when it has its own memory.
 int32_t transfer(const strata_device_desc *ops, strata_device *dev, float *dst, const float *src, int64_t floats,
                  int32_t kind, strata_status *st) {
@@ -685,15 +716,21 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const activatio
     const int64_t nd = static_cast<int64_t>(n) * hp.n_embd;
     const int64_t nq = static_cast<int64_t>(n) * hp.n_head * hp.head_dim;
     const int64_t nkv = static_cast<int64_t>(n) * hp.n_head_kv * hp.head_dim;
-    STRATA_TRY(ops->embedding(dev, &m.tok_embd, a->tokens, n, b.x, st));
-    if (m.embed_scale != 0.0f) {
+    const stage_range stage = stage_of(m, a);
+    if (stage.first > 0) {
+        // A later pipeline stage: the residual stream the stage before left.
+        STRATA_TRY(copy_on_device(ops, dev, b.x, stage.hidden_in, nd, st));
+    } else {
+        STRATA_TRY(ops->embedding(dev, &m.tok_embd, a->tokens, n, b.x, st));
+    }
+    if (stage.first == 0 && m.embed_scale != 0.0f) {
         if (!STRATA_HAS_SLOT(ops, scale))
             return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s scales its embedding with the scale op (ABI "
                         "1.14), which device '%s' does not offer", m.fam->arch, ops->header.name);
         STRATA_TRY(ops->scale(dev, b.x, nd, m.embed_scale, b.x, st));
     }
     bool x_on_host = false; // hybrid: the residual stream is in hs->b.x, not b.x
-    for (int32_t l = 0; l < hp.n_layer; ++l) {
+    for (int32_t l = stage.first; l < stage.end; ++l) {
         if (a->layer_begin) STRATA_TRY(a->layer_begin(a->user, l, st));
         const bool on_host = hs != nullptr && hs->on_host != nullptr && hs->on_host[l] != 0;
         if (on_host != x_on_host) {
@@ -734,6 +771,8 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const activatio
         STRATA_TRY(run_layer(m, a, hs->ops, hs->dev, l, m.host_layers[ul], hs->b, attend_on_device, routed_on_host, st));
     }
     if (x_on_host) STRATA_TRY(transfer(ops, dev, b.x, hs->b.x, nd, STRATA_COPY_H2D, st));
+    // A pipeline stage before the last: the residual stream goes to the next stage.
+    if (stage.end < hp.n_layer) STRATA_TRY(copy_on_device(ops, dev, stage.hidden_out, b.x, nd, st));
     return STRATA_OK;
 }
 
@@ -902,9 +941,10 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
         hs.b = carve(m, a->host_workspace, n);
     }
     STRATA_TRY(run_layers(m, a, b, attend, st, hs.ops != nullptr ? &hs : nullptr));
-    // Final norm and classifier only for the requested tokens, gathered in order (n_logits x n_vocab logits).
+    // Final norm and classifier only for the requested tokens, gathered in order (n_logits x n_vocab logits); a
+    // pipeline stage before the last computes none.
     const int32_t d = hp.n_embd;
-    if (a->n_logits == 0) return STRATA_OK;
+    if (a->n_logits == 0 || stage_of(m, a).end < hp.n_layer) return STRATA_OK;
     // Activations are device memory: gather with the device's copy when it has one (a GPU), memcpy otherwise.
     const bool device_copy = STRATA_HAS_SLOT(ops, copy);
     for (int32_t i = 0; i < a->n_logits; ++i) {
@@ -924,10 +964,30 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
 
 int32_t forward(const model &m, const strata_forward_args *a, strata_status *st) {
     if (a == nullptr || a->device_ops == nullptr || a->tokens == nullptr || a->positions == nullptr ||
-        a->n_tokens <= 0 || a->logits == nullptr) {
+        a->n_tokens <= 0) {
         return fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                    "decoder forward: missing arguments (device_ops, tokens, positions, logits, or n_tokens <= 0)");
+                    "decoder forward: missing arguments (device_ops, tokens, positions, or n_tokens <= 0)");
     }
+    const stage_range stage = stage_of(m, a);
+    if (stage.is_stage) {
+        if (stage.first < 0 || stage.first >= stage.end || stage.end > m.hp.n_layer)
+            return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                        "decoder forward: pipeline stage [layer_first %d, layer_end %d) is not a range of the model's "
+                        "%d layers (0 <= layer_first < layer_end <= n_layer)",
+                        stage.first, stage.end, m.hp.n_layer);
+        if (!wants_paged(a))
+            return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: a pipeline stage needs the paged KV cache (paged_kv)");
+        if (stage.first > 0 && stage.hidden_in == nullptr)
+            return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                        "decoder forward: the stage starts at layer %d but hidden_in is NULL (the previous stage's "
+                        "residual stream)", stage.first);
+        if (stage.end < m.hp.n_layer && stage.hidden_out == nullptr)
+            return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                        "decoder forward: the stage ends at layer %d of %d but hidden_out is NULL (where the next "
+                        "stage's residual stream goes)", stage.end, m.hp.n_layer);
+    }
+    if (a->logits == nullptr && stage.end == m.hp.n_layer)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: logits is NULL");
     const int32_t n = a->n_tokens;
     if (a->workspace == nullptr || a->workspace_size < workspace_bytes(m, n)) {
         return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: workspace of %llu bytes is smaller than %llu",

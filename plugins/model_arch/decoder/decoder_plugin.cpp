@@ -71,6 +71,9 @@ int32_t device_op_need(const strata_model *m, int32_t index, int32_t *op, const 
 // A mixture of experts runs its routed experts on the host device when asked (experts_on_host, ABI 1.17).
 int32_t host_experts(const strata_model *m) { return as_model(m).experts.n_expert > 0 ? 1 : 0; }
 
+// Every family runs as pipeline stages (layer ranges with the residual stream in and out, ABI 1.24).
+int32_t pipeline_stages(const strata_model *) { return 1; }
+
 template <size_t I> constexpr strata_model_arch_desc make_desc() {
     return {
         strata::plugin::make_header<strata_model_arch_desc>(STRATA_KIND_MODEL_ARCH, k_families[I].arch,
@@ -85,6 +88,7 @@ template <size_t I> constexpr strata_model_arch_desc make_desc() {
         tensor_at,
         device_op_need,
         host_experts,
+        pipeline_stages,
     };
 }
 

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 23
+#define STRATA_ABI_MINOR 24
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -643,6 +643,19 @@ typedef struct strata_forward_args {
      * matmuls and their weighted sum run there, the sum comes back. Attention, the router and a shared expert stay
      * on `device`. layer_on_host may then be NULL (no whole layer on the host). Only the paged path supports it. */
     const uint8_t *experts_on_host; /* n_layer flags */
+    /* optional, since 1.24: a pipeline stage (pipeline parallel: each rank runs a contiguous range of the layers).
+     * When struct_size covers these and layer_end > 0, forward runs layers [layer_first, layer_end) only
+     * (0 <= layer_first < layer_end <= n_layer), on the paged path. A stage that starts past layer 0 takes the residual
+     * stream from hidden_in (n_tokens x n_embd floats in the device's memory: what the stage before wrote to its
+     * hidden_out) instead of embedding the tokens; a stage that ends before n_layer writes the residual stream after
+     * its last layer to hidden_out (n_tokens x n_embd floats, the device's memory) and computes no logits (`logits`
+     * may then be NULL). Tokens, positions, token_seq and paged_kv are the step's, as for the whole model; each layer
+     * keeps its own KV offset in the blocks. A model answers pipeline_stages = 1 when it honours these; layer_end = 0
+     * (or a struct without them) runs every layer. */
+    int32_t layer_first;
+    int32_t layer_end;
+    const float *hidden_in;
+    float *hidden_out;
 } strata_forward_args;
 
 typedef struct strata_model_arch_desc {
@@ -671,6 +684,10 @@ typedef struct strata_model_arch_desc {
     /* 1 when forward honours strata_forward_args.experts_on_host for this model (a mixture of experts that can run
      * its routed experts on the host device), else 0. Without the slot the host never asks for it. */
     int32_t (*host_experts)(const strata_model *model);
+    /* optional, since 1.24 */
+    /* 1 when forward honours strata_forward_args.layer_first / layer_end / hidden_in / hidden_out for this model (it
+     * can run as pipeline stages), else 0. Without the slot the host never splits it. */
+    int32_t (*pipeline_stages)(const strata_model *model);
 } strata_model_arch_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */
