@@ -707,8 +707,8 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
 // consecutive host layers. A device layer flagged experts_on_host runs only its routed experts there (ABI 1.17). A
 // host device with the same kernels therefore gives the same bits.
 template <class Attend>
-int32_t run_layers(const model &m, const strata_forward_args *a, const activations &b, const Attend &attend,
-                   strata_status *st, const host_side *hs = nullptr) {
+int32_t run_layers(const model &m, const strata_forward_args *a, const stage_range &stage, const activations &b,
+                   const Attend &attend, strata_status *st, const host_side *hs = nullptr) {
     const strata_model_hparams &hp = m.hp;
     const strata_device_desc *ops = a->device_ops;
     strata_device *dev = a->device;
@@ -716,7 +716,6 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const activatio
     const int64_t nd = static_cast<int64_t>(n) * hp.n_embd;
     const int64_t nq = static_cast<int64_t>(n) * hp.n_head * hp.head_dim;
     const int64_t nkv = static_cast<int64_t>(n) * hp.n_head_kv * hp.head_dim;
-    const stage_range stage = stage_of(m, a);
     if (stage.first > 0) {
         // A later pipeline stage: the residual stream the stage before left.
         STRATA_TRY(copy_on_device(ops, dev, b.x, stage.hidden_in, nd, st));
@@ -792,7 +791,7 @@ int32_t classify(const model &m, const strata_device_desc *ops, strata_device *d
 }
 
 // One sequence over its contiguous per-layer cache (k_cache[l], v_cache[l], n_ctx rows); logits of the last token.
-int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_status *st) {
+int32_t forward_contiguous(const model &m, const strata_forward_args *a, const stage_range &stage, strata_status *st) {
     const strata_model_hparams &hp = m.hp;
     if (a->k_cache == nullptr || a->v_cache == nullptr)
         return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: k_cache or v_cache is NULL (and no paged_kv)");
@@ -836,7 +835,7 @@ int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_
         aa.out = buf.attn;
         return ops->attention(dev, &aa, st);
     };
-    STRATA_TRY(run_layers(m, a, b, attend, st));
+    STRATA_TRY(run_layers(m, a, stage, b, attend, st));
     // Only the last token's logits are needed for generation.
     const int32_t d = hp.n_embd;
     const float *x_last = b.x + static_cast<size_t>(n - 1) * d;
@@ -846,7 +845,7 @@ int32_t forward_contiguous(const model &m, const strata_forward_args *a, strata_
 }
 
 // Several sequences in one batch over the paged KV cache (ABI 1.5); logits of the tokens in logits_tokens.
-int32_t forward_paged(const model &m, const strata_forward_args *a, strata_status *st) {
+int32_t forward_paged(const model &m, const strata_forward_args *a, const stage_range &stage, strata_status *st) {
     const strata_model_hparams &hp = m.hp;
     const strata_device_desc *ops = a->device_ops;
     strata_device *dev = a->device;
@@ -940,19 +939,14 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, strata_statu
         hs.experts_on_host = experts_on_host(a);
         hs.b = carve(m, a->host_workspace, n);
     }
-    STRATA_TRY(run_layers(m, a, b, attend, st, hs.ops != nullptr ? &hs : nullptr));
+    STRATA_TRY(run_layers(m, a, stage, b, attend, st, hs.ops != nullptr ? &hs : nullptr));
     // Final norm and classifier only for the requested tokens, gathered in order (n_logits x n_vocab logits); a
     // pipeline stage before the last computes none.
     const int32_t d = hp.n_embd;
-    if (a->n_logits == 0 || stage_of(m, a).end < hp.n_layer) return STRATA_OK;
-    // Activations are device memory: gather with the device's copy when it has one (a GPU), memcpy otherwise.
-    const bool device_copy = STRATA_HAS_SLOT(ops, copy);
-    for (int32_t i = 0; i < a->n_logits; ++i) {
-        float *dst = b.last + static_cast<size_t>(i) * d;
-        const float *src = b.x + static_cast<size_t>(a->logits_tokens[i]) * d;
-        if (device_copy) STRATA_TRY(ops->copy(dev, dst, src, sizeof(float) * static_cast<uint64_t>(d), STRATA_COPY_D2D, st));
-        else std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(d));
-    }
+    if (a->n_logits == 0 || stage.end < hp.n_layer) return STRATA_OK;
+    for (int32_t i = 0; i < a->n_logits; ++i)
+        STRATA_TRY(copy_on_device(ops, dev, b.last + static_cast<size_t>(i) * d,
+                                  b.x + static_cast<size_t>(a->logits_tokens[i]) * d, d, st));
     STRATA_TRY(ops->rms_norm(dev, b.last, static_cast<const float *>(m.output_norm.data), a->n_logits, d, hp.norm_eps,
                              b.last, st));
     return classify(m, ops, dev, b.last, a->n_logits, a->logits, st);
@@ -994,7 +988,7 @@ int32_t forward(const model &m, const strata_forward_args *a, strata_status *st)
                     static_cast<unsigned long long>(a->workspace_size),
                     static_cast<unsigned long long>(workspace_bytes(m, n)));
     }
-    return wants_paged(a) ? forward_paged(m, a, st) : forward_contiguous(m, a, st);
+    return wants_paged(a) ? forward_paged(m, a, stage, st) : forward_contiguous(m, a, stage, st);
 }
 
 } // namespace strata::decoder
