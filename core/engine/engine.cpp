@@ -99,14 +99,8 @@ void engine::init() {
     w.bind_kv(*kv_);
     const auto &sc = opts_.scheduler;
     const size_t max_tokens = static_cast<size_t>(sc.max_num_batched_tokens);
-    step_tokens_.resize(max_tokens);
-    step_positions_.resize(max_tokens);
-    step_token_seq_.resize(max_tokens);
-    step_logits_tokens_.resize(static_cast<size_t>(sc.max_num_seqs));
+    step_.reserve(static_cast<int32_t>(max_tokens), sc.max_num_seqs, step_block_reserve(*kv_, sc.max_num_seqs));
     step_logits_owner_.resize(static_cast<size_t>(sc.max_num_seqs));
-    step_seq_block_start_.resize(static_cast<size_t>(sc.max_num_seqs) + 1);
-    step_blocks_.reserve(kv_->capacity(kv::tier::device) + kv_->capacity(kv::tier::host) +
-                         kv_->capacity(kv::tier::nvme) + static_cast<size_t>(sc.max_num_seqs));
     batch_.reserve(static_cast<size_t>(sc.max_num_seqs));
     live_.reserve(static_cast<size_t>(sc.max_num_seqs));
 

@@ -9,6 +9,7 @@
 #include "engine/executor.hpp"
 #include "engine/scheduler.hpp"
 #include "engine/sequence.hpp"
+#include "engine/step_builder.hpp"
 #include "engine/tiered_weights.hpp"
 #include "model_file/open_model_file.hpp"
 #include "kv/kv_cache.hpp"
@@ -95,9 +96,9 @@ class engine {
     void run_between_steps(const std::function<void()> &fn);
     void run_pending_task();
     const float *forward_between_steps(const int32_t *tokens, const int32_t *positions, int32_t n);
-    step_output forward_private_piece(const int32_t *tokens, const int32_t *positions, int32_t m, int32_t n_rows);
+    step_output forward_private_piece(const int32_t *tokens, const int32_t *positions, int32_t m, int32_t first_row);
     void run_step(const std::vector<scheduled_seq> &batch);
-    step_output execute_step(int32_t n_tokens, int32_t n_seqs, int32_t n_logits);
+    step_output execute_step();
     void emit_token(sequence &s, int32_t tok, bool eos);
     void setup_chat();
     void finish(sequence &s, int32_t reason, const std::string &error = std::string());
@@ -128,8 +129,7 @@ class engine {
     std::vector<int32_t> positions_scratch_; // forward_logits' positions 0..n-1 (step thread)
 
     // The step as the scheduler decided it (step_input), in buffers allocated once: nothing per token or per step.
-    std::vector<int32_t> step_tokens_, step_positions_, step_token_seq_, step_logits_tokens_, step_seq_block_start_;
-    std::vector<kv::block_ref> step_blocks_;
+    step_builder step_;
     std::vector<sequence *> step_logits_owner_;
     std::vector<scheduled_seq> batch_;
     std::vector<std::pair<sequence *, std::string>> failed_;

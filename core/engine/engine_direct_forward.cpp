@@ -10,18 +10,12 @@
 
 namespace strata::engine {
 
-// One forward call of the private slot: tokens[0..m) at positions[0..m), logits for the `n_rows` tokens listed in
-// step_logits_tokens_ (already filled by the caller).
-step_output engine::forward_private_piece(const int32_t *tokens, const int32_t *positions, int32_t m, int32_t n_rows) {
-    step_blocks_.assign(testing_kv_.table.begin(), testing_kv_.table.end());
-    step_seq_block_start_[0] = 0;
-    step_seq_block_start_[1] = static_cast<int32_t>(step_blocks_.size());
-    for (int32_t i = 0; i < m; ++i) {
-        step_tokens_[static_cast<size_t>(i)] = tokens[i];
-        step_positions_[static_cast<size_t>(i)] = positions[i];
-        step_token_seq_[static_cast<size_t>(i)] = 0;
-    }
-    return execute_step(m, 1, n_rows);
+// One forward call of the private slot: tokens[0..m) at positions[0..m), the logits of tokens first_row..m-1.
+step_output engine::forward_private_piece(const int32_t *tokens, const int32_t *positions, int32_t m, int32_t first_row) {
+    step_.clear();
+    step_.add_sequence(tokens, positions, m, testing_kv_);
+    for (int32_t t = first_row; t < m; ++t) step_.want_logits(t);
+    return execute_step();
 }
 
 const float *engine::forward_for_testing(const int32_t *tokens, const int32_t *positions, int32_t n) {
@@ -43,8 +37,7 @@ const float *engine::forward_between_steps(const int32_t *tokens, const int32_t 
     step_output out;
     for (int32_t done = 0; done < n; done += chunk) {
         const int32_t m = std::min(chunk, n - done);
-        step_logits_tokens_[0] = m - 1;
-        out = forward_private_piece(tokens + done, positions + done, m, 1);
+        out = forward_private_piece(tokens + done, positions + done, m, m - 1);
     }
     return out.row(0);
 }
@@ -72,10 +65,10 @@ void engine::forward_logits(const int32_t *tokens, int32_t n, int32_t first_row,
         for (int32_t done = 0; done < n;) {
             int32_t m = std::min(max_tokens, n - done);
             if (done + m > first_row) m = std::min(m, std::max(first_row - done, 0) + max_rows);
-            int32_t n_rows = 0;
-            for (int32_t i = std::max(first_row - done, 0); i < m; ++i)
-                step_logits_tokens_[static_cast<size_t>(n_rows++)] = i;
-            const step_output piece = forward_private_piece(tokens + done, positions_scratch_.data() + done, m, n_rows);
+            const int32_t piece_first_row = std::max(first_row - done, 0);
+            const int32_t n_rows = std::max(m - piece_first_row, 0);
+            const step_output piece =
+                forward_private_piece(tokens + done, positions_scratch_.data() + done, m, piece_first_row);
             const size_t out_row = static_cast<size_t>(std::max(done, first_row) - first_row);
             for (int32_t r = 0; r < n_rows; ++r)
                 std::memcpy(out + (out_row + static_cast<size_t>(r)) * row_floats, piece.row(r),

@@ -142,28 +142,17 @@ void engine::step_loop() {
 
 void engine::run_step(const std::vector<scheduled_seq> &batch) {
     const auto t0 = std::chrono::steady_clock::now();
-    int32_t n = 0, n_logits = 0;
-    step_blocks_.clear();
-    const int32_t n_seqs = static_cast<int32_t>(batch.size());
-    for (int32_t k = 0; k < n_seqs; ++k) {
-        sequence &s = *batch[static_cast<size_t>(k)].seq;
-        const int32_t n_new = batch[static_cast<size_t>(k)].n_new;
-        for (int32_t j = 0; j < n_new; ++j) {
-            step_tokens_[static_cast<size_t>(n)] = s.tokens[static_cast<size_t>(s.n_computed + j)];
-            step_positions_[static_cast<size_t>(n)] = s.n_computed + j;
-            step_token_seq_[static_cast<size_t>(n)] = k;
-            ++n;
-        }
-        step_seq_block_start_[static_cast<size_t>(k)] = static_cast<int32_t>(step_blocks_.size());
-        step_blocks_.insert(step_blocks_.end(), s.kv.table.begin(), s.kv.table.end());
-        if (s.n_computed + n_new == static_cast<int32_t>(s.tokens.size())) {
-            step_logits_tokens_[static_cast<size_t>(n_logits)] = n - 1;
-            step_logits_owner_[static_cast<size_t>(n_logits)] = &s;
-            ++n_logits;
+    step_.clear();
+    for (const auto &b : batch) {
+        sequence &s = *b.seq;
+        step_.add_sequence(s.tokens.data() + s.n_computed, s.n_computed, b.n_new, s.kv);
+        if (s.n_computed + b.n_new == static_cast<int32_t>(s.tokens.size())) {
+            step_logits_owner_[static_cast<size_t>(step_.n_logits())] = &s;
+            step_.want_logits(step_.n_tokens() - 1);
         }
     }
-    step_seq_block_start_[static_cast<size_t>(n_seqs)] = static_cast<int32_t>(step_blocks_.size());
-    const step_output out = execute_step(n, n_seqs, n_logits);
+    const int32_t n = step_.n_tokens(), n_seqs = step_.n_seqs(), n_logits = step_.n_logits();
+    const step_output out = execute_step();
     for (const auto &b : batch) {
         b.seq->n_computed += b.n_new;
         kv_->register_full_blocks(b.seq->kv, b.seq->tokens, b.seq->n_computed);
@@ -202,20 +191,8 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
     }
 }
 
-// The step in the step buffers (tokens, positions, block tables, logits rows), as the executor takes it.
-step_output engine::execute_step(int32_t n_tokens, int32_t n_seqs, int32_t n_logits) {
-    step_input step;
-    step.tokens = step_tokens_.data();
-    step.positions = step_positions_.data();
-    step.token_seq = step_token_seq_.data();
-    step.n_tokens = n_tokens;
-    step.n_seqs = n_seqs;
-    step.seq_block_start = step_seq_block_start_.data();
-    step.blocks = step_blocks_.data();
-    step.logits_tokens = step_logits_tokens_.data();
-    step.n_logits = n_logits;
-    return executor_->execute_model(step);
-}
+// The step built in step_, handed to the executor.
+step_output engine::execute_step() { return executor_->execute_model(step_.input()); }
 
 void engine::run_between_steps(const std::function<void()> &fn) {
     std::unique_lock<std::mutex> lock(mu_);

@@ -34,10 +34,14 @@ void worker::fetch_logits(int32_t n_logits) {
 void worker::forward(const step_input &step) {
     const int32_t n_blocks = step.seq_block_start[step.n_seqs];
     block_base_.resize(static_cast<size_t>(n_blocks)); // reserved for every pool at bind: no allocation per step
-    for (int32_t i = 0; i < n_blocks; ++i) {
-        void *addr = kv_->device_address(step.blocks[i]);
-        if (addr == nullptr) fail("internal: a step runs with a KV block outside device memory");
-        block_base_[static_cast<size_t>(i)] = addr;
+    for (int32_t k = 0; k < step.n_seqs; ++k) {
+        for (int32_t i = step.seq_block_start[k]; i < step.seq_block_start[k + 1]; ++i) {
+            void *addr = kv_->device_address(step.blocks[i]);
+            if (addr == nullptr)
+                fail("internal: sequence {} of the step has its KV block {} outside device memory", k,
+                     i - step.seq_block_start[k]);
+            block_base_[static_cast<size_t>(i)] = addr;
+        }
     }
     strata_paged_kv pk{};
     pk.struct_size = sizeof pk;

@@ -8,6 +8,7 @@
 #include "common/progress.hpp"
 #include "engine/engine_options.hpp"
 #include "engine/engine_util.hpp"
+#include "engine/step_builder.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -73,8 +74,7 @@ worker::allocate_tier_kv(const std::string &name, uint64_t bytes, uint64_t align
 
 void worker::bind_kv(const kv::kv_cache &kv) {
     kv_ = &kv;
-    block_base_.reserve(kv.capacity(kv::tier::device) + kv.capacity(kv::tier::host) + kv.capacity(kv::tier::nvme) +
-                        static_cast<size_t>(opts_.scheduler.max_num_seqs));
+    block_base_.reserve(step_block_reserve(kv, opts_.scheduler.max_num_seqs));
 }
 
 } // namespace strata::engine

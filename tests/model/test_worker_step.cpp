@@ -6,6 +6,7 @@
 #include "engine_fixture.hpp"
 
 #include "engine/engine_options.hpp"
+#include "engine/step_builder.hpp"
 #include "engine/worker.hpp"
 #include "model_file/open_model_file.hpp"
 
@@ -47,37 +48,15 @@ struct seq_part {
     const kv::seq_blocks *blocks = nullptr;
 };
 
-// A step over several sequences, each asking the logits of its last token.
-struct step_buffers {
-    std::vector<int32_t> tokens, positions, token_seq, seq_block_start, logits_tokens;
-    std::vector<kv::block_ref> blocks;
-    engine::step_input input(const std::vector<seq_part> &parts) {
-        tokens.clear(), positions.clear(), token_seq.clear(), seq_block_start.clear(), logits_tokens.clear();
-        blocks.clear();
-        for (size_t k = 0; k < parts.size(); ++k) {
-            for (size_t j = 0; j < parts[k].tokens.size(); ++j) {
-                tokens.push_back(parts[k].tokens[j]);
-                positions.push_back(parts[k].first + static_cast<int32_t>(j));
-                token_seq.push_back(static_cast<int32_t>(k));
-            }
-            logits_tokens.push_back(static_cast<int32_t>(tokens.size()) - 1);
-            seq_block_start.push_back(static_cast<int32_t>(blocks.size()));
-            blocks.insert(blocks.end(), parts[k].blocks->table.begin(), parts[k].blocks->table.end());
-        }
-        seq_block_start.push_back(static_cast<int32_t>(blocks.size()));
-        engine::step_input s;
-        s.tokens = tokens.data();
-        s.positions = positions.data();
-        s.token_seq = token_seq.data();
-        s.n_tokens = static_cast<int32_t>(tokens.size());
-        s.n_seqs = static_cast<int32_t>(parts.size());
-        s.seq_block_start = seq_block_start.data();
-        s.blocks = blocks.data();
-        s.logits_tokens = logits_tokens.data();
-        s.n_logits = static_cast<int32_t>(parts.size());
-        return s;
+// A step over several sequences, each asking the logits of its last token, laid out as the engine lays its steps.
+engine::step_input step_of(engine::step_builder &step, const std::vector<seq_part> &parts) {
+    step.clear();
+    for (const seq_part &p : parts) {
+        step.add_sequence(p.tokens.data(), p.first, static_cast<int32_t>(p.tokens.size()), *p.blocks);
+        step.want_logits(step.n_tokens() - 1);
     }
-};
+    return step.input();
+}
 
 // The first row that differs, or "".
 std::string differs(const float *a, const float *b, int32_t n) {
@@ -138,15 +117,15 @@ TEST_P(WorkerStep, AWorkerWithoutAnEngineGivesTheEnginesLogits) {
     kv::seq_blocks sa, sb;
     ASSERT_TRUE(kv.ensure_slots(sa, static_cast<int32_t>(a.size())));
     ASSERT_TRUE(kv.ensure_slots(sb, static_cast<int32_t>(b.size())));
-    step_buffers buf;
+    engine::step_builder buf;
     // The prompt of a but its last token, in one step.
     std::vector<int32_t> a_head(a.begin(), a.end() - 1);
-    engine::step_output out = w.execute_model(buf.input({{a_head, 0, &sa}}));
+    engine::step_output out = w.execute_model(step_of(buf, {{a_head, 0, &sa}}));
     ASSERT_EQ(out.n_rows, 1);
     ASSERT_EQ(out.n_vocab, n_vocab);
     EXPECT_EQ(differs(out.row(0), want_a.data(), n_vocab), "") << "prompt step";
     // Its last token as a decode step over the KV the first step stored, beside b's whole prompt.
-    out = w.execute_model(buf.input({{{a.back()}, static_cast<int32_t>(a.size()) - 1, &sa}, {b, 0, &sb}}));
+    out = w.execute_model(step_of(buf, {{{a.back()}, static_cast<int32_t>(a.size()) - 1, &sa}, {b, 0, &sb}}));
     ASSERT_EQ(out.n_rows, 2);
     EXPECT_EQ(differs(out.row(0), want_a_next.data(), n_vocab), "") << "decode step of a, batched with b";
     EXPECT_EQ(differs(out.row(1), want_b.data(), n_vocab), "") << "b's prompt, batched with a's decode";
