@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <ostream>
 #include <random>
@@ -199,10 +200,12 @@ reference_run run_contiguous(model_under_test &m, strata_device *dev, const std:
 // start as NaN (a read of an unwritten slot would poison the logits).
 class block_pool {
   public:
+    // Blocks of n_layers layers (0: the model's every layer; fewer: a pipeline rank's share).
     block_pool(model_under_test &m, strata_device *dev, int32_t block_size, int32_t n_seqs, int32_t blocks_needed,
-               uint32_t seed)
+               uint32_t seed, int32_t n_layers = 0)
         : m_(m), dev_(dev), block_size_(block_size), blocks_(static_cast<size_t>(n_seqs)) {
-        const uint64_t block_bytes = static_cast<uint64_t>(m.hp().n_layer) * 2 * static_cast<uint64_t>(block_size) *
+        const uint64_t layers = static_cast<uint64_t>(n_layers > 0 ? n_layers : m.hp().n_layer);
+        const uint64_t block_bytes = layers * 2 * static_cast<uint64_t>(block_size) *
                                      static_cast<uint64_t>(m.kv_dim()) * sizeof(float);
         const int32_t per_pool = blocks_needed / 2 + 2;
         for (int i = 0; i < 2; ++i) {
@@ -500,8 +503,9 @@ TEST(PagedForwardArguments, RefusedClearly) {
 // Pipeline stages (ABI 1.24, #16 item 2's model side): the layers run as consecutive stages, each handing its residual
 // stream to the next (hidden_out -> hidden_in), give the whole model's logits bit for bit — for every cut of the
 // layers into two stages and for one stage per layer — over a prompt and decode steps of two sequences in one batch,
-// each stage on a device of its own (as a rank would have) writing its layers' KV into the same blocks. Bad ranges are
-// refused before anything runs.
+// each stage on a device of its own (as a rank would have), writing its layers' KV into the same blocks or (ABI 1.25,
+// kv_first_layer) into blocks of its own that hold only its layers, as a rank keeps them. Bad ranges are refused
+// before anything runs.
 TEST(PipelineStages, ConsecutiveStagesGiveTheWholeModelsLogitsBitForBit) {
     for (const char *name : {"stories260K-f32", "made-q8_0"}) {
         SCOPED_TRACE(name);
@@ -523,13 +527,19 @@ TEST(PipelineStages, ConsecutiveStagesGiveTheWholeModelsLogitsBitForBit) {
 
         const std::vector<sequence_plan> plans = three_sequences(n_vocab);
         const std::vector<int32_t> &pa = plans[1].prompt, &pb = plans[2].prompt;
-        for (const auto &cut : cuts) {
-            SCOPED_TRACE(::testing::PrintToString(cut));
+        for (const auto &cut : cuts)
+        for (const bool own_kv : {false, true}) {
+            SCOPED_TRACE(::testing::PrintToString(cut) + (own_kv ? " (each stage's KV its own)" : " (shared KV)"));
             const int32_t n_stages = static_cast<int32_t>(cut.size()) - 1;
             std::vector<strata::plugins::plugin_ptr<strata_device>> stage_devs;
             for (int32_t s = 0; s < n_stages; ++s) stage_devs.push_back(m.make_device(1 + s % 2));
             // The same block assignment for both runs (same seed), so each run's blocks are its own.
-            block_pool whole_pool(m, whole_dev.get(), 4, 2, 32, 7), staged_pool(m, whole_dev.get(), 4, 2, 32, 7);
+            block_pool whole_pool(m, whole_dev.get(), 4, 2, 32, 7);
+            std::vector<std::unique_ptr<block_pool>> stage_pools; // one pool for every stage, or one per stage
+            for (int32_t s = 0; s < (own_kv ? n_stages : 1); ++s) {
+                const int32_t layers = own_kv ? cut[static_cast<size_t>(s) + 1] - cut[static_cast<size_t>(s)] : 0;
+                stage_pools.push_back(std::make_unique<block_pool>(m, whole_dev.get(), 4, 2, 32, 7, layers));
+            }
             std::vector<int32_t> fed_tokens[2] = {pa, pb};
             int32_t fed[2] = {0, 0};
             for (int32_t step = 0; step < 4; ++step) {
@@ -539,7 +549,7 @@ TEST(PipelineStages, ConsecutiveStagesGiveTheWholeModelsLogitsBitForBit) {
                     const auto &src = fed_tokens[s];
                     for (; fed[s] < static_cast<int32_t>(src.size()); ++fed[s]) {
                         whole_pool.reserve(s, fed[s]);
-                        staged_pool.reserve(s, fed[s]);
+                        for (auto &pool : stage_pools) pool->reserve(s, fed[s]);
                         tokens.push_back(src[static_cast<size_t>(fed[s])]);
                         positions.push_back(fed[s]);
                         token_seq.push_back(s);
@@ -561,8 +571,8 @@ TEST(PipelineStages, ConsecutiveStagesGiveTheWholeModelsLogitsBitForBit) {
                 }
                 std::vector<float> hidden[2] = {std::vector<float>(static_cast<size_t>(n) * d, -7.f),
                                                 std::vector<float>(static_cast<size_t>(n) * d, -7.f)};
-                const strata_paged_kv &kv = staged_pool.table();
                 for (int32_t s = 0; s < n_stages; ++s) {
+                    const strata_paged_kv &kv = stage_pools[own_kv ? static_cast<size_t>(s) : 0]->table();
                     const bool last = s + 1 == n_stages;
                     strata_forward_args a = m.base_args(m.ops(), stage_devs[static_cast<size_t>(s)].get(),
                                                         tokens.data(), positions.data(), n,
@@ -575,6 +585,7 @@ TEST(PipelineStages, ConsecutiveStagesGiveTheWholeModelsLogitsBitForBit) {
                     a.layer_end = cut[static_cast<size_t>(s) + 1];
                     a.hidden_in = s > 0 ? hidden[(s + 1) % 2].data() : nullptr;
                     a.hidden_out = last ? nullptr : hidden[s % 2].data();
+                    a.kv_first_layer = own_kv ? a.layer_first : 0;
                     strata_status st{};
                     ASSERT_EQ(m.forward(a, &st), STRATA_OK) << "stage " << s << ": " << st.message;
                 }
@@ -596,7 +607,8 @@ TEST(PipelineStages, BadRangesAreRefusedBeforeAnythingRuns) {
     pool.reserve(0, 1);
     const int32_t tokens[2] = {1, 5}, positions[2] = {0, 1}, token_seq[2] = {0, 0}, logits_tokens[1] = {1};
     std::vector<float> logits(static_cast<size_t>(m.hp().n_vocab)), hidden(static_cast<size_t>(2 * d));
-    auto run = [&](int32_t first, int32_t end, const float *in, float *out, float *lg, bool paged = true) {
+    auto run = [&](int32_t first, int32_t end, const float *in, float *out, float *lg, bool paged = true,
+                   int32_t kv_first = 0) {
         const strata_paged_kv &kv = pool.table();
         strata_forward_args a = m.base_args(m.ops(), dev.get(), tokens, positions, 2, lg);
         if (paged) {
@@ -609,6 +621,7 @@ TEST(PipelineStages, BadRangesAreRefusedBeforeAnythingRuns) {
         a.layer_end = end;
         a.hidden_in = in;
         a.hidden_out = out;
+        a.kv_first_layer = kv_first;
         strata_status st{};
         const int32_t rc = m.forward(a, &st);
         return std::make_pair(rc, std::string(st.message));
@@ -624,6 +637,13 @@ TEST(PipelineStages, BadRangesAreRefusedBeforeAnythingRuns) {
     expect_refused(run(0, 1, nullptr, nullptr, nullptr), STRATA_ERR_INVALID_ARGUMENT, "hidden_out is NULL");
     expect_refused(run(1, n_layer, hidden.data(), nullptr, nullptr), STRATA_ERR_INVALID_ARGUMENT, "logits is NULL");
     expect_refused(run(0, 1, nullptr, hidden.data(), nullptr, false), STRATA_ERR_UNSUPPORTED, "paged KV");
+    // KV blocks that do not hold the stage's first layer (ABI 1.25), or a whole-model call told its blocks start later.
+    expect_refused(run(1, n_layer, hidden.data(), nullptr, logits.data(), true, 2), STRATA_ERR_INVALID_ARGUMENT,
+                   "kv_first_layer 2 is outside [0, layer_first 1]");
+    expect_refused(run(0, 1, nullptr, hidden.data(), nullptr, true, -1), STRATA_ERR_INVALID_ARGUMENT,
+                   "kv_first_layer -1");
+    expect_refused(run(0, 0, nullptr, nullptr, logits.data(), true, 1), STRATA_ERR_INVALID_ARGUMENT,
+                   "kv_first_layer 1");
     // layer_end = 0 is the whole model, as before 1.24.
     EXPECT_EQ(run(0, 0, nullptr, nullptr, logits.data()).first, STRATA_OK);
 }

@@ -516,12 +516,14 @@ bool wants_hybrid(const strata_forward_args *a) {
 }
 
 // Pipeline stage (ABI 1.24): the layers this call runs, [first, end), and where the residual stream comes from and
-// goes to when the stage does not start at the embedding or end at the classifier.
+// goes to when the stage does not start at the embedding or end at the classifier; the first layer whose KV the
+// blocks hold (ABI 1.25: a rank keeps only its layers' KV).
 struct stage_range {
     int32_t first = 0, end = 0;
     const float *hidden_in = nullptr;
     float *hidden_out = nullptr;
     bool is_stage = false; // layer_end was set
+    int32_t kv_first = 0;
 };
 
 stage_range stage_of(const model &m, const strata_forward_args *a) {
@@ -534,6 +536,8 @@ stage_range stage_of(const model &m, const strata_forward_args *a) {
         r.hidden_out = a->hidden_out;
         r.is_stage = true;
     }
+    if (a->struct_size >= offsetof(strata_forward_args, kv_first_layer) + sizeof(a->kv_first_layer))
+        r.kv_first = a->kv_first_layer;
     return r;
 }
 
@@ -896,7 +900,7 @@ int32_t forward_paged(const model &m, const strata_forward_args *a, const stage_
         std::memcpy(&layer_kv, kv, std::min<size_t>(kv->struct_size, sizeof layer_kv));
         layer_kv.struct_size = sizeof layer_kv;
         layer_kv.kv_type = kv_type;
-        layer_kv.layer_offset_bytes = kv_layout::layer_offset(l, kv->block_size, dkv, kv_type);
+        layer_kv.layer_offset_bytes = kv_layout::layer_offset(l - stage.kv_first, kv->block_size, dkv, kv_type);
         strata_kv_store_args ks{};
         ks.struct_size = sizeof ks;
         ks.n_tokens = n;
@@ -980,6 +984,10 @@ int32_t forward(const model &m, const strata_forward_args *a, strata_status *st)
                         "decoder forward: the stage ends at layer %d of %d but hidden_out is NULL (where the next "
                         "stage's residual stream goes)", stage.end, m.hp.n_layer);
     }
+    if (stage.kv_first < 0 || stage.kv_first > stage.first)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                    "decoder forward: kv_first_layer %d is outside [0, layer_first %d]: the KV blocks must hold the "
+                    "layers the call runs", stage.kv_first, stage.first);
     if (a->logits == nullptr && stage.end == m.hp.n_layer)
         return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: logits is NULL");
     const int32_t n = a->n_tokens;

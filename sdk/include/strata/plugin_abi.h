@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 24
+#define STRATA_ABI_MINOR 25
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -656,6 +656,11 @@ typedef struct strata_forward_args {
     int32_t layer_end;
     const float *hidden_in;
     float *hidden_out;
+    /* optional, since 1.25: KV of a layer range. When struct_size covers it, the paged KV blocks hold layers
+     * kv_first_layer, kv_first_layer + 1, ... only (a pipeline rank keeps the KV of its own layers): layer l's rows
+     * are at kv_layout::layer_offset(l - kv_first_layer). 0 <= kv_first_layer <= layer_first; 0 (or a struct without
+     * it) is the whole model's block, every layer from 0. */
+    int32_t kv_first_layer;
 } strata_forward_args;
 
 typedef struct strata_model_arch_desc {
