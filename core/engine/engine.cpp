@@ -6,6 +6,7 @@
 #include "common/log.hpp"
 #include "engine/engine_util.hpp"
 #include "engine/model_fingerprint.hpp"
+#include "engine/pipeline_split.hpp"
 #include "engine/prefix_store_adapter.hpp"
 #include "tokenizer/vocab_from_gguf.hpp"
 
@@ -53,11 +54,29 @@ void engine::init() {
         setup_chat();
     }
 
-    executor_ = std::make_unique<executor>(std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin));
+    const int32_t n_ranks = opts_.pipeline_parallel_size;
+    if (n_ranks < 1) fail("pipeline_parallel_size {} must be at least 1", n_ranks);
+    std::vector<std::unique_ptr<worker>> workers;
+    for (int32_t r = 0; r < n_ranks; ++r)
+        workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin));
+    executor_ = std::make_unique<executor>(std::move(workers));
     worker &w = executor_->driver_worker();
-    w.init_device();
-    w.load_model();
+    for (const auto &rank : executor_->workers()) {
+        rank->init_device();
+        rank->load_model();
+    }
     hp_ = w.hparams();
+    if (n_ranks > 1 || !opts_.pipeline_layer_partition.empty()) {
+        const std::vector<layer_range> ranges =
+            split_layers(w.layer_slot_bytes(), n_ranks, opts_.pipeline_layer_partition);
+        for (int32_t r = 0; r < n_ranks; ++r) {
+            const layer_range &range = ranges[static_cast<size_t>(r)];
+            const pipeline_stage stage{r, n_ranks, range.first, range.end};
+            executor_->workers()[static_cast<size_t>(r)]->set_stage(stage);
+            log::info("engine", "pipeline rank {} of {}: layers [{}, {}) on device '{}'", r, n_ranks, stage.layer_first,
+                      stage.layer_end, executor_->workers()[static_cast<size_t>(r)]->device_name());
+        }
+    }
     if (tokenizer_ && hp_.n_vocab != tokenizer_->n_vocab()) {
         fail("{}: the model has {} vocabulary rows but the tokenizer has {} tokens", opts_.model_path, hp_.n_vocab,
              tokenizer_->n_vocab());
@@ -86,7 +105,7 @@ void engine::init() {
         if (device_reads_host) offload.kv_spill_bytes = gib_bytes(opts_.kv.swap_space_gib);
     }
     if (opts_.kv.nvme_space_gib > 0) offload.kv_tier_bytes["nvme"] += gib_bytes(opts_.kv.nvme_space_gib);
-    w.place_weights(std::move(offload), n_ctx_);
+    for (const auto &rank : executor_->workers()) rank->place_weights(offload, n_ctx_);
     if (opts_.plan_only) return;
     if (opts_.max_model_len > hp_.n_ctx_train) {
         log::warn("engine", "max_model_len {} exceeds the model's trained context {}; quality may degrade",
@@ -94,9 +113,9 @@ void engine::init() {
     }
     fingerprint_ = strata::engine::model_fingerprint(*file_);
 
-    w.allocate_step_memory();
+    executor_->allocate_step_memory(opts_.scheduler.max_num_batched_tokens, hp_.n_embd);
     setup_kv();
-    w.bind_kv(*kv_);
+    for (const auto &rank : executor_->workers()) rank->bind_kv(*kv_);
     const auto &sc = opts_.scheduler;
     const size_t max_tokens = static_cast<size_t>(sc.max_num_batched_tokens);
     step_.reserve(static_cast<int32_t>(max_tokens), sc.max_num_seqs, step_block_reserve(*kv_, sc.max_num_seqs));

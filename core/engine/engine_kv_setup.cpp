@@ -7,6 +7,7 @@
 #include "engine/engine_util.hpp"
 #include "engine/model_fingerprint.hpp"
 #include "engine/prefix_store_adapter.hpp"
+#include "kv/layer_striped_storage.hpp"
 
 #include <strata/kv_layout.hpp>
 
@@ -24,13 +25,16 @@ void engine::setup_kv() {
     const int64_t kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
     const uint64_t block_bytes = kv_layout::block_bytes(hp_.n_layer, o.block_size, kv_dim, o.kv_type);
     const uint64_t per_token = block_bytes / static_cast<uint64_t>(o.block_size);
-    // Device KV as planned: kv_cache_memory when set, else what the device budget leaves (bounded on the CPU).
-    const uint64_t device_kv = memory_plan().device_kv;
-    const uint64_t n_device = device_kv / block_bytes;
+    // Device KV as planned: kv_cache_memory when set, else what the device budget leaves (bounded on the CPU). Each
+    // pipeline rank planned its own (kv_cache_memory is per device, as vLLM's) for its layers' share of a block: the
+    // pool has as many blocks as the tightest rank holds.
+    uint64_t n_device = UINT64_MAX;
+    for (const auto &r : executor_->workers())
+        n_device = std::min(n_device, r->memory_plan().device_kv / r->kv_block_bytes());
     if (n_device == 0) {
         fail("the device KV cache ({}) holds no block of {} ({} tokens x {} per token); raise --kv-cache-memory or "
              "lower --block-size",
-             human(device_kv), human(block_bytes), o.block_size, human(per_token));
+             human(memory_plan().device_kv), human(block_bytes), o.block_size, human(per_token));
     }
     if (n_device > UINT32_MAX / 2) fail("the device KV cache of {} blocks is too large; raise --block-size", n_device);
     kv::kv_cache_config kc;
@@ -42,12 +46,26 @@ void engine::setup_kv() {
     const bool device_reads_host = executor_->driver_worker().device_reads_host();
     kc.device_reads_host = device_reads_host;
     kv_ = std::make_unique<kv::kv_cache>(kc);
-    // The blocks' memory is the worker's (device, and the host and NVMe tiers); the KV cache decides what they hold.
-    worker &w = executor_->driver_worker();
-    kv_->add_pool(kv::tier::device, static_cast<uint32_t>(n_device), w.allocate_device_kv(n_device, block_bytes));
+    // The blocks' memory is the workers' (device, and the host and NVMe tiers); the KV cache decides what they hold.
+    // Pipeline ranks each keep their layers' share of every block; the shares joined are the whole block.
+    const auto &ranks = executor_->workers();
+    auto pool_storage = [&](const auto &allocate_share) -> std::unique_ptr<kv::block_storage> {
+        if (ranks.size() == 1) return allocate_share(*ranks.front());
+        std::vector<kv::layer_striped_storage::part> shares;
+        for (const auto &r : ranks) shares.push_back({r->kv_block_bytes(), allocate_share(*r)});
+        return std::make_unique<kv::layer_striped_storage>(std::move(shares));
+    };
+    kv_->add_pool(kv::tier::device, static_cast<uint32_t>(n_device), pool_storage([&](worker &r) {
+                      return r.allocate_device_kv(n_device, r.kv_block_bytes());
+                  }));
+    // A tier's pool: as many blocks as `bytes` hold at each rank's stride (its share rounded up to `align`).
     auto tier_pool = [&](kv::tier t, const std::string &name, uint64_t bytes, uint64_t align) -> uint64_t {
-        auto [n, storage] = w.allocate_tier_kv(name, bytes, align, block_bytes);
-        if (n > 0) kv_->add_pool(t, static_cast<uint32_t>(n), std::move(storage));
+        uint64_t n = UINT32_MAX / 2;
+        for (const auto &r : ranks) n = std::min(n, bytes / ((r->kv_block_bytes() + align - 1) / align * align));
+        if (n == 0) return 0;
+        kv_->add_pool(t, static_cast<uint32_t>(n), pool_storage([&](worker &r) {
+                          return r.allocate_tier_kv(t, name, n, align, r.kv_block_bytes());
+                      }));
         return n;
     };
     const uint64_t n_host = tier_pool(kv::tier::host, o.host_tier, gib_bytes(o.swap_space_gib), 64);

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace strata::topology {
 struct machine;
@@ -49,6 +50,12 @@ struct engine_options {
     offload_options offload;                           // [memory] and the tiers' tables
     scheduler_config scheduler;                        // [scheduler]; its prefill_chunk is set from the field above
     kv_options kv;
+    // Pipeline ranks in this process (#16): each runs a contiguous range of the layers (pipeline_split.hpp: balanced
+    // by bytes, or pipeline_layer_partition's layers per rank) with its own weights and KV, the residual stream
+    // passing rank to rank. Set through the engine API (tests); [parallel] pipeline_parallel_size > 1 stays refused
+    // until ranks run as processes.
+    int32_t pipeline_parallel_size = 1;
+    std::vector<int32_t> pipeline_layer_partition;
     bool print_plan = true;                            // the memory plan table on stderr at start-up
     // `runtime plan`: start-up runs as for serving (the same device choice with its fallback, the same measurements
     // and hybrid decisions) and stops once the memory plan is made: no weight is copied or read, no KV or workspace

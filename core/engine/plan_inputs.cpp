@@ -135,12 +135,28 @@ bool is_routed_expert(const std::string &name) {
     return std::regex_search(name, pattern);
 }
 
+std::vector<uint64_t> layer_slot_bytes(const strata_model_arch_desc *arch, const strata_model *model, int32_t n_layer) {
+    std::vector<uint64_t> slots(static_cast<size_t>(n_layer) + 2, 0);
+    if (!STRATA_HAS_SLOT(arch, tensor_at) || !STRATA_HAS_SLOT(arch, tensor_count)) return slots;
+    const int32_t n = arch->tensor_count(model);
+    for (int32_t i = 0; i < n; ++i) {
+        strata_tensor_view v{};
+        v.struct_size = sizeof v;
+        int32_t layer = 0;
+        if (arch->tensor_at(model, i, &v, &layer) != STRATA_OK || layer < -1 || layer > n_layer) continue;
+        slots[static_cast<size_t>(layer + 1)] += weight_bytes(v);
+    }
+    return slots;
+}
+
 planner::inputs make_plan_inputs(const model_shape &m, const offload_options &opts, const plugins::registry &registry,
                                  const strata_host_services *host, const std::string &device_kind,
                                  const topology::machine *known) {
     const topology::machine machine = known != nullptr ? *known : topology::discover();
     planner::inputs in;
-    in.n_layer = m.hp.n_layer;
+    // A pipeline rank's layers, renumbered from 0: its plan, KV and offload choices are its own.
+    const int32_t first = m.layer_end > 0 ? m.layer_first : 0, end = m.layer_end > 0 ? m.layer_end : m.hp.n_layer;
+    in.n_layer = end - first;
     in.n_head_kv = m.hp.n_head_kv;
     in.head_dim = m.hp.head_dim;
     in.kv_type = m.kv_type;
@@ -160,6 +176,9 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
         v.struct_size = sizeof v;
         int32_t layer = 0;
         if (m.arch->tensor_at(m.model, i, &v, &layer) != STRATA_OK || v.name == nullptr) continue;
+        if (layer == -1 ? first > 0 : layer == m.hp.n_layer ? end < m.hp.n_layer : layer < first || layer >= end)
+            continue; // another rank's
+        if (layer >= 0) layer -= first;
         // A tied classifier is the embedding again: count its bytes once.
         if (std::find(seen.begin(), seen.end(), v.name) != seen.end()) continue;
         seen.emplace_back(v.name);

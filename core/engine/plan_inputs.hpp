@@ -22,7 +22,14 @@ struct model_shape {
     int32_t max_model_len = 0;
     uint64_t activation_bytes = 0;
     uint32_t kv_type = STRATA_KV_F32; // the KV cache's element type ([memory] kv_cache_dtype)
+    // A pipeline rank plans layers [layer_first, layer_end) only, numbered from 0, with the embedding on the first
+    // rank and the final norm and classifier on the last (layer_end 0: the whole model).
+    int32_t layer_first = 0, layer_end = 0;
 };
+
+// The bytes of the model's weights by slot: [0] the embedding, [1 + l] layer l, [n_layer + 1] the final norm and
+// classifier (a tied classifier counts in both slots: the first and the last pipeline rank each hold it).
+std::vector<uint64_t> layer_slot_bytes(const strata_model_arch_desc *arch, const strata_model *model, int32_t n_layer);
 
 // Device memory the step loop needs besides weights and KV: the forward pass's workspace for a full step of
 // max_num_batched_tokens tokens and one row of logits per sequence.

@@ -17,6 +17,7 @@
 #include "planner/plan_report.hpp"
 
 #include <algorithm>
+#include <unordered_set>
 
 namespace strata::engine {
 
@@ -44,6 +45,7 @@ void worker::load_model() {
                                   can_host_experts() ? STRATA_DEVICE_OP_MOE : -1);
     hp_.struct_size = sizeof hp_;
     arch_.desc->get_hparams(model_, &hp_);
+    stage_ = pipeline_stage{0, 1, 0, hp_.n_layer};
     // Routed experts the CPU may compute (--cpu-moe) are asked about once the plan says where they run.
     const bool experts_may_leave = can_host_experts();
     if (const std::string why = unsupported_model_shapes(
@@ -55,6 +57,23 @@ void worker::load_model() {
                                                     opts_.model_path);
         !why.empty())
         fail("{}", why);
+}
+
+std::vector<uint64_t> worker::layer_slot_bytes() const {
+    return engine::layer_slot_bytes(arch_.desc, model_, hp_.n_layer);
+}
+
+void worker::set_stage(const pipeline_stage &stage) {
+    if (stage.n_ranks < 1 || stage.rank < 0 || stage.rank >= stage.n_ranks || stage.layer_first < 0 ||
+        stage.layer_first >= stage.layer_end || stage.layer_end > hp_.n_layer)
+        fail("internal: pipeline rank {} of {} with layers [{}, {}) of {}", stage.rank, stage.n_ranks,
+             stage.layer_first, stage.layer_end, hp_.n_layer);
+    if (stage.n_ranks > 1 &&
+        !(STRATA_HAS_SLOT(arch_.desc, pipeline_stages) && arch_.desc->pipeline_stages(model_) == 1))
+        fail("{}: model plugin '{}' cannot run this model as pipeline stages (its pipeline_stages slot, ABI 1.24); "
+             "run it with pipeline_parallel_size 1",
+             opts_.model_path, arch_.desc->header.name);
+    stage_ = stage;
 }
 
 // Plans every weight's place (device, or a tier in place, or a tier streamed through the prefetch ring), prints the
@@ -77,6 +96,13 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
     shape.max_model_len = max_model_len_;
     shape.activation_bytes = activation_bytes(arch_.desc, model_, hp_, opts_.scheduler);
     shape.kv_type = opts_.kv.kv_type;
+    if (stage_.n_ranks > 1) {
+        shape.layer_first = stage_.layer_first;
+        shape.layer_end = stage_.layer_end;
+        if (opts_.print_plan)
+            std::fprintf(stderr, "pipeline rank %d of %d: layers [%d, %d)\n", stage_.rank, stage_.n_ranks,
+                         stage_.layer_first, stage_.layer_end);
+    }
     if (opts_.plan_gpu_memory) {
         plan_for_gpu(shape);
         return;
@@ -123,6 +149,12 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
         model_ = arch_.desc->create(source_->view(), &st);
         if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
     }
+    if (stage_.n_ranks > 1 && ((weights_ && (weights_->ring() != nullptr || weights_->host_layer_ring() != nullptr)) ||
+                               !layer_on_host_.empty() || !experts_on_host_.empty()))
+        fail("pipeline rank {} (layers [{}, {})) would stream weights through the prefetch ring or compute layers or "
+             "experts on the CPU, which a pipeline rank cannot do yet; give each rank the memory to keep its weights "
+             "on its device or in a tier it reads in place, or run with pipeline_parallel_size 1",
+             stage_.rank, stage_.layer_first, stage_.layer_end);
     prefault_weights();
 }
 
@@ -164,17 +196,22 @@ void worker::plan_for_gpu(const model_shape &shape) {
 void worker::prefault_weights() {
     uint64_t bytes = 0;
     // Tensors in a tier (moved, or host copies the CPU computes) are not read through the file mapping.
-    auto in_tier = [&](const std::string &name) {
-        return weights_ && (weights_->address_of(name) != nullptr || weights_->host_address_of(name) != nullptr);
+    // A pipeline rank reads only the tensors of its plan (its layers).
+    std::unordered_set<std::string> mine;
+    if (stage_.n_ranks > 1)
+        for (const auto &p : plan_.placements) mine.insert(p.tensor);
+    auto not_read_here = [&](const std::string &name) {
+        return (weights_ && (weights_->address_of(name) != nullptr || weights_->host_address_of(name) != nullptr)) ||
+               (stage_.n_ranks > 1 && mine.count(name) == 0);
     };
     for (const auto &t : file_.tensors()) {
-        if (!in_tier(t.name)) bytes += t.n_bytes;
+        if (!not_read_here(t.name)) bytes += t.n_bytes;
     }
     if (bytes < (uint64_t{32} << 20)) return; // small models load instantly; no progress noise
     progress bar(fmt::format("loading {:.1f} MiB of weights", static_cast<double>(bytes) / 1048576.0), bytes);
     uint64_t done = 0;
     for (const auto &t : file_.tensors()) {
-        if (in_tier(t.name)) continue;
+        if (not_read_here(t.name)) continue;
         prefault(t.data, t.n_bytes);
         done += t.n_bytes;
         bar.update(done);
@@ -197,6 +234,10 @@ void worker::allocate_step_memory() {
     const uint64_t logits_floats = static_cast<uint64_t>(sc.max_num_seqs) * static_cast<uint64_t>(hp_.n_vocab);
     logits_ = static_cast<float *>(allocate(sizeof(float) * logits_floats, "the logits buffer"));
     if (STRATA_HAS_SLOT(device_desc_.desc, copy)) logits_host_.resize(logits_floats);
+    const uint64_t stream_bytes =
+        sizeof(float) * static_cast<uint64_t>(sc.max_num_batched_tokens) * static_cast<uint64_t>(hp_.n_embd);
+    if (!stage_.first()) hidden_in_ = static_cast<float *>(allocate(stream_bytes, "the residual stream coming in"));
+    if (!last_stage()) hidden_out_ = static_cast<float *>(allocate(stream_bytes, "the residual stream going out"));
 }
 
 void worker::release(bool clean_shutdown) {
@@ -207,6 +248,8 @@ void worker::release(bool clean_shutdown) {
     }
     registered_.clear();
     device_allocations_.clear();
+    hidden_in_ = hidden_out_ = nullptr;
+    for (auto &pool : kv_storage_) pool = nullptr;
     if (model_ != nullptr) arch_.desc->destroy(model_);
     model_ = nullptr;
     if (weights_ && clean_shutdown) {

@@ -32,6 +32,13 @@ class config_override_view;
 struct engine_options;
 struct model_shape;
 
+// A pipeline rank's share of the model: layers [layer_first, layer_end) of n_layer (rank 0 of 1: every layer).
+struct pipeline_stage {
+    int32_t rank = 0, n_ranks = 1;
+    int32_t layer_first = 0, layer_end = 0;
+    bool first() const { return layer_first == 0; }
+};
+
 class worker {
   public:
     // Borrows the registry, the host services, the options and the model file for its whole life.
@@ -45,21 +52,33 @@ class worker {
     void init_device();
     // Creates the model on the file and asks the device, at load, for every op, shape and KV type it will need.
     void load_model();
+    // A pipeline rank: the layers this worker runs and keeps the KV of (after load_model; the model must run as
+    // stages). Without it the worker runs every layer.
+    void set_stage(const pipeline_stage &stage);
+    const pipeline_stage &stage() const { return stage_; }
+    // The model's weight bytes by slot (plan_inputs.hpp, layer_slot_bytes), for splitting the layers among ranks.
+    std::vector<uint64_t> layer_slot_bytes() const;
+    bool last_stage() const { return stage_.layer_end == hp_.n_layer; }
     // Plans every weight's place (printed unless quiet) and, unless planning only, moves what leaves the device to
     // its tier and re-creates the model on the new addresses. `offload` is [memory] with the KV tiers' bytes added.
     void place_weights(offload_options offload, int32_t max_model_len);
     // The step's workspace and logits buffer: up to max_num_batched_tokens tokens and max_num_seqs logits rows.
     void allocate_step_memory();
-    // The KV pools' memory. Device blocks are reserved (touched) now; a tier's pool holds as many blocks of `stride`
-    // (block_bytes rounded up to `align`) as fit in `bytes` (none: {0, nullptr}).
+    // The bytes of one KV block of this worker's layers (the whole model's block for a worker of every layer).
+    uint64_t kv_block_bytes() const;
+    // The KV pools' memory: n_blocks of block_bytes (kv_block_bytes()) in device memory, reserved (touched) now, or
+    // in a region of tier `name`, each block at a stride of block_bytes rounded up to `align`. The worker finds a
+    // step's blocks in these storages (block_ref: pool `t`, index); whoever holds the storages keeps them alive.
     std::unique_ptr<kv::block_storage> allocate_device_kv(uint64_t n_blocks, uint64_t block_bytes);
-    std::pair<uint64_t, std::unique_ptr<kv::block_storage>> allocate_tier_kv(const std::string &tier, uint64_t bytes,
-                                                                           uint64_t align, uint64_t block_bytes);
-    // Where the blocks a step names live: in this process the KV cache that holds the pools allocated above.
+    std::unique_ptr<kv::block_storage> allocate_tier_kv(kv::tier t, const std::string &name, uint64_t n_blocks,
+                                                        uint64_t align, uint64_t block_bytes);
+    // The step buffers for the KV cache's pools (no allocation per step).
     void bind_kv(const kv::kv_cache &kv);
 
-    // Runs one step's forward pass and returns its logits rows (host memory, valid until the next step).
-    step_output execute_model(const step_input &step);
+    // Runs one step's forward pass over this worker's layers and returns its logits rows (host memory, valid until
+    // the next step; none before the last pipeline stage). A later pipeline stage takes the residual stream from
+    // hidden_in, a stage before the last leaves it in hidden_out (host memory, n_tokens x n_embd floats each).
+    step_output execute_model(const step_input &step, const float *hidden_in = nullptr, float *hidden_out = nullptr);
     // Releases everything, in reverse order of creation (the KV cache holding its pools is gone already); a clean
     // shutdown logs the offload report first.
     void release(bool clean_shutdown);
@@ -96,8 +115,10 @@ class worker {
     std::pair<double, double> measure_cpu_layer(int32_t layer);
     void prefault_weights();
     void *allocate(uint64_t bytes, const char *what);
-    void forward(const step_input &step);
+    void forward(const step_input &step, const float *hidden_in, float *hidden_out);
     void fetch_logits(int32_t n_logits);
+    void copy_to_device(void *dst, const void *src, uint64_t bytes);
+    void copy_from_device(void *dst, const void *src, uint64_t bytes);
 
     const plugins::registry &registry_;
     const strata_host_services *host_;
@@ -132,8 +153,10 @@ class worker {
     double link_latency_ = 0;            // one small synchronous copy (s), measured at each start
     std::atomic<uint64_t> hybrid_steps_{0}, hybrid_streamed_steps_{0};
 
+    pipeline_stage stage_;
+
     // Buffers allocated once; nothing is allocated per token or per step.
-    const kv::kv_cache *kv_ = nullptr;
+    kv::block_storage *kv_storage_[kv::n_tiers] = {}; // the KV pools' memory, by pool (allocate_*_kv)
     std::vector<void *> device_allocations_;
     std::vector<void *> registered_; // host memory page-locked for the device (host_register)
     void *workspace_ = nullptr;
@@ -141,6 +164,7 @@ class worker {
     float *logits_ = nullptr;          // device memory: max_num_seqs rows of n_vocab
     std::vector<float> logits_host_;   // host mirror when the device has its own memory
     std::vector<void *> block_base_;   // the step's block addresses
+    float *hidden_in_ = nullptr, *hidden_out_ = nullptr; // a pipeline stage's residual stream in device memory
 };
 
 } // namespace strata::engine

@@ -8,14 +8,17 @@
 #include "engine/engine_util.hpp"
 #include "engine/prefetch_ring.hpp"
 
+#include <cstring>
+
 namespace strata::engine {
 
 using namespace detail;
 
-step_output worker::execute_model(const step_input &step) {
-    forward(step);
-    fetch_logits(step.n_logits);
+step_output worker::execute_model(const step_input &step, const float *hidden_in, float *hidden_out) {
+    forward(step, hidden_in, hidden_out);
     step_output out;
+    if (!last_stage()) return out; // the residual stream went to hidden_out; the last stage has the logits
+    fetch_logits(step.n_logits);
     out.logits = logits_host_.empty() ? logits_ : logits_host_.data();
     out.n_rows = step.n_logits;
     out.n_vocab = hp_.n_vocab;
@@ -25,18 +28,18 @@ step_output worker::execute_model(const step_input &step) {
 // Brings the step's logits rows to host memory in one copy when the device has its own memory.
 void worker::fetch_logits(int32_t n_logits) {
     if (logits_host_.empty() || n_logits == 0) return;
-    strata_status st{};
-    const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(n_logits) * static_cast<uint64_t>(hp_.n_vocab);
-    if (device_desc_.desc->copy(device_, logits_host_.data(), logits_, bytes, STRATA_COPY_D2H, &st) != STRATA_OK)
-        fail("copying logits from the device failed: {}", status_text(st));
+    copy_from_device(logits_host_.data(), logits_,
+                     sizeof(float) * static_cast<uint64_t>(n_logits) * static_cast<uint64_t>(hp_.n_vocab));
 }
 
-void worker::forward(const step_input &step) {
+void worker::forward(const step_input &step, const float *hidden_in, float *hidden_out) {
     const int32_t n_blocks = step.seq_block_start[step.n_seqs];
     block_base_.resize(static_cast<size_t>(n_blocks)); // reserved for every pool at bind: no allocation per step
     for (int32_t k = 0; k < step.n_seqs; ++k) {
         for (int32_t i = step.seq_block_start[k]; i < step.seq_block_start[k + 1]; ++i) {
-            void *addr = kv_->device_address(step.blocks[i]);
+            const kv::block_ref b = step.blocks[i];
+            kv::block_storage *pool = kv_storage_[static_cast<int>(b.where)];
+            void *addr = pool != nullptr ? pool->device_address(b.index) : nullptr;
             if (addr == nullptr)
                 fail("internal: sequence {} of the step has its KV block {} outside device memory", k,
                      i - step.seq_block_start[k]);
@@ -65,6 +68,23 @@ void worker::forward(const step_input &step) {
     a.token_seq = step.token_seq;
     a.logits_tokens = step.logits_tokens;
     a.n_logits = step.n_logits;
+    if (stage_.n_ranks > 1) {
+        // A pipeline rank: its layers, over KV blocks holding only them; the residual stream crosses in host memory.
+        const uint64_t stream_bytes = sizeof(float) * static_cast<uint64_t>(step.n_tokens) * hp_.n_embd;
+        a.layer_first = stage_.layer_first;
+        a.layer_end = stage_.layer_end;
+        a.kv_first_layer = stage_.layer_first;
+        if (!stage_.first()) {
+            if (hidden_in == nullptr) fail("internal: pipeline rank {} got no residual stream", stage_.rank);
+            copy_to_device(hidden_in_, hidden_in, stream_bytes);
+            a.hidden_in = hidden_in_;
+        }
+        if (!last_stage()) {
+            if (hidden_out == nullptr) fail("internal: pipeline rank {} has nowhere to put its residual stream", stage_.rank);
+            a.hidden_out = hidden_out_;
+            a.logits = nullptr;
+        }
+    }
     // Hybrid placement: the CPU computes its layers where they live, unless this step is large enough that
     // streaming them to the device is cheaper (then their own ring streams them).
     // Experts on the CPU (--n-cpu-moe) run there in every step.
@@ -104,6 +124,23 @@ void worker::forward(const step_input &step) {
         else ring->recover(); // a pass that stopped partway leaves slots mid-cycle
     }
     if (rc != STRATA_OK) fail("forward pass failed: {}", status_text(st));
+    if (a.hidden_out != nullptr)
+        copy_from_device(hidden_out, hidden_out_, sizeof(float) * static_cast<uint64_t>(step.n_tokens) * hp_.n_embd);
+}
+
+// Host memory to and from the worker's device memory: the device's copy when it has its own memory, memcpy otherwise.
+void worker::copy_to_device(void *dst, const void *src, uint64_t bytes) {
+    strata_status st{};
+    if (!STRATA_HAS_SLOT(device_desc_.desc, copy)) std::memcpy(dst, src, bytes);
+    else if (device_desc_.desc->copy(device_, dst, src, bytes, STRATA_COPY_H2D, &st) != STRATA_OK)
+        fail("copying to device '{}' failed: {}", device_name_, status_text(st));
+}
+
+void worker::copy_from_device(void *dst, const void *src, uint64_t bytes) {
+    strata_status st{};
+    if (!STRATA_HAS_SLOT(device_desc_.desc, copy)) std::memcpy(dst, src, bytes);
+    else if (device_desc_.desc->copy(device_, dst, src, bytes, STRATA_COPY_D2H, &st) != STRATA_OK)
+        fail("copying from device '{}' failed: {}", device_name_, status_text(st));
 }
 
 } // namespace strata::engine

@@ -10,12 +10,19 @@
 #include "engine/engine_util.hpp"
 #include "engine/step_builder.hpp"
 
+#include <strata/kv_layout.hpp>
+
 #include <algorithm>
 #include <cstring>
 
 namespace strata::engine {
 
 using namespace detail;
+
+uint64_t worker::kv_block_bytes() const {
+    return kv_layout::block_bytes(stage_.layer_end - stage_.layer_first, opts_.kv.block_size,
+                                  int64_t{hp_.n_head_kv} * hp_.head_dim, opts_.kv.kv_type);
+}
 
 std::unique_ptr<kv::block_storage> worker::allocate_device_kv(uint64_t n_blocks, uint64_t block_bytes) {
     const uint64_t total = n_blocks * block_bytes;
@@ -44,17 +51,16 @@ std::unique_ptr<kv::block_storage> worker::allocate_device_kv(uint64_t n_blocks,
         }
         if (bar) bar->finish();
     }
-    return kv::make_device_storage(device_desc_.desc, device_, base, block_bytes);
+    auto storage = kv::make_device_storage(device_desc_.desc, device_, base, block_bytes);
+    kv_storage_[static_cast<int>(kv::tier::device)] = storage.get();
+    return storage;
 }
 
-std::pair<uint64_t, std::unique_ptr<kv::block_storage>>
-worker::allocate_tier_kv(const std::string &name, uint64_t bytes, uint64_t align, uint64_t block_bytes) {
-    if (bytes == 0) return {0, nullptr};
+std::unique_ptr<kv::block_storage> worker::allocate_tier_kv(kv::tier t, const std::string &name, uint64_t n,
+                                                            uint64_t align, uint64_t block_bytes) {
     auto [desc, tier] = weights_ ? weights_->tier(name) : std::pair<const strata_tier_desc *, strata_tier *>{};
     if (desc == nullptr) fail("KV tier '{}' was not created", name);
     const uint64_t stride = (block_bytes + align - 1) / align * align;
-    const uint64_t n = std::min<uint64_t>(bytes / stride, UINT32_MAX / 2);
-    if (n == 0) return {0, nullptr};
     strata_status st{};
     uint64_t region = 0;
     if (desc->region_alloc(tier, n * stride, &region, &st) != STRATA_OK)
@@ -69,11 +75,11 @@ worker::allocate_tier_kv(const std::string &name, uint64_t bytes, uint64_t align
             log::warn("kv", "could not page-lock the {} KV pool for device '{}' ({}); swaps run at pageable speed",
                       name, device_name_, status_text(st));
     }
-    return {n, std::move(storage)};
+    kv_storage_[static_cast<int>(t)] = storage.get();
+    return storage;
 }
 
 void worker::bind_kv(const kv::kv_cache &kv) {
-    kv_ = &kv;
     block_base_.reserve(step_block_reserve(kv, opts_.scheduler.max_num_seqs));
 }
 

@@ -1,0 +1,261 @@
+// Pipeline parallel in one process (#16 item 2): N workers, each running a contiguous range of the layers over KV
+// blocks that hold only its layers, the residual stream passing rank to rank every step. The greedy tokens must be
+// one process's bit for bit — stories260K and a GQA Q8_0 model with a q8_0 KV cache, from two ranks to one per layer,
+// sixteen sequences under forced preemption (swap and recompute), on the CPU and on the GPU stand-in (a device with
+// memory of its own) — with every pool full again after. The ranks' shares of a block joined are the whole block, so
+// a prefix the ranks saved in the persistent store is read back by one process, and the other way round.
+#include "engine/worker.hpp"
+#include "engine_fixture.hpp"
+#include "model_file/open_model_file.hpp"
+
+#include <strata/kv_layout.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace strata;
+using namespace strata::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kib = 1024;
+
+struct pipeline_case {
+    const char *name;
+    bool made;                    // the GQA Q8_0 make-model Llama with a q8_0 KV cache, else stories260K in float32
+    std::vector<int32_t> layers;  // layers per rank (pipeline_layer_partition)
+    int32_t n_ranks() const { return static_cast<int32_t>(layers.size()); }
+};
+
+void PrintTo(const pipeline_case &c, std::ostream *os) { *os << c.name << " x" << c.n_ranks(); }
+
+std::string model_of(const pipeline_case &c) {
+    if (!c.made) return shared_path("models/stories260K-f32.gguf");
+    return made_model("pipeline-llama-q8_0.gguf",
+                      "--dim 128 --layers 4 --heads 4 --kv-heads 2 --ff 256 --ctx 256 --type q8_0 --seed 5 "
+                      "--vocab-from " + shared_path("models/vocab/ggml-vocab-llama-spm.gguf"));
+}
+
+// The largest rank's share of a 16-token KV block (kv_cache_memory is per device, as vLLM's): stories260K has 5
+// layers of 2 x 16 rows of 32 float32 values (4 KiB a layer), the made model 4 layers of 2 x 16 rows of 64 values in
+// q8_0 (two 34-byte groups a row).
+uint64_t largest_share(const pipeline_case &c, const std::vector<int32_t> &layers) {
+    const int32_t most = *std::max_element(layers.begin(), layers.end());
+    return c.made ? kv_layout::block_bytes(most, 16, 64, STRATA_KV_Q8_0) : kv_layout::block_bytes(most, 16, 32, STRATA_KV_F32);
+}
+
+// n_blocks of KV in the tightest rank; `layers` per rank (one rank: {n_layer}).
+engine::engine_options options(const pipeline_case &c, uint64_t n_blocks, engine::preemption_mode mode,
+                               const std::vector<int32_t> &layers) {
+    engine::engine_options o;
+    o.model_path = model_of(c);
+    o.max_model_len = 256;
+    o.prefill_chunk = 32;
+    o.device = "cpu";
+    o.print_plan = false;
+    o.offload.measure_bandwidth = false;
+    o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
+    o.offload.kv_cache_memory = n_blocks * largest_share(c, layers);
+    o.scheduler.max_num_seqs = 32;
+    o.scheduler.max_num_batched_tokens = 64;
+    o.scheduler.mode = mode;
+    o.kv.enable_prefix_caching = false;
+    o.kv.swap_space_gib = mode == engine::preemption_mode::swap ? 0.01 : 0;
+    if (c.made) o.kv.kv_type = STRATA_KV_Q8_0;
+    o.pipeline_parallel_size = static_cast<int32_t>(layers.size());
+    if (layers.size() > 1) o.pipeline_layer_partition = layers;
+    return o;
+}
+
+std::unique_ptr<engine::engine> make(const engine::engine_options &o) {
+    return std::make_unique<engine::engine>(test_registry(), test_host(), o);
+}
+
+std::vector<int32_t> prompt_of(engine::engine &e, int i) {
+    static const char *names[] = {"Lily", "Tom", "a big dog", "Sue", "the cat", "Ben", "a bird", "Mia"};
+    std::string text = std::string("Once upon a time there was ") + names[i % 8];
+    if (i >= 8) text += " who loved to play in the park with a red ball";
+    return e.tokenizer().encode(text, true);
+}
+
+void expect_pools_full(const engine::engine &e) {
+    const strata_engine_stats s = e.stats();
+    for (int t = 0; t < 3; ++t)
+        EXPECT_EQ(s.kv_blocks_used[t], s.kv_blocks_cached[t]) << "tier " << t << ": blocks still held by sequences";
+}
+
+class PipelineParallel : public ::testing::TestWithParam<pipeline_case> {};
+
+} // namespace
+
+TEST_P(PipelineParallel, RanksGiveOneProcessesGreedyTokensUnderPreemptionOnBothDeviceKinds) {
+    const pipeline_case &c = GetParam();
+    ASSERT_FALSE(model_of(c).empty()) << "make-model failed";
+    constexpr int n = 16;
+    constexpr int32_t max_tokens = 40;
+    std::vector<std::vector<int32_t>> prompts, want;
+    {
+        auto one = make(options(c, 256, engine::preemption_mode::recompute, {c.made ? 4 : 5}));
+        for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*one, i));
+        want = run_all(*one, prompts, max_tokens);
+    }
+    for (const bool separate_memory : {false, true}) {
+        for (auto mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
+            SCOPED_TRACE(std::string(separate_memory ? "GPU stand-in" : "CPU") +
+                         (mode == engine::preemption_mode::swap ? ", swap" : ", recompute"));
+            cpu_table gpu;
+            auto o = options(c, 24, mode, c.layers); // 24 blocks for 16 sequences of ~4 blocks: preemption
+            if (separate_memory) o.device_config = &gpu.view;
+            auto e = make(o);
+            const auto got = run_all(*e, prompts, max_tokens);
+            for (int i = 0; i < n; ++i)
+                EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+            const strata_engine_stats s = e->stats();
+            EXPECT_GT(mode == engine::preemption_mode::swap ? s.preemptions_swap : s.preemptions_recompute, 0)
+                << "the KV budget was meant to force preemption";
+            if (mode == engine::preemption_mode::swap) {
+                EXPECT_GT(s.kv_bytes_swapped_out, 0);
+                EXPECT_EQ(s.kv_bytes_swapped_in, s.kv_bytes_swapped_out) << "every swapped block came back";
+            }
+            expect_pools_full(*e);
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, PipelineParallel,
+                         ::testing::Values(pipeline_case{"stories260K", false, {2, 3}},
+                                           pipeline_case{"stories260K", false, {1, 2, 2}},
+                                           pipeline_case{"stories260K", false, {1, 1, 1, 1, 1}},
+                                           pipeline_case{"q8_0", true, {1, 3}}, pipeline_case{"q8_0", true, {1, 1, 1, 1}}),
+                         [](const auto &info) {
+                             return std::string(info.param.name) + "_" + std::to_string(info.param.n_ranks()) + "_ranks";
+                         });
+
+// A prefix saved by two ranks (each writing its layers' share of every block) is the whole block: one process reads
+// it back from the store and answers with the tokens of a miss, and a prefix one process saved serves two ranks.
+TEST(PipelineParallelPrefix, APrefixSavedByRanksIsReadByOneProcessAndTheOtherWayRound) {
+    const pipeline_case c{"stories260K", false, {2, 3}};
+    const int32_t max_tokens = 24;
+    auto opts = [&](int32_t n_ranks, const fs::path &dir) {
+        auto o = options(c, 64, engine::preemption_mode::recompute, n_ranks == 1 ? std::vector<int32_t>{5} : c.layers);
+        o.kv.enable_prefix_caching = true;
+        o.kv.prefix_store_dir = dir.string();
+        o.kv.prefix_store_gib = 0.01;
+        return o;
+    };
+    std::vector<int32_t> p, miss;
+    {
+        auto plain = make(options(c, 64, engine::preemption_mode::recompute, {5}));
+        p = plain->tokenizer().encode("Once upon a time there was a little girl named Lily. She loved to play outside "
+                                      "in the park with her friends and her dog.",
+                                      true);
+        ASSERT_GE(p.size(), 33u);
+        miss = run_all(*plain, {p}, max_tokens)[0];
+    }
+    for (const auto &[writer, reader] : {std::pair{2, 1}, std::pair{1, 2}}) {
+        SCOPED_TRACE("saved by " + std::to_string(writer) + " rank(s), read by " + std::to_string(reader));
+        const fs::path dir = fs::path(STRATA_BINARY_DIR) / ("test-pipeline-prefix-" + std::to_string(::getpid()));
+        fs::remove_all(dir);
+        {
+            auto w = make(opts(writer, dir));
+            EXPECT_EQ(run_all(*w, {p}, max_tokens)[0], miss);
+        } // a clean shutdown writes the cached prefixes to the store
+        {
+            auto r = make(opts(reader, dir));
+            EXPECT_EQ(run_all(*r, {p}, max_tokens)[0], miss);
+            EXPECT_GE(r->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
+            expect_pools_full(*r);
+        }
+        fs::remove_all(dir);
+    }
+}
+
+// Without a partition the ranks are balanced by bytes: the made model's tied embedding (32000 x 128 in Q8_0, 4.3 MiB
+// against 0.2 MiB a layer) weighs on the first rank and, as its classifier, on the last, so two ranks take two layers
+// each and four take one each; the tokens are one process's. More ranks than layers are refused.
+TEST(PipelineParallelSplit, RanksAreBalancedByBytesAndMoreRanksThanLayersAreRefused) {
+    const pipeline_case c{"q8_0", true, {4}};
+    ASSERT_FALSE(model_of(c).empty()) << "make-model failed";
+    std::vector<std::vector<int32_t>> prompts, want;
+    {
+        auto one = make(options(c, 256, engine::preemption_mode::recompute, {4}));
+        for (int i = 0; i < 4; ++i) prompts.push_back(prompt_of(*one, i));
+        want = run_all(*one, prompts, 16);
+    }
+    for (const auto &[n_ranks, says] : {std::pair{2, "pipeline rank 1 of 2: layers [2, 4)"},
+                                        std::pair{4, "pipeline rank 2 of 4: layers [2, 3)"}}) {
+        auto o = options(c, 256, engine::preemption_mode::recompute, {1, 3});
+        o.pipeline_parallel_size = n_ranks;
+        o.pipeline_layer_partition.clear();
+        ::testing::internal::CaptureStderr();
+        auto e = make(o);
+        const std::string log = ::testing::internal::GetCapturedStderr();
+        EXPECT_NE(log.find(says), std::string::npos) << log;
+        EXPECT_EQ(run_all(*e, prompts, 16), want) << n_ranks << " ranks";
+    }
+    const pipeline_case stories{"stories260K", false, {1, 1, 1, 1, 1, 1}};
+    try {
+        auto o = options(stories, 64, engine::preemption_mode::recompute, stories.layers);
+        o.pipeline_layer_partition.clear();
+        make(o);
+        FAIL() << "six ranks for five layers started";
+    } catch (const std::exception &e) {
+        EXPECT_NE(std::string(e.what()).find("pipeline_parallel_size 6 must be between 1 and the model's 5 layers"), std::string::npos)
+            << e.what();
+    }
+}
+
+// Each rank's memory plan is its own (#16 item 2): only its layers' tensors, numbered from 0, the embedding on the
+// first rank and the final norm and classifier on the last (the embedding again when the classifier is tied), and the
+// KV of its layers only; a rank reads nothing else of the file.
+TEST(PipelineParallelPlan, EachRankPlansOnlyItsLayersWithTheEmbeddingFirstAndTheClassifierLast) {
+    const pipeline_case c{"q8_0", true, {4}};
+    const std::string model = model_of(c);
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    const engine::engine_options o = options(c, 64, engine::preemption_mode::recompute, {4});
+    const auto file = open_model_file(model);
+    const auto arch = test_registry().find_model_arch_for("llama");
+    ASSERT_NE(arch.desc, nullptr);
+    for (const auto &[n_ranks, ranges] : {std::pair{2, std::vector<std::pair<int, int>>{{0, 2}, {2, 4}}},
+                                          std::pair{3, std::vector<std::pair<int, int>>{{0, 1}, {1, 2}, {2, 4}}}}) {
+        for (int32_t r = 0; r < n_ranks; ++r) {
+            const auto [first, end] = ranges[static_cast<size_t>(r)];
+            SCOPED_TRACE("rank " + std::to_string(r) + " of " + std::to_string(n_ranks));
+            engine::worker w(test_registry(), test_host(), o, *file, arch);
+            w.init_device();
+            w.load_model();
+            w.set_stage({r, n_ranks, first, end});
+            w.place_weights(o.offload, o.max_model_len);
+            const auto &plan = w.memory_plan();
+            bool embedding = false, classifier = false;
+            int32_t layer_tensors = 0;
+            for (const auto &p : plan.placements) {
+                int layer = -1;
+                if (std::sscanf(p.tensor.c_str(), "blk.%d.", &layer) == 1) {
+                    EXPECT_GE(layer, first) << p.tensor;
+                    EXPECT_LT(layer, end) << p.tensor;
+                    EXPECT_EQ(p.layer, layer - first) << p.tensor << ": numbered within the rank";
+                    ++layer_tensors;
+                } else if (p.tensor == "token_embd.weight") {
+                    embedding = true;
+                } else if (p.tensor == "output_norm.weight" || p.tensor == "output.weight") {
+                    classifier = true;
+                } else {
+                    ADD_FAILURE() << "unexpected tensor " << p.tensor;
+                }
+            }
+            EXPECT_EQ(layer_tensors, (end - first) * 9) << "norms, q, k, v, o, ffn norm, gate, up, down per layer";
+            EXPECT_EQ(classifier, end == 4);
+            const bool tied = file->find_tensor("output.weight") == nullptr;
+            EXPECT_EQ(embedding, first == 0 || (end == 4 && tied));
+            EXPECT_EQ(plan.kv_bytes_per_token, kv_layout::block_bytes(end - first, 1, 64, STRATA_KV_Q8_0));
+            EXPECT_EQ(w.kv_block_bytes(), kv_layout::block_bytes(end - first, 16, 64, STRATA_KV_Q8_0));
+        }
+    }
+}
