@@ -61,18 +61,22 @@ void engine::init() {
         workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin));
     executor_ = std::make_unique<executor>(std::move(workers));
     worker &w = executor_->driver_worker();
-    for (const auto &rank : executor_->workers()) {
-        rank->init_device();
-        rank->load_model();
-    }
+    w.init_device();
+    w.load_model();
     hp_ = w.hparams();
     if (n_ranks > 1 || !opts_.pipeline_layer_partition.empty()) {
+        // The split is known from rank 0's model before the other ranks start their devices.
         const std::vector<layer_range> ranges =
             split_layers(w.layer_slot_bytes(), n_ranks, opts_.pipeline_layer_partition);
         for (int32_t r = 0; r < n_ranks; ++r) {
             const layer_range &range = ranges[static_cast<size_t>(r)];
             const pipeline_stage stage{r, n_ranks, range.first, range.end};
-            executor_->workers()[static_cast<size_t>(r)]->set_stage(stage);
+            worker &rank = *executor_->workers()[static_cast<size_t>(r)];
+            if (r > 0) {
+                rank.init_device();
+                rank.load_model();
+            }
+            rank.set_stage(stage);
             log::info("engine", "pipeline rank {} of {}: layers [{}, {}) on device '{}'", r, n_ranks, stage.layer_first,
                       stage.layer_end, executor_->workers()[static_cast<size_t>(r)]->device_name());
         }

@@ -70,6 +70,13 @@ class engine {
     using hybrid_report = worker::hybrid_report;
     hybrid_report hybrid() const { return executor_->driver_worker().hybrid(); }
     int32_t device_threads() const { return executor_->driver_worker().device_threads(); }
+    // Each pipeline rank's stage (one rank: every layer). memory_plan(), offload_report(), offload_stats() and
+    // hybrid() above are rank 0's.
+    std::vector<pipeline_stage> pipeline_stages() const {
+        std::vector<pipeline_stage> out;
+        for (const auto &r : executor_->workers()) out.push_back(r->stage());
+        return out;
+    }
     uint64_t fingerprint() const { return fingerprint_; }
 
     // Runs one forward pass over `tokens` at `positions` of a private sequence slot and returns the last token's

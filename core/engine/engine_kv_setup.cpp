@@ -26,15 +26,25 @@ void engine::setup_kv() {
     const uint64_t block_bytes = kv_layout::block_bytes(hp_.n_layer, o.block_size, kv_dim, o.kv_type);
     const uint64_t per_token = block_bytes / static_cast<uint64_t>(o.block_size);
     // Device KV as planned: kv_cache_memory when set, else what the device budget leaves (bounded on the CPU). Each
-    // pipeline rank planned its own (kv_cache_memory is per device, as vLLM's) for its layers' share of a block: the
-    // pool has as many blocks as the tightest rank holds.
+    // pipeline rank planned its own (kv_cache_memory is each rank's) for its layers' share of a block: the pool has
+    // as many blocks as the tightest rank holds.
+    const auto &ranks = executor_->workers();
     uint64_t n_device = UINT64_MAX;
-    for (const auto &r : executor_->workers())
-        n_device = std::min(n_device, r->memory_plan().device_kv / r->kv_block_bytes());
+    const worker *tightest = ranks.front().get();
+    for (const auto &r : ranks) {
+        const uint64_t n = r->memory_plan().device_kv / r->kv_block_bytes();
+        if (n < n_device) n_device = n, tightest = r.get();
+    }
     if (n_device == 0) {
-        fail("the device KV cache ({}) holds no block of {} ({} tokens x {} per token); raise --kv-cache-memory or "
+        const std::string who =
+            ranks.size() > 1 ? fmt::format(" of pipeline rank {} (layers [{}, {}))", tightest->stage().rank,
+                                           tightest->stage().layer_first, tightest->stage().layer_end)
+                             : std::string();
+        const uint64_t share = tightest->kv_block_bytes();
+        fail("the device KV cache{} ({}) holds no block of {} ({} tokens x {} per token); raise --kv-cache-memory or "
              "lower --block-size",
-             human(memory_plan().device_kv), human(block_bytes), o.block_size, human(per_token));
+             who, human(tightest->memory_plan().device_kv), human(share), o.block_size,
+             human(share / static_cast<uint64_t>(o.block_size)));
     }
     if (n_device > UINT32_MAX / 2) fail("the device KV cache of {} blocks is too large; raise --block-size", n_device);
     kv::kv_cache_config kc;
@@ -48,7 +58,6 @@ void engine::setup_kv() {
     kv_ = std::make_unique<kv::kv_cache>(kc);
     // The blocks' memory is the workers' (device, and the host and NVMe tiers); the KV cache decides what they hold.
     // Pipeline ranks each keep their layers' share of every block; the shares joined are the whole block.
-    const auto &ranks = executor_->workers();
     auto pool_storage = [&](const auto &allocate_share) -> std::unique_ptr<kv::block_storage> {
         if (ranks.size() == 1) return allocate_share(*ranks.front());
         std::vector<kv::layer_striped_storage::part> shares;

@@ -30,9 +30,10 @@ std::optional<std::string> config_string(const strata_config_view *v, const char
 
 // Best-of-three read bandwidth of a 64 MiB region of a fresh instance of the tier.
 planner::bandwidth_entry measure_tier(const plugins::registry &registry, const strata_host_services *host,
-                                      const std::string &name, const strata_config_view *cfg, const std::string &key) {
+                                      const std::string &name, const strata_config_view *cfg, const std::string &key,
+                                      int32_t rank) {
     constexpr uint64_t bytes = 64ull << 20;
-    auto tier = create_tier(registry, host, name, cfg, bytes + (1 << 20));
+    auto tier = create_tier(registry, host, name, cfg, bytes + (1 << 20), rank);
     auto h = registry.find_tier(name);
     strata_status st{};
     uint64_t region = 0;
@@ -176,16 +177,18 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
         v.struct_size = sizeof v;
         int32_t layer = 0;
         if (m.arch->tensor_at(m.model, i, &v, &layer) != STRATA_OK || v.name == nullptr) continue;
-        if (layer == -1 ? first > 0 : layer == m.hp.n_layer ? end < m.hp.n_layer : layer < first || layer >= end)
-            continue; // another rank's
-        if (layer >= 0) layer -= first;
+        if (m.layer_end > 0) { // a pipeline rank: another rank's tensors are not in its plan
+            if (layer == -1 ? first > 0 : layer == m.hp.n_layer ? end < m.hp.n_layer : layer < first || layer >= end)
+                continue;
+            if (layer >= 0) layer -= first;
+        }
         // A tied classifier is the embedding again: count its bytes once.
         if (std::find(seen.begin(), seen.end(), v.name) != seen.end()) continue;
         seen.emplace_back(v.name);
         in.tensors.push_back({v.name, layer, weight_bytes(v), is_routed_expert(v.name)});
     }
     in.device_kind = device_kind;
-    in.device_total = opts.device_total.value_or(machine.available_ram);
+    in.device_total = opts.device_total.value_or(machine.available_ram) / static_cast<uint64_t>(std::max(1, opts.device_share));
     in.device_memory = opts.device_memory;
     in.gpu_memory_utilization = opts.gpu_memory_utilization;
     in.limit_gpu_memory = opts.limit_gpu_memory;
@@ -199,6 +202,9 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
         const int32_t ngl = *opts.n_gpu_layers;
         in.cpu_offload_layers = ngl < 0 || ngl >= in.n_layer ? 0 : in.n_layer - ngl;
     }
+    // A pipeline rank applies the offload keys to its own layers, as vLLM applies cpu_offload_gb per GPU: at most all
+    // of them leave its device.
+    if (m.layer_end > 0 && in.cpu_offload_layers) in.cpu_offload_layers = std::min(*in.cpu_offload_layers, in.n_layer);
     in.enable_cpu_offload = opts.enable_cpu_offload;
     in.kv_cache_memory = opts.kv_cache_memory;
     in.kv_spill_bytes = opts.kv_spill_bytes;
@@ -256,7 +262,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
         std::optional<planner::bandwidth_entry> e = opts.remeasure ? std::nullopt : cache.get(key);
         if (!e && opts.measure_bandwidth && (offloading || opts.remeasure)) {
             log::info("planner", "measuring the read bandwidth of tier '{}' (cached in {})", name, cache.path().string());
-            e = measure_tier(registry, host, name, cfg, key);
+            e = measure_tier(registry, host, name, cfg, key, opts.rank);
             cache.put(*e);
             cache_dirty = true;
         }

@@ -33,7 +33,7 @@ void drop_mapped_pages(const uint8_t *data, uint64_t bytes) {
 
 plugins::plugin_ptr<strata_tier> create_tier(const plugins::registry &registry, const strata_host_services *host,
                                              const std::string &name, const strata_config_view *config,
-                                             uint64_t capacity) {
+                                             uint64_t capacity, int32_t rank) {
     auto h = registry.find_tier(name);
     if (!h) {
         fail("tier '{}' is not provided by any loaded plugin (available: {}); fix [memory] tiers", name,
@@ -44,6 +44,7 @@ plugins::plugin_ptr<strata_tier> create_tier(const plugins::registry &registry, 
     args.host = host;
     args.config = config;
     args.capacity_bytes = capacity;
+    args.rank = rank;
     return plugins::create_guarded(h, [&](strata_status *st) { return h.desc->create(&args, st); }, h.desc->destroy);
 }
 
@@ -74,7 +75,7 @@ tiered_weights::tiered_weights(const model_file &file, const plugins::registry &
         const strata_config_view *cfg = it == opts.tier_configs.end() ? nullptr : it->second;
         tier_instance ti;
         ti.handle = registry.find_tier(name);
-        ti.tier = create_tier(registry, host, name, cfg, bytes + k_align);
+        ti.tier = create_tier(registry, host, name, cfg, bytes + k_align, opts.rank);
         tiers_.emplace(name, std::move(ti));
     }
 

@@ -45,6 +45,8 @@ struct offload_options {
     uint64_t kv_spill_bytes = 0;
     std::map<std::string, uint64_t> kv_tier_bytes;
     std::optional<bool> device_reads_host; // set by the engine from the device it created
+    int32_t rank = 0; // the pipeline rank whose tier instances these are (strata_tier_create_args.rank, ABI 1.26)
+    int32_t device_share = 1; // pipeline ranks in this process sharing the device: each plans 1/N of its memory
     std::optional<uint64_t> device_total;  // the device's own memory size (mem_info), for GPU budgets
     // Hybrid placement ([memory] offload_compute, op_offload, op_offload_min_batch), decided by the engine from
     // measurements: layers planned on_cpu are computed by the CPU where they live; when the plan sized a ring for
@@ -58,7 +60,7 @@ struct offload_options {
 // Builds one tier instance; capacity 0 lets the tier use its own `size` key.
 plugins::plugin_ptr<strata_tier> create_tier(const plugins::registry &registry, const strata_host_services *host,
                                              const std::string &name, const strata_config_view *config,
-                                             uint64_t capacity);
+                                             uint64_t capacity, int32_t rank = 0);
 
 class tiered_weights {
   public:

@@ -73,6 +73,12 @@ void worker::set_stage(const pipeline_stage &stage) {
         fail("{}: model plugin '{}' cannot run this model as pipeline stages (its pipeline_stages slot, ABI 1.24); "
              "run it with pipeline_parallel_size 1",
              opts_.model_path, arch_.desc->header.name);
+    // A rank's KV blocks hold its layers only, which a plugin reads from kv_first_layer (ABI 1.25).
+    const uint32_t minor = arch_.lib ? arch_.lib->info->abi_minor : STRATA_ABI_MINOR;
+    if (stage.n_ranks > 1 && minor < 25)
+        fail("{}: model plugin '{}' was built for ABI 1.{}, before a rank's KV blocks could hold its layers only "
+             "(kv_first_layer, 1.25); rebuild it against this SDK or run with pipeline_parallel_size 1",
+             opts_.model_path, arch_.desc->header.name, minor);
     stage_ = stage;
 }
 
@@ -81,6 +87,8 @@ void worker::set_stage(const pipeline_stage &stage) {
 void worker::place_weights(offload_options offload, int32_t max_model_len) {
     offload_ = std::move(offload);
     offload_.device_reads_host = device_reads_host_;
+    offload_.rank = stage_.rank;
+    offload_.device_share = stage_.n_ranks; // the ranks of this process share one device
     max_model_len_ = max_model_len;
     bind_pinned_staging();
     strata_status st{};
@@ -95,6 +103,10 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
     shape.hp = hp_;
     shape.max_model_len = max_model_len_;
     shape.activation_bytes = activation_bytes(arch_.desc, model_, hp_, opts_.scheduler);
+    // A pipeline rank's residual stream in and out (allocate_step_memory).
+    const uint64_t stream_bytes = sizeof(float) * static_cast<uint64_t>(opts_.scheduler.max_num_batched_tokens) *
+                                  static_cast<uint64_t>(hp_.n_embd);
+    shape.activation_bytes += (stage_.first() ? 0 : stream_bytes) + (last_stage() ? 0 : stream_bytes);
     shape.kv_type = opts_.kv.kv_type;
     if (stage_.n_ranks > 1) {
         shape.layer_first = stage_.layer_first;
@@ -133,6 +145,9 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
     if (!plan_.fits) {
         std::string all;
         for (const auto &p : plan_.problems) all += "\n  " + p;
+        if (stage_.n_ranks > 1)
+            fail("pipeline rank {} of {} (layers [{}, {})) does not fit as configured:{}", stage_.rank, stage_.n_ranks,
+                 stage_.layer_first, stage_.layer_end, all);
         fail("the model does not fit as configured:{}", all);
     }
     bool moved = false;
@@ -149,11 +164,11 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
         model_ = arch_.desc->create(source_->view(), &st);
         if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
     }
-    if (stage_.n_ranks > 1 && ((weights_ && (weights_->ring() != nullptr || weights_->host_layer_ring() != nullptr)) ||
-                               !layer_on_host_.empty() || !experts_on_host_.empty()))
-        fail("pipeline rank {} (layers [{}, {})) would stream weights through the prefetch ring or compute layers or "
-             "experts on the CPU, which a pipeline rank cannot do yet; give each rank the memory to keep its weights "
-             "on its device or in a tier it reads in place, or run with pipeline_parallel_size 1",
+    if (stage_.n_ranks > 1 && (!layer_on_host_.empty() || !experts_on_host_.empty()))
+        fail("pipeline rank {} (layers [{}, {})) would compute layers or routed experts on the CPU beside its device "
+             "(hybrid placement), which a pipeline rank cannot do yet; give each rank the memory to keep its layers on "
+             "its device or stream them (stream_weights), set offload_compute = \"device\", or run with "
+             "pipeline_parallel_size 1",
              stage_.rank, stage_.layer_first, stage_.layer_end);
     prefault_weights();
 }
@@ -231,9 +246,11 @@ void worker::allocate_step_memory() {
     const auto &sc = opts_.scheduler;
     workspace_size_ = arch_.desc->workspace_bytes(model_, sc.max_num_batched_tokens);
     workspace_ = allocate(workspace_size_, "the step's workspace");
-    const uint64_t logits_floats = static_cast<uint64_t>(sc.max_num_seqs) * static_cast<uint64_t>(hp_.n_vocab);
-    logits_ = static_cast<float *>(allocate(sizeof(float) * logits_floats, "the logits buffer"));
-    if (STRATA_HAS_SLOT(device_desc_.desc, copy)) logits_host_.resize(logits_floats);
+    if (last_stage()) { // a pipeline rank before the last computes no logits
+        const uint64_t logits_floats = static_cast<uint64_t>(sc.max_num_seqs) * static_cast<uint64_t>(hp_.n_vocab);
+        logits_ = static_cast<float *>(allocate(sizeof(float) * logits_floats, "the logits buffer"));
+        if (STRATA_HAS_SLOT(device_desc_.desc, copy)) logits_host_.resize(logits_floats);
+    }
     const uint64_t stream_bytes =
         sizeof(float) * static_cast<uint64_t>(sc.max_num_batched_tokens) * static_cast<uint64_t>(hp_.n_embd);
     if (!stage_.first()) hidden_in_ = static_cast<float *>(allocate(stream_bytes, "the residual stream coming in"));

@@ -104,17 +104,23 @@ void worker::forward(const step_input &step, const float *hidden_in, float *hidd
     } else if (stream_host_layers) {
         ++hybrid_streamed_steps_;
     }
-    prefetch_ring *rings[2] = {weights_ ? weights_->ring() : nullptr,
-                               stream_host_layers ? weights_->host_layer_ring() : nullptr};
+    // The rings number a rank's layers from 0, as its plan does; the model calls layer_begin with the model's number.
+    struct ring_hook {
+        prefetch_ring *rings[2];
+        int32_t layer_first;
+    } hook{{weights_ ? weights_->ring() : nullptr, stream_host_layers ? weights_->host_layer_ring() : nullptr},
+           stage_.layer_first};
+    prefetch_ring *const(&rings)[2] = hook.rings;
     if (rings[0] != nullptr || rings[1] != nullptr) {
         a.layer_begin = [](void *user, int32_t layer, strata_status *st) {
-            for (prefetch_ring *r : *static_cast<prefetch_ring *(*)[2]>(user)) {
+            const auto *h = static_cast<const ring_hook *>(user);
+            for (prefetch_ring *r : h->rings) {
                 if (r == nullptr) continue;
-                if (int32_t rc = r->layer_begin(layer, st); rc != STRATA_OK) return rc;
+                if (int32_t rc = r->layer_begin(layer - h->layer_first, st); rc != STRATA_OK) return rc;
             }
             return static_cast<int32_t>(STRATA_OK);
         };
-        a.user = &rings;
+        a.user = &hook;
     }
     strata_status st{};
     const int32_t rc = arch_.desc->forward(model_, &a, &st);

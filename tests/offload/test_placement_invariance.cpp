@@ -122,6 +122,36 @@ TEST(PlacementInvariance, Stories260KGreedyTokensAreTheSameWherseverTheWeightsLi
     expect_placement_invariance(shared_path("models/stories260K-f32.gguf"));
 }
 
+// Pipeline ranks (#16 item 2): two ranks in this process holding layers [0, 2) and [2, 5) of stories260K, each placing
+// its own weights by the same offload keys (every tier in place or streamed through its own prefetch ring, by count
+// and by size, each prefetch depth): the one-process tokens every time. Rank 1's nvme tier keeps a file of its own
+// beside rank 0's (ABI 1.26).
+TEST(PlacementInvariance, PipelineRanksGiveTheSameTokensWhereverEachRanksWeightsLive) {
+    const std::string model = shared_path("models/stories260K-f32.gguf");
+    constexpr int32_t n = 48;
+    const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, n);
+    ASSERT_EQ(want.size(), static_cast<size_t>(n));
+    for (const variant &v : stories_placements()) {
+        strata::engine::engine_options o = test_engine_options(model, 256, 16);
+        o.scheduler.max_num_batched_tokens = 16;
+        o.scheduler.max_num_seqs = 4;
+        offload_options off = v.opts;
+        off.kv_cache_memory = uint64_t{64} << 20;
+        off.measure_bandwidth = o.offload.measure_bandwidth;
+        off.bandwidth_cache_path = o.offload.bandwidth_cache_path;
+        o.offload = off;
+        o.pipeline_parallel_size = 2;
+        o.pipeline_layer_partition = {2, 3};
+        fs::remove(nvme_table().strings["path"] + ".rank1"); // left over by an earlier run that was killed
+        auto e = std::make_unique<strata::engine::engine>(test_registry(), test_host(), o);
+        EXPECT_GT(e->memory_plan().offloaded_layers, 0) << v.name << ": rank 0 offloaded nothing";
+        EXPECT_EQ(generate(*e, "Once upon a time", greedy(n)).tokens, want) << v.name;
+        if (v.name == "tier nvme streamed") {
+            EXPECT_TRUE(fs::exists(nvme_table().strings["path"] + ".rank1")) << "rank 1's own tier file";
+        }
+    }
+}
+
 // The same for an HF checkpoint (three safetensors shards, BF16 matrices, norms widened to F32 by the reader): its
 // tensors point into the shards' mappings, and every tier and streaming path must read them there.
 TEST(PlacementInvariance, HfCheckpointGreedyTokensAreTheSameWhereverTheWeightsLive) {

@@ -296,6 +296,44 @@ TEST(Nvme, MissingDirectoryAndUnsetPathAreClearErrors) {
     EXPECT_TRUE(contains(st.message, "multiple of 4096")) << st.message;
 }
 
+// Pipeline ranks in one process (ABI 1.26) create their instances from one table: rank r keeps PATH.rank<r>, so the
+// ranks' bytes never meet; a block device cannot be split that way and is refused past rank 0.
+TEST(Nvme, PipelineRanksKeepAFileEachAndABlockDeviceIsRefusedPastRankZero) {
+    const strata_tier_desc &d = tier_plugin("nvme");
+    const std::string path = tier_file_path("ranks");
+    fs::remove(path);
+    fs::remove(path + ".rank1");
+    config_table cfg{{"path", path}};
+    strata_status st{};
+    tier_ptr r0 = create_tier("nvme", cfg, 1 << 20, &st, 0);
+    ASSERT_TRUE(r0) << st.message;
+    tier_ptr r1 = create_tier("nvme", cfg, 1 << 20, &st, 1);
+    ASSERT_TRUE(r1) << st.message;
+    EXPECT_TRUE(fs::exists(path));
+    EXPECT_TRUE(fs::exists(path + ".rank1"));
+    // The same region offsets in both instances hold each rank's own bytes.
+    const std::vector<unsigned char> a = random_bytes(1, 4096), b = random_bytes(2, 4096);
+    uint64_t ra = 0, rb = 0;
+    ASSERT_EQ(d.region_alloc(r0.get(), 4096, &ra, &st), STRATA_OK) << st.message;
+    ASSERT_EQ(d.region_alloc(r1.get(), 4096, &rb, &st), STRATA_OK) << st.message;
+    ASSERT_EQ(d.write(r0.get(), ra, 0, a.data(), a.size(), &st), STRATA_OK) << st.message;
+    ASSERT_EQ(d.write(r1.get(), rb, 0, b.data(), b.size(), &st), STRATA_OK) << st.message;
+    std::vector<unsigned char> back(4096);
+    ASSERT_EQ(d.read(r0.get(), ra, 0, back.data(), back.size(), &st), STRATA_OK) << st.message;
+    EXPECT_EQ(back, a);
+    ASSERT_EQ(d.read(r1.get(), rb, 0, back.data(), back.size(), &st), STRATA_OK) << st.message;
+    EXPECT_EQ(back, b);
+    r0.reset();
+    r1.reset();
+
+    config_table device{{"path", std::string("/dev/nvme9n9")}};
+    EXPECT_FALSE(create_tier("nvme", device, 1 << 20, &st, 1));
+    EXPECT_EQ(st.code, STRATA_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(st.message, "is a block device, which pipeline rank 1 cannot share with rank 0")) << st.message;
+    EXPECT_FALSE(create_tier("nvme", cfg, 1 << 20, &st, -1));
+    EXPECT_TRUE(contains(st.message, "rank -1 is negative")) << st.message;
+}
+
 // A folder the process may not write to. Root could write anywhere, so the child drops to an unprivileged user first.
 TEST(Nvme, UnwritablePathIsAClearErrorAndLeavesNoFile) {
     const strata_tier_desc &d = tier_plugin("nvme"); // load before fork: the child only calls create

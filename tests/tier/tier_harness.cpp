@@ -102,9 +102,9 @@ const strata_tier_desc &tier_plugin(const std::string &name) {
     return *it->second.desc;
 }
 
-tier_ptr create_tier(const std::string &name, config_table &cfg, uint64_t capacity, strata_status *st) {
+tier_ptr create_tier(const std::string &name, config_table &cfg, uint64_t capacity, strata_status *st, int32_t rank) {
     const strata_tier_desc &d = tier_plugin(name);
-    strata_tier_create_args args{sizeof args, test_host().services(), cfg.view(), capacity};
+    strata_tier_create_args args{sizeof args, test_host().services(), cfg.view(), capacity, rank};
     *st = strata_status{};
     return tier_ptr(d.create(&args, st), tier_deleter{&d});
 }

@@ -70,8 +70,9 @@ struct tier_deleter {
 };
 using tier_ptr = std::unique_ptr<strata_tier, tier_deleter>;
 
-// Creates a tier; on failure returns null and leaves the status in *st.
-tier_ptr create_tier(const std::string &name, config_table &cfg, uint64_t capacity, strata_status *st);
+// Creates a tier (for pipeline rank `rank`, ABI 1.26); on failure returns null and leaves the status in *st.
+tier_ptr create_tier(const std::string &name, config_table &cfg, uint64_t capacity, strata_status *st,
+                     int32_t rank = 0);
 
 // Deterministic random bytes.
 std::vector<unsigned char> random_bytes(uint64_t seed, size_t n);

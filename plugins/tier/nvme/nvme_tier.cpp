@@ -33,6 +33,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <condition_variable>
 #include <iterator>
 #include <memory>
@@ -120,6 +121,18 @@ int32_t read_options(const strata_tier_create_args &args, nvme_options &o, strat
         return fail(st, STRATA_ERR_INVALID_ARGUMENT,
                     "nvme: [nvme] path is not set; set it to a file on a fast disk (e.g. path = "
                     "\"/mnt/nvme/strata.tier\") or to a block device such as /dev/nvme1n1");
+    // Pipeline ranks in one process (ABI 1.26) each keep a file of their own beside rank 0's.
+    const int32_t rank =
+        args.struct_size >= offsetof(strata_tier_create_args, rank) + sizeof(args.rank) ? args.rank : 0;
+    if (rank < 0) return fail(st, STRATA_ERR_INVALID_ARGUMENT, "nvme: rank %d is negative", rank);
+    if (rank > 0) {
+        if (o.path.rfind("/dev/", 0) == 0)
+            return fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                        "nvme: [nvme] path = \"%s\" is a block device, which pipeline rank %d cannot share with rank 0; "
+                        "set path to a file (each rank then keeps its own file beside it)",
+                        o.path.c_str(), rank);
+        o.path += ".rank" + std::to_string(rank);
+    }
     const int64_t size = cfg.get_int("size").value_or(0);
     const int64_t depth = cfg.get_int("queue_depth").value_or(32);
     const int64_t block = cfg.get_int("block_size").value_or(1 << 20);
@@ -368,7 +381,8 @@ const strata_descriptor_header *const descriptors[] = {&tier_desc.header};
 
 const strata_config_key config_keys[] = {
     {"path", STRATA_CONFIG_STRING, nullptr, 0.0, 0.0,
-     "file (created and preallocated) or block device that holds this tier, e.g. \"/mnt/nvme/strata.tier\"", nullptr,
+     "file (created and preallocated) or block device that holds this tier, e.g. \"/mnt/nvme/strata.tier\" "
+     "(pipeline rank r > 0 in the same process: the file PATH.rank<r>)", nullptr,
      nullptr},
     {"size", STRATA_CONFIG_BYTES, "0", 0.0, 0.0, "bytes to preallocate (0 = the planner's budget for this tier)",
      nullptr, nullptr},

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 25
+#define STRATA_ABI_MINOR 26
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -705,6 +705,10 @@ typedef struct strata_tier_create_args {
     const strata_host_services *host;
     const strata_config_view *config;
     uint64_t capacity_bytes; /* budget the planner gives this tier */
+    /* optional, since 1.26, read only when struct_size covers it: the pipeline rank this instance serves (0 alone).
+     * Ranks in one process each create their own instance from the same table, so a tier backed by a named
+     * resource keeps one per rank (nvme: its file `path` for rank 0, `path`.rank<r> for rank r). */
+    int32_t rank;
 } strata_tier_create_args;
 
 typedef struct strata_tier_desc {
