@@ -110,7 +110,8 @@ std::string expert_flag(const offload_options &opts) {
     return opts.cpu_moe ? std::string("--cpu-moe") : fmt::format("--n-cpu-moe {}", opts.n_cpu_moe);
 }
 
-std::vector<std::string> expert_overrides(const offload_options &opts, const planner::inputs &in) {
+// model_n_layer: the model's layers (the tensors' names number them so; a pipeline rank's plan holds some of them).
+std::vector<std::string> expert_overrides(const offload_options &opts, const planner::inputs &in, int32_t model_n_layer) {
     if (!opts.cpu_moe && opts.n_cpu_moe <= 0) return {};
     const std::string flag = expert_flag(opts);
     if (std::none_of(in.tensors.begin(), in.tensors.end(), [](const planner::tensor_req &t) { return t.routed_expert; })) {
@@ -124,7 +125,7 @@ std::vector<std::string> expert_overrides(const offload_options &opts, const pla
     }
     if (opts.cpu_moe) return {std::string(k_routed_experts) + "=CPU"};
     std::vector<std::string> items;
-    for (int32_t l = 0; l < std::min(opts.n_cpu_moe, in.n_layer); ++l)
+    for (int32_t l = 0; l < std::min(opts.n_cpu_moe, model_n_layer); ++l)
         items.push_back(fmt::format("blk\\.{}{}=CPU", l, k_routed_experts));
     return items;
 }
@@ -215,7 +216,7 @@ planner::inputs make_plan_inputs(const model_shape &m, const offload_options &op
     in.physical_ram = machine.total_ram;
 
     std::vector<std::string> overrides = opts.override_tensor;
-    const std::vector<std::string> experts = expert_overrides(opts, in);
+    const std::vector<std::string> experts = expert_overrides(opts, in, m.hp.n_layer);
     overrides.insert(overrides.end(), experts.begin(), experts.end());
     const bool offloading = opts.cpu_offload_gb.value_or(0) > 0 || in.cpu_offload_layers.value_or(0) > 0 ||
                             !overrides.empty() || opts.enable_cpu_offload;

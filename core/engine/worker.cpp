@@ -164,12 +164,6 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
         model_ = arch_.desc->create(source_->view(), &st);
         if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
     }
-    if (stage_.n_ranks > 1 && (!layer_on_host_.empty() || !experts_on_host_.empty()))
-        fail("pipeline rank {} (layers [{}, {})) would compute layers or routed experts on the CPU beside its device "
-             "(hybrid placement), which a pipeline rank cannot do yet; give each rank the memory to keep its layers on "
-             "its device or stream them (stream_weights), set offload_compute = \"device\", or run with "
-             "pipeline_parallel_size 1",
-             stage_.rank, stage_.layer_first, stage_.layer_end);
     prefault_weights();
 }
 

@@ -291,9 +291,10 @@ void worker::plan_hybrid(planner::inputs in) {
     plan_ = std::move(second);
     for (const std::string &note : notes) plan_.notes.push_back(note);
     for (const std::string &note : notes) log::info("engine", "hybrid placement: {}", note);
+    // The flags are by the model's layer number; a pipeline rank's plan numbers its layers from 0.
     layer_on_host_.assign(static_cast<size_t>(hp_.n_layer), 0);
     for (const auto &p : plan_.placements)
-        if (p.how == planner::mode::on_cpu) layer_on_host_[static_cast<size_t>(p.layer)] = 1;
+        if (p.how == planner::mode::on_cpu) layer_on_host_[static_cast<size_t>(p.layer + stage_.layer_first)] = 1;
     hybrid_min_batch_ = stream_large ? d.min_batch : 0;
     // Hybrid steps are smaller than the threshold: the host workspace needs no more.
     host_workspace_tokens_ = std::max(host_workspace_tokens_, stream_large ? d.min_batch - 1 : max_step);
@@ -366,7 +367,7 @@ void worker::prepare_host_compute() {
         std::set<int32_t> layers;
         for (const auto &p : plan_.placements)
             if (p.how == planner::mode::cpu_experts) {
-                experts_on_host_[static_cast<size_t>(p.layer)] = 1;
+                experts_on_host_[static_cast<size_t>(p.layer + stage_.layer_first)] = 1;
                 layers.insert(p.layer);
             }
         const std::string note = fmt::format("the CPU ('{}') computes the routed experts of {} layer{} where they live; "

@@ -7,6 +7,7 @@
 
 #include <strata/plugin_abi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -113,8 +114,12 @@ inline engine::engine_options test_engine_options(const std::string &model, int3
 inline std::unique_ptr<engine::engine> make_engine(const std::string &model, int32_t max_model_len = 0,
                                                    int32_t prefill_chunk = 256,
                                                    engine::offload_options offload = engine::offload_options{},
-                                                   const strata_config_view *device_config = nullptr) {
+                                                   const strata_config_view *device_config = nullptr,
+                                                   const std::vector<int32_t> &pipeline_layers = {}) {
     engine::engine_options o = test_engine_options(model, max_model_len, prefill_chunk);
+    // Pipeline ranks in this process, with these layers each (empty: one worker).
+    o.pipeline_parallel_size = std::max<int32_t>(1, static_cast<int32_t>(pipeline_layers.size()));
+    o.pipeline_layer_partition = pipeline_layers;
     // One sequence at a time in these tests: a step is at most one prefill chunk, and few logits rows are needed.
     o.scheduler.max_num_batched_tokens = prefill_chunk;
     o.scheduler.max_num_seqs = 4;

@@ -110,7 +110,7 @@ TEST_P(PipelineParallel, RanksGiveOneProcessesGreedyTokensUnderPreemptionOnBothD
             SCOPED_TRACE(std::string(separate_memory ? "GPU stand-in" : "CPU") +
                          (mode == engine::preemption_mode::swap ? ", swap" : ", recompute"));
             cpu_table gpu;
-            auto o = options(c, 24, mode, c.layers); // 24 blocks for 16 sequences of ~4 blocks: preemption
+            auto o = options(c, 16, mode, c.layers); // 16 blocks (one max_model_len sequence) for 16 sequences of ~4
             if (separate_memory) o.device_config = &gpu.view;
             auto e = make(o);
             ASSERT_EQ(e->pipeline_stages().size(), c.layers.size());
@@ -120,6 +120,7 @@ TEST_P(PipelineParallel, RanksGiveOneProcessesGreedyTokensUnderPreemptionOnBothD
             for (int i = 0; i < n; ++i)
                 EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
             const strata_engine_stats s = e->stats();
+            EXPECT_EQ(s.kv_blocks_total[0], 16) << "the tightest rank holds 16 blocks";
             EXPECT_GT(mode == engine::preemption_mode::swap ? s.preemptions_swap : s.preemptions_recompute, 0)
                 << "the KV budget was meant to force preemption";
             if (mode == engine::preemption_mode::swap) {

@@ -132,18 +132,8 @@ TEST(PlacementInvariance, PipelineRanksGiveTheSameTokensWhereverEachRanksWeights
     const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, n);
     ASSERT_EQ(want.size(), static_cast<size_t>(n));
     for (const variant &v : stories_placements()) {
-        strata::engine::engine_options o = test_engine_options(model, 256, 16);
-        o.scheduler.max_num_batched_tokens = 16;
-        o.scheduler.max_num_seqs = 4;
-        offload_options off = v.opts;
-        off.kv_cache_memory = uint64_t{64} << 20;
-        off.measure_bandwidth = o.offload.measure_bandwidth;
-        off.bandwidth_cache_path = o.offload.bandwidth_cache_path;
-        o.offload = off;
-        o.pipeline_parallel_size = 2;
-        o.pipeline_layer_partition = {2, 3};
         fs::remove(nvme_table().strings["path"] + ".rank1"); // left over by an earlier run that was killed
-        auto e = std::make_unique<strata::engine::engine>(test_registry(), test_host(), o);
+        auto e = make_engine(model, 256, 16, v.opts, nullptr, {2, 3});
         EXPECT_GT(e->memory_plan().offloaded_layers, 0) << v.name << ": rank 0 offloaded nothing";
         EXPECT_EQ(generate(*e, "Once upon a time", greedy(n)).tokens, want) << v.name;
         if (v.name == "tier nvme streamed") {
@@ -397,6 +387,19 @@ TEST(PlacementInvariance, HybridPlacementGivesTheSameTokensAsTheDeviceHoldingEve
         EXPECT_EQ(run(all, &h), want) << "every layer on the CPU, tier " << tier;
         EXPECT_EQ(h.host_layers.size(), 5u);
     }
+
+    // Two pipeline ranks ([0, 2) and [2, 5)) with their layers on the CPU beside their "GPU" (cpu_offload_layers
+    // applies per rank, at most all of a rank's): every layer, then each rank's last, by the model's numbers.
+    auto e = make_engine(model, 256, 16, cpu, &gpu.view, {2, 3});
+    EXPECT_EQ(generate(*e, "Once upon a time", greedy(120)).tokens, want) << "two ranks, all their layers on the CPU";
+    EXPECT_EQ(e->hybrid().host_layers, (std::vector<int32_t>{0, 1}));
+    offload_options one = layers(1);
+    one.offload_compute = "cpu";
+    one.op_offload = false;
+    auto ranks = make_engine(model, 256, 16, one, &gpu.view, {2, 3});
+    EXPECT_EQ(generate(*ranks, "Once upon a time", greedy(120)).tokens, want) << "two ranks, a layer each on the CPU";
+    EXPECT_EQ(ranks->hybrid().host_layers, (std::vector<int32_t>{1}));
+    EXPECT_GT(ranks->hybrid().cpu_steps, 100u);
 }
 
 // Layers in a tier the CPU cannot compute on in place (nvme) keep streaming next to the CPU-computed ones.
@@ -464,6 +467,15 @@ TEST_P(ExpertsOnTheCpu, GiveTheSameTokensAsTheDeviceHoldingEveryWeight) {
     }
     EXPECT_EQ(cpu_experts, 6); // gate, up and down of two layers
     EXPECT_EQ(plan.staging_ring_bytes, 0u);
+
+    // Two pipeline ranks ([0, 2) and [2, 4)) with --n-cpu-moe 3: the first three layers' experts by the model's
+    // numbers, rank 0 computing its two.
+    offload_options first_three;
+    first_three.n_cpu_moe = 3;
+    auto ranks = make_engine(model, 256, 16, first_three, &gpu.view, {2, 2});
+    EXPECT_EQ(generate(*ranks, "Once upon a time", greedy(60)).tokens, want) << "two ranks, --n-cpu-moe 3";
+    EXPECT_EQ(ranks->hybrid().expert_layers, (std::vector<int32_t>{0, 1}));
+    ranks.reset();
 
     offload_options all;
     all.cpu_moe = true;
