@@ -24,8 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr uint64_t kib = 1024;
-
 struct pipeline_case {
     const char *name;
     bool made;                    // the GQA Q8_0 make-model Llama with a q8_0 KV cache, else stories260K in float32
