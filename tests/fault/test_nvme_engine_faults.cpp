@@ -95,42 +95,8 @@ std::vector<outcome> run(engine::engine &e, const std::vector<std::vector<int32_
     return out;
 }
 
-std::vector<int32_t> prompt_of(engine::engine &e, int i) {
-    static const char *names[] = {"Lily", "Tom", "a big dog", "Sue", "the cat", "Ben", "a bird", "Mia"};
-    std::string text = std::string("Once upon a time there was ") + names[i % 8];
-    if (i >= 8) text += " who loved to play in the park with a red ball";
-    return e.tokenizer().encode(text, true);
-}
-
-std::vector<std::vector<int32_t>> prompts_of(engine::engine &e, int n) {
-    std::vector<std::vector<int32_t>> p;
-    for (int i = 0; i < n; ++i) p.push_back(prompt_of(e, i));
-    return p;
-}
-
-// Every block is back in its pool (only reclaimable prefix-cache blocks remain) and nothing runs or waits.
-void expect_pools_full(const engine::engine &e) {
-    const strata_engine_stats s = e.stats();
-    for (int t = 0; t < 3; ++t) {
-        EXPECT_EQ(s.kv_blocks_used[t], s.kv_blocks_cached[t]) << "tier " << t << ": blocks still held by sequences";
-    }
-    EXPECT_EQ(s.requests_running, 0);
-    EXPECT_EQ(s.requests_waiting, 0);
-}
-
 engine::engine_options base_options() {
-    engine::engine_options o;
-    o.model_path = k_model;
-    o.max_model_len = 256;
-    o.prefill_chunk = 32;
-    o.device = "cpu";
-    o.print_plan = false;
-    o.offload.measure_bandwidth = false;
-    o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
-    o.scheduler.max_num_seqs = 32;
-    o.scheduler.max_num_batched_tokens = 64;
-    o.kv.enable_prefix_caching = false;
-    return o;
+    return batching_options(k_model, 0, engine::preemption_mode::automatic, 0);
 }
 
 // Each prompt's greedy tokens run alone on an undisturbed engine (every weight resident, ample KV).
@@ -142,7 +108,7 @@ std::vector<std::vector<int32_t>> undisturbed(int n, int32_t max_tokens) {
         o.offload.kv_cache_memory = 4096 * kib;
         o.kv.swap_space_gib = 0;
         auto e = std::make_unique<engine::engine>(test_registry(), test_host(), o);
-        for (int i = 0; i < n; ++i) v.push_back(run(*e, {prompt_of(*e, i)}, max_tokens)[0].tokens);
+        for (int i = 0; i < n; ++i) v.push_back(run(*e, {story_prompt(*e, i)}, max_tokens)[0].tokens);
     }
     return v;
 }
@@ -177,7 +143,7 @@ TEST_P(WeightStreamingFault, FailsTheRequestsOfThatStepWithTheTierAndErrnoAndThe
     nvme_table nvme(tier_path(std::string("weights_") + GetParam().name), GetParam().rule);
     auto e = streaming_engine(nvme);
     ASSERT_GT(e->memory_plan().offloaded_layers, 0);
-    const auto prompts = prompts_of(*e, 2);
+    const auto prompts = story_prompts(*e, 2);
 
     // The 61st read request lands inside the first request's generation (every token reads every layer).
     const outcome hit = run(*e, {prompts[0]}, max_tokens)[0];
@@ -212,7 +178,7 @@ TEST(WeightStreamingRealFault, ATierFileTruncatedUnderTheEngineFailsRequestsClea
     const std::string path = tier_path("weights_truncated");
     nvme_table nvme(path, "");
     auto e = streaming_engine(nvme);
-    const auto prompts = prompts_of(*e, 1);
+    const auto prompts = story_prompts(*e, 1);
     const outcome hit = run(*e, prompts, max_tokens, [&](const outcome &o) {
         if (o.tokens.size() == 3) {
             ASSERT_EQ(::truncate(path.c_str(), 0), 0);
@@ -269,7 +235,7 @@ TEST_P(KvSwapFault, RecomputesTheSequenceWhoseBlocksFailedAndEverySequenceGetsIt
     nvme_table nvme(tier_path(std::string("kv_") + GetParam().name), GetParam().rule, GetParam().chunk_bytes);
     auto e = swapping_engine(nvme);
     ASSERT_GT(e->stats().kv_blocks_total[2], 0);
-    const auto prompts = prompts_of(*e, n);
+    const auto prompts = story_prompts(*e, n);
     ::testing::internal::CaptureStderr();
     const auto got = run(*e, prompts, max_tokens);
     const std::string log = ::testing::internal::GetCapturedStderr();
@@ -313,7 +279,7 @@ TEST(KvSwapRealFault, ATierFileTruncatedUnderTheEngineIsRecomputedNeverServed) {
     const std::string path = tier_path("kv_truncated");
     nvme_table nvme(path, "", 4096); // 4 KiB chunks: blocks swapped out after the cut are whole chunks again
     auto e = swapping_engine(nvme);
-    const auto prompts = prompts_of(*e, n);
+    const auto prompts = story_prompts(*e, n);
     const uint64_t size = fs::file_size(path);
     int tokens_seen = 0;
     ::testing::internal::CaptureStderr();

@@ -7,6 +7,8 @@
 
 #include <strata/plugin_abi.h>
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -134,7 +136,6 @@ inline std::unique_ptr<engine::engine> make_engine(const std::string &model, int
     return std::make_unique<engine::engine>(test_registry(), test_host(), o);
 }
 
-// Submits every prompt at once and waits for all; returns each one's generated tokens.
 // A greedy request for exactly max_tokens tokens of `prompt` (EOS ignored), its events sent to on_token(user, ...).
 inline strata_request greedy_request(const std::vector<int32_t> &prompt, int32_t max_tokens,
                                      void (*on_token)(void *, const strata_token_event *), void *user) {
@@ -149,6 +150,7 @@ inline strata_request greedy_request(const std::vector<int32_t> &prompt, int32_t
     return req;
 }
 
+// Submits every prompt at once and waits for all; returns each one's generated tokens.
 inline std::vector<std::vector<int32_t>> run_all(engine::engine &e, const std::vector<std::vector<int32_t>> &prompts,
                                           int32_t max_tokens) {
     std::vector<generation_result> g(prompts.size());
@@ -160,6 +162,47 @@ inline std::vector<std::vector<int32_t>> run_all(engine::engine &e, const std::v
         out.push_back(g[i].tokens);
     }
     return out;
+}
+
+// The engine of the batching tests: 256-token contexts, 32-token prefill chunks, up to 32 sequences and 64 tokens a
+// step, `kv_bytes` of device KV, preemption by `mode` with `swap_gib` of host swap, prefix caching off.
+inline engine::engine_options batching_options(const std::string &model, uint64_t kv_bytes, engine::preemption_mode mode,
+                                               double swap_gib) {
+    engine::engine_options o = test_engine_options(model, 256, 32);
+    o.offload.kv_cache_memory = kv_bytes;
+    o.scheduler.max_num_seqs = 32;
+    o.scheduler.max_num_batched_tokens = 64;
+    o.scheduler.mode = mode;
+    o.kv.enable_prefix_caching = false;
+    o.kv.swap_space_gib = swap_gib;
+    return o;
+}
+
+inline std::unique_ptr<engine::engine> engine_from(const engine::engine_options &o) {
+    return std::make_unique<engine::engine>(test_registry(), test_host(), o);
+}
+
+// The i-th of the batching tests' prompts: eight short story openings, and from the ninth on longer ones.
+inline std::vector<int32_t> story_prompt(engine::engine &e, int i) {
+    static const char *names[] = {"Lily", "Tom", "a big dog", "Sue", "the cat", "Ben", "a bird", "Mia"};
+    std::string text = std::string("Once upon a time there was ") + names[i % 8];
+    if (i >= 8) text += " who loved to play in the park with a red ball";
+    return e.tokenizer().encode(text, true);
+}
+
+inline std::vector<std::vector<int32_t>> story_prompts(engine::engine &e, int n) {
+    std::vector<std::vector<int32_t>> p;
+    for (int i = 0; i < n; ++i) p.push_back(story_prompt(e, i));
+    return p;
+}
+
+// Every block is back in its pool (only reclaimable prefix-cache blocks remain) and nothing runs or waits.
+inline void expect_pools_full(const engine::engine &e) {
+    const strata_engine_stats s = e.stats();
+    for (int t = 0; t < 3; ++t)
+        EXPECT_EQ(s.kv_blocks_used[t], s.kv_blocks_cached[t]) << "tier " << t << ": blocks still held by sequences";
+    EXPECT_EQ(s.requests_running, 0);
+    EXPECT_EQ(s.requests_waiting, 0);
 }
 
 // A plugin table for tests: the keys it holds, nothing else.

@@ -23,41 +23,9 @@ constexpr uint64_t kib = 1024;
 
 // stories260K: 5 layers x 2 x 4 KV heads x 8 dims x 4 bytes = 1.25 KiB per token, 20 KiB per 16-token block.
 engine::engine_options options(uint64_t kv_bytes, double swap_gib, engine::preemption_mode mode, bool prefix) {
-    engine::engine_options o;
-    o.model_path = k_model;
-    o.max_model_len = 256;
-    o.prefill_chunk = 32;
-    o.device = "cpu";
-    o.print_plan = false;
-    o.offload.measure_bandwidth = false;
-    o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
-    o.offload.kv_cache_memory = kv_bytes;
-    o.scheduler.max_num_seqs = 32;
-    o.scheduler.max_num_batched_tokens = 64;
-    o.scheduler.mode = mode;
+    engine::engine_options o = batching_options(k_model, kv_bytes, mode, swap_gib);
     o.kv.enable_prefix_caching = prefix;
-    o.kv.swap_space_gib = swap_gib;
     return o;
-}
-
-std::unique_ptr<engine::engine> make(const engine::engine_options &o) {
-    return std::make_unique<engine::engine>(test_registry(), test_host(), o);
-}
-
-std::vector<int32_t> prompt_of(engine::engine &e, int i) {
-    static const char *names[] = {"Lily", "Tom", "a big dog", "Sue", "the cat", "Ben", "a bird", "Mia"};
-    std::string text = std::string("Once upon a time there was ") + names[i % 8];
-    if (i >= 8) text += " who loved to play in the park with a red ball";
-    return e.tokenizer().encode(text, true);
-}
-
-void expect_pools_full(const engine::engine &e) {
-    const strata_engine_stats s = e.stats();
-    for (int t = 0; t < 3; ++t) {
-        EXPECT_EQ(s.kv_blocks_used[t], s.kv_blocks_cached[t]) << "tier " << t << ": blocks still held by sequences";
-    }
-    EXPECT_EQ(s.requests_running, 0);
-    EXPECT_EQ(s.requests_waiting, 0);
 }
 
 // Greedy tokens of each prompt run alone with ample KV (computed once per test binary).
@@ -65,8 +33,8 @@ const std::vector<std::vector<int32_t>> &alone(int n, int32_t max_tokens) {
     static std::map<std::pair<int, int32_t>, std::vector<std::vector<int32_t>>> cache;
     auto &v = cache[{n, max_tokens}];
     if (v.empty()) {
-        auto e = make(options(4096 * kib, 0, engine::preemption_mode::recompute, false));
-        for (int i = 0; i < n; ++i) v.push_back(run_all(*e, {prompt_of(*e, i)}, max_tokens)[0]);
+        auto e = engine_from(options(4096 * kib, 0, engine::preemption_mode::recompute, false));
+        for (int i = 0; i < n; ++i) v.push_back(run_all(*e, {story_prompt(*e, i)}, max_tokens)[0]);
     }
     return v;
 }
@@ -74,7 +42,7 @@ const std::vector<std::vector<int32_t>> &alone(int n, int32_t max_tokens) {
 // Runs prompts 0..n-1 at once on `e` and checks each one's tokens against the same prompt alone with ample KV.
 void expect_alone_tokens(engine::engine &e, int n, int32_t max_tokens) {
     std::vector<std::vector<int32_t>> prompts;
-    for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(e, i));
+    for (int i = 0; i < n; ++i) prompts.push_back(story_prompt(e, i));
     const auto got = run_all(e, prompts, max_tokens);
     const auto &want = alone(n, max_tokens);
     for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
@@ -88,7 +56,7 @@ TEST_P(EngineBatching, SixteenConcurrentSequencesUnderForcedPreemptionGiveTheirA
     constexpr int n = 16;
     constexpr int32_t max_tokens = 48;
     // 24 blocks of device KV for 16 sequences that each grow to ~4 blocks: preemption is certain.
-    auto e = make(options(24 * 20 * kib, 0.01, GetParam(), false));
+    auto e = engine_from(options(24 * 20 * kib, 0.01, GetParam(), false));
     ::testing::internal::CaptureStderr();
     expect_alone_tokens(*e, n, max_tokens);
     const std::string log = ::testing::internal::GetCapturedStderr();
@@ -127,7 +95,7 @@ INSTANTIATE_TEST_SUITE_P(Modes, EngineBatching,
 
 TEST(EngineBatchingPrefix, AHitFromEachTierAndAfterARestartGivesTheSameTokensAsAMiss) {
     const int32_t max_tokens = 24;
-    auto plain = make(options(4096 * kib, 0, engine::preemption_mode::recompute, false));
+    auto plain = engine_from(options(4096 * kib, 0, engine::preemption_mode::recompute, false));
     // A 40-odd token prompt: two full 16-token blocks are cacheable.
     const auto p = plain->tokenizer().encode(
         "Once upon a time there was a little girl named Lily. She loved to play outside in the park with her friends "
@@ -138,7 +106,7 @@ TEST(EngineBatchingPrefix, AHitFromEachTierAndAfterARestartGivesTheSameTokensAsA
     plain.reset();
 
     // Device hit.
-    auto dev = make(options(4096 * kib, 0, engine::preemption_mode::recompute, true));
+    auto dev = engine_from(options(4096 * kib, 0, engine::preemption_mode::recompute, true));
     EXPECT_EQ(run_all(*dev, {p}, max_tokens)[0], miss);
     EXPECT_EQ(run_all(*dev, {p}, max_tokens)[0], miss);
     EXPECT_GE(dev->stats().prefix_hits[0], 32);
@@ -152,10 +120,10 @@ TEST(EngineBatchingPrefix, AHitFromEachTierAndAfterARestartGivesTheSameTokensAsA
     o.kv.prefix_store_dir = dir.string();
     o.kv.prefix_store_gib = 0.01;
     {
-        auto host = make(o);
+        auto host = engine_from(o);
         EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
         std::vector<std::vector<int32_t>> fillers;
-        for (int i = 0; i < 8; ++i) fillers.push_back(prompt_of(*host, i + 8));
+        for (int i = 0; i < 8; ++i) fillers.push_back(story_prompt(*host, i + 8));
         run_all(*host, fillers, 40);
         EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
         const strata_engine_stats s = host->stats();
@@ -165,7 +133,7 @@ TEST(EngineBatchingPrefix, AHitFromEachTierAndAfterARestartGivesTheSameTokensAsA
 
     // NVMe hit after a restart.
     {
-        auto restarted = make(o);
+        auto restarted = engine_from(o);
         EXPECT_EQ(run_all(*restarted, {p}, max_tokens)[0], miss);
         EXPECT_GE(restarted->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
         expect_pools_full(*restarted);
@@ -185,7 +153,7 @@ TEST(EngineBatchingPrefix, AHitFromEachTierAndAfterARestartGivesTheSameTokensAsA
     }
     ASSERT_GT(damaged, 0);
     {
-        auto again = make(o);
+        auto again = engine_from(o);
         EXPECT_EQ(run_all(*again, {p}, max_tokens)[0], miss);
         EXPECT_EQ(again->stats().prefix_hits[2], 0);
         expect_pools_full(*again);
@@ -197,14 +165,14 @@ TEST(EngineBatchingLongContext, AContextFourTimesTheDeviceKvCompletesWithTheSame
     const int32_t max_tokens = 280;
     auto ample_o = options(4096 * kib, 0, engine::preemption_mode::swap, false);
     ample_o.max_model_len = 320;
-    auto ample = make(ample_o);
-    const auto p = prompt_of(*ample, 0);
+    auto ample = engine_from(ample_o);
+    const auto p = story_prompt(*ample, 0);
     const auto want = run_all(*ample, {p}, max_tokens)[0];
     ample.reset();
     // 4 device blocks = 64 tokens; the sequence reaches ~290 tokens (4.5x), the rest lives in the host tier.
     auto o = options(4 * 20 * kib, 0.01, engine::preemption_mode::swap, false);
     o.max_model_len = 320;
-    auto small = make(o);
+    auto small = engine_from(o);
     ASSERT_GE(p.size() + max_tokens, 4u * 64u);
     EXPECT_EQ(run_all(*small, {p}, max_tokens)[0], want);
     EXPECT_GT(small->stats().kv_bytes_swapped_out, 0) << "older pages moved to the host tier";
@@ -212,14 +180,14 @@ TEST(EngineBatchingLongContext, AContextFourTimesTheDeviceKvCompletesWithTheSame
 }
 
 TEST(EngineBatchingCancel, CancellingMidGenerationFreesItsBlocks) {
-    auto e = make(options(64 * 20 * kib, 0, engine::preemption_mode::recompute, false));
+    auto e = engine_from(options(64 * 20 * kib, 0, engine::preemption_mode::recompute, false));
     struct state {
         engine::engine *e;
         std::atomic<strata_request_id> id{0};
         int tokens = 0;
         int32_t finish = -1;
     } st{e.get()};
-    const auto p = prompt_of(*e, 1);
+    const auto p = story_prompt(*e, 1);
     strata_request req{};
     req.struct_size = sizeof req;
     req.prompt_tokens = p.data();
@@ -256,7 +224,7 @@ TEST(EngineSeparateMemory, PreemptionSwapStreamedLayersAndPrefixHitsGiveTheAlone
     // each load a copy_after the fence recorded when the slot was released (the device's fence path).
     o.offload.cpu_offload_layers = 3;
     o.offload.prefetch_depth = 1;
-    auto e = make(o);
+    auto e = engine_from(o);
     expect_alone_tokens(*e, n, max_tokens);
     // The same prompts again: prefix hits (device or host tier) through copies.
     expect_alone_tokens(*e, n, max_tokens);
@@ -280,7 +248,7 @@ TEST(EngineSeparateMemory, HybridPlacementUnderPreemptionGivesTheAloneTokens) {
     o.offload.cpu_offload_layers = 3;
     o.offload.offload_compute = "cpu";
     o.offload.op_offload_min_batch = 16;
-    auto e = make(o);
+    auto e = engine_from(o);
     expect_alone_tokens(*e, n, max_tokens);
     const auto h = e->hybrid();
     EXPECT_EQ(h.host_layers, (std::vector<int32_t>{2, 3, 4}));
@@ -295,7 +263,7 @@ TEST(EngineSeparateMemory, AContextLargerThanTheDeviceKvIsRefusedAtStartUpWithTh
     auto o = options(4 * 20 * kib, 0.01, engine::preemption_mode::swap, false);
     o.device_config = &table.view;
     try {
-        make(o);
+        engine_from(o);
         FAIL() << "a device that cannot read host memory must hold one max_model_len sequence itself";
     } catch (const std::exception &ex) {
         EXPECT_NE(std::string(ex.what()).find("--kv-cache-memory"), std::string::npos) << ex.what();
@@ -321,7 +289,7 @@ TEST(EngineBatchingNvmeSwap, SequencesSwappedToNvmeComeBackWithTheirAloneTokens)
     auto o = options(24 * 20 * kib, 0, engine::preemption_mode::swap, false);
     o.kv.nvme_space_gib = 0.01;
     o.offload.tier_configs["nvme"] = &nvme.view;
-    auto e = make(o);
+    auto e = engine_from(o);
     ::testing::internal::CaptureStderr();
     expect_alone_tokens(*e, n, max_tokens);
     EXPECT_NE(::testing::internal::GetCapturedStderr().find("KV cache pages evicted to NVMe: "), std::string::npos);
@@ -380,15 +348,15 @@ TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesAndAPrefixHitGiveTheir
     };
     std::vector<std::vector<int32_t>> prompts, want;
     {
-        auto ample = make(opts(256 * blocks, engine::preemption_mode::recompute));
-        for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*ample, i));
+        auto ample = engine_from(opts(256 * blocks, engine::preemption_mode::recompute));
+        for (int i = 0; i < n; ++i) prompts.push_back(story_prompt(*ample, i));
         for (int i = 0; i < n; ++i) want.push_back(run_all(*ample, {prompts[static_cast<size_t>(i)]}, max_tokens)[0]);
     }
     // A device prefix hit: a long prompt's cached blocks give the tokens of the miss, in every family and type.
     {
         auto o = options(256 * blocks, 0, engine::preemption_mode::recompute, true);
         o.model_path = model;
-        auto cached = make(o);
+        auto cached = engine_from(o);
         const auto p = cached->tokenizer().encode(
             "Once upon a time there was a little girl named Lily. She loved to play outside in the park with her "
             "friends and her dog. One day they found a big red ball under a tree.",
@@ -400,7 +368,7 @@ TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesAndAPrefixHitGiveTheir
         expect_pools_full(*cached);
     }
     for (auto mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
-        auto e = make(opts(24 * blocks, mode)); // 24 blocks for 16 sequences of ~4 blocks each
+        auto e = engine_from(opts(24 * blocks, mode)); // 24 blocks for 16 sequences of ~4 blocks each
         const auto got = run_all(*e, prompts, max_tokens);
         for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
         const strata_engine_stats s = e->stats();
@@ -418,7 +386,7 @@ TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesAndAPrefixHitGiveTheir
     o.offload.offload_compute = "cpu";
     o.offload.op_offload_min_batch = 16;
     if (moe) o.offload.n_cpu_moe = 2;
-    auto e = make(o);
+    auto e = engine_from(o);
     const auto got = run_all(*e, prompts, max_tokens);
     for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "hybrid, sequence " << i;
     EXPECT_EQ(e->hybrid().host_layers, (std::vector<int32_t>{2, 3}));

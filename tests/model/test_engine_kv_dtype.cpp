@@ -57,32 +57,10 @@ void PrintTo(const dtype_case &c, std::ostream *os) { *os << c.name; }
 
 engine::engine_options options(const std::string &model, uint32_t type, uint64_t kv_bytes, double swap_gib,
                                engine::preemption_mode mode, bool prefix) {
-    engine::engine_options o = test_engine_options(model, 256, 32);
-    o.offload.kv_cache_memory = kv_bytes;
-    o.scheduler.max_num_seqs = 32;
-    o.scheduler.max_num_batched_tokens = 64;
-    o.scheduler.mode = mode;
+    engine::engine_options o = batching_options(model, kv_bytes, mode, swap_gib);
     o.kv.kv_type = type;
     o.kv.enable_prefix_caching = prefix;
-    o.kv.swap_space_gib = swap_gib;
     return o;
-}
-
-std::unique_ptr<engine::engine> make(const engine::engine_options &o) {
-    return std::make_unique<engine::engine>(test_registry(), test_host(), o);
-}
-
-std::vector<int32_t> prompt_of(engine::engine &e, int i) {
-    static const char *names[] = {"Lily", "Tom", "a big dog", "Sue", "the cat", "Ben", "a bird", "Mia"};
-    std::string text = std::string("Once upon a time there was ") + names[i % 8];
-    if (i >= 8) text += " who loved to play in the park with a red ball";
-    return e.tokenizer().encode(text, true);
-}
-
-void expect_pools_full(const engine::engine &e) {
-    const strata_engine_stats s = e.stats();
-    for (int t = 0; t < 3; ++t)
-        EXPECT_EQ(s.kv_blocks_used[t], s.kv_blocks_cached[t]) << "tier " << t << ": blocks still held by sequences";
 }
 
 const char *k_text = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
@@ -97,8 +75,8 @@ TEST_P(KvCacheDtype, ShrinksTheBytesPerTokenAndKeepsTheLogitsCloseToFloat32) {
     const dtype_case c = GetParam();
     const std::string model = c.model();
     ASSERT_FALSE(model.empty()) << "make-model failed";
-    auto f32 = make(options(model, STRATA_KV_F32, 1024 * kib, 0, engine::preemption_mode::recompute, false));
-    auto half = make(options(model, c.type, 1024 * kib, 0, engine::preemption_mode::recompute, false));
+    auto f32 = engine_from(options(model, STRATA_KV_F32, 1024 * kib, 0, engine::preemption_mode::recompute, false));
+    auto half = engine_from(options(model, c.type, 1024 * kib, 0, engine::preemption_mode::recompute, false));
     // Bytes per value: 4 in float32; 2 for 16-bit types, 1 for FP8, 34 / 32 for q8_0.
     EXPECT_EQ(half->memory_plan().kv_bytes_per_token * 4 * uint64_t(strata::kv_layout::group_values(c.type)),
               f32->memory_plan().kv_bytes_per_token * strata::kv_layout::group_bytes(c.type));
@@ -134,15 +112,15 @@ TEST_P(KvCacheDtype, SixteenSequencesUnderSwapAndRecomputePreemptionGiveTheirAlo
     constexpr int32_t max_tokens = 40;
     std::vector<std::vector<int32_t>> want;
     {
-        auto alone = make(options(c.model(), c.type, 4096 * kib, 0, engine::preemption_mode::recompute, false));
-        for (int i = 0; i < n; ++i) want.push_back(run_all(*alone, {prompt_of(*alone, i)}, max_tokens)[0]);
+        auto alone = engine_from(options(c.model(), c.type, 4096 * kib, 0, engine::preemption_mode::recompute, false));
+        for (int i = 0; i < n; ++i) want.push_back(run_all(*alone, {story_prompt(*alone, i)}, max_tokens)[0]);
     }
     for (engine::preemption_mode mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
         SCOPED_TRACE(mode == engine::preemption_mode::swap ? "swap" : "recompute");
         // 24 blocks of device KV for 16 sequences that each grow to about 4 blocks: preemption is certain.
-        auto e = make(options(c.model(), c.type, 24 * c.block_bytes(), 0.01, mode, false));
+        auto e = engine_from(options(c.model(), c.type, 24 * c.block_bytes(), 0.01, mode, false));
         std::vector<std::vector<int32_t>> prompts;
-        for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*e, i));
+        for (int i = 0; i < n; ++i) prompts.push_back(story_prompt(*e, i));
         const auto got = run_all(*e, prompts, max_tokens);
         for (int i = 0; i < n; ++i) EXPECT_EQ(got[size_t(i)], want[size_t(i)]) << "sequence " << i;
         const strata_engine_stats s = e->stats();
@@ -158,7 +136,7 @@ TEST_P(KvCacheDtype, SixteenSequencesUnderSwapAndRecomputePreemptionGiveTheirAlo
 TEST_P(KvCacheDtype, PrefixHitsFromEachTierAndAfterARestartGiveTheTokensOfAMiss) {
     const dtype_case c = GetParam();
     const int32_t max_tokens = 24;
-    auto plain = make(options(c.model(), c.type, 4096 * kib, 0, engine::preemption_mode::recompute, false));
+    auto plain = engine_from(options(c.model(), c.type, 4096 * kib, 0, engine::preemption_mode::recompute, false));
     const auto p = plain->tokenizer().encode(
         "Once upon a time there was a little girl named Lily. She loved to play outside in the park with her friends "
         "and her dog." + std::string(c.made ? " One day they found a big red ball under a tree." : ""),
@@ -167,7 +145,7 @@ TEST_P(KvCacheDtype, PrefixHitsFromEachTierAndAfterARestartGiveTheTokensOfAMiss)
     const auto miss = run_all(*plain, {p}, max_tokens)[0];
     plain.reset();
 
-    auto dev = make(options(c.model(), c.type, 4096 * kib, 0, engine::preemption_mode::recompute, true));
+    auto dev = engine_from(options(c.model(), c.type, 4096 * kib, 0, engine::preemption_mode::recompute, true));
     EXPECT_EQ(run_all(*dev, {p}, max_tokens)[0], miss);
     EXPECT_EQ(run_all(*dev, {p}, max_tokens)[0], miss);
     EXPECT_GE(dev->stats().prefix_hits[0], 32);
@@ -179,17 +157,17 @@ TEST_P(KvCacheDtype, PrefixHitsFromEachTierAndAfterARestartGiveTheTokensOfAMiss)
     o.kv.prefix_store_dir = dir.string();
     o.kv.prefix_store_gib = 0.01;
     {
-        auto host = make(o);
+        auto host = engine_from(o);
         EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
         std::vector<std::vector<int32_t>> fillers;
-        for (int i = 0; i < 8; ++i) fillers.push_back(prompt_of(*host, i + 8));
+        for (int i = 0; i < 8; ++i) fillers.push_back(story_prompt(*host, i + 8));
         run_all(*host, fillers, 40);
         EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
         EXPECT_GE(host->stats().prefix_hits[1], 16) << "the prefix came back from the host tier";
         expect_pools_full(*host);
     }
     {
-        auto restarted = make(o);
+        auto restarted = engine_from(o);
         EXPECT_EQ(run_all(*restarted, {p}, max_tokens)[0], miss);
         EXPECT_GE(restarted->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
         expect_pools_full(*restarted);
@@ -223,7 +201,7 @@ TEST(KvCacheDtypeStore, AnEntryWrittenInOneTypeIsNeverReadAsAnother) {
     const std::vector<uint32_t> types = {STRATA_KV_F32, STRATA_KV_F16, STRATA_KV_BF16, STRATA_KV_FP8_E4M3,
                                          STRATA_KV_FP8_E5M2};
     for (uint32_t type : types) {
-        auto e = make(with_store(type));
+        auto e = engine_from(with_store(type));
         if (p.empty())
             p = e->tokenizer().encode("Once upon a time there was a little girl named Lily. She loved to play outside "
                                       "in the park with her friends and her dog.",
@@ -235,7 +213,7 @@ TEST(KvCacheDtypeStore, AnEntryWrittenInOneTypeIsNeverReadAsAnother) {
     for (const auto &f : fs::directory_iterator(dir)) folders += f.is_directory();
     EXPECT_EQ(folders, types.size()) << "one folder of entries per KV type";
     for (uint32_t type : types) {
-        auto e = make(with_store(type));
+        auto e = engine_from(with_store(type));
         EXPECT_EQ(run_all(*e, {p}, max_tokens)[0], miss[type]) << "type " << type;
         EXPECT_GE(e->stats().prefix_hits[2], 32) << "type " << type << " found its own entries";
     }
@@ -249,7 +227,7 @@ TEST(KvCacheDtypeStartUp, TheKvTableNamesTheType) {
     o.print_plan = true;
     ::testing::internal::CaptureStderr();
     ::testing::internal::CaptureStdout();
-    auto e = make(o);
+    auto e = engine_from(o);
     const std::string out = ::testing::internal::GetCapturedStdout() + ::testing::internal::GetCapturedStderr();
     EXPECT_NE(out.find("KV cache: bfloat16, blocks of 16 tokens"), std::string::npos) << out;
 }

@@ -51,41 +51,12 @@ uint64_t largest_share(const pipeline_case &c, const std::vector<int32_t> &layer
 // n_blocks of KV in the tightest rank; `layers` per rank (one rank: {n_layer}).
 engine::engine_options options(const pipeline_case &c, uint64_t n_blocks, engine::preemption_mode mode,
                                const std::vector<int32_t> &layers) {
-    engine::engine_options o;
-    o.model_path = model_of(c);
-    o.max_model_len = 256;
-    o.prefill_chunk = 32;
-    o.device = "cpu";
-    o.print_plan = false;
-    o.offload.measure_bandwidth = false;
-    o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
-    o.offload.kv_cache_memory = n_blocks * largest_share(c, layers);
-    o.scheduler.max_num_seqs = 32;
-    o.scheduler.max_num_batched_tokens = 64;
-    o.scheduler.mode = mode;
-    o.kv.enable_prefix_caching = false;
-    o.kv.swap_space_gib = mode == engine::preemption_mode::swap ? 0.01 : 0;
+    engine::engine_options o = batching_options(model_of(c), n_blocks * largest_share(c, layers), mode,
+                                                mode == engine::preemption_mode::swap ? 0.01 : 0);
     if (c.made) o.kv.kv_type = STRATA_KV_Q8_0;
     o.pipeline_parallel_size = static_cast<int32_t>(layers.size());
     if (layers.size() > 1) o.pipeline_layer_partition = layers;
     return o;
-}
-
-std::unique_ptr<engine::engine> make(const engine::engine_options &o) {
-    return std::make_unique<engine::engine>(test_registry(), test_host(), o);
-}
-
-std::vector<int32_t> prompt_of(engine::engine &e, int i) {
-    static const char *names[] = {"Lily", "Tom", "a big dog", "Sue", "the cat", "Ben", "a bird", "Mia"};
-    std::string text = std::string("Once upon a time there was ") + names[i % 8];
-    if (i >= 8) text += " who loved to play in the park with a red ball";
-    return e.tokenizer().encode(text, true);
-}
-
-void expect_pools_full(const engine::engine &e) {
-    const strata_engine_stats s = e.stats();
-    for (int t = 0; t < 3; ++t)
-        EXPECT_EQ(s.kv_blocks_used[t], s.kv_blocks_cached[t]) << "tier " << t << ": blocks still held by sequences";
 }
 
 class PipelineParallel : public ::testing::TestWithParam<pipeline_case> {};
@@ -99,8 +70,8 @@ TEST_P(PipelineParallel, RanksGiveOneProcessesGreedyTokensUnderPreemptionOnBothD
     constexpr int32_t max_tokens = 40;
     std::vector<std::vector<int32_t>> prompts, want;
     {
-        auto one = make(options(c, 256, engine::preemption_mode::recompute, {c.made ? 4 : 5}));
-        for (int i = 0; i < n; ++i) prompts.push_back(prompt_of(*one, i));
+        auto one = engine_from(options(c, 256, engine::preemption_mode::recompute, {c.made ? 4 : 5}));
+        for (int i = 0; i < n; ++i) prompts.push_back(story_prompt(*one, i));
         want = run_all(*one, prompts, max_tokens);
     }
     for (const bool separate_memory : {false, true}) {
@@ -110,7 +81,7 @@ TEST_P(PipelineParallel, RanksGiveOneProcessesGreedyTokensUnderPreemptionOnBothD
             cpu_table gpu;
             auto o = options(c, 16, mode, c.layers); // 16 blocks (one max_model_len sequence) for 16 sequences of ~4
             if (separate_memory) o.device_config = &gpu.view;
-            auto e = make(o);
+            auto e = engine_from(o);
             ASSERT_EQ(e->pipeline_stages().size(), c.layers.size());
             for (size_t r = 0; r < c.layers.size(); ++r)
                 EXPECT_EQ(e->pipeline_stages()[r].layer_end - e->pipeline_stages()[r].layer_first, c.layers[r]);
@@ -153,7 +124,7 @@ TEST(PipelineParallelPrefix, APrefixSavedByRanksIsReadByOneProcessAndTheOtherWay
     };
     std::vector<int32_t> p, miss;
     {
-        auto plain = make(options(c, 64, engine::preemption_mode::recompute, {5}));
+        auto plain = engine_from(options(c, 64, engine::preemption_mode::recompute, {5}));
         p = plain->tokenizer().encode("Once upon a time there was a little girl named Lily. She loved to play outside "
                                       "in the park with her friends and her dog.",
                                       true);
@@ -165,12 +136,12 @@ TEST(PipelineParallelPrefix, APrefixSavedByRanksIsReadByOneProcessAndTheOtherWay
         const fs::path dir = fs::path(STRATA_BINARY_DIR) / ("test-pipeline-prefix-" + std::to_string(::getpid()));
         fs::remove_all(dir);
         {
-            auto w = make(opts(writer, dir));
+            auto w = engine_from(opts(writer, dir));
             EXPECT_EQ(w->pipeline_stages().size(), static_cast<size_t>(writer));
             EXPECT_EQ(run_all(*w, {p}, max_tokens)[0], miss);
         } // a clean shutdown writes the cached prefixes to the store
         {
-            auto r = make(opts(reader, dir));
+            auto r = engine_from(opts(reader, dir));
             EXPECT_EQ(r->pipeline_stages().size(), static_cast<size_t>(reader));
             EXPECT_EQ(run_all(*r, {p}, max_tokens)[0], miss);
             EXPECT_GE(r->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
@@ -188,8 +159,8 @@ TEST(PipelineParallelSplit, RanksAreBalancedByBytesAndMoreRanksThanLayersAreRefu
     ASSERT_FALSE(model_of(c).empty()) << "make-model failed";
     std::vector<std::vector<int32_t>> prompts, want;
     {
-        auto one = make(options(c, 256, engine::preemption_mode::recompute, {4}));
-        for (int i = 0; i < 4; ++i) prompts.push_back(prompt_of(*one, i));
+        auto one = engine_from(options(c, 256, engine::preemption_mode::recompute, {4}));
+        for (int i = 0; i < 4; ++i) prompts.push_back(story_prompt(*one, i));
         want = run_all(*one, prompts, 16);
     }
     for (const auto &[n_ranks, want_ranges] : {std::pair{2, std::string("[0,2)[2,4)")},
@@ -197,7 +168,7 @@ TEST(PipelineParallelSplit, RanksAreBalancedByBytesAndMoreRanksThanLayersAreRefu
         auto o = options(c, 256, engine::preemption_mode::recompute, {1, 3});
         o.pipeline_parallel_size = n_ranks;
         o.pipeline_layer_partition.clear();
-        auto e = make(o);
+        auto e = engine_from(o);
         std::string got_ranges;
         for (const auto &s : e->pipeline_stages())
             got_ranges += "[" + std::to_string(s.layer_first) + "," + std::to_string(s.layer_end) + ")";
@@ -208,7 +179,7 @@ TEST(PipelineParallelSplit, RanksAreBalancedByBytesAndMoreRanksThanLayersAreRefu
     try {
         auto o = options(stories, 64, engine::preemption_mode::recompute, stories.layers);
         o.pipeline_layer_partition.clear();
-        make(o);
+        engine_from(o);
         FAIL() << "six ranks for five layers started";
     } catch (const std::exception &e) {
         EXPECT_NE(std::string(e.what()).find("pipeline_parallel_size 6 must be between 1 and the model's 5 layers"), std::string::npos)
