@@ -8,7 +8,7 @@
 #include "engine/engine_util.hpp"
 #include "engine/prefetch_ring.hpp"
 
-#include <cstring>
+#include <strata/device_copy.hpp>
 
 namespace strata::engine {
 
@@ -134,18 +134,16 @@ void worker::forward(const step_input &step, const float *hidden_in, float *hidd
         copy_from_device(hidden_out, hidden_out_, sizeof(float) * static_cast<uint64_t>(step.n_tokens) * hp_.n_embd);
 }
 
-// Host memory to and from the worker's device memory: the device's copy when it has its own memory, memcpy otherwise.
+// Host memory to and from the worker's device memory (strata::device_copy).
 void worker::copy_to_device(void *dst, const void *src, uint64_t bytes) {
     strata_status st{};
-    if (!STRATA_HAS_SLOT(device_desc_.desc, copy)) std::memcpy(dst, src, bytes);
-    else if (device_desc_.desc->copy(device_, dst, src, bytes, STRATA_COPY_H2D, &st) != STRATA_OK)
+    if (device_copy(device_desc_.desc, device_, dst, src, bytes, STRATA_COPY_H2D, &st) != STRATA_OK)
         fail("copying to device '{}' failed: {}", device_name_, status_text(st));
 }
 
 void worker::copy_from_device(void *dst, const void *src, uint64_t bytes) {
     strata_status st{};
-    if (!STRATA_HAS_SLOT(device_desc_.desc, copy)) std::memcpy(dst, src, bytes);
-    else if (device_desc_.desc->copy(device_, dst, src, bytes, STRATA_COPY_D2H, &st) != STRATA_OK)
+    if (device_copy(device_desc_.desc, device_, dst, src, bytes, STRATA_COPY_D2H, &st) != STRATA_OK)
         fail("copying from device '{}' failed: {}", device_name_, status_text(st));
 }
 

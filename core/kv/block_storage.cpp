@@ -2,6 +2,8 @@
 
 #include "common/error.hpp"
 
+#include <strata/device_copy.hpp>
+
 #include <cstring>
 #include <string>
 
@@ -28,12 +30,8 @@ class device_storage final : public block_storage {
 
   private:
     void move(void *dst, const void *src, int32_t kind) {
-        if (!has_copy_) {
-            std::memcpy(dst, src, bytes_);
-            return;
-        }
         strata_status st{};
-        if (desc_->copy(dev_, dst, src, bytes_, kind, &st) != STRATA_OK) fail("KV block copy on the device failed: {}", why(st));
+        if (device_copy(desc_, dev_, dst, src, bytes_, kind, &st) != STRATA_OK) fail("KV block copy on the device failed: {}", why(st));
     }
 
     const strata_device_desc *desc_;

@@ -2,6 +2,7 @@
 
 #include "decoder_source.hpp"
 
+#include <strata/device_copy.hpp>
 #include <strata/kv_layout.hpp>
 #include <strata/plugin.hpp>
 
@@ -541,22 +542,16 @@ stage_range stage_of(const model &m, const strata_forward_args *a) {
     return r;
 }
 
-// A copy between two buffers in the device's memory: the device's copy when it has its own memory, memcpy otherwise.
+// A copy between two buffers in the device's memory (strata::device_copy).
 int32_t copy_on_device(const strata_device_desc *ops, strata_device *dev, float *dst, const float *src, int64_t floats,
                        strata_status *st) {
-    const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(floats);
-    if (STRATA_HAS_SLOT(ops, copy)) return ops->copy(dev, dst, src, bytes, STRATA_COPY_D2D, st);
-    std::memcpy(dst, src, bytes);
-    return STRATA_OK;
+    return device_copy(ops, dev, dst, src, sizeof(float) * static_cast<uint64_t>(floats), STRATA_COPY_D2D, st);
 }
 
-// Moves `floats` floats between the device's buffers and host memory: the device's copy when it has its own memory.
+// Moves `floats` floats between the device's buffers and host memory (strata::device_copy).
 int32_t transfer(const strata_device_desc *ops, strata_device *dev, float *dst, const float *src, int64_t floats,
                  int32_t kind, strata_status *st) {
-    const uint64_t bytes = sizeof(float) * static_cast<uint64_t>(floats);
-    if (STRATA_HAS_SLOT(ops, copy)) return ops->copy(dev, dst, src, bytes, kind, st);
-    std::memcpy(dst, src, bytes);
-    return STRATA_OK;
+    return device_copy(ops, dev, dst, src, sizeof(float) * static_cast<uint64_t>(floats), kind, st);
 }
 
 // out += the bias row (broadcast over the n tokens) when the layer has that bias (add_rows, ABI 1.12).
