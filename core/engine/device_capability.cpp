@@ -224,4 +224,20 @@ void check_model_reads_input_order(const model_file &file, const plugins::handle
                  path, t.name, k_input_order_minor, arch.desc->header.name, minor);
 }
 
+std::string unsupported_pipeline_ranks(const plugins::handle<strata_model_arch_desc> &arch, const strata_model *model,
+                                       const std::string &path) {
+    const strata_model_arch_desc *desc = arch.desc;
+    if (!(STRATA_HAS_SLOT(desc, pipeline_stages) && desc->pipeline_stages(model) == 1))
+        return fmt::format("{}: model plugin '{}' cannot run this model as pipeline stages (its pipeline_stages slot, "
+                           "ABI 1.24); run it with pipeline_parallel_size 1",
+                           path, desc->header.name);
+    const uint32_t minor = arch.lib ? arch.lib->info->abi_minor : STRATA_ABI_MINOR;
+    if (minor < 25)
+        return fmt::format("{}: model plugin '{}' was built for ABI 1.{}, before a rank's KV blocks could hold its "
+                           "layers only (kv_first_layer, 1.25); rebuild it against this SDK or run with "
+                           "pipeline_parallel_size 1",
+                           path, desc->header.name, minor);
+    return {};
+}
+
 } // namespace strata::engine

@@ -54,6 +54,12 @@ std::string unsupported_kv_type(uint32_t kv_type, const strata_model_hparams &hp
 void check_model_reads_input_order(const model_file &file, const plugins::handle<strata_model_arch_desc> &arch,
                                    const std::string &path);
 
+// Why the model plugin `arch` cannot run `model` as pipeline ranks (each rank a stage with KV blocks of its layers
+// only): no `pipeline_stages` slot or one that answers no (ABI 1.24), or a plugin built before `kv_first_layer`
+// (ABI 1.25) — or "" when it can. `path` is the model file, for the message.
+std::string unsupported_pipeline_ranks(const plugins::handle<strata_model_arch_desc> &arch, const strata_model *model,
+                                       const std::string &path);
+
 // Throws strata::error with missing_model_op's message when it has one.
 void check_device_offers_model_ops(const strata_model_arch_desc &arch, const strata_model *model,
                                    const strata_device_desc &device, const std::string &role, const std::string &path,

@@ -68,17 +68,10 @@ void worker::set_stage(const pipeline_stage &stage) {
         stage.layer_first >= stage.layer_end || stage.layer_end > hp_.n_layer)
         fail("internal: pipeline rank {} of {} with layers [{}, {}) of {}", stage.rank, stage.n_ranks,
              stage.layer_first, stage.layer_end, hp_.n_layer);
-    if (stage.n_ranks > 1 &&
-        !(STRATA_HAS_SLOT(arch_.desc, pipeline_stages) && arch_.desc->pipeline_stages(model_) == 1))
-        fail("{}: model plugin '{}' cannot run this model as pipeline stages (its pipeline_stages slot, ABI 1.24); "
-             "run it with pipeline_parallel_size 1",
-             opts_.model_path, arch_.desc->header.name);
-    // A rank's KV blocks hold its layers only, which a plugin reads from kv_first_layer (ABI 1.25).
-    const uint32_t minor = arch_.lib ? arch_.lib->info->abi_minor : STRATA_ABI_MINOR;
-    if (stage.n_ranks > 1 && minor < 25)
-        fail("{}: model plugin '{}' was built for ABI 1.{}, before a rank's KV blocks could hold its layers only "
-             "(kv_first_layer, 1.25); rebuild it against this SDK or run with pipeline_parallel_size 1",
-             opts_.model_path, arch_.desc->header.name, minor);
+    if (stage.n_ranks > 1) {
+        const std::string why = unsupported_pipeline_ranks(arch_, model_, opts_.model_path);
+        if (!why.empty()) fail("{}", why);
+    }
     stage_ = stage;
 }
 

@@ -360,3 +360,42 @@ TEST(DeviceCapability, A16BitKvCacheNeedsPluginsThatLayItOutAndTheDevicesYes) {
               std::string::npos)
         << why;
 }
+
+namespace {
+
+int32_t stages_yes(const strata_model *) { return 1; }
+int32_t stages_no(const strata_model *) { return 0; }
+
+} // namespace
+
+// Pipeline ranks need a model plugin whose pipeline_stages slot (ABI 1.24) says yes and that reads kv_first_layer
+// (ABI 1.25, a rank's blocks hold its layers only): without the slot, with a no, or built for 1.24, it is refused by
+// name before anything is placed.
+TEST(DeviceCapability, PipelineRanksNeedAModelPluginThatRunsStagesOverItsOwnLayersKv) {
+    strata_model_arch_desc arch = arch_with(nullptr);
+    arch.header.name = "decoder";
+    strata_plugin_info info{};
+    info.abi_major = 1;
+    info.abi_minor = 25;
+    auto lib = std::make_shared<strata::plugins::library>();
+    lib->info = &info;
+    const strata::plugins::handle<strata_model_arch_desc> h{&arch, lib};
+    using strata::engine::unsupported_pipeline_ranks;
+    std::string why = unsupported_pipeline_ranks(h, nullptr, "m");
+    EXPECT_NE(why.find("m: model plugin 'decoder' cannot run this model as pipeline stages (its pipeline_stages slot, "
+                       "ABI 1.24); run it with pipeline_parallel_size 1"),
+              std::string::npos)
+        << why;
+    arch.pipeline_stages = stages_no;
+    EXPECT_NE(unsupported_pipeline_ranks(h, nullptr, "m").find("cannot run this model as pipeline stages"),
+              std::string::npos);
+    arch.pipeline_stages = stages_yes;
+    EXPECT_EQ(unsupported_pipeline_ranks(h, nullptr, "m"), "");
+    info.abi_minor = 24;
+    why = unsupported_pipeline_ranks(h, nullptr, "m");
+    EXPECT_NE(why.find("m: model plugin 'decoder' was built for ABI 1.24, before a rank's KV blocks could hold its "
+                       "layers only (kv_first_layer, 1.25); rebuild it against this SDK or run with "
+                       "pipeline_parallel_size 1"),
+              std::string::npos)
+        << why;
+}

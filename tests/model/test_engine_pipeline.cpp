@@ -190,11 +190,14 @@ TEST(PipelineParallelSplit, RanksAreBalancedByBytesAndMoreRanksThanLayersAreRefu
 // Each rank's memory plan is its own (#16 item 2): only its layers' tensors, numbered from 0, the embedding on the
 // first rank and the final norm and classifier on the last (the embedding again when the classifier is tied), and the
 // KV of its layers only; a rank reads nothing else of the file.
-TEST(PipelineParallelPlan, EachRankPlansOnlyItsLayersWithTheEmbeddingFirstAndTheClassifierLast) {
+TEST(PipelineParallelPlan, EachRankPlansOnlyItsLayersWithTheEmbeddingFirstAndTheClassifierLastInItsShareOfTheDevice) {
     const pipeline_case c{"q8_0", true, {4}};
     const std::string model = model_of(c);
     ASSERT_FALSE(model.empty()) << "make-model failed";
-    const engine::engine_options o = options(c, 64, engine::preemption_mode::recompute, {4});
+    engine::engine_options o = options(c, 64, engine::preemption_mode::recompute, {4});
+    // The ranks share this process's device: each plans 1/N of it.
+    constexpr uint64_t device_total = uint64_t{1} << 30;
+    o.offload.device_total = device_total;
     const auto file = open_model_file(model);
     const auto arch = test_registry().find_model_arch_for("llama");
     ASSERT_NE(arch.desc, nullptr);
@@ -209,6 +212,7 @@ TEST(PipelineParallelPlan, EachRankPlansOnlyItsLayersWithTheEmbeddingFirstAndThe
             w.set_stage({r, n_ranks, first, end});
             w.place_weights(o.offload, o.max_model_len);
             const auto &plan = w.memory_plan();
+            EXPECT_EQ(plan.device_budget, device_total / static_cast<uint64_t>(n_ranks));
             bool embedding = false, classifier = false;
             int32_t layer_tensors = 0;
             for (const auto &p : plan.placements) {
