@@ -61,7 +61,9 @@ strata_request_id engine::submit(const strata_request &req) {
     r->user = req.user;
     r->max_tokens = r->sampling.max_tokens > 0 ? r->sampling.max_tokens : n_ctx_;
     // Room for everything it can generate, so appending a token never reallocates in the step loop.
-    r->tokens.reserve(static_cast<size_t>(std::min<int64_t>(n_ctx_, int64_t{r->n_prompt} + r->max_tokens)));
+    const auto max_len = static_cast<int32_t>(std::min<int64_t>(n_ctx_, int64_t{r->n_prompt} + r->max_tokens));
+    r->tokens.reserve(static_cast<size_t>(max_len));
+    r->kv.reserve(max_len, kv_->config().block_size);
     // Sampling state is allocated here, once per request, never in the step loop.
     sc.temperature = r->sampling.temperature;
     sc.top_k = r->sampling.top_k;

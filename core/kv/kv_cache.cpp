@@ -35,9 +35,9 @@ void kv_cache::add_pool(tier t, uint32_t n_blocks, std::unique_ptr<block_storage
     pl->ref.assign(n_blocks, 0);
     pl->hash.assign(n_blocks, 0);
     pl->tokens.assign(static_cast<size_t>(n_blocks) * static_cast<size_t>(cfg_.block_size), 0);
-    pl->lru_pos.resize(n_blocks);
-    pl->in_lru.assign(n_blocks, 0);
+    pl->lru.resize(n_blocks);
     pl->free.reserve(n_blocks);
+    pl->by_hash.resize(n_blocks);
     // Low indexes are handed out first (free is used as a stack).
     for (uint32_t i = n_blocks; i-- > 0;) pl->free.push_back(i);
     pools_[static_cast<int>(t)] = std::move(pl);
@@ -74,33 +74,20 @@ uint64_t kv_cache::block_hash(uint64_t parent, std::span<const int32_t> block_to
 
 void kv_cache::forget_hash(pool &pl, uint32_t i) {
     if (pl.hash[i] == 0) return;
-    auto it = pl.by_hash.find(pl.hash[i]);
-    if (it != pl.by_hash.end() && it->second == i) pl.by_hash.erase(it);
+    pl.by_hash.erase(pl.hash[i], i);
     pl.hash[i] = 0;
 }
 
 void kv_cache::set_hash(pool &pl, uint32_t i, uint64_t h, std::span<const int32_t> toks) {
-    if (pl.hash[i] == h || pl.by_hash.count(h) != 0) return; // already cached here (this block or a twin)
+    if (pl.hash[i] == h || pl.by_hash.contains(h)) return; // already cached here (this block or a twin)
     forget_hash(pl, i);
     pl.hash[i] = h;
-    pl.by_hash.emplace(h, i);
+    pl.by_hash.insert(h, i);
     std::copy(toks.begin(), toks.end(), pl.tokens.begin() + static_cast<ptrdiff_t>(i) * cfg_.block_size);
 }
 
 std::span<const int32_t> kv_cache::block_tokens(const pool &pl, uint32_t i) const {
     return {pl.tokens.data() + static_cast<size_t>(i) * cfg_.block_size, static_cast<size_t>(cfg_.block_size)};
-}
-
-void kv_cache::lru_push(pool &pl, uint32_t i) {
-    pl.lru.push_back(i);
-    pl.lru_pos[i] = std::prev(pl.lru.end());
-    pl.in_lru[i] = 1;
-}
-
-void kv_cache::lru_remove(pool &pl, uint32_t i) {
-    if (!pl.in_lru[i]) return;
-    pl.lru.erase(pl.lru_pos[i]);
-    pl.in_lru[i] = 0;
 }
 
 bool kv_cache::store_put(pool &pl, uint32_t i) {
@@ -123,7 +110,7 @@ void kv_cache::copy(block_ref from, block_ref to) {
 void kv_cache::demote(tier from, uint32_t i) {
     pool &src = p(from);
     if (src.hash[i] == 0) return;
-    if (from == tier::device && has_pool(tier::host) && p(tier::host).by_hash.count(src.hash[i]) == 0) {
+    if (from == tier::device && has_pool(tier::host) && !p(tier::host).by_hash.contains(src.hash[i])) {
         pool &h = p(tier::host);
         std::optional<uint32_t> hi;
         if (h.free.empty() && !h.lru.empty()) evict_cached(tier::host);
@@ -132,7 +119,7 @@ void kv_cache::demote(tier from, uint32_t i) {
             copy({tier::device, i}, {tier::host, *hi}); // before taking it: a failed copy leaves the pools as they were
             h.free.pop_back();
             set_hash(h, *hi, src.hash[i], block_tokens(src, i));
-            lru_push(h, *hi); // a cached block: ref 0, at the most recently used end
+            h.lru.push_back(*hi); // a cached block: ref 0, at the most recently used end
             return;
         }
     }
@@ -150,7 +137,7 @@ void kv_cache::evict_cached(tier t) {
         log::warn("kv", "a cached prefix block could not be demoted from the {} pool: {}; it is dropped", tier_name(t),
                   e.what());
     }
-    lru_remove(pl, i);
+    pl.lru.remove(i);
     forget_hash(pl, i);
     pl.free.push_back(i);
 }
@@ -173,7 +160,7 @@ void kv_cache::unref(block_ref b) {
     pool &pl = p(b.where);
     if (--pl.ref[b.index] > 0) return;
     if (pl.hash[b.index] != 0 && b.where != tier::nvme) {
-        lru_push(pl, b.index);
+        pl.lru.push_back(b.index);
     } else {
         forget_hash(pl, b.index);
         pl.free.push_back(b.index);
@@ -190,25 +177,27 @@ int32_t kv_cache::match_prefix(seq_blocks &s, std::span<const int32_t> tokens, i
     for (int32_t b = 0; b < n_full; ++b) {
         const auto toks = tokens.subspan(static_cast<size_t>(b) * bs, static_cast<size_t>(bs));
         const uint64_t h = block_hash(parent, toks);
-        if (auto it = dev.by_hash.find(h); it != dev.by_hash.end()) {
-            const uint32_t i = it->second;
-            lru_remove(dev, i);
+        if (const uint32_t i = dev.by_hash.find(h); i != block_hash_index::none) {
+            dev.lru.remove(i);
             ++dev.ref[i];
             st_.prefix_hits[static_cast<int>(tier::device)] += bs;
+            s.table.push_back({tier::device, i});
+            s.hashes.push_back(h);
+            parent = h;
         } else {
             tier found = tier::device;
             uint32_t hi = 0;
             if (has_pool(tier::host)) {
-                if (auto hit = p(tier::host).by_hash.find(h); hit != p(tier::host).by_hash.end()) {
+                if (const uint32_t hit = p(tier::host).by_hash.find(h); hit != block_hash_index::none) {
                     found = tier::host;
-                    hi = hit->second;
+                    hi = hit;
                 }
             }
             if (found == tier::device && (store_ == nullptr || !store_->contains(h))) break;
             // Pin the host copy while a device block is found (taking one may evict host blocks).
             if (found == tier::host) {
                 ++p(tier::host).ref[hi];
-                lru_remove(p(tier::host), hi);
+                p(tier::host).lru.remove(hi);
             }
             std::optional<uint32_t> di = take(tier::device);
             bool ok = di.has_value();
@@ -237,11 +226,7 @@ int32_t kv_cache::match_prefix(seq_blocks &s, std::span<const int32_t> tokens, i
             s.table.push_back({tier::device, *di});
             s.hashes.push_back(h);
             parent = h;
-            continue;
         }
-        s.table.push_back({tier::device, dev.by_hash.at(h)});
-        s.hashes.push_back(h);
-        parent = h;
     }
     return static_cast<int32_t>(s.table.size()) * bs;
 }

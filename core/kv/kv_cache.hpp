@@ -6,14 +6,14 @@
 // Only the engine's worker thread calls it; stats() is copied out by the engine.
 #pragma once
 
+#include "kv/block_hash_index.hpp"
+#include "kv/block_lru.hpp"
 #include "kv/block_storage.hpp"
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 namespace strata::kv {
@@ -31,6 +31,12 @@ struct block_ref {
 struct seq_blocks {
     std::vector<block_ref> table;
     std::vector<uint64_t> hashes;
+    // Room for a sequence of up to max_tokens tokens, so a block filling in the step loop never reallocates these.
+    void reserve(int32_t max_tokens, int32_t block_size) {
+        const auto n = static_cast<size_t>((int64_t{max_tokens} + block_size - 1) / block_size);
+        table.reserve(n);
+        hashes.reserve(n);
+    }
 };
 
 // Persistent prefix blocks (kv::prefix_store behind an adapter; a fake in tests).
@@ -122,10 +128,8 @@ class kv_cache {
         std::vector<uint64_t> hash;           // 0 = not a cached prefix block
         std::vector<int32_t> tokens;          // block_size ids per block (for hashed blocks: the store verifies them)
         std::vector<uint32_t> free;           // indexes
-        std::list<uint32_t> lru;              // ref 0, hashed: least recently used first
-        std::vector<std::list<uint32_t>::iterator> lru_pos;
-        std::vector<uint8_t> in_lru;
-        std::unordered_map<uint64_t, uint32_t> by_hash;
+        block_lru lru;                        // ref 0, hashed: least recently used first
+        block_hash_index by_hash;             // hash -> the block caching it
     };
 
     pool &p(tier t) { return *pools_[static_cast<int>(t)]; }
@@ -140,8 +144,6 @@ class kv_cache {
     void copy(block_ref from, block_ref to);
     void move_block(block_ref &r, block_ref dst, bool keep_cached);
     std::span<const int32_t> block_tokens(const pool &pl, uint32_t i) const;
-    void lru_push(pool &pl, uint32_t i);
-    void lru_remove(pool &pl, uint32_t i);
     bool store_put(pool &pl, uint32_t i);
 
     kv_cache_config cfg_;

@@ -291,3 +291,65 @@ TEST(KvCache, SpillMovesTheOldestBlockToTheHostForALongContext) {
     EXPECT_FALSE(g.kv->spill_oldest(b));
     g.kv->release(b);
 }
+
+// The prefix cache's hash index: blocks chained in their hash's bucket, found by the hash they were indexed under,
+// unlinked from anywhere in a chain; a block not indexed under a hash is left alone.
+TEST(BlockHashIndex, ChainsFindAndEraseBlocksInOneBucket) {
+    strata::kv::block_hash_index idx(4); // 4 buckets: hashes 3, 7, 11 share bucket 3
+    constexpr uint32_t none = strata::kv::block_hash_index::none;
+    EXPECT_EQ(idx.find(3), none);
+    idx.insert(3, 0);
+    idx.insert(7, 2);
+    idx.insert(11, 1);
+    idx.insert(4, 3);
+    EXPECT_EQ(idx.find(3), 0u);
+    EXPECT_EQ(idx.find(7), 2u);
+    EXPECT_EQ(idx.find(11), 1u);
+    EXPECT_EQ(idx.find(4), 3u);
+    EXPECT_EQ(idx.find(15), none);
+    idx.erase(7, 2); // the middle of bucket 3's chain
+    EXPECT_EQ(idx.find(7), none);
+    EXPECT_EQ(idx.find(3), 0u);
+    EXPECT_EQ(idx.find(11), 1u);
+    idx.erase(3, 1); // block 1 is not indexed under 3: nothing changes
+    EXPECT_EQ(idx.find(3), 0u);
+    EXPECT_EQ(idx.find(11), 1u);
+    idx.insert(7, 2); // a block indexed again after it was erased
+    EXPECT_EQ(idx.find(7), 2u);
+    idx.erase(11, 1);
+    idx.erase(3, 0);
+    idx.erase(7, 2);
+    EXPECT_EQ(idx.find(3), none);
+    EXPECT_EQ(idx.find(11), none);
+    EXPECT_EQ(idx.find(4), 3u);
+    idx.resize(4);
+    EXPECT_EQ(idx.find(4), none) << "resize empties the index";
+}
+
+// The cached blocks' LRU order: pushed at the back, taken out from anywhere, the front always the oldest left.
+TEST(BlockLru, KeepsTheOrderOfUseAndRemovesFromAnywhere) {
+    strata::kv::block_lru lru(5);
+    EXPECT_TRUE(lru.empty());
+    for (uint32_t i : {3u, 0u, 4u, 1u}) lru.push_back(i);
+    EXPECT_EQ(lru.size(), 4u);
+    EXPECT_EQ(lru.front(), 3u);
+    EXPECT_TRUE(lru.contains(4));
+    EXPECT_FALSE(lru.contains(2));
+    lru.remove(2); // not in the list: nothing changes
+    EXPECT_EQ(lru.size(), 4u);
+    lru.remove(0); // the middle
+    lru.remove(3); // the front
+    EXPECT_EQ(lru.front(), 4u);
+    lru.push_back(3); // used again: now the newest
+    lru.remove(4);
+    EXPECT_EQ(lru.front(), 1u);
+    lru.remove(1);
+    EXPECT_EQ(lru.front(), 3u);
+    lru.remove(3);
+    EXPECT_TRUE(lru.empty());
+    lru.push_back(2);
+    EXPECT_EQ(lru.front(), 2u);
+    lru.resize(5);
+    EXPECT_TRUE(lru.empty());
+    EXPECT_FALSE(lru.contains(2));
+}

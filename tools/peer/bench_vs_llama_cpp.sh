@@ -7,8 +7,11 @@
 # ratio table (Strata ÷ llama.cpp, best of the rounds for each; above 1 Strata is faster).
 #
 #   bash tools/peer/bench_vs_llama_cpp.sh [--build DIR] [--threads 1,2] [--prompt 128] [--decode 64] [--rounds 2]
-#        [--batched 1,4,16,64] [--batched-prompt 64] [--batched-decode 64] MODEL.gguf [MODEL.gguf ...]
+#        [--batched 1,4,16,64] [--batched-prompt 64] [--batched-decode 64] [--busy N] MODEL.gguf [MODEL.gguf ...]
 #
+# --busy N: a shared machine (issue #15, item 4). N other processes each keep a core busy (a shell loop, at the
+# default priority) for the whole run, beside both engines alike; run once with 0 and once with N to see what each
+# engine loses when it does not have the machine to itself.
 # Single sequence: Strata's `bench` (prefill of a --prompt-token prompt without the prefix cache; greedy decode of
 # --decode tokens) against `llama-bench -p PROMPT -n DECODE -r 1`. With --batched: Strata's `bench-serving` (N
 # distinct prompts at once; decode-phase aggregate and end-to-end generated tokens/s) against `llama-batched-bench
@@ -26,6 +29,7 @@ rounds=2
 batched=""
 batched_prompt=64
 batched_decode=64
+busy=0
 models=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -37,7 +41,8 @@ while [[ $# -gt 0 ]]; do
     --batched) batched=$2; shift 2 ;;
     --batched-prompt) batched_prompt=$2; shift 2 ;;
     --batched-decode) batched_decode=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --busy) busy=$2; shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "bench_vs_llama_cpp: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) models+=("$1"); shift ;;
   esac
@@ -48,11 +53,20 @@ for t in bench bench-serving; do
   [[ -x $build/bin/$t ]] || { echo "bench_vs_llama_cpp: $build/bin/$t is missing; build it (cmake --build $build --target $t)" >&2; exit 2; }
 done
 [[ $rounds -ge 1 ]] || { echo "bench_vs_llama_cpp: --rounds must be at least 1" >&2; exit 2; }
+[[ $busy =~ ^[0-9]+$ ]] || { echo "bench_vs_llama_cpp: --busy takes a number of processes" >&2; exit 2; }
 
 echo "building llama-bench and llama-batched-bench (once; cached)..." >&2
 llama_bin=$(bash "$here/build-llama-cpp.sh" llama-bench llama-batched-bench)
 log=$(mktemp -d "${TMPDIR:-/tmp}/bench-vs-llama.XXXXXX")
 echo "logs in $log" >&2
+busy_pids=()
+stop_busy() { for p in "${busy_pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap stop_busy EXIT
+for ((i = 0; i < busy; i++)); do
+  (while :; do :; done) &
+  busy_pids+=($!)
+done
+[[ $busy == 0 ]] || echo "$busy busy process(es) beside both engines: ${busy_pids[*]}" >&2
 
 run() { # run LOGFILE CMD...: prints the command, runs it into the log
   local out=$1; shift
@@ -136,5 +150,6 @@ if [[ -n $batched ]]; then
   done
 fi
 echo
+[[ $busy == 0 ]] || echo "Measured beside $busy other process(es) each keeping a core busy (--busy $busy)."
 echo "Commands (each run once per round, $rounds rounds, engines alternated):"
 sort -u "$log/commands" | sed 's/^/    /'
