@@ -19,6 +19,7 @@
 #endif
 #endif
 
+#if !defined(STRATA_SANITIZED)
 namespace {
 
 std::atomic<uint64_t> g_allocations{0};
@@ -34,7 +35,6 @@ void *counted(std::size_t n, std::size_t align) {
 
 } // namespace
 
-#if !defined(STRATA_SANITIZED)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete" // these operators are malloc and free, as they pair them
 #endif
@@ -64,7 +64,6 @@ void operator delete(void *p, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void *p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void *p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void *p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-#endif
 
 using namespace strata;
 using namespace strata::testing;
@@ -94,6 +93,7 @@ void run_traced(engine::engine &e, const std::vector<std::vector<int32_t>> &prom
 }
 
 } // namespace
+#endif // !STRATA_SANITIZED
 
 // One sequence, then four decoding together (16-token blocks: five of them fill on the way, each hashed into the
 // prefix cache, and a finished request's blocks go into the cache's LRU list); between two tokens of a sequence past
