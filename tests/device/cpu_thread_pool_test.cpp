@@ -1,6 +1,6 @@
 // The CPU device's thread pool: every item of every run is visited exactly once, by a valid thread index, across
 // many back-to-back runs (the pattern of a decode step, where late-waking workers must never touch a finished task).
-#include "thread_pool.hpp"
+#include <strata/thread_pool.hpp>
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@ namespace {
 
 TEST(CpuThreadPool, EveryItemOnceAcrossManyBackToBackRuns) {
     for (int threads : {1, 2, 3, 5}) {
-        strata::cpu::thread_pool pool(threads, {});
+        strata::thread_pool pool(threads, {});
         ASSERT_EQ(pool.size(), threads);
         std::mt19937 rng(static_cast<uint32_t>(threads));
         std::vector<std::atomic<int>> hits(5000);
@@ -35,7 +35,7 @@ TEST(CpuThreadPool, EveryItemOnceAcrossManyBackToBackRuns) {
 }
 
 TEST(CpuThreadPool, EmptyAndSingleChunkRunsStayOnTheCaller) {
-    strata::cpu::thread_pool pool(3, {});
+    strata::thread_pool pool(3, {});
     int calls = 0, thread_seen = -1;
     auto body = [&](int64_t, int64_t, int thread) noexcept {
         ++calls;

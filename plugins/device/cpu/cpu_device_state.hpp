@@ -3,7 +3,7 @@
 
 #include "cpu_kernels.hpp"
 #include "separate_memory.hpp"
-#include "thread_pool.hpp"
+#include <strata/thread_pool.hpp>
 
 #include <strata/plugin_abi.h>
 
@@ -32,7 +32,7 @@ struct strata_device {
         return partials.data();
     }
 
-    strata::cpu::thread_pool pool;
+    strata::thread_pool pool;
     const strata::cpu::kernels &kern;
     const strata_host_services *host; // borrowed, may be null
     // [cpu] separate_memory: report host_addressable = 0 so the host moves data as it must for a discrete GPU
