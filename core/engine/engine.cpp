@@ -124,6 +124,10 @@ void engine::init() {
     const size_t max_tokens = static_cast<size_t>(sc.max_num_batched_tokens);
     step_.reserve(static_cast<int32_t>(max_tokens), sc.max_num_seqs, step_block_reserve(*kv_, sc.max_num_seqs));
     step_logits_owner_.resize(static_cast<size_t>(sc.max_num_seqs));
+    step_sampled_.resize(static_cast<size_t>(sc.max_num_seqs));
+    // Up to 8 threads draw a step's rows when it has many (the step thread is one of them); idle between steps.
+    const int sampling_threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    if (sampling_threads > 1 && sc.max_num_seqs > 1) sampling_pool_ = std::make_unique<thread_pool>(sampling_threads, std::span<const int>{});
     batch_.reserve(static_cast<size_t>(sc.max_num_seqs));
     live_.reserve(static_cast<size_t>(sc.max_num_seqs));
 

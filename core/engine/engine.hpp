@@ -19,6 +19,7 @@
 #include "tokenizer/tokenizer.hpp"
 
 #include <strata/plugin_abi.h>
+#include <strata/thread_pool.hpp>
 
 #include <atomic>
 #include <condition_variable>
@@ -105,6 +106,7 @@ class engine {
     const float *forward_between_steps(const int32_t *tokens, const int32_t *positions, int32_t n);
     step_output forward_private_piece(const int32_t *tokens, const int32_t *positions, int32_t m, int32_t first_row);
     void run_step(const std::vector<scheduled_seq> &batch);
+    void sample_rows(const step_output &out, int32_t n_rows);
     step_output execute_step();
     void emit_token(sequence &s, int32_t tok, bool eos);
     void setup_chat();
@@ -138,6 +140,14 @@ class engine {
     // The step as the scheduler decided it (step_input), in buffers allocated once: nothing per token or per step.
     step_builder step_;
     std::vector<sequence *> step_logits_owner_;
+    // Each logits row's draw: its token, or why its sequence fails. Rows depend only on their own sequence's state
+    // (sampler, penalties, constraint, logprobs), so a step with many rows draws them on the sampling pool.
+    struct sampled_row {
+        int32_t token = -1;
+        std::string error;
+    };
+    std::vector<sampled_row> step_sampled_;
+    std::unique_ptr<thread_pool> sampling_pool_;
     std::vector<scheduled_seq> batch_;
     std::vector<std::pair<sequence *, std::string>> failed_;
     std::vector<std::shared_ptr<sequence>> live_; // admitted to the scheduler (step thread)

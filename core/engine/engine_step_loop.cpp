@@ -159,27 +159,15 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
     }
     if (n > n_seqs) sched_->observe_prefill(seconds_since(t0) / n); // a step with prefill: time per token
 
+    sample_rows(out, n_logits);
     for (int32_t i = 0; i < n_logits; ++i) {
         sequence &s = *step_logits_owner_[static_cast<size_t>(i)];
-        float *logits = out.row(i);
-        if (any_nan(logits, hp_.n_vocab)) {
-            // Garbage in, no garbage out: a NaN logit means damaged weights (or an overflow) upstream.
-            finish(s, STRATA_FINISH_ERROR,
-                   "the model produced NaN logits; a weight block of the file may hold a NaN or infinite scale: run "
-                   "with --check-tensors to find the damaged tensor");
+        const sampled_row &r = step_sampled_[static_cast<size_t>(i)];
+        if (!r.error.empty()) {
+            finish(s, STRATA_FINISH_ERROR, r.error);
             continue;
         }
-        if (s.logprobs != 0) s.lp->capture(logits);
-        int32_t tok = s.smp->sample(logits, s.tokens);
-        if (s.constraint) {
-            try {
-                tok = s.constraint->choose(*s.smp, logits, tok);
-                s.constraint->accept(tok);
-            } catch (const std::exception &e) {
-                finish(s, STRATA_FINISH_ERROR, e.what());
-                continue;
-            }
-        }
+        const int32_t tok = r.token;
         s.tokens.push_back(tok);
         ++s.generated;
         if (s.generated == 1) s.t_first_token = std::chrono::steady_clock::now();
@@ -189,6 +177,44 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
         else if (s.generated >= s.max_tokens || static_cast<int32_t>(s.tokens.size()) >= n_ctx_)
             finish(s, STRATA_FINISH_LENGTH);
     }
+}
+
+// Draws the next token of each of the step's n_rows logits rows into step_sampled_, on the sampling pool when the
+// rows are worth the wake-up (each row touches only its own sequence, so the draws do not depend on the threads).
+void engine::sample_rows(const step_output &out, int32_t n_rows) {
+    auto draw = [&](int64_t begin, int64_t end, int) noexcept {
+        for (int64_t i = begin; i < end; ++i) {
+            sequence &s = *step_logits_owner_[static_cast<size_t>(i)];
+            sampled_row &r = step_sampled_[static_cast<size_t>(i)];
+            r.error.clear();
+            float *logits = out.row(static_cast<int32_t>(i));
+            try {
+                if (any_nan(logits, hp_.n_vocab)) {
+                    // Garbage in, no garbage out: a NaN logit means damaged weights (or an overflow) upstream.
+                    r.error = "the model produced NaN logits; a weight block of the file may hold a NaN or infinite "
+                              "scale: run with --check-tensors to find the damaged tensor";
+                    continue;
+                }
+                if (s.logprobs != 0) s.lp->capture(logits);
+                int32_t tok = s.smp->sample(logits, s.tokens);
+                if (s.constraint) {
+                    tok = s.constraint->choose(*s.smp, logits, tok);
+                    s.constraint->accept(tok);
+                }
+                r.token = tok;
+            } catch (const std::exception &e) {
+                r.error = e.what();
+            } catch (...) {
+                r.error = "sampling failed";
+            }
+        }
+    };
+    // About eight rows of a 32000-token vocabulary: below that one thread draws faster than waking the others.
+    constexpr int64_t parallel_min_values = int64_t{1} << 18;
+    if (sampling_pool_ && n_rows > 1 && int64_t{n_rows} * hp_.n_vocab >= parallel_min_values)
+        sampling_pool_->parallel_for(n_rows, 1, draw);
+    else
+        draw(0, n_rows, 0);
 }
 
 // The step built in step_, handed to the executor.

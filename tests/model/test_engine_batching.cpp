@@ -422,3 +422,49 @@ INSTANTIATE_TEST_SUITE_P(Types, EngineBatchingQuantized,
                                                           "--experts-used 2 --expert-ff 128",
                                                           2 * kib}),
                          [](const auto &info) { return std::string(info.param.name); });
+
+// The rows of a step are drawn together on the engine's sampling pool once there are enough of them (16 rows of a
+// 32000-token vocabulary here): each seeded request — temperature, top-k, top-p, repetition penalty, logprobs — gets
+// the tokens it gets alone, drawn one row per step on the step thread.
+TEST(EngineBatchingSampling, SeededDrawsTogetherGiveEachRequestItsAloneTokens) {
+    const std::string model = made_model("batching-sampling-f32.gguf",
+                                         "--dim 64 --layers 2 --heads 4 --kv-heads 2 --ff 128 --ctx 256 --type f32 "
+                                         "--seed 7 --vocab-from " +
+                                             shared_path("models/vocab/ggml-vocab-llama-spm.gguf"));
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    auto e = engine_from(batching_options(model, 4096 * kib, engine::preemption_mode::recompute, 0));
+    constexpr int n = 16;
+    constexpr int32_t max_tokens = 24;
+    std::vector<strata_request> requests;
+    const auto prompts = story_prompts(*e, n);
+    for (int i = 0; i < n; ++i) {
+        strata_request r = greedy_request(prompts[static_cast<size_t>(i)], max_tokens, collect, nullptr);
+        r.sampling.temperature = 0.9f;
+        r.sampling.top_p = i % 2 == 0 ? 0.95f : 1.0f;
+        r.sampling.top_k = i % 4 == 1 ? 40 : 0;
+        r.sampling.repetition_penalty = i % 3 == 0 ? 1.1f : 1.0f;
+        r.sampling.seed = 100 + static_cast<uint64_t>(i);
+        r.logprobs = i % 5 == 0 ? 3 : 0;
+        requests.push_back(r);
+    }
+    std::vector<generation_result> alone(n), together(n);
+    for (int i = 0; i < n; ++i) {
+        strata_request r = requests[static_cast<size_t>(i)];
+        r.user = &alone[static_cast<size_t>(i)];
+        e->wait(e->submit(r));
+    }
+    std::vector<strata_request_id> ids;
+    for (int i = 0; i < n; ++i) {
+        strata_request r = requests[static_cast<size_t>(i)];
+        r.user = &together[static_cast<size_t>(i)];
+        ids.push_back(e->submit(r));
+    }
+    for (const auto id : ids) e->wait(id);
+    const auto greedy_tokens = run_all(*e, {prompts[0]}, max_tokens)[0];
+    for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(alone[static_cast<size_t>(i)].tokens.size(), static_cast<size_t>(max_tokens)) << "request " << i;
+        EXPECT_EQ(together[static_cast<size_t>(i)].tokens, alone[static_cast<size_t>(i)].tokens) << "request " << i;
+    }
+    EXPECT_NE(alone[0].tokens, greedy_tokens) << "the draws are random: a sampled request differs from greedy";
+    expect_pools_full(*e);
+}

@@ -3,11 +3,12 @@
 //
 //   bench-serving --model F.gguf [--threads N] [--concurrency 1,4,16,64] [--prompt-tokens 64] [--decode-tokens 64]
 //                 [--repeat 3] [--kv-cache-memory SIZE] [--max-num-batched-tokens 2048] [--preemption auto]
+//                 [--temperature T] [--top-p P]
 //   bench-serving --model F.gguf --prefix-ttft [--prefix-tokens 2000] [--suffix-tokens 16] [--repeat 3]
 //                 [--max-model-len N] [--swap-space GIB] [--store-dir DIR] [--warm-store]
 //
 // Serving (the default): for each N, N greedy requests with distinct prompts (so the prefix cache cannot help) are
-// submitted at once. Aggregate decode tokens/s counts the tokens generated after the moment every request has its
+// submitted at once (with --temperature, seeded draws instead: each step then samples N rows of the vocabulary). Aggregate decode tokens/s counts the tokens generated after the moment every request has its
 // first token, up to the moment the last one finishes; end-to-end tokens/s is all generated tokens over submit to
 // last finish. A decode step reads every weight byte once whatever the batch size, so with the read bandwidth
 // measured here (same thread count) the bound is N x bandwidth / weight bytes; the tool also states the bound with
@@ -69,6 +70,8 @@ struct options {
     int max_model_len = 0;
     double swap_space_gib = 1.0;
     uint32_t kv_type = STRATA_KV_F32; // --kv-cache-dtype
+    float temperature = 0.0f;         // serving requests: 0 = greedy
+    float top_p = 1.0f;
     std::string store_dir = "/tmp";
     bool warm_store = false;
 };
@@ -80,6 +83,7 @@ struct options {
                  "                     [--decode-tokens 64] [--repeat 3] [--kv-cache-memory SIZE]\n"
                  "                     [--max-num-batched-tokens 2048] [--preemption auto|swap|recompute]\n"
                  "                     [--kv-cache-dtype float32|float16|bfloat16|fp8|fp8_e5m2|q8_0]\n"
+                 "                     [--temperature T] [--top-p P]\n"
                  "       bench-serving --model F.gguf --prefix-ttft [--prefix-tokens 2000] [--suffix-tokens 16]\n"
                  "                     [--compare-tokens 8] [--repeat 3] [--max-model-len N] [--swap-space GIB]\n"
                  "                     [--store-dir DIR] [--warm-store]\n"
@@ -93,6 +97,14 @@ int parse_int(const std::string &flag, const std::string &v) {
     const long x = std::strtol(v.c_str(), &end, 10);
     if (v.empty() || *end != '\0' || x < -1000000000L || x > 1000000000L) usage(flag + " wants an integer, not '" + v + "'");
     return static_cast<int>(x);
+}
+
+float parse_float(const std::string &flag, const std::string &v, float lo, float hi) {
+    char *end = nullptr;
+    const double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(x >= lo && x <= hi))
+        usage(flag + " wants a number from " + std::to_string(lo) + " to " + std::to_string(hi) + ", not '" + v + "'");
+    return static_cast<float>(x);
 }
 
 uint64_t parse_size(const std::string &flag, const std::string &v) {
@@ -303,8 +315,12 @@ int run_serving(bench_env &env) {
             ids.reserve(static_cast<size_t>(n));
             const auto t0 = clock_type::now();
             for (int i = 0; i < n; ++i) {
-                ids.push_back(eng->submit(greedy_request(prompts[static_cast<size_t>(i)], o.decode_tokens,
-                                                         logs[static_cast<size_t>(i)].get())));
+                strata_request req = greedy_request(prompts[static_cast<size_t>(i)], o.decode_tokens,
+                                                    logs[static_cast<size_t>(i)].get());
+                req.sampling.temperature = o.temperature;
+                req.sampling.top_p = o.top_p;
+                req.sampling.seed = static_cast<uint64_t>(i) + 1;
+                ids.push_back(eng->submit(req));
             }
             for (auto id : ids) eng->wait(id);
             const strata_engine_stats after = eng->stats();
@@ -347,9 +363,12 @@ int run_serving(bench_env &env) {
     std::printf("shape            %d layers, dim %d, %d heads (%d KV), ff %d, vocab %d\n", hp.n_layer, hp.n_embd,
                 hp.n_head, hp.n_head_kv, hp.n_ff, hp.n_vocab);
     std::printf("threads          %d (device reports %d)\n", o.threads, eng->device_threads());
-    std::printf("requests         %d-token prompts (distinct), %d greedy tokens each (ignore_eos), %d runs per N, "
+    const std::string draw = o.temperature > 0 ? "sampled (temperature " + std::to_string(o.temperature) +
+                                                     ", top-p " + std::to_string(o.top_p) + ", seeded)"
+                                               : std::string("greedy");
+    std::printf("requests         %d-token prompts (distinct), %d %s tokens each (ignore_eos), %d runs per N, "
                 "median\n",
-                o.prompt_tokens, o.decode_tokens, o.repeat);
+                o.prompt_tokens, o.decode_tokens, draw.c_str(), o.repeat);
     std::printf("KV cache         %s, %lld device blocks of %d tokens (%.1f MiB), max_num_seqs %d, "
                 "max_num_batched_tokens %d, preemption %s\n",
                 strata::kv_layout::type_name(o.kv_type), static_cast<long long>(s1.kv_blocks_total[0]), block_size,
@@ -667,6 +686,8 @@ int main(int argc, char **argv) try {
         else if (a == "--max-model-len") o.max_model_len = parse_int(a, val());
         else if (a == "--swap-space") o.swap_space_gib = std::strtod(val().c_str(), nullptr);
         else if (a == "--store-dir") o.store_dir = val();
+        else if (a == "--temperature") o.temperature = parse_float(a, val(), 0.0f, 100.0f);
+        else if (a == "--top-p") o.top_p = parse_float(a, val(), 0.0f, 1.0f);
         else if (a == "--kv-cache-dtype") {
             if (!strata::bench::kv_type_named(val(), &o.kv_type))
                 usage(std::string("--kv-cache-dtype is ") + strata::bench::kv_type_words);
