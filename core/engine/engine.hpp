@@ -144,7 +144,8 @@ class engine {
     // (sampler, penalties, constraint, logprobs), so a step with many rows draws them on the sampling pool.
     struct sampled_row {
         int32_t token = -1;
-        std::string error;
+        bool failed = false;
+        std::string error; // when failed
     };
     std::vector<sampled_row> step_sampled_;
     std::unique_ptr<thread_pool> sampling_pool_;

@@ -163,7 +163,7 @@ void engine::run_step(const std::vector<scheduled_seq> &batch) {
     for (int32_t i = 0; i < n_logits; ++i) {
         sequence &s = *step_logits_owner_[static_cast<size_t>(i)];
         const sampled_row &r = step_sampled_[static_cast<size_t>(i)];
-        if (!r.error.empty()) {
+        if (r.failed) {
             finish(s, STRATA_FINISH_ERROR, r.error);
             continue;
         }
@@ -186,7 +186,7 @@ void engine::sample_rows(const step_output &out, int32_t n_rows) {
         for (int64_t i = begin; i < end; ++i) {
             sequence &s = *step_logits_owner_[static_cast<size_t>(i)];
             sampled_row &r = step_sampled_[static_cast<size_t>(i)];
-            r.error.clear();
+            r.failed = true;
             float *logits = out.row(static_cast<int32_t>(i));
             try {
                 if (any_nan(logits, hp_.n_vocab)) {
@@ -202,10 +202,11 @@ void engine::sample_rows(const step_output &out, int32_t n_rows) {
                     s.constraint->accept(tok);
                 }
                 r.token = tok;
+                r.failed = false;
             } catch (const std::exception &e) {
-                r.error = e.what();
+                r.error = *e.what() != '\0' ? e.what() : "sampling failed";
             } catch (...) {
-                r.error = "sampling failed";
+                r.error = "sampling failed with an unknown error";
             }
         }
     };
