@@ -125,8 +125,10 @@ void engine::init() {
     step_.reserve(static_cast<int32_t>(max_tokens), sc.max_num_seqs, step_block_reserve(*kv_, sc.max_num_seqs));
     step_logits_owner_.resize(static_cast<size_t>(sc.max_num_seqs));
     step_sampled_.resize(static_cast<size_t>(sc.max_num_seqs));
-    // Up to 8 threads draw a step's rows when it has many (the step thread is one of them); idle between steps.
-    const int sampling_threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+    // A step with many rows draws them on as many threads as the device computes with (the user's --threads on the
+    // CPU), at most 8, the step thread one of them; idle between steps. A device that reports no thread count (a GPU)
+    // reads as one: its rows are drawn on the step thread.
+    const int sampling_threads = std::clamp(device_threads(), 1, 8);
     if (sampling_threads > 1 && sc.max_num_seqs > 1) sampling_pool_ = std::make_unique<thread_pool>(sampling_threads, std::span<const int>{});
     batch_.reserve(static_cast<size_t>(sc.max_num_seqs));
     live_.reserve(static_cast<size_t>(sc.max_num_seqs));
