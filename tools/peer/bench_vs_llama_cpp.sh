@@ -7,16 +7,22 @@
 # ratio table (Strata ÷ llama.cpp, best of the rounds for each; above 1 Strata is faster).
 #
 #   bash tools/peer/bench_vs_llama_cpp.sh [--build DIR] [--threads 1,2] [--prompt 128] [--decode 64] [--rounds 2]
-#        [--batched 1,4,16,64] [--batched-prompt 64] [--batched-decode 64] [--busy N] MODEL.gguf [MODEL.gguf ...]
+#        [--batched 1,4,16,64] [--batched-prompt 64] [--batched-decode 64] [--busy N] [--kv-cache-dtype f16]
+#        MODEL.gguf [MODEL.gguf ...]
+#
+# Both engines do the same work: the KV cache has the same type on both sides (--kv-cache-dtype, default f16, llama.cpp's
+# own default: `-ctk T -ctv T` there, `--kv-cache-dtype T` here; f32, f16, bf16 or q8_0), and llama-bench's decode test
+# runs at the depth of the prompt (`-d PROMPT`), as Strata's decode follows its prompt (llama-bench's plain `-n` test
+# decodes from an empty context, so it reads fewer KV bytes per token).
 #
 # --busy N: a shared machine (issue #15, item 4). N other processes each keep a core busy (a shell loop, at the
 # default priority) for the whole run, beside both engines alike; run once with 0 and once with N to see what each
 # engine loses when it does not have the machine to itself.
 # Single sequence: Strata's `bench` (prefill of a --prompt-token prompt without the prefix cache; greedy decode of
-# --decode tokens) against `llama-bench -p PROMPT -n DECODE -r 1`. With --batched: Strata's `bench-serving` (N
-# distinct prompts at once; decode-phase aggregate and end-to-end generated tokens/s) against `llama-batched-bench
-# -npl N` at the largest thread count: its S_TG, and N x TG / T for end to end (its own S counts the prompt tokens
-# too, which Strata's end-to-end figure does not). Make the models with make-model (build/bin/make-model --type q8_0 ...).
+# --decode tokens) against `llama-bench -p PROMPT -n 0` and `llama-bench -p 0 -n DECODE -d PROMPT`. With --batched:
+# Strata's `bench-serving` (N distinct prompts at once; decode-phase aggregate and end-to-end generated tokens/s)
+# against `llama-batched-bench -npl N` at the largest thread count: its S_TG, and N x TG / T for end to end (its own
+# S counts the prompt tokens too, which Strata's end-to-end figure does not). Make the models with make-model (build/bin/make-model --type q8_0 ...).
 # Prints the exact commands it ran. A benchmark, not a test: nothing here asserts a speed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,6 +36,7 @@ batched=""
 batched_prompt=64
 batched_decode=64
 busy=0
+kv=f16
 models=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -42,7 +49,8 @@ while [[ $# -gt 0 ]]; do
     --batched-prompt) batched_prompt=$2; shift 2 ;;
     --batched-decode) batched_decode=$2; shift 2 ;;
     --busy) busy=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --kv-cache-dtype) kv=$2; shift 2 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     -*) echo "bench_vs_llama_cpp: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) models+=("$1"); shift ;;
   esac
@@ -54,6 +62,7 @@ for t in bench bench-serving; do
 done
 [[ $rounds -ge 1 ]] || { echo "bench_vs_llama_cpp: --rounds must be at least 1" >&2; exit 2; }
 [[ $busy =~ ^[0-9]+$ ]] || { echo "bench_vs_llama_cpp: --busy takes a number of processes" >&2; exit 2; }
+case $kv in f32|f16|bf16|q8_0) ;; *) echo "bench_vs_llama_cpp: --kv-cache-dtype is f32, f16, bf16 or q8_0 (both engines have it), not $kv" >&2; exit 2 ;; esac
 
 echo "building llama-bench and llama-batched-bench (once; cached)..." >&2
 llama_bin=$(bash "$here/build-llama-cpp.sh" llama-bench llama-batched-bench)
@@ -76,12 +85,15 @@ run() { # run LOGFILE CMD...: prints the command, runs it into the log
 best() { awk 'BEGIN {m = 0} {if ($1 + 0 > m) m = $1 + 0} END {printf "%.2f", m}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2fx", a / b; else print "-"}'; }
 
-# llama-bench -o json: one object per test; avg_ts of the prompt test (n_prompt > 0) and of the generation test.
-llama_rates() { # FILE -> "prefill decode"
+# llama-bench -o json: one object per test; avg_ts of the prompt test from an empty context and of the generation
+# test at the prompt's depth.
+llama_rates() { # FILE DEPTH -> "prefill decode"
   node -e '
     const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8").replace(/^[^\[]*/s, ""));
-    const pp = r.find(x => x.n_prompt > 0 && x.n_gen === 0), tg = r.find(x => x.n_gen > 0 && x.n_prompt === 0);
-    console.log((pp ? pp.avg_ts : 0) + " " + (tg ? tg.avg_ts : 0));' "$1"
+    const depth = Number(process.argv[2]), at = x => (x.n_depth || 0);
+    const pp = r.find(x => x.n_prompt > 0 && x.n_gen === 0 && at(x) === 0);
+    const tg = r.find(x => x.n_gen > 0 && x.n_prompt === 0 && at(x) === depth);
+    console.log((pp ? pp.avg_ts : 0) + " " + (tg ? tg.avg_ts : 0));' "$1" "$2"
 }
 
 IFS=, read -r -a thread_list <<<"$threads"
@@ -96,11 +108,14 @@ for m in "${models[@]}"; do
     for ((r = 1; r <= rounds; r++)); do
       for engine in $([[ $((r % 2)) == 1 ]] && echo "llama strata" || echo "strata llama"); do
         if [[ $engine == llama ]]; then
-          run "$log/l.json" "$llama_bin/llama-bench" -m "$m" -t "$t" -p "$prompt" -n "$decode" -r 1 -o json
-          llama_rates "$log/l.json" >>"$log/$name-$t.l"
+          run "$log/lp.json" "$llama_bin/llama-bench" -m "$m" -t "$t" -p "$prompt" -n 0 -ctk "$kv" -ctv "$kv" -r 1 -o json
+          run "$log/ld.json" "$llama_bin/llama-bench" -m "$m" -t "$t" -p 0 -n "$decode" -d "$prompt" -ctk "$kv" \
+            -ctv "$kv" -r 1 -o json
+          echo "$(llama_rates "$log/lp.json" 0 | cut -d' ' -f1) $(llama_rates "$log/ld.json" "$prompt" | cut -d' ' -f2)" \
+            >>"$log/$name-$t.l"
         else
           run "$log/s.txt" "$build/bin/bench" --model "$m" --threads "$t" --prompt-tokens "$prompt" \
-            --decode-tokens "$decode" --repeat 1
+            --decode-tokens "$decode" --kv-cache-dtype "$kv" --repeat 1
           echo "$(awk '$1 == "prefill" {print $2}' "$log/s.txt") $(awk '$1 == "decode" {print $2; exit}' "$log/s.txt")" \
             >>"$log/$name-$t.s"
         fi
@@ -128,14 +143,14 @@ if [[ -n $batched ]]; then
       for engine in $([[ $((r % 2)) == 1 ]] && echo "llama strata" || echo "strata llama"); do
         if [[ $engine == llama ]]; then
           run "$log/bl.txt" "$llama_bin/llama-batched-bench" -m "$m" -t "$t" -c "$ctx" -b 2048 -ub 512 \
-            -npp "$batched_prompt" -ntg "$batched_decode" -npl "$batched" --output-format jsonl
+            -ctk "$kv" -ctv "$kv" -npp "$batched_prompt" -ntg "$batched_decode" -npl "$batched" --output-format jsonl
           grep '^{' "$log/bl.txt" | node -e '
             const lines = require("fs").readFileSync(0, "utf8").trim().split("\n");
             for (const l of lines) { const x = JSON.parse(l); console.log(x.pl + " " + x.speed_tg + " " + x.pl * x.tg / x.t); }' \
             >>"$log/$name.bl"
         else
           run "$log/bs.txt" "$build/bin/bench-serving" --model "$m" --threads "$t" --concurrency "$batched" \
-            --prompt-tokens "$batched_prompt" --decode-tokens "$batched_decode" --repeat 1
+            --kv-cache-dtype "$kv" --prompt-tokens "$batched_prompt" --decode-tokens "$batched_decode" --repeat 1
           awk '/^ *N +decode tok\/s/ {f = 1; next} f && NF == 0 {f = 0} f && $1 ~ /^[0-9]+$/ {print $1, $2, $4}' \
             "$log/bs.txt" >>"$log/$name.bs"
         fi
