@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,47 @@ TEST(AddedFormats, KQuantActivationsAreTheQ8KReference) {
     }
 }
 
+// The AVX2 activation quantizer (blocks of finite values, eight at a time) writes the reference's bytes for every
+// block: random scales from 1e-30 to 1e30, the largest magnitude at both signs and tied between them (the first one
+// sets the sign of the scale), values on rounding midpoints, subnormals, and blocks the reference handles itself
+// (all zero, a NaN, an infinity).
+TEST(AddedFormats, KQuantActivationQuantizerOfEachKernelSetWritesTheReferenceBytes) {
+    std::mt19937 rng(77);
+    std::uniform_real_distribution<float> exponent(-30.0f, 30.0f);
+    constexpr int blocks = 400;
+    std::vector<float> x(static_cast<size_t>(blocks * q::qk_k));
+    for (int b = 0; b < blocks; ++b) {
+        float *xb = x.data() + b * q::qk_k;
+        const auto v = normal_values(q::qk_k, 500 + static_cast<uint32_t>(b), std::pow(10.0f, exponent(rng)));
+        std::copy(v.begin(), v.end(), xb);
+        switch (b % 8) {
+        case 1: xb[b % q::qk_k] = -1e3f * std::fabs(xb[0]) - 1.0f; break;                // a negative largest
+        case 2: xb[3] = 5.0f; xb[200] = -5.0f; break;                                    // tied, positive first
+        case 3: xb[7] = -5.0f; xb[9] = 5.0f; break;                                      // tied, negative first
+        case 4: for (int j = 0; j < q::qk_k; ++j) xb[j] = 0.5f * static_cast<float>(j % 255 - 127); break; // midpoints
+        case 5: for (int j = 0; j < q::qk_k; ++j) xb[j] = 1e-42f * static_cast<float>(j % 7 - 3); break; // subnormal
+        case 6:
+            xb[11] = (b / 8) % 3 == 0   ? std::numeric_limits<float>::quiet_NaN()
+                     : (b / 8) % 3 == 1 ? std::numeric_limits<float>::infinity()
+                                        : -std::numeric_limits<float>::infinity();
+            break;
+        case 7: std::fill(xb, xb + q::qk_k, (b / 8) % 2 == 0 ? 0.0f : -0.0f); break;
+        default: break;
+        }
+    }
+    std::vector<unsigned char> want(static_cast<size_t>(blocks) * sizeof(q::block_q8_k));
+    q::quantize_activations_q8k(x.data(), want.data(), static_cast<int64_t>(x.size()));
+    for (const auto set : kernel_sets()) {
+        const strata_quant_desc &d = *find(set, "q4_k");
+        std::vector<unsigned char> got(want.size(), 0xAA);
+        d.quantize_activations(x.data(), got.data(), static_cast<int64_t>(x.size()));
+        for (int b = 0; b < blocks; ++b)
+            EXPECT_EQ(0, std::memcmp(got.data() + b * sizeof(q::block_q8_k), want.data() + b * sizeof(q::block_q8_k),
+                                     sizeof(q::block_q8_k)))
+                << q::kernel_set_name(set) << " block " << b << " (kind " << b % 8 << ")";
+    }
+}
+
 // dot_act_multi: out[i] == dot_act(row, xq_i) bit for bit for every count (the kernels tile by 4 and 8) and a
 // stride larger than one activation row.
 TEST(AddedFormats, MultiEqualsSingleBitForBit) {
@@ -195,6 +237,56 @@ TEST(AddedFormats, ScalarAndAvx2IntegerPathsAgree) {
         const float a = s.dot_act(row.bytes.data(), xq.data(), n);
         const float b = v.dot_act(row.bytes.data(), xq.data(), n);
         EXPECT_EQ(a, b) << name;
+    }
+}
+
+// The AVX-512 K-quant dots (picked by the AVX2 table on CPUs with AVX-512 F/BW/VL/VNNI) reach the AVX2 kernel's
+// int32 lane sums two chunks at a time and add them to the float lanes with the same FMAs: every output, for every
+// count of activation vectors (passes of 8, 4 and the rest), equals the scalar and the plain AVX2 kernels' bits,
+// on rows of every scale and on activations at the int8 extremes (|q| = 127 everywhere: the largest pair sums).
+TEST(AddedFormats, Avx512IntegerPathEqualsAvx2AndScalar) {
+    if (!q::cpu_has_avx512_vnni()) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL/VNNI; the AVX2 kernels run here";
+    const char *const k_names[] = {"q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs"};
+    for (const char *name : k_names) {
+        const strata_quant_desc &s = *find(q::kernel_set::scalar, name);
+        const q::format_kernels avx2 = q::added_format_kernels_avx2(s.ggml_type);
+        const q::format_kernels avx512 = q::added_format_kernels_avx512(s.ggml_type);
+        ASSERT_NE(avx512.dot_act_multi, avx2.dot_act_multi) << name << ": no AVX-512 kernel";
+        EXPECT_EQ(find(q::kernel_set::avx2_fma, name)->dot_act_multi, avx512.dot_act_multi)
+            << name << ": the AVX2 table should carry the AVX-512 kernel on this CPU";
+        const int64_t n = 1024;
+        const int64_t act_row = n / s.block_elems * s.act_block_bytes;
+        const int64_t stride = act_row + 32;
+        constexpr int32_t max_x = 19;
+        std::vector<unsigned char> xq(static_cast<size_t>(stride * max_x));
+        for (int32_t i = 0; i < max_x; ++i) {
+            std::vector<float> x = normal_values(n, 300 + static_cast<uint32_t>(i), 0.25f + i);
+            if (i % 5 == 4) // every element at the scale's extreme: q = +-127 throughout
+                for (int64_t j = 0; j < n; ++j) x[static_cast<size_t>(j)] = (j * 7 + i) % 3 == 0 ? -3.0f : 3.0f;
+            s.quantize_activations(x.data(), xq.data() + i * stride, n);
+        }
+        for (uint32_t seed : {61u, 62u, 63u}) {
+            const auto row = quantize(s, weight_values(n, seed));
+            std::vector<float> reference(static_cast<size_t>(max_x));
+            for (int32_t i = 0; i < max_x; ++i)
+                reference[static_cast<size_t>(i)] = s.dot_act(row.bytes.data(), xq.data() + i * stride, n);
+            for (int32_t n_x = 1; n_x <= max_x; ++n_x) {
+                std::vector<float> wide(static_cast<size_t>(n_x), -1.0f), narrow(wide);
+                avx512.dot_act_multi(row.bytes.data(), xq.data(), stride, n_x, n, wide.data());
+                avx2.dot_act_multi(row.bytes.data(), xq.data(), stride, n_x, n, narrow.data());
+                for (int32_t i = 0; i < n_x; ++i) {
+                    uint32_t a, b, r;
+                    std::memcpy(&a, &wide[static_cast<size_t>(i)], 4);
+                    std::memcpy(&b, &narrow[static_cast<size_t>(i)], 4);
+                    std::memcpy(&r, &reference[static_cast<size_t>(i)], 4);
+                    EXPECT_EQ(a, r) << name << " seed " << seed << " n_x " << n_x << " i " << i << " (vs scalar)";
+                    EXPECT_EQ(b, r) << name << " seed " << seed << " n_x " << n_x << " i " << i << " (avx2 vs scalar)";
+                }
+            }
+            for (int32_t i = 0; i < max_x; ++i)
+                EXPECT_EQ(avx512.dot_act(row.bytes.data(), xq.data() + i * stride, n), reference[static_cast<size_t>(i)])
+                    << name << " dot_act, vector " << i;
+        }
     }
 }
 

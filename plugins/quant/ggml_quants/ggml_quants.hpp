@@ -181,6 +181,9 @@ struct format_kernels {
 // Kernels of ggml type `type` (one of the added formats; zero-filled for any other type).
 format_kernels added_format_kernels_scalar(uint32_t type);
 format_kernels added_format_kernels_avx2(uint32_t type); // call only when cpu_has_avx2_fma()
+// The AVX2 kernels with the 256-element formats' integer dots in AVX-512 (equal bit for bit); call only when
+// cpu_has_avx512_vnni(). The AVX2 table carries these on such CPUs.
+format_kernels added_format_kernels_avx512(uint32_t type);
 
 // ---- damage check (ABI 1.10 find_nonfinite) ----
 // Element index of the first block of a row of ggml type `type` whose scale/min (float formats: value) is NaN or
@@ -195,6 +198,9 @@ bool cpu_has_avx2_fma();
 // True when additionally this build has the AVX-VNNI kernels and the CPU supports AVX-VNNI (Alder Lake, Zen 4 and
 // later). Only dot_act_multi and gemm_act use it; it is never forced: its results equal the AVX2 kernel's bit for bit.
 bool cpu_has_avx_vnni();
+// True when additionally the CPU (and OS: ZMM and mask state) supports AVX-512 F, BW, VL and VNNI (Ice Lake,
+// Sapphire Rapids, Zen 4 and later). The K-quants' dot_act and dot_act_multi use it; never forced either.
+bool cpu_has_avx512_vnni();
 // What descriptors() would pick right now: avx2_fma when the CPU has it, unless the environment variable
 // STRATA_FORCE_SCALAR is set to a value other than "" or "0". Reads the environment on every call.
 kernel_set select_kernel_set();

@@ -19,13 +19,14 @@
 
 #include "avx2_block_helpers.hpp"
 #include "k_block_ints.hpp"
+#include "k_chunks_avx2.hpp"
 
+#include <cmath>
+#include <limits>
 #include <utility>
 
 namespace strata::quants {
 namespace {
-
-float half_f16c(uint16_t h) { return _cvtsh_ss(h); }
 
 STRATA_KERNEL_INLINE int32_t horizontal_sum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -34,23 +35,6 @@ STRATA_KERNEL_INLINE int32_t horizontal_sum_i32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-STRATA_KERNEL_INLINE __m256i load32(const void *p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
-
-STRATA_KERNEL_INLINE __m256i shift_right_16(__m256i v, int count) {
-    return _mm256_srl_epi16(v, _mm_cvtsi32_si128(count));
-}
-
-// Bits `shift` (and `width` bits above it) of every byte.
-STRATA_KERNEL_INLINE __m256i byte_field(__m256i v, int shift, int mask) {
-    return _mm256_and_si256(shift_right_16(v, shift), _mm256_set1_epi8(static_cast<char>(mask)));
-}
-
-// 16 bytes of nibbles -> 32 bytes: elements 0..15 (low nibbles) then 16..31 (high nibbles).
-STRATA_KERNEL_INLINE __m256i nibbles_32(const uint8_t *qs) {
-    const __m256i bytes = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(qs)));
-    return _mm256_and_si256(_mm256_srlv_epi32(bytes, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-                            _mm256_set1_epi8(0x0f));
-}
 
 // 32 bits -> 32 bytes, 0x10 where bit j is set (the fifth bit of Q5_0/Q5_1 element j).
 STRATA_KERNEL_INLINE __m256i fifth_bits_32(const uint8_t *qh) {
@@ -64,153 +48,11 @@ STRATA_KERNEL_INLINE __m256i fifth_bits_32(const uint8_t *qh) {
     return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-STRATA_KERNEL_INLINE __m256i iq4_grid(__m256i nibbles) {
-    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i *>(kvalues_iq4nl));
-    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), nibbles);
-}
-
-// ---- chunk c (elements 32c..32c+31) of each 256-element format, as k_block_ints.hpp's values() ----
-STRATA_KERNEL_INLINE __m256i chunk(const block_q2_k &b, int c) { return byte_field(load32(b.qs + 32 * (c / 4)), 2 * (c % 4), 3); }
-STRATA_KERNEL_INLINE __m256i chunk(const block_q3_k &b, int c) {
-    const __m256i low = byte_field(load32(b.qs + 32 * (c / 4)), 2 * (c % 4), 3);
-    const __m256i high = byte_field(load32(b.hmask), c, 1);
-    return _mm256_or_si256(low, _mm256_slli_epi16(high, 2));
-}
-STRATA_KERNEL_INLINE __m256i chunk(const block_q4_k &b, int c) { return byte_field(load32(b.qs + 32 * (c / 2)), 4 * (c % 2), 0xF); }
-STRATA_KERNEL_INLINE __m256i chunk(const block_q5_k &b, int c) {
-    const __m256i low = byte_field(load32(b.qs + 32 * (c / 2)), 4 * (c % 2), 0xF);
-    const __m256i high = byte_field(load32(b.qh), c, 1);
-    return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-}
-STRATA_KERNEL_INLINE __m256i chunk(const block_q6_k &b, int c) {
-    const int k = c % 4;
-    const __m256i low = byte_field(load32(b.ql + 64 * (c / 4) + 32 * (c % 2)), 4 * (k / 2), 0xF);
-    const __m256i high = byte_field(load32(b.qh + 32 * (c / 4)), 2 * k, 3);
-    return _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-}
-STRATA_KERNEL_INLINE __m256i chunk(const block_iq4_xs &b, int c) { return iq4_grid(nibbles_32(b.qs + 16 * c)); }
-
 // The 32-element formats' values.
 STRATA_KERNEL_INLINE __m256i values32(const block_q4_1 &b) { return nibbles_32(b.qs); }
 STRATA_KERNEL_INLINE __m256i values32(const block_q5_0 &b) { return _mm256_or_si256(nibbles_32(b.qs), fifth_bits_32(b.qh)); }
 STRATA_KERNEL_INLINE __m256i values32(const block_q5_1 &b) { return _mm256_or_si256(nibbles_32(b.qs), fifth_bits_32(b.qh)); }
 STRATA_KERNEL_INLINE __m256i values32(const block_iq4_nl &b) { return iq4_grid(nibbles_32(b.qs)); }
-
-// 16 int16 pair sums of value * activation.
-template <bool Signed> STRATA_KERNEL_INLINE __m256i pair_products(__m256i values, __m256i act) {
-    if constexpr (Signed) return _mm256_maddubs_epi16(_mm256_sign_epi8(values, values), _mm256_sign_epi8(act, values));
-    else return _mm256_maddubs_epi16(values, act);
-}
-
-// A block's scales in registers: halves[0] holds the int16 scales of 16-element halves 0..7 in both 128-bit lanes,
-// halves[1] those of 8..15; mins the 16 int16 mins (k_block_scales' values, decoded without a trip through memory
-// where the format allows).
-struct k_block_vectors {
-    __m256i halves[2];
-    __m256i mins;
-    float d, dmin;
-};
-
-template <class F> STRATA_KERNEL_INLINE void block_vectors(const typename F::block &b, k_block_vectors &v) {
-    k_block_scales s;
-    F::scales(b, s, half_f16c);
-    v.halves[0] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(s.scale)));
-    v.halves[1] = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(s.scale + 8)));
-    v.mins = load32(s.min);
-    v.d = s.d;
-    v.dmin = s.dmin;
-}
-
-// Q4_K/Q5_K: eight 6-bit scales and mins packed in 12 bytes (scale_min_k4), unpacked with 32-bit masks as ggml does.
-STRATA_KERNEL_INLINE void k4_block_vectors(const uint8_t *packed, uint16_t d, uint16_t dmin, k_block_vectors &v) {
-    uint32_t u[4];
-    std::memcpy(u, packed, 12);
-    constexpr uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
-    const uint32_t mins_low = u[1] & low6;
-    u[1] = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
-    u[2] = mins_low;
-    u[0] &= low6;
-    const __m128i bytes = _mm_setr_epi32(static_cast<int>(u[0]), static_cast<int>(u[1]), static_cast<int>(u[2]),
-                                         static_cast<int>(u[3]));
-    const __m128i scales = _mm_cvtepu8_epi16(bytes), mins = _mm_cvtepu8_epi16(_mm_srli_si128(bytes, 8));
-    v.halves[0] = _mm256_broadcastsi128_si256(_mm_unpacklo_epi16(scales, scales));
-    v.halves[1] = _mm256_broadcastsi128_si256(_mm_unpackhi_epi16(scales, scales));
-    v.mins = _mm256_setr_m128i(_mm_unpacklo_epi16(mins, mins), _mm_unpackhi_epi16(mins, mins));
-    v.d = half_f16c(d);
-    v.dmin = half_f16c(dmin);
-}
-template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q4_k>(const block_q4_k &b, k_block_vectors &v) {
-    k4_block_vectors(b.scales, b.d, b.dmin, v);
-}
-template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q5_k>(const block_q5_k &b, k_block_vectors &v) {
-    k4_block_vectors(b.scales, b.d, b.dmin, v);
-}
-// Sixteen int8 scales, one per 16-element half, whose min is the scale shifted left by `min_shift` (Q6_K, Q3_K).
-STRATA_KERNEL_INLINE void signed_block_vectors(__m128i scales, int min_shift, uint16_t d, k_block_vectors &v) {
-    v.halves[0] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(scales));
-    v.halves[1] = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(scales, 8)));
-    v.mins = _mm256_sll_epi16(_mm256_cvtepi8_epi16(scales), _mm_cvtsi32_si128(min_shift));
-    v.d = half_f16c(d);
-    v.dmin = 0.0f;
-}
-// Q6_K: sixteen int8 scales; the min of a half is 32 times its scale.
-template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q6_k>(const block_q6_k &b, k_block_vectors &v) {
-    signed_block_vectors(_mm_loadu_si128(reinterpret_cast<const __m128i *>(b.scales)), 5, b.d, v);
-}
-// Q2_K: sixteen bytes, the scale in the low nibble and the min in the high.
-template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q2_k>(const block_q2_k &b, k_block_vectors &v) {
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b.scales));
-    const __m128i low4 = _mm_set1_epi8(0x0f);
-    const __m128i scales = _mm_and_si128(packed, low4);
-    v.halves[0] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scales));
-    v.halves[1] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(scales, 8)));
-    v.mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low4));
-    v.d = half_f16c(b.d);
-    v.dmin = half_f16c(b.dmin);
-}
-
-// Q3_K: sixteen 6-bit scales in 12 bytes (low nibbles in bytes 0..7, the two high bits in 8..11), less 32; the
-// min of a half is 4 times its scale (ggml's 32-bit unpacking).
-template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q3_k>(const block_q3_k &b, k_block_vectors &v) {
-    uint32_t aux[3];
-    std::memcpy(aux, b.scales, 12);
-    constexpr uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303;
-    const __m128i packed = _mm_setr_epi32(static_cast<int>((aux[0] & low4) | (((aux[2] >> 0) & low2) << 4)),
-                                          static_cast<int>((aux[1] & low4) | (((aux[2] >> 2) & low2) << 4)),
-                                          static_cast<int>(((aux[0] >> 4) & low4) | (((aux[2] >> 4) & low2) << 4)),
-                                          static_cast<int>(((aux[1] >> 4) & low4) | (((aux[2] >> 6) & low2) << 4)));
-    signed_block_vectors(_mm_sub_epi8(packed, _mm_set1_epi8(32)), 2, b.d, v);
-}
-// IQ4_XS: eight 6-bit scales (a nibble in scales_l, two bits in scales_h), less 32, one per 32-element chunk.
-template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::iq4_xs>(const block_iq4_xs &b, k_block_vectors &v) {
-    uint16_t high;
-    std::memcpy(&high, b.scales_h, sizeof high);
-    uint32_t low;
-    std::memcpy(&low, b.scales_l, sizeof low);
-    uint64_t packed = 0;
-    for (int c = 0; c < 8; ++c) {
-        const uint64_t ls = ((low >> 4 * c) & 0xf) | (((high >> 2 * c) & 3) << 4);
-        packed |= ls << 8 * c;
-    }
-    const __m128i scales = _mm_sub_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(packed))),
-                                         _mm_set1_epi16(32));
-    v.halves[0] = _mm256_broadcastsi128_si256(_mm_unpacklo_epi16(scales, scales));
-    v.halves[1] = _mm256_broadcastsi128_si256(_mm_unpackhi_epi16(scales, scales));
-    v.mins = _mm256_setzero_si256();
-    v.d = half_f16c(b.d);
-    v.dmin = 0.0f;
-}
-
-// The int16 scales of chunk C's two 16-element halves, scale[2C] in the low 128 bits and scale[2C + 1] in the
-// high, from the register holding halves 8 * (C / 4) .. + 7.
-template <int C> STRATA_KERNEL_INLINE __m256i chunk_scales(const k_block_vectors &v) {
-    constexpr char lo0 = 4 * (C % 4), lo1 = lo0 + 1, hi0 = lo0 + 2, hi1 = lo0 + 3;
-    return _mm256_shuffle_epi8(v.halves[C / 4],
-                               _mm256_setr_epi8(lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1, lo0, lo1,
-                                                lo0, lo1, hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1, hi0, hi1,
-                                                hi0, hi1, hi0, hi1));
-}
 
 // Chunk C of a block against N activation vectors: isum[i] += the chunk's scaled pair sums, in k_block_ints.hpp's
 // lanes.
@@ -243,23 +85,7 @@ STRATA_KERNEL_INLINE void dot_k_n(const typename F::block *w, const unsigned cha
         block_vectors<F>(w[b], s);
         __m256i isum[] = {(static_cast<void>(I), _mm256_setzero_si256())...};
         block_chunks<F>(w[b], s, a, b, isum, std::index_sequence<I...>{}, std::make_integer_sequence<int, 8>{});
-        if constexpr (F::mode == min_mode::none) {
-            ((lanes[I] = _mm256_fmadd_ps(_mm256_set1_ps(a[I][b].d * s.d), _mm256_cvtepi32_ps(isum[I]), lanes[I])),
-             ...);
-        } else {
-            const __m256i mins = s.mins;
-            const auto msum = [&](const block_q8_k &act) { return _mm256_madd_epi16(load32(act.bsums), mins); };
-            if constexpr (F::mode == min_mode::offset) {
-                ((lanes[I] = _mm256_fmadd_ps(_mm256_set1_ps(a[I][b].d * s.d),
-                                             _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[I], msum(a[I][b]))), lanes[I])),
-                 ...);
-            } else {
-                ((lanes[I] = _mm256_fnmadd_ps(
-                      _mm256_set1_ps(a[I][b].d * s.dmin), _mm256_cvtepi32_ps(msum(a[I][b])),
-                      _mm256_fmadd_ps(_mm256_set1_ps(a[I][b].d * s.d), _mm256_cvtepi32_ps(isum[I]), lanes[I]))),
-                 ...);
-            }
-        }
+        ((lanes[I] = block_fma<F>(lanes[I], isum[I], s, a[I][b])), ...);
     }
     ((out[I] = horizontal_sum(lanes[I])), ...);
 }
@@ -327,9 +153,72 @@ float dot_by_block(const void *row, const float *x, int64_t n) {
     return horizontal_sum(_mm256_add_ps(acc0, acc1));
 }
 
+// quantize_activations_q8k's bytes, eight floats at a time, for a block whose values are all finite and not all
+// zero, whose scale is finite; any other block goes through the reference (its zero block, NaN marking and ggml's
+// arithmetic on infinities as they are). The scale comes from the first element of the largest magnitude, as the reference's
+// strict > search finds it; nearest_int (the 1.5 * 2^23 trick) is round-half-to-even for |v| <= 2^22, which
+// _mm256_cvtps_epi32 is under the default rounding mode, and here |iscale * x| <= 127 (plus rounding).
+void quantize_activations_q8k_avx2(const float *x, void *xq, int64_t n) {
+    auto *y = static_cast<block_q8_k *>(xq);
+    const __m256 magnitude_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 largest = _mm256_set1_ps(std::numeric_limits<float>::max());
+    const __m256i top = _mm256_set1_epi32(127);
+    const __m256i byte_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < n / qk_k; ++b) {
+        const float *xb = x + b * qk_k;
+        __m256 amax = _mm256_setzero_ps();
+        __m256 finite = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+        for (int j = 0; j < qk_k; j += 8) {
+            const __m256 a = _mm256_and_ps(_mm256_loadu_ps(xb + j), magnitude_mask);
+            finite = _mm256_and_ps(finite, _mm256_cmp_ps(a, largest, _CMP_LE_OQ));
+            amax = _mm256_max_ps(amax, a);
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        const float m = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        if (_mm256_movemask_ps(finite) != 0xff || m == 0.0f) {
+            quantize_activations_q8k(xb, y + b, qk_k);
+            continue;
+        }
+        int first = 0;
+        for (int j = 0; j < qk_k; j += 8) {
+            const __m256 a = _mm256_and_ps(_mm256_loadu_ps(xb + j), magnitude_mask);
+            const int hits = _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(m), _CMP_EQ_OQ));
+            if (hits != 0) {
+                first = j + __builtin_ctz(static_cast<unsigned>(hits));
+                break;
+            }
+        }
+        const float iscale = -127.f / xb[first];
+        if (!(std::fabs(iscale) <= std::numeric_limits<float>::max())) { // a largest magnitude below 127 / FLT_MAX
+            quantize_activations_q8k(xb, y + b, qk_k);
+            continue;
+        }
+        const __m256 scale = _mm256_set1_ps(iscale);
+        const auto quantized = [&](int j) {
+            return _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + j), scale)), top);
+        };
+        const auto sum8 = [](__m256i v) {
+            __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+            s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+            return _mm_cvtsi128_si32(s);
+        };
+        for (int j = 0; j < qk_k; j += 32) {
+            const __m256i q0 = quantized(j), q1 = quantized(j + 8), q2 = quantized(j + 16), q3 = quantized(j + 24);
+            y[b].bsums[j / 16] = static_cast<int16_t>(sum8(_mm256_add_epi32(q0, q1)));
+            y[b].bsums[j / 16 + 1] = static_cast<int16_t>(sum8(_mm256_add_epi32(q2, q3)));
+            const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(y[b].qs + j),
+                                _mm256_permutevar8x32_epi32(bytes, byte_order));
+        }
+        y[b].d = 1 / iscale;
+    }
+}
+
 template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_k() {
-    return {dot_by_block<Dequantize, qk_k, sizeof(typename F::block)>, sizeof(block_q8_k), quantize_activations_q8k,
-            dot_single<dot_multi<F, true>>, dot_multi<F, true>};
+    return {dot_by_block<Dequantize, qk_k, sizeof(typename F::block)>, sizeof(block_q8_k),
+            quantize_activations_q8k_avx2, dot_single<dot_multi<F, true>>, dot_multi<F, true>};
 }
 
 template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_32() {

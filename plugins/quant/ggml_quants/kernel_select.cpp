@@ -133,6 +133,11 @@ strata_quant_desc make_table_entry(const kernel_row &k, int index) {
     }
 }
 
+// The AVX2 table's added formats: with the AVX-512 K-quant dots where the CPU has them (the same bits).
+format_kernels added_format_kernels_avx2_or_avx512(uint32_t type) {
+    return cpu_has_avx512_vnni() ? added_format_kernels_avx512(type) : added_format_kernels_avx2(type);
+}
+
 const kernel_row scalar_kernels{dot_f32_scalar,
                                 dot_f16_scalar,
                                 dot_bf16_scalar,
@@ -166,7 +171,7 @@ const kernel_row avx2_kernels{dot_f32_avx2,
                               gemm_act_q8_0_avx2_or_vnni,
                               gemm_act_q4_0_avx2_or_vnni,
                               kernel_name_avx2,
-                              added_format_kernels_avx2};
+                              added_format_kernels_avx2_or_avx512};
 
 struct descriptor_table {
     strata_quant_desc entries[descriptor_count];
@@ -185,6 +190,18 @@ bool cpu_has_avx_vnni() {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     // CPUID leaf 7, subleaf 1: EAX bit 4 is AVX-VNNI (VEX-encoded, 256-bit; the YMM state check is done above).
     return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 4)) != 0;
+#else
+    return false;
+#endif
+}
+
+bool cpu_has_avx512_vnni() {
+#if defined(__x86_64__) || defined(_M_X64)
+    if (!cpu_has_avx2_fma()) return false;
+    __builtin_cpu_init();
+    // __builtin_cpu_supports checks the OS's XSAVE state for ZMM and the mask registers too.
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 #else
     return false;
 #endif
