@@ -1,4 +1,4 @@
-// gemm_act and gemm_f32 (ABI 1.22): Q8_0 / Q4_0 (the K-quants on AVX-512; F32 / F16 / BF16) weight rows times
+// gemm_act and gemm_f32 (ABI 1.22): Q8_0 / Q4_0 (the K-quants on x86; F32 / F16 / BF16) weight rows times
 // quantized activation vectors as a GEMM. What the ABI promises and the device relies on for greedy tokens that do not depend on threads, prompt chunks or decoding one token at
 // a time: every output has the bits of the one-output definition (gemm_one_*) in any call shape — any row count and
 // offset (the 8-row tiles and the row tail), any vector count (the 4-vector tiles and their tails), padded strides —
@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace q = strata::quants;
@@ -143,45 +144,49 @@ TEST(GemmAct, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
     }
 }
 
-// The K-quants' gemm_act (the AVX-512 kernels, on CPUs that have them): every output has the scalar dot_act's bits
-// in any call shape — one vector (the decode loop), many (16 at a time, passes of 8, 4 and the rest), row and
-// vector offsets, padded strides.
-TEST(GemmAct, KQuantsOnAvx512EveryOutputHasTheScalarDotActBitsInAnyCallShape) {
-    if (!q::cpu_has_avx512_vnni()) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL/VNNI; the K-quants have no gemm_act here";
+// The K-quants' gemm_act (the AVX2 kernels, and the AVX-512 ones on CPUs that have them): every output has the
+// scalar dot_act's bits in any call shape — one vector (the decode loop), many (16 at a time, passes of 8, 4 and the
+// rest), row and vector offsets, padded strides.
+TEST(GemmAct, KQuantsEveryOutputHasTheScalarDotActBitsInAnyCallShape) {
+    if (!q::cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2+FMA; the K-quants have no gemm_act here";
+    std::vector<std::pair<std::string, q::format_kernels (*)(uint32_t)>> sets = {{"avx2", q::added_format_kernels_avx2}};
+    if (q::cpu_has_avx512_vnni()) sets.emplace_back("avx512", q::added_format_kernels_avx512);
     const strata_quant_desc *scalar = q::descriptors(q::kernel_set::scalar);
-    for (int i = 0; i < q::n_descriptors(); ++i) {
-        const strata_quant_desc &d = scalar[i];
-        if (d.block_elems != q::qk_k) continue;
-        const q::gemm_act_fn gemm = q::added_format_kernels_avx512(d.ggml_type).gemm_act;
-        ASSERT_NE(gemm, nullptr) << d.header.name;
-        for (int64_t n_blocks : {1, 3}) {
-            const int64_t n = n_blocks * q::qk_k;
-            const int64_t row_bytes = n_blocks * d.block_bytes + 6;
-            const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_k)) + 40;
-            constexpr int64_t n_rows = 19;
-            constexpr int32_t n_x = 37;
-            std::vector<unsigned char> rows(static_cast<size_t>(n_rows * row_bytes), 0xcd);
-            for (int64_t r = 0; r < n_rows; ++r) {
-                std::vector<float> w = normal_values(n, 900 + static_cast<uint32_t>(r));
-                for (int64_t j = 0; j < n; ++j) w[j] *= 1.0f + static_cast<float>((j / 16 + r) % 5) * 10.0f;
-                d.quantize_row(w.data(), rows.data() + r * row_bytes, n);
+    for (const auto &[set_name, kernels] : sets) {
+        for (int i = 0; i < q::n_descriptors(); ++i) {
+            const strata_quant_desc &d = scalar[i];
+            if (d.block_elems != q::qk_k) continue;
+            const q::gemm_act_fn gemm = kernels(d.ggml_type).gemm_act;
+            ASSERT_NE(gemm, nullptr) << set_name << " " << d.header.name;
+            for (int64_t n_blocks : {1, 3}) {
+                const int64_t n = n_blocks * q::qk_k;
+                const int64_t row_bytes = n_blocks * d.block_bytes + 6;
+                const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_k)) + 40;
+                constexpr int64_t n_rows = 19;
+                constexpr int32_t n_x = 37;
+                std::vector<unsigned char> rows(static_cast<size_t>(n_rows * row_bytes), 0xcd);
+                for (int64_t r = 0; r < n_rows; ++r) {
+                    std::vector<float> w = normal_values(n, 900 + static_cast<uint32_t>(r));
+                    for (int64_t j = 0; j < n; ++j) w[j] *= 1.0f + static_cast<float>((j / 16 + r) % 5) * 10.0f;
+                    d.quantize_row(w.data(), rows.data() + r * row_bytes, n);
+                }
+                std::vector<unsigned char> xq(static_cast<size_t>(stride * n_x), 0xab);
+                for (int32_t t = 0; t < n_x; ++t) {
+                    const std::vector<float> x = normal_values(n, 950 + static_cast<uint32_t>(t), 0.1f + t % 4);
+                    d.quantize_activations(x.data(), xq.data() + t * stride, n);
+                }
+                std::vector<uint32_t> want(static_cast<size_t>(n_rows * n_x));
+                for (int32_t t = 0; t < n_x; ++t)
+                    for (int64_t r = 0; r < n_rows; ++r)
+                        want[t * n_rows + r] = bits(d.dot_act(rows.data() + r * row_bytes, xq.data() + t * stride, n));
+                expect_bits_in_every_call_shape(
+                    want, n_rows, n_x, {0, 3}, {1, 4, 8, 16}, {0, 1}, {1, 2, 3, 8, 9, 16, 17, 33, 36},
+                    set_name + " " + d.header.name + ": " + std::to_string(n_blocks) + " blocks",
+                    [&](int64_t r0, int64_t nr, int32_t t0, int32_t nt, float *out, int64_t out_stride) {
+                        gemm(rows.data() + r0 * row_bytes, row_bytes, nr, xq.data() + t0 * stride, stride, nt, n, out,
+                             out_stride);
+                    });
             }
-            std::vector<unsigned char> xq(static_cast<size_t>(stride * n_x), 0xab);
-            for (int32_t t = 0; t < n_x; ++t) {
-                const std::vector<float> x = normal_values(n, 950 + static_cast<uint32_t>(t), 0.1f + t % 4);
-                d.quantize_activations(x.data(), xq.data() + t * stride, n);
-            }
-            std::vector<uint32_t> want(static_cast<size_t>(n_rows * n_x));
-            for (int32_t t = 0; t < n_x; ++t)
-                for (int64_t r = 0; r < n_rows; ++r)
-                    want[t * n_rows + r] = bits(d.dot_act(rows.data() + r * row_bytes, xq.data() + t * stride, n));
-            expect_bits_in_every_call_shape(
-                want, n_rows, n_x, {0, 3}, {1, 4, 8, 16}, {0, 1}, {1, 2, 3, 8, 9, 16, 17, 33, 36},
-                std::string(d.header.name) + ": " + std::to_string(n_blocks) + " blocks",
-                [&](int64_t r0, int64_t nr, int32_t t0, int32_t nt, float *out, int64_t out_stride) {
-                    gemm(rows.data() + r0 * row_bytes, row_bytes, nr, xq.data() + t0 * stride, stride, nt, n, out,
-                         out_stride);
-                });
         }
     }
 }
@@ -373,15 +378,14 @@ TEST(GemmAct, DescriptorsOfferItForQ8_0AndQ4_0WithItsTile) {
         const strata_quant_desc *table = q::descriptors(set);
         for (int i = 0; i < q::n_descriptors(); ++i) {
             const bool legacy = table[i].ggml_type == q::ggml_type_q8_0 || table[i].ggml_type == q::ggml_type_q4_0;
-            // The K-quants have it from the AVX-512 kernels, where the CPU has them.
-            const bool k_quant = table[i].block_elems == q::qk_k;
-            const bool avx512 = set == q::kernel_set::avx2_fma && q::cpu_has_avx512_vnni() && k_quant;
-            EXPECT_EQ(STRATA_HAS_SLOT(&table[i], gemm_act), legacy || avx512) << table[i].header.name;
+            // The K-quants have it in the x86 kernel sets (AVX2, and AVX-512 where the CPU has it).
+            const bool k_quant = set == q::kernel_set::avx2_fma && table[i].block_elems == q::qk_k;
+            EXPECT_EQ(STRATA_HAS_SLOT(&table[i], gemm_act), legacy || k_quant) << table[i].header.name;
             const bool floating = table[i].ggml_type == q::ggml_type_f32 || table[i].ggml_type == q::ggml_type_f16 ||
                                   table[i].ggml_type == q::ggml_type_bf16;
             EXPECT_EQ(STRATA_HAS_SLOT(&table[i], gemm_f32), floating) << table[i].header.name;
             EXPECT_EQ(table[i].gemm_row_tile,
-                      legacy || avx512 ? q::gemm_row_tile : floating ? q::float_gemm_row_tile : 0u)
+                      legacy || k_quant ? q::gemm_row_tile : floating ? q::float_gemm_row_tile : 0u)
                 << table[i].header.name;
             if (legacy) {
                 EXPECT_TRUE(STRATA_HAS_SLOT(&table[i], dot_act)) << table[i].header.name;

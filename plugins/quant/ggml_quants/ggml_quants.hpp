@@ -199,7 +199,8 @@ bool cpu_has_avx2_fma();
 // later). Only dot_act_multi and gemm_act use it; it is never forced: its results equal the AVX2 kernel's bit for bit.
 bool cpu_has_avx_vnni();
 // True when additionally the CPU (and OS: ZMM and mask state) supports AVX-512 F, BW, VL and VNNI (Ice Lake,
-// Sapphire Rapids, Zen 4 and later). The K-quants' dot_act and dot_act_multi use it; never forced either.
+// Sapphire Rapids, Zen 4 and later), unless STRATA_NO_AVX512 is set (cpu_features.hpp). The K-quants' dot_act,
+// dot_act_multi and gemm_act use it; never forced.
 bool cpu_has_avx512_vnni();
 // What descriptors() would pick right now: avx2_fma when the CPU has it, unless the environment variable
 // STRATA_FORCE_SCALAR is set to a value other than "" or "0". Reads the environment on every call.

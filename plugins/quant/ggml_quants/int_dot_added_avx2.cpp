@@ -217,8 +217,12 @@ void quantize_activations_q8k_avx2(const float *x, void *xq, int64_t n) {
 }
 
 template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_k() {
-    return {dot_by_block<Dequantize, qk_k, sizeof(typename F::block)>, sizeof(block_q8_k),
-            quantize_activations_q8k_avx2, dot_single<dot_multi<F, true>>, dot_multi<F, true>};
+    return {dot_by_block<Dequantize, qk_k, sizeof(typename F::block)>,
+            sizeof(block_q8_k),
+            quantize_activations_q8k_avx2,
+            dot_single<dot_multi<F, true>>,
+            dot_multi<F, true>,
+            k_gemm_act<dot_multi<F, true>, dot_single<dot_multi<F, true>>>};
 }
 
 template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_32() {

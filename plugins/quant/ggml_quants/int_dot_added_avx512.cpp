@@ -18,7 +18,6 @@
 
 #include "k_chunks_avx2.hpp"
 
-#include <algorithm>
 #include <utility>
 
 namespace strata::quants {
@@ -105,34 +104,6 @@ template <class F> float dot_single(const void *row, const void *xq, int64_t n) 
     return out;
 }
 
-// gemm_act (ABI 1.22) for the K-quants: out[t * out_stride + r] is dot_act(row r, vector t) bit for bit in any call
-// shape. One vector (a decode step): the tile's rows one after another in this loop, with no call per row (the
-// device's per-row dot_act calls were a noticeable share of a decode step on rows of three blocks); several: 16
-// vectors at a time (their activations stay in L1 across the tile), each row's dot_multi (passes of 8, 4 and the
-// rest), written out by token. (Four rows interleaved against one vector were slower: their scales and sums spill.)
-template <class F>
-void gemm_act(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes, int32_t n_x,
-              int64_t n, float *out, int64_t out_stride) {
-    const auto *rows = static_cast<const unsigned char *>(w);
-    const int64_t nb = n / qk_k;
-    if (n_x == 1) {
-        for (int64_t r = 0; r < n_rows; ++r)
-            dot_k_n<F>(reinterpret_cast<const typename F::block *>(rows + r * row_bytes),
-                       static_cast<const unsigned char *>(xq), 0, nb, out + r, std::make_index_sequence<1>{});
-        return;
-    }
-    constexpr int32_t chunk_vectors = 16;
-    float results[chunk_vectors];
-    for (int32_t t0 = 0; t0 < n_x; t0 += chunk_vectors) { // 16 vectors' activations stay in L1 across the tile
-        const int32_t count = std::min(chunk_vectors, n_x - t0);
-        for (int64_t r = 0; r < n_rows; ++r) {
-            dot_multi<F>(rows + r * row_bytes, static_cast<const unsigned char *>(xq) + t0 * xq_stride_bytes,
-                         xq_stride_bytes, count, n, results);
-            for (int32_t i = 0; i < count; ++i) out[(t0 + i) * out_stride + r] = results[i];
-        }
-    }
-}
-
 } // namespace
 
 format_kernels added_format_kernels_avx512(uint32_t type) {
@@ -143,7 +114,7 @@ format_kernels added_format_kernels_avx512(uint32_t type) {
             if constexpr (K) {
                 k.dot_act = dot_single<F>;
                 k.dot_act_multi = dot_multi<F>;
-                k.gemm_act = gemm_act<F>;
+                k.gemm_act = k_gemm_act<dot_multi<F>, dot_single<F>>;
             }
         },
         [] {});

@@ -1,8 +1,9 @@
 // The 256-element formats' pieces every x86 integer-dot kernel of this plugin shares (int_dot_added_avx2.cpp and
 // int_dot_added_avx512.cpp): chunk c of a block decoded into one register of byte values, the block's scales and
-// mins in registers, a chunk's two 16-element scales, pair products, and the FMAs that add a block's eight int32
-// lanes to eight float lanes (k_block_ints.hpp's expression). Include only from files compiled with -mavx2 -mfma
-// -mf16c (or more); internal linkage, so each file keeps a copy built for its own instruction set.
+// mins in registers, a chunk's two 16-element scales, pair products, the FMAs that add a block's eight int32 lanes
+// to eight float lanes (k_block_ints.hpp's expression), and gemm_act over a kernel set's dots. Include only from
+// files compiled with -mavx2 -mfma -mf16c (or more); internal linkage, so each file keeps a copy built for its own
+// instruction set.
 #pragma once
 
 #include "avx2_block_helpers.hpp"
@@ -191,6 +192,33 @@ STRATA_KERNEL_INLINE __m256 block_fma(__m256 lanes, __m256i isum, const k_block_
         } else {
             return _mm256_fnmadd_ps(_mm256_set1_ps(a.d * s.dmin), _mm256_cvtepi32_ps(msum),
                                     _mm256_fmadd_ps(_mm256_set1_ps(a.d * s.d), _mm256_cvtepi32_ps(isum), lanes));
+        }
+    }
+}
+
+// gemm_act (ABI 1.22) for the K-quants from a kernel set's dots: out[t * out_stride + r] is dot_act(row r, vector t)
+// bit for bit in any call shape, so the K-quants take the device's GEMM path as Q8_0 and Q4_0 do. One vector (a
+// decode step): the tile's rows one after another, the dot inlined; several: 16 vectors at a time (their
+// activations stay in L1 across the tile's rows), each row's multi dot, written out by token. (Four rows
+// interleaved against one vector were slower: the hardware prefetchers do not follow that order, see
+// gemm_act_tile.hpp, and their scales and sums spill.)
+template <void (*Multi)(const void *, const void *, int64_t, int32_t, int64_t, float *),
+          float (*Single)(const void *, const void *, int64_t)>
+void k_gemm_act(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    const auto *rows = static_cast<const unsigned char *>(w);
+    if (n_x == 1) {
+        for (int64_t r = 0; r < n_rows; ++r) out[r] = Single(rows + r * row_bytes, xq, n);
+        return;
+    }
+    constexpr int32_t chunk_vectors = 16;
+    float results[chunk_vectors];
+    for (int32_t t0 = 0; t0 < n_x; t0 += chunk_vectors) {
+        const int32_t count = n_x - t0 < chunk_vectors ? n_x - t0 : chunk_vectors;
+        for (int64_t r = 0; r < n_rows; ++r) {
+            Multi(rows + r * row_bytes, static_cast<const unsigned char *>(xq) + t0 * xq_stride_bytes, xq_stride_bytes,
+                  count, n, results);
+            for (int32_t i = 0; i < count; ++i) out[(t0 + i) * out_stride + r] = results[i];
         }
     }
 }

@@ -197,7 +197,7 @@ bool cpu_has_avx_vnni() {
 
 bool cpu_has_avx512_vnni() {
 #if defined(__x86_64__) || defined(_M_X64)
-    if (!cpu_has_avx2_fma()) return false;
+    if (!cpu_has_avx2_fma() || plugin::avx512_disabled_by_environment()) return false;
     __builtin_cpu_init();
     // __builtin_cpu_supports checks the OS's XSAVE state for ZMM and the mask registers too.
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

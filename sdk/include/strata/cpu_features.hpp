@@ -31,4 +31,11 @@ inline bool scalar_forced_by_environment() {
     return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
 }
 
+// STRATA_NO_AVX512 set to anything but "" or "0": plugins keep to their AVX2 kernels on a CPU with AVX-512 (to
+// measure what a CPU without it gets, and for debugging); results are the same bits either way.
+inline bool avx512_disabled_by_environment() {
+    const char *v = std::getenv("STRATA_NO_AVX512");
+    return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
 } // namespace strata::plugin
