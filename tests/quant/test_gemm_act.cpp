@@ -44,6 +44,14 @@ std::vector<gemm_case> gemm_cases() {
         out.push_back({"avxvnni q8_0", q::gemm_act_q8_0_avxvnni, q::gemm_one_q8_0, q::ggml_type_q8_0});
         out.push_back({"avxvnni q4_0", q::gemm_act_q4_0_avxvnni, q::gemm_one_q4_0, q::ggml_type_q4_0});
     }
+    if (q::cpu_has_avx512_vnni()) {
+        out.push_back({"avx512 q8_0", q::gemm_act_q8_0_avx512, q::gemm_one_q8_0, q::ggml_type_q8_0});
+        out.push_back({"avx512 q4_0", q::gemm_act_q4_0_avx512, q::gemm_one_q4_0, q::ggml_type_q4_0});
+    }
+    if (q::cpu_has_avx2_fma()) {
+        out.push_back({"x86 q8_0", q::gemm_act_q8_0_x86, q::gemm_one_q8_0, q::ggml_type_q8_0});
+        out.push_back({"x86 q4_0", q::gemm_act_q4_0_x86, q::gemm_one_q4_0, q::ggml_type_q4_0});
+    }
     return out;
 }
 
@@ -125,7 +133,7 @@ TEST(GemmAct, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
             const int64_t n = n_blocks * 32;
             const int64_t row_bytes = n_blocks * block_bytes(k.ggml_type) + 6;
             const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_act)) + 48;
-            constexpr int64_t n_rows = 27; // three whole 8-row tiles and a 3-row tail
+            constexpr int64_t n_rows = 37; // whole 16- and 8-row tiles and their tails
             constexpr int32_t n_x = 11;    // two whole 4-vector tiles and a 3-vector tail
             const auto rows = weight_rows(k.ggml_type, n_rows, n, row_bytes, static_cast<uint32_t>(n_blocks));
             const auto xq = activations(n_x, n, stride, 100u + static_cast<uint32_t>(n_blocks));
@@ -134,7 +142,7 @@ TEST(GemmAct, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
                 for (int64_t r = 0; r < n_rows; ++r)
                     want[t * n_rows + r] = bits(k.one(rows.data() + r * row_bytes, xq.data() + t * stride, n));
             expect_bits_in_every_call_shape(
-                want, n_rows, n_x, {0, 1, 8, 13}, {1, 3, 8, 9, 14}, {0, 2}, {1, 2, 3, 4, 5, 8, 9},
+                want, n_rows, n_x, {0, 1, 8, 13}, {1, 3, 8, 9, 14, 16, 17, 24, 33}, {0, 2}, {1, 2, 3, 4, 5, 8, 9},
                 k.name + ": " + std::to_string(n_blocks) + " blocks",
                 [&](int64_t r0, int64_t nr, int32_t t0, int32_t nt, float *out, int64_t out_stride) {
                     k.gemm(rows.data() + r0 * row_bytes, row_bytes, nr, xq.data() + t0 * stride, stride, nt, n, out,
@@ -394,8 +402,8 @@ TEST(GemmAct, DescriptorsOfferItForQ8_0AndQ4_0WithItsTile) {
     }
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[3].gemm_act, &q::gemm_act_q8_0_scalar);
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[4].gemm_act, &q::gemm_act_q4_0_scalar);
-    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[3].gemm_act, &q::gemm_act_q8_0_avx2_or_vnni);
-    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[4].gemm_act, &q::gemm_act_q4_0_avx2_or_vnni);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[3].gemm_act, &q::gemm_act_q8_0_x86);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[4].gemm_act, &q::gemm_act_q4_0_x86);
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[1].gemm_f32, &q::gemm_f32_f16_scalar);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[1].gemm_f32, &q::gemm_f32_f16_avx2);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[2].gemm_f32, &q::gemm_f32_bf16_avx2);

@@ -116,6 +116,16 @@ using gemm_act_fn = void (*)(const void *w, int64_t row_bytes, int64_t n_rows, c
                              int64_t xq_stride_bytes, int32_t n_x, int64_t n, float *out, int64_t out_stride);
 float gemm_one_q8_0(const void *row, const void *xq, int64_t n);
 float gemm_one_q4_0(const void *row, const void *xq, int64_t n);
+// The 16-row AVX-512 tiles (gemm_act_avx512.cpp; rows past the last 16 through the AVX2/AVX-VNNI tiles): call only
+// when cpu_has_avx512_vnni(). The table's entries pick among the three at run time (*_x86).
+void gemm_act_q8_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_act_q4_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_act_q8_0_x86(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                       int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_act_q4_0_x86(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                       int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_act_q8_0_scalar(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_act_q4_0_scalar(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,

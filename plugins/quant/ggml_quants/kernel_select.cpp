@@ -168,8 +168,8 @@ const kernel_row avx2_kernels{dot_f32_avx2,
                               dot_act_q4_0_avx2,
                               dot_act_multi_q8_0_avx2_or_vnni,
                               dot_act_multi_q4_0_avx2_or_vnni,
-                              gemm_act_q8_0_avx2_or_vnni,
-                              gemm_act_q4_0_avx2_or_vnni,
+                              gemm_act_q8_0_x86,
+                              gemm_act_q4_0_x86,
                               kernel_name_avx2,
                               added_format_kernels_avx2_or_avx512};
 
@@ -237,6 +237,22 @@ void gemm_act_q4_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows
     if (avx_vnni_available)
         return gemm_act_q4_0_avxvnni(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
     gemm_act_q4_0_avx2(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+
+namespace {
+const bool avx512_available = cpu_has_avx512_vnni();
+} // namespace
+
+void gemm_act_q8_0_x86(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                       int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    if (avx512_available) return gemm_act_q8_0_avx512(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+    gemm_act_q8_0_avx2_or_vnni(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+
+void gemm_act_q4_0_x86(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                       int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    if (avx512_available) return gemm_act_q4_0_avx512(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+    gemm_act_q4_0_avx2_or_vnni(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
 }
 
 kernel_set select_kernel_set() {

@@ -1,0 +1,229 @@
+// AVX-512 build of the Q8_0 / Q4_0 GEMM (ABI 1.22 gemm_act): gemm_act_tile.hpp's tile at twice the width, 16
+// weight rows per tile with a row per 32-bit lane of a 512-bit register, the same steps per lane — the rows' 16-byte
+// quant runs transposed in registers (four rows per 128-bit lane, the same unpacks), each activation dword
+// broadcast, one vpdpbusd for the sixteen rows, and per block acc = fma(d_w * d_a, float(exact sum), acc) — so
+// every output has gemm_one_q8_0 / gemm_one_q4_0's bits, as the AVX2 and AVX-VNNI tiles do (GemmAct.*). Rows past
+// the last whole 16 go through the AVX2/AVX-VNNI tiles. Compiled with -mavx512f -mavx512bw -mavx512vl
+// -mavx512vnni (and the AVX2 flags); called only after cpu_has_avx512_vnni() said yes.
+#include "ggml_quants.hpp"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#if !defined(__AVX512F__) || !defined(__AVX512BW__) || !defined(__AVX512VL__) || !defined(__AVX512VNNI__)
+#error "gemm_act_avx512.cpp must be compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni"
+#endif
+#include <immintrin.h>
+
+#include "avx2_block_helpers.hpp"
+
+#include <cstddef>
+#include <cstring>
+#include <utility>
+
+// GCC 12's AVX-512 intrinsics pass a self-initialized "undefined" register as the unused merge source of their
+// unmasked forms, which -Wmaybe-uninitialized reports at every inlined use; nothing here reads such a value.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace strata::quants {
+namespace {
+
+constexpr int tile_rows = 16;
+constexpr int tile_vectors = 4;
+
+// The 16-byte runs at a, b, c and d in 128-bit lanes 0..3 (masked broadcasts: no undefined merge source).
+STRATA_KERNEL_INLINE __m512i load_four(const unsigned char *a, const unsigned char *b, const unsigned char *c,
+                                       const unsigned char *d) {
+    const auto q = [](const unsigned char *p) { return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p)); };
+    __m512i v = _mm512_maskz_broadcast_i32x4(0x000f, q(a));
+    v = _mm512_mask_broadcast_i32x4(v, 0x00f0, q(b));
+    v = _mm512_mask_broadcast_i32x4(v, 0x0f00, q(c));
+    return _mm512_mask_broadcast_i32x4(v, 0xf000, q(d));
+}
+
+// Lane r of d[k] holds bytes 4k..4k+3 of the 16 at p[r] + offset, for the sixteen rows of a tile.
+struct row_dwords {
+    __m512i d0, d1, d2, d3;
+};
+STRATA_KERNEL_INLINE row_dwords transpose_rows(const unsigned char *const *p, int64_t offset) {
+    const __m512i z0 = load_four(p[0] + offset, p[4] + offset, p[8] + offset, p[12] + offset);
+    const __m512i z1 = load_four(p[1] + offset, p[5] + offset, p[9] + offset, p[13] + offset);
+    const __m512i z2 = load_four(p[2] + offset, p[6] + offset, p[10] + offset, p[14] + offset);
+    const __m512i z3 = load_four(p[3] + offset, p[7] + offset, p[11] + offset, p[15] + offset);
+    const __m512i t0 = _mm512_unpacklo_epi32(z0, z1), t1 = _mm512_unpackhi_epi32(z0, z1);
+    const __m512i t2 = _mm512_unpacklo_epi32(z2, z3), t3 = _mm512_unpackhi_epi32(z2, z3);
+    return {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
+            _mm512_unpackhi_epi64(t1, t3)};
+}
+
+STRATA_KERNEL_INLINE int load_u16(const unsigned char *p) {
+    uint16_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// Eight rows' binary16 scales at p[r] + offset.
+STRATA_KERNEL_INLINE __m128i eight_scales(const unsigned char *const *p, int64_t offset) {
+    __m128i h = _mm_cvtsi32_si128(load_u16(p[0] + offset));
+    h = _mm_insert_epi16(h, load_u16(p[1] + offset), 1);
+    h = _mm_insert_epi16(h, load_u16(p[2] + offset), 2);
+    h = _mm_insert_epi16(h, load_u16(p[3] + offset), 3);
+    h = _mm_insert_epi16(h, load_u16(p[4] + offset), 4);
+    h = _mm_insert_epi16(h, load_u16(p[5] + offset), 5);
+    h = _mm_insert_epi16(h, load_u16(p[6] + offset), 6);
+    return _mm_insert_epi16(h, load_u16(p[7] + offset), 7);
+}
+
+// The sixteen rows' scales, widened (exact).
+STRATA_KERNEL_INLINE __m512 row_scales(const unsigned char *const *p, int64_t offset) {
+    return _mm512_cvtph_ps(_mm256_setr_m128i(eight_scales(p, offset), eight_scales(p + 8, offset)));
+}
+
+STRATA_KERNEL_INLINE __m512i act_dword(const block_q8_act &a, int k) {
+    int32_t v;
+    std::memcpy(&v, a.qs + 4 * k, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+// Independent int32 chains per vector when a tile has one or two (decode): vpdpbusd accumulates in place. Integer
+// sums are exact, so the split changes no bit.
+template <size_t NT> constexpr int chains_for = NT == 1 ? 4 : NT == 2 ? 2 : 1;
+
+// Q4_0: sum u * a - 8 * sum a (sum_x8), u the nibbles; lane r of d[k]: row r's bytes 4k..4k+3 (elements 4k.. in the
+// low nibbles, 16 + 4k.. in the high).
+template <size_t... T>
+STRATA_KERNEL_INLINE void block_sums_q4_0(const row_dwords &q, const block_q8_act *const *a, __m512i *isum,
+                                          std::index_sequence<T...>) {
+    constexpr int chains = chains_for<sizeof...(T)>;
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    __m512i s[chains][sizeof...(T)];
+    for (int c = 0; c < chains; ++c)
+        ((s[c][T] = c == 0 ? _mm512_set1_epi32(-a[T]->sum_x8) : _mm512_setzero_si512()), ...);
+    auto step = [&](__m512i d, int k) __attribute__((always_inline)) {
+        const __m512i lo = _mm512_and_si512(d, low4), hi = _mm512_and_si512(_mm512_srli_epi16(d, 4), low4);
+        const int c_lo = (2 * k) % chains, c_hi = (2 * k + 1) % chains;
+        ((s[c_lo][T] = _mm512_dpbusd_epi32(s[c_lo][T], lo, act_dword(*a[T], k))), ...);
+        ((s[c_hi][T] = _mm512_dpbusd_epi32(s[c_hi][T], hi, act_dword(*a[T], 4 + k))), ...);
+    };
+    step(q.d0, 0);
+    step(q.d1, 1);
+    step(q.d2, 2);
+    step(q.d3, 3);
+    for (int c = 1; c < chains; ++c) ((s[0][T] = _mm512_add_epi32(s[0][T], s[c][T])), ...);
+    ((isum[T] = s[0][T]), ...);
+}
+
+// Q8_0: (w + 128) . a less 128 * sum a = 16 * sum_x8, the unsigned operand made once per dword.
+template <size_t... T>
+STRATA_KERNEL_INLINE void block_sums_q8_0(const unsigned char *const *p, int64_t qs, const block_q8_act *const *a,
+                                          __m512i *isum, std::index_sequence<T...>) {
+    constexpr int chains = chains_for<sizeof...(T)>;
+    __m512i s[chains][sizeof...(T)];
+    for (int c = 0; c < chains; ++c)
+        ((s[c][T] = c == 0 ? _mm512_set1_epi32(-16 * a[T]->sum_x8) : _mm512_setzero_si512()), ...);
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    auto step = [&](__m512i d, int k) __attribute__((always_inline)) {
+        const int c = k % chains;
+        const __m512i u = _mm512_xor_si512(d, flip);
+        ((s[c][T] = _mm512_dpbusd_epi32(s[c][T], u, act_dword(*a[T], k))), ...);
+    };
+    const row_dwords first = transpose_rows(p, qs), second = transpose_rows(p, qs + 16);
+    step(first.d0, 0);
+    step(first.d1, 1);
+    step(first.d2, 2);
+    step(first.d3, 3);
+    step(second.d0, 4);
+    step(second.d1, 5);
+    step(second.d2, 6);
+    step(second.d3, 7);
+    for (int c = 1; c < chains; ++c) ((s[0][T] = _mm512_add_epi32(s[0][T], s[c][T])), ...);
+    ((isum[T] = s[0][T]), ...);
+}
+
+// One tile: rows p[0..15] (the sixteen after them start at `next`, prefetched in order as in gemm_act_tile.hpp) x
+// the vectors at xq + t * xq_stride, t < sizeof...(T); writes out[t * out_stride + r].
+template <class Block, size_t... T>
+STRATA_KERNEL_INLINE void gemm_tile(const unsigned char *const *p, const unsigned char *next, const unsigned char *xq,
+                                    int64_t xq_stride, int64_t nb, float *out, int64_t out_stride,
+                                    std::index_sequence<T...> seq) {
+    const block_q8_act *a[] = {reinterpret_cast<const block_q8_act *>(xq + T * xq_stride)...};
+    __m512 acc[] = {(static_cast<void>(T), _mm512_setzero_ps())...};
+    for (int64_t b = 0; b < nb; ++b) {
+        const int64_t at = b * static_cast<int64_t>(sizeof(Block));
+        for (int64_t line = 0; line < tile_rows * static_cast<int64_t>(sizeof(Block)); line += 64)
+            _mm_prefetch(reinterpret_cast<const char *>(next + tile_rows * at + line), _MM_HINT_T0);
+        const __m512 dw = row_scales(p, at + offsetof(Block, d));
+        __m512i isum[sizeof...(T)];
+        if constexpr (sizeof(Block) == sizeof(block_q4_0))
+            block_sums_q4_0(transpose_rows(p, at + offsetof(Block, qs)), a, isum, seq);
+        else
+            block_sums_q8_0(p, at + offsetof(Block, qs), a, isum, seq);
+        ((acc[T] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[T]->d)), _mm512_cvtepi32_ps(isum[T]), acc[T])),
+         ...);
+        ((++a[T]), ...);
+    }
+    ((_mm512_storeu_ps(out + T * out_stride, acc[T])), ...);
+}
+
+template <class Block>
+void gemm_rows(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride, int32_t n_x,
+               int64_t n, float *out, int64_t out_stride, gemm_act_fn narrower) {
+    const auto *rows = static_cast<const unsigned char *>(w);
+    const auto *x = static_cast<const unsigned char *>(xq);
+    const int64_t nb = n / 32;
+    int64_t r = 0;
+    for (; r + tile_rows <= n_rows; r += tile_rows) {
+        const unsigned char *p[tile_rows];
+        for (int i = 0; i < tile_rows; ++i) p[i] = rows + (r + i) * row_bytes;
+        const unsigned char *next = rows + (r + tile_rows) * row_bytes; // prefetched only
+        int32_t t = 0;
+        for (; t + tile_vectors <= n_x; t += tile_vectors)
+            gemm_tile<Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
+                             std::make_index_sequence<tile_vectors>{});
+        switch (n_x - t) {
+        case 3:
+            gemm_tile<Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
+                             std::make_index_sequence<3>{});
+            break;
+        case 2:
+            gemm_tile<Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
+                             std::make_index_sequence<2>{});
+            break;
+        case 1:
+            gemm_tile<Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
+                             std::make_index_sequence<1>{});
+            break;
+        default: break;
+        }
+    }
+    if (r < n_rows) narrower(rows + r * row_bytes, row_bytes, n_rows - r, xq, xq_stride, n_x, n, out + r, out_stride);
+}
+
+} // namespace
+
+void gemm_act_q8_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_rows<block_q8_0>(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride, gemm_act_q8_0_avx2_or_vnni);
+}
+
+void gemm_act_q4_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_rows<block_q4_0>(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride, gemm_act_q4_0_avx2_or_vnni);
+}
+
+} // namespace strata::quants
+
+#else // not x86-64: cpu_has_avx512_vnni() is false; these exist only so the API links everywhere.
+
+namespace strata::quants {
+void gemm_act_q8_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_act_q8_0_scalar(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+void gemm_act_q4_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_act_q4_0_scalar(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+} // namespace strata::quants
+
+#endif
