@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -288,6 +289,24 @@ TEST(AddedFormats, Avx512IntegerPathEqualsAvx2AndScalar) {
                     << name << " dot_act, vector " << i;
         }
     }
+}
+
+// STRATA_NO_AVX512 (anything but "" or "0") makes cpu_has_avx512_vnni() say no, so plugins loaded under it keep to
+// their AVX2 kernels; unset, "" and "0" leave the CPU's answer.
+TEST(AddedFormats, StrataNoAvx512TurnsTheAvx512KernelsOff) {
+    const char *was = std::getenv("STRATA_NO_AVX512");
+    const std::string saved = was != nullptr ? was : "";
+    ::unsetenv("STRATA_NO_AVX512");
+    const bool cpu = q::cpu_has_avx512_vnni();
+    ::setenv("STRATA_NO_AVX512", "1", 1);
+    EXPECT_FALSE(q::cpu_has_avx512_vnni());
+    ::setenv("STRATA_NO_AVX512", "0", 1);
+    EXPECT_EQ(q::cpu_has_avx512_vnni(), cpu);
+    ::setenv("STRATA_NO_AVX512", "", 1);
+    EXPECT_EQ(q::cpu_has_avx512_vnni(), cpu);
+    if (was != nullptr) ::setenv("STRATA_NO_AVX512", saved.c_str(), 1);
+    else ::unsetenv("STRATA_NO_AVX512");
+    if (!cpu) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL/VNNI: only the 'off' half could be seen";
 }
 
 // Root-mean-square quantization error relative to the data's RMS, for normal data: each format lands in its known

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace strata::quants {
 namespace {
@@ -26,6 +27,40 @@ STRATA_KERNEL_INLINE float horizontal_sum(__m256 v) {
 }
 
 STRATA_KERNEL_INLINE float block_scale(const half_bits *d) { return _cvtsh_ss(*d); }
+
+// A multi-vector kernel's passes over n_x activation vectors: pass(i, std::make_index_sequence<W>{}) for vectors
+// [i, i + W), in passes of Widest (8 or 4), then of 4, then one pass of the 3, 2 or 1 left.
+template <int Widest, class Pass> STRATA_KERNEL_INLINE void in_passes(int32_t n_x, const Pass &pass) {
+    static_assert(Widest == 4 || Widest == 8);
+    int32_t i = 0;
+    if constexpr (Widest == 8)
+        for (; i + 8 <= n_x; i += 8) pass(i, std::make_index_sequence<8>{});
+    for (; i + 4 <= n_x; i += 4) pass(i, std::make_index_sequence<4>{});
+    switch (n_x - i) {
+    case 3: pass(i, std::make_index_sequence<3>{}); break;
+    case 2: pass(i, std::make_index_sequence<2>{}); break;
+    case 1: pass(i, std::make_index_sequence<1>{}); break;
+    default: break;
+    }
+}
+
+STRATA_KERNEL_INLINE uint16_t load_u16(const unsigned char *p) {
+    uint16_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// The binary16 scales at p[r] + offset of eight rows (a GEMM tile's rows), in one register.
+STRATA_KERNEL_INLINE __m128i eight_row_scales(const unsigned char *const *p, int64_t offset) {
+    __m128i h = _mm_cvtsi32_si128(load_u16(p[0] + offset));
+    h = _mm_insert_epi16(h, load_u16(p[1] + offset), 1);
+    h = _mm_insert_epi16(h, load_u16(p[2] + offset), 2);
+    h = _mm_insert_epi16(h, load_u16(p[3] + offset), 3);
+    h = _mm_insert_epi16(h, load_u16(p[4] + offset), 4);
+    h = _mm_insert_epi16(h, load_u16(p[5] + offset), 5);
+    h = _mm_insert_epi16(h, load_u16(p[6] + offset), 6);
+    return _mm_insert_epi16(h, load_u16(p[7] + offset), 7);
+}
 
 } // namespace
 } // namespace strata::quants

@@ -22,13 +22,6 @@
 namespace strata::quants {
 namespace {
 
-
-STRATA_KERNEL_INLINE uint16_t load_u16(const unsigned char *p) {
-    uint16_t v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-
 STRATA_KERNEL_INLINE __m256 load_f16x8(const unsigned char *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
 }

@@ -56,27 +56,9 @@ STRATA_KERNEL_INLINE row_dwords transpose_rows(const unsigned char *const *p, in
             _mm512_unpackhi_epi64(t1, t3)};
 }
 
-STRATA_KERNEL_INLINE int load_u16(const unsigned char *p) {
-    uint16_t v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-
-// Eight rows' binary16 scales at p[r] + offset.
-STRATA_KERNEL_INLINE __m128i eight_scales(const unsigned char *const *p, int64_t offset) {
-    __m128i h = _mm_cvtsi32_si128(load_u16(p[0] + offset));
-    h = _mm_insert_epi16(h, load_u16(p[1] + offset), 1);
-    h = _mm_insert_epi16(h, load_u16(p[2] + offset), 2);
-    h = _mm_insert_epi16(h, load_u16(p[3] + offset), 3);
-    h = _mm_insert_epi16(h, load_u16(p[4] + offset), 4);
-    h = _mm_insert_epi16(h, load_u16(p[5] + offset), 5);
-    h = _mm_insert_epi16(h, load_u16(p[6] + offset), 6);
-    return _mm_insert_epi16(h, load_u16(p[7] + offset), 7);
-}
-
 // The sixteen rows' scales, widened (exact).
 STRATA_KERNEL_INLINE __m512 row_scales(const unsigned char *const *p, int64_t offset) {
-    return _mm512_cvtph_ps(_mm256_setr_m128i(eight_scales(p, offset), eight_scales(p + 8, offset)));
+    return _mm512_cvtph_ps(_mm256_setr_m128i(eight_row_scales(p, offset), eight_row_scales(p + 8, offset)));
 }
 
 STRATA_KERNEL_INLINE __m512i act_dword(const block_q8_act &a, int k) {

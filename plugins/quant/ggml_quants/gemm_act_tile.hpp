@@ -49,23 +49,9 @@ STRATA_KERNEL_INLINE row_dwords transpose_rows(const unsigned char *const *p, in
             _mm256_unpackhi_epi64(t1, t3)};
 }
 
-STRATA_KERNEL_INLINE int load_u16(const unsigned char *p) {
-    uint16_t v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-
 // The eight rows' binary16 block scales at p[r] + offset, widened (exact).
 STRATA_KERNEL_INLINE __m256 row_scales(const unsigned char *const *p, int64_t offset) {
-    __m128i h = _mm_cvtsi32_si128(load_u16(p[0] + offset));
-    h = _mm_insert_epi16(h, load_u16(p[1] + offset), 1);
-    h = _mm_insert_epi16(h, load_u16(p[2] + offset), 2);
-    h = _mm_insert_epi16(h, load_u16(p[3] + offset), 3);
-    h = _mm_insert_epi16(h, load_u16(p[4] + offset), 4);
-    h = _mm_insert_epi16(h, load_u16(p[5] + offset), 5);
-    h = _mm_insert_epi16(h, load_u16(p[6] + offset), 6);
-    h = _mm_insert_epi16(h, load_u16(p[7] + offset), 7);
-    return _mm256_cvtph_ps(h);
+    return _mm256_cvtph_ps(eight_row_scales(p, offset));
 }
 
 // Activation dword k (quants 4k..4k+3) of a block in every lane.

@@ -119,14 +119,7 @@ void dot_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int
         if constexpr (K) dot_k_n<F>(w, x + i * stride, stride, nb, out + i, seq);
         else dot_32_n<F>(w, x + i * stride, stride, nb, out + i, seq);
     };
-    int32_t i = 0;
-    for (; i + 4 <= n_x; i += 4) pass(i, std::make_index_sequence<4>{});
-    switch (n_x - i) {
-    case 3: pass(i, std::make_index_sequence<3>{}); break;
-    case 2: pass(i, std::make_index_sequence<2>{}); break;
-    case 1: pass(i, std::make_index_sequence<1>{}); break;
-    default: break;
-    }
+    in_passes<4>(n_x, pass);
 }
 
 template <void (*Multi)(const void *, const void *, int64_t, int32_t, int64_t, float *)>

@@ -86,15 +86,9 @@ void dot_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int
     const auto *w = static_cast<const typename F::block *>(row);
     const auto *x = static_cast<const unsigned char *>(xq);
     const int64_t nb = n / qk_k;
-    int32_t i = 0;
-    for (; i + 8 <= n_x; i += 8) dot_k_n<F>(w, x + i * stride, stride, nb, out + i, std::make_index_sequence<8>{});
-    for (; i + 4 <= n_x; i += 4) dot_k_n<F>(w, x + i * stride, stride, nb, out + i, std::make_index_sequence<4>{});
-    switch (n_x - i) {
-    case 3: dot_k_n<F>(w, x + i * stride, stride, nb, out + i, std::make_index_sequence<3>{}); break;
-    case 2: dot_k_n<F>(w, x + i * stride, stride, nb, out + i, std::make_index_sequence<2>{}); break;
-    case 1: dot_k_n<F>(w, x + i * stride, stride, nb, out + i, std::make_index_sequence<1>{}); break;
-    default: break;
-    }
+    in_passes<8>(n_x, [&](int32_t i, auto vectors) __attribute__((always_inline)) {
+        dot_k_n<F>(w, x + i * stride, stride, nb, out + i, vectors);
+    });
 }
 
 template <class F> float dot_single(const void *row, const void *xq, int64_t n) {
