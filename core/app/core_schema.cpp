@@ -217,8 +217,9 @@ config::schema core_schema() {
             "--tensor-parallel-size|-tp", 1, 4096),
         key("pipeline_parallel_size", STRATA_CONFIG_INT, "1", "stages the layers are split into",
             "--pipeline-parallel-size|-pp", 1, 4096),
-        key("data_parallel_size", STRATA_CONFIG_INT, "1", "replicas of the whole model", "--data-parallel-size|-dp",
-            1, 4096),
+        key("data_parallel_size", STRATA_CONFIG_INT, "1",
+            "replicas of the whole model in this process, each on its share of the device (CPU: threads and cores "
+            "divided; CUDA: a GPU each), requests to the least loaded", "--data-parallel-size|-dp", 1, 4096),
     }});
     return s;
 }

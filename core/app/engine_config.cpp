@@ -69,13 +69,18 @@ void check_foreign_keys(const config::document &doc, const config::schema &s) {
     if (dtype != "auto" && dtype != "float" && dtype != "float32")
         fail("--dtype {}: every device computes activations in float32 (the weights keep their file's types); use "
              "--dtype auto or float32", dtype);
-    for (const char *key : {"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"}) {
+    for (const char *key : {"tensor_parallel_size", "pipeline_parallel_size"}) {
         const int64_t n = doc.get_int("parallel", key, s).value_or(1);
         if (n > 1)
             fail("[parallel] {} = {}: one model over several devices or processes is not available yet; this runtime "
                  "serves a model larger than one device by offloading it (--cpu-offload-gb, -ngl) instead",
                  key, n);
     }
+    // Data parallel runs its replicas in this process (replica_set.hpp); one prefix store folder takes one writer.
+    if (doc.get_int("parallel", "data_parallel_size", s).value_or(1) > 1 &&
+        !doc.get_string("memory", "prefix_store_dir", s).value_or("").empty())
+        fail("[parallel] data_parallel_size > 1 with [memory] prefix_store_dir: the replicas would share one prefix store "
+             "folder, which takes one writer; drop --prefix-store-dir or run one replica per process with a folder each");
     if (doc.get_bool("engine", "enforce_eager", s).value_or(false))
         log::info("runtime", "--enforce-eager: no device captures CUDA graphs yet, so every step runs eagerly anyway");
     if (auto level = doc.get_int("engine", "optimization_level", s))
@@ -168,6 +173,7 @@ engine::engine_options engine_options_from(const plugins::registry &registry, co
         opts.kv.prefix_store_dir = (path.is_absolute() ? path : doc.base_dir() / path).lexically_normal().string();
     }
     opts.kv.prefix_store_gib = doc.get_float("memory", "prefix_store_space", s).value_or(16);
+    opts.data_parallel_size = static_cast<int32_t>(doc.get_int("parallel", "data_parallel_size", s).value_or(1));
     opts.device = doc.get_string("engine", "device", s).value_or("auto");
     opts.offload = offload_from(doc, s, views);
     return opts;

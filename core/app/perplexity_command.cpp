@@ -198,6 +198,9 @@ int run_perplexity(const perplexity_args &a, const plugins::registry &registry, 
     std::vector<std::unique_ptr<config::plugin_config_view>> views;
     engine::engine_options opts = engine_options_from(registry, doc, s, model_argument, views);
     opts.machine = &machine;
+    if (opts.data_parallel_size > 1)
+        fail("runtime perplexity runs one engine; --data-parallel-size {} applies to serving (drop it here)",
+             opts.data_parallel_size);
     if (opts.model_path.empty())
         fail("runtime perplexity: give the model to evaluate: runtime perplexity -m MODEL.gguf -f TEXT");
 

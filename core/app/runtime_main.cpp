@@ -160,6 +160,7 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
         for (const config::document::setting &x : doc.settings(s))
             settings.push_back({{"key", x.key}, {"value", x.value}, {"from", x.origin}});
         j["settings"] = settings;
+        j["data_parallel_size"] = opts.data_parallel_size; // the plan above is each replica's
         std::cout << j.dump(2) << "\n";
     } else {
         std::cout << planner::to_table(mp.plan, mp.inputs);
@@ -174,6 +175,10 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
                                  "{}, max_waiting_requests {}\n",
                                  sc.max_num_seqs, sc.max_num_batched_tokens, opts.prefill_chunk, mode,
                                  sc.max_waiting_requests);
+        if (opts.data_parallel_size > 1)
+            std::cout << fmt::format("data parallel: {} replicas in this process, each planned as above (its share of "
+                                     "the device)\n",
+                                     opts.data_parallel_size);
     }
     return mp.plan.fits ? 0 : 1;
 }
@@ -191,8 +196,8 @@ int run_frontend(const plugins::registry &registry, const strata_host_services *
              frontend_name, fmt::join(registry.names(STRATA_KIND_FRONTEND), ", "));
     }
 
-    engine::engine eng(registry, host, opts);
-    strata_engine_api api = engine::make_engine_api(eng);
+    engine::replica_set replicas(registry, host, opts);
+    strata_engine_api api = engine::make_engine_api(replicas);
     std::unique_ptr<config::plugin_config_view> fe_view;
     if (s.find_table(frontend_name) != nullptr) fe_view = std::make_unique<config::plugin_config_view>(doc, s, frontend_name);
     strata_frontend_create_args args{};

@@ -28,6 +28,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -47,9 +48,14 @@ class engine {
     engine &operator=(const engine &) = delete;
 
     strata_request_id submit(const strata_request &req);
+    // Submits every request or none (the first bad one throws, the queue's limit counts them all), under one lock:
+    // the step thread takes them in together, so they are scheduled as one arrival whatever the threads' timing.
+    std::vector<strata_request_id> submit_all(std::span<const strata_request> reqs);
     strata_request_result wait(strata_request_id id);
     void cancel(strata_request_id id);
     strata_engine_stats stats() const;
+    // Requests submitted and not yet finished, exact at the call (what a data-parallel front balances on).
+    int64_t unfinished() const;
 
     const class tokenizer &tokenizer() const { return *tokenizer_; }
     // The model's chat prompts ([model] chat_template, else the file's templates): engine_chat.cpp.
@@ -111,6 +117,9 @@ class engine {
     void emit_token(sequence &s, int32_t tok, bool eos);
     void setup_chat();
     void finish(sequence &s, int32_t reason, const std::string &error = std::string());
+    std::shared_ptr<sequence> prepare(const strata_request &req);
+    void check_queue_room_locked(size_t n) const;
+    strata_request_id enqueue_locked(std::shared_ptr<sequence> r);
     void publish_stats();
     void publish_stats_locked(const kv::kv_cache_stats &ks);
 
@@ -160,7 +169,7 @@ class engine {
     strata_request_id next_id_ = 1;
     uint64_t next_arrival_ = 0;
     bool stopping_ = false;
-    int64_t finished_ = 0, prompt_tokens_total_ = 0, generation_tokens_total_ = 0;
+    int64_t submitted_ = 0, finished_ = 0, prompt_tokens_total_ = 0, generation_tokens_total_ = 0;
     int64_t running_snapshot_ = 0, waiting_snapshot_ = 0;
     kv::kv_cache_stats kv_snapshot_{};
     const std::function<void()> *pending_task_ = nullptr; // run_between_steps' task (guarded by mu_)

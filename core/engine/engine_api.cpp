@@ -1,4 +1,5 @@
 #include "engine/engine_api.hpp"
+#include "engine/replica_set.hpp"
 
 #include "common/error.hpp"
 
@@ -15,7 +16,9 @@ namespace strata::engine {
 
 namespace {
 
-engine &self(strata_engine *e) { return *reinterpret_cast<engine *>(e); }
+replica_set &replicas(strata_engine *e) { return *reinterpret_cast<replica_set *>(e); }
+// Replica 0: the model, its vocabulary and templates (every replica loads the same file).
+engine &self(strata_engine *e) { return replicas(e).front(); }
 
 int32_t report(strata_status *st, int32_t code, const char *what) {
     if (st != nullptr) {
@@ -41,19 +44,19 @@ template <class F> int32_t guard(strata_status *st, F &&f) noexcept {
 
 int32_t api_submit(strata_engine *e, const strata_request *req, strata_request_id *id, strata_status *st) {
     if (req == nullptr || id == nullptr) return report(st, STRATA_ERR_INVALID_ARGUMENT, "submit: null request");
-    return guard(st, [&] { *id = self(e).submit(*req); });
+    return guard(st, [&] { *id = replicas(e).submit(*req); });
 }
 
 int32_t api_wait(strata_engine *e, strata_request_id id, strata_request_result *result, strata_status *st) {
     return guard(st, [&] {
-        strata_request_result r = self(e).wait(id);
+        strata_request_result r = replicas(e).wait(id);
         if (result != nullptr) *result = r;
     });
 }
 
 void api_cancel(strata_engine *e, strata_request_id id) {
     try {
-        self(e).cancel(id);
+        replicas(e).cancel(id);
     } catch (...) {
     }
 }
@@ -61,7 +64,7 @@ void api_cancel(strata_engine *e, strata_request_id id) {
 // Copies only as much as the caller's struct holds: a frontend built against an older ABI passes a smaller one.
 void api_get_stats(strata_engine *e, strata_engine_stats *out) {
     if (out == nullptr) return;
-    const strata_engine_stats s = self(e).stats();
+    const strata_engine_stats s = replicas(e).stats();
     const size_t n = out->struct_size == 0 ? offsetof(strata_engine_stats, kv_block_size)
                                            : std::min<size_t>(out->struct_size, sizeof s);
     std::memcpy(out, &s, n);
@@ -132,7 +135,7 @@ const char *api_model_metadata(strata_engine *e, const char *key) {
 
 } // namespace
 
-strata_engine_api make_engine_api(engine &e) {
+strata_engine_api make_engine_api(replica_set &e) {
     strata_engine_api api{};
     api.struct_size = sizeof api;
     api.engine = reinterpret_cast<strata_engine *>(&e);

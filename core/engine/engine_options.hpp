@@ -56,6 +56,11 @@ struct engine_options {
     // until ranks run as processes.
     int32_t pipeline_parallel_size = 1;
     std::vector<int32_t> pipeline_layer_partition;
+    // This engine is data-parallel replica `data_parallel_rank` of `data_parallel_size` in this process (#16,
+    // replica_set.hpp): its device is that share of the hardware (ABI 1.27 device instances: the CPU's threads and
+    // cores divided, a GPU each), it plans 1/N of the device's memory, and its tiers are instances of their own.
+    int32_t data_parallel_rank = 0;
+    int32_t data_parallel_size = 1;
     bool print_plan = true;                            // the memory plan table on stderr at start-up
     // `runtime plan`: start-up runs as for serving (the same device choice with its fallback, the same measurements
     // and hybrid decisions) and stops once the memory plan is made: no weight is copied or read, no KV or workspace

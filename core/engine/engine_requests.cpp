@@ -14,7 +14,8 @@ namespace strata::engine {
 
 using namespace detail;
 
-strata_request_id engine::submit(const strata_request &req) {
+// A request's sequence, validated, tokenized and with everything its steps need allocated; not yet queued.
+std::shared_ptr<sequence> engine::prepare(const strata_request &req) {
     auto r = std::make_shared<sequence>();
     if (req.prompt_tokens != nullptr && req.n_prompt_tokens > 0) {
         r->tokens.assign(req.prompt_tokens, req.prompt_tokens + req.n_prompt_tokens);
@@ -79,22 +80,50 @@ strata_request_id engine::submit(const strata_request &req) {
     r->result.struct_size = sizeof r->result;
     r->result.n_prompt_tokens = r->n_prompt;
     r->t_submit = std::chrono::steady_clock::now();
-    std::lock_guard<std::mutex> lock(mu_);
+    return r;
+}
+
+// With mu_ held: room for `n` more in the waiting queue, or the engine is busy. Bounded by what stats reports as
+// waiting, which lags by the requests the step thread took in during its current step, so the queue holds at most
+// twice the limit, never more.
+void engine::check_queue_room_locked(size_t n) const {
     if (stopping_) fail("the engine is shutting down");
-    // Bounded: what stats reports as waiting. It lags by the requests the step thread took in during its current step,
-    // so the queue holds at most twice the limit, never more.
     if (const int64_t waiting = waiting_snapshot_ + static_cast<int64_t>(incoming_.size());
-        waiting >= opts_.scheduler.max_waiting_requests) {
+        waiting + static_cast<int64_t>(n) > opts_.scheduler.max_waiting_requests) {
         throw coded_error(STRATA_ERR_BUSY, fmt::format("the engine is at its waiting-queue limit ({} requests waiting, "
                                                        "max_waiting_requests = {}); retry later",
                                                        waiting, opts_.scheduler.max_waiting_requests));
     }
+}
+
+// With mu_ held: the sequence gets its id and goes to the step thread's intake.
+strata_request_id engine::enqueue_locked(std::shared_ptr<sequence> r) {
     r->id = next_id_++;
+    ++submitted_;
     r->arrival = next_arrival_++;
     requests_[r->id] = r;
-    incoming_.push_back(r);
+    incoming_.push_back(std::move(r));
+    return incoming_.back()->id;
+}
+
+strata_request_id engine::submit(const strata_request &req) {
+    std::shared_ptr<sequence> r = prepare(req);
+    std::lock_guard<std::mutex> lock(mu_);
+    check_queue_room_locked(1);
+    const strata_request_id id = enqueue_locked(std::move(r));
     cv_.notify_all();
-    return r->id;
+    return id;
+}
+
+std::vector<strata_request_id> engine::submit_all(std::span<const strata_request> reqs) {
+    std::vector<std::shared_ptr<sequence>> prepared;
+    for (const strata_request &req : reqs) prepared.push_back(prepare(req));
+    std::vector<strata_request_id> ids;
+    std::lock_guard<std::mutex> lock(mu_);
+    check_queue_room_locked(prepared.size());
+    for (auto &r : prepared) ids.push_back(enqueue_locked(std::move(r)));
+    cv_.notify_all();
+    return ids;
 }
 
 strata_request_result engine::wait(strata_request_id id) {
@@ -140,6 +169,11 @@ strata_engine_stats engine::stats() const {
     s.kv_bytes_swapped_out = kv_snapshot_.bytes_out;
     s.kv_bytes_swapped_in = kv_snapshot_.bytes_in;
     return s;
+}
+
+int64_t engine::unfinished() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return submitted_ - finished_;
 }
 
 // Called by the step thread between steps.

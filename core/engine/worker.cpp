@@ -80,8 +80,10 @@ void worker::set_stage(const pipeline_stage &stage) {
 void worker::place_weights(offload_options offload, int32_t max_model_len) {
     offload_ = std::move(offload);
     offload_.device_reads_host = device_reads_host_;
-    offload_.rank = stage_.rank;
-    offload_.device_share = stage_.n_ranks; // the ranks of this process share one device
+    // Tier instances are numbered across the process's replicas and ranks. The ranks of a replica share its device;
+    // replicas share the host's RAM (the CPU device) but each has a GPU of its own (a device with memory of its own).
+    offload_.rank = opts_.data_parallel_rank * stage_.n_ranks + stage_.rank;
+    offload_.device_share = stage_.n_ranks * (device_reads_host_ ? opts_.data_parallel_size : 1);
     max_model_len_ = max_model_len;
     bind_pinned_staging();
     strata_status st{};

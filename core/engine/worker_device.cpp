@@ -23,6 +23,8 @@ void worker::init_device() {
         dargs.host = host_;
         auto it = opts_.device_configs.find(h.desc->header.name);
         dargs.config = it != opts_.device_configs.end() ? it->second : opts_.device_config;
+        dargs.instance = opts_.data_parallel_rank;
+        dargs.n_instances = opts_.data_parallel_size;
         return h.desc->create(&dargs, why);
     };
     if (opts_.device == "auto") {

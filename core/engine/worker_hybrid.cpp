@@ -148,6 +148,8 @@ bool worker::start_host_device(bool required) {
     args.host = host_;
     auto it = opts_.device_configs.find(name);
     args.config = device_name_ != name && it != opts_.device_configs.end() ? it->second : nullptr;
+    args.instance = opts_.data_parallel_rank; // a replica's CPU layers run on its share of the cores
+    args.n_instances = opts_.data_parallel_size;
     strata_status st{};
     host_device_ = host_desc_.desc->create(&args, &st);
     if (host_device_ == nullptr)

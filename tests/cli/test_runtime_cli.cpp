@@ -566,7 +566,9 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"-tp 2", "tensor_parallel_size = 2: one model over several devices or processes is not available yet"},
         {"--pipeline-parallel-size 2", "pipeline_parallel_size = 2"},
-        {"-dp 2", "data_parallel_size = 2"},
+        {"-dp 2 -t 2 --prefix-store-dir /tmp/strata-dp-store", "data_parallel_size > 1 with [memory] prefix_store_dir: "
+                                                              "the replicas would share one prefix store folder"},
+        {"-dp 3 -t 2", "data-parallel replica 0 of 3 could not start"},
         {"--dtype float16", "--dtype float16: every device computes activations in float32"},
         {"--kv-cache-dtype q8_0", "--kv-cache-dtype q8_0: device 'cpu' cannot keep this KV cache: cpu: a q8_0 KV cache "
                                   "keeps heads in groups of 32 values; heads of 8 values are not whole groups"},
@@ -592,8 +594,15 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     // (The seeds' spellings: --tensor-parallel-size 1, --n-gpu-layers 20, --ctx-size 4096, --cpu-kv-cache.)
     for (const std::string flags : {"--dtype float32", "--kv-cache-dtype auto", "--kv-cache-dtype float16",
                                     "--kv-cache-dtype bf16", "--kv-cache-dtype fp8", "--kv-cache-dtype fp8_e5m2", "-ctk f16 -ctv f16", "-q gguf", "-ctk f32 -ctv f32", "-tp 1",
-                                    "--tensor-parallel-size 1", "--n-gpu-layers 20 --ctx-size 4096", "--cpu-kv-cache"})
+                                    "--tensor-parallel-size 1", "--n-gpu-layers 20 --ctx-size 4096", "--cpu-kv-cache",
+                                    "-dp 2 -t 2", "--data-parallel-size 1"})
         EXPECT_EQ(greedy_tokens(flags).size(), 16u) << flags;
+    // Data parallel: `plan` shows each replica's plan (half the RAM each) and says how many there are.
+    EXPECT_EQ(plan_json("--model " + k_model + " -dp 2 -t 2")["data_parallel_size"], 2);
+    const auto one_budget = plan_json("--model " + k_model)["device_budget"].get<double>();
+    const auto replica_budget = plan_json("--model " + k_model + " -dp 2 -t 2")["device_budget"].get<double>();
+    EXPECT_GT(replica_budget, 0.4 * one_budget);
+    EXPECT_LT(replica_budget, 0.6 * one_budget) << "a replica plans about half of the RAM that is free";
     // A 16-bit KV cache: half the bytes per token in the plan.
     EXPECT_EQ(plan_json("--model " + k_model + " --kv-cache-dtype f16")["kv_bytes_per_token"].get<int64_t>() * 2,
               plan_json("--model " + k_model)["kv_bytes_per_token"].get<int64_t>());

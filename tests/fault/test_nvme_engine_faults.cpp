@@ -75,15 +75,16 @@ void on_event(void *user, const strata_token_event *ev) {
     if (ev->error != nullptr) o->error = ev->error;
 }
 
-// Submits every prompt at once (greedy, EOS ignored) and waits for all.
+// Submits every prompt as one arrival (greedy, EOS ignored) and waits for all.
 std::vector<outcome> run(engine::engine &e, const std::vector<std::vector<int32_t>> &prompts, int32_t max_tokens,
                          std::function<void(const outcome &)> after_token = {}) {
     std::vector<outcome> out(prompts.size());
-    std::vector<strata_request_id> ids;
+    std::vector<strata_request> reqs;
     for (size_t i = 0; i < prompts.size(); ++i) {
         out[i].after_token = after_token;
-        ids.push_back(e.submit(greedy_request(prompts[i], max_tokens, on_event, &out[i])));
+        reqs.push_back(greedy_request(prompts[i], max_tokens, on_event, &out[i]));
     }
+    const std::vector<strata_request_id> ids = e.submit_all(reqs);
     for (size_t i = 0; i < ids.size(); ++i) {
         try {
             e.wait(ids[i]); // a request that finished with reason error throws its message, which out[i] holds too

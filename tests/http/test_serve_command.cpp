@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <thread>
+
 using namespace strata_http_test;
 using json = nlohmann::json;
 
@@ -95,4 +98,44 @@ TEST(ServeCommand, ServeWithoutAModelOrWithTwoSaysHow) {
         EXPECT_NE(read_text(log).find("serve"), std::string::npos) << read_text(log);
     }
     fs::remove(log);
+}
+
+// vLLM's --data-parallel-size: two replicas in the one server, each on one of the two threads. Requests sent at once
+// are answered as one engine answers each alone, and /metrics counts both replicas' work.
+TEST(ServeCommand, DataParallelReplicasAnswerConcurrentRequestsAsOneEngineAndMetricsSumThem) {
+    const std::vector<std::string> prompts = {"Once upon a time", "Lily went to", "The cat", "Tom had a big",
+                                              "One day, a bird", "Sue and Ben"};
+    std::atomic<int64_t> completion_tokens = 0;
+    auto completion = [&](const std::string &prompt) {
+        http_reply r = request("POST", "/v1/completions",
+                               json{{"model", k_model}, {"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0}}.dump());
+        if (r.status != 200) return "HTTP " + r.body;
+        const json body = json::parse(r.body);
+        completion_tokens += body["usage"]["completion_tokens"].get<int64_t>();
+        return body["choices"][0]["text"].get<std::string>();
+    };
+    std::vector<std::string> alone;
+    {
+        server one("dp1", {"serve", k_model, "--device", "cpu", "-t", "2"});
+        ASSERT_NE(one.pid, 0) << read_text(one.log);
+        for (const auto &p : prompts) alone.push_back(completion(p));
+    }
+    server two("dp2", {"serve", k_model, "--device", "cpu", "-t", "2", "--data-parallel-size", "2"});
+    ASSERT_NE(two.pid, 0) << read_text(two.log);
+    const std::string log = read_text(two.log);
+    EXPECT_NE(log.find("data-parallel replica 1 of 2: 1 thread,"), std::string::npos) << log;
+    completion_tokens = 0;
+    std::vector<std::string> got(prompts.size());
+    {
+        std::vector<std::thread> clients;
+        for (size_t i = 0; i < prompts.size(); ++i) clients.emplace_back([&, i] { got[i] = completion(prompts[i]); });
+        for (auto &t : clients) t.join();
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], alone[i]) << prompts[i];
+    const http_reply metrics = request("GET", "/metrics");
+    ASSERT_EQ(metrics.status, 200);
+    EXPECT_GT(completion_tokens.load(), 0);
+    EXPECT_EQ(metric_value(metrics.body, "vllm:generation_tokens_total"), static_cast<double>(completion_tokens.load()))
+        << metrics.body;
+    EXPECT_EQ(metric_value(metrics.body, "vllm:num_requests_running"), 0.0);
 }

@@ -150,12 +150,14 @@ inline strata_request greedy_request(const std::vector<int32_t> &prompt, int32_t
     return req;
 }
 
-// Submits every prompt at once and waits for all; returns each one's generated tokens.
+// Submits every prompt as one arrival (submit_all: the same schedule whatever the threads' timing, so a KV budget
+// meant to force preemption does) and waits for all; returns each one's generated tokens.
 inline std::vector<std::vector<int32_t>> run_all(engine::engine &e, const std::vector<std::vector<int32_t>> &prompts,
                                           int32_t max_tokens) {
     std::vector<generation_result> g(prompts.size());
-    std::vector<strata_request_id> ids;
-    for (size_t i = 0; i < prompts.size(); ++i) ids.push_back(e.submit(greedy_request(prompts[i], max_tokens, collect, &g[i])));
+    std::vector<strata_request> reqs;
+    for (size_t i = 0; i < prompts.size(); ++i) reqs.push_back(greedy_request(prompts[i], max_tokens, collect, &g[i]));
+    const std::vector<strata_request_id> ids = e.submit_all(reqs);
     std::vector<std::vector<int32_t>> out;
     for (size_t i = 0; i < ids.size(); ++i) {
         e.wait(ids[i]);
@@ -209,6 +211,7 @@ inline void expect_pools_full(const engine::engine &e) {
 struct test_table {
     strata_config_view view{};
     std::map<std::string, bool> bools;
+    std::map<std::string, int64_t> ints;
     std::map<std::string, std::string> strings;
     test_table() {
         view.struct_size = sizeof view;
@@ -220,7 +223,13 @@ struct test_table {
             *out = it->second ? 1 : 0;
             return 1;
         };
-        view.get_int = [](void *, const char *, int64_t *) -> int32_t { return 0; };
+        view.get_int = [](void *ctx, const char *key, int64_t *out) -> int32_t {
+            auto &m = static_cast<test_table *>(ctx)->ints;
+            auto it = m.find(key);
+            if (it == m.end()) return 0;
+            *out = it->second;
+            return 1;
+        };
         view.get_float = [](void *, const char *, double *) -> int32_t { return 0; };
         view.get_string = [](void *ctx, const char *key, const char **out) -> int32_t {
             auto &m = static_cast<test_table *>(ctx)->strings;

@@ -53,7 +53,8 @@ TEST(EngineAdmission, SubmitRefusesWithBusyAtTheWaitingQueueLimit) {
     o.offload.measure_bandwidth = false;
     o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
     engine::engine e(test_registry(), test_host(), o);
-    const strata_engine_api api = engine::make_engine_api(e);
+    engine::replica_set alone(e);
+    const strata_engine_api api = engine::make_engine_api(alone);
 
     const std::vector<int32_t> prompt = e.tokenizer().encode("Lily", true);
     gate g;

@@ -99,15 +99,47 @@ strata_device *create(const strata_device_create_args *args, strata_status *st) 
                  static_cast<long long>(threads_key), static_cast<long long>(max_threads));
             return nullptr;
         }
-        const int threads = threads_key > 0 ? static_cast<int>(threads_key) : default_thread_count(host);
+        const int all_threads = threads_key > 0 ? static_cast<int>(threads_key) : default_thread_count(host);
+        // Data-parallel replicas in one process (ABI 1.27): replica i takes the i-th of n equal shares of the
+        // threads and of the cores they are pinned to, so replicas never compute on the same core.
+        const bool has_instances = args != nullptr && args->struct_size >= offsetof(strata_device_create_args, n_instances) +
+                                                                                sizeof(args->n_instances);
+        const int n_instances = has_instances ? std::max<int32_t>(args->n_instances, 1) : 1;
+        const int instance = has_instances ? args->instance : 0;
+        if (instance < 0 || instance >= n_instances) {
+            fail(st, STRATA_ERR_INVALID_ARGUMENT, "cpu create: instance %d of %d is out of range", instance, n_instances);
+            return nullptr;
+        }
+        if (n_instances > all_threads) {
+            fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                 "cpu create: %d data-parallel replicas need a thread each, but the cpu device has %d ([cpu] threads); "
+                 "lower --data-parallel-size or raise --threads",
+                 n_instances, all_threads);
+            return nullptr;
+        }
+        const int threads = all_threads / n_instances;
         const bool pin = cfg.get_bool("pin_threads").value_or(true);
-        const std::vector<int> cpus = pin ? pinning_cpus(host, threads) : std::vector<int>{};
+        std::vector<int> cpus = pin ? pinning_cpus(host, threads * n_instances) : std::vector<int>{};
+        if (n_instances > 1 && !cpus.empty()) {
+            // This replica's consecutive share (cores wrap round when there are fewer than threads, as unshared).
+            std::vector<int> mine;
+            for (int k = 0; k < threads; ++k)
+                mine.push_back(cpus[static_cast<size_t>(instance * threads + k) % cpus.size()]);
+            cpus = std::move(mine);
+        }
 
         auto dev = std::make_unique<strata_device>(threads, cpus, strata::cpu::select_kernels(), host);
         dev->separate_memory = cfg.get_bool("separate_memory").value_or(false);
         if (host != nullptr) {
-            strata::plugin::log(host, STRATA_LOG_INFO, plugin_name, "%d threads, %s kernels, %s", threads,
-                                dev->kern.name, cpus.empty() ? "unpinned" : "workers pinned");
+            if (n_instances > 1)
+                strata::plugin::log(host, STRATA_LOG_INFO, plugin_name,
+                                    "data-parallel replica %d of %d: %d thread%s, %s kernels, %s %d", instance,
+                                    n_instances, threads, threads == 1 ? "" : "s", dev->kern.name,
+                                    cpus.empty() ? "unpinned; share" : "workers pinned from cpu",
+                                    cpus.empty() ? instance : cpus.front());
+            else
+                strata::plugin::log(host, STRATA_LOG_INFO, plugin_name, "%d threads, %s kernels, %s", threads,
+                                    dev->kern.name, cpus.empty() ? "unpinned" : "workers pinned");
             if (dev->pool.pin_failures() > 0)
                 strata::plugin::log(host, STRATA_LOG_WARN, plugin_name,
                                     "could not pin %d of %d workers (pthread_setaffinity_np failed); running unpinned",

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -114,7 +115,17 @@ strata_device *create(const strata_device_create_args *args, strata_status *st) 
         }
         const strata_host_services *host = args != nullptr ? args->host : nullptr;
         const strata::plugin::config cfg(args != nullptr ? args->config : nullptr);
-        const int64_t index = cfg.get_int("device_index").value_or(0);
+        const int64_t configured = cfg.get_int("device_index").value_or(0);
+        // Data-parallel replicas in one process (ABI 1.27): replica i runs on the GPU i ordinals past the configured one.
+        const bool has_instances = args != nullptr && args->struct_size >= offsetof(strata_device_create_args, n_instances) +
+                                                                                sizeof(args->n_instances);
+        const int32_t n_instances = has_instances ? std::max<int32_t>(args->n_instances, 1) : 1;
+        const int32_t instance = has_instances ? args->instance : 0;
+        if (instance < 0 || instance >= n_instances) {
+            fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda create: instance %d of %d is out of range", instance, n_instances);
+            return nullptr;
+        }
+        const int64_t index = configured + instance;
 
         int count = 0;
         if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
@@ -124,6 +135,13 @@ strata_device *create(const strata_device_create_args *args, strata_status *st) 
         }
         if (count == 0) {
             fail(st, STRATA_ERR_UNSUPPORTED, "cuda create: no CUDA device visible: cudaGetDeviceCount found 0 devices");
+            return nullptr;
+        }
+        if (n_instances > 1 && configured + n_instances > count) {
+            fail(st, STRATA_ERR_INVALID_ARGUMENT,
+                 "cuda create: %d data-parallel replicas need a GPU each from [cuda] device_index = %lld, but %d CUDA "
+                 "device%s visible; lower --data-parallel-size or make more GPUs visible (CUDA_VISIBLE_DEVICES)",
+                 n_instances, static_cast<long long>(configured), count, count == 1 ? " is" : "s are");
             return nullptr;
         }
         if (index < 0 || index >= count) {

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 26
+#define STRATA_ABI_MINOR 27
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -322,6 +322,13 @@ typedef struct strata_device_create_args {
     uint32_t struct_size;
     const strata_host_services *host;  /* borrowed; outlives the device */
     const strata_config_view *config;  /* borrowed; the plugin's own table */
+    /* optional, since 1.27, read only when struct_size covers them: this process runs n_instances replicas of the
+     * model (data parallel) and this device serves replica `instance` (0 <= instance < n_instances). Each takes its
+     * own share of the hardware the table would give one instance: the cpu device the instance-th of n_instances
+     * equal shares of its threads and cores, a GPU the device `instance` ordinals past the configured one. 0/0 and
+     * 0/1 mean alone. A device that cannot give each replica a share of its own refuses with the reason. */
+    int32_t instance;
+    int32_t n_instances;
 } strata_device_create_args;
 
 /* Attention over a contiguous per-layer KV cache for one sequence. K and V rows are n_kv_heads*head_dim floats,
@@ -707,7 +714,8 @@ typedef struct strata_tier_create_args {
     uint64_t capacity_bytes; /* budget the planner gives this tier */
     /* optional, since 1.26, read only when struct_size covers it: the pipeline rank this instance serves (0 alone).
      * Ranks in one process each create their own instance from the same table, so a tier backed by a named
-     * resource keeps one per rank (nvme: its file `path` for rank 0, `path`.rank<r> for rank r). */
+     * resource keeps one per rank (nvme: its file `path` for rank 0, `path`.rank<r> for rank r). Since 1.27 the
+     * rank counts across data-parallel replicas too: replica d's pipeline rank r is d * pipeline ranks + r. */
     int32_t rank;
 } strata_tier_create_args;
 
