@@ -14,6 +14,7 @@
 #include <immintrin.h>
 
 #include "avx2_block_helpers.hpp"
+#include "gemm_walk.hpp"
 
 #include <cstddef>
 #include <cstring>
@@ -151,34 +152,15 @@ template <class Block>
 void gemm_rows(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride, int32_t n_x,
                int64_t n, float *out, int64_t out_stride, gemm_act_fn narrower) {
     const auto *rows = static_cast<const unsigned char *>(w);
-    const auto *x = static_cast<const unsigned char *>(xq);
     const int64_t nb = n / 32;
-    int64_t r = 0;
-    for (; r + tile_rows <= n_rows; r += tile_rows) {
-        const unsigned char *p[tile_rows];
-        for (int i = 0; i < tile_rows; ++i) p[i] = rows + (r + i) * row_bytes;
-        const unsigned char *next = rows + (r + tile_rows) * row_bytes; // prefetched only
-        int32_t t = 0;
-        for (; t + tile_vectors <= n_x; t += tile_vectors)
-            gemm_tile<Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
-                             std::make_index_sequence<tile_vectors>{});
-        switch (n_x - t) {
-        case 3:
-            gemm_tile<Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
-                             std::make_index_sequence<3>{});
-            break;
-        case 2:
-            gemm_tile<Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
-                             std::make_index_sequence<2>{});
-            break;
-        case 1:
-            gemm_tile<Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
-                             std::make_index_sequence<1>{});
-            break;
-        default: break;
-        }
-    }
-    if (r < n_rows) narrower(rows + r * row_bytes, row_bytes, n_rows - r, xq, xq_stride, n_x, n, out + r, out_stride);
+    gemm_walk<tile_rows, tile_vectors>(
+        rows, row_bytes, n_rows, static_cast<const unsigned char *>(xq), xq_stride, n_x, out, out_stride,
+        [&](const unsigned char *const *p, const unsigned char *next, const unsigned char *xt, float *o, auto seq) {
+            gemm_tile<Block>(p, next, xt, xq_stride, nb, o, out_stride, seq);
+        },
+        [&](int64_t first) {
+            narrower(rows + first * row_bytes, row_bytes, n_rows - first, xq, xq_stride, n_x, n, out + first, out_stride);
+        });
 }
 
 } // namespace

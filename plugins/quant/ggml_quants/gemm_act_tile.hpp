@@ -19,6 +19,7 @@
 #include <immintrin.h>
 
 #include "avx2_block_helpers.hpp"
+#include "gemm_walk.hpp"
 
 #include <cstddef>
 #include <cstring>
@@ -195,33 +196,15 @@ void gemm_rows(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq,
     const auto *rows = static_cast<const unsigned char *>(w);
     const auto *x = static_cast<const unsigned char *>(xq);
     const int64_t nb = n / 32;
-    int64_t r = 0;
-    for (; r + 8 <= n_rows; r += 8) {
-        const unsigned char *p[8];
-        for (int i = 0; i < 8; ++i) p[i] = rows + (r + i) * row_bytes;
-        const unsigned char *next = rows + (r + 8) * row_bytes; // prefetched only, never read past n_rows
-        int32_t t = 0;
-        for (; t + gemm_tile_vectors <= n_x; t += gemm_tile_vectors)
-            gemm_tile<Vnni, Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
-                                   std::make_index_sequence<gemm_tile_vectors>{});
-        switch (n_x - t) {
-        case 3:
-            gemm_tile<Vnni, Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
-                                   std::make_index_sequence<3>{});
-            break;
-        case 2:
-            gemm_tile<Vnni, Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
-                                   std::make_index_sequence<2>{});
-            break;
-        case 1:
-            gemm_tile<Vnni, Block>(p, next, x + t * xq_stride, xq_stride, nb, out + t * out_stride + r, out_stride,
-                                   std::make_index_sequence<1>{});
-            break;
-        default: break;
-        }
-    }
-    for (; r < n_rows; ++r)
-        for (int32_t t = 0; t < n_x; ++t) out[t * out_stride + r] = one(rows + r * row_bytes, x + t * xq_stride, n);
+    gemm_walk<8, gemm_tile_vectors>(
+        rows, row_bytes, n_rows, x, xq_stride, n_x, out, out_stride,
+        [&](const unsigned char *const *p, const unsigned char *next, const unsigned char *xt, float *o, auto seq) {
+            gemm_tile<Vnni, Block>(p, next, xt, xq_stride, nb, o, out_stride, seq);
+        },
+        [&](int64_t first) {
+            for (int64_t r = first; r < n_rows; ++r)
+                for (int32_t t = 0; t < n_x; ++t) out[t * out_stride + r] = one(rows + r * row_bytes, x + t * xq_stride, n);
+        });
 }
 
 } // namespace

@@ -121,14 +121,7 @@ void dot_blocks_multi(const void *row, const void *xq, int64_t stride, int32_t n
     const auto *w = static_cast<const Block *>(row);
     const auto *x = static_cast<const unsigned char *>(xq);
     const int64_t nb = n / 32;
-    int32_t i = 0;
-    for (; i + 4 <= n_x; i += 4) dot_blocks_n<I8>(w, x + i * stride, stride, nb, out + i, std::make_index_sequence<4>{});
-    switch (n_x - i) {
-    case 3: dot_blocks_n<I8>(w, x + i * stride, stride, nb, out + i, std::make_index_sequence<3>{}); break;
-    case 2: dot_blocks_n<I8>(w, x + i * stride, stride, nb, out + i, std::make_index_sequence<2>{}); break;
-    case 1: dot_blocks_n<I8>(w, x + i * stride, stride, nb, out + i, std::make_index_sequence<1>{}); break;
-    default: break;
-    }
+    in_passes<4>(n_x, [&](int32_t i, auto seq) { dot_blocks_n<I8>(w, x + i * stride, stride, nb, out + i, seq); });
 }
 
 } // namespace
