@@ -3,7 +3,7 @@
 //
 //   bench-serving --model F.gguf [--threads N] [--concurrency 1,4,16,64] [--prompt-tokens 64] [--decode-tokens 64]
 //                 [--repeat 3] [--kv-cache-memory SIZE] [--max-num-batched-tokens 2048] [--preemption auto]
-//                 [--temperature T] [--top-p P]
+//                 [--temperature T] [--top-p P] [--data-parallel R]
 //   bench-serving --model F.gguf --prefix-ttft [--prefix-tokens 2000] [--suffix-tokens 16] [--repeat 3]
 //                 [--max-model-len N] [--swap-space GIB] [--store-dir DIR] [--warm-store]
 //
@@ -13,7 +13,9 @@
 // last finish. A decode step reads every weight byte once whatever the batch size, so with the read bandwidth
 // measured here (same thread count) the bound is N x bandwidth / weight bytes; the tool also states the bound with
 // each sequence's KV reads added, and the device's prefill rate (a 512-token prompt), which batched decode cannot
-// beat once it is compute-bound.
+// beat once it is compute-bound. With --data-parallel R the requests go to R replicas (the engine API's replica_set,
+// --threads divided among them, --kv-cache-memory each): every replica reads all the weights for its share of the
+// batch, so the weight bound is R times lower (the table's bounds say so).
 //
 // Prefix TTFT: time to first token of a request whose long prefix (plus a short distinct suffix) is (a) recomputed
 // (prefix caching off), (b) a hit in device KV, (c) a hit in the host tier (a filler request as large as the device
@@ -25,6 +27,7 @@
 #include "splitmix64.hpp"
 #include "common/error.hpp"
 #include "engine/engine.hpp"
+#include "engine/replica_set.hpp"
 #include "gguf/gguf_file.hpp"
 #include "plugin_host/registry.hpp"
 #include "topology/topology.hpp"
@@ -74,6 +77,7 @@ struct options {
     float top_p = 1.0f;
     std::string store_dir = "/tmp";
     bool warm_store = false;
+    int data_parallel = 1; // serving: replicas of the model (replica_set), the threads divided among them
 };
 
 [[noreturn]] void usage(const std::string &why) {
@@ -83,7 +87,7 @@ struct options {
                  "                     [--decode-tokens 64] [--repeat 3] [--kv-cache-memory SIZE]\n"
                  "                     [--max-num-batched-tokens 2048] [--preemption auto|swap|recompute]\n"
                  "                     [--kv-cache-dtype float32|float16|bfloat16|fp8|fp8_e5m2|q8_0]\n"
-                 "                     [--temperature T] [--top-p P]\n"
+                 "                     [--temperature T] [--top-p P] [--data-parallel R]\n"
                  "       bench-serving --model F.gguf --prefix-ttft [--prefix-tokens 2000] [--suffix-tokens 16]\n"
                  "                     [--compare-tokens 8] [--repeat 3] [--max-model-len N] [--swap-space GIB]\n"
                  "                     [--store-dir DIR] [--warm-store]\n"
@@ -277,9 +281,10 @@ int run_serving(bench_env &env) {
                            (static_cast<uint64_t>(max_model_len) + block_size - 1) / block_size + 1) *
         block_bytes;
     eo.offload.kv_cache_memory = o.kv_cache_memory.value_or(default_kv);
-    auto eng = std::make_unique<strata::engine::engine>(*env.registry, &env.host, eo);
-    const int32_t n_vocab = eng->hparams().n_vocab;
-    const int32_t bos = eng->tokenizer().bos();
+    eo.data_parallel_size = o.data_parallel;
+    auto eng = std::make_unique<strata::engine::replica_set>(*env.registry, &env.host, eo);
+    const int32_t n_vocab = eng->front().hparams().n_vocab;
+    const int32_t bos = eng->front().tokenizer().bos();
     const strata_engine_stats s0 = eng->stats();
 
     // Warm-up: the largest batch once (first touch of KV pages, workspace and the thread pool), then the prefill
@@ -357,12 +362,13 @@ int run_serving(bench_env &env) {
     }
     const strata_engine_stats s1 = eng->stats();
 
-    const auto &hp = eng->hparams();
+    const auto &hp = eng->front().hparams();
     const double kv_read_per_seq = static_cast<double>(geo.bytes_per_token) * (o.prompt_tokens + o.decode_tokens / 2.0);
     std::printf("\nmodel            %s\n", o.model.c_str());
     std::printf("shape            %d layers, dim %d, %d heads (%d KV), ff %d, vocab %d\n", hp.n_layer, hp.n_embd,
                 hp.n_head, hp.n_head_kv, hp.n_ff, hp.n_vocab);
-    std::printf("threads          %d (device reports %d)\n", o.threads, eng->device_threads());
+    std::printf("threads          %d (device reports %d%s)\n", o.threads, eng->front().device_threads(),
+                o.data_parallel > 1 ? (" in each of " + std::to_string(o.data_parallel) + " replicas").c_str() : "");
     const std::string draw = o.temperature > 0 ? "sampled (temperature " + std::to_string(o.temperature) +
                                                      ", top-p " + std::to_string(o.top_p) + ", seeded)"
                                                : std::string("greedy");
@@ -385,15 +391,15 @@ int run_serving(bench_env &env) {
                 "bound(W)", "ratio", "bound(W+KV)", "ratio", "/prefill", "preempt");
     for (const auto &r : rows) {
         const double agg = median(r.decode_tps);
-        const double bound_w = r.n * bw / weight_bytes;
-        const double bound_wkv = r.n * bw / (weight_bytes + r.n * kv_read_per_seq);
+        const double bound_w = r.n * bw / (o.data_parallel * weight_bytes);
+        const double bound_wkv = r.n * bw / (o.data_parallel * weight_bytes + r.n * kv_read_per_seq);
         std::printf("%5d %12.1f %10.2f %12.1f %13.0f %6.1f%% %13.0f %6.1f%% %8.0f%% %8lld\n", r.n, agg, agg / r.n,
                     median(r.e2e_tps), bound_w, 100.0 * agg / bound_w, bound_wkv, 100.0 * agg / bound_wkv,
                     100.0 * agg / prefill_rate, static_cast<long long>(r.preemptions));
     }
     std::printf("\ndecode tok/s: tokens generated after all N requests had their first token, over the time from "
                 "then to the last finish (median of %d runs); end-to-end: all generated tokens over submit to last "
-                "finish.\nbound(W) = N x bandwidth / weight bytes; bound(W+KV) adds each sequence's KV reads; "
+                "finish.\nbound(W) = N x bandwidth / (replicas x weight bytes); bound(W+KV) adds each sequence's KV reads; "
                 "/prefill = decode tok/s over the prefill rate; preempt: preemptions summed over the %d runs.\n",
                 o.repeat, o.repeat);
     int64_t hits = 0;
@@ -693,6 +699,7 @@ int main(int argc, char **argv) try {
                 usage(std::string("--kv-cache-dtype is ") + strata::bench::kv_type_words);
         }
         else if (a == "--warm-store") o.warm_store = true;
+        else if (a == "--data-parallel") o.data_parallel = parse_int(a, val());
         else if (a == "--help" || a == "-h") usage("help");
         else usage("unknown option " + a);
     }
@@ -705,6 +712,8 @@ int main(int argc, char **argv) try {
         usage("--preemption is auto, swap or recompute");
     if (o.swap_space_gib < 0) usage("--swap-space must not be negative");
     if (o.prefix_ttft && o.kv_cache_memory) usage("--kv-cache-memory is for the serving runs; --prefix-ttft sizes the KV per case");
+    if (o.data_parallel < 1 || (o.prefix_ttft && o.data_parallel != 1))
+        usage("--data-parallel is a positive replica count, for the serving runs only");
 
     const strata::topology::machine machine = strata::topology::discover();
     if (o.threads <= 0) o.threads = machine.cores;
