@@ -90,6 +90,10 @@ void engine::check_queue_room_locked(size_t n) const {
     if (stopping_) fail("the engine is shutting down");
     if (const int64_t waiting = waiting_snapshot_ + static_cast<int64_t>(incoming_.size());
         waiting + static_cast<int64_t>(n) > opts_.scheduler.max_waiting_requests) {
+        if (static_cast<int64_t>(n) > opts_.scheduler.max_waiting_requests)
+            fail("{} requests submitted together exceed max_waiting_requests = {}; submit fewer at once or raise "
+                 "--max-waiting-requests",
+                 n, opts_.scheduler.max_waiting_requests);
         throw coded_error(STRATA_ERR_BUSY, fmt::format("the engine is at its waiting-queue limit ({} requests waiting, "
                                                        "max_waiting_requests = {}); retry later",
                                                        waiting, opts_.scheduler.max_waiting_requests));
@@ -98,7 +102,10 @@ void engine::check_queue_room_locked(size_t n) const {
 
 // With mu_ held: the sequence gets its id and goes to the step thread's intake.
 strata_request_id engine::enqueue_locked(std::shared_ptr<sequence> r) {
-    r->id = next_id_++;
+    // Data-parallel replica d of N numbers its requests d, d + N, d + 2N, ... (offset past 0): ids unique across the
+    // replicas, so the id a frontend holds is the one every token event carries (replica_set routes by id % N).
+    r->id = next_id_++ * static_cast<strata_request_id>(opts_.data_parallel_size) +
+            static_cast<strata_request_id>(opts_.data_parallel_rank);
     ++submitted_;
     r->arrival = next_arrival_++;
     requests_[r->id] = r;

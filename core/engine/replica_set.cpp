@@ -3,6 +3,8 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 
+#include <cstdint>
+
 namespace strata::engine {
 
 replica_set::replica_set(const plugins::registry &registry, const strata_host_services *host,
@@ -21,6 +23,7 @@ replica_set::replica_set(const plugins::registry &registry, const strata_host_se
             fail("data-parallel replica {} of {} could not start: {}", d, n, e.what());
         }
         replicas_.push_back(owned_.back().get());
+        choosing_.push_back(0);
         if (owned_.back()->fingerprint() != owned_.front()->fingerprint())
             fail("data-parallel replica {} loaded a different model than replica 0 (fingerprints {:016x} and {:016x}); "
                  "was {} replaced while starting?",
@@ -28,36 +31,42 @@ replica_set::replica_set(const plugins::registry &registry, const strata_host_se
     }
 }
 
-replica_set::replica_set(engine &one) : replicas_{&one} {}
+replica_set::replica_set(engine &one) : replicas_{&one}, choosing_{0} {}
 
 strata_request_id replica_set::submit(const strata_request &req) {
     const auto n = static_cast<strata_request_id>(replicas_.size());
-    std::lock_guard<std::mutex> lock(submit_mu_);
+    if (n == 1) return replicas_.front()->submit(req); // one replica: the engine's own submit, nothing serialised
+    // The replica is chosen under the lock, counting submits chosen but not yet queued, and the submit itself
+    // (tokenizing, building a grammar) runs outside it, so concurrent frontends' threads neither wait on each other
+    // nor all pick the same replica.
     size_t best = 0;
-    if (n > 1) {
-        int64_t least = replicas_[0]->unfinished();
-        for (size_t d = 1; d < replicas_.size(); ++d) {
-            const int64_t load = replicas_[d]->unfinished();
+    {
+        std::lock_guard<std::mutex> lock(choose_mu_);
+        int64_t least = INT64_MAX;
+        for (size_t d = 0; d < replicas_.size(); ++d) {
+            const int64_t load = replicas_[d]->unfinished() + choosing_[d];
             if (load < least) least = load, best = d;
         }
+        ++choosing_[best];
     }
-    return replicas_[best]->submit(req) * n + best;
+    struct chosen {
+        replica_set &set;
+        size_t d;
+        ~chosen() {
+            std::lock_guard<std::mutex> lock(set.choose_mu_);
+            --set.choosing_[d];
+        }
+    } hold{*this, best};
+    return replicas_[best]->submit(req); // replica d's ids are d mod N (engine_requests.cpp)
 }
 
-std::pair<engine *, strata_request_id> replica_set::route(strata_request_id id) const {
-    const auto n = static_cast<strata_request_id>(replicas_.size());
-    return {replicas_[static_cast<size_t>(id % n)], id / n};
+engine &replica_set::holder(strata_request_id id) const {
+    return *replicas_[static_cast<size_t>(id % static_cast<strata_request_id>(replicas_.size()))];
 }
 
-strata_request_result replica_set::wait(strata_request_id id) {
-    auto [e, local] = route(id);
-    return e->wait(local);
-}
+strata_request_result replica_set::wait(strata_request_id id) { return holder(id).wait(id); }
 
-void replica_set::cancel(strata_request_id id) {
-    auto [e, local] = route(id);
-    e->cancel(local);
-}
+void replica_set::cancel(strata_request_id id) { holder(id).cancel(id); }
 
 // Counts and token totals add up; the block size is every replica's; each tier's blocks are the replicas' together.
 strata_engine_stats replica_set::stats() const {

@@ -1,9 +1,9 @@
 // Data parallel in one process (#16 item 5, vLLM's --data-parallel-size): N replicas of the whole model, each an
 // engine on its own share of the hardware (engine_options.data_parallel_rank: the CPU's threads and cores divided, a
 // GPU each), behind the one engine API frontends see (engine_api.cpp). A request goes to the replica with the fewest
-// unfinished requests (ties to the lowest, so one replica is exactly the engine); its id says which replica holds it;
-// stats are the replicas' sums; the model, tokenizer and chat templates are replica 0's (every replica loads the
-// same file: their fingerprints are checked equal at start-up).
+// unfinished requests (ties to the lowest, so one replica is exactly the engine); its id says which replica holds it
+// (replica d's ids are d mod N, in token events too); stats are the replicas' sums; the model, tokenizer and chat
+// templates are replica 0's (every replica loads the same file: their fingerprints are checked equal at start-up).
 #pragma once
 
 #include "engine/engine.hpp"
@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <utility>
 #include <vector>
 
 namespace strata::engine {
@@ -38,12 +37,14 @@ class replica_set {
     strata_engine_stats stats() const;
 
   private:
-    // The replica holding a request and its id there.
-    std::pair<engine *, strata_request_id> route(strata_request_id id) const;
+    // The replica holding a request: replica d of N numbers its requests d mod N (engine_requests.cpp), so the id
+    // a frontend holds, and every token event's id, is the engine's own.
+    engine &holder(strata_request_id id) const;
 
     std::vector<std::unique_ptr<engine>> owned_;
     std::vector<engine *> replicas_;
-    std::mutex submit_mu_; // choosing a replica and submitting to it are one step, so a burst spreads evenly
+    std::mutex choose_mu_;          // guards choosing_
+    std::vector<int64_t> choosing_; // per replica: submits that chose it and have not returned yet
 };
 
 } // namespace strata::engine

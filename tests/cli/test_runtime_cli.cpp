@@ -597,12 +597,9 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
                                     "--tensor-parallel-size 1", "--n-gpu-layers 20 --ctx-size 4096", "--cpu-kv-cache",
                                     "-dp 2 -t 2", "--data-parallel-size 1"})
         EXPECT_EQ(greedy_tokens(flags).size(), 16u) << flags;
-    // Data parallel: `plan` shows each replica's plan (half the RAM each) and says how many there are.
+    // Data parallel: `plan` shows one replica's plan and says how many there are (that a replica plans half the RAM
+    // is DataParallel.*'s, with the RAM pinned: the free RAM two processes read moves under parallel tests).
     EXPECT_EQ(plan_json("--model " + k_model + " -dp 2 -t 2")["data_parallel_size"], 2);
-    const auto one_budget = plan_json("--model " + k_model)["device_budget"].get<double>();
-    const auto replica_budget = plan_json("--model " + k_model + " -dp 2 -t 2")["device_budget"].get<double>();
-    EXPECT_GT(replica_budget, 0.4 * one_budget);
-    EXPECT_LT(replica_budget, 0.6 * one_budget) << "a replica plans about half of the RAM that is free";
     // A 16-bit KV cache: half the bytes per token in the plan.
     EXPECT_EQ(plan_json("--model " + k_model + " --kv-cache-dtype f16")["kv_bytes_per_token"].get<int64_t>() * 2,
               plan_json("--model " + k_model)["kv_bytes_per_token"].get<int64_t>());

@@ -101,41 +101,59 @@ TEST(ServeCommand, ServeWithoutAModelOrWithTwoSaysHow) {
 }
 
 // vLLM's --data-parallel-size: two replicas in the one server, each on one of the two threads. Requests sent at once
-// are answered as one engine answers each alone, and /metrics counts both replicas' work.
+// are answered as one engine answers each alone — half of them with a stop string, which the frontend acts on by
+// cancelling the id its token events carry (so a replica's events must carry the id the frontend holds) — and
+// /metrics counts both replicas' work.
 TEST(ServeCommand, DataParallelReplicasAnswerConcurrentRequestsAsOneEngineAndMetricsSumThem) {
     const std::vector<std::string> prompts = {"Once upon a time", "Lily went to", "The cat", "Tom had a big",
                                               "One day, a bird", "Sue and Ben"};
-    std::atomic<int64_t> completion_tokens = 0;
-    auto completion = [&](const std::string &prompt) {
-        http_reply r = request("POST", "/v1/completions",
-                               json{{"model", k_model}, {"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0}}.dump());
+    std::vector<std::string> stops(prompts.size()); // "" = none
+    std::atomic<int64_t> completion_tokens = 0, prompt_tokens = 0;
+    auto completion = [&](size_t i) {
+        json body{{"model", k_model}, {"prompt", prompts[i]}, {"max_tokens", 24}, {"temperature", 0}};
+        if (!stops[i].empty()) body["stop"] = json::array({stops[i]});
+        http_reply r = request("POST", "/v1/completions", body.dump());
         if (r.status != 200) return "HTTP " + r.body;
-        const json body = json::parse(r.body);
-        completion_tokens += body["usage"]["completion_tokens"].get<int64_t>();
-        return body["choices"][0]["text"].get<std::string>();
+        const json answer = json::parse(r.body);
+        completion_tokens += answer["usage"]["completion_tokens"].get<int64_t>();
+        prompt_tokens += answer["usage"]["prompt_tokens"].get<int64_t>();
+        return answer["choices"][0]["text"].get<std::string>() + " [" +
+               answer["choices"][0]["finish_reason"].get<std::string>() + "]";
     };
-    std::vector<std::string> alone;
+    std::vector<std::string> alone(prompts.size());
     {
         server one("dp1", {"serve", k_model, "--device", "cpu", "-t", "2"});
         ASSERT_NE(one.pid, 0) << read_text(one.log);
-        for (const auto &p : prompts) alone.push_back(completion(p));
+        // Every other request stops at a piece from the middle of its own greedy text.
+        for (size_t i = 0; i < prompts.size(); i += 2) {
+            const std::string text = completion(i);
+            ASSERT_GT(text.size(), 16u) << text;
+            stops[i] = text.substr(text.size() / 2 - 4, 4);
+        }
+        for (size_t i = 0; i < prompts.size(); ++i) alone[i] = completion(i);
     }
+    for (size_t i = 0; i < prompts.size(); i += 2) EXPECT_NE(alone[i].find("[stop]"), std::string::npos) << alone[i];
     server two("dp2", {"serve", k_model, "--device", "cpu", "-t", "2", "--data-parallel-size", "2"});
     ASSERT_NE(two.pid, 0) << read_text(two.log);
     const std::string log = read_text(two.log);
     EXPECT_NE(log.find("data-parallel replica 1 of 2: 1 thread,"), std::string::npos) << log;
     completion_tokens = 0;
+    prompt_tokens = 0;
     std::vector<std::string> got(prompts.size());
     {
         std::vector<std::thread> clients;
-        for (size_t i = 0; i < prompts.size(); ++i) clients.emplace_back([&, i] { got[i] = completion(prompts[i]); });
+        for (size_t i = 0; i < prompts.size(); ++i) clients.emplace_back([&, i] { got[i] = completion(i); });
         for (auto &t : clients) t.join();
     }
     for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], alone[i]) << prompts[i];
     const http_reply metrics = request("GET", "/metrics");
     ASSERT_EQ(metrics.status, 200);
-    EXPECT_GT(completion_tokens.load(), 0);
-    EXPECT_EQ(metric_value(metrics.body, "vllm:generation_tokens_total"), static_cast<double>(completion_tokens.load()))
+    // The engine counters are the replicas' sums: every prompt token, and at least every token answered (a request
+    // that stops at a string may have generated a token or two past it before its cancel took effect).
+    EXPECT_GT(prompt_tokens.load(), 0);
+    EXPECT_EQ(metric_value(metrics.body, "vllm:prompt_tokens_total"), static_cast<double>(prompt_tokens.load()))
+        << metrics.body;
+    EXPECT_GE(metric_value(metrics.body, "vllm:generation_tokens_total"), static_cast<double>(completion_tokens.load()))
         << metrics.body;
     EXPECT_EQ(metric_value(metrics.body, "vllm:num_requests_running"), 0.0);
 }

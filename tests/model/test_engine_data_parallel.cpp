@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,13 +41,25 @@ struct two_threads : test_table {
     two_threads() { ints["threads"] = 2; }
 };
 
-// Submits every prompt through the C API (the frontends' path) at once and waits for each.
+// What a request's token events said: its tokens, and every id they carried.
+struct events {
+    generation_result g;
+    std::set<strata_request_id> ids;
+    static void on_token(void *user, const strata_token_event *ev) {
+        auto *e = static_cast<events *>(user);
+        e->ids.insert(ev->id);
+        collect(&e->g, ev);
+    }
+};
+
+// Submits every prompt through the C API (the frontends' path) at once and waits for each; every token event of a
+// request must carry the id submit gave it (frontends cancel by the event's id, e.g. on a stop string).
 std::vector<std::vector<int32_t>> run_through_api(const strata_engine_api &api, const std::vector<std::vector<int32_t>> &prompts,
                                                   int32_t max_tokens) {
-    std::vector<generation_result> g(prompts.size());
+    std::vector<events> g(prompts.size());
     std::vector<strata_request_id> ids(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
-        const strata_request r = greedy_request(prompts[i], max_tokens, collect, &g[i]);
+        const strata_request r = greedy_request(prompts[i], max_tokens, events::on_token, &g[i]);
         strata_status st{};
         EXPECT_EQ(api.submit(api.engine, &r, &ids[i], &st), STRATA_OK) << st.message;
     }
@@ -56,7 +69,8 @@ std::vector<std::vector<int32_t>> run_through_api(const strata_engine_api &api, 
         strata_request_result res{};
         EXPECT_EQ(api.wait(api.engine, ids[i], &res, &st), STRATA_OK) << st.message;
         EXPECT_EQ(res.n_completion_tokens, max_tokens) << "request " << i;
-        out.push_back(g[i].tokens);
+        EXPECT_EQ(g[i].ids, std::set<strata_request_id>{ids[i]}) << "request " << i << "'s events carry another id";
+        out.push_back(g[i].g.tokens);
     }
     return out;
 }
