@@ -151,6 +151,58 @@ TEST(CpuDeviceLifecycle, WorkersArePinnedToTheHostsCpus) {
     }
 }
 
+// Data-parallel replicas (ABI 1.27): instance i of n takes the i-th of n shares of the threads and of the cores the
+// host offers for pinning; an instance out of range, or more instances than threads, is refused.
+TEST(CpuDeviceLifecycle, DataParallelInstancesTakeTheirShareOfThreadsAndCores) {
+    cpu_set_t allowed;
+    ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+        if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    const int a = cpus.front(), b = cpus.back(); // the same CPU on a one-CPU machine
+    fake_config cfg;
+    cfg.threads = 4;
+    cfg.pin_threads = true;
+    fake_host host;
+    host.pin_cpus = {a, a, b, b};
+    const strata_config_view view = cfg.view();
+    const strata_host_services services = host.services();
+    auto create = [&](int32_t instance, int32_t n, strata_status *st) {
+        strata_device_create_args args{};
+        args.struct_size = sizeof args;
+        args.config = &view;
+        args.host = &services;
+        args.instance = instance;
+        args.n_instances = n;
+        return ops().create(&args, st);
+    };
+    strata_status st{};
+    const std::vector<pid_t> before = process_threads();
+    device_ptr second(create(1, 2, &st));
+    ASSERT_NE(second, nullptr) << st.message;
+    EXPECT_EQ(ops().thread_count(second.get()), 2) << "half of the 4 threads";
+    int on_b = 0, workers = 0;
+    for (pid_t tid : process_threads()) {
+        if (std::find(before.begin(), before.end(), tid) != before.end()) continue;
+        ++workers;
+        cpu_set_t set;
+        ASSERT_EQ(sched_getaffinity(tid, sizeof set, &set), 0);
+        if (CPU_COUNT(&set) == 1 && CPU_ISSET(b, &set)) ++on_b;
+    }
+    EXPECT_EQ(workers, 1);
+    EXPECT_EQ(on_b, 1) << "instance 1's worker is pinned to the second share's core";
+    device_ptr quarter(create(3, 4, &st));
+    ASSERT_NE(quarter, nullptr) << st.message;
+    EXPECT_EQ(ops().thread_count(quarter.get()), 1);
+
+    EXPECT_EQ(create(2, 2, &st), nullptr);
+    EXPECT_NE(std::string(st.message).find("instance 2 of 2 is out of range"), std::string::npos) << st.message;
+    EXPECT_EQ(create(0, 5, &st), nullptr);
+    EXPECT_NE(std::string(st.message).find("5 data-parallel replicas need a thread each, but the cpu device has 4"),
+              std::string::npos)
+        << st.message;
+}
+
 TEST(CpuDeviceLifecycle, MemoryIsAlignedAndZeroBytesIsAnError) {
     device_ptr dev = make_device(1);
     strata_status st{};

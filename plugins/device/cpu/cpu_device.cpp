@@ -4,6 +4,7 @@
 #include "cpu_device_state.hpp"
 #include "cpu_ops.hpp"
 
+#include <strata/device_args.hpp>
 #include <strata/plugin.hpp>
 
 #include <sys/mman.h>
@@ -102,14 +103,8 @@ strata_device *create(const strata_device_create_args *args, strata_status *st) 
         const int all_threads = threads_key > 0 ? static_cast<int>(threads_key) : default_thread_count(host);
         // Data-parallel replicas in one process (ABI 1.27): replica i takes the i-th of n equal shares of the
         // threads and of the cores they are pinned to, so replicas never compute on the same core.
-        const bool has_instances = args != nullptr && args->struct_size >= offsetof(strata_device_create_args, n_instances) +
-                                                                                sizeof(args->n_instances);
-        const int n_instances = has_instances ? std::max<int32_t>(args->n_instances, 1) : 1;
-        const int instance = has_instances ? args->instance : 0;
-        if (instance < 0 || instance >= n_instances) {
-            fail(st, STRATA_ERR_INVALID_ARGUMENT, "cpu create: instance %d of %d is out of range", instance, n_instances);
-            return nullptr;
-        }
+        int32_t instance = 0, n_instances = 1;
+        if (strata::plugin::device_instance(args, "cpu", &instance, &n_instances, st) != STRATA_OK) return nullptr;
         if (n_instances > all_threads) {
             fail(st, STRATA_ERR_INVALID_ARGUMENT,
                  "cpu create: %d data-parallel replicas need a thread each, but the cpu device has %d ([cpu] threads); "

@@ -6,11 +6,11 @@
 #include "cuda_kernels.hpp"
 #include "cuda_ops.hpp"
 
+#include <strata/device_args.hpp>
 #include <strata/plugin.hpp>
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -117,14 +117,8 @@ strata_device *create(const strata_device_create_args *args, strata_status *st) 
         const strata::plugin::config cfg(args != nullptr ? args->config : nullptr);
         const int64_t configured = cfg.get_int("device_index").value_or(0);
         // Data-parallel replicas in one process (ABI 1.27): replica i runs on the GPU i ordinals past the configured one.
-        const bool has_instances = args != nullptr && args->struct_size >= offsetof(strata_device_create_args, n_instances) +
-                                                                                sizeof(args->n_instances);
-        const int32_t n_instances = has_instances ? std::max<int32_t>(args->n_instances, 1) : 1;
-        const int32_t instance = has_instances ? args->instance : 0;
-        if (instance < 0 || instance >= n_instances) {
-            fail(st, STRATA_ERR_INVALID_ARGUMENT, "cuda create: instance %d of %d is out of range", instance, n_instances);
-            return nullptr;
-        }
+        int32_t instance = 0, n_instances = 1;
+        if (strata::plugin::device_instance(args, "cuda", &instance, &n_instances, st) != STRATA_OK) return nullptr;
         const int64_t index = configured + instance;
 
         int count = 0;

@@ -50,6 +50,23 @@ int32_t attention_score_terms(const Args *a, const char *op, float *softcap, int
     return STRATA_OK;
 }
 
+// The ABI 1.27 tail of strata_device_create_args: which of the process's data-parallel instances this device is
+// (0 of 1 when the host's struct ends before it, or says 0 instances), checked (0 <= instance < n_instances).
+// `dev` names the device in messages ("cpu").
+inline int32_t device_instance(const strata_device_create_args *a, const char *dev, int32_t *instance,
+                               int32_t *n_instances, strata_status *st) {
+    *instance = 0;
+    *n_instances = 1;
+    if (a == nullptr || a->struct_size < offsetof(strata_device_create_args, n_instances) + sizeof(a->n_instances))
+        return STRATA_OK;
+    const int32_t n = a->n_instances > 0 ? a->n_instances : 1;
+    if (a->instance < 0 || a->instance >= n)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "%s create: instance %d of %d is out of range", dev, a->instance, n);
+    *instance = a->instance;
+    *n_instances = n;
+    return STRATA_OK;
+}
+
 // Router widths the mixture-of-experts ops take (every released mixture of experts has at most 256).
 inline constexpr int32_t moe_max_experts = 1024;
 
