@@ -279,6 +279,7 @@ TEST(RuntimePerplexity, BadFlagsAndInputsAreClearErrorsNeverCrashes) {
         {"-m " + k_f32 + " -f " + story + " --bogus-flag 3", "unknown option --bogus-flag"},
         {"-m " + k_f32 + " -f " + story + " --ppl-stride 64", "llama-perplexity's --ppl-stride is not implemented"},
         {"-m " + k_f32 + " -f " + story + " plan", "is a subcommand of its own"},
+        {"-m " + k_f32 + " -f " + story + " -dp 2 -t 2", "runtime perplexity runs one engine; --data-parallel-size 2 applies to serving"},
     };
     for (const bad_case &c : cases) {
         const run_result r = run(c.args);

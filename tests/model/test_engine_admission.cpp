@@ -103,6 +103,21 @@ TEST(EngineAdmission, SubmitRefusesWithBusyAtTheWaitingQueueLimit) {
     api.get_stats(api.engine, &s);
     EXPECT_EQ(s.requests_waiting, 0);
     EXPECT_EQ(s.requests_finished, 3);
+
+    // submit_all counts the whole batch against the limit: two at once can never fit under a limit of one, and
+    // the message says so instead of "retry later"; none of them is queued.
+    const std::vector<strata_request> two{make(collect, nullptr), make(collect, nullptr)};
+    try {
+        e.submit_all(two);
+        FAIL() << "a batch of two was queued under max_waiting_requests = 1";
+    } catch (const std::exception &ex) {
+        EXPECT_NE(std::string(ex.what()).find("2 requests submitted together exceed max_waiting_requests = 1"),
+                  std::string::npos)
+            << ex.what();
+    }
+    api.get_stats(api.engine, &s);
+    EXPECT_EQ(s.requests_waiting, 0);
+    EXPECT_EQ(e.unfinished(), 0);
 }
 
 TEST(EngineAdmission, AWaitingQueueLimitBelowOneIsRefusedAtStartUp) {

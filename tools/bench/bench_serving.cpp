@@ -302,6 +302,7 @@ int run_serving(bench_env &env) {
         const strata_request_result r = eng->wait(eng->submit(greedy_request(p, 1, nullptr)));
         prefill_rate = std::max(prefill_rate, roof_tokens / r.prefill_seconds);
     }
+    prefill_rate *= o.data_parallel; // one prompt runs on one replica's share; together they prefill R at a time
 
     std::vector<serving_row> rows;
     uint64_t seed = 1;
@@ -384,9 +385,11 @@ int run_serving(bench_env &env) {
     std::printf("weights/step     %.1f MiB (every weight once per step, whatever N)\n", weight_bytes / 1048576.0);
     std::printf("KV/step/seq      %.2f MiB (context %d + %d/2 on average)\n", kv_read_per_seq / 1048576.0,
                 o.prompt_tokens, o.decode_tokens);
-    std::printf("prefill rate     %.0f tokens/s (a %d-token prompt, best of 2): the kernels' rate with weights "
+    std::printf("prefill rate     %.0f tokens/s (a %d-token prompt, best of 2%s): the kernels' rate with weights "
                 "amortised over many tokens\n",
-                prefill_rate, roof_tokens);
+                prefill_rate, roof_tokens,
+                o.data_parallel > 1 ? (", on one replica, times the " + std::to_string(o.data_parallel) + " replicas").c_str()
+                                    : "");
     std::printf("\n%5s %12s %10s %12s %13s %7s %13s %7s %9s %8s\n", "N", "decode tok/s", "per seq", "end-to-end",
                 "bound(W)", "ratio", "bound(W+KV)", "ratio", "/prefill", "preempt");
     for (const auto &r : rows) {
