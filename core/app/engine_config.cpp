@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 #include <filesystem>
 #include <random>
 
@@ -69,13 +71,11 @@ void check_foreign_keys(const config::document &doc, const config::schema &s) {
     if (dtype != "auto" && dtype != "float" && dtype != "float32")
         fail("--dtype {}: every device computes activations in float32 (the weights keep their file's types); use "
              "--dtype auto or float32", dtype);
-    for (const char *key : {"tensor_parallel_size", "pipeline_parallel_size"}) {
-        const int64_t n = doc.get_int("parallel", key, s).value_or(1);
-        if (n > 1)
-            fail("[parallel] {} = {}: one model over several devices or processes is not available yet; this runtime "
-                 "serves a model larger than one device by offloading it (--cpu-offload-gb, -ngl) instead",
-                 key, n);
-    }
+    if (const int64_t n = doc.get_int("parallel", "tensor_parallel_size", s).value_or(1); n > 1)
+        fail("[parallel] tensor_parallel_size = {}: splitting each layer over several devices is not available yet; "
+             "split the layers into stages instead (--pipeline-parallel-size {}, a GPU each) or offload them "
+             "(--cpu-offload-gb, -ngl)",
+             n, n);
     // Data parallel runs its replicas in this process (replica_set.hpp); one prefix store folder takes one writer.
     if (doc.get_int("parallel", "data_parallel_size", s).value_or(1) > 1 &&
         !doc.get_string("memory", "prefix_store_dir", s).value_or("").empty())
@@ -126,6 +126,34 @@ uint32_t kv_type_from(const config::document &doc, const config::schema &s) {
     return tk;
 }
 
+// [parallel] pipeline_layer_partition ("12,20": layers per stage, vLLM's VLLM_PP_LAYER_PARTITION), one positive
+// number per stage; that they add up to the model's layers is checked against the model (pipeline_split.cpp).
+std::vector<int32_t> layer_partition_from(const config::document &doc, const config::schema &s) {
+    const std::string text = doc.get_string("parallel", "pipeline_layer_partition", s).value_or("");
+    std::vector<int32_t> out;
+    if (text.empty()) return out;
+    for (size_t at = 0; at <= text.size();) {
+        const size_t comma = std::min(text.find(',', at), text.size());
+        std::string_view part = std::string_view(text).substr(at, comma - at);
+        while (!part.empty() && part.front() == ' ') part.remove_prefix(1); // "12, 20" as vLLM's int() reads it
+        while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+        int32_t n = 0;
+        const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
+        if (part.empty() || ec != std::errc() || end != part.data() + part.size() || n < 1)
+            fail("[parallel] pipeline_layer_partition = \"{}\": '{}' is not a positive number of layers; write each "
+                 "stage's layers in order, separated by commas (e.g. \"12,20\")",
+                 text, part);
+        out.push_back(n);
+        at = comma + 1;
+    }
+    const int64_t stages = doc.get_int("parallel", "pipeline_parallel_size", s).value_or(1);
+    if (static_cast<int64_t>(out.size()) != stages)
+        fail("[parallel] pipeline_layer_partition = \"{}\" gives {} stage{} but pipeline_parallel_size is {}; give one "
+             "number per stage",
+             text, out.size(), out.size() == 1 ? "" : "s", stages);
+    return out;
+}
+
 } // namespace
 
 engine::engine_options engine_options_from(const plugins::registry &registry, const config::document &doc,
@@ -173,6 +201,9 @@ engine::engine_options engine_options_from(const plugins::registry &registry, co
         opts.kv.prefix_store_dir = (path.is_absolute() ? path : doc.base_dir() / path).lexically_normal().string();
     }
     opts.kv.prefix_store_gib = doc.get_float("memory", "prefix_store_space", s).value_or(16);
+    opts.pipeline_parallel_size =
+        static_cast<int32_t>(doc.get_int("parallel", "pipeline_parallel_size", s).value_or(1));
+    opts.pipeline_layer_partition = layer_partition_from(doc, s);
     opts.data_parallel_size = static_cast<int32_t>(doc.get_int("parallel", "data_parallel_size", s).value_or(1));
     opts.device = doc.get_string("engine", "device", s).value_or("auto");
     opts.offload = offload_from(doc, s, views);

@@ -136,7 +136,9 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
                const config::schema &s, const std::string &model_argument, bool json) {
     std::vector<std::unique_ptr<config::plugin_config_view>> views;
     engine::engine_options opts = engine_options_from(registry, doc, s, model_argument, views);
-    engine::model_plan mp = engine::plan_model(registry, host, opts);
+    const std::vector<engine::rank_plan> ranks = engine::plan_model(registry, host, opts);
+    const engine::rank_plan &mp = ranks.front(); // the whole model's, or pipeline rank 0's
+    const bool fits = std::all_of(ranks.begin(), ranks.end(), [](const auto &r) { return r.plan.fits; });
     // Where KV goes besides the device, and the scheduler's limits: the engine sizes its pools from these.
     const auto &kv = opts.kv;
     const auto &sc = opts.scheduler;
@@ -161,9 +163,25 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
             settings.push_back({{"key", x.key}, {"value", x.value}, {"from", x.origin}});
         j["settings"] = settings;
         j["data_parallel_size"] = opts.data_parallel_size; // the plan above is each replica's
+        // Pipeline parallel: the plan above is rank 0's; every rank's, with its layers, follows.
+        j["pipeline_parallel_size"] = static_cast<int32_t>(ranks.size());
+        if (ranks.size() > 1) {
+            nlohmann::json per_rank = nlohmann::json::array();
+            for (const engine::rank_plan &r : ranks)
+                per_rank.push_back({{"rank", r.stage.rank},
+                                    {"layer_first", r.stage.layer_first},
+                                    {"layer_end", r.stage.layer_end},
+                                    {"plan", planner::to_json(r.plan, r.inputs)}});
+            j["pipeline_ranks"] = per_rank;
+        }
         std::cout << j.dump(2) << "\n";
     } else {
-        std::cout << planner::to_table(mp.plan, mp.inputs);
+        for (const engine::rank_plan &r : ranks) {
+            if (ranks.size() > 1)
+                std::cout << fmt::format("pipeline rank {} of {}: layers [{}, {})\n", r.stage.rank, ranks.size(),
+                                         r.stage.layer_first, r.stage.layer_end);
+            std::cout << planner::to_table(r.plan, r.inputs);
+        }
         std::cout << fmt::format("KV blocks of {} tokens, prefix caching {}; host tier {} GiB in '{}' (swap_space); "
                                  "NVMe {} GiB (kv_nvme_space); prefix store {}\n",
                                  kv.block_size, kv.enable_prefix_caching ? "on" : "off", kv.swap_space_gib,
@@ -180,7 +198,7 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
                                      "the device)\n",
                                      opts.data_parallel_size);
     }
-    return mp.plan.fits ? 0 : 1;
+    return fits ? 0 : 1;
 }
 
 int run_frontend(const plugins::registry &registry, const strata_host_services *host, const config::document &doc,

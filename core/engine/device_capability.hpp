@@ -16,6 +16,10 @@ class model_file;
 
 namespace strata::engine {
 
+// The ABI minor from which a device is told its pipeline stage (strata_device_create_args.pipeline_rank): one with
+// memory of its own then gives each stage a device of its own; an older one's stages share one device.
+inline constexpr uint32_t k_pipeline_rank_minor = 28;
+
 // The device slot name of a strata_device_op ("rope_ext"), or nullptr for an id this runtime does not know.
 const char *device_op_name(int32_t op);
 

@@ -61,7 +61,7 @@ void engine::init() {
         workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin));
     executor_ = std::make_unique<executor>(std::move(workers));
     worker &w = executor_->driver_worker();
-    w.init_device();
+    w.init_device(0, n_ranks);
     w.load_model();
     hp_ = w.hparams();
     if (n_ranks > 1 || !opts_.pipeline_layer_partition.empty()) {
@@ -73,13 +73,19 @@ void engine::init() {
             const pipeline_stage stage{r, n_ranks, range.first, range.end};
             worker &rank = *executor_->workers()[static_cast<size_t>(r)];
             if (r > 0) {
-                rank.init_device();
+                rank.init_device(r, n_ranks, w.device_name()); // rank 0's device kind, never a fallback
                 rank.load_model();
             }
             rank.set_stage(stage);
             log::info("engine", "pipeline rank {} of {}: layers [{}, {}) on device '{}'", r, n_ranks, stage.layer_first,
                       stage.layer_end, executor_->workers()[static_cast<size_t>(r)]->device_name());
         }
+        // The ranks of one process run one after another: on one device they divide its memory, not the time.
+        if (n_ranks > 1 && !w.has_device_per_stage())
+            log::info("engine", "the {} pipeline ranks share device '{}' (each plans 1/{} of its memory) and run one "
+                      "after another each step: they split the model's memory, not its time",
+                      n_ranks, w.device_name(),
+                      n_ranks * (w.device_reads_host() ? opts_.data_parallel_size : 1));
     }
     if (tokenizer_ && hp_.n_vocab != tokenizer_->n_vocab()) {
         fail("{}: the model has {} vocabulary rows but the tokenizer has {} tokens", opts_.model_path, hp_.n_vocab,

@@ -84,6 +84,12 @@ class engine {
         for (const auto &r : executor_->workers()) out.push_back(r->stage());
         return out;
     }
+    // Each pipeline rank's worker, rank by rank (one without pipeline parallel): its stage and memory plan.
+    std::vector<const worker *> ranks() const {
+        std::vector<const worker *> out;
+        for (const auto &r : executor_->workers()) out.push_back(r.get());
+        return out;
+    }
     uint64_t fingerprint() const { return fingerprint_; }
 
     // Runs one forward pass over `tokens` at `positions` of a private sequence slot and returns the last token's

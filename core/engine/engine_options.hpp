@@ -52,8 +52,7 @@ struct engine_options {
     kv_options kv;
     // Pipeline ranks in this process (#16): each runs a contiguous range of the layers (pipeline_split.hpp: balanced
     // by bytes, or pipeline_layer_partition's layers per rank) with its own weights and KV, the residual stream
-    // passing rank to rank. Set through the engine API (tests); [parallel] pipeline_parallel_size > 1 stays refused
-    // until ranks run as processes.
+    // passing rank to rank: [parallel] pipeline_parallel_size and pipeline_layer_partition.
     int32_t pipeline_parallel_size = 1;
     std::vector<int32_t> pipeline_layer_partition;
     // This engine is data-parallel replica `data_parallel_rank` of `data_parallel_size` in this process (#16,

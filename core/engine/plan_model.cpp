@@ -2,11 +2,14 @@
 
 namespace strata::engine {
 
-model_plan plan_model(const plugins::registry &registry, const strata_host_services *host, engine_options opts) {
+std::vector<rank_plan> plan_model(const plugins::registry &registry, const strata_host_services *host,
+                                  engine_options opts) {
     opts.plan_only = true;
     opts.print_plan = false; // the caller prints it, as a table or JSON
     const engine planned(registry, host, std::move(opts));
-    return {planned.memory_plan_inputs(), planned.memory_plan()};
+    std::vector<rank_plan> out;
+    for (const worker *w : planned.ranks()) out.push_back({w->stage(), w->memory_plan_inputs(), w->memory_plan()});
+    return out;
 }
 
 } // namespace strata::engine

@@ -4,16 +4,21 @@
 #include "engine/engine.hpp"
 #include "planner/memory_planner.hpp"
 
+#include <vector>
+
 namespace strata::engine {
 
-struct model_plan {
+// One pipeline rank's plan (the whole model's without pipeline parallel).
+struct rank_plan {
+    pipeline_stage stage;
     planner::inputs inputs;
     planner::plan plan;
 };
 
 // Runs the engine's own start-up with plan_only (engine_options::plan_only): the same model checks, device choice
-// (with auto's fallback), measurements and hybrid decisions as serving, so the plan printed here is the plan start-up
-// prints with the same options.
-model_plan plan_model(const plugins::registry &registry, const strata_host_services *host, engine_options opts);
+// (with auto's fallback), measurements and hybrid decisions as serving, so the plans printed here are the plans
+// start-up prints with the same options. Every pipeline rank's, rank 0 first (one without pipeline parallel).
+std::vector<rank_plan> plan_model(const plugins::registry &registry, const strata_host_services *host,
+                                  engine_options opts);
 
 } // namespace strata::engine

@@ -59,6 +59,11 @@ void worker::load_model() {
         fail("{}", why);
 }
 
+bool worker::has_device_per_stage() const {
+    const uint32_t minor = device_desc_.lib ? device_desc_.lib->info->abi_minor : STRATA_ABI_MINOR;
+    return !device_reads_host_ && device_stages_ > 1 && minor >= k_pipeline_rank_minor;
+}
+
 std::vector<uint64_t> worker::layer_slot_bytes() const {
     return engine::layer_slot_bytes(arch_.desc, model_, hp_.n_layer);
 }
@@ -68,6 +73,9 @@ void worker::set_stage(const pipeline_stage &stage) {
         stage.layer_first >= stage.layer_end || stage.layer_end > hp_.n_layer)
         fail("internal: pipeline rank {} of {} with layers [{}, {}) of {}", stage.rank, stage.n_ranks,
              stage.layer_first, stage.layer_end, hp_.n_layer);
+    if (device_stages_ > 1 && (stage.rank != device_stage_ || stage.n_ranks != device_stages_))
+        fail("internal: pipeline rank {} of {} on a device started for rank {} of {}", stage.rank, stage.n_ranks,
+             device_stage_, device_stages_);
     if (stage.n_ranks > 1) {
         const std::string why = unsupported_pipeline_ranks(arch_, model_, opts_.model_path);
         if (!why.empty()) fail("{}", why);
@@ -80,10 +88,13 @@ void worker::set_stage(const pipeline_stage &stage) {
 void worker::place_weights(offload_options offload, int32_t max_model_len) {
     offload_ = std::move(offload);
     offload_.device_reads_host = device_reads_host_;
-    // Tier instances are numbered across the process's replicas and ranks. The ranks of a replica share its device;
-    // replicas share the host's RAM (the CPU device) but each has a GPU of its own (a device with memory of its own).
+    // Tier instances are numbered across the process's replicas and ranks. Replicas and ranks on the CPU device share
+    // the host's RAM; a device with memory of its own gives each replica, and since ABI 1.28 each rank, a device of its
+    // own (cuda: a GPU each), while an older one's ranks share their replica's.
     offload_.rank = opts_.data_parallel_rank * stage_.n_ranks + stage_.rank;
-    offload_.device_share = stage_.n_ranks * (device_reads_host_ ? opts_.data_parallel_size : 1);
+    offload_.device_share = device_reads_host_ ? stage_.n_ranks * opts_.data_parallel_size
+                            : has_device_per_stage()  ? 1
+                                                      : stage_.n_ranks;
     max_model_len_ = max_model_len;
     bind_pinned_staging();
     strata_status st{};
@@ -165,7 +176,8 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
 // `runtime plan --plan-gpu-memory SIZE`: the plan a GPU of SIZE bytes would get, made on whatever device is here. The
 // GPU's rules apply (gpu_memory_utilization of SIZE, its overhead, tiers streamed to it; experts in host RAM computed
 // by the offload device, which is started to check it can); nothing is measured on a GPU, so whole layers in host RAM
-// are planned streamed (on a real card the start-up measurement may compute them on the CPU instead).
+// are planned streamed (on a real card the start-up measurement may compute them on the CPU instead). Each pipeline
+// stage and each data-parallel replica is planned on a GPU of SIZE of its own, as the cuda device runs them.
 void worker::plan_for_gpu(const model_shape &shape) {
     if (!opts_.plan_only)
         fail("--plan-gpu-memory {} plans for a GPU this machine does not have: use it with `runtime plan` only",
@@ -173,6 +185,7 @@ void worker::plan_for_gpu(const model_shape &shape) {
     offload_options gpu = offload_;
     gpu.device_reads_host = false;
     gpu.device_total = *opts_.plan_gpu_memory;
+    gpu.device_share = 1;
     gpu.device_memory.reset();
     gpu.kv_spill_bytes = 0; // a GPU attends only the KV in its own memory
     planner::inputs in = make_plan_inputs(shape, gpu, registry_, host_, "cuda", opts_.machine);

@@ -48,8 +48,11 @@ class worker {
     worker(const worker &) = delete;
     worker &operator=(const worker &) = delete;
 
-    // Chooses and starts the device ([engine] device: by name, or "auto": the best scoring one that starts).
-    void init_device();
+    // Chooses and starts the device ([engine] device: by name, or "auto": the best scoring one that starts) for
+    // pipeline stage `pipeline_rank` of `n_pipeline_ranks` (ABI 1.28: a device with memory of its own gives each stage
+    // a device of its own, cuda a GPU each; the split of the layers comes later, set_stage). `device` names the device
+    // plugin instead of [engine] device (the later ranks take rank 0's choice by name: no fallback of their own).
+    void init_device(int32_t pipeline_rank = 0, int32_t n_pipeline_ranks = 1, const std::string &device = {});
     // Creates the model on the file and asks the device, at load, for every op, shape and KV type it will need.
     void load_model();
     // A pipeline rank: the layers this worker runs and keeps the KV of (after load_model; the model must run as
@@ -85,6 +88,9 @@ class worker {
 
     const strata_model_hparams &hparams() const { return hp_; }
     bool device_reads_host() const { return device_reads_host_; }
+    // Whether this pipeline stage has a device of its own (a device with memory of its own started for its stage,
+    // ABI 1.28), so that it plans the whole device; stages on the CPU, or an older device, share one.
+    bool has_device_per_stage() const;
     const std::string &device_name() const { return device_name_; }
     int32_t device_threads() const;
     const planner::plan &memory_plan() const { return plan_; }
@@ -154,6 +160,7 @@ class worker {
     std::atomic<uint64_t> hybrid_steps_{0}, hybrid_streamed_steps_{0};
 
     pipeline_stage stage_;
+    int32_t device_stage_ = 0, device_stages_ = 1; // the pipeline stage the device was started for (init_device)
 
     // Buffers allocated once; nothing is allocated per token or per step.
     kv::block_storage *kv_storage_[kv::n_tiers] = {}; // the KV pools' memory, by pool (allocate_*_kv)

@@ -13,9 +13,12 @@ namespace strata::engine {
 
 using namespace detail;
 
-void worker::init_device() {
+void worker::init_device(int32_t pipeline_rank, int32_t n_pipeline_ranks, const std::string &device) {
+    device_stage_ = pipeline_rank;
+    device_stages_ = n_pipeline_ranks;
     // Device: by name (an error that says why when it cannot run), or "auto": the best scoring one, falling back to
     // the next (the CPU) with one warning when it is missing, unusable here or fails to start.
+    const std::string &wanted = device.empty() ? opts_.device : device;
     strata_status st{};
     auto start = [&](const plugins::handle<strata_device_desc> &h, strata_status *why) -> strata_device * {
         strata_device_create_args dargs{};
@@ -25,9 +28,11 @@ void worker::init_device() {
         dargs.config = it != opts_.device_configs.end() ? it->second : opts_.device_config;
         dargs.instance = opts_.data_parallel_rank;
         dargs.n_instances = opts_.data_parallel_size;
+        dargs.pipeline_rank = pipeline_rank;
+        dargs.n_pipeline_ranks = n_pipeline_ranks;
         return h.desc->create(&dargs, why);
     };
-    if (opts_.device == "auto") {
+    if (wanted == "auto") {
         std::vector<plugins::handle<strata_device_desc>> ranked;
         for (const std::string &name : registry_.names(STRATA_KIND_DEVICE)) ranked.push_back(registry_.find_device(name));
         std::stable_sort(ranked.begin(), ranked.end(),
@@ -61,16 +66,16 @@ void worker::init_device() {
             log::warn("engine", "device = \"auto\": using '{}'; skipped {}", device_desc_.desc->header.name, skipped);
         }
     } else {
-        device_desc_ = registry_.find_device(opts_.device);
+        device_desc_ = registry_.find_device(wanted);
         if (device_desc_.desc == nullptr) {
             fail("device '{}' is not provided by any loaded plugin (available: {}); set [engine] device",
-                 opts_.device, fmt::join(registry_.names(STRATA_KIND_DEVICE), ", "));
+                 wanted, fmt::join(registry_.names(STRATA_KIND_DEVICE), ", "));
         }
         device_ = start(device_desc_, &st);
         if (device_desc_.desc->score() <= 0 || device_ == nullptr) {
             if (device_ != nullptr) device_desc_.desc->destroy(device_);
             device_ = nullptr;
-            fail("device '{}' cannot run on this machine: {}; set [engine] device = \"auto\" or \"cpu\"", opts_.device,
+            fail("device '{}' cannot run on this machine: {}; set [engine] device = \"auto\" or \"cpu\"", wanted,
                  st.message[0] ? status_text(st) : std::string("the plugin scores 0 here"));
         }
     }

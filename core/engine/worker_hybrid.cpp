@@ -150,6 +150,8 @@ bool worker::start_host_device(bool required) {
     args.config = device_name_ != name && it != opts_.device_configs.end() ? it->second : nullptr;
     args.instance = opts_.data_parallel_rank; // a replica's CPU layers run on its share of the cores
     args.n_instances = opts_.data_parallel_size;
+    args.pipeline_rank = stage_.rank; // the CPU serves every stage from the replica's share (one runs at a time)
+    args.n_pipeline_ranks = stage_.n_ranks;
     strata_status st{};
     host_device_ = host_desc_.desc->create(&args, &st);
     if (host_device_ == nullptr)

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <sys/wait.h>
 
@@ -525,6 +526,57 @@ TEST(SeedCommands, LlamaCppFlagsLandOnTheirKeys) {
     EXPECT_NE(both.err.find("both say how many layers leave the device"), std::string::npos) << both.err;
 }
 
+// vLLM's --pipeline-parallel-size in one process (#16): the layers split into stages run one after another, each with
+// its own weights, KV and plan; the tokens are one stage's. `plan` prints every stage's plan: on the CPU the stages
+// share its RAM, on GPUs (--plan-gpu-memory) each stage has a GPU of its own and plans the whole of it.
+TEST(SeedCommands, PipelineParallelSizeSplitsTheLayersIntoStagesWithOneStagesTokensAndAPlanEach) {
+    const std::vector<int> reference = greedy_tokens("");
+    ASSERT_EQ(reference.size(), 16u);
+    EXPECT_EQ(greedy_tokens("-pp 2"), reference);
+    EXPECT_EQ(greedy_tokens("--pipeline-parallel-size 3 --pipeline-layer-partition 1,1,3"), reference);
+    EXPECT_EQ(greedy_tokens("-pp 2 -dp 2 -t 2"), reference);
+    // The GPU stand-in: each rank's device emulates a GPU of its own (uploads, copies of the stream between ranks).
+    EXPECT_EQ(greedy_tokens("-pp 2 --set cpu.separate_memory=true"), reference);
+    EXPECT_EQ(greedy_tokens("--pipeline-parallel-size 2 --pipeline-layer-partition \"4, 1\""), reference);
+    const nlohmann::json p = plan_json("--model " + k_model + " -pp 3 --pipeline-layer-partition 1,1,3");
+    EXPECT_EQ(p["pipeline_parallel_size"], 3);
+    ASSERT_EQ(p["pipeline_ranks"].size(), 3u);
+    const int firsts[] = {0, 1, 2}, ends[] = {1, 2, 5};
+    for (int r = 0; r < 3; ++r) {
+        const nlohmann::json &rank = p["pipeline_ranks"][static_cast<size_t>(r)];
+        EXPECT_EQ(rank["rank"], r);
+        EXPECT_EQ(rank["layer_first"], firsts[r]);
+        EXPECT_EQ(rank["layer_end"], ends[r]);
+        std::set<std::string> tensors;
+        for (const auto &pl : rank["plan"]["placements"]) tensors.insert(pl["tensor"].get<std::string>());
+        for (int layer = 0; layer < 5; ++layer)
+            EXPECT_EQ(tensors.count("blk." + std::to_string(layer) + ".attn_q.weight"),
+                      layer >= firsts[r] && layer < ends[r] ? 1u : 0u) << "rank " << r << ", layer " << layer;
+        EXPECT_EQ(tensors.count("token_embd.weight") == 1, r == 0 || r == 2) << "rank " << r << " (tied classifier)";
+    }
+    EXPECT_EQ(p["placements"], p["pipeline_ranks"][0]["plan"]["placements"]) << "the top level is rank 0's plan";
+    EXPECT_FALSE(plan_json("--model " + k_model).contains("pipeline_ranks"));
+    // On GPUs each stage plans a GPU of its own: the budget of one GPU, not a share.
+    const nlohmann::json gpus = plan_json("--model " + k_model + " -pp 2 --plan-gpu-memory 8GiB");
+    ASSERT_EQ(gpus["pipeline_ranks"].size(), 2u);
+    const auto one_gpu = plan_json("--model " + k_model + " --plan-gpu-memory 8GiB")["device_budget"].get<uint64_t>();
+    for (const auto &rank : gpus["pipeline_ranks"]) EXPECT_EQ(rank["plan"]["device_budget"], one_gpu);
+    const run_result table = run("plan --model " + k_model + " -pp 2");
+    EXPECT_EQ(table.exit_code, 0) << table.err;
+    EXPECT_NE(table.out.find("pipeline rank 0 of 2: layers [0, "), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("pipeline rank 1 of 2: layers ["), std::string::npos) << table.out;
+    // Serving says the CPU's stages split memory, not time (a replica's ranks share its half with -dp 2).
+    const run_result served = run("--model " + k_model + " --prompt x --max-tokens 2 -pp 2");
+    EXPECT_EQ(served.exit_code, 0) << served.err;
+    EXPECT_NE(served.err.find("the 2 pipeline ranks share device 'cpu' (each plans 1/2 of its memory) and run one after "
+                              "another each step"),
+              std::string::npos) << served.err;
+    const run_result replicas = run("--model " + k_model + " --prompt x --max-tokens 2 -pp 2 -dp 2 -t 2");
+    EXPECT_EQ(replicas.exit_code, 0) << replicas.err;
+    EXPECT_NE(replicas.err.find("the 2 pipeline ranks share device 'cpu' (each plans 1/4 of its memory)"),
+              std::string::npos) << replicas.err;
+}
+
 TEST(SeedCommands, GreedyTokensDoNotChangeWithHowLayersAreOffloadedOrRead) {
     const std::vector<int> reference = greedy_tokens("");
     ASSERT_EQ(reference.size(), 16u);
@@ -564,8 +616,16 @@ TEST(SeedCommands, TheSeedsYamlConfigRunsAndShowsEveryKeysEffect) {
 
 TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     const std::vector<std::pair<std::string, std::string>> cases = {
-        {"-tp 2", "tensor_parallel_size = 2: one model over several devices or processes is not available yet"},
-        {"--pipeline-parallel-size 2", "pipeline_parallel_size = 2"},
+        {"-tp 2", "tensor_parallel_size = 2: splitting each layer over several devices is not available yet; split "
+                  "the layers into stages instead (--pipeline-parallel-size 2, a GPU each)"},
+        {"-pp 6", "pipeline_parallel_size 6 must be between 1 and the model's 5 layers"},
+        {"-pp 2 --pipeline-layer-partition 2,x", "pipeline_layer_partition = \"2,x\": 'x' is not a positive number of "
+                                                 "layers"},
+        {"-pp 2 --pipeline-layer-partition 2,0", "'0' is not a positive number of layers"},
+        {"-pp 2 --pipeline-layer-partition 5", "pipeline_layer_partition = \"5\" gives 1 stage but "
+                                               "pipeline_parallel_size is 2"},
+        {"-pp 2 --pipeline-layer-partition 2,2", "pipeline layer partition of 2 numbers summing to 4: it must give each "
+                                                 "of the 2 ranks at least one layer, 5 layers in all"},
         {"-dp 2 -t 2 --prefix-store-dir /tmp/strata-dp-store", "data_parallel_size > 1 with [memory] prefix_store_dir: "
                                                               "the replicas would share one prefix store folder"},
         {"-dp 3 -t 2", "data-parallel replica 0 of 3 could not start"},

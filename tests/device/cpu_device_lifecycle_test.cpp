@@ -152,7 +152,8 @@ TEST(CpuDeviceLifecycle, WorkersArePinnedToTheHostsCpus) {
 }
 
 // Data-parallel replicas (ABI 1.27): instance i of n takes the i-th of n shares of the threads and of the cores the
-// host offers for pinning; an instance out of range, or more instances than threads, is refused.
+// host offers for pinning; an instance out of range, or more instances than threads, is refused. Pipeline stages
+// (ABI 1.28) share their instance's threads; a stage out of range is refused.
 TEST(CpuDeviceLifecycle, DataParallelInstancesTakeTheirShareOfThreadsAndCores) {
     cpu_set_t allowed;
     ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
@@ -167,13 +168,15 @@ TEST(CpuDeviceLifecycle, DataParallelInstancesTakeTheirShareOfThreadsAndCores) {
     host.pin_cpus = {a, a, b, b};
     const strata_config_view view = cfg.view();
     const strata_host_services services = host.services();
-    auto create = [&](int32_t instance, int32_t n, strata_status *st) {
+    auto create = [&](int32_t instance, int32_t n, strata_status *st, int32_t stage = 0, int32_t n_stages = 1) {
         strata_device_create_args args{};
         args.struct_size = sizeof args;
         args.config = &view;
         args.host = &services;
         args.instance = instance;
         args.n_instances = n;
+        args.pipeline_rank = stage;
+        args.n_pipeline_ranks = n_stages;
         return ops().create(&args, st);
     };
     strata_status st{};
@@ -196,8 +199,21 @@ TEST(CpuDeviceLifecycle, DataParallelInstancesTakeTheirShareOfThreadsAndCores) {
     ASSERT_NE(quarter, nullptr) << st.message;
     EXPECT_EQ(ops().thread_count(quarter.get()), 1);
 
+    // Pipeline stages (ABI 1.28) run one after another: each computes on its replica's whole share.
+    device_ptr stage(create(0, 4, &st, 2, 3));
+    ASSERT_NE(stage, nullptr) << st.message;
+    EXPECT_EQ(ops().thread_count(stage.get()), 1) << "a quarter of the threads, whatever the stage";
+    device_ptr stage_alone(create(0, 1, &st, 1, 2));
+    ASSERT_NE(stage_alone, nullptr) << st.message;
+    EXPECT_EQ(ops().thread_count(stage_alone.get()), 4);
+
     EXPECT_EQ(create(2, 2, &st), nullptr);
     EXPECT_NE(std::string(st.message).find("instance 2 of 2 is out of range"), std::string::npos) << st.message;
+    EXPECT_EQ(create(0, 1, &st, 2, 2), nullptr);
+    EXPECT_NE(std::string(st.message).find("cpu create: pipeline rank 2 of 2 is out of range"), std::string::npos)
+        << st.message;
+    EXPECT_EQ(create(0, 1, &st, -1, 2), nullptr);
+    EXPECT_NE(std::string(st.message).find("pipeline rank -1 of 2 is out of range"), std::string::npos) << st.message;
     EXPECT_EQ(create(0, 5, &st), nullptr);
     EXPECT_NE(std::string(st.message).find("5 data-parallel replicas need a thread each, but the cpu device has 4"),
               std::string::npos)

@@ -239,3 +239,61 @@ TEST(PipelineParallelPlan, EachRankPlansOnlyItsLayersWithTheEmbeddingFirstAndThe
         }
     }
 }
+
+// A device with memory of its own gives each pipeline stage a device of its own (ABI 1.28, strata_device_create_args
+// .pipeline_rank: cuda a GPU each), so a stage started for its rank plans the whole device; a stage on a device not
+// told its rank (or of an older minor) shares one device with the others and plans 1/N of it, as on the CPU above.
+TEST(PipelineParallelPlan, AStageStartedForItsRankOnADeviceWithMemoryOfItsOwnPlansTheWholeDevice) {
+    const pipeline_case c{"q8_0", true, {4}};
+    const std::string model = model_of(c);
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    cpu_table gpu; // the GPU stand-in
+    engine::engine_options o = options(c, 64, engine::preemption_mode::recompute, {4});
+    o.device_config = &gpu.view;
+    const auto file = open_model_file(model);
+    const auto arch = test_registry().find_model_arch_for("llama");
+    ASSERT_NE(arch.desc, nullptr);
+    auto budget_of_whole_model = [&](uint64_t device_total) {
+        engine::engine_options whole = o;
+        whole.offload.device_total = device_total;
+        engine::worker w(test_registry(), test_host(), whole, *file, arch);
+        w.init_device();
+        w.load_model();
+        w.place_weights(whole.offload, whole.max_model_len);
+        return w.memory_plan().device_budget;
+    };
+    constexpr uint64_t device_total = uint64_t{1} << 30;
+    o.offload.device_total = device_total;
+    const uint64_t whole = budget_of_whole_model(device_total), half = budget_of_whole_model(device_total / 2);
+    ASSERT_LT(half, whole);
+    for (const bool told : {true, false}) {
+        for (int32_t r = 0; r < 2; ++r) {
+            SCOPED_TRACE(std::string(told ? "started for its rank" : "not told its rank") + ", rank " + std::to_string(r));
+            engine::worker w(test_registry(), test_host(), o, *file, arch);
+            if (told) w.init_device(r, 2);
+            else w.init_device();
+            w.load_model();
+            w.set_stage({r, 2, 2 * r, 2 * r + 2});
+            EXPECT_EQ(w.has_device_per_stage(), told);
+            w.place_weights(o.offload, o.max_model_len);
+            EXPECT_EQ(w.memory_plan().device_budget, told ? whole : half);
+        }
+    }
+    // A stage is run on the device started for it.
+    engine::worker w(test_registry(), test_host(), o, *file, arch);
+    w.init_device(1, 2);
+    w.load_model();
+    try {
+        w.set_stage({0, 2, 0, 2});
+        ADD_FAILURE() << "a stage on the device of another was accepted";
+    } catch (const std::exception &e) {
+        EXPECT_NE(std::string(e.what()).find("pipeline rank 0 of 2 on a device started for rank 1 of 2"),
+                  std::string::npos) << e.what();
+    }
+    // The CPU device shares its RAM among the stages whatever it is told.
+    engine::engine_options cpu = o;
+    cpu.device_config = nullptr;
+    engine::worker c0(test_registry(), test_host(), cpu, *file, arch);
+    c0.init_device(0, 2);
+    EXPECT_FALSE(c0.has_device_per_stage());
+}

@@ -103,8 +103,10 @@ strata_device *create(const strata_device_create_args *args, strata_status *st) 
         const int all_threads = threads_key > 0 ? static_cast<int>(threads_key) : default_thread_count(host);
         // Data-parallel replicas in one process (ABI 1.27): replica i takes the i-th of n equal shares of the
         // threads and of the cores they are pinned to, so replicas never compute on the same core.
-        int32_t instance = 0, n_instances = 1;
+        // Pipeline stages (ABI 1.28) run one after another: every stage of a replica computes on its whole share.
+        int32_t instance = 0, n_instances = 1, stage = 0, n_stages = 1;
         if (strata::plugin::device_instance(args, "cpu", &instance, &n_instances, st) != STRATA_OK) return nullptr;
+        if (strata::plugin::device_pipeline_rank(args, "cpu", &stage, &n_stages, st) != STRATA_OK) return nullptr;
         if (n_instances > all_threads) {
             fail(st, STRATA_ERR_INVALID_ARGUMENT,
                  "cpu create: %d data-parallel replicas need a thread each, but the cpu device has %d ([cpu] threads); "

@@ -116,10 +116,13 @@ strata_device *create(const strata_device_create_args *args, strata_status *st) 
         const strata_host_services *host = args != nullptr ? args->host : nullptr;
         const strata::plugin::config cfg(args != nullptr ? args->config : nullptr);
         const int64_t configured = cfg.get_int("device_index").value_or(0);
-        // Data-parallel replicas in one process (ABI 1.27): replica i runs on the GPU i ordinals past the configured one.
-        int32_t instance = 0, n_instances = 1;
+        // Data-parallel replicas (ABI 1.27) and pipeline stages (1.28) in one process: each gets a GPU of its own,
+        // stage s of replica i the one i * stages + s ordinals past the configured one.
+        int32_t instance = 0, n_instances = 1, stage = 0, n_stages = 1;
         if (strata::plugin::device_instance(args, "cuda", &instance, &n_instances, st) != STRATA_OK) return nullptr;
-        const int64_t index = configured + instance;
+        if (strata::plugin::device_pipeline_rank(args, "cuda", &stage, &n_stages, st) != STRATA_OK) return nullptr;
+        const int64_t index = configured + int64_t{instance} * n_stages + stage;
+        const int64_t n_gpus = int64_t{n_instances} * n_stages;
 
         int count = 0;
         if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
@@ -131,11 +134,14 @@ strata_device *create(const strata_device_create_args *args, strata_status *st) 
             fail(st, STRATA_ERR_UNSUPPORTED, "cuda create: no CUDA device visible: cudaGetDeviceCount found 0 devices");
             return nullptr;
         }
-        if (n_instances > 1 && configured + n_instances > count) {
+        if (n_gpus > 1 && configured + n_gpus > count) {
             fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                 "cuda create: %d data-parallel replicas need a GPU each from [cuda] device_index = %lld, but %d CUDA "
-                 "device%s visible; lower --data-parallel-size or make more GPUs visible (CUDA_VISIBLE_DEVICES)",
-                 n_instances, static_cast<long long>(configured), count, count == 1 ? " is" : "s are");
+                 "cuda create: %d data-parallel replica%s of %d pipeline stage%s need %lld GPUs, one each, from [cuda] "
+                 "device_index = %lld, but %d CUDA device%s visible; lower --data-parallel-size or "
+                 "--pipeline-parallel-size, or make more GPUs visible (CUDA_VISIBLE_DEVICES)",
+                 n_instances, n_instances == 1 ? "" : "s", n_stages, n_stages == 1 ? "" : "s",
+                 static_cast<long long>(n_gpus), static_cast<long long>(configured), count,
+                 count == 1 ? " is" : "s are");
             return nullptr;
         }
         if (index < 0 || index >= count) {

@@ -67,6 +67,24 @@ inline int32_t device_instance(const strata_device_create_args *a, const char *d
     return STRATA_OK;
 }
 
+// The ABI 1.28 tail of strata_device_create_args: which pipeline stage of its replica this device serves (0 of 1 when
+// the host's struct ends before it, or says 0 stages), checked (0 <= rank < n_ranks). `dev` names the device.
+inline int32_t device_pipeline_rank(const strata_device_create_args *a, const char *dev, int32_t *rank,
+                                    int32_t *n_ranks, strata_status *st) {
+    *rank = 0;
+    *n_ranks = 1;
+    if (a == nullptr ||
+        a->struct_size < offsetof(strata_device_create_args, n_pipeline_ranks) + sizeof(a->n_pipeline_ranks))
+        return STRATA_OK;
+    const int32_t n = a->n_pipeline_ranks > 0 ? a->n_pipeline_ranks : 1;
+    if (a->pipeline_rank < 0 || a->pipeline_rank >= n)
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "%s create: pipeline rank %d of %d is out of range", dev,
+                    a->pipeline_rank, n);
+    *rank = a->pipeline_rank;
+    *n_ranks = n;
+    return STRATA_OK;
+}
+
 // Router widths the mixture-of-experts ops take (every released mixture of experts has at most 256).
 inline constexpr int32_t moe_max_experts = 1024;
 

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 27
+#define STRATA_ABI_MINOR 28
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -329,6 +329,17 @@ typedef struct strata_device_create_args {
      * 0/1 mean alone. A device that cannot give each replica a share of its own refuses with the reason. */
     int32_t instance;
     int32_t n_instances;
+    /* optional, since 1.28, read only when struct_size covers them: the replica's layers are split into
+     * n_pipeline_ranks pipeline stages in this process and this device serves stage `pipeline_rank` (0 <=
+     * pipeline_rank < n_pipeline_ranks; 0/0 and 0/1 mean one stage). The stages of a step run one after another. A
+     * device with memory of its own must give every stage a device of its own, and the host plans each stage with
+     * the whole of what mem_info reports (cuda: the GPU instance * n_pipeline_ranks + pipeline_rank ordinals past the
+     * configured one, refused when fewer are visible; the cpu device's separate_memory stand-in emulates one GPU
+     * per create); a device computing in host memory serves the stages from its instance's share (they never run
+     * at once), and the host plans 1/(n_pipeline_ranks * n_instances) of the RAM for each. A device of an older
+     * minor is taken to share one device among the stages, 1/n_pipeline_ranks of it each. */
+    int32_t pipeline_rank;
+    int32_t n_pipeline_ranks;
 } strata_device_create_args;
 
 /* Attention over a contiguous per-layer KV cache for one sequence. K and V rows are n_kv_heads*head_dim floats,
