@@ -220,8 +220,8 @@ config::schema core_schema() {
             "weights, KV and memory plan, on a device of its own where the device has memory of its own (CUDA: a "
             "GPU each), else on shares of one (the CPU: its RAM divided)", "--pipeline-parallel-size|-pp", 1, 4096),
         key("pipeline_layer_partition", STRATA_CONFIG_STRING, "\"\"",
-            "layers per pipeline stage, comma-separated, in order (vLLM's VLLM_PP_LAYER_PARTITION, e.g. \"12,20\"); "
-            "empty: balanced by bytes", "--pipeline-layer-partition"),
+            "layers per pipeline stage, comma-separated, in order (e.g. \"12,20\"); empty: vLLM's environment "
+            "variable VLLM_PP_LAYER_PARTITION when set, else balanced by bytes", "--pipeline-layer-partition"),
         key("data_parallel_size", STRATA_CONFIG_INT, "1",
             "replicas of the whole model in this process, each on its share of the device (CPU: threads and cores "
             "divided; CUDA: a GPU each), requests to the least loaded", "--data-parallel-size|-dp", 1, 4096),

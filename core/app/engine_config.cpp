@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <string_view>
 #include <filesystem>
 #include <random>
@@ -126,10 +127,16 @@ uint32_t kv_type_from(const config::document &doc, const config::schema &s) {
     return tk;
 }
 
-// [parallel] pipeline_layer_partition ("12,20": layers per stage, vLLM's VLLM_PP_LAYER_PARTITION), one positive
-// number per stage; that they add up to the model's layers is checked against the model (pipeline_split.cpp).
+// [parallel] pipeline_layer_partition ("12,20": layers per stage), else vLLM's environment variable
+// VLLM_PP_LAYER_PARTITION, one positive number per stage; that they add up to the model's layers is checked against
+// the model (pipeline_split.cpp).
 std::vector<int32_t> layer_partition_from(const config::document &doc, const config::schema &s) {
-    const std::string text = doc.get_string("parallel", "pipeline_layer_partition", s).value_or("");
+    std::string text = doc.get_string("parallel", "pipeline_layer_partition", s).value_or("");
+    std::string source = "[parallel] pipeline_layer_partition";
+    if (const char *env = std::getenv("VLLM_PP_LAYER_PARTITION"); text.empty() && env != nullptr && *env != '\0') {
+        text = env;
+        source = "VLLM_PP_LAYER_PARTITION";
+    }
     std::vector<int32_t> out;
     if (text.empty()) return out;
     for (size_t at = 0; at <= text.size();) {
@@ -140,17 +147,16 @@ std::vector<int32_t> layer_partition_from(const config::document &doc, const con
         int32_t n = 0;
         const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
         if (part.empty() || ec != std::errc() || end != part.data() + part.size() || n < 1)
-            fail("[parallel] pipeline_layer_partition = \"{}\": '{}' is not a positive number of layers; write each "
-                 "stage's layers in order, separated by commas (e.g. \"12,20\")",
-                 text, part);
+            fail("{} = \"{}\": '{}' is not a positive number of layers; write each stage's layers in order, "
+                 "separated by commas (e.g. \"12,20\")",
+                 source, text, part);
         out.push_back(n);
         at = comma + 1;
     }
     const int64_t stages = doc.get_int("parallel", "pipeline_parallel_size", s).value_or(1);
     if (static_cast<int64_t>(out.size()) != stages)
-        fail("[parallel] pipeline_layer_partition = \"{}\" gives {} stage{} but pipeline_parallel_size is {}; give one "
-             "number per stage",
-             text, out.size(), out.size() == 1 ? "" : "s", stages);
+        fail("{} = \"{}\" gives {} stage{} but pipeline_parallel_size is {}; give one number per stage", source, text,
+             out.size(), out.size() == 1 ? "" : "s", stages);
     return out;
 }
 

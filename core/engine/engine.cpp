@@ -80,12 +80,6 @@ void engine::init() {
             log::info("engine", "pipeline rank {} of {}: layers [{}, {}) on device '{}'", r, n_ranks, stage.layer_first,
                       stage.layer_end, executor_->workers()[static_cast<size_t>(r)]->device_name());
         }
-        // The ranks of one process run one after another: on one device they divide its memory, not the time.
-        if (n_ranks > 1 && !w.has_device_per_stage())
-            log::info("engine", "the {} pipeline ranks share device '{}' (each plans 1/{} of its memory) and run one "
-                      "after another each step: they split the model's memory, not its time",
-                      n_ranks, w.device_name(),
-                      n_ranks * (w.device_reads_host() ? opts_.data_parallel_size : 1));
     }
     if (tokenizer_ && hp_.n_vocab != tokenizer_->n_vocab()) {
         fail("{}: the model has {} vocabulary rows but the tokenizer has {} tokens", opts_.model_path, hp_.n_vocab,

@@ -95,6 +95,11 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
     offload_.device_share = device_reads_host_ ? stage_.n_ranks * opts_.data_parallel_size
                             : has_device_per_stage()  ? 1
                                                       : stage_.n_ranks;
+    // The ranks of one process run one after another: on one device they divide its memory, not the time.
+    if (stage_.rank == 0 && stage_.n_ranks > 1 && offload_.device_share > 1)
+        log::info("engine", "the {} pipeline ranks share device '{}' (each plans 1/{} of its memory) and run one after "
+                  "another each step: they split the model's memory, not its time",
+                  stage_.n_ranks, device_name_, offload_.device_share);
     max_model_len_ = max_model_len;
     bind_pinned_staging();
     strata_status st{};

@@ -538,6 +538,19 @@ TEST(SeedCommands, PipelineParallelSizeSplitsTheLayersIntoStagesWithOneStagesTok
     // The GPU stand-in: each rank's device emulates a GPU of its own (uploads, copies of the stream between ranks).
     EXPECT_EQ(greedy_tokens("-pp 2 --set cpu.separate_memory=true"), reference);
     EXPECT_EQ(greedy_tokens("--pipeline-parallel-size 2 --pipeline-layer-partition \"4, 1\""), reference);
+    // vLLM's VLLM_PP_LAYER_PARTITION is read when the key is not set (and named when it is wrong).
+    const std::string xdg = "XDG_CACHE_HOME=" STRATA_BINARY_DIR "/test-xdg-default";
+    const nlohmann::json from_env =
+        nlohmann::json::parse(run("plan --json --model " + k_model + " -pp 2", xdg + " VLLM_PP_LAYER_PARTITION=4,1").out);
+    EXPECT_EQ(from_env["pipeline_ranks"][1]["layer_first"], 4);
+    EXPECT_EQ(nlohmann::json::parse(run("plan --json --model " + k_model + " -pp 2 --pipeline-layer-partition 1,4",
+                                        xdg + " VLLM_PP_LAYER_PARTITION=4,1")
+                                        .out)["pipeline_ranks"][1]["layer_first"],
+              1) << "the key wins over the environment";
+    const run_result bad_env = run("plan --model " + k_model + " -pp 2", xdg + " VLLM_PP_LAYER_PARTITION=4");
+    EXPECT_EQ(bad_env.exit_code, 2);
+    EXPECT_NE(bad_env.err.find("VLLM_PP_LAYER_PARTITION = \"4\" gives 1 stage but pipeline_parallel_size is 2"),
+              std::string::npos) << bad_env.err;
     const nlohmann::json p = plan_json("--model " + k_model + " -pp 3 --pipeline-layer-partition 1,1,3");
     EXPECT_EQ(p["pipeline_parallel_size"], 3);
     ASSERT_EQ(p["pipeline_ranks"].size(), 3u);
