@@ -1,5 +1,6 @@
 // Worker: choosing and starting the device. By name it must run (else an error with the plugin's reason); "auto"
-// takes the best scoring device that starts and names once every device it skipped and why.
+// takes the best scoring device that starts and names once every device it skipped and why, but stops at one that
+// refuses what it was asked (an invalid argument) rather than run the request elsewhere.
 #include "engine/worker.hpp"
 #include "engine/engine_options.hpp"
 
@@ -17,7 +18,8 @@ void worker::init_device(int32_t pipeline_rank, int32_t n_pipeline_ranks, const 
     device_stage_ = pipeline_rank;
     device_stages_ = n_pipeline_ranks;
     // Device: by name (an error that says why when it cannot run), or "auto": the best scoring one, falling back to
-    // the next (the CPU) with one warning when it is missing, unusable here or fails to start.
+    // the next (the CPU) with one warning when it is missing, unusable here or fails to start, and an error when it
+    // refuses the configuration (STRATA_ERR_INVALID_ARGUMENT).
     const std::string &wanted = device.empty() ? opts_.device : device;
     strata_status st{};
     auto start = [&](const plugins::handle<strata_device_desc> &h, strata_status *why) -> strata_device * {
@@ -52,6 +54,14 @@ void worker::init_device(int32_t pipeline_rank, int32_t n_pipeline_ranks, const 
             strata_status why{};
             device_ = start(h, &why);
             if (device_ == nullptr) {
+                // A device that runs here but refuses what was asked of it (its [device] table, more GPUs for the
+                // pipeline ranks or replicas than there are) is not skipped: the next one down, the CPU, would run
+                // something else than was asked, only slower.
+                if (why.code == STRATA_ERR_INVALID_ARGUMENT) {
+                    fail("device = \"auto\": '{}' can run on this machine but refused this configuration: {}; change "
+                         "what it names, or set [engine] device = \"cpu\" (--device cpu) to run without it",
+                         h.desc->header.name, status_text(why));
+                }
                 skipped += fmt::format("{}'{}' ({})", skipped.empty() ? "" : ", ", h.desc->header.name, status_text(why));
                 continue;
             }

@@ -297,3 +297,64 @@ TEST(PipelineParallelPlan, AStageStartedForItsRankOnADeviceWithMemoryOfItsOwnPla
     c0.init_device(0, 2);
     EXPECT_FALSE(c0.has_device_per_stage());
 }
+
+namespace {
+
+// The build's plugins and a device above the CPU that never starts (tests/model/fixtures/layout_refusing_device.cpp):
+// it cannot run one stage here, and refuses pipeline ranks or replicas as cuda refuses more GPUs than are visible.
+plugins::registry &registry_with_layout_refusing_device() {
+    static plugins::registry r = [] {
+        plugins::registry reg(test_host());
+        reg.load_directory(STRATA_PLUGIN_DIR);
+        reg.load_directory(STRATA_DEVICE_FIXTURE_DIR);
+        return reg;
+    }();
+    return r;
+}
+
+} // namespace
+
+// device = "auto" goes on to the CPU past a device that cannot run here, but not past one that runs here and refuses
+// what it was asked (its pipeline ranks or replicas): the CPU would run another layout than the one asked for, slower.
+TEST(PipelineParallelPlan, AutoStopsAtADeviceThatRefusesTheRanksInsteadOfFallingBackToTheCpu) {
+    const pipeline_case c{"q8_0", true, {4}};
+    const std::string model = model_of(c);
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    plugins::registry &reg = registry_with_layout_refusing_device();
+    ASSERT_NE(reg.find_device("layout_fixture").desc, nullptr);
+    engine::engine_options o = options(c, 64, engine::preemption_mode::recompute, {4});
+    o.device = "auto";
+    const auto file = open_model_file(model);
+    const auto arch = reg.find_model_arch_for("llama");
+    ASSERT_NE(arch.desc, nullptr);
+    {
+        engine::worker w(reg, test_host(), o, *file, arch);
+        w.init_device();
+        EXPECT_EQ(w.device_name(), "cpu");
+    }
+    auto refusal = [&](const engine::engine_options &opts, int32_t rank, int32_t n_ranks) {
+        engine::worker w(reg, test_host(), opts, *file, arch);
+        try {
+            w.init_device(rank, n_ranks);
+        } catch (const std::exception &e) {
+            return std::string(e.what());
+        }
+        return "started on '" + w.device_name() + "'";
+    };
+    for (int32_t r = 0; r < 2; ++r) {
+        const std::string what = refusal(o, r, 2);
+        SCOPED_TRACE("rank " + std::to_string(r) + ": " + what);
+        EXPECT_NE(what.find("device = \"auto\": 'layout_fixture' can run on this machine but refused this "
+                            "configuration"), std::string::npos);
+        EXPECT_NE(what.find("1 replica(s) of 2 pipeline stage(s) need 2 accelerators"), std::string::npos);
+        EXPECT_NE(what.find("device = \"cpu\""), std::string::npos);
+    }
+    engine::engine_options replicas = o;
+    replicas.data_parallel_size = 2;
+    const std::string what = refusal(replicas, 0, 1);
+    EXPECT_NE(what.find("2 replica(s) of 1 pipeline stage(s) need 2 accelerators"), std::string::npos) << what;
+    // Named, the CPU runs the ranks.
+    engine::engine_options cpu = o;
+    cpu.device = "cpu";
+    EXPECT_EQ(refusal(cpu, 1, 2), "started on 'cpu'");
+}
