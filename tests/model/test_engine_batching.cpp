@@ -309,7 +309,7 @@ namespace {
 // super-blocks, 4 layers x 2 x 2 KV heads x 64 x 4 B = 4 KiB/token. The other families of the decoder plugin in Q8_0:
 // qwen2 (Q/K/V biases, NEOX RoPE), qwen3 (per-head Q/K norms, a head size of 64 with dim 128), a llama with every
 // optional bias, and phi3 (fused Q/K/V and gate-up: row views of one Q8_0 tensor, on both devices of the hybrid case).
-// Each also answers a prompt from its cached prefix blocks with the tokens of the miss.
+// Each also answers a prompt from its cached prefix blocks with the tokens of the miss, from every prefix-cache tier.
 struct quantized_case {
     const char *name;
     const char *type;
@@ -352,7 +352,9 @@ TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesAndAPrefixHitGiveTheir
         for (int i = 0; i < n; ++i) prompts.push_back(story_prompt(*ample, i));
         for (int i = 0; i < n; ++i) want.push_back(run_all(*ample, {prompts[static_cast<size_t>(i)]}, max_tokens)[0]);
     }
-    // A device prefix hit: a long prompt's cached blocks give the tokens of the miss, in every family and type.
+    // Prefix hits from each tier: a long prompt's cached blocks give the tokens of the miss, in every family and
+    // type, from the device, from the host tier after other prompts pushed them down, and from the persistent store
+    // after a restart (the blocks' bytes as the family laid them out, read back into another engine).
     {
         auto o = options(256 * blocks, 0, engine::preemption_mode::recompute, true);
         o.model_path = model;
@@ -366,6 +368,31 @@ TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesAndAPrefixHitGiveTheir
         EXPECT_EQ(run_all(*cached, {p}, max_tokens)[0], miss);
         EXPECT_GE(cached->stats().prefix_hits[0], 32);
         expect_pools_full(*cached);
+        cached.reset();
+
+        const fs::path dir = fs::path(STRATA_BINARY_DIR) / (std::string("test-prefix-store-") + c.name);
+        fs::remove_all(dir);
+        auto tiered = options(20 * blocks, 0.01, engine::preemption_mode::recompute, true);
+        tiered.model_path = model;
+        tiered.kv.prefix_store_dir = dir.string();
+        tiered.kv.prefix_store_gib = 0.01;
+        {
+            auto host = engine_from(tiered);
+            EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
+            std::vector<std::vector<int32_t>> fillers;
+            for (int i = 0; i < 8; ++i) fillers.push_back(story_prompt(*host, i + 8));
+            run_all(*host, fillers, 16);
+            EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss) << "host tier hit";
+            EXPECT_GE(host->stats().prefix_hits[1], 16) << "the prefix came back from the host tier";
+            expect_pools_full(*host);
+        } // a clean shutdown writes the cached prefixes to the store
+        {
+            auto restarted = engine_from(tiered);
+            EXPECT_EQ(run_all(*restarted, {p}, max_tokens)[0], miss) << "store hit";
+            EXPECT_GE(restarted->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
+            expect_pools_full(*restarted);
+        }
+        fs::remove_all(dir);
     }
     for (auto mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
         auto e = engine_from(opts(24 * blocks, mode)); // 24 blocks for 16 sequences of ~4 blocks each
