@@ -29,8 +29,18 @@ if (!existsSync(opts.runtime)) { console.error(`FAIL: runtime not built: ${opts.
 
 const N = 100;
 const prompts = ["", "Once upon a time"];
+// --shard K/N: this run makes and compares only every N-th model file from the K-th (0-based), so CTest can run the
+// comparison as N tests beside the rest of the suite; every file belongs to exactly one shard.
+const [shard, shards] = (opts.shard ?? "0/1").split("/").map(Number);
+if (!(Number.isInteger(shard) && Number.isInteger(shards) && shards >= 1 && shard >= 0 && shard < shards)) {
+  console.error(`usage: --shard K/N with 0 <= K < N (got ${opts.shard})`);
+  process.exit(1);
+}
+let entry = -1;
+const mine = () => (++entry % shards) === shard;
 // [model file, every token must agree, prompts]
 const models = [["f32", true], ["f16", true], ["q8_0", false], ["q4_0", false]]
+  .filter(() => mine())
   .map(([suffix, full]) => [path.join(opts.models, `stories260K-${suffix}.gguf`), full, prompts]);
 
 // Random-weight F32 models with real byte-level BPE vocabularies (tools/make-model --vocab-from), when the test is
@@ -41,6 +51,7 @@ if (opts["make-model"] && opts.work) {
                 "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"];
   const qwen = ["The capital of France is", "<|im_start|>user\nHi 123 😀<|im_end|>\n<|im_start|>assistant\n"];
   for (const [vocab, texts] of [["llama-bpe", chat], ["qwen2", qwen]]) {
+    if (!mine()) continue;
     const file = path.join(opts.work, `random-${vocab}.gguf`);
     const made = runJson(opts["make-model"], ["--out", file, "--dim", "64", "--layers", "2", "--heads", "4",
                                               "--kv-heads", "2", "--ff", "128", "--ctx", "256", "--type", "f32",
@@ -52,6 +63,7 @@ if (opts["make-model"] && opts.work) {
   // RoPE frequency factors (Llama 3.1+'s rope_freqs.weight) and linear RoPE scaling (factor 4), make-model
   // --feature, on the Llama 3 vocabulary: F32, so every token must agree.
   for (const feature of ["rope-freqs", "rope-scaling-linear"]) {
+    if (!mine()) continue;
     const file = path.join(opts.work, `random-${feature}.gguf`);
     const made = runJson(opts["make-model"], ["--out", file, "--dim", "64", "--layers", "2", "--heads", "4",
                                               "--kv-heads", "2", "--ff", "128", "--ctx", "256", "--type", "f32",
@@ -88,6 +100,7 @@ if (opts["make-model"] && opts.work) {
                   "32"], "qwen2", qwen],
     ["qwen2moe", ["--arch", "qwen2moe", "--experts", "8", "--experts-used", "2", "--expert-ff", "64"], "qwen2", qwen]]) {
     for (const type of ["f32", "q8_0"]) {
+      if (!mine()) continue;
       const file = path.join(opts.work, `random-${name}-${type}.gguf`);
       const made = runJson(opts["make-model"], ["--out", file, "--dim", "64", "--layers", "2", "--heads", "4",
                                                 "--kv-heads", "2", "--ff", "128", "--ctx", "256", "--type", type,
@@ -107,6 +120,7 @@ if (opts["make-model"] && opts.work) {
     ["qwen2-yarn", ["--arch", "qwen2", "--feature", "rope-scaling-yarn"], "qwen2", qwen, [{}]],
     ["phi3-longrope", ["--arch", "phi3", "--feature", "longrope", "--ctx", "1024"], "phi-3", phi3,
      [{ tag: " (long)", peer: ["--context", "1024"] }, { tag: " (short)", runtime: ["--max-model-len", "256"] }]]]) {
+    if (!mine()) continue;
     const file = path.join(opts.work, `random-${name}.gguf`);
     const made = runJson(opts["make-model"], ["--out", file, "--dim", "64", "--layers", "2", "--heads", "4",
                                               "--kv-heads", "2", "--ff", "128", "--ctx", "256", "--type", "f32",
@@ -121,6 +135,7 @@ if (opts["make-model"] && opts.work) {
   // choices differ, and GQA 4 (the IQ4 mixtures' attn_v rule). Quantized weights: the first token must agree.
   for (const type of ["q4_k_m", "q5_k_m", "q6_k", "q3_k_m", "q2_k", "iq4_xs", "iq4_nl", "q4_k_s", "q3_k_l", "q5_k_s",
                       "q4_1", "q5_0", "q5_1"]) {
+    if (!mine()) continue;
     const file = path.join(opts.work, `random-${type}.gguf`);
     const made = runJson(opts["make-model"], ["--out", file, "--dim", "256", "--layers", "4", "--heads", "4",
                                               "--kv-heads", "1", "--ff", "512", "--ctx", "256", "--type", type,
@@ -189,7 +204,8 @@ for (const [model, mustAgreeFully, modelPrompts, extra = {}] of models) {
               `leading tokens agreeing: ${agree}/${N}  ${verdict}`);
   }
 }
-console.log(`Strata vs llama.cpp (node-llama-cpp, F32 KV cache), greedy, ${N} tokens:`);
+console.log(`Strata vs llama.cpp (node-llama-cpp, F32 KV cache), greedy, ${N} tokens` +
+            (shards > 1 ? `, model files ${shard} mod ${shards} (${models.length} runs):` : ":"));
 for (const r of rows) console.log(`  ${r}`);
 if (failures) { console.error(`${failures} failure(s)`); process.exit(1); }
 console.log("PASS");

@@ -37,7 +37,7 @@ cmake --build build-clang -j"$jobs"
 # vocab vectors) ran in the g++ pass above; here they would only repeat the same runtime paths several times slower.
 echo "strata: the suite under clang AddressSanitizer + UBSan"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-clang --output-on-failure -j"$jobs" -E '^peer_llamacpp_(greedy|tokenize)$'
+  ctest --test-dir build-clang --output-on-failure -j"$jobs" -E '^peer_llamacpp_(greedy[.]|tokenize$)'
 # The suites whose subject is concurrency (label tsan: engine batching and preemption, device pools, tier and
 # prefetch I/O, the HTTP server, the KV store, I/O faults) under g++ ThreadSanitizer, built alone (strata_tsan_suite:
 # those tests, the runtime, make-model and the plugins); second_deadlock_stack: both stacks of a lock-order report.
