@@ -241,14 +241,14 @@ TEST(AddedFormats, ScalarAndAvx2IntegerPathsAgree) {
     }
 }
 
-// The AVX-512 K-quant dots (picked by the AVX2 table on CPUs with AVX-512 F/BW/VL/VNNI) reach the AVX2 kernel's
-// int32 lane sums two chunks at a time and add them to the float lanes with the same FMAs: every output, for every
-// count of activation vectors (passes of 8, 4 and the rest), equals the scalar and the plain AVX2 kernels' bits,
-// on rows of every scale and on activations at the int8 extremes (|q| = 127 everywhere: the largest pair sums).
+// The AVX-512 dots (picked by the AVX2 table on CPUs with AVX-512 F/BW/VL/VNNI) reach the AVX2 kernel's int32 lane
+// sums (the K-quants two chunks at a time, the 32-element formats with one vpdpbusd per block) and add them to the
+// float lanes with the same FMAs: every output, for every count of activation vectors (passes of 8, 4 and the rest),
+// equals the scalar and the plain AVX2 kernels' bits, on rows of every scale and on activations at the int8 extremes
+// (|q| = 127 everywhere: the largest pair sums).
 TEST(AddedFormats, Avx512IntegerPathEqualsAvx2AndScalar) {
     if (!q::cpu_has_avx512_vnni()) GTEST_SKIP() << "this CPU has no AVX-512 F/BW/VL/VNNI; the AVX2 kernels run here";
-    const char *const k_names[] = {"q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs"};
-    for (const char *name : k_names) {
+    for (const char *name : added_names) {
         const strata_quant_desc &s = *find(q::kernel_set::scalar, name);
         const q::format_kernels avx2 = q::added_format_kernels_avx2(s.ggml_type);
         const q::format_kernels avx512 = q::added_format_kernels_avx512(s.ggml_type);

@@ -2,6 +2,7 @@
 // formats Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and the 256-element super-blocks Q2_K..Q6_K, Q8_K, IQ4_XS.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -172,5 +173,17 @@ struct block_q8_act {
     int32_t sum_x8; // 8 * (sum of qs): what Q4_0's -8 offset takes off a block's integer dot
 };
 static_assert(sizeof(block_q8_act) == 40, "activation block must stay packed (40 bytes)");
+
+// The same quants and scale for the formats with an additive min (Q4_1, Q5_1), whose block dot adds m * d * sum(qs):
+// the sum comes already scaled (ggml's block_q8_1 keeps d * sum as its `s` for the same reason), so a block's min
+// term is one FMA. Written by converting block_q8_act's sum in place (scale_activation_sums).
+struct block_q8_act_sum {
+    int8_t qs[qk8_0];
+    float d;
+    float s; // d * (sum of qs), one rounding
+};
+static_assert(sizeof(block_q8_act_sum) == sizeof(block_q8_act) && offsetof(block_q8_act_sum, d) == offsetof(block_q8_act, d) &&
+                  offsetof(block_q8_act_sum, s) == offsetof(block_q8_act, sum_x8),
+              "block_q8_act_sum is block_q8_act with its last field converted");
 
 } // namespace strata::quants

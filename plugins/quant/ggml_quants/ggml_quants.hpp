@@ -81,6 +81,9 @@ inline constexpr uint32_t act_block_bytes_q8 = sizeof(block_q8_act);
 // x -> block_q8_act; qs and d equal quantize_row_q8_0's bit for bit for finite input (the AVX2 version included).
 void quantize_activations_q8_scalar(const float *x, void *xq, int64_t n);
 void quantize_activations_q8_avx2(const float *x, void *xq, int64_t n);
+// Blocks of block_q8_act -> block_q8_act_sum in place (s = d * float(sum_x8 / 8)); both kernel sets' Q4_1/Q5_1
+// activation quantizers end with it, so they write the same bytes.
+void scale_activation_sums(void *xq, int64_t n);
 // sum over blocks of d_row * d_act * (integer dot of the 32 quants); xq holds block_q8_act.
 float dot_act_q8_0_scalar(const void *row, const void *xq, int64_t n);
 float dot_act_q4_0_scalar(const void *row, const void *xq, int64_t n);

@@ -4,7 +4,7 @@
 //
 // Integer dot: each 32-element chunk of a weight block is decoded into one register of byte values; products with
 // the activation bytes go through _mm256_maddubs_epi16 (unsigned x signed; signed formats feed |w| and a * sign(w)),
-// then _mm256_madd_epi16 against the chunk's two 16-element scales into int32 lanes. No pair saturates: |value| <=
+// then _mm256_madd_epi16 against the chunk's two 16-element scales (ones, for the 32-element formats) into int32 lanes. No pair saturates: |value| <=
 // 127 only for IQ4's grid (2 * 127 * 127 < 32768), every other format stays below 64. The integer sums are exact, so
 // each block's contribution is k_block_ints.hpp's float expression on the same integers as the scalar kernels.
 #include "ggml_quants.hpp"
@@ -20,6 +20,7 @@
 #include "avx2_block_helpers.hpp"
 #include "k_block_ints.hpp"
 #include "k_chunks_avx2.hpp"
+#include "small_blocks_avx2.hpp"
 
 #include <cmath>
 #include <limits>
@@ -27,32 +28,6 @@
 
 namespace strata::quants {
 namespace {
-
-STRATA_KERNEL_INLINE int32_t horizontal_sum_i32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm_cvtsi128_si32(s);
-}
-
-
-// 32 bits -> 32 bytes, 0x10 where bit j is set (the fifth bit of Q5_0/Q5_1 element j).
-STRATA_KERNEL_INLINE __m256i fifth_bits_32(const uint8_t *qh) {
-    uint32_t bits;
-    std::memcpy(&bits, qh, sizeof bits);
-    const __m256i spread = _mm256_shuffle_epi8(
-        _mm256_set1_epi32(static_cast<int>(bits)),
-        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-    const __m256i select = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
-    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
-}
-
-// The 32-element formats' values.
-STRATA_KERNEL_INLINE __m256i values32(const block_q4_1 &b) { return nibbles_32(b.qs); }
-STRATA_KERNEL_INLINE __m256i values32(const block_q5_0 &b) { return _mm256_or_si256(nibbles_32(b.qs), fifth_bits_32(b.qh)); }
-STRATA_KERNEL_INLINE __m256i values32(const block_q5_1 &b) { return _mm256_or_si256(nibbles_32(b.qs), fifth_bits_32(b.qh)); }
-STRATA_KERNEL_INLINE __m256i values32(const block_iq4_nl &b) { return iq4_grid(nibbles_32(b.qs)); }
 
 // Chunk C of a block against N activation vectors: isum[i] += the chunk's scaled pair sums, in k_block_ints.hpp's
 // lanes.
@@ -90,26 +65,6 @@ STRATA_KERNEL_INLINE void dot_k_n(const typename F::block *w, const unsigned cha
     ((out[I] = horizontal_sum(lanes[I])), ...);
 }
 
-// ---- 32-element formats ----
-template <class F, size_t... I>
-STRATA_KERNEL_INLINE void dot_32_n(const typename F::block *w, const unsigned char *xq, int64_t stride, int64_t nb,
-                                   float *out, std::index_sequence<I...>) {
-    const block_q8_act *const a[] = {reinterpret_cast<const block_q8_act *>(xq + I * stride)...};
-    float sum[] = {(static_cast<void>(I), 0.0f)...};
-    constexpr bool is_signed = std::is_same_v<F, small_formats::iq4_nl>;
-    for (int64_t b = 0; b < nb; ++b) {
-        const __m256i v = values32(w[b]);
-        const float d = F::d(w[b], half_f16c), m = F::m(w[b], half_f16c);
-        ((sum[I] += block_result_32(
-              d, m, a[I][b],
-              horizontal_sum_i32(_mm256_madd_epi16(pair_products<is_signed>(v, load32(a[I][b].qs)),
-                                                   _mm256_set1_epi16(1))) -
-                  F::offset * (a[I][b].sum_x8 / 8))),
-         ...);
-    }
-    ((out[I] = sum[I]), ...);
-}
-
 template <class F, bool K>
 void dot_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
     const auto *w = static_cast<const typename F::block *>(row);
@@ -117,7 +72,7 @@ void dot_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int
     const int64_t nb = n / (K ? qk_k : qk32);
     const auto pass = [&](int32_t i, auto seq) {
         if constexpr (K) dot_k_n<F>(w, x + i * stride, stride, nb, out + i, seq);
-        else dot_32_n<F>(w, x + i * stride, stride, nb, out + i, seq);
+        else dot_32_n<F, maddubs_lanes>(w, x + i * stride, stride, nb, out + i, seq);
     };
     in_passes<4>(n_x, pass);
 }
@@ -218,9 +173,15 @@ template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_ke
             k_gemm_act<dot_multi<F, true>, dot_single<dot_multi<F, true>>>};
 }
 
+void quantize_activations_q8_sum_avx2(const float *x, void *xq, int64_t n) {
+    quantize_activations_q8_avx2(x, xq, n);
+    scale_activation_sums(xq, n);
+}
+
 template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_32() {
-    return {dot_by_block<Dequantize, qk32, sizeof(typename F::block)>, sizeof(block_q8_act),
-            quantize_activations_q8_avx2, dot_single<dot_multi<F, false>>, dot_multi<F, false>};
+    return {dot_by_block<Dequantize, qk32, sizeof(typename F::block)>, sizeof(typename F::act_block),
+            F::has_min ? quantize_activations_q8_sum_avx2 : quantize_activations_q8_avx2,
+            dot_single<dot_multi<F, false>>, dot_multi<F, false>};
 }
 
 } // namespace

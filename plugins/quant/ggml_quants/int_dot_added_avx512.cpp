@@ -1,4 +1,4 @@
-// AVX-512 integer dots of the 256-element formats (Q2_K..Q6_K, IQ4_XS). Compiled with -mavx512f -mavx512bw
+// AVX-512 integer dots of the 256-element formats (Q2_K..Q6_K, IQ4_XS) and, on 256 bits, the 32-element ones. Compiled with -mavx512f -mavx512bw
 // -mavx512vl -mavx512vnni (and the AVX2 flags) and called only on CPUs that have all four (cpu_has_avx512_vnni():
 // Ice Lake, Sapphire Rapids, Zen 4 and later), where the AVX2 table's K-quant slots point here instead.
 //
@@ -17,6 +17,7 @@
 #include <immintrin.h>
 
 #include "k_chunks_avx2.hpp"
+#include "small_blocks_avx2.hpp"
 
 #include <utility>
 
@@ -91,6 +92,31 @@ void dot_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int
     });
 }
 
+// The 32-element formats: small_blocks_avx2.hpp's kernel with one vpdpbusd (AVX-512 VL + VNNI on 256 bits) in place
+// of maddubs + madd; the same int32 lanes, so the same bits.
+struct vpdpbusd_lanes {
+    static STRATA_KERNEL_INLINE __m256i dot(__m256i u, __m256i s) {
+        return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+    }
+};
+
+template <class F>
+void dot_multi_32(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
+    const auto *w = static_cast<const typename F::block *>(row);
+    const auto *x = static_cast<const unsigned char *>(xq);
+    const int64_t nb = n / qk32;
+    in_passes<4>(n_x, [&](int32_t i, auto vectors) __attribute__((always_inline)) {
+        dot_32_n<F, vpdpbusd_lanes>(w, x + i * stride, stride, nb, out + i, vectors);
+    });
+}
+
+template <class F> float dot_single_32(const void *row, const void *xq, int64_t n) {
+    float out;
+    dot_32_n<F, vpdpbusd_lanes>(static_cast<const typename F::block *>(row), static_cast<const unsigned char *>(xq), 0,
+                                n / qk32, &out, std::make_index_sequence<1>{});
+    return out;
+}
+
 template <class F> float dot_single(const void *row, const void *xq, int64_t n) {
     float out;
     dot_k_n<F>(static_cast<const typename F::block *>(row), static_cast<const unsigned char *>(xq), 0, n / qk_k, &out,
@@ -101,7 +127,7 @@ template <class F> float dot_single(const void *row, const void *xq, int64_t n) 
 } // namespace
 
 format_kernels added_format_kernels_avx512(uint32_t type) {
-    format_kernels k = added_format_kernels_avx2(type); // the float dot, the activation quantizer, the 32-element formats
+    format_kernels k = added_format_kernels_avx2(type); // the float dot and the activation quantizers
     with_added_format(
         type,
         [&]<class F, void (*Dequantize)(const void *, float *, int64_t), bool K>() {
@@ -109,6 +135,9 @@ format_kernels added_format_kernels_avx512(uint32_t type) {
                 k.dot_act = dot_single<F>;
                 k.dot_act_multi = dot_multi<F>;
                 k.gemm_act = k_gemm_act<dot_multi<F>, dot_single<F>>;
+            } else {
+                k.dot_act = dot_single_32<F>;
+                k.dot_act_multi = dot_multi_32<F>;
             }
         },
         [] {});

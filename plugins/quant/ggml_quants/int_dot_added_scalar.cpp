@@ -5,6 +5,8 @@
 #include "k_block_ints.hpp"
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 
 namespace strata::quants {
 namespace {
@@ -67,7 +69,7 @@ void dot_multi_k(const void *row, const void *xq, int64_t stride, int32_t n_x, i
     }
 }
 
-// ---- integer dot, 32-element formats against block_q8_act ----
+// ---- integer dot, 32-element formats against block_q8_act: k_block_ints.hpp's lanes and two accumulators ----
 template <class F>
 void dot_multi_32(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
     const auto *w = static_cast<const typename F::block *>(row);
@@ -75,20 +77,32 @@ void dot_multi_32(const void *row, const void *xq, int64_t stride, int32_t n_x, 
     const int64_t nb = n / qk32;
     for (int32_t i0 = 0; i0 < n_x; i0 += multi_group) {
         const int32_t m = n_x - i0 < multi_group ? n_x - i0 : multi_group;
-        float sum[multi_group] = {};
+        float acc[multi_group][2][k_lanes] = {};
+        float msum[multi_group][2] = {};
         for (int64_t b = 0; b < nb; ++b) {
             int8_t values[qk32];
             F::values(w[b], values);
-            const float d = F::d(w[b], half_scalar), mw = F::m(w[b], half_scalar);
+            const float d = F::d(w[b], half_scalar);
             for (int32_t i = 0; i < m; ++i) {
-                const auto &a = reinterpret_cast<const block_q8_act *>(base + (i0 + i) * stride)[b];
-                int32_t isum = 0;
-                for (int j = 0; j < qk32; ++j) isum += int32_t{values[j]} * int32_t{a.qs[j]};
-                isum -= F::offset * (a.sum_x8 / 8);
-                sum[i] += block_result_32(d, mw, a, isum);
+                const auto &a = reinterpret_cast<const typename F::act_block *>(base + (i0 + i) * stride)[b];
+                const float scale = d * a.d;
+                for (int l = 0; l < k_lanes; ++l) {
+                    int32_t isum = 0;
+                    for (int j = 4 * l; j < 4 * l + 4; ++j) isum += int32_t{values[j]} * int32_t{a.qs[j]};
+                    if constexpr (F::offset != 0)
+                        if (l == 0) isum -= F::offset / 8 * a.sum_x8;
+                    float &lane = acc[i][b % 2][l];
+                    lane = std::fma(scale, static_cast<float>(isum), lane);
+                }
+                if constexpr (F::has_min) msum[i][b % 2] = std::fma(F::m(w[b], half_scalar), a.s, msum[i][b % 2]);
             }
         }
-        for (int32_t i = 0; i < m; ++i) out[i0 + i] = sum[i];
+        for (int32_t i = 0; i < m; ++i) {
+            float lanes[k_lanes];
+            for (int l = 0; l < k_lanes; ++l) lanes[l] = acc[i][0][l] + acc[i][1][l];
+            out[i0 + i] = k_lanes_sum(lanes);
+            if constexpr (F::has_min) out[i0 + i] += msum[i][0] + msum[i][1];
+        }
     }
 }
 
@@ -104,12 +118,31 @@ template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_ke
             dot_single<dot_multi_k<F>>, dot_multi_k<F>};
 }
 
+void quantize_activations_q8_sum_scalar(const float *x, void *xq, int64_t n) {
+    quantize_activations_q8_scalar(x, xq, n);
+    scale_activation_sums(xq, n);
+}
+
 template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_32() {
-    return {dot_by_block<Dequantize, qk32, sizeof(typename F::block)>, sizeof(block_q8_act),
-            quantize_activations_q8_scalar, dot_single<dot_multi_32<F>>, dot_multi_32<F>};
+    return {dot_by_block<Dequantize, qk32, sizeof(typename F::block)>, sizeof(typename F::act_block),
+            F::has_min ? quantize_activations_q8_sum_scalar : quantize_activations_q8_scalar,
+            dot_single<dot_multi_32<F>>, dot_multi_32<F>};
 }
 
 } // namespace
+
+void scale_activation_sums(void *xq, int64_t n) {
+    auto *bytes = static_cast<unsigned char *>(xq);
+    for (int64_t b = 0; b < n / qk8_0; ++b) {
+        unsigned char *block = bytes + b * static_cast<int64_t>(sizeof(block_q8_act));
+        float d;
+        int32_t sum_x8;
+        std::memcpy(&d, block + offsetof(block_q8_act, d), sizeof d);
+        std::memcpy(&sum_x8, block + offsetof(block_q8_act, sum_x8), sizeof sum_x8);
+        const float s = d * static_cast<float>(sum_x8 / 8);
+        std::memcpy(block + offsetof(block_q8_act_sum, s), &s, sizeof s);
+    }
+}
 
 format_kernels added_format_kernels_scalar(uint32_t type) {
     return with_added_format(

@@ -14,8 +14,12 @@
 //                                                               q + 4 h, min = 4 * scale: the offsets cancel exactly)
 //   separate: acc[l] = fma(-Dmin, msum[l], fma(D, isum[l], acc[l]))             (Q2_K, Q4_K, Q5_K: their own min)
 // The row's result: ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)), the AVX2 horizontal sum.
-// 32-element formats against block_q8_act activations (a.d, a.qs, asum = a.sum_x8 / 8):
-//   isum = sum_j value[j] * a.qs[j] - offset * asum;   (d * a.d) * isum + m * (a.d * asum)
+// 32-element formats against block_q8_act activations (a.d, a.qs, a.sum_x8 = 8 * sum_j a.qs[j]; block_q8_act_sum's
+// a.s = a.d * sum_j a.qs[j] for the formats with a min), in the same eight lanes and two float accumulators, acc_0
+// for even blocks and acc_1 for odd ones (two FMA chains in flight):
+//   isum[l] = sum_{j<4} value[4l + j] * a.qs[4l + j], less offset * sum_x8 / 8 in lane 0 only (Q5_0's 16)
+//   acc_{b%2}[l] = fma(d * a.d, isum[l], acc_{b%2}[l]);  with a min (Q4_1, Q5_1) also msum_{b%2} = fma(m, a.s, msum_{b%2})
+// The row's result: the horizontal sum above of acc_0[l] + acc_1[l], plus (msum_0 + msum_1) for the formats with a min.
 //
 // Everything here has internal linkage (an unnamed namespace) and takes the binary16 conversion as a parameter
 // (`half`): the AVX2 file passes F16C's and the scalar file float_formats.hpp's, so no inline function is ever
@@ -44,10 +48,6 @@ constexpr int k_lanes = 8;
 // The eight float lanes of a 256-element row, reduced in the AVX2 horizontal sum's order.
 inline float k_lanes_sum(const float *acc) {
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
-
-inline float block_result_32(float d, float m, const block_q8_act &a, int32_t isum) {
-    return (d * a.d) * static_cast<float>(isum) + m * (a.d * static_cast<float>(a.sum_x8 / 8));
 }
 
 namespace k_formats {
@@ -194,13 +194,16 @@ struct iq4_xs {
 
 } // namespace k_formats
 
-// The 32-element formats: values (offset folded in where it is one integer per block), d and the additive min.
+// The 32-element formats: values (unsigned but for IQ4_NL's signed grid), the offset taken off lane 0, d and the
+// additive min (has_min).
 namespace small_formats {
 
 struct q4_1 {
     using block = block_q4_1;
     template <class Half> static float d(const block &b, Half half) { return half(b.d); }
     template <class Half> static float m(const block &b, Half half) { return half(b.m); }
+    static constexpr bool has_min = true, signed_values = false;
+    using act_block = block_q8_act_sum;
     static constexpr int offset = 0;
     static void values(const block &b, int8_t *v) {
         for (int j = 0; j < 16; ++j) {
@@ -219,7 +222,8 @@ inline uint32_t load_u32(const uint8_t *p) {
 struct q5_0 {
     using block = block_q5_0;
     template <class Half> static float d(const block &b, Half half) { return half(b.d); }
-    template <class Half> static float m(const block &, Half) { return 0.0f; }
+    static constexpr bool has_min = false, signed_values = false;
+    using act_block = block_q8_act;
     static constexpr int offset = 16;
     static void values(const block &b, int8_t *v) {
         const uint32_t qh = load_u32(b.qh);
@@ -234,6 +238,8 @@ struct q5_1 {
     using block = block_q5_1;
     template <class Half> static float d(const block &b, Half half) { return half(b.d); }
     template <class Half> static float m(const block &b, Half half) { return half(b.m); }
+    static constexpr bool has_min = true, signed_values = false;
+    using act_block = block_q8_act_sum;
     static constexpr int offset = 0;
     static void values(const block &b, int8_t *v) {
         const uint32_t qh = load_u32(b.qh);
@@ -247,7 +253,8 @@ struct q5_1 {
 struct iq4_nl {
     using block = block_iq4_nl;
     template <class Half> static float d(const block &b, Half half) { return half(b.d); }
-    template <class Half> static float m(const block &, Half) { return 0.0f; }
+    static constexpr bool has_min = false, signed_values = true;
+    using act_block = block_q8_act;
     static constexpr int offset = 0;
     static void values(const block &b, int8_t *v) {
         for (int j = 0; j < 16; ++j) {
