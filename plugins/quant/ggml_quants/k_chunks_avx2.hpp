@@ -149,19 +149,24 @@ template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::q3_k>(const block
                                           static_cast<int>(((aux[1] >> 4) & low4) | (((aux[2] >> 6) & low2) << 4)));
     signed_block_vectors(_mm_sub_epi8(packed, _mm_set1_epi8(32)), 2, b.d, v);
 }
-// IQ4_XS: eight 6-bit scales (a nibble in scales_l, two bits in scales_h), less 32, one per 32-element chunk.
+// IQ4_XS: eight 6-bit scales (a nibble in scales_l, two bits in scales_h), less 32, one per 32-element chunk, in
+// int16 lanes c = 0..7 without a loop: byte c / 2 of scales_l in lane c, times 16 in the even lanes so that a shift
+// by 4 brings either nibble down; scales_h in every lane, times 2^(14 - 2c) so that its bits 2c, 2c + 1 reach the top.
 template <> STRATA_KERNEL_INLINE void block_vectors<k_formats::iq4_xs>(const block_iq4_xs &b, k_block_vectors &v) {
     uint16_t high;
     std::memcpy(&high, b.scales_h, sizeof high);
     uint32_t low;
     std::memcpy(&low, b.scales_l, sizeof low);
-    uint64_t packed = 0;
-    for (int c = 0; c < 8; ++c) {
-        const uint64_t ls = ((low >> 4 * c) & 0xf) | (((high >> 2 * c) & 3) << 4);
-        packed |= ls << 8 * c;
-    }
-    const __m128i scales = _mm_sub_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(packed))),
-                                         _mm_set1_epi16(32));
+    const __m128i low_bytes = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(low)),
+                                               _mm_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1));
+    const __m128i nibbles = _mm_and_si128(
+        _mm_srli_epi16(_mm_mullo_epi16(low_bytes, _mm_setr_epi16(16, 1, 16, 1, 16, 1, 16, 1)), 4), _mm_set1_epi16(0xf));
+    const __m128i high_bits = _mm_srli_epi16(
+        _mm_mullo_epi16(_mm_set1_epi16(static_cast<short>(high)),
+                        _mm_setr_epi16(1 << 14, 1 << 12, 1 << 10, 1 << 8, 1 << 6, 1 << 4, 1 << 2, 1)),
+        14);
+    const __m128i scales =
+        _mm_sub_epi16(_mm_or_si128(nibbles, _mm_slli_epi16(high_bits, 4)), _mm_set1_epi16(32));
     v.halves[0] = _mm256_broadcastsi128_si256(_mm_unpacklo_epi16(scales, scales));
     v.halves[1] = _mm256_broadcastsi128_si256(_mm_unpackhi_epi16(scales, scales));
     v.mins = _mm256_setzero_si256();
