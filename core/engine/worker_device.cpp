@@ -54,13 +54,15 @@ void worker::init_device(int32_t pipeline_rank, int32_t n_pipeline_ranks, const 
             strata_status why{};
             device_ = start(h, &why);
             if (device_ == nullptr) {
-                // A device that runs here but refuses what was asked of it (its [device] table, more GPUs for the
+                // A device that runs here but refuses what was asked of it (its [cuda] or [cpu] table, more GPUs for the
                 // pipeline ranks or replicas than there are) is not skipped: the next one down, the CPU, would run
                 // something else than was asked, only slower.
                 if (why.code == STRATA_ERR_INVALID_ARGUMENT) {
+                    const std::string name = h.desc->header.name;
+                    if (name == "cpu") fail("device = \"auto\": 'cpu' refused this configuration: {}", status_text(why));
                     fail("device = \"auto\": '{}' can run on this machine but refused this configuration: {}; change "
                          "what it names, or set [engine] device = \"cpu\" (--device cpu) to run without it",
-                         h.desc->header.name, status_text(why));
+                         name, status_text(why));
                 }
                 skipped += fmt::format("{}'{}' ({})", skipped.empty() ? "" : ", ", h.desc->header.name, status_text(why));
                 continue;

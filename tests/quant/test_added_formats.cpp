@@ -1,7 +1,7 @@
 // The formats added after Q8_0/Q4_0 (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS), through the descriptor tables
 // the plugin exports: every dot kernel (float and integer path, scalar and AVX2) against a float64 dot of the
-// dequantized operands, dot_act_multi equal to dot_act bit for bit, the scalar and AVX2 integer paths equal up to
-// one float rounding per block, the K-quant activation quantizer equal to the Q8_K reference, and quantization
+// dequantized operands, dot_act_multi equal to dot_act bit for bit, the scalar, AVX2 and AVX-512 integer paths equal
+// bit for bit (rows of even and odd block counts), the K-quant activation quantizer equal to the Q8_K reference, and quantization
 // error within each format's expected range. Bit-exactness of the quantizers against ggml is tests/peer's
 // quant_vs_ggml.
 #include "ggml_quants.hpp"
@@ -228,16 +228,18 @@ TEST(AddedFormats, ScalarAndAvx2IntegerPathsAgree) {
     for (const char *name : added_names) {
         const strata_quant_desc &s = *find(q::kernel_set::scalar, name);
         const strata_quant_desc &v = *find(q::kernel_set::avx2_fma, name);
-        const int64_t n = 2048;
-        const auto row = quantize(s, weight_values(n, 51));
-        const auto x = normal_values(n, 52);
-        std::vector<unsigned char> xq(static_cast<size_t>(n / s.block_elems * s.act_block_bytes)), xv(xq.size());
-        s.quantize_activations(x.data(), xq.data(), n);
-        v.quantize_activations(x.data(), xv.data(), n);
-        ASSERT_EQ(0, std::memcmp(xq.data(), xv.data(), xq.size())) << name;
-        const float a = s.dot_act(row.bytes.data(), xq.data(), n);
-        const float b = v.dot_act(row.bytes.data(), xq.data(), n);
-        EXPECT_EQ(a, b) << name;
+        // An even block count, and an odd one (the 32-element kernels' last block goes to the even accumulator alone).
+        for (const int64_t n : {int64_t{2048}, int64_t{s.block_elems} * 13}) {
+            const auto row = quantize(s, weight_values(n, 51));
+            const auto x = normal_values(n, 52);
+            std::vector<unsigned char> xq(static_cast<size_t>(n / s.block_elems * s.act_block_bytes)), xv(xq.size());
+            s.quantize_activations(x.data(), xq.data(), n);
+            v.quantize_activations(x.data(), xv.data(), n);
+            ASSERT_EQ(0, std::memcmp(xq.data(), xv.data(), xq.size())) << name << " n " << n;
+            const float a = s.dot_act(row.bytes.data(), xq.data(), n);
+            const float b = v.dot_act(row.bytes.data(), xq.data(), n);
+            EXPECT_EQ(a, b) << name << " n " << n;
+        }
     }
 }
 
@@ -255,7 +257,7 @@ TEST(AddedFormats, Avx512IntegerPathEqualsAvx2AndScalar) {
         ASSERT_NE(avx512.dot_act_multi, avx2.dot_act_multi) << name << ": no AVX-512 kernel";
         EXPECT_EQ(find(q::kernel_set::avx2_fma, name)->dot_act_multi, avx512.dot_act_multi)
             << name << ": the AVX2 table should carry the AVX-512 kernel on this CPU";
-        const int64_t n = 1024;
+        const int64_t n = s.block_elems == 32 ? 32 * 33 : 1024; // an odd block count: the 32-element kernels' tail
         const int64_t act_row = n / s.block_elems * s.act_block_bytes;
         const int64_t stride = act_row + 32;
         constexpr int32_t max_x = 19;

@@ -173,10 +173,10 @@ void gemm_f32_bf16_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const 
 
 // ---- the formats added after Q8_0/Q4_0: their kernels by GGUF type id ----
 // Every format's float dot dequantizes one block at a time (the reference dequantizer) and dots it with x; the
-// integer path quantizes activations to block_q8_act (32-element formats) or block_q8_k (256-element formats, bit
-// for bit ggml's quantize_row_q8_K_ref) and sums exact int32 products per group; a 256-element format's sums stay in
-// eight lanes that each block adds to eight float lanes with FMAs, reduced once per row, and a 32-element format's
-// go through one float expression per block (k_block_ints.hpp). dot_act is dot_act_multi with one vector, so the two
+// integer path quantizes activations to block_q8_act (32-element formats; block_q8_act_sum for Q4_1/Q5_1, whose
+// min meets the block's scaled sum) or block_q8_k (256-element formats, bit for bit ggml's quantize_row_q8_K_ref) and
+// sums exact int32 products per group; every format's sums stay in eight lanes that each block adds to eight float
+// lanes with FMAs, reduced once per row (k_block_ints.hpp). dot_act is dot_act_multi with one vector, so the two
 // agree bit for bit.
 using dot_fn = float (*)(const void *row, const float *x, int64_t n);
 using quantize_fn = void (*)(const float *x, void *xq, int64_t n);
@@ -194,8 +194,9 @@ struct format_kernels {
 // Kernels of ggml type `type` (one of the added formats; zero-filled for any other type).
 format_kernels added_format_kernels_scalar(uint32_t type);
 format_kernels added_format_kernels_avx2(uint32_t type); // call only when cpu_has_avx2_fma()
-// The AVX2 kernels with the 256-element formats' integer dots in AVX-512 (equal bit for bit); call only when
-// cpu_has_avx512_vnni(). The AVX2 table carries these on such CPUs.
+// The AVX2 kernels with the integer dots in AVX-512 (the 256-element formats in 512-bit registers, the 32-element
+// ones with vpdpbusd on 256 bits; equal bit for bit); call only when cpu_has_avx512_vnni(). The AVX2 table carries
+// these on such CPUs.
 format_kernels added_format_kernels_avx512(uint32_t type);
 
 // ---- damage check (ABI 1.10 find_nonfinite) ----
@@ -212,8 +213,8 @@ bool cpu_has_avx2_fma();
 // later). Only dot_act_multi and gemm_act use it; it is never forced: its results equal the AVX2 kernel's bit for bit.
 bool cpu_has_avx_vnni();
 // True when additionally the CPU (and OS: ZMM and mask state) supports AVX-512 F, BW, VL and VNNI (Ice Lake,
-// Sapphire Rapids, Zen 4 and later), unless STRATA_NO_AVX512 is set (cpu_features.hpp). The K-quants' dot_act,
-// dot_act_multi and gemm_act use it; never forced.
+// Sapphire Rapids, Zen 4 and later), unless STRATA_NO_AVX512 is set (cpu_features.hpp). The added formats' dot_act,
+// dot_act_multi and (K-quants) gemm_act use it; never forced.
 bool cpu_has_avx512_vnni();
 // What descriptors() would pick right now: avx2_fma when the CPU has it, unless the environment variable
 // STRATA_FORCE_SCALAR is set to a value other than "" or "0". Reads the environment on every call.

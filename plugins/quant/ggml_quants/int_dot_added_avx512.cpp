@@ -1,6 +1,6 @@
 // AVX-512 integer dots of the 256-element formats (Q2_K..Q6_K, IQ4_XS) and, on 256 bits, the 32-element ones. Compiled with -mavx512f -mavx512bw
 // -mavx512vl -mavx512vnni (and the AVX2 flags) and called only on CPUs that have all four (cpu_has_avx512_vnni():
-// Ice Lake, Sapphire Rapids, Zen 4 and later), where the AVX2 table's K-quant slots point here instead.
+// Ice Lake, Sapphire Rapids, Zen 4 and later), where the AVX2 table's integer-dot slots point here instead.
 //
 // Two chunks of a block go through one 512-bit register: chunks 2p and 2p+1 (decoded as the AVX2 kernel decodes
 // them, k_chunks_avx2.hpp) side by side, their 64 activation bytes in one load, one maddubs and one vpdpwssd (the

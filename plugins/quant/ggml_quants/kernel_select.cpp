@@ -133,7 +133,7 @@ strata_quant_desc make_table_entry(const kernel_row &k, int index) {
     }
 }
 
-// The AVX2 table's added formats: with the AVX-512 K-quant dots where the CPU has them (the same bits).
+// The AVX2 table's added formats: with their AVX-512 integer dots where the CPU has them (the same bits).
 format_kernels added_format_kernels_avx2_or_avx512(uint32_t type) {
     return cpu_has_avx512_vnni() ? added_format_kernels_avx512(type) : added_format_kernels_avx2(type);
 }

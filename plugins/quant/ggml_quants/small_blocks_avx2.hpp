@@ -68,7 +68,9 @@ STRATA_KERNEL_INLINE __m256 block_dot_32(const prepared_32<F> &p, const typename
     __m256i sums = Lanes::dot(p.u, act);
     if constexpr (F::offset != 0)
         sums = _mm256_sub_epi32(sums, _mm256_setr_epi32(F::offset / 8 * a.sum_x8, 0, 0, 0, 0, 0, 0, 0));
-    if constexpr (F::has_min) msum = std::fma(p.m, a.s, msum);
+    // __builtin_fmaf, not std::fma: an inline library function could be emitted here with the FMA instruction and
+    // picked by the linker for the scalar kernels (see the note at the top of dot_avx2.cpp).
+    if constexpr (F::has_min) msum = __builtin_fmaf(p.m, a.s, msum);
     return _mm256_fmadd_ps(_mm256_mul_ps(p.d, _mm256_broadcast_ss(&a.d)), _mm256_cvtepi32_ps(sums), acc);
 }
 
