@@ -207,6 +207,28 @@ inline void expect_pools_full(const engine::engine &e) {
     EXPECT_EQ(s.requests_waiting, 0);
 }
 
+// Prefix hits below the device: under `o` (a small device pool, a host tier, kv.prefix_store_dir set) the prompt's
+// cached blocks give the tokens of `miss` from the host tier once eight other prompts of `filler_tokens` each pushed
+// them down, and again after a restart from the persistent store a clean shutdown wrote.
+inline void expect_host_and_store_prefix_hits(const engine::engine_options &o, const std::vector<int32_t> &prompt,
+                                              const std::vector<int32_t> &miss, int32_t max_tokens,
+                                              int32_t filler_tokens) {
+    {
+        auto host = engine_from(o);
+        EXPECT_EQ(run_all(*host, {prompt}, max_tokens)[0], miss);
+        std::vector<std::vector<int32_t>> fillers;
+        for (int i = 0; i < 8; ++i) fillers.push_back(story_prompt(*host, i + 8));
+        run_all(*host, fillers, filler_tokens);
+        EXPECT_EQ(run_all(*host, {prompt}, max_tokens)[0], miss) << "host tier hit";
+        EXPECT_GE(host->stats().prefix_hits[1], 16) << "the prefix came back from the host tier";
+        expect_pools_full(*host);
+    } // a clean shutdown writes the cached prefixes to the store
+    auto restarted = engine_from(o);
+    EXPECT_EQ(run_all(*restarted, {prompt}, max_tokens)[0], miss) << "store hit";
+    EXPECT_GE(restarted->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
+    expect_pools_full(*restarted);
+}
+
 // A plugin table for tests: the keys it holds, nothing else.
 struct test_table {
     strata_config_view view{};

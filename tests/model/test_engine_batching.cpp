@@ -119,25 +119,8 @@ TEST(EngineBatchingPrefix, AHitFromEachTierAndAfterARestartGivesTheSameTokensAsA
     auto o = options(20 * 20 * kib, 0.01, engine::preemption_mode::recompute, true);
     o.kv.prefix_store_dir = dir.string();
     o.kv.prefix_store_gib = 0.01;
-    {
-        auto host = engine_from(o);
-        EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
-        std::vector<std::vector<int32_t>> fillers;
-        for (int i = 0; i < 8; ++i) fillers.push_back(story_prompt(*host, i + 8));
-        run_all(*host, fillers, 40);
-        EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
-        const strata_engine_stats s = host->stats();
-        EXPECT_GE(s.prefix_hits[1], 16) << "the prefix came back from the host tier";
-        expect_pools_full(*host);
-    } // a clean shutdown writes the cached prefixes to the store
-
-    // NVMe hit after a restart.
-    {
-        auto restarted = engine_from(o);
-        EXPECT_EQ(run_all(*restarted, {p}, max_tokens)[0], miss);
-        EXPECT_GE(restarted->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
-        expect_pools_full(*restarted);
-    }
+    // Then an NVMe hit after a restart.
+    expect_host_and_store_prefix_hits(o, p, miss, max_tokens, 40);
 
     // A corrupt store entry is recomputed, never used.
     int damaged = 0;
@@ -376,22 +359,7 @@ TEST_P(EngineBatchingQuantized, SixteenConcurrentSequencesAndAPrefixHitGiveTheir
         tiered.model_path = model;
         tiered.kv.prefix_store_dir = dir.string();
         tiered.kv.prefix_store_gib = 0.01;
-        {
-            auto host = engine_from(tiered);
-            EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
-            std::vector<std::vector<int32_t>> fillers;
-            for (int i = 0; i < 8; ++i) fillers.push_back(story_prompt(*host, i + 8));
-            run_all(*host, fillers, 16);
-            EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss) << "host tier hit";
-            EXPECT_GE(host->stats().prefix_hits[1], 16) << "the prefix came back from the host tier";
-            expect_pools_full(*host);
-        } // a clean shutdown writes the cached prefixes to the store
-        {
-            auto restarted = engine_from(tiered);
-            EXPECT_EQ(run_all(*restarted, {p}, max_tokens)[0], miss) << "store hit";
-            EXPECT_GE(restarted->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
-            expect_pools_full(*restarted);
-        }
+        expect_host_and_store_prefix_hits(tiered, p, miss, max_tokens, 16);
         fs::remove_all(dir);
     }
     for (auto mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {

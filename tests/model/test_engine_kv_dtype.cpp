@@ -156,22 +156,7 @@ TEST_P(KvCacheDtype, PrefixHitsFromEachTierAndAfterARestartGiveTheTokensOfAMiss)
     auto o = options(c.model(), c.type, 20 * c.block_bytes(), 0.01, engine::preemption_mode::recompute, true);
     o.kv.prefix_store_dir = dir.string();
     o.kv.prefix_store_gib = 0.01;
-    {
-        auto host = engine_from(o);
-        EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
-        std::vector<std::vector<int32_t>> fillers;
-        for (int i = 0; i < 8; ++i) fillers.push_back(story_prompt(*host, i + 8));
-        run_all(*host, fillers, 40);
-        EXPECT_EQ(run_all(*host, {p}, max_tokens)[0], miss);
-        EXPECT_GE(host->stats().prefix_hits[1], 16) << "the prefix came back from the host tier";
-        expect_pools_full(*host);
-    }
-    {
-        auto restarted = engine_from(o);
-        EXPECT_EQ(run_all(*restarted, {p}, max_tokens)[0], miss);
-        EXPECT_GE(restarted->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
-        expect_pools_full(*restarted);
-    }
+    expect_host_and_store_prefix_hits(o, p, miss, max_tokens, 40);
     fs::remove_all(dir);
 }
 
