@@ -58,11 +58,19 @@ void worker::init_device(int32_t pipeline_rank, int32_t n_pipeline_ranks, const 
                 // pipeline ranks or replicas than there are) is not skipped: the next one down, the CPU, would run
                 // something else than was asked, only slower.
                 if (why.code == STRATA_ERR_INVALID_ARGUMENT) {
-                    const std::string name = h.desc->header.name;
-                    if (name == "cpu") fail("device = \"auto\": 'cpu' refused this configuration: {}", status_text(why));
-                    fail("device = \"auto\": '{}' can run on this machine but refused this configuration: {}; change "
-                         "what it names, or set [engine] device = \"cpu\" (--device cpu) to run without it",
-                         name, status_text(why));
+                    // The devices `auto` would have gone on to are the ways to run without this one.
+                    std::string others;
+                    for (auto next = std::find_if(ranked.begin(), ranked.end(),
+                                                  [&](const auto &r) { return r.desc == h.desc; }) + 1;
+                         next != ranked.end(); ++next) {
+                        if (next->desc->score() <= 0) continue;
+                        others += fmt::format("{}[engine] device = \"{}\" (--device {})", others.empty() ? "" : " or ",
+                                              next->desc->header.name, next->desc->header.name);
+                    }
+                    fail("device = \"auto\": '{}' can run on this machine but refused this configuration: {}{}",
+                         h.desc->header.name, status_text(why),
+                         others.empty() ? std::string()
+                                        : "; change what it names, or set " + others + " to run without it");
                 }
                 skipped += fmt::format("{}'{}' ({})", skipped.empty() ? "" : ", ", h.desc->header.name, status_text(why));
                 continue;
