@@ -82,16 +82,6 @@ STRATA_KERNEL_INLINE void dot_k_n(const typename F::block *w, const unsigned cha
     ((out[I] = horizontal_sum(lanes[I])), ...);
 }
 
-template <class F>
-void dot_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
-    const auto *w = static_cast<const typename F::block *>(row);
-    const auto *x = static_cast<const unsigned char *>(xq);
-    const int64_t nb = n / qk_k;
-    in_passes<8>(n_x, [&](int32_t i, auto vectors) __attribute__((always_inline)) {
-        dot_k_n<F>(w, x + i * stride, stride, nb, out + i, vectors);
-    });
-}
-
 // The 32-element formats: small_blocks_avx2.hpp's kernel with one vpdpbusd (AVX-512 VL + VNNI on 256 bits) in place
 // of maddubs + madd; the same int32 lanes, so the same bits.
 struct vpdpbusd_lanes {
@@ -100,27 +90,27 @@ struct vpdpbusd_lanes {
     }
 };
 
-template <class F>
-void dot_multi_32(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
+// K: a 256-element format (passes of up to 8 vectors in 512-bit registers), else a 32-element one (up to 4).
+template <class F, bool K, size_t... I>
+STRATA_KERNEL_INLINE void dot_n(const typename F::block *w, const unsigned char *xq, int64_t stride, int64_t n,
+                                float *out, std::index_sequence<I...> vectors) {
+    if constexpr (K) dot_k_n<F>(w, xq, stride, n / qk_k, out, vectors);
+    else dot_32_n<F, vpdpbusd_lanes>(w, xq, stride, n / qk32, out, vectors);
+}
+
+template <class F, bool K>
+void dot_multi(const void *row, const void *xq, int64_t stride, int32_t n_x, int64_t n, float *out) {
     const auto *w = static_cast<const typename F::block *>(row);
     const auto *x = static_cast<const unsigned char *>(xq);
-    const int64_t nb = n / qk32;
-    in_passes<4>(n_x, [&](int32_t i, auto vectors) __attribute__((always_inline)) {
-        dot_32_n<F, vpdpbusd_lanes>(w, x + i * stride, stride, nb, out + i, vectors);
+    in_passes<K ? 8 : 4>(n_x, [&](int32_t i, auto vectors) __attribute__((always_inline)) {
+        dot_n<F, K>(w, x + i * stride, stride, n, out + i, vectors);
     });
 }
 
-template <class F> float dot_single_32(const void *row, const void *xq, int64_t n) {
+template <class F, bool K> float dot_single(const void *row, const void *xq, int64_t n) {
     float out;
-    dot_32_n<F, vpdpbusd_lanes>(static_cast<const typename F::block *>(row), static_cast<const unsigned char *>(xq), 0,
-                                n / qk32, &out, std::make_index_sequence<1>{});
-    return out;
-}
-
-template <class F> float dot_single(const void *row, const void *xq, int64_t n) {
-    float out;
-    dot_k_n<F>(static_cast<const typename F::block *>(row), static_cast<const unsigned char *>(xq), 0, n / qk_k, &out,
-               std::make_index_sequence<1>{});
+    dot_n<F, K>(static_cast<const typename F::block *>(row), static_cast<const unsigned char *>(xq), 0, n, &out,
+                std::make_index_sequence<1>{});
     return out;
 }
 
@@ -131,14 +121,9 @@ format_kernels added_format_kernels_avx512(uint32_t type) {
     with_added_format(
         type,
         [&]<class F, void (*Dequantize)(const void *, float *, int64_t), bool K>() {
-            if constexpr (K) {
-                k.dot_act = dot_single<F>;
-                k.dot_act_multi = dot_multi<F>;
-                k.gemm_act = k_gemm_act<dot_multi<F>, dot_single<F>>;
-            } else {
-                k.dot_act = dot_single_32<F>;
-                k.dot_act_multi = dot_multi_32<F>;
-            }
+            k.dot_act = dot_single<F, K>;
+            k.dot_act_multi = dot_multi<F, K>;
+            if constexpr (K) k.gemm_act = k_gemm_act<dot_multi<F, K>, dot_single<F, K>>;
         },
         [] {});
     return k;
