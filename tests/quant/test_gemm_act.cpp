@@ -333,18 +333,31 @@ std::vector<float_gemm_case> float_gemm_cases() {
         out.push_back({"avx2 f16", q::gemm_f32_f16_avx2, q::gemm_one_f16, 2, q::quantize_row_f16, q::dequantize_row_f16});
         out.push_back(
             {"avx2 bf16", q::gemm_f32_bf16_avx2, q::gemm_one_bf16, 2, q::quantize_row_bf16, q::dequantize_row_bf16});
+        out.push_back({"x86 f32", q::gemm_f32_f32_x86, q::gemm_one_f32, 4, q::quantize_row_f32, q::dequantize_row_f32});
+        out.push_back({"x86 f16", q::gemm_f32_f16_x86, q::gemm_one_f16, 2, q::quantize_row_f16, q::dequantize_row_f16});
+        out.push_back(
+            {"x86 bf16", q::gemm_f32_bf16_x86, q::gemm_one_bf16, 2, q::quantize_row_bf16, q::dequantize_row_bf16});
+    }
+    if (q::cpu_has_avx512_vnni()) {
+        out.push_back(
+            {"avx512 f32", q::gemm_f32_f32_avx512, q::gemm_one_f32, 4, q::quantize_row_f32, q::dequantize_row_f32});
+        out.push_back(
+            {"avx512 f16", q::gemm_f32_f16_avx512, q::gemm_one_f16, 2, q::quantize_row_f16, q::dequantize_row_f16});
+        out.push_back({"avx512 bf16", q::gemm_f32_bf16_avx512, q::gemm_one_bf16, 2, q::quantize_row_bf16,
+                       q::dequantize_row_bf16});
     }
     return out;
 }
 
-// Every output has gemm_one's bits in calls over any rows (4-row tiles and the tail) and vectors (2-vector tiles and
-// the tail), at offsets, with n % 8 tails and padded strides; and is within float rounding of the float64 dot.
+// Every output has gemm_one's bits in calls over any rows (the AVX2 tiles' 4 rows, the AVX-512 tiles' 8, and their
+// tails) and vectors (2- and 4-vector tiles and their tails), at offsets, with n % 8 tails and padded strides; and is
+// within float rounding of the float64 dot.
 TEST(GemmF32, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
     for (const float_gemm_case &k : float_gemm_cases()) {
         for (int64_t n : {8, 13, 64, 771}) {
             const int64_t row_bytes = n * k.bytes + 6, x_stride = n + 3;
-            constexpr int64_t n_rows = 11;
-            constexpr int32_t n_x = 5;
+            constexpr int64_t n_rows = 21;
+            constexpr int32_t n_x = 9;
             std::vector<unsigned char> rows(static_cast<size_t>(n_rows * row_bytes), 0xcd);
             for (int64_t r = 0; r < n_rows; ++r) {
                 std::vector<float> w = normal_values(n, 40u + static_cast<uint32_t>(r));
@@ -372,7 +385,8 @@ TEST(GemmF32, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
                 }
             }
             expect_bits_in_every_call_shape(
-                want, n_rows, n_x, {0, 1, 4}, {1, 3, 4, 5, 7}, {0, 1}, {1, 2, 3, 4}, k.name + ": n " + std::to_string(n),
+                want, n_rows, n_x, {0, 1, 4}, {1, 3, 4, 5, 7, 8, 9, 12, 16, 17}, {0, 1}, {1, 2, 3, 4, 5, 8},
+                k.name + ": n " + std::to_string(n),
                 [&](int64_t r0, int64_t nr, int32_t t0, int32_t nt, float *out, int64_t out_stride) {
                     k.gemm(rows.data() + r0 * row_bytes, row_bytes, nr, x.data() + t0 * x_stride, x_stride, nt, n, out,
                            out_stride);
@@ -405,8 +419,9 @@ TEST(GemmAct, DescriptorsOfferItForQ8_0AndQ4_0WithItsTile) {
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[3].gemm_act, &q::gemm_act_q8_0_x86);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[4].gemm_act, &q::gemm_act_q4_0_x86);
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[1].gemm_f32, &q::gemm_f32_f16_scalar);
-    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[1].gemm_f32, &q::gemm_f32_f16_avx2);
-    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[2].gemm_f32, &q::gemm_f32_bf16_avx2);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[0].gemm_f32, &q::gemm_f32_f32_x86);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[1].gemm_f32, &q::gemm_f32_f16_x86);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[2].gemm_f32, &q::gemm_f32_bf16_x86);
 }
 
 // A descriptor compiled against ABI 1.21 (struct_size ends after find_nonfinite) reads as "no GEMM kernel".

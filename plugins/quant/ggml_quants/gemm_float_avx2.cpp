@@ -14,7 +14,7 @@
 #endif
 #include <immintrin.h>
 
-#include "avx2_block_helpers.hpp"
+#include "float_elements_avx2.hpp"
 
 #include <cstring>
 #include <utility>
@@ -24,54 +24,6 @@ namespace {
 
 constexpr int float_tile_rows = 4;
 constexpr int float_tile_vectors = 2; // 4 x 2 accumulators, 4 weight vectors and a temporary: 13 of 16 ymm
-
-// The three element types: 8 elements widened to float (exactly), and one.
-struct f32_elements {
-    static constexpr int bytes = 4;
-    static STRATA_KERNEL_INLINE __m256 load8(const unsigned char *p) {
-        return _mm256_loadu_ps(reinterpret_cast<const float *>(p));
-    }
-    static STRATA_KERNEL_INLINE float load1(const unsigned char *p) {
-        float v;
-        std::memcpy(&v, p, sizeof v);
-        return v;
-    }
-};
-struct f16_elements {
-    static constexpr int bytes = 2;
-    static STRATA_KERNEL_INLINE __m256 load8(const unsigned char *p) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
-    }
-    static STRATA_KERNEL_INLINE float load1(const unsigned char *p) {
-        uint16_t h;
-        std::memcpy(&h, p, sizeof h);
-        return _cvtsh_ss(h);
-    }
-};
-struct bf16_elements {
-    static constexpr int bytes = 2;
-    static STRATA_KERNEL_INLINE __m256 load8(const unsigned char *p) {
-        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-    }
-    static STRATA_KERNEL_INLINE float load1(const unsigned char *p) {
-        uint16_t h;
-        std::memcpy(&h, p, sizeof h);
-        const uint32_t bits = static_cast<uint32_t>(h) << 16;
-        float v;
-        std::memcpy(&v, &bits, sizeof v);
-        return v;
-    }
-};
-
-// The fixed reduction of an accumulator, then the n % 8 tail elements with one FMA each.
-template <class E>
-STRATA_KERNEL_INLINE float finish(__m256 acc, const unsigned char *row, const float *x, int64_t i, int64_t n) {
-    float sum = horizontal_sum(acc);
-    for (; i < n; ++i)
-        sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(E::load1(row + i * E::bytes)), _mm_set_ss(x[i]), _mm_set_ss(sum)));
-    return sum;
-}
 
 // Rows w, w + row_bytes, ... (four) x the vectors x + t * x_stride; the four rows after them start at `next`.
 template <class E, size_t... T>

@@ -1,8 +1,9 @@
 // The GEMM path's definition for the float formats (ABI 1.22 gemm_f32: F32, F16, BF16), one output at a time:
 // eight lane sums, lane j taking elements 8c + j with one FMA each, chunk after chunk from +0; then the lanes
 // reduced as (j, j + 4), then (j, j + 2), then (0, 1) — avx2_block_helpers.hpp's horizontal_sum; then the last
-// n % 8 elements, one FMA each. The AVX2 tiles (gemm_float_avx2.cpp) compute exactly this for several rows and
-// vectors at once, so both agree bit for bit and an output never depends on the call it was computed in.
+// n % 8 elements, one FMA each. The AVX2 and AVX-512 tiles (gemm_float_avx2.cpp, gemm_float_avx512.cpp) compute
+// exactly this for several rows and vectors at once, so all three agree bit for bit and an output never depends on
+// the call it was computed in.
 #include "ggml_quants.hpp"
 
 #include <cmath>

@@ -151,7 +151,8 @@ void gemm_act_q4_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows
 // ---- GEMM path for the float formats (ABI 1.22 gemm_f32): F32, F16, BF16 ----
 // out[t * out_stride + r] = gemm_one(row r, x_t): eight lane sums (lane j: elements 8c + j, one FMA each), the fixed
 // reduction, then the n % 8 tail with one FMA each (gemm_float_scalar.cpp); the AVX2 tiles (4 rows x 2 vectors,
-// gemm_float_avx2.cpp) give the same bits.
+// gemm_float_avx2.cpp) and the AVX-512 ones (4 rows x 8 vectors, two rows per register, gemm_float_avx512.cpp) give
+// the same bits.
 inline constexpr uint32_t float_gemm_row_tile = 4;
 using gemm_f32_fn = void (*)(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                              int32_t n_x, int64_t n, float *out, int64_t out_stride);
@@ -170,6 +171,20 @@ void gemm_f32_f16_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const f
                        int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_f32_bf16_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                         int32_t n_x, int64_t n, float *out, int64_t out_stride);
+// The AVX-512 tiles (4 rows x 8 vectors): call only where cpu_has_avx512_vnni().
+void gemm_f32_f32_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
+                         int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_f32_f16_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
+                         int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_f32_bf16_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride);
+// The AVX2 descriptors' gemm_f32: the AVX-512 tiles where the CPU has them (checked once at load), else the AVX2 ones.
+void gemm_f32_f32_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
+                      int64_t n, float *out, int64_t out_stride);
+void gemm_f32_f16_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
+                      int64_t n, float *out, int64_t out_stride);
+void gemm_f32_bf16_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
+                       int64_t n, float *out, int64_t out_stride);
 
 // ---- the formats added after Q8_0/Q4_0: their kernels by GGUF type id ----
 // Every format's float dot dequantizes one block at a time (the reference dequantizer) and dots it with x; the

@@ -160,9 +160,9 @@ const kernel_row avx2_kernels{dot_f32_avx2,
                               dot_bf16_avx2,
                               dot_q8_0_avx2,
                               dot_q4_0_avx2,
-                              gemm_f32_f32_avx2,
-                              gemm_f32_f16_avx2,
-                              gemm_f32_bf16_avx2,
+                              gemm_f32_f32_x86,
+                              gemm_f32_f16_x86,
+                              gemm_f32_bf16_x86,
                               quantize_activations_q8_avx2,
                               dot_act_q8_0_avx2,
                               dot_act_q4_0_avx2,
@@ -253,6 +253,24 @@ void gemm_act_q4_0_x86(const void *w, int64_t row_bytes, int64_t n_rows, const v
                        int32_t n_x, int64_t n, float *out, int64_t out_stride) {
     if (avx512_available) return gemm_act_q4_0_avx512(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
     gemm_act_q4_0_avx2_or_vnni(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+
+void gemm_f32_f32_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
+                      int64_t n, float *out, int64_t out_stride) {
+    if (avx512_available) return gemm_f32_f32_avx512(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
+    gemm_f32_f32_avx2(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
+}
+
+void gemm_f32_f16_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
+                      int64_t n, float *out, int64_t out_stride) {
+    if (avx512_available) return gemm_f32_f16_avx512(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
+    gemm_f32_f16_avx2(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
+}
+
+void gemm_f32_bf16_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
+                       int64_t n, float *out, int64_t out_stride) {
+    if (avx512_available) return gemm_f32_bf16_avx512(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
+    gemm_f32_bf16_avx2(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
 }
 
 kernel_set select_kernel_set() {
