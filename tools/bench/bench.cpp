@@ -1,7 +1,7 @@
 // bench: prefill and decode tokens/s of a model on the CPU device, next to the memory-bandwidth bound measured on the
 // same machine with the same thread count.
 //
-//   bench --model F.gguf [--threads N] [--prompt-tokens 128] [--decode-tokens 64] [--repeat 3]
+//   bench --model F.gguf [--threads N] [--prompt-tokens 128] [--decode-tokens 64] [--repeat 3] [--warmup 0]
 //         [--offload-layers N|all --tier numa_ram|pinned_ram|nvme [--nvme-path F] [--stream] [--prefetch-depth D]]
 //         [--device cpu|cuda]   (cuda: weights uploaded, offloaded layers streamed H2D; the bound lines stay CPU's)
 //         [--offload-compute device|cpu|auto [--op-offload-min-batch N]]   (cuda: where offloaded layers compute;
@@ -58,6 +58,7 @@ struct options {
     int prompt_tokens = 128;
     int decode_tokens = 64;
     int repeat = 3;
+    int warmup = 0; // unmeasured runs of the same request first (llama-bench runs one; tools/peer passes --warmup 1)
     int offload_layers = -2; // -2 = no offload run; -1 = all layers
     std::string tier = "numa_ram";
     std::string nvme_path;
@@ -71,7 +72,7 @@ struct options {
 };
 
 [[noreturn]] void usage(const std::string &why) {
-    std::fprintf(stderr, "bench: %s\nusage: bench --model F.gguf [--threads N] [--prompt-tokens N] [--decode-tokens N] [--repeat N] [--device cpu|cuda] [--kv-cache-dtype T]\n",
+    std::fprintf(stderr, "bench: %s\nusage: bench --model F.gguf [--threads N] [--prompt-tokens N] [--decode-tokens N] [--repeat N] [--warmup N] [--device cpu|cuda] [--kv-cache-dtype T]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -208,6 +209,7 @@ int main(int argc, char **argv) try {
         else if (a == "--prompt-tokens") o.prompt_tokens = std::atoi(val().c_str());
         else if (a == "--decode-tokens") o.decode_tokens = std::atoi(val().c_str());
         else if (a == "--repeat") o.repeat = std::atoi(val().c_str());
+        else if (a == "--warmup") o.warmup = std::atoi(val().c_str());
         else if (a == "--offload-layers") {
             const std::string v = val();
             o.offload_layers = v == "all" ? -1 : std::atoi(v.c_str());
@@ -226,6 +228,7 @@ int main(int argc, char **argv) try {
     }
     if (o.model.empty()) usage("--model is required");
     if (o.prompt_tokens < 1 || o.decode_tokens < 1 || o.repeat < 1) usage("token counts and --repeat must be positive");
+    if (o.warmup < 0) usage("--warmup must be >= 0");
 
     const strata::topology::machine machine = strata::topology::discover();
     if (o.threads <= 0) o.threads = machine.cores;
@@ -265,6 +268,9 @@ int main(int argc, char **argv) try {
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((100 + (i * 7919) % 20000) % hp.n_vocab);
     prompt[0] = eng.tokenizer().bos();
 
+    // Warm-up runs (first touch of the KV pages, the workspace and the weights' pages, as llama-bench's warm-up
+    // prompt does), not measured.
+    if (o.warmup > 0) run_decode(eng, prompt, o.decode_tokens, o.warmup);
     const decode_result resident = run_decode(eng, prompt, o.decode_tokens, o.repeat);
     const double best_prefill = resident.prefill_tps, best_decode = resident.decode_tps;
 

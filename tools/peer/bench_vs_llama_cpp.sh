@@ -14,6 +14,8 @@
 # own default: `-ctk T -ctv T` there, `--kv-cache-dtype T` here; f32, f16, bf16 or q8_0), and llama-bench's decode test
 # runs at the depth of the prompt (`-d PROMPT`), as Strata's decode follows its prompt (llama-bench's plain `-n` test
 # decodes from an empty context, so it reads fewer KV bytes per token).
+# Both measure warm: llama-bench runs an unmeasured warm-up of each test first, and Strata's `bench` runs its request
+# once unmeasured (`--warmup 1`) before the measured one (before 2026-12-06 Strata's figure was its first, cold run).
 #
 # --busy N: a shared machine (issue #15, item 4). N other processes each keep a core busy (a shell loop, at the
 # default priority) for the whole run, beside both engines alike; run once with 0 and once with N to see what each
@@ -115,7 +117,7 @@ for m in "${models[@]}"; do
             >>"$log/$name-$t.l"
         else
           run "$log/s.txt" "$build/bin/bench" --model "$m" --threads "$t" --prompt-tokens "$prompt" \
-            --decode-tokens "$decode" --kv-cache-dtype "$kv" --repeat 1
+            --decode-tokens "$decode" --kv-cache-dtype "$kv" --warmup 1 --repeat 1
           echo "$(awk '$1 == "prefill" {print $2}' "$log/s.txt") $(awk '$1 == "decode" {print $2; exit}' "$log/s.txt")" \
             >>"$log/$name-$t.s"
         fi
