@@ -213,6 +213,56 @@ TEST(CpuKernel16Bit, ConversionsMatchTheSdkAndDotsMatchTheFloatKernelsOverWidene
     }
 }
 
+// The multi-row kernels attention calls (dot_*_rows, axpy_*_rows) of each kernel set: every row's dot has the
+// single-row kernel's bits, and applying n rows to y has the bits of n single-row axpy calls in row order — for any
+// row count (the 2-row pairs, the 4-row step, odd tails), lengths with and without 8- and 32-element tails, and
+// padded strides. A multi-row kernel that summed in another order would change attention's bits with the step.
+TEST(CpuKernelRows, MultiRowDotsAndAxpysHaveTheSingleRowBits) {
+    std::vector<const strata::cpu::kernels *> sets{&strata::cpu::scalar_kernels()};
+    if (strata::cpu::avx2_kernels() != nullptr && strata::plugin::cpu_has_avx2_fma_f16c())
+        sets.push_back(strata::cpu::avx2_kernels());
+    for (const strata::cpu::kernels *k : sets) {
+        SCOPED_TRACE(k->name);
+        for (int64_t len : {1, 7, 8, 13, 32, 40, 64, 100, 128}) {
+            const int64_t stride = len + 5;
+            constexpr int32_t max_rows = 7;
+            const std::vector<float> q = random_floats(len, 90, -2.0f, 2.0f);
+            const std::vector<float> rows = random_floats(stride * max_rows, 91, -3.0f, 3.0f);
+            std::vector<uint16_t> rh(rows.size()), rb(rows.size());
+            k->to_f16(rows.data(), rh.data(), static_cast<int64_t>(rows.size()));
+            k->to_bf16(rows.data(), rb.data(), static_cast<int64_t>(rows.size()));
+            const std::vector<float> w = random_floats(max_rows, 92, -1.0f, 1.0f);
+            for (int32_t n_rows = 1; n_rows <= max_rows; ++n_rows) {
+                SCOPED_TRACE("length " + std::to_string(len) + ", rows " + std::to_string(n_rows));
+                float got[max_rows], got_h[max_rows], got_b[max_rows];
+                k->dot_rows(q.data(), rows.data(), stride, n_rows, len, got);
+                k->dot_f16_rows(q.data(), rh.data(), stride, n_rows, len, got_h);
+                k->dot_bf16_rows(q.data(), rb.data(), stride, n_rows, len, got_b);
+                for (int32_t r = 0; r < n_rows; ++r) {
+                    const float want = k->dot(q.data(), rows.data() + r * stride, len);
+                    const float want_h = k->dot_f16(q.data(), rh.data() + r * stride, len);
+                    const float want_b = k->dot_bf16(q.data(), rb.data() + r * stride, len);
+                    EXPECT_EQ(std::memcmp(&got[r], &want, sizeof want), 0) << "f32 row " << r;
+                    EXPECT_EQ(std::memcmp(&got_h[r], &want_h, sizeof want), 0) << "f16 row " << r;
+                    EXPECT_EQ(std::memcmp(&got_b[r], &want_b, sizeof want), 0) << "bf16 row " << r;
+                }
+                std::vector<float> y(q), y_h(q), y_b(q), want(q), want_h(q), want_b(q);
+                k->axpy_rows(w.data(), rows.data(), stride, n_rows, y.data(), len);
+                k->axpy_f16_rows(w.data(), rh.data(), stride, n_rows, y_h.data(), len);
+                k->axpy_bf16_rows(w.data(), rb.data(), stride, n_rows, y_b.data(), len);
+                for (int32_t r = 0; r < n_rows; ++r) {
+                    k->axpy(w[r], rows.data() + r * stride, want.data(), len);
+                    k->axpy_f16(w[r], rh.data() + r * stride, want_h.data(), len);
+                    k->axpy_bf16(w[r], rb.data() + r * stride, want_b.data(), len);
+                }
+                EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0) << "f32";
+                EXPECT_EQ(std::memcmp(y_h.data(), want_h.data(), y.size() * sizeof(float)), 0) << "f16";
+                EXPECT_EQ(std::memcmp(y_b.data(), want_b.data(), y.size() * sizeof(float)), 0) << "bf16";
+            }
+        }
+    }
+}
+
 // The FP8 KV kernels (ABI 1.20) of each kernel set: the value tables hold the SDK's decoding of all 256 codes, and
 // dot / axpy over FP8 rows give the bits of the float kernels over the same rows widened first, every code (NaN ones
 // included) read as its table value.

@@ -57,6 +57,48 @@ inline void kv_axpy(const kernels &k, float a, const kv_q8_0::group *row, float 
     k.axpy_q8_0(a, row, y, n);
 }
 
+// Several consecutive rows of one run at once (row r at row + r * stride): out[r] = kv_dot(row r) and y += w[r] *
+// row r in row order, with the single-row kernels' bits; the float and 16-bit caches have kernels for it, the
+// others go row by row.
+template <class E>
+inline void kv_dot_rows(const kernels &k, const float *q, const E *row, int64_t stride, int32_t n_rows, int64_t n,
+                        float *out) noexcept {
+    for (int32_t r = 0; r < n_rows; ++r) out[r] = kv_dot(k, q, row + r * stride, n);
+}
+inline void kv_dot_rows(const kernels &k, const float *q, const float *row, int64_t stride, int32_t n_rows, int64_t n,
+                        float *out) noexcept {
+    k.dot_rows(q, row, stride, n_rows, n, out);
+}
+inline void kv_dot_rows(const kernels &k, const float *q, const f16_element *row, int64_t stride, int32_t n_rows,
+                        int64_t n, float *out) noexcept {
+    k.dot_f16_rows(q, &row->bits, stride, n_rows, n, out);
+}
+inline void kv_dot_rows(const kernels &k, const float *q, const bf16_element *row, int64_t stride, int32_t n_rows,
+                        int64_t n, float *out) noexcept {
+    k.dot_bf16_rows(q, &row->bits, stride, n_rows, n, out);
+}
+template <class E>
+inline void kv_axpy_rows(const kernels &k, const float *w, const E *row, int64_t stride, int32_t n_rows, float *y,
+                         int64_t n) noexcept {
+    for (int32_t r = 0; r < n_rows; ++r) kv_axpy(k, w[r], row + r * stride, y, n);
+}
+inline void kv_axpy_rows(const kernels &k, const float *w, const float *row, int64_t stride, int32_t n_rows, float *y,
+                         int64_t n) noexcept {
+    k.axpy_rows(w, row, stride, n_rows, y, n);
+}
+inline void kv_axpy_rows(const kernels &k, const float *w, const f16_element *row, int64_t stride, int32_t n_rows,
+                         float *y, int64_t n) noexcept {
+    k.axpy_f16_rows(w, &row->bits, stride, n_rows, y, n);
+}
+inline void kv_axpy_rows(const kernels &k, const float *w, const bf16_element *row, int64_t stride, int32_t n_rows,
+                         float *y, int64_t n) noexcept {
+    k.axpy_bf16_rows(w, &row->bits, stride, n_rows, y, n);
+}
+
+// Rows one attention pass hands to the multi-row kernels at once: each head reads them while they are in L1, and
+// the weighted sum keeps its output in registers across them.
+inline constexpr int32_t rows_per_step = 4;
+
 // The most query heads one attention item takes at once (heads_per_item): it bounds each thread's score scratch.
 inline constexpr int32_t max_chunk_heads = 64;
 
@@ -95,7 +137,8 @@ struct head_chunk {
 // Each head's arithmetic and its order are those of one head alone (a dot per row, the max, the exponentials, an
 // axpy per row in row order), whatever the chunk: the chunk only changes the order in which memory is visited, each
 // row once per pass for all of the chunk's heads (the heads of a row lie side by side, and heads sharing a KV head
-// read it while it is in L1).
+// read it while it is in L1), rows_per_step rows at a time through the multi-row kernels (which keep each row's
+// bits).
 // The two passes every attention here makes over rows [lo, hi), row by row in order: the chunk's scores (head c's
 // score of row j at scores[c * ld + j - lo]: a dot, the scale, the soft-cap), and the weighted sums (out of head c
 // += weight(c, j) * row j's value).
@@ -105,11 +148,17 @@ inline void score_rows(const kernels &k, const float *q, const head_chunk &chunk
                        float softcap) noexcept {
     const float inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
     for_each_run([&](int64_t j0, int64_t count, const auto *keys, const auto *, int64_t stride) {
-        for (int64_t j = std::max(j0, lo); j < std::min(j0 + count, hi); ++j) {
+        const int64_t end = std::min(j0 + count, hi);
+        for (int64_t j = std::max(j0, lo); j < end; j += rows_per_step) {
             const auto *row = keys + (j - j0) * stride;
+            const int32_t n_rows = static_cast<int32_t>(std::min<int64_t>(rows_per_step, end - j));
             for (int32_t c = 0; c < chunk.n_heads; ++c) {
-                const float s = kv_dot(k, q + int64_t{c} * head_dim, row + chunk.offset(c), head_dim) * scale;
-                scores[c * ld + j - lo] = softcap > 0.0f ? std::tanh(s * inv_cap) * softcap : s;
+                float dots[rows_per_step];
+                kv_dot_rows(k, q + int64_t{c} * head_dim, row + chunk.offset(c), stride, n_rows, head_dim, dots);
+                for (int32_t r = 0; r < n_rows; ++r) {
+                    const float s = dots[r] * scale;
+                    scores[c * ld + j + r - lo] = softcap > 0.0f ? std::tanh(s * inv_cap) * softcap : s;
+                }
             }
         }
     }, lo, hi);
@@ -120,10 +169,15 @@ inline void weigh_rows(const kernels &k, const head_chunk &chunk, int32_t head_d
                        const ForEachRun &for_each_run, const Weight &weight, float *out) noexcept {
     std::memset(out, 0, sizeof(float) * static_cast<size_t>(head_dim) * static_cast<size_t>(chunk.n_heads));
     for_each_run([&](int64_t j0, int64_t count, const auto *, const auto *values, int64_t stride) {
-        for (int64_t j = std::max(j0, lo); j < std::min(j0 + count, hi); ++j) {
+        const int64_t end = std::min(j0 + count, hi);
+        for (int64_t j = std::max(j0, lo); j < end; j += rows_per_step) {
             const auto *row = values + (j - j0) * stride;
-            for (int32_t c = 0; c < chunk.n_heads; ++c)
-                kv_axpy(k, weight(c, j), row + chunk.offset(c), out + int64_t{c} * head_dim, head_dim);
+            const int32_t n_rows = static_cast<int32_t>(std::min<int64_t>(rows_per_step, end - j));
+            for (int32_t c = 0; c < chunk.n_heads; ++c) {
+                float w[rows_per_step];
+                for (int32_t r = 0; r < n_rows; ++r) w[r] = weight(c, j + r);
+                kv_axpy_rows(k, w, row + chunk.offset(c), stride, n_rows, out + int64_t{c} * head_dim, head_dim);
+            }
         }
     }, lo, hi);
 }

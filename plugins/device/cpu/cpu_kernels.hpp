@@ -49,6 +49,16 @@ struct kernels {
     // dot and axpy over the values widened to float first (each d * q is exact in float32).
     float (*dot_q8_0)(const float *a, const kv_q8_0::group *b, int64_t n);
     void (*axpy_q8_0)(float a, const kv_q8_0::group *x, float *y, int64_t n);
+    // Attention's passes over several rows in one call, for the float, f16 and bf16 caches: rows r < n_rows of b
+    // (or x) start at r * stride elements. dot_*_rows: out[r] = dot*(a, row r, n), each with that kernel's bits;
+    // axpy_*_rows: y[i] += w[r] * row r[i] for r = 0, 1, ... in order, the bits of one axpy* call per row in that
+    // order (y stays in registers between rows where the set can).
+    void (*dot_rows)(const float *a, const float *b, int64_t stride, int32_t n_rows, int64_t n, float *out);
+    void (*dot_f16_rows)(const float *a, const uint16_t *b, int64_t stride, int32_t n_rows, int64_t n, float *out);
+    void (*dot_bf16_rows)(const float *a, const uint16_t *b, int64_t stride, int32_t n_rows, int64_t n, float *out);
+    void (*axpy_rows)(const float *w, const float *x, int64_t stride, int32_t n_rows, float *y, int64_t n);
+    void (*axpy_f16_rows)(const float *w, const uint16_t *x, int64_t stride, int32_t n_rows, float *y, int64_t n);
+    void (*axpy_bf16_rows)(const float *w, const uint16_t *x, int64_t stride, int32_t n_rows, float *y, int64_t n);
 };
 
 // The value of each of the 256 codes of the two FP8 formats (strata/float8.hpp), built once.

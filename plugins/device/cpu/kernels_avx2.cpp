@@ -59,28 +59,85 @@ __m256 exp_ps(__m256 x) {
     return _mm256_blendv_ps(result, _mm256_set1_ps(INFINITY), overflow);
 }
 
-float dot(const float *a, const float *b, int64_t n) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
-           acc3 = _mm256_setzero_ps();
+// The dots of the float, f16 and bf16 rows: four accumulators over 32-element steps, then 8-element steps into the
+// first, the fixed reduction, the scalar tail. dot_body computes R rows at once, each with exactly those steps (its
+// own accumulators), so the multi-row kernels give every row the single-row kernel's bits; the single-row kernels are
+// dot_body<1>.
+__m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
+float f32_scalar(float v) { return v; }
+
+template <class T, __m256 (*Load)(const T *), float (*Scalar)(T), int R>
+inline __attribute__((always_inline)) void dot_body(const float *a, const T *b, int64_t stride, int64_t n, float *out) {
+    __m256 acc[R][4];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
-        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
-        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
+    for (; i + 32 <= n; i += 32)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j)
+                acc[r][j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), Load(b + r * stride + i + 8 * j), acc[r][j]);
+    for (; i + 8 <= n; i += 8)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[r][0] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), Load(b + r * stride + i), acc[r][0]);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+        float sum = strata::plugin::avx2_sum(
+            _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]), _mm256_add_ps(acc[r][2], acc[r][3])));
+        for (int64_t t = i; t < n; ++t) sum += a[t] * Scalar(b[r * stride + t]);
+        out[r] = sum;
     }
-    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    float sum = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-    for (; i < n; ++i) sum += a[i] * b[i];
-    return sum;
 }
 
-void axpy(float a, const float *x, float *y, int64_t n) {
-    const __m256 va = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; ++i) y[i] += a * x[i];
+template <class T, __m256 (*Load)(const T *), float (*Scalar)(T)> float dot_one(const float *a, const T *b, int64_t n) {
+    float out;
+    dot_body<T, Load, Scalar, 1>(a, b, 0, n, &out);
+    return out;
 }
+
+// Two rows at a time (their eight accumulators and the activations' loads fit the sixteen registers), the last alone.
+template <class T, __m256 (*Load)(const T *), float (*Scalar)(T)>
+void dot_rows_of(const float *a, const T *b, int64_t stride, int32_t n_rows, int64_t n, float *out) {
+    int32_t r = 0;
+    for (; r + 2 <= n_rows; r += 2) dot_body<T, Load, Scalar, 2>(a, b + r * stride, stride, n, out + r);
+    if (r < n_rows) dot_body<T, Load, Scalar, 1>(a, b + r * stride, stride, n, out + r);
+}
+
+// y[i] += a * x[i]: one FMA per element from y as it is; axpy_rows_of applies rows in order with y kept in a
+// register between them (the same roundings as one call per row).
+template <class T, __m256 (*Load)(const T *), float (*Scalar)(T)>
+void axpy_rows_of(const float *w, const T *x, int64_t stride, int32_t n_rows, float *y, int64_t n) {
+    int64_t i = 0;
+    if (n_rows == 4) {
+        // Attention's usual step (rows_per_step): the four weights broadcast once.
+        const __m256 w0 = _mm256_set1_ps(w[0]), w1 = _mm256_set1_ps(w[1]), w2 = _mm256_set1_ps(w[2]),
+                     w3 = _mm256_set1_ps(w[3]);
+        for (; i + 8 <= n; i += 8) {
+            __m256 acc = _mm256_fmadd_ps(w0, Load(x + i), _mm256_loadu_ps(y + i));
+            acc = _mm256_fmadd_ps(w1, Load(x + stride + i), acc);
+            acc = _mm256_fmadd_ps(w2, Load(x + 2 * stride + i), acc);
+            _mm256_storeu_ps(y + i, _mm256_fmadd_ps(w3, Load(x + 3 * stride + i), acc));
+        }
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 acc = _mm256_loadu_ps(y + i);
+        for (int32_t r = 0; r < n_rows; ++r) acc = _mm256_fmadd_ps(_mm256_set1_ps(w[r]), Load(x + r * stride + i), acc);
+        _mm256_storeu_ps(y + i, acc);
+    }
+    for (; i < n; ++i)
+        for (int32_t r = 0; r < n_rows; ++r) y[i] += w[r] * Scalar(x[r * stride + i]);
+}
+
+template <class T, __m256 (*Load)(const T *), float (*Scalar)(T)> void axpy_one(float a, const T *x, float *y, int64_t n) {
+    axpy_rows_of<T, Load, Scalar>(&a, x, 0, 1, y, n);
+}
+
+float dot(const float *a, const float *b, int64_t n) { return dot_one<float, load_f32, f32_scalar>(a, b, n); }
+
+void axpy(float a, const float *x, float *y, int64_t n) { axpy_one<float, load_f32, f32_scalar>(a, x, y, n); }
 
 void scale(float *x, float s, int64_t n) {
     const __m256 vs = _mm256_set1_ps(s);
@@ -200,31 +257,15 @@ float bf16_scalar(uint16_t h) {
     return f;
 }
 
-// dot's steps exactly, over rows widened on load: the same bits as dot over the rows widened to float first.
+// dot's and axpy's steps exactly, over rows widened on load: the same bits as dot and axpy over the rows widened to
+// float first.
 template <__m256 (*Load)(const uint16_t *), float (*Scalar)(uint16_t)>
 float dot_16(const float *a, const uint16_t *b, int64_t n) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
-           acc3 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), Load(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), Load(b + i + 8), acc1);
-        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), Load(b + i + 16), acc2);
-        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), Load(b + i + 24), acc3);
-    }
-    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), Load(b + i), acc0);
-    float sum = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-    for (; i < n; ++i) sum += a[i] * Scalar(b[i]);
-    return sum;
+    return dot_one<uint16_t, Load, Scalar>(a, b, n);
 }
-
-// axpy's steps exactly, as dot_16 mirrors dot.
 template <__m256 (*Load)(const uint16_t *), float (*Scalar)(uint16_t)>
 void axpy_16(float a, const uint16_t *x, float *y, int64_t n) {
-    const __m256 va = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, Load(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; ++i) y[i] += a * Scalar(x[i]);
+    axpy_one<uint16_t, Load, Scalar>(a, x, y, n);
 }
 
 // 8 FP8 bytes to 8 floats, exactly, through F16C: an e5m2 byte is the top byte of a half (NaN and inf included); an
@@ -361,7 +402,13 @@ constexpr kernels avx2_set{"avx2+fma",
                            axpy_fp8<load_e4m3, e4m3_scalar>,
                            axpy_fp8<load_e5m2, e5m2_scalar>,
                            dot_q8_0,
-                           axpy_q8_0};
+                           axpy_q8_0,
+                           dot_rows_of<float, load_f32, f32_scalar>,
+                           dot_rows_of<uint16_t, load_f16, f16_scalar>,
+                           dot_rows_of<uint16_t, load_bf16, bf16_scalar>,
+                           axpy_rows_of<float, load_f32, f32_scalar>,
+                           axpy_rows_of<uint16_t, load_f16, f16_scalar>,
+                           axpy_rows_of<uint16_t, load_bf16, bf16_scalar>};
 
 } // namespace
 

@@ -118,10 +118,23 @@ void axpy_q8_0(float a, const kv_q8_0::group *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * kv_q8_0::value(x[i / 32], static_cast<int>(i % 32));
 }
 
+// The multi-row forms: the single-row kernels, row after row (the same bits by construction).
+template <class T, float (*Dot)(const float *, const T *, int64_t)>
+void dot_rows_of(const float *a, const T *b, int64_t stride, int32_t n_rows, int64_t n, float *out) {
+    for (int32_t r = 0; r < n_rows; ++r) out[r] = Dot(a, b + r * stride, n);
+}
+template <class T, void (*Axpy)(float, const T *, float *, int64_t)>
+void axpy_rows_of(const float *w, const T *x, int64_t stride, int32_t n_rows, float *y, int64_t n) {
+    for (int32_t r = 0; r < n_rows; ++r) Axpy(w[r], x + r * stride, y, n);
+}
+
 constexpr kernels scalar_set{"scalar", dot,      axpy,      scale,     sum_squares, scale_mul, swiglu,  add,
                              max,      exp_sub_sum, dot_f16, dot_bf16, axpy_f16,   axpy_bf16, to_f16,  to_bf16,
                              dot_fp8<e4m3_values>, dot_fp8<e5m2_values>, axpy_fp8<e4m3_values>,
-                             axpy_fp8<e5m2_values>, dot_q8_0, axpy_q8_0};
+                             axpy_fp8<e5m2_values>, dot_q8_0, axpy_q8_0,
+                             dot_rows_of<float, dot>, dot_rows_of<uint16_t, dot_f16>,
+                             dot_rows_of<uint16_t, dot_bf16>, axpy_rows_of<float, axpy>,
+                             axpy_rows_of<uint16_t, axpy_f16>, axpy_rows_of<uint16_t, axpy_bf16>};
 
 const float *e4m3_values() { return fp8_tables().e4m3; }
 const float *e5m2_values() { return fp8_tables().e5m2; }
