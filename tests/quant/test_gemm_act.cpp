@@ -349,9 +349,9 @@ std::vector<float_gemm_case> float_gemm_cases() {
     return out;
 }
 
-// Every output has gemm_one's bits in calls over any rows (the AVX2 tiles' 4 rows, the AVX-512 tiles' 8, and their
-// tails) and vectors (2- and 4-vector tiles and their tails), at offsets, with n % 8 tails and padded strides; and is
-// within float rounding of the float64 dot.
+// Every output has gemm_one's bits in calls over any rows (4-row tiles and the tail) and vectors (the AVX2 tiles'
+// 2-vector passes, the AVX-512 tiles' passes of 8, 4 and the rest), at offsets, with n % 8 tails and padded strides;
+// and is within float rounding of the float64 dot. (The AVX-512 cases run only on CPUs with AVX-512 F/BW/VL/VNNI.)
 TEST(GemmF32, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
     for (const float_gemm_case &k : float_gemm_cases()) {
         for (int64_t n : {8, 13, 64, 771}) {

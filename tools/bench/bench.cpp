@@ -268,8 +268,8 @@ int main(int argc, char **argv) try {
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((100 + (i * 7919) % 20000) % hp.n_vocab);
     prompt[0] = eng.tokenizer().bos();
 
-    // Warm-up runs (first touch of the KV pages, the workspace and the weights' pages, as llama-bench's warm-up
-    // prompt does), not measured.
+    // Warm-up runs of the resident request (first touch of the KV pages, the workspace and the weights' pages, as
+    // llama-bench's warm-up prompt does), not measured; the offload run below (--offload-layers) has none.
     if (o.warmup > 0) run_decode(eng, prompt, o.decode_tokens, o.warmup);
     const decode_result resident = run_decode(eng, prompt, o.decode_tokens, o.repeat);
     const double best_prefill = resident.prefill_tps, best_decode = resident.decode_tps;
