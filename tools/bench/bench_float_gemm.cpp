@@ -5,6 +5,7 @@
 // kernel's outputs must have the scalar definition's bits (a wrong kernel cannot look fast).
 //   bench-float-gemm [--rows N] [--cols N] [--repeat N]
 // Prints per type, kernel and vector count (1, 4, 16, 64): GFLOP/s and the fraction of the FMA bound of its width.
+#include "best_seconds.hpp"
 #include "ggml_quants.hpp"
 
 #include <immintrin.h>
@@ -21,15 +22,7 @@
 
 namespace {
 
-template <class F> double best_seconds(int repeat, const F &f) {
-    double best = 1e30;
-    for (int r = 0; r < repeat; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-}
+using strata::bench::best_seconds;
 
 // FLOP/s of twelve independent FMA chains (enough to cover the latency on two FMA ports) in registers, no loads:
 // the core's multiply-add bound at each width. (The chains cannot be folded: FMAs are not reassociated.)

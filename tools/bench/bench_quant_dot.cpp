@@ -7,6 +7,7 @@
 //   bench-quant-dot [--lib PATH/libggml-cpu-haswell.so] [--rows N] [--cols N] [--repeat N] [--types q4_k,q6_k,...]
 // Prints per type: weight GB/s and ns per row for both, and Strata's time over ggml's. Exit 77 when the library
 // cannot be loaded (the peer is not installed).
+#include "best_seconds.hpp"
 #include "ggml_quants.hpp"
 
 #include <dlfcn.h>
@@ -54,15 +55,7 @@ size_t ggml_act_row_bytes(int type, int64_t cols) {
     return 0;
 }
 
-template <class F> double best_seconds(int repeat, F &&f) {
-    double best = 1e30;
-    for (int r = 0; r < repeat; ++r) {
-        const auto t0 = std::chrono::steady_clock::now();
-        f();
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-}
+using strata::bench::best_seconds;
 
 } // namespace
 
