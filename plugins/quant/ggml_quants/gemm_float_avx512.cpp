@@ -34,9 +34,8 @@ namespace strata::quants {
 namespace {
 
 // 2 x 8 accumulators, 2 weight registers and a broadcast: 19 of 32 zmm. Of the shapes tried (one thread, 2048 x 768
-// F16 against 64 vectors in cache, on a Xeon with AVX-512), 4 rows x 8 vectors ran at 108 GFLOP/s, 8 x 4 at 91,
-// 6 x 8 at 97, 2 x 8 at 62, the AVX2 tile at 59: a weight conversion costs two of the ports the FMAs need, so the
-// most vectors per converted weight wins while the broadcasts (loads) stay cheap.
+// F16 against 64 vectors in cache, on a Xeon with AVX-512; BENCHMARKS.md "The float formats' AVX-512 tile"), 4 rows
+// x 8 vectors was the fastest (108 GFLOP/s; 8 x 4 91, 6 x 8 97, 2 x 8 62, the AVX2 tile 59).
 constexpr int tile_rows = 4;
 constexpr int tile_vectors = 8;
 
