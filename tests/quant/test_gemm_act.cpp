@@ -1,4 +1,4 @@
-// gemm_act and gemm_f32 (ABI 1.22): Q8_0 / Q4_0 (the K-quants on x86; F32 / F16 / BF16) weight rows times
+// gemm_act and gemm_f32 (ABI 1.22): Q8_0 / Q4_0 / Q5_0 (the K-quants on x86; F32 / F16 / BF16) weight rows times
 // quantized activation vectors as a GEMM. What the ABI promises and the device relies on for greedy tokens that do not depend on threads, prompt chunks or decoding one token at
 // a time: every output has the bits of the one-output definition (gemm_one_*) in any call shape — any row count and
 // offset (the 8-row tiles and the row tail), any vector count (the 4-vector tiles and their tails), padded strides —
@@ -33,16 +33,20 @@ struct gemm_case {
 std::vector<gemm_case> gemm_cases() {
     std::vector<gemm_case> out = {
         {"scalar q8_0", q::gemm_act_q8_0_scalar, q::gemm_one_q8_0, q::ggml_type_q8_0},
-        {"scalar q4_0", q::gemm_act_q4_0_scalar, q::gemm_one_q4_0, q::ggml_type_q4_0}};
+        {"scalar q4_0", q::gemm_act_q4_0_scalar, q::gemm_one_q4_0, q::ggml_type_q4_0},
+        {"scalar q5_0", q::gemm_act_q5_0_scalar, q::gemm_one_q5_0, q::ggml_type_q5_0}};
     if (q::cpu_has_avx2_fma()) {
         out.push_back({"avx2 q8_0", q::gemm_act_q8_0_avx2, q::gemm_one_q8_0, q::ggml_type_q8_0});
         out.push_back({"avx2 q4_0", q::gemm_act_q4_0_avx2, q::gemm_one_q4_0, q::ggml_type_q4_0});
         out.push_back({"avx2-or-vnni q8_0", q::gemm_act_q8_0_avx2_or_vnni, q::gemm_one_q8_0, q::ggml_type_q8_0});
         out.push_back({"avx2-or-vnni q4_0", q::gemm_act_q4_0_avx2_or_vnni, q::gemm_one_q4_0, q::ggml_type_q4_0});
+        out.push_back({"avx2 q5_0", q::gemm_act_q5_0_avx2, q::gemm_one_q5_0, q::ggml_type_q5_0});
+        out.push_back({"avx2-or-vnni q5_0", q::gemm_act_q5_0_avx2_or_vnni, q::gemm_one_q5_0, q::ggml_type_q5_0});
     }
     if (q::cpu_has_avx_vnni()) {
         out.push_back({"avxvnni q8_0", q::gemm_act_q8_0_avxvnni, q::gemm_one_q8_0, q::ggml_type_q8_0});
         out.push_back({"avxvnni q4_0", q::gemm_act_q4_0_avxvnni, q::gemm_one_q4_0, q::ggml_type_q4_0});
+        out.push_back({"avxvnni q5_0", q::gemm_act_q5_0_avxvnni, q::gemm_one_q5_0, q::ggml_type_q5_0});
     }
     if (q::cpu_has_avx512_vnni()) {
         out.push_back({"avx512 q8_0", q::gemm_act_q8_0_avx512, q::gemm_one_q8_0, q::ggml_type_q8_0});
@@ -62,7 +66,8 @@ uint32_t bits(float f) {
 }
 
 int64_t block_bytes(uint32_t type) {
-    return type == q::ggml_type_q8_0 ? int64_t{sizeof(q::block_q8_0)} : int64_t{sizeof(q::block_q4_0)};
+    if (type == q::ggml_type_q8_0) return int64_t{sizeof(q::block_q8_0)};
+    return type == q::ggml_type_q5_0 ? int64_t{sizeof(q::block_q5_0)} : int64_t{sizeof(q::block_q4_0)};
 }
 
 // n_rows quantized rows of n elements, row_bytes apart (row_bytes >= a row: a view may be padded), with block
@@ -77,6 +82,8 @@ std::vector<unsigned char> weight_rows(uint32_t type, int64_t n_rows, int64_t n,
         if (type == q::ggml_type_q8_0) {
             q::quantize_row_q8_0(w.data(), row, n);
             if (r % 3 == 0) reinterpret_cast<q::block_q8_0 *>(row)->qs[r % 32] = -128;
+        } else if (type == q::ggml_type_q5_0) {
+            q::quantize_row_q5_0(w.data(), row, n);
         } else {
             q::quantize_row_q4_0(w.data(), row, n);
         }
@@ -212,13 +219,23 @@ TEST(GemmAct, ExactWhereEveryStepIsExact) {
         const int32_t n_x = 1 + trial % 6;
         std::vector<q::block_q8_0> w8(static_cast<size_t>(n_rows * n_blocks));
         std::vector<q::block_q4_0> w4(static_cast<size_t>(n_rows * n_blocks));
+        std::vector<q::block_q5_0> w5(static_cast<size_t>(n_rows * n_blocks));
         std::vector<int> sw(w8.size());
         for (size_t i = 0; i < w8.size(); ++i) {
             sw[i] = static_cast<int>(rng() % 4);
-            w8[i].d = w4[i].d = half_scales[sw[i]];
+            w8[i].d = w4[i].d = w5[i].d = half_scales[sw[i]];
             for (int j = 0; j < 32; ++j) w8[i].qs[j] = static_cast<int8_t>(static_cast<int>(rng() % 256) - 128);
-            for (int j = 0; j < 16; ++j) w4[i].qs[j] = static_cast<uint8_t>(rng() & 0xff);
+            for (int j = 0; j < 16; ++j) w4[i].qs[j] = w5[i].qs[j] = static_cast<uint8_t>(rng() & 0xff);
+            for (int j = 0; j < 4; ++j) w5[i].qh[j] = static_cast<uint8_t>(rng() & 0xff);
         }
+        // Element j of a Q4_0 / Q5_0 block (the nibble, with Q5_0's fifth bit j of qh, less the offset).
+        auto q4_value = [](const q::block_q4_0 &b, int j) {
+            return (j < 16 ? b.qs[j] & 0x0f : b.qs[j - 16] >> 4) - 8;
+        };
+        auto q5_value = [](const q::block_q5_0 &b, int j) {
+            const int nibble = j < 16 ? b.qs[j] & 0x0f : b.qs[j - 16] >> 4;
+            return (nibble | ((b.qh[j / 8] >> (j % 8)) & 1) << 4) - 16;
+        };
         std::vector<q::block_q8_act> a(static_cast<size_t>(n_x * n_blocks));
         std::vector<int> sa(a.size());
         for (size_t i = 0; i < a.size(); ++i) {
@@ -233,9 +250,10 @@ TEST(GemmAct, ExactWhereEveryStepIsExact) {
         }
         const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_act));
         for (const gemm_case &k : gemm_cases()) {
-            const bool is_q8 = k.ggml_type == q::ggml_type_q8_0;
             const int64_t row_bytes = n_blocks * block_bytes(k.ggml_type);
-            const void *w = is_q8 ? static_cast<const void *>(w8.data()) : static_cast<const void *>(w4.data());
+            const void *w = k.ggml_type == q::ggml_type_q8_0   ? static_cast<const void *>(w8.data())
+                            : k.ggml_type == q::ggml_type_q5_0 ? static_cast<const void *>(w5.data())
+                                                               : static_cast<const void *>(w4.data());
             std::vector<float> out(static_cast<size_t>(n_rows * n_x));
             k.gemm(w, row_bytes, n_rows, a.data(), stride, n_x, n, out.data(), n_rows);
             for (int32_t t = 0; t < n_x; ++t)
@@ -244,12 +262,11 @@ TEST(GemmAct, ExactWhereEveryStepIsExact) {
                     for (int64_t b = 0; b < n_blocks; ++b) {
                         const size_t wi = static_cast<size_t>(r * n_blocks + b), ai = static_cast<size_t>(t * n_blocks + b);
                         int64_t dot = 0;
-                        for (int j = 0; j < 16; ++j) {
-                            if (is_q8)
-                                dot += int64_t{w8[wi].qs[j]} * a[ai].qs[j] + int64_t{w8[wi].qs[j + 16]} * a[ai].qs[j + 16];
-                            else
-                                dot += int64_t{(w4[wi].qs[j] & 0x0f) - 8} * a[ai].qs[j] +
-                                       int64_t{(w4[wi].qs[j] >> 4) - 8} * a[ai].qs[j + 16];
+                        for (int j = 0; j < 32; ++j) {
+                            const int value = k.ggml_type == q::ggml_type_q8_0   ? w8[wi].qs[j]
+                                              : k.ggml_type == q::ggml_type_q5_0 ? q5_value(w5[wi], j)
+                                                                                 : q4_value(w4[wi], j);
+                            dot += int64_t{value} * a[ai].qs[j];
                         }
                         want += static_cast<double>(dot) * scales[sw[wi]] * scales[sa[ai]];
                     }
@@ -279,6 +296,8 @@ TEST(GemmAct, CloseToTheFloat64DotOfTheDequantizedOperands) {
             for (int64_t r = 0; r < n_rows; ++r) {
                 if (k.ggml_type == q::ggml_type_q8_0)
                     q::dequantize_row_q8_0(rows.data() + r * row_bytes, wd.data(), n);
+                else if (k.ggml_type == q::ggml_type_q5_0)
+                    q::dequantize_row_q5_0(rows.data() + r * row_bytes, wd.data(), n);
                 else
                     q::dequantize_row_q4_0(rows.data() + r * row_bytes, wd.data(), n);
                 double want = 0.0, magnitude = 0.0;
@@ -395,11 +414,12 @@ TEST(GemmF32, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
     }
 }
 
-TEST(GemmAct, DescriptorsOfferItForQ8_0AndQ4_0WithItsTile) {
+TEST(GemmAct, DescriptorsOfferItForQ8_0Q4_0AndQ5_0WithItsTile) {
     for (auto set : {q::kernel_set::scalar, q::kernel_set::avx2_fma}) {
         const strata_quant_desc *table = q::descriptors(set);
         for (int i = 0; i < q::n_descriptors(); ++i) {
-            const bool legacy = table[i].ggml_type == q::ggml_type_q8_0 || table[i].ggml_type == q::ggml_type_q4_0;
+            const bool legacy = table[i].ggml_type == q::ggml_type_q8_0 || table[i].ggml_type == q::ggml_type_q4_0 ||
+                                table[i].ggml_type == q::ggml_type_q5_0;
             // The K-quants have it in the x86 kernel sets (AVX2, and AVX-512 where the CPU has it).
             const bool k_quant = set == q::kernel_set::avx2_fma && table[i].block_elems == q::qk_k;
             EXPECT_EQ(STRATA_HAS_SLOT(&table[i], gemm_act), legacy || k_quant) << table[i].header.name;
@@ -418,6 +438,8 @@ TEST(GemmAct, DescriptorsOfferItForQ8_0AndQ4_0WithItsTile) {
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[4].gemm_act, &q::gemm_act_q4_0_scalar);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[3].gemm_act, &q::gemm_act_q8_0_x86);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[4].gemm_act, &q::gemm_act_q4_0_x86);
+    EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[6].gemm_act, &q::gemm_act_q5_0_scalar);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[6].gemm_act, &q::gemm_act_q5_0_avx2_or_vnni);
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[1].gemm_f32, &q::gemm_f32_f16_scalar);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[0].gemm_f32, &q::gemm_f32_f32_x86);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[1].gemm_f32, &q::gemm_f32_f16_x86);

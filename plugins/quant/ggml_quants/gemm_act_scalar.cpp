@@ -1,4 +1,4 @@
-// The GEMM path's definition (ABI 1.22 gemm_act) for Q8_0 and Q4_0, one output at a time: per block the exact
+// The GEMM path's definition (ABI 1.22 gemm_act) for Q8_0, Q4_0 and Q5_0, one output at a time: per block the exact
 // int32 sum of the quant products, then acc = fma(d_w * d_a, float(sum), acc) from +0, block after block. The AVX2
 // and AVX-VNNI tiles (gemm_act_tile.hpp) compute exactly this for eight rows at once, so all three agree bit for bit
 // and an output never depends on the call it was computed in. (dot_act sums in another order; the two paths are
@@ -6,6 +6,7 @@
 #include "ggml_quants.hpp"
 
 #include <cmath>
+#include <cstring>
 
 namespace strata::quants {
 
@@ -36,6 +37,27 @@ float gemm_one_q4_0(const void *row, const void *xq, int64_t n) {
     return acc;
 }
 
+float gemm_one_q5_0(const void *row, const void *xq, int64_t n) {
+    const auto *w = static_cast<const block_q5_0 *>(row);
+    const auto *a = static_cast<const block_q8_act *>(xq);
+    constexpr int half = qk32 / 2;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / qk32; ++b) {
+        // sum u * a less 16 * sum a (twice the activation block's sum_x8), u = the nibble with element j's fifth bit
+        // (bit j of qh) as 16.
+        uint32_t qh;
+        std::memcpy(&qh, w[b].qh, sizeof qh);
+        int32_t sum = -2 * a[b].sum_x8;
+        for (int j = 0; j < half; ++j) {
+            const int32_t lo = (w[b].qs[j] & 0x0f) | static_cast<int32_t>(((qh >> j) & 1u) << 4);
+            const int32_t hi = (w[b].qs[j] >> 4) | static_cast<int32_t>(((qh >> (j + half)) & 1u) << 4);
+            sum += lo * a[b].qs[j] + hi * a[b].qs[j + half];
+        }
+        acc = std::fma(fp16_to_fp32(w[b].d) * a[b].d, static_cast<float>(sum), acc);
+    }
+    return acc;
+}
+
 namespace {
 template <float (*One)(const void *, const void *, int64_t)>
 void gemm_each(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride, int32_t n_x,
@@ -55,6 +77,11 @@ void gemm_act_q8_0_scalar(const void *w, int64_t row_bytes, int64_t n_rows, cons
 void gemm_act_q4_0_scalar(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride) {
     gemm_each<gemm_one_q4_0>(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+
+void gemm_act_q5_0_scalar(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_each<gemm_one_q5_0>(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
 }
 
 } // namespace strata::quants

@@ -1,4 +1,4 @@
-// The GEMM kernel of the Q8_0 and Q4_0 integer paths (ABI 1.22 gemm_act), shared by gemm_act_avx2.cpp (maddubs)
+// The GEMM kernel of the Q8_0, Q4_0 and Q5_0 integer paths (ABI 1.22 gemm_act), shared by gemm_act_avx2.cpp (maddubs)
 // and gemm_act_avxvnni.cpp (vpdpbusd). Include only from files compiled with -mavx2 -mfma -mf16c (plus -mavxvnni
 // for the VNNI build); everything here has internal linkage, so each file keeps its own copy compiled for its own
 // instruction set (see the note at the top of dot_avx2.cpp).
@@ -8,7 +8,7 @@
 // broadcast, and one multiply-add instruction gives the eight rows' partial sums at once. A block's eight exact
 // int32 sums then meet the eight rows' scales in one float multiply-add per vector:
 //     acc[r][t] = fma(d_w[r] * d_a[t], float(isum[r][t]), acc[r][t]), block after block, from +0
-// — gemm_one_q8_0 / gemm_one_q4_0 (gemm_act_scalar.cpp) written for one output. Nothing depends on the tile, so
+// — gemm_one_q8_0 / gemm_one_q4_0 / gemm_one_q5_0 (gemm_act_scalar.cpp) written for one output. Nothing depends on the tile, so
 // every output has those bits in any call (the ABI's promise), and the scalar, AVX2 and VNNI kernels agree.
 // Weights stay in the file's layout, in whatever tier holds them: the transpose costs a few shuffles per block and
 // row group, spread over the vectors of the tile.
@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 namespace strata::quants {
@@ -127,6 +128,71 @@ STRATA_KERNEL_INLINE void block_sums_q4_0(const row_dwords &q, const block_q8_ac
     }
 }
 
+// The eight rows' 32-bit words at p[r] + offset (Q5_0's fifth bits), lane r from row r.
+STRATA_KERNEL_INLINE __m256i eight_row_words(const unsigned char *const *p, int64_t offset) {
+    int32_t v[8];
+    for (int r = 0; r < 8; ++r) std::memcpy(&v[r], p[r] + offset, sizeof v[r]);
+    return _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+}
+
+// 0x10 in byte j of lane r where bit 4 + j of byte Byte of the lane's word `source` is set: byte Byte copied to
+// the lane's four bytes, bit 4 + j of byte j kept (mask 0x10, 0x20, 0x40, 0x80), and any kept bit made 0x10.
+template <int Byte> STRATA_KERNEL_INLINE __m256i fifth_bits_of(__m256i source) {
+    const __m256i spread = _mm256_shuffle_epi8(
+        source, _mm256_setr_epi8(Byte, Byte, Byte, Byte, 4 + Byte, 4 + Byte, 4 + Byte, 4 + Byte, 8 + Byte, 8 + Byte,
+                                 8 + Byte, 8 + Byte, 12 + Byte, 12 + Byte, 12 + Byte, 12 + Byte, Byte, Byte, Byte, Byte,
+                                 4 + Byte, 4 + Byte, 4 + Byte, 4 + Byte, 8 + Byte, 8 + Byte, 8 + Byte, 8 + Byte,
+                                 12 + Byte, 12 + Byte, 12 + Byte, 12 + Byte));
+    return _mm256_min_epu8(_mm256_and_si256(spread, _mm256_set1_epi32(static_cast<int>(0x80402010u))),
+                           _mm256_set1_epi8(0x10));
+}
+
+// Q5_0: quants u in [0, 31] with value u - 16; isum = sum u * a - 16 * sum a (twice sum_x8). Lane r of q.d[k] holds
+// row r's bytes 4k..4k+3: low nibbles are elements 4k.., high nibbles 16 + 4k..; their fifth bits are bits 4k..
+// and 16 + 4k.. of the row's word qh: byte k / 2 (or 2 + k / 2), its low half for even k (found at bits 4..7 of
+// that byte of qh << 4) and its high half for odd k. The AVX2 build adds four maddubs results in int16 (|each| <=
+// 2 * 31 * 128, four fit) before widening.
+template <bool Vnni, size_t... T>
+STRATA_KERNEL_INLINE void block_sums_q5_0(const row_dwords &q, __m256i qh, const block_q8_act *const *a, __m256i *isum,
+                                          std::index_sequence<T...>) {
+    constexpr int chains = Vnni ? vnni_chains<sizeof...(T)> : 1;
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i qh4 = _mm256_slli_epi32(qh, 4);
+    __m256i s[chains][sizeof...(T)];
+    for (int c = 0; c < chains; ++c)
+        ((s[c][T] = Vnni && c == 0 ? _mm256_set1_epi32(-2 * a[T]->sum_x8) : _mm256_setzero_si256()), ...);
+    __m256i s16[sizeof...(T)];
+    auto step = [&](__m256i d, __m256i fifth_lo, __m256i fifth_hi, int k) __attribute__((always_inline)) {
+        const __m256i lo = _mm256_or_si256(_mm256_and_si256(d, low4), fifth_lo);
+        const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(d, 4), low4), fifth_hi);
+        if constexpr (Vnni) {
+            const int c_lo = (2 * k) % chains, c_hi = (2 * k + 1) % chains;
+            ((s[c_lo][T] = add_products<true>(s[c_lo][T], lo, act_dword(*a[T], k))), ...);
+            ((s[c_hi][T] = add_products<true>(s[c_hi][T], hi, act_dword(*a[T], 4 + k))), ...);
+        } else {
+            if (k % 2 == 0) {
+                ((s16[T] = _mm256_add_epi16(_mm256_maddubs_epi16(lo, act_dword(*a[T], k)),
+                                            _mm256_maddubs_epi16(hi, act_dword(*a[T], 4 + k)))),
+                 ...);
+            } else {
+                ((s16[T] = _mm256_add_epi16(s16[T], _mm256_maddubs_epi16(lo, act_dword(*a[T], k)))), ...);
+                ((s16[T] = _mm256_add_epi16(s16[T], _mm256_maddubs_epi16(hi, act_dword(*a[T], 4 + k)))), ...);
+                ((s[0][T] = _mm256_add_epi32(s[0][T], _mm256_madd_epi16(s16[T], _mm256_set1_epi16(1)))), ...);
+            }
+        }
+    };
+    step(q.d0, fifth_bits_of<0>(qh4), fifth_bits_of<2>(qh4), 0);
+    step(q.d1, fifth_bits_of<0>(qh), fifth_bits_of<2>(qh), 1);
+    step(q.d2, fifth_bits_of<1>(qh4), fifth_bits_of<3>(qh4), 2);
+    step(q.d3, fifth_bits_of<1>(qh), fifth_bits_of<3>(qh), 3);
+    if constexpr (Vnni) {
+        for (int c = 1; c < chains; ++c) ((s[0][T] = _mm256_add_epi32(s[0][T], s[c][T])), ...);
+        ((isum[T] = s[0][T]), ...);
+    } else {
+        ((isum[T] = _mm256_sub_epi32(s[0][T], _mm256_set1_epi32(2 * a[T]->sum_x8))), ...);
+    }
+}
+
 // Q8_0: signed quants w. AVX2: |w| times a * sign(w) (maddubs needs an unsigned operand); VNNI: (w + 128) . a less
 // 128 * sum a = 16 * sum_x8, the unsigned operand made once per block. k0: the first of the four dwords.
 template <bool Vnni, int Chains, size_t... T>
@@ -178,8 +244,11 @@ STRATA_KERNEL_INLINE void gemm_tile(const unsigned char *const *p, const unsigne
             _mm_prefetch(reinterpret_cast<const char *>(next + 8 * at + line), _MM_HINT_T0);
         const __m256 dw = row_scales(p, at + offsetof(Block, d));
         __m256i isum[sizeof...(T)];
-        if constexpr (sizeof(Block) == sizeof(block_q4_0))
+        if constexpr (std::is_same_v<Block, block_q4_0>)
             block_sums_q4_0<Vnni>(transpose_rows(p, at + offsetof(Block, qs)), a, isum, seq);
+        else if constexpr (std::is_same_v<Block, block_q5_0>)
+            block_sums_q5_0<Vnni>(transpose_rows(p, at + offsetof(Block, qs)), eight_row_words(p, at + offsetof(Block, qh)),
+                                  a, isum, seq);
         else
             block_sums_q8_0<Vnni>(p, at + offsetof(Block, qs), a, isum, seq);
         scale_and_accumulate(dw, a, isum, acc, seq);
@@ -188,7 +257,7 @@ STRATA_KERNEL_INLINE void gemm_tile(const unsigned char *const *p, const unsigne
     ((_mm256_storeu_ps(out + T * out_stride, acc[T])), ...);
 }
 
-// gemm_act for Block (block_q8_0 or block_q4_0): whole 8-row groups through the tiles, the last n_rows % 8 rows
+// gemm_act for Block (block_q8_0, block_q4_0 or block_q5_0): whole 8-row groups through the tiles, the last n_rows % 8 rows
 // through the one-output definition (the same bits).
 template <bool Vnni, class Block>
 void gemm_rows(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride, int32_t n_x,

@@ -31,6 +31,7 @@ struct kernel_row {
     gemm_act_fn gemm_act_q8_0, gemm_act_q4_0;
     const char *(*name)();
     format_kernels (*added)(uint32_t type); // the formats added after Q4_0
+    gemm_act_fn gemm_act_q5_0;              // replaces the added kernels' (none) for Q5_0
 };
 
 // find_nonfinite per type: a captureless function for each type the table has.
@@ -126,7 +127,8 @@ strata_quant_desc make_table_entry(const kernel_row &k, int index) {
                          k.gemm_act_q4_0});
     default: {
         const added_format &f = added_formats[index - 5];
-        const format_kernels kernels = k.added(f.ggml_type);
+        format_kernels kernels = k.added(f.ggml_type);
+        if (f.ggml_type == ggml_type_q5_0) kernels.gemm_act = k.gemm_act_q5_0;
         return describe(f.name, f.ggml_type, f.block_elems, f.block_bytes, f.dequantize, f.quantize, kernels.dot,
                         k.name, kernels);
     }
@@ -154,7 +156,8 @@ const kernel_row scalar_kernels{dot_f32_scalar,
                                 gemm_act_q8_0_scalar,
                                 gemm_act_q4_0_scalar,
                                 kernel_name_scalar,
-                                added_format_kernels_scalar};
+                                added_format_kernels_scalar,
+                                gemm_act_q5_0_scalar};
 const kernel_row avx2_kernels{dot_f32_avx2,
                               dot_f16_avx2,
                               dot_bf16_avx2,
@@ -171,7 +174,8 @@ const kernel_row avx2_kernels{dot_f32_avx2,
                               gemm_act_q8_0_x86,
                               gemm_act_q4_0_x86,
                               kernel_name_avx2,
-                              added_format_kernels_avx2_or_avx512};
+                              added_format_kernels_avx2_or_avx512,
+                              gemm_act_q5_0_avx2_or_vnni};
 
 struct descriptor_table {
     strata_quant_desc entries[descriptor_count];
@@ -237,6 +241,13 @@ void gemm_act_q4_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows
     if (avx_vnni_available)
         return gemm_act_q4_0_avxvnni(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
     gemm_act_q4_0_avx2(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+
+void gemm_act_q5_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq,
+                                int64_t xq_stride_bytes, int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    if (avx_vnni_available)
+        return gemm_act_q5_0_avxvnni(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+    gemm_act_q5_0_avx2(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
 }
 
 namespace {
