@@ -1,4 +1,4 @@
-// gemm_act and gemm_f32 (ABI 1.22): Q8_0 / Q4_0 / Q5_0 (the K-quants on x86; F32 / F16 / BF16) weight rows times
+// gemm_act and gemm_f32 (ABI 1.22): Q8_0 / Q4_0 / Q5_0 / Q4_K (the other K-quants on x86; F32 / F16 / BF16) weight rows times
 // quantized activation vectors as a GEMM. What the ABI promises and the device relies on for greedy tokens that do not depend on threads, prompt chunks or decoding one token at
 // a time: every output has the bits of the one-output definition (gemm_one_*) in any call shape — any row count and
 // offset (the 8-row tiles and the row tail), any vector count (the 4-vector tiles and their tails), padded strides —
@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <initializer_list>
 #include <random>
@@ -159,20 +160,28 @@ TEST(GemmAct, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
     }
 }
 
-// The K-quants' gemm_act (the AVX2 kernels, and the AVX-512 ones on CPUs that have them): every output has the
-// scalar dot_act's bits in any call shape — one vector (the decode loop), many (16 at a time, passes of 8, 4 and the
-// rest), row and vector offsets, padded strides.
-TEST(GemmAct, KQuantsEveryOutputHasTheScalarDotActBitsInAnyCallShape) {
-    if (!q::cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2+FMA; the K-quants have no gemm_act here";
-    std::vector<std::pair<std::string, q::format_kernels (*)(uint32_t)>> sets = {{"avx2", q::added_format_kernels_avx2}};
+// The K-quants' gemm_act in every kernel set that has one: every output has the bits of its definition in any call
+// shape — one vector (the decode loop), many (16 at a time, passes of 8, 4 and the rest), row and vector offsets,
+// padded strides. The definition is gemm_one_q4_k for Q4_K (its 8-row tile, gemm_act_q4_k_tile.hpp, in every x86 set;
+// the scalar set has it too) and the scalar dot_act for the others (k_gemm_act, x86 only).
+TEST(GemmAct, KQuantsEveryOutputHasItsDefinitionsBitsInAnyCallShape) {
+    std::vector<std::pair<std::string, q::format_kernels (*)(uint32_t)>> sets = {{"scalar", q::added_format_kernels_scalar}};
+    if (q::cpu_has_avx2_fma()) sets.emplace_back("avx2", q::added_format_kernels_avx2);
     if (q::cpu_has_avx512_vnni()) sets.emplace_back("avx512", q::added_format_kernels_avx512);
     const strata_quant_desc *scalar = q::descriptors(q::kernel_set::scalar);
+    int checked_q4_k = 0;
     for (const auto &[set_name, kernels] : sets) {
         for (int i = 0; i < q::n_descriptors(); ++i) {
             const strata_quant_desc &d = scalar[i];
             if (d.block_elems != q::qk_k) continue;
+            const bool q4_k = d.ggml_type == q::ggml_type_q4_k;
             const q::gemm_act_fn gemm = kernels(d.ggml_type).gemm_act;
+            if (set_name == "scalar" && !q4_k) {
+                EXPECT_EQ(gemm, nullptr) << d.header.name << ": the scalar set's K-quants take dot_act_multi";
+                continue;
+            }
             ASSERT_NE(gemm, nullptr) << set_name << " " << d.header.name;
+            if (q4_k) ++checked_q4_k;
             for (int64_t n_blocks : {1, 3}) {
                 const int64_t n = n_blocks * q::qk_k;
                 const int64_t row_bytes = n_blocks * d.block_bytes + 6;
@@ -192,8 +201,10 @@ TEST(GemmAct, KQuantsEveryOutputHasTheScalarDotActBitsInAnyCallShape) {
                 }
                 std::vector<uint32_t> want(static_cast<size_t>(n_rows * n_x));
                 for (int32_t t = 0; t < n_x; ++t)
-                    for (int64_t r = 0; r < n_rows; ++r)
-                        want[t * n_rows + r] = bits(d.dot_act(rows.data() + r * row_bytes, xq.data() + t * stride, n));
+                    for (int64_t r = 0; r < n_rows; ++r) {
+                        const unsigned char *row = rows.data() + r * row_bytes, *x = xq.data() + t * stride;
+                        want[t * n_rows + r] = bits(q4_k ? q::gemm_one_q4_k(row, x, n) : d.dot_act(row, x, n));
+                    }
                 expect_bits_in_every_call_shape(
                     want, n_rows, n_x, {0, 3}, {1, 4, 8, 16}, {0, 1}, {1, 2, 3, 8, 9, 16, 17, 33, 36},
                     set_name + " " + d.header.name + ": " + std::to_string(n_blocks) + " blocks",
@@ -203,6 +214,130 @@ TEST(GemmAct, KQuantsEveryOutputHasTheScalarDotActBitsInAnyCallShape) {
                     });
             }
         }
+    }
+    EXPECT_EQ(checked_q4_k, static_cast<int>(sets.size()));
+}
+
+// ggml's get_scale_min_k4: chunk c's 6-bit scale and min from Q4_K's 12 packed bytes.
+void scale_min_k4(int c, const uint8_t *q, int &sc, int &m) {
+    if (c < 4) {
+        sc = q[c] & 63;
+        m = q[c + 4] & 63;
+    } else {
+        sc = (q[c + 4] & 0xF) | ((q[c - 4] >> 6) << 4);
+        m = (q[c + 4] >> 4) | ((q[c] >> 6) << 4);
+    }
+}
+
+// gemm_one_q4_k against the float64 dot of the dequantized operands (ggml's dequantize_row_q4_k and the Q8_K
+// activations' d * q), within its roundings: the scale products, float(isum), float(msum) and two FMAs per
+// super-block, on terms bounded by the sum of |d sc u a| and |dmin m a|. Checked through the scalar set's gemm_act and,
+// on x86, the AVX2 tile (equal to it bit for bit above).
+TEST(GemmAct, Q4KCloseToTheFloat64DotOfTheDequantizedOperands) {
+    std::vector<q::gemm_act_fn> gemms = {q::gemm_act_q4_k_scalar};
+    if (q::cpu_has_avx2_fma()) gemms.push_back(q::gemm_act_q4_k_avx2);
+    const int64_t n_blocks = 8, n = n_blocks * q::qk_k, n_rows = 11;
+    const int32_t n_x = 5;
+    const int64_t row_bytes = n_blocks * static_cast<int64_t>(sizeof(q::block_q4_k));
+    const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_k));
+    std::vector<unsigned char> rows(static_cast<size_t>(n_rows * row_bytes));
+    for (int64_t r = 0; r < n_rows; ++r) {
+        std::vector<float> w = normal_values(n, 40 + static_cast<uint32_t>(r));
+        for (int64_t j = 0; j < n; ++j) w[j] = w[j] * (1.0f + static_cast<float>((j / 32 + r) % 7)) + 0.3f;
+        q::quantize_row_q4_k(w.data(), rows.data() + r * row_bytes, n);
+    }
+    const strata_quant_desc &desc = q::descriptors(q::kernel_set::scalar)[11];
+    ASSERT_EQ(desc.ggml_type, q::ggml_type_q4_k);
+    std::vector<unsigned char> xq(static_cast<size_t>(stride * n_x));
+    for (int32_t t = 0; t < n_x; ++t) {
+        const std::vector<float> x = normal_values(n, 70 + static_cast<uint32_t>(t), 0.5f + t);
+        desc.quantize_activations(x.data(), xq.data() + t * stride, n);
+    }
+    for (const q::gemm_act_fn gemm : gemms) {
+        std::vector<float> out(static_cast<size_t>(n_rows * n_x));
+        gemm(rows.data(), row_bytes, n_rows, xq.data(), stride, n_x, n, out.data(), n_rows);
+        for (int32_t t = 0; t < n_x; ++t) {
+            const auto *a = reinterpret_cast<const q::block_q8_k *>(xq.data() + t * stride);
+            for (int64_t r = 0; r < n_rows; ++r) {
+                const auto *w = reinterpret_cast<const q::block_q4_k *>(rows.data() + r * row_bytes);
+                double want = 0.0, magnitude = 0.0;
+                for (int64_t b = 0; b < n_blocks; ++b) {
+                    const double d = q::fp16_to_fp32(w[b].d), dmin = q::fp16_to_fp32(w[b].dmin);
+                    for (int c = 0; c < 8; ++c) {
+                        int sc = 0, m = 0;
+                        scale_min_k4(c, w[b].scales, sc, m);
+                        for (int l = 0; l < 32; ++l) {
+                            const int u = (w[b].qs[32 * (c / 2) + l] >> (4 * (c % 2))) & 0xF;
+                            const double x = static_cast<double>(a[b].d) * a[b].qs[32 * c + l];
+                            want += (d * sc * u - dmin * m) * x;
+                            magnitude += (std::fabs(d * sc * u) + std::fabs(dmin * m)) * std::fabs(x);
+                        }
+                    }
+                }
+                EXPECT_NEAR(out[t * n_rows + r], want, 6.0 * n_blocks * 6e-8 * magnitude + 1e-30)
+                    << "row " << r << " vector " << t;
+            }
+        }
+    }
+}
+
+// Q4_K's tile on bytes no quantizer writes: every scale byte random (the high bits of the packed 6-bit fields too),
+// nibbles at 15 throughout some blocks, activations at -128 / 127 throughout some blocks and per-16 sums that do not
+// match the quants (the definition takes them as they are), random finite scales: every output keeps
+// gemm_one_q4_k's bits; a NaN activation scale reaches exactly its vector's outputs.
+TEST(GemmAct, Q4KTileHasItsDefinitionsBitsOnAnyBytes) {
+    if (!q::cpu_has_avx2_fma()) GTEST_SKIP() << "this CPU has no AVX2+FMA; only the scalar Q4_K GEMM runs here";
+    std::mt19937 rng(29);
+    const auto finite_half = [&] {
+        uint16_t h;
+        do h = static_cast<uint16_t>(rng()); while ((h & 0x7c00) == 0x7c00 || (h & 0x7c00) < 0x2000);
+        return h;
+    };
+    const int64_t n_blocks = 3, n = n_blocks * q::qk_k, n_rows = 21;
+    const int32_t n_x = 7;
+    const int64_t row_bytes = n_blocks * static_cast<int64_t>(sizeof(q::block_q4_k)) + 5;
+    const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_k)) + 3;
+    std::vector<unsigned char> rows(static_cast<size_t>(n_rows * row_bytes));
+    for (int64_t r = 0; r < n_rows; ++r)
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            q::block_q4_k w;
+            w.d = finite_half();
+            w.dmin = finite_half();
+            for (uint8_t &v : w.scales) v = static_cast<uint8_t>(rng());
+            const bool full = (r + b) % 4 == 0;
+            for (uint8_t &v : w.qs) v = full ? 0xff : static_cast<uint8_t>(rng());
+            std::memcpy(rows.data() + r * row_bytes + b * static_cast<int64_t>(sizeof w), &w, sizeof w);
+        }
+    std::vector<unsigned char> xq(static_cast<size_t>(stride * n_x));
+    for (int32_t t = 0; t < n_x; ++t)
+        for (int64_t b = 0; b < n_blocks; ++b) {
+            q::block_q8_k a;
+            a.d = std::ldexp(static_cast<float>(rng() % 1000 + 1), -static_cast<int>(rng() % 20));
+            const int kind = static_cast<int>((t + b) % 3);
+            for (int8_t &v : a.qs) v = kind == 0 ? int8_t{-128} : kind == 1 ? int8_t{127} : static_cast<int8_t>(rng());
+            for (int16_t &v : a.bsums) v = static_cast<int16_t>(rng());
+            std::memcpy(xq.data() + t * stride + b * static_cast<int64_t>(sizeof a), &a, sizeof a);
+        }
+    for (bool nan_scale : {false, true}) {
+        if (nan_scale) {
+            float nan = std::nanf("");
+            std::memcpy(xq.data() + 4 * stride + sizeof(q::block_q8_k) + offsetof(q::block_q8_k, d), &nan, sizeof nan);
+        }
+        std::vector<uint32_t> want(static_cast<size_t>(n_rows * n_x));
+        for (int32_t t = 0; t < n_x; ++t)
+            for (int64_t r = 0; r < n_rows; ++r)
+                want[t * n_rows + r] = bits(q::gemm_one_q4_k(rows.data() + r * row_bytes, xq.data() + t * stride, n));
+        std::vector<float> out(static_cast<size_t>(n_rows * n_x));
+        q::gemm_act_q4_k_avx2(rows.data(), row_bytes, n_rows, xq.data(), stride, n_x, n, out.data(), n_rows);
+        for (int32_t t = 0; t < n_x; ++t)
+            for (int64_t r = 0; r < n_rows; ++r) {
+                const float got = out[t * n_rows + r];
+                if (nan_scale) {
+                    EXPECT_EQ(std::isnan(got), t == 4) << "row " << r << " vector " << t;
+                    if (t == 4) continue;
+                }
+                EXPECT_EQ(bits(got), want[t * n_rows + r]) << "nan " << nan_scale << " row " << r << " vector " << t;
+            }
     }
 }
 
@@ -414,14 +549,15 @@ TEST(GemmF32, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
     }
 }
 
-TEST(GemmAct, DescriptorsOfferItForQ8_0Q4_0AndQ5_0WithItsTile) {
+TEST(GemmAct, DescriptorsOfferItWithItsTile) {
     for (auto set : {q::kernel_set::scalar, q::kernel_set::avx2_fma}) {
         const strata_quant_desc *table = q::descriptors(set);
         for (int i = 0; i < q::n_descriptors(); ++i) {
             const bool legacy = table[i].ggml_type == q::ggml_type_q8_0 || table[i].ggml_type == q::ggml_type_q4_0 ||
                                 table[i].ggml_type == q::ggml_type_q5_0;
-            // The K-quants have it in the x86 kernel sets (AVX2, and AVX-512 where the CPU has it).
-            const bool k_quant = set == q::kernel_set::avx2_fma && table[i].block_elems == q::qk_k;
+            // The K-quants have it in the x86 kernel sets (AVX2, and AVX-512 where the CPU has it), Q4_K everywhere.
+            const bool k_quant = table[i].block_elems == q::qk_k &&
+                                 (set == q::kernel_set::avx2_fma || table[i].ggml_type == q::ggml_type_q4_k);
             EXPECT_EQ(STRATA_HAS_SLOT(&table[i], gemm_act), legacy || k_quant) << table[i].header.name;
             const bool floating = table[i].ggml_type == q::ggml_type_f32 || table[i].ggml_type == q::ggml_type_f16 ||
                                   table[i].ggml_type == q::ggml_type_bf16;
@@ -440,6 +576,8 @@ TEST(GemmAct, DescriptorsOfferItForQ8_0Q4_0AndQ5_0WithItsTile) {
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[4].gemm_act, &q::gemm_act_q4_0_x86);
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[6].gemm_act, &q::gemm_act_q5_0_scalar);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[6].gemm_act, &q::gemm_act_q5_0_avx2_or_vnni);
+    EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[11].gemm_act, &q::gemm_act_q4_k_scalar);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[11].gemm_act, &q::gemm_act_q4_k_avx2);
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[1].gemm_f32, &q::gemm_f32_f16_scalar);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[0].gemm_f32, &q::gemm_f32_f32_x86);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[1].gemm_f32, &q::gemm_f32_f16_x86);

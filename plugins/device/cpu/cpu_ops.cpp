@@ -27,7 +27,8 @@ using strata::plugin::ok;
 
 // Tokens whose activations are reused against one weight row while it sits in L1 (matmul cache blocking).
 constexpr int32_t matmul_token_block = 16;
-// Tokens per gemm_act call: their quantized activations (cols / 32 * 40 bytes each) stay in L2.
+// Tokens per gemm_act call: their quantized activations (cols / 32 * 40 bytes each, or cols / 256 * 292 for Q8_K)
+// stay in L2.
 constexpr int32_t gemm_token_block = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

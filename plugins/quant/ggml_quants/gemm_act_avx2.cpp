@@ -1,4 +1,4 @@
-// AVX2 build of the Q8_0 / Q4_0 / Q5_0 GEMM tiles (gemm_act_tile.hpp; maddubs + madd). Compiled with -mavx2 -mfma -mf16c;
+// AVX2 build of the Q8_0 / Q4_0 / Q5_0 / Q4_K GEMM tiles (gemm_act_tile.hpp; maddubs + madd). Compiled with -mavx2 -mfma -mf16c;
 // called only after cpu_has_avx2_fma() said yes.
 #include "ggml_quants.hpp"
 
@@ -7,6 +7,7 @@
 #error "gemm_act_avx2.cpp must be compiled with -mavx2 -mfma -mf16c"
 #endif
 
+#include "gemm_act_q4_k_tile.hpp"
 #include "gemm_act_tile.hpp"
 
 namespace strata::quants {
@@ -26,6 +27,11 @@ void gemm_act_q5_0_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const 
     gemm_rows<false, block_q5_0>(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride, gemm_one_q5_0);
 }
 
+void gemm_act_q4_k_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                        int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_rows_q4_k(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+
 } // namespace strata::quants
 
 #else // not x86-64: cpu_has_avx2_fma() is false; these exist only so the API links everywhere.
@@ -42,6 +48,10 @@ void gemm_act_q4_0_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const 
 void gemm_act_q5_0_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                         int32_t n_x, int64_t n, float *out, int64_t out_stride) {
     gemm_act_q5_0_scalar(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+void gemm_act_q4_k_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                        int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_act_q4_k_scalar(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
 }
 } // namespace strata::quants
 

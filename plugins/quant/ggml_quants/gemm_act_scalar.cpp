@@ -1,9 +1,11 @@
-// The GEMM path's definition (ABI 1.22 gemm_act) for Q8_0, Q4_0 and Q5_0, one output at a time: per block the exact
-// int32 sum of the quant products, then acc = fma(d_w * d_a, float(sum), acc) from +0, block after block. The AVX2
-// and AVX-VNNI tiles (gemm_act_tile.hpp) compute exactly this for eight rows at once, so all three agree bit for bit
+// The GEMM path's definition (ABI 1.22 gemm_act) for Q8_0, Q4_0, Q5_0 and Q4_K, one output at a time: per block the
+// exact int32 sum of the quant products, then acc = fma(d_w * d_a, float(sum), acc) from +0, block after block (Q4_K:
+// two exact sums and two FMAs per super-block, see gemm_one_q4_k). The AVX2 and AVX-VNNI tiles (gemm_act_tile.hpp;
+// Q4_K's AVX2 tile in gemm_act_q4_k_tile.hpp) compute exactly this for eight rows at once, so all agree bit for bit
 // and an output never depends on the call it was computed in. (dot_act sums in another order; the two paths are
 // never mixed on one format.)
 #include "ggml_quants.hpp"
+#include "k_block_ints.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -58,6 +60,30 @@ float gemm_one_q5_0(const void *row, const void *xq, int64_t n) {
     return acc;
 }
 
+float gemm_one_q4_k(const void *row, const void *xq, int64_t n) {
+    const auto *w = static_cast<const block_q4_k *>(row);
+    const auto *a = static_cast<const block_q8_k *>(xq);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n / qk_k; ++b) {
+        // The exact sums of gemm_act_q4_k_tile.hpp: each chunk's nibble products times its scale, and its min times
+        // the activation's two per-16 sums (k_block_scales holds each chunk's scale and min twice, once per half).
+        k_block_scales s;
+        k_formats::scales_k4(w[b], s, fp16_to_fp32);
+        int32_t isum = 0, msum = 0;
+        for (int c = 0; c < 8; ++c) {
+            const uint8_t *q = w[b].qs + 32 * (c / 2);
+            const int shift = 4 * (c % 2);
+            int32_t chunk = 0;
+            for (int l = 0; l < 32; ++l) chunk += ((q[l] >> shift) & 0xF) * int32_t{a[b].qs[32 * c + l]};
+            isum += s.scale[2 * c] * chunk;
+            msum += s.min[2 * c] * (int32_t{a[b].bsums[2 * c]} + a[b].bsums[2 * c + 1]);
+        }
+        acc = std::fma(s.d * a[b].d, static_cast<float>(isum), acc);
+        acc = std::fma(-(s.dmin * a[b].d), static_cast<float>(msum), acc);
+    }
+    return acc;
+}
+
 namespace {
 template <float (*One)(const void *, const void *, int64_t)>
 void gemm_each(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride, int32_t n_x,
@@ -82,6 +108,11 @@ void gemm_act_q4_0_scalar(const void *w, int64_t row_bytes, int64_t n_rows, cons
 void gemm_act_q5_0_scalar(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride) {
     gemm_each<gemm_one_q5_0>(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+
+void gemm_act_q4_k_scalar(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_each<gemm_one_q4_k>(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
 }
 
 } // namespace strata::quants

@@ -1,5 +1,5 @@
-// The walk the Q8_0/Q4_0 GEMM tile kernels share (gemm_act_tile.hpp's 8-row AVX2/AVX-VNNI tile, gemm_act_avx512.cpp's
-// 16-row one): the rows in whole tiles of `Rows`, each tile told where the next starts (for its prefetches, never
+// The walk the integer GEMM tile kernels share (gemm_act_tile.hpp's 8-row AVX2/AVX-VNNI tile, gemm_act_q4_k_tile.hpp's,
+// gemm_act_avx512.cpp's 16-row one): the rows in whole tiles of `Rows`, each tile told where the next starts (for its prefetches, never
 // read past n_rows); the activation vectors in in_passes of `Vectors`; the rows past the last whole tile handed to
 // `rest(first_row)`. `tile(p, next, x_first, out_first, seq)` computes rows p[0..Rows) for the sizeof...(T) vectors
 // of an std::index_sequence<T...> `seq`. Each kernel file instantiates it with lambdas of its own under its own

@@ -110,17 +110,20 @@ void dot_act_multi_q8_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq
 void dot_act_multi_q4_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq_stride_bytes, int32_t n_x,
                                      int64_t n, float *out);
 
-// ---- GEMM path (ABI 1.22 gemm_act) for Q8_0, Q4_0 and Q5_0 ----
+// ---- GEMM path (ABI 1.22 gemm_act) for Q8_0, Q4_0, Q5_0 and Q4_K ----
 // out[t * out_stride + r] = gemm_one(row r, activation vector t): per block the exact int32 quant sum, then
-// acc = fma(d_w * d_a, float(sum), acc) from +0 (gemm_act_scalar.cpp). The AVX2 and AVX-VNNI kernels compute eight
-// rows at a time (gemm_act_tile.hpp) with the same bits, whatever the call's shape. (Q5_0's dot_act keeps its own
-// lanes, k_block_ints.hpp; the device takes gemm_act wherever a descriptor has it, so the two never meet.)
+// acc = fma(d_w * d_a, float(sum), acc) from +0 (Q4_K: per super-block its exact scaled sum and min sum, then two
+// such FMAs; gemm_act_scalar.cpp). The AVX2 and AVX-VNNI kernels compute eight rows at a time (gemm_act_tile.hpp;
+// Q4_K in AVX2 only, gemm_act_q4_k_tile.hpp) with the same bits, whatever the call's shape. (Q5_0's and Q4_K's dot_act keep their own lanes, k_block_ints.hpp; the device takes
+// gemm_act wherever a descriptor has it, so the two never meet. The other K-quants' gemm_act on x86 is k_gemm_act,
+// with dot_act's bits.)
 inline constexpr uint32_t gemm_row_tile = 8;
 using gemm_act_fn = void (*)(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq,
                              int64_t xq_stride_bytes, int32_t n_x, int64_t n, float *out, int64_t out_stride);
 float gemm_one_q8_0(const void *row, const void *xq, int64_t n);
 float gemm_one_q4_0(const void *row, const void *xq, int64_t n);
 float gemm_one_q5_0(const void *row, const void *xq, int64_t n);
+float gemm_one_q4_k(const void *row, const void *xq, int64_t n); // Q8_K activations
 // The 16-row AVX-512 tiles (gemm_act_avx512.cpp; rows past the last 16 through the AVX2/AVX-VNNI tiles): call only
 // when cpu_has_avx512_vnni(). The table's entries pick among the three at run time (*_x86).
 void gemm_act_q8_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
@@ -137,11 +140,15 @@ void gemm_act_q4_0_scalar(const void *w, int64_t row_bytes, int64_t n_rows, cons
                           int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_act_q5_0_scalar(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_act_q4_k_scalar(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_act_q8_0_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                         int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_act_q4_0_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                         int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_act_q5_0_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                        int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_act_q4_k_avx2(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                         int32_t n_x, int64_t n, float *out, int64_t out_stride);
 // Call only when cpu_has_avx_vnni().
 void gemm_act_q8_0_avxvnni(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,

@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 namespace strata::quants {
@@ -170,7 +171,8 @@ template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_ke
             quantize_activations_q8k_avx2,
             dot_single<dot_multi<F, true>>,
             dot_multi<F, true>,
-            k_gemm_act<dot_multi<F, true>, dot_single<dot_multi<F, true>>>};
+            std::is_same_v<F, k_formats::q4_k> ? gemm_act_q4_k_avx2 // its own tile and definition (gemm_one_q4_k)
+                                               : k_gemm_act<dot_multi<F, true>, dot_single<dot_multi<F, true>>>};
 }
 
 void quantize_activations_q8_sum_avx2(const float *x, void *xq, int64_t n) {
@@ -181,7 +183,8 @@ void quantize_activations_q8_sum_avx2(const float *x, void *xq, int64_t n) {
 template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_32() {
     return {dot_by_block<Dequantize, qk32, sizeof(typename F::block)>, sizeof(typename F::act_block),
             F::has_min ? quantize_activations_q8_sum_avx2 : quantize_activations_q8_avx2,
-            dot_single<dot_multi<F, false>>, dot_multi<F, false>};
+            dot_single<dot_multi<F, false>>, dot_multi<F, false>,
+            std::is_same_v<F, small_formats::q5_0> ? gemm_act_q5_0_avx2_or_vnni : nullptr}; // Q4_0's kind of GEMM
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 
 namespace strata::quants {
 namespace {
@@ -114,8 +115,11 @@ float dot_single(const void *row, const void *xq, int64_t n) {
 }
 
 template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_k() {
+    // Q4_K's GEMM has a definition of its own (gemm_one_q4_k, with the x86 tile's bits); the other K-quants take
+    // the device's dot_act_multi path here.
+    const gemm_act_fn gemm = std::is_same_v<F, k_formats::q4_k> ? gemm_act_q4_k_scalar : nullptr;
     return {dot_by_block<Dequantize, qk_k, sizeof(typename F::block)>, sizeof(block_q8_k), quantize_activations_q8k,
-            dot_single<dot_multi_k<F>>, dot_multi_k<F>};
+            dot_single<dot_multi_k<F>>, dot_multi_k<F>, gemm};
 }
 
 void quantize_activations_q8_sum_scalar(const float *x, void *xq, int64_t n) {
@@ -126,7 +130,8 @@ void quantize_activations_q8_sum_scalar(const float *x, void *xq, int64_t n) {
 template <class F, void (*Dequantize)(const void *, float *, int64_t)> format_kernels kernels_32() {
     return {dot_by_block<Dequantize, qk32, sizeof(typename F::block)>, sizeof(typename F::act_block),
             F::has_min ? quantize_activations_q8_sum_scalar : quantize_activations_q8_scalar,
-            dot_single<dot_multi_32<F>>, dot_multi_32<F>};
+            dot_single<dot_multi_32<F>>, dot_multi_32<F>,
+            std::is_same_v<F, small_formats::q5_0> ? gemm_act_q5_0_scalar : nullptr}; // Q4_0's kind of GEMM
 }
 
 } // namespace

@@ -31,7 +31,6 @@ struct kernel_row {
     gemm_act_fn gemm_act_q8_0, gemm_act_q4_0;
     const char *(*name)();
     format_kernels (*added)(uint32_t type); // the formats added after Q4_0
-    gemm_act_fn gemm_act_q5_0;              // replaces the added kernels' (none) for Q5_0
 };
 
 // find_nonfinite per type: a captureless function for each type the table has.
@@ -127,8 +126,7 @@ strata_quant_desc make_table_entry(const kernel_row &k, int index) {
                          k.gemm_act_q4_0});
     default: {
         const added_format &f = added_formats[index - 5];
-        format_kernels kernels = k.added(f.ggml_type);
-        if (f.ggml_type == ggml_type_q5_0) kernels.gemm_act = k.gemm_act_q5_0;
+        const format_kernels kernels = k.added(f.ggml_type);
         return describe(f.name, f.ggml_type, f.block_elems, f.block_bytes, f.dequantize, f.quantize, kernels.dot,
                         k.name, kernels);
     }
@@ -156,8 +154,7 @@ const kernel_row scalar_kernels{dot_f32_scalar,
                                 gemm_act_q8_0_scalar,
                                 gemm_act_q4_0_scalar,
                                 kernel_name_scalar,
-                                added_format_kernels_scalar,
-                                gemm_act_q5_0_scalar};
+                                added_format_kernels_scalar};
 const kernel_row avx2_kernels{dot_f32_avx2,
                               dot_f16_avx2,
                               dot_bf16_avx2,
@@ -174,8 +171,7 @@ const kernel_row avx2_kernels{dot_f32_avx2,
                               gemm_act_q8_0_x86,
                               gemm_act_q4_0_x86,
                               kernel_name_avx2,
-                              added_format_kernels_avx2_or_avx512,
-                              gemm_act_q5_0_avx2_or_vnni};
+                              added_format_kernels_avx2_or_avx512};
 
 struct descriptor_table {
     strata_quant_desc entries[descriptor_count];
