@@ -167,7 +167,7 @@ void gemm_act_q5_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows
 
 // ---- GEMM path for the float formats (ABI 1.22 gemm_f32): F32, F16, BF16 ----
 // out[t * out_stride + r] = gemm_one(row r, x_t): eight lane sums (lane j: elements 8c + j, one FMA each), the fixed
-// reduction, then the n % 8 tail with one FMA each (gemm_float_scalar.cpp); the AVX2 tiles (4 rows x 2 vectors,
+// reduction, then the n % 8 tail with one FMA each (gemm_float_scalar.cpp); the AVX2 tiles (4 rows x 3 vectors,
 // gemm_float_avx2.cpp) and the AVX-512 ones (4 rows x 8 vectors, two rows per register, gemm_float_avx512.cpp) give
 // the same bits.
 inline constexpr uint32_t float_gemm_row_tile = 4;
