@@ -295,8 +295,8 @@ TEST(GemmAct, Q4KTileHasItsDefinitionsBitsOnAnyBytes) {
     };
     const int64_t n_blocks = 3, n = n_blocks * q::qk_k, n_rows = 21;
     const int32_t n_x = 7;
-    const int64_t row_bytes = n_blocks * static_cast<int64_t>(sizeof(q::block_q4_k)) + 5;
-    const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_k)) + 3;
+    const int64_t row_bytes = n_blocks * static_cast<int64_t>(sizeof(q::block_q4_k)) + 6; // padded, blocks kept aligned
+    const int64_t stride = n_blocks * static_cast<int64_t>(sizeof(q::block_q8_k)) + 4;
     std::vector<unsigned char> rows(static_cast<size_t>(n_rows * row_bytes));
     for (int64_t r = 0; r < n_rows; ++r)
         for (int64_t b = 0; b < n_blocks; ++b) {
