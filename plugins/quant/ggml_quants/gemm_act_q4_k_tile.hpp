@@ -52,13 +52,6 @@ template <int Byte> STRATA_KERNEL_INLINE __m256i lane_byte_pairs(__m256i v) {
                                                    z, 8 + Byte, z, 8 + Byte, z, 12 + Byte, z, 12 + Byte, z));
 }
 
-// The same 4 bytes in every lane.
-STRATA_KERNEL_INLINE __m256i broadcast_dword(const void *p) {
-    int32_t v;
-    std::memcpy(&v, p, sizeof v);
-    return _mm256_set1_epi32(v);
-}
-
 // Chunks 2J and 2J + 1 (the 32 bytes at qs + 32 J) of a super-block: isum[t] += sc_2J * S_2J + sc_2J+1 * S_2J+1.
 template <int J, size_t... T>
 STRATA_KERNEL_INLINE void add_chunk_pair_q4_k(const unsigned char *const *p, int64_t qs, const k4_row_scales &s,

@@ -56,12 +56,15 @@ STRATA_KERNEL_INLINE __m256 row_scales(const unsigned char *const *p, int64_t of
     return _mm256_cvtph_ps(eight_row_scales(p, offset));
 }
 
-// Activation dword k (quants 4k..4k+3) of a block in every lane.
-STRATA_KERNEL_INLINE __m256i act_dword(const block_q8_act &a, int k) {
+// The same 4 bytes in every lane.
+STRATA_KERNEL_INLINE __m256i broadcast_dword(const void *p) {
     int32_t v;
-    std::memcpy(&v, a.qs + 4 * k, sizeof v);
+    std::memcpy(&v, p, sizeof v);
     return _mm256_set1_epi32(v);
 }
+
+// Activation dword k (quants 4k..4k+3) of a block in every lane.
+STRATA_KERNEL_INLINE __m256i act_dword(const block_q8_act &a, int k) { return broadcast_dword(a.qs + 4 * k); }
 
 // acc + (unsigned u) . (signed s), four products per int32 lane, exact (no pair of products saturates: see
 // int_dot_avx2.cpp for the ranges).
