@@ -192,32 +192,36 @@ TEST(PlacementInvariance, Fp8CheckpointGreedyTokensAreTheSameWhereverTheWeightsL
     expect_placement_invariance(fp8, 48);
 }
 
-// A file whose tensors mix quantization types (make-model's Q4_K_M: Q4_K, Q6_K for the output and some attn_v /
-// ffn_down layers, F32 norms): every placement gives the same greedy tokens, each tensor computed in its own type.
+// Files whose tensors mix quantization types (make-model's Q4_K_M: Q4_K, Q6_K for the output and some attn_v /
+// ffn_down layers, F32 norms; its Q5_0: Q5_0 with the same kind of exceptions), each type through its own GEMM tile:
+// every placement gives the same greedy tokens, each tensor computed in its own type.
 TEST(PlacementInvariance, MixedQuantTypesGiveTheSameTokensWhereverTheWeightsLive) {
-    const fs::path file = fs::path(STRATA_BINARY_DIR) / "test-models" / "llama-4l-q4_k_m.gguf";
-    if (!fs::exists(file)) {
-        fs::create_directories(file.parent_path());
-        const std::string cmd = std::string(STRATA_BINARY_DIR) + "/bin/make-model --out " + file.string() +
-                                " --dim 256 --layers 4 --heads 4 --kv-heads 1 --ff 512 --ctx 128 --type q4_k_m --seed 5"
-                                " --vocab-from " + shared_path("models/stories260K-f32.gguf") + " 2>/dev/null";
-        ASSERT_EQ(std::system(cmd.c_str()), 0) << "make-model failed";
-    }
-    const std::string model = file.string();
-    const std::vector<int32_t> want = greedy_tokens(model, 128, offload_options{}, 60);
-    ASSERT_EQ(want.size(), 60u);
-    std::vector<variant> vs;
-    vs.push_back({"cpu_offload_layers=2", layers(2)});
-    vs.push_back({"cpu_offload_layers=all", layers(4)});
-    for (const char *tier : {"numa_ram", "pinned_ram", "nvme"}) {
-        offload_options s = with_tier(layers(4), tier);
-        s.stream_weights = true;
-        vs.push_back({std::string("tier ") + tier + " streamed", s});
-    }
-    for (const variant &v : vs) {
-        int64_t off = -1;
-        EXPECT_EQ(greedy_tokens(model, 128, v.opts, 60, &off), want) << v.name;
-        EXPECT_GT(off, 0) << v.name << ": nothing was offloaded, so the variant tested nothing";
+    for (const char *type : {"q4_k_m", "q5_0"}) {
+        const fs::path file = fs::path(STRATA_BINARY_DIR) / "test-models" / (std::string("llama-4l-") + type + ".gguf");
+        if (!fs::exists(file)) {
+            fs::create_directories(file.parent_path());
+            const std::string cmd = std::string(STRATA_BINARY_DIR) + "/bin/make-model --out " + file.string() +
+                                    " --dim 256 --layers 4 --heads 4 --kv-heads 1 --ff 512 --ctx 128 --type " + type +
+                                    " --seed 5 --vocab-from " + shared_path("models/stories260K-f32.gguf") +
+                                    " 2>/dev/null";
+            ASSERT_EQ(std::system(cmd.c_str()), 0) << "make-model failed for " << type;
+        }
+        const std::string model = file.string();
+        const std::vector<int32_t> want = greedy_tokens(model, 128, offload_options{}, 60);
+        ASSERT_EQ(want.size(), 60u) << type;
+        std::vector<variant> vs;
+        vs.push_back({"cpu_offload_layers=2", layers(2)});
+        vs.push_back({"cpu_offload_layers=all", layers(4)});
+        for (const char *tier : {"numa_ram", "pinned_ram", "nvme"}) {
+            offload_options s = with_tier(layers(4), tier);
+            s.stream_weights = true;
+            vs.push_back({std::string("tier ") + tier + " streamed", s});
+        }
+        for (const variant &v : vs) {
+            int64_t off = -1;
+            EXPECT_EQ(greedy_tokens(model, 128, v.opts, 60, &off), want) << type << " " << v.name;
+            EXPECT_GT(off, 0) << type << " " << v.name << ": nothing was offloaded, so the variant tested nothing";
+        }
     }
 }
 
