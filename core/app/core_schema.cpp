@@ -216,15 +216,20 @@ config::schema core_schema() {
         key("tensor_parallel_size", STRATA_CONFIG_INT, "1", "devices each layer is split over",
             "--tensor-parallel-size|-tp", 1, 4096),
         key("pipeline_parallel_size", STRATA_CONFIG_INT, "1",
-            "stages the layers are split into, in this process, one after another each step: each with its own "
-            "weights, KV and memory plan, on a device of its own where the device has memory of its own (CUDA: a "
-            "GPU each), else on shares of one (the CPU: its RAM divided)", "--pipeline-parallel-size|-pp", 1, 4096),
+            "stages the layers are split into, one after another each step: each with its own weights, KV and "
+            "memory plan, on a device of its own where the device has memory of its own (CUDA: a GPU each), else on "
+            "shares of one (the CPU: its RAM divided); under mpirun each stage is a process (mpirun -np N)",
+            "--pipeline-parallel-size|-pp", 1, 4096),
         key("pipeline_layer_partition", STRATA_CONFIG_STRING, "\"\"",
             "layers per pipeline stage, comma-separated, in order (e.g. \"12,20\"); empty: vLLM's environment "
             "variable VLLM_PP_LAYER_PARTITION when set, else balanced by bytes", "--pipeline-layer-partition"),
         key("data_parallel_size", STRATA_CONFIG_INT, "1",
             "replicas of the whole model in this process, each on its share of the device (CPU: threads and cores "
             "divided; CUDA: a GPU each), requests to the least loaded", "--data-parallel-size|-dp", 1, 4096),
+        key("rank_timeout_s", STRATA_CONFIG_FLOAT, "300",
+            "pipeline ranks that are processes (mpirun): the longest a rank's part of a step or a KV block move may "
+            "take before the rank counts as hung or dead; the requests in flight then fail naming it and every rank "
+            "exits (vLLM's VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS)", "--rank-timeout", 0.001, 86400),
     }});
     return s;
 }

@@ -211,6 +211,7 @@ engine::engine_options engine_options_from(const plugins::registry &registry, co
         static_cast<int32_t>(doc.get_int("parallel", "pipeline_parallel_size", s).value_or(1));
     opts.pipeline_layer_partition = layer_partition_from(doc, s);
     opts.data_parallel_size = static_cast<int32_t>(doc.get_int("parallel", "data_parallel_size", s).value_or(1));
+    opts.rank_timeout_s = doc.get_float("parallel", "rank_timeout_s", s).value_or(300);
     opts.device = doc.get_string("engine", "device", s).value_or("auto");
     opts.offload = offload_from(doc, s, views);
     return opts;

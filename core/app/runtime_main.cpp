@@ -7,11 +7,14 @@
 #include "config/command_line.hpp"
 #include "config/config_view.hpp"
 #include "config/document.hpp"
+#include "distributed/launch_env.hpp"
+#include "distributed/transport.hpp"
 #include "engine/engine.hpp"
 #include "engine/engine_api.hpp"
 #include "app/perplexity_command.hpp"
 #include "app/tokenize_command.hpp"
 #include "engine/plan_model.hpp"
+#include "engine/rank_server.hpp"
 #include "planner/plan_report.hpp"
 #include "plugin_host/registry.hpp"
 #include "topology/topology.hpp"
@@ -109,6 +112,11 @@ void bind_to_numa_node(topology::machine &machine, int node) {
 // SIGINT/SIGTERM are blocked in every thread and received here, so stopping the frontend runs in normal context.
 std::atomic<const strata_frontend_desc *> g_fe_desc{nullptr};
 std::atomic<strata_frontend *> g_fe{nullptr};
+// A pipeline rank serving rank 0 (under mpirun) ignores them: mpirun hands them to every process, and rank 0, stopping
+// its frontend and engine, stops the ranks in order.
+std::atomic<bool> g_serving_rank{false};
+// The link to the other processes when mpirun started this one (null otherwise); set by main.
+distributed::transport *g_link = nullptr;
 
 void start_signal_thread() {
     sigset_t set;
@@ -122,7 +130,10 @@ void start_signal_thread() {
             if (sigwait(&set, &sig) != 0) return;
             const strata_frontend_desc *d = g_fe_desc.load();
             strata_frontend *fe = g_fe.load();
-            if (d != nullptr && fe != nullptr) {
+            if (g_serving_rank.load()) {
+                log::info("runtime", "signal {}: pipeline rank {} waits for rank 0 to stop it", sig,
+                          g_link != nullptr ? g_link->rank() : 0);
+            } else if (d != nullptr && fe != nullptr) {
                 log::info("runtime", "signal {}: stopping", sig);
                 d->request_stop(fe);
             } else {
@@ -207,6 +218,7 @@ int run_frontend(const plugins::registry &registry, const strata_host_services *
     engine::engine_options opts = engine_options_from(registry, doc, s, model_argument, tier_views);
     strata_sampling_params sampling = sampling_from(doc, s, opts.model_path);
     opts.machine = &machine; // the GPU's nearest NUMA node comes from this discovery, not another one
+    opts.pipeline_transport = g_link;
     const std::string frontend_name = doc.get_string("engine", "frontend", s).value_or("cli");
     auto fe_handle = registry.find_frontend(frontend_name);
     if (fe_handle.desc == nullptr) {
@@ -318,6 +330,32 @@ int main_impl(int argc, char **argv) {
         for (const auto &r : registry.rejections()) std::cout << "refused: " << r.path << ": " << r.reason << "\n";
         return 0;
     }
+    if (g_link != nullptr) {
+        // Under mpirun every process is a pipeline rank (#16): rank 0 runs what was asked, the others serve it.
+        if (cl.subcommand == "plan" || perplexity)
+            fail("runtime {} under mpirun: run it as one process (-pp N plans and runs the pipeline ranks in it)",
+                 perplexity ? "perplexity" : "plan");
+        std::vector<std::unique_ptr<config::plugin_config_view>> views;
+        engine::engine_options opts = engine_options_from(registry, doc, schema, model_argument, views);
+        if (opts.pipeline_parallel_size != g_link->size())
+            fail("mpirun started {} processes but pipeline_parallel_size is {}; each process is one pipeline rank: "
+                 "pass --pipeline-parallel-size {} (or start {} processes)",
+                 g_link->size(), opts.pipeline_parallel_size, g_link->size(), opts.pipeline_parallel_size);
+        if (opts.data_parallel_size > 1)
+            fail("data_parallel_size {} under mpirun: data-parallel replicas run in one process only (drop "
+                 "--data-parallel-size, or run without mpirun)",
+                 opts.data_parallel_size);
+        // Each rank's machine in the launch log (`runtime topology` there), since each plans its own memory.
+        log::info("runtime", "pipeline rank {} of {} on host {} ({} of {} processes there):\n{}", g_link->rank(),
+                  g_link->size(), g_link->host_name(), g_link->local_rank() + 1, g_link->local_size(),
+                  topology::to_text(machine));
+        if (g_link->rank() > 0) {
+            opts.machine = &machine;
+            opts.pipeline_transport = g_link;
+            g_serving_rank = true;
+            return engine::serve_pipeline_rank(registry, &host, opts);
+        }
+    }
     if (cl.subcommand == "plan") return print_plan(registry, &host, doc, schema, model_argument, cl.json);
     if (perplexity) return run_perplexity(*perplexity, registry, &host, doc, schema, model_argument, machine);
     return run_frontend(registry, &host, doc, schema, model_argument, machine);
@@ -328,10 +366,30 @@ int main_impl(int argc, char **argv) {
 } // namespace strata::app
 
 int main(int argc, char **argv) {
+    int rc = 0;
     try {
-        return strata::app::main_impl(argc, argv);
+        if (strata::distributed::launched_world_size() > 1) {
+            // MPI starts threads of its own: SIGINT/SIGTERM are blocked before, so that they reach the signal thread
+            // (start_signal_thread) and not one of MPI's, where they would end the process without a clean stop.
+            sigset_t set;
+            sigemptyset(&set);
+            sigaddset(&set, SIGINT);
+            sigaddset(&set, SIGTERM);
+            pthread_sigmask(SIG_BLOCK, &set, nullptr);
+        }
+        strata::app::g_link = strata::distributed::launched_transport(&argc, &argv);
+        rc = strata::app::main_impl(argc, argv);
     } catch (const std::exception &e) {
+        if (strata::app::g_link != nullptr && strata::app::g_link->size() > 1) {
+            std::fprintf(stderr, "error: pipeline rank %d of %d: %s\n", strata::app::g_link->rank(),
+                         strata::app::g_link->size(), e.what());
+            // The other ranks may be waiting for this one: end the whole job.
+            std::fflush(stderr);
+            strata::app::g_link->abort(2);
+        }
         std::fprintf(stderr, "error: %s\n", e.what());
         return 2;
     }
+    strata::distributed::finalize_transport();
+    return rc;
 }

@@ -56,14 +56,22 @@ void engine::init() {
 
     const int32_t n_ranks = opts_.pipeline_parallel_size;
     if (n_ranks < 1) fail("pipeline_parallel_size {} must be at least 1", n_ranks);
+    // Under mpirun the other ranks are processes (remote_rank): only rank 0's worker lives here.
+    distributed::transport *link = opts_.pipeline_transport;
+    if (link != nullptr && (link->rank() != 0 || link->size() != n_ranks))
+        fail("internal: the engine runs on pipeline rank 0 of {} processes, not rank {} of {}", n_ranks, link->rank(),
+             link->size());
     std::vector<std::unique_ptr<worker>> workers;
-    for (int32_t r = 0; r < n_ranks; ++r)
+    for (int32_t r = 0; r < (link != nullptr ? 1 : n_ranks); ++r)
         workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin));
     executor_ = std::make_unique<executor>(std::move(workers));
     worker &w = executor_->driver_worker();
-    w.init_device(0, n_ranks);
+    // A process's device is its host's: the processes on one host take its devices in turn (a GPU each).
+    if (link != nullptr) w.init_device(link->local_rank(), link->local_size());
+    else w.init_device(0, n_ranks);
     w.load_model();
     hp_ = w.hparams();
+    std::vector<pipeline_stage> remote_stages;
     if (n_ranks > 1 || !opts_.pipeline_layer_partition.empty()) {
         // The split is known from rank 0's model before the other ranks start their devices.
         const std::vector<layer_range> ranges =
@@ -71,14 +79,19 @@ void engine::init() {
         for (int32_t r = 0; r < n_ranks; ++r) {
             const layer_range &range = ranges[static_cast<size_t>(r)];
             const pipeline_stage stage{r, n_ranks, range.first, range.end};
+            if (link != nullptr && r > 0) {
+                remote_stages.push_back(stage); // started below, once the context length is known
+                continue;
+            }
             worker &rank = *executor_->workers()[static_cast<size_t>(r)];
             if (r > 0) {
                 rank.init_device(r, n_ranks, w.device_name()); // rank 0's device kind, never a fallback
                 rank.load_model();
             }
             rank.set_stage(stage);
-            log::info("engine", "pipeline rank {} of {}: layers [{}, {}) on device '{}'", r, n_ranks, stage.layer_first,
-                      stage.layer_end, executor_->workers()[static_cast<size_t>(r)]->device_name());
+            log::info("engine", "pipeline rank {} of {}: layers [{}, {}) on device '{}'{}", r, n_ranks,
+                      stage.layer_first, stage.layer_end, executor_->workers()[static_cast<size_t>(r)]->device_name(),
+                      link != nullptr ? fmt::format(" (process on {})", link->host_name()) : std::string());
         }
     }
     if (tokenizer_ && hp_.n_vocab != tokenizer_->n_vocab()) {
@@ -103,24 +116,34 @@ void engine::init() {
              opts_.kv.host_tier, fmt::join(registry_.names(STRATA_KIND_TIER), ", "));
     }
     // The KV tiers' bytes join the weights' plan ([memory] swap_space, kv_nvme_space).
-    offload_options offload = opts_.offload;
-    if (opts_.kv.swap_space_gib > 0) {
-        offload.kv_tier_bytes[opts_.kv.host_tier] += gib_bytes(opts_.kv.swap_space_gib);
-        if (device_reads_host) offload.kv_spill_bytes = gib_bytes(opts_.kv.swap_space_gib);
+    const offload_options offload = offload_with_kv_tiers(opts_, device_reads_host);
+    if (link != nullptr) {
+        if (opts_.plan_only) fail("internal: a plan of pipeline ranks that are processes");
+        // The ranks open the file, check its fingerprint, load and place their layers while this one does.
+        fingerprint_ = strata::engine::model_fingerprint(*file_);
+        for (const pipeline_stage &stage : remote_stages) {
+            auto rank = std::make_unique<remote_rank>(*link, stage, opts_.rank_timeout_s);
+            rank->begin_start(w.device_name(), n_ctx_, fingerprint_);
+            executor_->add_remote(*link, opts_.rank_timeout_s, std::move(rank));
+        }
     }
-    if (opts_.kv.nvme_space_gib > 0) offload.kv_tier_bytes["nvme"] += gib_bytes(opts_.kv.nvme_space_gib);
     for (const auto &rank : executor_->workers()) rank->place_weights(offload, n_ctx_);
+    for (const auto &rank : executor_->remote_ranks()) {
+        rank->finish_start();
+        log::info("engine", "pipeline rank {} of {}: layers [{}, {}) in its own process", rank->stage().rank, n_ranks,
+                  rank->stage().layer_first, rank->stage().layer_end);
+    }
     if (opts_.plan_only) return;
     if (opts_.max_model_len > hp_.n_ctx_train) {
         log::warn("engine", "max_model_len {} exceeds the model's trained context {}; quality may degrade",
                   opts_.max_model_len, hp_.n_ctx_train);
     }
-    fingerprint_ = strata::engine::model_fingerprint(*file_);
+    if (link == nullptr) fingerprint_ = strata::engine::model_fingerprint(*file_);
 
-    executor_->allocate_step_memory(opts_.scheduler.max_num_batched_tokens, hp_.n_embd);
-    setup_kv();
-    for (const auto &rank : executor_->workers()) rank->bind_kv(*kv_);
     const auto &sc = opts_.scheduler;
+    executor_->allocate_step_memory(sc.max_num_batched_tokens, hp_.n_embd, sc.max_num_seqs, hp_.n_vocab);
+    setup_kv();
+    executor_->bind_kv(step_block_reserve(*kv_, sc.max_num_seqs), sc.max_num_batched_tokens, sc.max_num_seqs);
     const size_t max_tokens = static_cast<size_t>(sc.max_num_batched_tokens);
     step_.reserve(static_cast<int32_t>(max_tokens), sc.max_num_seqs, step_block_reserve(*kv_, sc.max_num_seqs));
     step_logits_owner_.resize(static_cast<size_t>(sc.max_num_seqs));

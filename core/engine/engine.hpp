@@ -81,7 +81,7 @@ class engine {
     // hybrid() above are rank 0's.
     std::vector<pipeline_stage> pipeline_stages() const {
         std::vector<pipeline_stage> out;
-        for (const auto &r : executor_->workers()) out.push_back(r->stage());
+        for (const pipeline_rank *r : executor_->ranks()) out.push_back(r->stage());
         return out;
     }
     // Each pipeline rank's worker, rank by rank (one without pipeline parallel): its stage and memory plan.

@@ -28,12 +28,12 @@ void engine::setup_kv() {
     // Device KV as planned: kv_cache_memory when set, else what the device budget leaves (bounded on the CPU). Each
     // pipeline rank planned its own (kv_cache_memory is each rank's) for its layers' share of a block: the pool has
     // as many blocks as the tightest rank holds.
-    const auto &ranks = executor_->workers();
+    const std::vector<pipeline_rank *> ranks = executor_->ranks();
     uint64_t n_device = UINT64_MAX;
-    const worker *tightest = ranks.front().get();
-    for (const auto &r : ranks) {
-        const uint64_t n = r->memory_plan().device_kv / r->kv_block_bytes();
-        if (n < n_device) n_device = n, tightest = r.get();
+    const pipeline_rank *tightest = ranks.front();
+    for (const pipeline_rank *r : ranks) {
+        const uint64_t n = r->device_kv_budget() / r->kv_block_bytes();
+        if (n < n_device) n_device = n, tightest = r;
     }
     if (n_device == 0) {
         const std::string who =
@@ -43,7 +43,7 @@ void engine::setup_kv() {
         const uint64_t share = tightest->kv_block_bytes();
         fail("the device KV cache{} ({}) holds no block of {} ({} tokens x {} per token); raise --kv-cache-memory or "
              "lower --block-size",
-             who, human(tightest->memory_plan().device_kv), human(share), o.block_size,
+             who, human(tightest->device_kv_budget()), human(share), o.block_size,
              human(share / static_cast<uint64_t>(o.block_size)));
     }
     if (n_device > UINT32_MAX / 2) fail("the device KV cache of {} blocks is too large; raise --block-size", n_device);
@@ -61,18 +61,19 @@ void engine::setup_kv() {
     auto pool_storage = [&](const auto &allocate_share) -> std::unique_ptr<kv::block_storage> {
         if (ranks.size() == 1) return allocate_share(*ranks.front());
         std::vector<kv::layer_striped_storage::part> shares;
-        for (const auto &r : ranks) shares.push_back({r->kv_block_bytes(), allocate_share(*r)});
+        for (pipeline_rank *r : ranks) shares.push_back({r->kv_block_bytes(), allocate_share(*r)});
         return std::make_unique<kv::layer_striped_storage>(std::move(shares));
     };
-    kv_->add_pool(kv::tier::device, static_cast<uint32_t>(n_device), pool_storage([&](worker &r) {
+    kv_->add_pool(kv::tier::device, static_cast<uint32_t>(n_device), pool_storage([&](pipeline_rank &r) {
                       return r.allocate_device_kv(n_device, r.kv_block_bytes());
                   }));
     // A tier's pool: as many blocks as `bytes` hold at each rank's stride (its share rounded up to `align`).
     auto tier_pool = [&](kv::tier t, const std::string &name, uint64_t bytes, uint64_t align) -> uint64_t {
         uint64_t n = UINT32_MAX / 2;
-        for (const auto &r : ranks) n = std::min(n, bytes / ((r->kv_block_bytes() + align - 1) / align * align));
+        for (const pipeline_rank *r : ranks)
+            n = std::min(n, bytes / ((r->kv_block_bytes() + align - 1) / align * align));
         if (n == 0) return 0;
-        kv_->add_pool(t, static_cast<uint32_t>(n), pool_storage([&](worker &r) {
+        kv_->add_pool(t, static_cast<uint32_t>(n), pool_storage([&](pipeline_rank &r) {
                           return r.allocate_tier_kv(t, name, n, align, r.kv_block_bytes());
                       }));
         return n;

@@ -17,6 +17,9 @@
 namespace strata::topology {
 struct machine;
 }
+namespace strata::distributed {
+class transport;
+}
 
 namespace strata::engine {
 
@@ -55,6 +58,12 @@ struct engine_options {
     // passing rank to rank: [parallel] pipeline_parallel_size and pipeline_layer_partition.
     int32_t pipeline_parallel_size = 1;
     std::vector<int32_t> pipeline_layer_partition;
+    // Pipeline ranks as processes (#16): when mpirun started this process as one of pipeline_parallel_size, the link
+    // to the others (borrowed; rank 0 runs the engine, the others serve_pipeline_rank); null: every rank in this one.
+    distributed::transport *pipeline_transport = nullptr;
+    // The longest a rank that is a process may take over its part of a step or a KV block move ([parallel]
+    // rank_timeout_s): past it the rank counts as hung or dead, the step's requests fail naming it, every rank exits.
+    double rank_timeout_s = 300;
     // This engine is data-parallel replica `data_parallel_rank` of `data_parallel_size` in this process (#16,
     // replica_set.hpp): its device is that share of the hardware (ABI 1.27 device instances: the CPU's threads and
     // cores divided, a GPU each), it plans 1/N of the device's memory, and its tiers are instances of their own.

@@ -1,6 +1,8 @@
 // Small helpers shared by the engine's source files (internal to core/engine).
 #pragma once
 
+#include "engine/engine_options.hpp"
+
 #include <strata/plugin_abi.h>
 
 #include <fmt/format.h>
@@ -37,6 +39,18 @@ inline bool any_nan(const float *x, int64_t n) {
     bool nan = false;
     for (int64_t i = 0; i < n; ++i) nan |= x[i] != x[i];
     return nan;
+}
+
+// [memory] with the KV tiers' bytes added (swap_space on the host tier, kv_nvme_space on NVMe): what each pipeline
+// rank's weights are planned beside (engine.cpp, rank_server.cpp).
+inline offload_options offload_with_kv_tiers(const engine_options &opts, bool device_reads_host) {
+    offload_options offload = opts.offload;
+    if (opts.kv.swap_space_gib > 0) {
+        offload.kv_tier_bytes[opts.kv.host_tier] += gib_bytes(opts.kv.swap_space_gib);
+        if (device_reads_host) offload.kv_spill_bytes = gib_bytes(opts.kv.swap_space_gib);
+    }
+    if (opts.kv.nvme_space_gib > 0) offload.kv_tier_bytes["nvme"] += gib_bytes(opts.kv.nvme_space_gib);
+    return offload;
 }
 
 } // namespace strata::engine::detail

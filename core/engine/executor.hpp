@@ -1,12 +1,20 @@
 // The executor (vLLM v1's Executor): where a step the scheduler decided crosses to the workers that run it. One worker
 // runs the whole model (vLLM's UniProcExecutor); with pipeline_parallel_size N, N workers in this process each run a
-// contiguous range of the layers over KV blocks of their own, and each step passes the residual stream rank to rank
-// (the in-process form of a pipeline across processes). The engine above does not change.
+// contiguous range of the layers over KV blocks of their own, and each step passes the residual stream rank to rank.
+// Under mpirun the ranks are processes (vLLM's multi-node executors; #16): this process keeps rank 0's worker, the
+// others are remote_ranks, each step goes to every rank, the residual stream passes from process to process and the
+// last rank's logits come back here. The engine above does not change.
 #pragma once
 
+#include "common/error.hpp"
+#include "distributed/transport.hpp"
+#include "engine/pipeline_protocol.hpp"
+#include "engine/remote_rank.hpp"
 #include "engine/step_input.hpp"
 #include "engine/worker.hpp"
 
+#include <algorithm>
+#include <exception>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -20,17 +28,48 @@ class executor {
     // The worker that reports for start-up (rank 0: the device, the plan, the hyperparameters).
     worker &driver_worker() { return *workers_.front(); }
     const worker &driver_worker() const { return *workers_.front(); }
-    // Every worker, rank by rank (one unless pipeline parallel).
+    // The workers in this process, rank by rank (one unless pipeline parallel in one process).
     const std::vector<std::unique_ptr<worker>> &workers() const { return workers_; }
 
-    // The residual stream between ranks: max_tokens x n_embd floats of host memory, allocated once.
-    void allocate_step_memory(int32_t max_tokens, int32_t n_embd) {
+    // Pipeline ranks that are processes (after rank 0's worker, in rank order), reached through `link`; a step's
+    // logits must come back within timeout_s seconds ([parallel] rank_timeout_s).
+    void add_remote(distributed::transport &link, double timeout_s, std::unique_ptr<remote_rank> rank) {
+        link_ = &link;
+        timeout_s_ = timeout_s;
+        remote_.push_back(std::move(rank));
+    }
+    const std::vector<std::unique_ptr<remote_rank>> &remote_ranks() const { return remote_; }
+    // Every rank, local and remote, in rank order.
+    std::vector<pipeline_rank *> ranks() const {
+        std::vector<pipeline_rank *> out;
+        for (const auto &w : workers_) out.push_back(w.get());
+        for (const auto &r : remote_) out.push_back(r.get());
+        return out;
+    }
+
+    // The residual stream between ranks (max_tokens x n_embd floats of host memory) and, with remote ranks, the
+    // logits rows the last one sends (max_seqs x n_vocab), allocated once.
+    void allocate_step_memory(int32_t max_tokens, int32_t n_embd, int32_t max_seqs, int32_t n_vocab) {
         for (auto &w : workers_) w->allocate_step_memory();
-        if (workers_.size() > 1) stream_.resize(static_cast<size_t>(max_tokens) * static_cast<size_t>(n_embd));
+        n_embd_ = n_embd;
+        n_vocab_ = n_vocab;
+        if (workers_.size() + remote_.size() > 1)
+            stream_.resize(static_cast<size_t>(max_tokens) * static_cast<size_t>(n_embd));
+        if (!remote_.empty()) logits_.resize(static_cast<size_t>(max_seqs) * static_cast<size_t>(n_vocab));
+    }
+
+    // Every rank's step buffers for steps of up to max_step_blocks block references.
+    void bind_kv(size_t max_step_blocks, int32_t max_tokens, int32_t max_seqs) {
+        for (auto &w : workers_) w->bind_kv(max_step_blocks);
+        for (auto &r : remote_) r->bind(max_step_blocks, max_tokens, max_seqs);
+        if (!remote_.empty())
+            packed_.reserve(pipeline_protocol::packed_step_words(static_cast<size_t>(max_tokens),
+                                                                 static_cast<size_t>(max_seqs), max_step_blocks));
     }
 
     // Runs one step on the workers, rank after rank, and returns the logits rows the last rank holds.
     step_output execute_model(const step_input &step) {
+        if (!remote_.empty()) return execute_across_processes(step);
         if (workers_.size() == 1) return workers_.front()->execute_model(step);
         step_output out;
         for (size_t r = 0; r < workers_.size(); ++r) {
@@ -40,13 +79,55 @@ class executor {
         return out;
     }
 
+    // Stops the remote ranks, then releases the workers here.
     void release(bool clean_shutdown) {
+        for (auto &r : remote_) r->stop();
         for (auto it = workers_.rbegin(); it != workers_.rend(); ++it) (*it)->release(clean_shutdown);
     }
 
   private:
+    step_output execute_across_processes(const step_input &step) {
+        check_pipeline();
+        const size_t words = pipeline_protocol::pack_step(step, packed_);
+        for (auto &r : remote_) r->send_step(packed_.data(), words);
+        // The other ranks wait for this step's residual stream whatever happens here: if rank 0's layers fail, zeros
+        // go on and the logits that come back are dropped, so the ranks stay in step and only this step fails (as
+        // in one process).
+        std::exception_ptr local_error;
+        try {
+            workers_.front()->execute_model(step, nullptr, stream_.data());
+        } catch (...) {
+            local_error = std::current_exception();
+            std::fill_n(stream_.data(), static_cast<size_t>(step.n_tokens) * static_cast<size_t>(n_embd_), 0.0f);
+        }
+        send_to_rank(*link_, remote_.front()->stage().rank, pipeline_protocol::tag_hidden, stream_.data(),
+                     sizeof(float) * static_cast<size_t>(step.n_tokens) * static_cast<size_t>(n_embd_), timeout_s_);
+        const size_t bytes = sizeof(float) * static_cast<size_t>(step.n_logits) * static_cast<size_t>(n_vocab_);
+        size_t got = 0;
+        if (!link_->recv_within(remote_.back()->stage().rank, pipeline_protocol::tag_logits, logits_.data(),
+                                logits_.size() * sizeof(float), timeout_s_, got))
+            fail_pipeline(*link_, fmt::format("pipeline ranks 1-{} did not return the step's logits within {} s: a rank "
+                                              "hung or died (see the ranks' logs; [parallel] rank_timeout_s)",
+                                              remote_.back()->stage().rank, timeout_s_));
+        if (local_error) std::rethrow_exception(local_error);
+        if (got != bytes)
+            fail("pipeline rank {} sent {} bytes of logits where the step has {} rows of {}",
+                 remote_.back()->stage().rank, got, step.n_logits, n_vocab_);
+        step_output out;
+        out.logits = logits_.data();
+        out.n_rows = step.n_logits;
+        out.n_vocab = n_vocab_;
+        return out;
+    }
+
     std::vector<std::unique_ptr<worker>> workers_;
+    std::vector<std::unique_ptr<remote_rank>> remote_;
+    distributed::transport *link_ = nullptr;
+    double timeout_s_ = 0;
+    int32_t n_embd_ = 0, n_vocab_ = 0;
     std::vector<float> stream_;
+    std::vector<float> logits_;   // the last remote rank's logits rows
+    std::vector<int32_t> packed_; // the step as sent to the remote ranks
 };
 
 } // namespace strata::engine

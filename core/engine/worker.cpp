@@ -4,6 +4,8 @@
 // worker_forward.cpp.
 #include "engine/worker.hpp"
 
+#include "distributed/transport.hpp"
+
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/progress.hpp"
@@ -73,7 +75,9 @@ void worker::set_stage(const pipeline_stage &stage) {
         stage.layer_first >= stage.layer_end || stage.layer_end > hp_.n_layer)
         fail("internal: pipeline rank {} of {} with layers [{}, {}) of {}", stage.rank, stage.n_ranks,
              stage.layer_first, stage.layer_end, hp_.n_layer);
-    if (device_stages_ > 1 && (stage.rank != device_stage_ || stage.n_ranks != device_stages_))
+    // (A rank that is a process started its device as its host's local rank: no relation to its stage.)
+    if (device_stages_ > 1 && opts_.pipeline_transport == nullptr &&
+        (stage.rank != device_stage_ || stage.n_ranks != device_stages_))
         fail("internal: pipeline rank {} of {} on a device started for rank {} of {}", stage.rank, stage.n_ranks,
              device_stage_, device_stages_);
     if (stage.n_ranks > 1) {
@@ -92,14 +96,20 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
     // the host's RAM; a device with memory of its own gives each replica, and since ABI 1.28 each rank, a device of its
     // own (cuda: a GPU each), while an older one's ranks share their replica's.
     offload_.rank = opts_.data_parallel_rank * stage_.n_ranks + stage_.rank;
-    offload_.device_share = device_reads_host_ ? stage_.n_ranks * opts_.data_parallel_size
-                            : has_device_per_stage()  ? 1
-                                                      : stage_.n_ranks;
-    // The ranks of one process run one after another: on one device they divide its memory, not the time.
-    if (stage_.rank == 0 && stage_.n_ranks > 1 && offload_.device_share > 1)
-        log::info("engine", "the {} pipeline ranks share device '{}' (each plans 1/{} of its memory) and run one after "
-                  "another each step: they split the model's memory, not its time",
-                  stage_.n_ranks, device_name_, offload_.device_share);
+    // Ranks that are processes share the memory of their host with the other processes on it (a GPU each has its
+    // own); ranks in one process share its device.
+    const distributed::transport *link = opts_.pipeline_transport;
+    const int32_t sharing = link != nullptr ? link->local_size() : stage_.n_ranks;
+    offload_.device_share = device_reads_host_                        ? sharing * opts_.data_parallel_size
+                            : has_device_per_stage() || link != nullptr ? 1
+                                                                        : stage_.n_ranks;
+    // The ranks run one after another: on one device they divide its memory, not the time.
+    const bool first_here = link != nullptr ? link->local_rank() == 0 : stage_.rank == 0;
+    if (first_here && sharing > 1 && offload_.device_share > 1)
+        log::info("engine", "the {} pipeline ranks{} share device '{}' (each plans 1/{} of its memory) and run one "
+                  "after another each step: they split the model's memory, not its time",
+                  sharing, link != nullptr ? " on host " + link->host_name() : std::string(),
+                  device_name_, offload_.device_share);
     max_model_len_ = max_model_len;
     bind_pinned_staging();
     strata_status st{};

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "engine/model_source.hpp"
+#include "engine/pipeline_rank.hpp"
 #include "engine/step_input.hpp"
 #include "engine/tiered_weights.hpp"
 #include "kv/block_storage.hpp"
@@ -32,14 +33,7 @@ class config_override_view;
 struct engine_options;
 struct model_shape;
 
-// A pipeline rank's share of the model: layers [layer_first, layer_end) of n_layer (rank 0 of 1: every layer).
-struct pipeline_stage {
-    int32_t rank = 0, n_ranks = 1;
-    int32_t layer_first = 0, layer_end = 0;
-    bool first() const { return layer_first == 0; }
-};
-
-class worker {
+class worker final : public pipeline_rank {
   public:
     // Borrows the registry, the host services, the options and the model file for its whole life.
     worker(const plugins::registry &registry, const strata_host_services *host, const engine_options &opts,
@@ -58,7 +52,7 @@ class worker {
     // A pipeline rank: the layers this worker runs and keeps the KV of (after load_model; the model must run as
     // stages). Without it the worker runs every layer.
     void set_stage(const pipeline_stage &stage);
-    const pipeline_stage &stage() const { return stage_; }
+    const pipeline_stage &stage() const override { return stage_; }
     // The model's weight bytes by slot (plan_inputs.hpp, layer_slot_bytes), for splitting the layers among ranks.
     std::vector<uint64_t> layer_slot_bytes() const;
     bool last_stage() const { return stage_.layer_end == hp_.n_layer; }
@@ -68,15 +62,16 @@ class worker {
     // The step's workspace and logits buffer: up to max_num_batched_tokens tokens and max_num_seqs logits rows.
     void allocate_step_memory();
     // The bytes of one KV block of this worker's layers (the whole model's block for a worker of every layer).
-    uint64_t kv_block_bytes() const;
+    uint64_t kv_block_bytes() const override;
+    uint64_t device_kv_budget() const override { return plan_.device_kv; }
     // The KV pools' memory: n_blocks of block_bytes (kv_block_bytes()) in device memory, reserved (touched) now, or
     // in a region of tier `name`, each block at a stride of block_bytes rounded up to `align`. The worker finds a
     // step's blocks in these storages (block_ref: pool `t`, index); whoever holds the storages keeps them alive.
-    std::unique_ptr<kv::block_storage> allocate_device_kv(uint64_t n_blocks, uint64_t block_bytes);
+    std::unique_ptr<kv::block_storage> allocate_device_kv(uint64_t n_blocks, uint64_t block_bytes) override;
     std::unique_ptr<kv::block_storage> allocate_tier_kv(kv::tier t, const std::string &name, uint64_t n_blocks,
-                                                        uint64_t align, uint64_t block_bytes);
-    // The step buffers for the KV cache's pools (no allocation per step).
-    void bind_kv(const kv::kv_cache &kv);
+                                                        uint64_t align, uint64_t block_bytes) override;
+    // The step buffers for steps of up to max_step_blocks block references (step_block_reserve: no allocation per step).
+    void bind_kv(size_t max_step_blocks);
 
     // Runs one step's forward pass over this worker's layers and returns its logits rows (host memory, valid until
     // the next step; none before the last pipeline stage). A later pipeline stage takes the residual stream from

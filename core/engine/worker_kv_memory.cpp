@@ -79,8 +79,6 @@ std::unique_ptr<kv::block_storage> worker::allocate_tier_kv(kv::tier t, const st
     return storage;
 }
 
-void worker::bind_kv(const kv::kv_cache &kv) {
-    block_base_.reserve(step_block_reserve(kv, opts_.scheduler.max_num_seqs));
-}
+void worker::bind_kv(size_t max_step_blocks) { block_base_.reserve(max_step_blocks); }
 
 } // namespace strata::engine

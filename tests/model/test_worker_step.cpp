@@ -112,7 +112,7 @@ TEST_P(WorkerStep, AWorkerWithoutAnEngineGivesTheEnginesLogits) {
     kc.device_reads_host = w.device_reads_host();
     kv::kv_cache kv(kc);
     kv.add_pool(kv::tier::device, 64, w.allocate_device_kv(64, block_bytes));
-    w.bind_kv(kv);
+    w.bind_kv(engine::step_block_reserve(kv, o.scheduler.max_num_seqs));
 
     kv::seq_blocks sa, sb;
     ASSERT_TRUE(kv.ensure_slots(sa, static_cast<int32_t>(a.size())));

@@ -4,7 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build clang libclang-rt-14-dev pkg-config
       libboost-dev libboost-filesystem-dev libboost-system-dev libtomlplusplus-dev libhwloc-dev liburing-dev
       libfmt-dev libspdlog-dev libxxhash-dev libpcre2-dev libicu-dev nlohmann-json3-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-      nodejs python3)
+      libopenmpi-dev openmpi-bin nodejs python3)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Debian's nodejs comes without npm; NodeSource's bundles it (and conflicts with the npm package).

@@ -1,0 +1,165 @@
+// The MPI transport: MPI_Send/MPI_Recv on MPI_COMM_WORLD, the host's processes from MPI_Comm_split_type(SHARED).
+#include "distributed/launch_env.hpp"
+#include "distributed/transport.hpp"
+
+#include "common/error.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace strata::distributed {
+
+namespace {
+
+std::string mpi_error_text(int code) {
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+    return std::string(text, static_cast<size_t>(len));
+}
+
+void check(int code, const char *what) {
+    if (code != MPI_SUCCESS) fail("MPI {}: {}", what, mpi_error_text(code));
+}
+
+class mpi_transport final : public transport {
+  public:
+    mpi_transport() {
+        check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "Comm_rank");
+        check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "Comm_size");
+        MPI_Comm local = MPI_COMM_NULL;
+        check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local),
+              "Comm_split_type");
+        check(MPI_Comm_rank(local, &local_rank_), "Comm_rank (host)");
+        check(MPI_Comm_size(local, &local_size_), "Comm_size (host)");
+        MPI_Comm_free(&local);
+        char name[MPI_MAX_PROCESSOR_NAME];
+        int len = 0;
+        if (MPI_Get_processor_name(name, &len) == MPI_SUCCESS) host_.assign(name, static_cast<size_t>(len));
+        // Errors come back as codes (and become strata::error) instead of ending the job inside MPI.
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    }
+
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    int local_rank() const override { return local_rank_; }
+    int local_size() const override { return local_size_; }
+    const std::string &host_name() const override { return host_; }
+
+    void send(int dest, int tag, const void *data, size_t bytes) override { send_within(dest, tag, data, bytes, 0); }
+
+    bool send_within(int dest, int tag, const void *data, size_t bytes, double timeout_s) override {
+        if (bytes > static_cast<size_t>(INT_MAX)) fail("MPI send of {} bytes to rank {}: over 2 GiB", bytes, dest);
+        MPI_Request request = MPI_REQUEST_NULL;
+        check(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &request), "Isend");
+        return poll(timeout_s, [&] {
+            int done = 0;
+            check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "Test");
+            return done != 0;
+        });
+    }
+
+    size_t recv(int src, int tag, void *data, size_t capacity) override {
+        size_t received = 0;
+        recv_within(src, tag, data, capacity, 0, received);
+        return received;
+    }
+
+    bool recv_within(int src, int tag, void *data, size_t capacity, double timeout_s, size_t &received) override {
+        MPI_Status status;
+        if (!wait_for(src, tag, timeout_s, status)) return false;
+        int count = 0;
+        check(MPI_Get_count(&status, MPI_BYTE, &count), "Get_count");
+        if (static_cast<size_t>(count) > capacity)
+            fail("internal: a message of {} bytes from rank {} (tag {}) where at most {} were expected", count, src,
+                 tag, capacity);
+        check(MPI_Recv(data, count, MPI_BYTE, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "Recv");
+        received = static_cast<size_t>(count);
+        return true;
+    }
+
+    std::string recv_text(int src, int tag) override {
+        MPI_Status status;
+        wait_for(src, tag, 0, status);
+        int count = 0;
+        check(MPI_Get_count(&status, MPI_BYTE, &count), "Get_count");
+        std::string text(static_cast<size_t>(count), '\0');
+        check(MPI_Recv(text.data(), count, MPI_BYTE, src, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "Recv");
+        return text;
+    }
+
+    [[noreturn]] void abort(int code) override {
+        MPI_Abort(MPI_COMM_WORLD, code);
+        std::_Exit(code);
+    }
+
+  private:
+    // Waits until a message from `src` with `tag` can be received (its size in `status`), for at most timeout_s
+    // seconds when > 0. MPI's blocking calls spin on a core; this polls, sleeping between polls from 1 up to 200
+    // microseconds (poll), so waiting ranks leave the CPU to the ranks computing (often on the same host).
+    bool wait_for(int src, int tag, double timeout_s, MPI_Status &status) {
+        return poll(timeout_s, [&] {
+            int ready = 0;
+            check(MPI_Iprobe(src, tag, MPI_COMM_WORLD, &ready, &status), "Iprobe");
+            return ready != 0;
+        });
+    }
+
+    // Calls done() until it says true (then true) or timeout_s seconds passed when > 0 (then false).
+    template <class Done> static bool poll(double timeout_s, Done &&done) {
+        using clock = std::chrono::steady_clock;
+        const auto start = clock::now();
+        auto pause = std::chrono::microseconds(1);
+        for (int polls = 0;; ++polls) {
+            if (done()) return true;
+            if (timeout_s > 0 && std::chrono::duration<double>(clock::now() - start).count() > timeout_s) return false;
+            if (polls < 64) continue; // a message due any moment: poll without sleeping first
+            std::this_thread::sleep_for(pause);
+            pause = std::min(pause * 2, std::chrono::microseconds(200));
+        }
+    }
+
+    int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+    std::string host_;
+};
+
+std::unique_ptr<mpi_transport> g_transport;
+bool g_initialized = false;
+
+} // namespace
+
+transport *launched_transport(int *argc, char ***argv) {
+    if (g_transport) return g_transport.get();
+    if (g_initialized || launched_world_size() < 2) return nullptr;
+    int provided = 0;
+    // The engine's step thread talks to the other ranks while the main thread waits; one thread at a time.
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "Init_thread");
+    g_initialized = true;
+    if (provided < MPI_THREAD_SERIALIZED)
+        fail("this MPI library gives thread level {} but pipeline ranks need MPI_THREAD_SERIALIZED ({})", provided,
+             MPI_THREAD_SERIALIZED);
+    g_transport = std::make_unique<mpi_transport>();
+    if (g_transport->size() < 2) {
+        g_transport.reset();
+        return nullptr;
+    }
+    return g_transport.get();
+}
+
+void finalize_transport() {
+    g_transport.reset();
+    if (g_initialized) {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) MPI_Finalize();
+    }
+}
+
+} // namespace strata::distributed

@@ -1,0 +1,97 @@
+// What pipeline ranks that are processes say to each other (#16; the transport is distributed/transport.hpp). Rank 0
+// (the engine: scheduler, KV cache, the first stage) sends commands to each rank; a step goes to every rank, the
+// residual stream from rank to rank and the logits from the last rank back to rank 0; KV blocks move between rank 0's
+// KV cache and each rank's part of them (layer_striped_storage) when the cache swaps, spills or persists a block.
+//
+//   start      rank 0 -> r: command{start, stage, n_ctx, fingerprint} + text(rank 0's device name)
+//              r -> 0: reply{ok, kv_block_bytes, device_kv} or reply{!ok} + text(the error)
+//   alloc_kv   rank 0 -> r: command{alloc_kv, tier, n_blocks, align} + text(tier name); r -> 0: reply (+ text)
+//   bind       rank 0 -> r: command{bind, max_step_blocks}
+//   step       rank 0 -> r: command{step} + the packed step; r-1 -> r: hidden; last -> 0: logits
+//   kv_load    rank 0 -> r: command{kv_load, tier, index}; r -> 0: reply, then block bytes (or text)
+//   kv_store   rank 0 -> r: command{kv_store, tier, index} + block bytes; r -> 0: reply (+ text)
+//   stop       rank 0 -> r: command{stop}; the rank releases everything and exits 0
+#pragma once
+
+#include "engine/step_input.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace strata::engine::pipeline_protocol {
+
+enum tag : int { tag_command = 1, tag_reply = 2, tag_text = 3, tag_step = 4, tag_hidden = 5, tag_logits = 6, tag_block = 7 };
+
+enum class op : int32_t { start = 1, alloc_kv = 2, bind = 3, step = 4, kv_load = 5, kv_store = 6, stop = 7 };
+
+struct command {
+    op what = op::stop;
+    int32_t tier = 0;      // alloc_kv, kv_load, kv_store: kv::tier
+    int32_t x = 0, y = 0;  // start: layer_first, layer_end; bind: max_tokens, max_seqs
+    uint64_t a = 0, b = 0, c = 0; // start: n_ctx, fingerprint; alloc_kv: n_blocks, align, block bytes;
+                                  // bind: max_step_blocks; kv_load, kv_store: the block's index
+};
+
+struct reply {
+    int32_t ok = 1;
+    int32_t reserved = 0;
+    uint64_t a = 0, b = 0; // start: kv_block_bytes, device_kv
+};
+
+// A step in one message of int32 words: n_tokens, n_seqs, n_blocks, n_logits, then tokens, positions, token_seq,
+// seq_block_start (n_seqs + 1), the blocks as (tier, index) pairs and logits_tokens.
+inline size_t packed_step_words(size_t max_tokens, size_t max_seqs, size_t max_blocks) {
+    return 4 + 3 * max_tokens + max_seqs + 1 + 2 * max_blocks + max_seqs;
+}
+
+// Packs `s` into `out` (reserved for the largest step: nothing is allocated per step); returns the words used.
+inline size_t pack_step(const step_input &s, std::vector<int32_t> &out) {
+    const int32_t n_blocks = s.seq_block_start[s.n_seqs];
+    const size_t words = 4 + 3 * static_cast<size_t>(s.n_tokens) + static_cast<size_t>(s.n_seqs) + 1 +
+                         2 * static_cast<size_t>(n_blocks) + static_cast<size_t>(s.n_logits);
+    out.resize(words);
+    int32_t *w = out.data();
+    *w++ = s.n_tokens, *w++ = s.n_seqs, *w++ = n_blocks, *w++ = s.n_logits;
+    auto put = [&w](const int32_t *src, int32_t n) {
+        if (n > 0) std::memcpy(w, src, sizeof(int32_t) * static_cast<size_t>(n));
+        w += n;
+    };
+    put(s.tokens, s.n_tokens);
+    put(s.positions, s.n_tokens);
+    put(s.token_seq, s.n_tokens);
+    put(s.seq_block_start, s.n_seqs + 1);
+    for (int32_t i = 0; i < n_blocks; ++i) {
+        *w++ = static_cast<int32_t>(s.blocks[i].where);
+        *w++ = static_cast<int32_t>(s.blocks[i].index);
+    }
+    put(s.logits_tokens, s.n_logits);
+    return words;
+}
+
+// The step packed in `words` (n of them), its arrays pointing into `words` and `blocks` (reserved for the largest
+// step); false when the message is not a whole step.
+inline bool unpack_step(const int32_t *words, size_t n, std::vector<kv::block_ref> &blocks, step_input &s) {
+    if (n < 4) return false;
+    const int32_t n_tokens = words[0], n_seqs = words[1], n_blocks = words[2], n_logits = words[3];
+    if (n_tokens < 0 || n_seqs < 0 || n_blocks < 0 || n_logits < 0) return false;
+    const size_t need = 4 + 3 * static_cast<size_t>(n_tokens) + static_cast<size_t>(n_seqs) + 1 +
+                        2 * static_cast<size_t>(n_blocks) + static_cast<size_t>(n_logits);
+    if (need != n) return false;
+    const int32_t *w = words + 4;
+    s.n_tokens = n_tokens, s.n_seqs = n_seqs, s.n_logits = n_logits;
+    s.tokens = w, w += n_tokens;
+    s.positions = w, w += n_tokens;
+    s.token_seq = w, w += n_tokens;
+    s.seq_block_start = w, w += n_seqs + 1;
+    blocks.resize(static_cast<size_t>(n_blocks));
+    for (int32_t i = 0; i < n_blocks; ++i, w += 2) {
+        if (w[0] < 0 || w[0] >= kv::n_tiers) return false;
+        blocks[static_cast<size_t>(i)] = kv::block_ref{static_cast<kv::tier>(w[0]), static_cast<uint32_t>(w[1])};
+    }
+    s.blocks = blocks.data();
+    s.logits_tokens = w;
+    return s.seq_block_start[n_seqs] == n_blocks;
+}
+
+} // namespace strata::engine::pipeline_protocol

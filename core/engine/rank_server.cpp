@@ -1,0 +1,234 @@
+#include "engine/rank_server.hpp"
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "distributed/transport.hpp"
+#include "engine/engine_util.hpp"
+#include "engine/model_fingerprint.hpp"
+#include "engine/pipeline_protocol.hpp"
+#include "engine/worker.hpp"
+#include "model_file/open_model_file.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace strata::engine {
+
+namespace proto = pipeline_protocol;
+using namespace detail;
+
+namespace {
+
+class rank_server {
+  public:
+    rank_server(const plugins::registry &registry, const strata_host_services *host, const engine_options &opts)
+        : registry_(registry), host_(host), opts_(opts), link_(*opts.pipeline_transport), me_(link_.rank()) {}
+
+    int run() {
+        proto::command c = next_command();
+        if (c.what == proto::op::stop) return 0; // rank 0 stopped before starting the ranks
+        if (c.what != proto::op::start) fail("pipeline rank {}: expected start-up from rank 0, got command {}", me_,
+                                             static_cast<int>(c.what));
+        const std::string device = link_.recv_text(0, proto::tag_text);
+        try {
+            start(c, device);
+        } catch (const std::exception &e) {
+            log::error("engine", "pipeline rank {}: {}", me_, e.what());
+            refuse(e.what());
+            // Rank 0 names this rank in its error and stops every rank.
+            while (next_command().what != proto::op::stop) {
+            }
+            release(false);
+            return 2;
+        }
+        for (;;) {
+            c = next_command();
+            if (c.what == proto::op::stop) break;
+            try {
+                serve(c);
+            } catch (const std::exception &e) {
+                // A step's part that fails leaves rank 0 waiting for this rank's residual stream or logits: the job
+                // cannot go on. (KV block moves and allocations answer their error instead: see serve.)
+                log::error("engine", "pipeline rank {} (layers [{}, {})) failed: {}; ending every rank", me_,
+                           stage_.layer_first, stage_.layer_end, e.what());
+                link_.abort(3);
+            }
+        }
+        release(true);
+        return 0;
+    }
+
+  private:
+    proto::command next_command() {
+        proto::command c;
+        if (link_.recv(0, proto::tag_command, &c, sizeof c) != sizeof c)
+            fail("pipeline rank {}: a command of the wrong size from rank 0", me_);
+        return c;
+    }
+
+    void answer_ok(uint64_t a = 0, uint64_t b = 0) {
+        proto::reply r;
+        r.a = a, r.b = b;
+        link_.send(0, proto::tag_reply, &r, sizeof r);
+    }
+
+    void refuse(const std::string &why) {
+        proto::reply r;
+        r.ok = 0;
+        link_.send(0, proto::tag_reply, &r, sizeof r);
+        link_.send(0, proto::tag_text, why.data(), why.size());
+    }
+
+    void start(const proto::command &c, const std::string &device) {
+        file_ = open_model_file(opts_.model_path, opts_.file_open, false);
+        const uint64_t mine = model_fingerprint(*file_);
+        if (mine != c.b)
+            fail("{} on host {} is not rank 0's model (fingerprints {:016x} here, {:016x} on rank 0); every rank must "
+                 "read the same file",
+                 opts_.model_path, link_.host_name(), mine, c.b);
+        const std::string arch = std::string(file_->get_string("general.architecture").value_or(""));
+        plugins::handle<strata_model_arch_desc> arch_plugin = registry_.find_model_arch_for(arch);
+        if (arch_plugin.desc == nullptr)
+            fail("{}: no model_arch plugin here handles architecture '{}'; every rank needs the same plugins",
+                 opts_.model_path, arch);
+        worker_ = std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin);
+        worker_->init_device(link_.local_rank(), link_.local_size(), device); // rank 0's device kind, no fallback
+        worker_->load_model();
+        hp_ = worker_->hparams();
+        stage_ = pipeline_stage{me_, link_.size(), c.x, c.y};
+        worker_->set_stage(stage_);
+        log::info("engine", "pipeline rank {} of {}: layers [{}, {}) on device '{}' (process on {})", me_,
+                  link_.size(), stage_.layer_first, stage_.layer_end, worker_->device_name(), link_.host_name());
+        worker_->place_weights(offload_with_kv_tiers(opts_, worker_->device_reads_host()), static_cast<int32_t>(c.a));
+        worker_->allocate_step_memory();
+        answer_ok(worker_->kv_block_bytes(), worker_->device_kv_budget());
+    }
+
+    void serve(const proto::command &c) {
+        switch (c.what) {
+        case proto::op::alloc_kv: {
+            const std::string name = link_.recv_text(0, proto::tag_text);
+            if (c.tier < 0 || c.tier >= kv::n_tiers) fail("pipeline rank {}: KV pool of tier {}", me_, c.tier);
+            const auto t = static_cast<kv::tier>(c.tier);
+            try {
+                pools_[c.tier] = t == kv::tier::device ? worker_->allocate_device_kv(c.a, c.c)
+                                                       : worker_->allocate_tier_kv(t, name, c.a, c.b, c.c);
+                pool_bytes_[c.tier] = static_cast<size_t>(c.c);
+                bounce_.resize(std::max<size_t>(bounce_.size(), pool_bytes_[c.tier]));
+            } catch (const std::exception &e) {
+                refuse(e.what());
+                return;
+            }
+            answer_ok();
+            return;
+        }
+        case proto::op::bind: {
+            const auto max_blocks = static_cast<size_t>(c.a);
+            worker_->bind_kv(max_blocks);
+            packed_.resize(proto::packed_step_words(static_cast<size_t>(c.x), static_cast<size_t>(c.y), max_blocks));
+            blocks_.reserve(max_blocks);
+            const size_t stream = static_cast<size_t>(c.x) * static_cast<size_t>(hp_.n_embd);
+            hidden_in_.resize(stream);
+            if (!worker_->last_stage()) hidden_out_.resize(stream);
+            return;
+        }
+        case proto::op::step: return step();
+        case proto::op::kv_load:
+        case proto::op::kv_store: return move_block(c);
+        default: fail("pipeline rank {}: unknown command {} from rank 0", me_, static_cast<int>(c.what));
+        }
+    }
+
+    void step() {
+        const size_t bytes = link_.recv(0, proto::tag_step, packed_.data(), packed_.size() * sizeof(int32_t));
+        step_input s;
+        if (bytes % sizeof(int32_t) != 0 || !proto::unpack_step(packed_.data(), bytes / sizeof(int32_t), blocks_, s))
+            fail("a malformed step from rank 0 ({} bytes)", bytes);
+        const size_t stream = static_cast<size_t>(s.n_tokens) * static_cast<size_t>(hp_.n_embd);
+        // Rank 0 times out first (rank_timeout_s) and fails its requests with the reason; this is the fallback for a
+        // rank 0 that stopped answering itself.
+        const double timeout_s = 2 * opts_.rank_timeout_s + 5;
+        size_t got = 0;
+        if (!link_.recv_within(me_ - 1, proto::tag_hidden, hidden_in_.data(), hidden_in_.size() * sizeof(float),
+                               timeout_s, got))
+            fail("rank {} sent no residual stream within {} s: it hung or died (see its log)", me_ - 1, timeout_s);
+        if (got != stream * sizeof(float))
+            fail("rank {} sent {} bytes of the residual stream for {} tokens of {}", me_ - 1, got, s.n_tokens,
+                 hp_.n_embd);
+        const step_output out =
+            worker_->execute_model(s, hidden_in_.data(), worker_->last_stage() ? nullptr : hidden_out_.data());
+        const int to = worker_->last_stage() ? 0 : me_ + 1;
+        const bool sent =
+            worker_->last_stage()
+                ? link_.send_within(0, proto::tag_logits, out.logits,
+                                    sizeof(float) * static_cast<size_t>(out.n_rows) * static_cast<size_t>(out.n_vocab),
+                                    timeout_s)
+                : link_.send_within(me_ + 1, proto::tag_hidden, hidden_out_.data(), stream * sizeof(float), timeout_s);
+        if (!sent) fail("rank {} took no {} within {} s: it hung or died (see its log)", to,
+                        to == 0 ? "logits" : "residual stream", timeout_s);
+    }
+
+    void move_block(const proto::command &c) {
+        kv::block_storage *pool = c.tier >= 0 && c.tier < kv::n_tiers ? pools_[c.tier].get() : nullptr;
+        if (pool == nullptr) fail("KV block {} of a pool of tier {} this rank does not have", c.a, c.tier);
+        const auto i = static_cast<uint32_t>(c.a);
+        if (c.what == proto::op::kv_store) {
+            const size_t got = link_.recv(0, proto::tag_block, bounce_.data(), bounce_.size());
+            if (got != pool_bytes_[c.tier]) fail("{} bytes of KV block {} from rank 0 where a block is {}", got, i,
+                                                 pool_bytes_[c.tier]);
+            try {
+                pool->store(i, bounce_.data());
+            } catch (const std::exception &e) {
+                refuse(e.what());
+                return;
+            }
+            answer_ok();
+            return;
+        }
+        try {
+            pool->load(i, bounce_.data());
+        } catch (const std::exception &e) {
+            refuse(e.what());
+            return;
+        }
+        answer_ok();
+        link_.send(0, proto::tag_block, bounce_.data(), pool_bytes_[c.tier]);
+    }
+
+    void release(bool clean) {
+        for (auto &p : pools_) p.reset();
+        if (worker_) worker_->release(clean);
+        worker_.reset();
+    }
+
+    const plugins::registry &registry_;
+    const strata_host_services *host_;
+    const engine_options &opts_;
+    distributed::transport &link_;
+    const int me_;
+    std::unique_ptr<model_file> file_;
+    std::unique_ptr<worker> worker_;
+    strata_model_hparams hp_{};
+    pipeline_stage stage_;
+    std::unique_ptr<kv::block_storage> pools_[kv::n_tiers];
+    size_t pool_bytes_[kv::n_tiers] = {};
+    std::vector<int32_t> packed_;
+    std::vector<kv::block_ref> blocks_;
+    std::vector<float> hidden_in_, hidden_out_;
+    std::vector<unsigned char> bounce_;
+};
+
+} // namespace
+
+int serve_pipeline_rank(const plugins::registry &registry, const strata_host_services *host,
+                        const engine_options &opts) {
+    if (opts.pipeline_transport == nullptr || opts.pipeline_transport->rank() == 0)
+        fail("internal: serve_pipeline_rank on rank 0 or without a transport");
+    rank_server server(registry, host, opts);
+    return server.run();
+}
+
+} // namespace strata::engine

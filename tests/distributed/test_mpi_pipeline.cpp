@@ -1,0 +1,332 @@
+// Pipeline ranks as processes (#16): `mpirun -np N runtime ... -pp N` runs rank 0's engine (frontend, scheduler, KV
+// cache, the first layers) in one process and each other stage in a process of its own, the residual stream and the
+// logits passing between them by MPI. Greedy tokens must be one process's, bit for bit, whatever the split and the
+// placement of each rank's weights and KV (offload, streaming, tiers, swap preemption); start-up refuses a rank that
+// opened another model, and a launch whose process count is not the pipeline's.
+#include "http_test_support.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <sstream>
+#include <thread>
+
+using namespace strata_http_test;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string k_mpiexec = STRATA_MPIEXEC;
+const std::string k_runtime = STRATA_BINARY_DIR "/bin/runtime";
+
+// The environment every launch gets: OpenMPI refuses to run as root (CI containers) unless told, and runs more
+// processes than cores only when oversubscription is allowed (three ranks on this 2-core machine); the shared-memory
+// transport's single-copy mechanism (CMA) needs ptrace rights containers often lack, so it copies through a buffer.
+void set_launch_environment() {
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+    ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+    ::setenv("XDG_CACHE_HOME", STRATA_BINARY_DIR "/test-xdg-default", 1);
+    // In the ASan build: OpenMPI's own allocations that outlive MPI_Finalize are suppressed by library (full stacks,
+    // so that the library's frames show; openmpi_leaks.supp says why), Strata's are still reported.
+    const char *asan = std::getenv("ASAN_OPTIONS");
+    const std::string options = (asan != nullptr && *asan != '\0' ? std::string(asan) + ":" : std::string()) +
+                                "fast_unwind_on_malloc=0";
+    ::setenv("ASAN_OPTIONS", options.c_str(), 1);
+    ::setenv("LSAN_OPTIONS", "suppressions=" STRATA_SOURCE_DIR "/tests/distributed/openmpi_leaks.supp", 1);
+}
+
+#define SKIP_WITHOUT_MPI()                                                                                             \
+    do {                                                                                                               \
+        if (k_mpiexec.empty()) GTEST_SKIP() << "built without MPI (STRATA_WITH_MPI, Debian's libopenmpi-dev)";        \
+        set_launch_environment();                                                                                      \
+    } while (0)
+
+struct run_result {
+    int exit_code = -1;
+    std::string out, err;
+};
+
+run_result run_shell(const std::string &command) {
+    static int n = 0;
+    const fs::path base = fs::temp_directory_path() / ("strata_mpi_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+    const std::string out = base.string() + ".out", err = base.string() + ".err";
+    const int rc = std::system((command + " >" + out + " 2>" + err + " </dev/null").c_str());
+    run_result r;
+    r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = read_text(out);
+    r.err = read_text(err);
+    fs::remove(out);
+    fs::remove(err);
+    return r;
+}
+
+// Starts `argv` (argv[0] a path) with stderr to `log`; its pid, or 0.
+pid_t spawn(std::vector<std::string> args, const fs::path &log) {
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid = 0;
+    if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+}
+
+// Waits for `pid` to exit, at most a minute (a hang detector, not a speed check); its wait status, or -1 after
+// killing it.
+int wait_exit(pid_t pid) {
+    int status = 0;
+    for (int i = 0; i < 600; ++i) {
+        if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    return -1;
+}
+
+std::string mpirun(int n) { return k_mpiexec + " -np " + std::to_string(n) + " "; }
+
+// The process of rank `rank` among mpirun's children (its environment says OMPI_COMM_WORLD_RANK=rank); 0 if none.
+pid_t rank_process(pid_t mpirun_pid, int rank) {
+    for (const auto &e : fs::directory_iterator("/proc")) {
+        const std::string name = e.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::istringstream stat(read_text(e.path() / "stat"));
+        std::string pid, comm, state;
+        long ppid = 0;
+        stat >> pid >> comm >> state >> ppid;
+        if (ppid != mpirun_pid) continue;
+        std::string env = read_text(e.path() / "environ");
+        for (char &c : env)
+            if (c == '\0') c = '\n';
+        if (("\n" + env).find("\nOMPI_COMM_WORLD_RANK=" + std::to_string(rank) + "\n") != std::string::npos)
+            return std::stoi(name);
+    }
+    return 0;
+}
+
+const std::string k_prompt = " --prompt \"Once upon a time\" --temperature 0 --max-tokens 24 --output json --device cpu ";
+
+std::vector<int> tokens_of(const run_result &r, const std::string &what) {
+    EXPECT_EQ(r.exit_code, 0) << what << "\n" << r.err;
+    if (r.exit_code != 0) return {};
+    return json::parse(r.out)["completion_tokens"].get<std::vector<int>>();
+}
+
+std::vector<int> one_process(const std::string &model, const std::string &flags) {
+    return tokens_of(run_shell(k_runtime + " --model " + model + k_prompt + flags), flags);
+}
+
+std::vector<int> processes(int n, const std::string &model, const std::string &flags) {
+    return tokens_of(run_shell(mpirun(n) + k_runtime + " --model " + model + k_prompt + "-pp " + std::to_string(n) +
+                               " " + flags),
+                     "mpirun -np " + std::to_string(n) + " " + flags);
+}
+
+// A GQA model in Q8_0 beside stories260K (make-model: random weights, 8 heads of 32 over 2 KV heads, 6 layers).
+const std::string &q8_model() {
+    static const std::string path = [] {
+        const std::string p = STRATA_BINARY_DIR "/test-mpi-gqa-q8_0.gguf";
+        const run_result r = run_shell(STRATA_BINARY_DIR "/bin/make-model --out " + p +
+                                       " --dim 256 --layers 6 --heads 8 --kv-heads 2 --ff 512 --ctx 256 --type q8_0 "
+                                       "--seed 7");
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        return p;
+    }();
+    return path;
+}
+
+} // namespace
+
+TEST(MpiPipeline, RanksAsProcessesGiveOneProcesssGreedyTokensOnEverySplitAndPlacement) {
+    SKIP_WITHOUT_MPI();
+    for (const auto &[model, uneven] : {std::pair{k_model, "1,1,3"}, std::pair{q8_model(), "1,4,1"}}) {
+        SCOPED_TRACE(model);
+        const std::vector<int> reference = one_process(model, "");
+        ASSERT_EQ(reference.size(), 24u);
+        EXPECT_EQ(processes(2, model, ""), reference);
+        EXPECT_EQ(processes(3, model, std::string("--pipeline-layer-partition ") + uneven), reference);
+        // Each rank plans and places its own layers: offloaded to a tier and computed there, streamed through the
+        // prefetch ring, on the KV type of every rank.
+        EXPECT_EQ(processes(2, model, "--cpu-offload-layers 3 --stream-weights --tiers numa_ram"), reference);
+        EXPECT_EQ(processes(2, model, "-ngl 1"), reference);
+        EXPECT_EQ(processes(2, model, "--no-mmap --enable-cpu-prefetch false"), reference);
+    }
+    // A KV type of its own on every rank (the reference is one process's with it).
+    for (const char *kv : {"--kv-cache-dtype f16", "--kv-cache-dtype q8_0"})
+        EXPECT_EQ(processes(2, q8_model(), kv), one_process(q8_model(), kv)) << kv;
+}
+
+// The persistent prefix store holds whole blocks in the one-process layout whoever wrote them: blocks written by two
+// ranks' processes (each sending its layers' part) answer one process, and the other way round, with its tokens.
+TEST(MpiPipeline, PrefixStoreBlocksWrittenByRanksAsProcessesReadBackInOneProcessAndBack) {
+    SKIP_WITHOUT_MPI();
+    const std::string prompt = " --prompt \"Once upon a time, there was a little girl named Lily. She loved to play "
+                               "outside in the park with her friends and her dog\" --temperature 0 --max-tokens 12 "
+                               "--output json --device cpu ";
+    auto tokens = [&](const std::string &launch, const std::string &store, bool expect_entries) {
+        const run_result r = run_shell(launch + k_runtime + " --model " + k_model + prompt + "--prefix-store-dir " + store);
+        EXPECT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(r.err.find(" (0 entries found)") == std::string::npos, expect_entries) << r.err;
+        if (!expect_entries) {
+            EXPECT_NE(r.err.find("blocks written to " + store.substr(0, store.find(' '))), std::string::npos) << r.err;
+        }
+        return r.exit_code == 0 ? json::parse(r.out)["completion_tokens"].get<std::vector<int>>() : std::vector<int>{};
+    };
+    const std::string a = STRATA_BINARY_DIR "/test-mpi-store-a", b = STRATA_BINARY_DIR "/test-mpi-store-b";
+    fs::remove_all(a);
+    fs::remove_all(b);
+    const std::vector<int> reference = tokens("", a, false);
+    ASSERT_EQ(reference.size(), 12u);
+    EXPECT_EQ(tokens(mpirun(2), b + " -pp 2", false), reference); // written by two processes
+    EXPECT_EQ(tokens("", b, true), reference);                      // read by one
+    EXPECT_EQ(tokens(mpirun(2), a + " -pp 2", true), reference);    // and one's read by two
+    fs::remove_all(a);
+    fs::remove_all(b);
+}
+
+TEST(MpiPipeline, EachRankSaysItsLayersAndTheRanksOnAHostShareItsMemory) {
+    SKIP_WITHOUT_MPI();
+    const run_result r = run_shell(mpirun(3) + k_runtime + " --model " + k_model + k_prompt +
+                                   "-pp 3 --pipeline-layer-partition 1,1,3");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("pipeline rank 0 of 3: layers [0, 1) on device 'cpu' (process on "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("pipeline rank 1 of 3: layers [1, 2) on device 'cpu' (process on "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("pipeline rank 2 of 3: layers [2, 5) on device 'cpu' (process on "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("pipeline rank 2 of 3: layers [2, 5) in its own process"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("the 3 pipeline ranks on host "), std::string::npos) << r.err;
+    // Each rank's `runtime topology` in the launch log.
+    for (int rank = 0; rank < 3; ++rank) {
+        const size_t at = r.err.find("pipeline rank " + std::to_string(rank) + " of 3 on host ");
+        ASSERT_NE(at, std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("logical CPUs", at), std::string::npos) << r.err;
+    }
+    EXPECT_NE(r.err.find("(each plans 1/3 of its memory)"), std::string::npos) << r.err;
+}
+
+TEST(MpiPipeline, ARankThatOpenedAnotherModelOrAWrongProcessCountIsRefusedNamingIt) {
+    SKIP_WITHOUT_MPI();
+    // mpirun's MPMD form gives rank 1 another file: rank 0 names the rank and both fingerprints, and the job ends.
+    const std::string other = std::string(STRATA_SHARED_DIR) + "/models/stories260K-q8_0.gguf";
+    const run_result mixed = run_shell(k_mpiexec + " -np 1 " + k_runtime + " --model " + k_model + k_prompt +
+                                       "-pp 2 : -np 1 " + k_runtime + " --model " + other + k_prompt + "-pp 2");
+    EXPECT_NE(mixed.exit_code, 0);
+    EXPECT_NE(mixed.err.find("pipeline rank 1 of 2 (layers [3, 5)) could not start: "), std::string::npos) << mixed.err;
+    EXPECT_NE(mixed.err.find("is not rank 0's model (fingerprints "), std::string::npos) << mixed.err;
+    // Every process is one rank: two processes for a one-rank pipeline are refused, saying how to mend it.
+    const run_result count = run_shell(mpirun(2) + k_runtime + " --model " + k_model + k_prompt);
+    EXPECT_NE(count.exit_code, 0);
+    EXPECT_NE(count.err.find("mpirun started 2 processes but pipeline_parallel_size is 1; each process is one "
+                             "pipeline rank: pass --pipeline-parallel-size 2"),
+              std::string::npos) << count.err;
+    const run_result dp = run_shell(mpirun(2) + k_runtime + " --model " + k_model + k_prompt + "-pp 2 -dp 2 -t 2");
+    EXPECT_NE(dp.exit_code, 0);
+    EXPECT_NE(dp.err.find("data-parallel replicas run in one process only"), std::string::npos) << dp.err;
+    const run_result plan = run_shell(mpirun(2) + k_runtime + " plan --model " + k_model + " -pp 2");
+    EXPECT_NE(plan.exit_code, 0);
+    EXPECT_NE(plan.err.find("runtime plan under mpirun: run it as one process"), std::string::npos) << plan.err;
+}
+
+// The OpenAI server with two ranks as processes under load: a KV cache too small for the requests at once, so the
+// scheduler swaps sequences out to the host tier and back (each rank moving its layers' part of every block); every
+// answer equals one process's, and every KV block is back in its pool at the end.
+TEST(MpiPipeline, AServerOfTwoRanksUnderSwapPreemptionAnswersAsOneProcess) {
+    SKIP_WITHOUT_MPI();
+    const std::vector<std::string> prompts = {"Once upon a time", "Lily went to", "The cat", "Tom had a big",
+                                              "One day, a bird", "Sue and Ben"};
+    const std::vector<std::string> flags = {"serve",  k_model, "--device", "cpu", "--block-size", "4",
+                                            "--kv-cache-memory", "40KiB", "--max-num-seqs", "6",
+                                            "--preemption-mode", "swap", "--swap-space", "0.01",
+                                            "--no-enable-prefix-caching"};
+    auto completion = [&](size_t i) {
+        const json body{{"model", k_model}, {"prompt", prompts[i]}, {"max_tokens", 40}, {"temperature", 0}};
+        const http_reply r = request("POST", "/v1/completions", body.dump());
+        if (r.status != 200) return "HTTP " + std::to_string(r.status) + " " + r.body;
+        return json::parse(r.body)["choices"][0]["text"].get<std::string>();
+    };
+    auto serve_all = [&](const std::vector<std::string> &launcher, const std::vector<std::string> &extra,
+                         const char *name, double *preemptions) {
+        g_port = free_port();
+        const fs::path log = fs::temp_directory_path() / (std::string("strata_mpi_serve_") + name + ".log");
+        std::vector<std::string> args = launcher;
+        args.push_back(k_runtime);
+        args.insert(args.end(), flags.begin(), flags.end());
+        args.insert(args.end(), extra.begin(), extra.end());
+        args.insert(args.end(), {"--port", std::to_string(g_port), "--api-key", k_key});
+        const pid_t pid = await_ready(spawn(args, log), g_port, log);
+        std::vector<std::string> got(prompts.size());
+        if (pid == 0) {
+            ADD_FAILURE() << name << " did not start:\n" << read_text(log);
+            return got;
+        }
+        std::vector<std::thread> clients;
+        for (size_t i = 0; i < prompts.size(); ++i) clients.emplace_back([&, i] { got[i] = completion(i); });
+        for (auto &t : clients) t.join();
+        const http_reply metrics = request("GET", "/metrics");
+        EXPECT_EQ(metrics.status, 200);
+        *preemptions = metric_value(metrics.body, "vllm:num_preemptions_total");
+        EXPECT_EQ(metric_value(metrics.body, "vllm:num_requests_running"), 0.0) << metrics.body;
+        EXPECT_EQ(metric_value(metrics.body, "vllm:gpu_cache_usage_perc"), 0.0) << metrics.body;
+        EXPECT_EQ(metric_value(metrics.body, "vllm:cpu_cache_usage_perc"), 0.0) << metrics.body;
+        // A clean stop: SIGINT to rank 0's process (mpirun's own Ctrl-C ends every process with SIGTERM, then
+        // SIGKILL a second later); rank 0 stops its frontend and engine and then the other ranks, and mpirun exits 0.
+        if (launcher.empty()) {
+            stop_runtime(pid, log);
+        } else {
+            const pid_t rank0 = rank_process(pid, 0);
+            EXPECT_NE(rank0, 0);
+            if (rank0 != 0) ::kill(rank0, SIGINT);
+            const int status = wait_exit(pid);
+            EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+            EXPECT_NE(read_text(log).find("signal 2: stopping"), std::string::npos) << read_text(log);
+        }
+        fs::remove(log);
+        return got;
+    };
+    double alone_preempted = 0, ranks_preempted = 0;
+    const std::vector<std::string> alone = serve_all({}, {}, "one", &alone_preempted);
+    const std::vector<std::string> ranks = serve_all({k_mpiexec, "-np", "2"}, {"-pp", "2"}, "two", &ranks_preempted);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_GT(alone[i].size(), 20u) << alone[i];
+        EXPECT_EQ(ranks[i], alone[i]) << prompts[i];
+    }
+    EXPECT_GT(ranks_preempted, 0.0) << "the KV cache was meant to be too small for every request at once";
+}
+
+// A rank that stops answering (here: stopped by SIGSTOP, as a hung process) fails the request in flight with the
+// reason instead of leaving its client waiting, and every rank then ends, with the reason in the log.
+TEST(MpiPipeline, ARankThatHangsFailsTheRequestInFlightNamingTheTimeoutAndEndsEveryRank) {
+    SKIP_WITHOUT_MPI();
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_mpi_hang_" + std::to_string(::getpid()) + ".log");
+    const pid_t pid = await_ready(spawn({k_mpiexec, "-np", "2", k_runtime, "serve", k_model, "--device", "cpu", "-pp",
+                                         "2", "--rank-timeout", "2", "--kv-cache-memory", "8MiB", "--port",
+                                         std::to_string(g_port), "--api-key", k_key},
+                                        log),
+                                  g_port, log);
+    ASSERT_NE(pid, 0) << read_text(log);
+    const std::string body =
+        json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
+    EXPECT_EQ(request("POST", "/v1/completions", body).status, 200);
+    const pid_t rank1 = rank_process(pid, 1);
+    ASSERT_NE(rank1, 0);
+    ::kill(rank1, SIGSTOP);
+    const http_reply failed = request("POST", "/v1/completions", body);
+    EXPECT_EQ(failed.status, 500) << failed.body;
+    // Rank 0 notices at whichever message the rank stopped taking or answering (MPI buffers small ones).
+    EXPECT_NE(failed.body.find("within 2 s"), std::string::npos) << failed.body;
+    EXPECT_NE(failed.body.find("hung or died"), std::string::npos) << failed.body;
+    const int status = wait_exit(pid); // mpirun ends the job, the stopped rank too
+    EXPECT_NE(status, -1) << "the job did not end after the rank timed out:\n" << read_text(log);
+    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+    EXPECT_NE(read_text(log).find("ending every pipeline rank"), std::string::npos) << read_text(log);
+    ::kill(rank1, SIGKILL); // in case mpirun left it
+    fs::remove(log);
+}
