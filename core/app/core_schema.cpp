@@ -227,9 +227,9 @@ config::schema core_schema() {
             "replicas of the whole model in this process, each on its share of the device (CPU: threads and cores "
             "divided; CUDA: a GPU each), requests to the least loaded", "--data-parallel-size|-dp", 1, 4096),
         key("rank_timeout_s", STRATA_CONFIG_FLOAT, "300",
-            "pipeline ranks that are processes (mpirun): the longest a rank's part of a step or a KV block move may "
-            "take before the rank counts as hung or dead; the requests in flight then fail naming it and every rank "
-            "exits (vLLM's VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS)", "--rank-timeout", 0.001, 86400),
+            "pipeline ranks that are processes (mpirun): the longest each rank's part of a step, a message to a rank "
+            "or its answer may take before rank 0 counts it as hung or dead; the requests in flight then fail with the "
+            "reason and every rank exits (vLLM's VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS)", "--rank-timeout", 0.001, 86400),
     }});
     return s;
 }

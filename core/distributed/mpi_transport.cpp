@@ -7,8 +7,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <thread>
@@ -27,6 +29,16 @@ std::string mpi_error_text(int code) {
 
 void check(int code, const char *what) {
     if (code != MPI_SUCCESS) fail("MPI {}: {}", what, mpi_error_text(code));
+}
+
+std::atomic<int> g_abort_code{0}; // abort_after's code once the pipeline broke
+
+// MPI_Abort needs no transport object: abort_after's thread may call it while the main thread is in MPI (MPI is
+// initialised with MPI_THREAD_MULTIPLE where the library gives it) or has left main.
+[[noreturn]] void abort_job(int code) {
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    std::_Exit(code);
 }
 
 class mpi_transport final : public transport {
@@ -59,7 +71,10 @@ class mpi_transport final : public transport {
         if (bytes > static_cast<size_t>(INT_MAX)) fail("MPI send of {} bytes to rank {}: over 2 GiB", bytes, dest);
         MPI_Request request = MPI_REQUEST_NULL;
         check(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &request), "Isend");
-        return poll(timeout_s, [&] {
+        // The sender spins: a message larger than MPI's eager limit (the logits rows) moves in fragments, each needing
+        // the sender's progress, and a sleep between tests would add up to the whole step's time. The receiver is
+        // normally waiting already, so this is short; only a receiver that stopped taking messages makes it last.
+        return poll(timeout_s, /*sleep=*/false, [&] {
             int done = 0;
             check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "Test");
             return done != 0;
@@ -85,6 +100,14 @@ class mpi_transport final : public transport {
         return true;
     }
 
+    size_t next_size(int src, int tag) override {
+        MPI_Status status;
+        wait_for(src, tag, 0, status);
+        int count = 0;
+        check(MPI_Get_count(&status, MPI_BYTE, &count), "Get_count");
+        return static_cast<size_t>(count);
+    }
+
     std::string recv_text(int src, int tag) override {
         MPI_Status status;
         wait_for(src, tag, 0, status);
@@ -95,9 +118,14 @@ class mpi_transport final : public transport {
         return text;
     }
 
-    [[noreturn]] void abort(int code) override {
-        MPI_Abort(MPI_COMM_WORLD, code);
-        std::_Exit(code);
+    [[noreturn]] void abort(int code) override { abort_job(code); }
+
+    void abort_after(double seconds, int code) override {
+        if (g_abort_code.exchange(code) != 0) return; // already arranged
+        std::thread([seconds, code] {
+            std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+            abort_job(code);
+        }).detach();
     }
 
   private:
@@ -105,22 +133,23 @@ class mpi_transport final : public transport {
     // seconds when > 0. MPI's blocking calls spin on a core; this polls, sleeping between polls from 1 up to 200
     // microseconds (poll), so waiting ranks leave the CPU to the ranks computing (often on the same host).
     bool wait_for(int src, int tag, double timeout_s, MPI_Status &status) {
-        return poll(timeout_s, [&] {
+        return poll(timeout_s, /*sleep=*/true, [&] {
             int ready = 0;
             check(MPI_Iprobe(src, tag, MPI_COMM_WORLD, &ready, &status), "Iprobe");
             return ready != 0;
         });
     }
 
-    // Calls done() until it says true (then true) or timeout_s seconds passed when > 0 (then false).
-    template <class Done> static bool poll(double timeout_s, Done &&done) {
+    // Calls done() until it says true (then true) or timeout_s seconds passed when > 0 (then false); with `sleep`,
+    // sleeps between calls after the first few.
+    template <class Done> static bool poll(double timeout_s, bool sleep, Done &&done) {
         using clock = std::chrono::steady_clock;
         const auto start = clock::now();
         auto pause = std::chrono::microseconds(1);
         for (int polls = 0;; ++polls) {
             if (done()) return true;
             if (timeout_s > 0 && std::chrono::duration<double>(clock::now() - start).count() > timeout_s) return false;
-            if (polls < 64) continue; // a message due any moment: poll without sleeping first
+            if (!sleep || polls < 64) continue; // a message due any moment: poll without sleeping first
             std::this_thread::sleep_for(pause);
             pause = std::min(pause * 2, std::chrono::microseconds(200));
         }
@@ -130,36 +159,39 @@ class mpi_transport final : public transport {
     std::string host_;
 };
 
-std::unique_ptr<mpi_transport> g_transport;
+// The process's transport lives until exit (abort_after's thread may still end the job after main returns).
+mpi_transport *g_transport = nullptr;
 bool g_initialized = false;
 
 } // namespace
 
 transport *launched_transport(int *argc, char ***argv) {
-    if (g_transport) return g_transport.get();
+    if (g_transport != nullptr) return g_transport;
     if (g_initialized || launched_world_size() < 2) return nullptr;
     int provided = 0;
-    // The engine's step thread talks to the other ranks while the main thread waits; one thread at a time.
-    check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "Init_thread");
+    // The engine's step thread talks to the other ranks while the main thread waits, one thread at a time; only
+    // abort_after's thread may call in concurrently (MPI_Abort), which MPI_THREAD_MULTIPLE makes safe.
+    check(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "Init_thread");
     g_initialized = true;
     if (provided < MPI_THREAD_SERIALIZED)
         fail("this MPI library gives thread level {} but pipeline ranks need MPI_THREAD_SERIALIZED ({})", provided,
              MPI_THREAD_SERIALIZED);
-    g_transport = std::make_unique<mpi_transport>();
-    if (g_transport->size() < 2) {
-        g_transport.reset();
+    auto *t = new mpi_transport(); // never deleted: see g_transport
+    if (t->size() < 2) {
+        delete t;
         return nullptr;
     }
-    return g_transport.get();
+    g_transport = t;
+    return g_transport;
 }
 
 void finalize_transport() {
-    g_transport.reset();
-    if (g_initialized) {
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (!finalized) MPI_Finalize();
-    }
+    if (!g_initialized) return;
+    // A broken pipeline ends the job here: MPI_Finalize would wait for the rank that stopped answering.
+    if (const int code = g_abort_code.load(); code != 0) abort_job(code);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
 }
 
 } // namespace strata::distributed

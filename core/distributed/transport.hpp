@@ -31,10 +31,17 @@ class transport {
     virtual bool send_within(int dest, int tag, const void *data, size_t bytes, double timeout_s) = 0;
     // As recv, but gives up after timeout_s seconds and returns false (nothing received).
     virtual bool recv_within(int src, int tag, void *data, size_t capacity, double timeout_s, size_t &received) = 0;
+    // Waits for the next message from `src` with `tag` without receiving it and returns its size in bytes (to size
+    // the buffer for a message whose length varies).
+    virtual size_t next_size(int src, int tag) = 0;
     // A message of any length (text: an error, a name).
     virtual std::string recv_text(int src, int tag) = 0;
     // Ends every process of the job with `code` (a rank that cannot go on and cannot tell rank 0 why in a message).
     [[noreturn]] virtual void abort(int code) = 0;
+    // The pipeline broke (a rank stopped answering): every process of the job ends with `code` after `seconds` (time
+    // for the frontends to answer the failed requests), from a thread of its own, or at once when this process
+    // reaches finalize_transport first (MPI_Finalize would wait for the rank that stopped answering).
+    virtual void abort_after(double seconds, int code) = 0;
 };
 
 // The transport of this process when mpirun (or another MPI launcher) started it with more than one process, else

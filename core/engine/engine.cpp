@@ -121,9 +121,12 @@ void engine::init() {
         if (opts_.plan_only) fail("internal: a plan of pipeline ranks that are processes");
         // The ranks open the file, check its fingerprint, load and place their layers while this one does.
         fingerprint_ = strata::engine::model_fingerprint(*file_);
+        const pipeline_protocol::shared_options shared{opts_.kv.block_size, opts_.kv.kv_type,
+                                                       opts_.scheduler.max_num_batched_tokens,
+                                                       opts_.scheduler.max_num_seqs};
         for (const pipeline_stage &stage : remote_stages) {
             auto rank = std::make_unique<remote_rank>(*link, stage, opts_.rank_timeout_s);
-            rank->begin_start(w.device_name(), n_ctx_, fingerprint_);
+            rank->begin_start(w.device_name(), n_ctx_, fingerprint_, shared);
             executor_->add_remote(*link, opts_.rank_timeout_s, std::move(rank));
         }
     }
@@ -180,8 +183,15 @@ void engine::release_resources(bool persist) {
     if (kv_) {
         kv_->release(testing_kv_);
         if (store_ && persist) {
-            const uint64_t n = kv_->persist_prefixes();
-            if (n > 0) log::info("kv", "prefix store: {} blocks written to {}", n, opts_.kv.prefix_store_dir);
+            // Never from a destructor's path: a block that cannot be read (a pipeline rank that stopped answering)
+            // costs the prefixes not yet written, not the process.
+            try {
+                const uint64_t n = kv_->persist_prefixes();
+                if (n > 0) log::info("kv", "prefix store: {} blocks written to {}", n, opts_.kv.prefix_store_dir);
+            } catch (const std::exception &e) {
+                log::error("kv", "prefix store: cached prefixes not written to {}: {}", opts_.kv.prefix_store_dir,
+                           e.what());
+            }
         }
     }
     kv_.reset();

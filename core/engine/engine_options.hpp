@@ -61,7 +61,7 @@ struct engine_options {
     // Pipeline ranks as processes (#16): when mpirun started this process as one of pipeline_parallel_size, the link
     // to the others (borrowed; rank 0 runs the engine, the others serve_pipeline_rank); null: every rank in this one.
     distributed::transport *pipeline_transport = nullptr;
-    // The longest a rank that is a process may take over its part of a step or a KV block move ([parallel]
+    // The longest a rank that is a process may take over its part of a step, a message or an answer ([parallel]
     // rank_timeout_s): past it the rank counts as hung or dead, the step's requests fail naming it, every rank exits.
     double rank_timeout_s = 300;
     // This engine is data-parallel replica `data_parallel_rank` of `data_parallel_size` in this process (#16,

@@ -31,8 +31,8 @@ class executor {
     // The workers in this process, rank by rank (one unless pipeline parallel in one process).
     const std::vector<std::unique_ptr<worker>> &workers() const { return workers_; }
 
-    // Pipeline ranks that are processes (after rank 0's worker, in rank order), reached through `link`; a step's
-    // logits must come back within timeout_s seconds ([parallel] rank_timeout_s).
+    // Pipeline ranks that are processes (after rank 0's worker, in rank order), reached through `link`; each rank's
+    // part of a step may take timeout_s seconds ([parallel] rank_timeout_s).
     void add_remote(distributed::transport &link, double timeout_s, std::unique_ptr<remote_rank> rank) {
         link_ = &link;
         timeout_s_ = timeout_s;
@@ -88,31 +88,40 @@ class executor {
   private:
     step_output execute_across_processes(const step_input &step) {
         check_pipeline();
+        // Every rank waits for this step's residual stream once it has the step: from then on anything that goes
+        // wrong in talking to the ranks leaves them out of step, so it stops the pipeline (fail_pipeline). Only rank
+        // 0's own layers may fail alone: zeros go on and the logits that come back are dropped, so the ranks stay in
+        // step and only this step fails (as in one process).
         const size_t words = pipeline_protocol::pack_step(step, packed_);
-        for (auto &r : remote_) r->send_step(packed_.data(), words);
-        // The other ranks wait for this step's residual stream whatever happens here: if rank 0's layers fail, zeros
-        // go on and the logits that come back are dropped, so the ranks stay in step and only this step fails (as
-        // in one process).
         std::exception_ptr local_error;
-        try {
-            workers_.front()->execute_model(step, nullptr, stream_.data());
-        } catch (...) {
-            local_error = std::current_exception();
-            std::fill_n(stream_.data(), static_cast<size_t>(step.n_tokens) * static_cast<size_t>(n_embd_), 0.0f);
-        }
-        send_to_rank(*link_, remote_.front()->stage().rank, pipeline_protocol::tag_hidden, stream_.data(),
-                     sizeof(float) * static_cast<size_t>(step.n_tokens) * static_cast<size_t>(n_embd_), timeout_s_);
-        const size_t bytes = sizeof(float) * static_cast<size_t>(step.n_logits) * static_cast<size_t>(n_vocab_);
         size_t got = 0;
-        if (!link_->recv_within(remote_.back()->stage().rank, pipeline_protocol::tag_logits, logits_.data(),
-                                logits_.size() * sizeof(float), timeout_s_, got))
-            fail_pipeline(*link_, fmt::format("pipeline ranks 1-{} did not return the step's logits within {} s: a rank "
-                                              "hung or died (see the ranks' logs; [parallel] rank_timeout_s)",
-                                              remote_.back()->stage().rank, timeout_s_));
+        try {
+            for (auto &r : remote_) r->send_step(packed_.data(), words);
+            try {
+                workers_.front()->execute_model(step, nullptr, stream_.data());
+            } catch (...) {
+                local_error = std::current_exception();
+                std::fill_n(stream_.data(), static_cast<size_t>(step.n_tokens) * static_cast<size_t>(n_embd_), 0.0f);
+            }
+            send_to_rank(*link_, remote_.front()->stage().rank, pipeline_protocol::tag_hidden, stream_.data(),
+                         sizeof(float) * static_cast<size_t>(step.n_tokens) * static_cast<size_t>(n_embd_), timeout_s_);
+            // rank_timeout_s is each rank's part: the step crosses ranks 1..N-1 one after another.
+            const double wait_s = timeout_s_ * static_cast<double>(remote_.size());
+            if (!link_->recv_within(remote_.back()->stage().rank, pipeline_protocol::tag_logits, logits_.data(),
+                                    logits_.size() * sizeof(float), wait_s, got))
+                fail_pipeline(*link_, fmt::format("pipeline ranks 1-{} did not return the step's logits within {} s "
+                                                  "({} s a rank): a rank hung or died (see the ranks' logs; "
+                                                  "[parallel] rank_timeout_s)",
+                                                  remote_.back()->stage().rank, wait_s, timeout_s_));
+        } catch (const std::exception &e) {
+            check_pipeline(); // a timeout above: already stopped, with its reason
+            fail_pipeline(*link_, fmt::format("talking to the pipeline ranks failed: {}", e.what()));
+        }
         if (local_error) std::rethrow_exception(local_error);
+        const size_t bytes = sizeof(float) * static_cast<size_t>(step.n_logits) * static_cast<size_t>(n_vocab_);
         if (got != bytes)
-            fail("pipeline rank {} sent {} bytes of logits where the step has {} rows of {}",
-                 remote_.back()->stage().rank, got, step.n_logits, n_vocab_);
+            fail_pipeline(*link_, fmt::format("pipeline rank {} sent {} bytes of logits where the step has {} rows of {}",
+                                              remote_.back()->stage().rank, got, step.n_logits, n_vocab_));
         step_output out;
         out.logits = logits_.data();
         out.n_rows = step.n_logits;

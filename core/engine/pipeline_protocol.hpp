@@ -3,14 +3,15 @@
 // residual stream from rank to rank and the logits from the last rank back to rank 0; KV blocks move between rank 0's
 // KV cache and each rank's part of them (layer_striped_storage) when the cache swaps, spills or persists a block.
 //
-//   start      rank 0 -> r: command{start, stage, n_ctx, fingerprint} + text(rank 0's device name)
+//   start      rank 0 -> r: command{start, stage, n_ctx, fingerprint} + text(rank 0's device name) + shared_options
 //              r -> 0: reply{ok, kv_block_bytes, device_kv} or reply{!ok} + text(the error)
 //   alloc_kv   rank 0 -> r: command{alloc_kv, tier, n_blocks, align} + text(tier name); r -> 0: reply (+ text)
 //   bind       rank 0 -> r: command{bind, max_step_blocks}
 //   step       rank 0 -> r: command{step} + the packed step; r-1 -> r: hidden; last -> 0: logits
 //   kv_load    rank 0 -> r: command{kv_load, tier, index}; r -> 0: reply, then block bytes (or text)
 //   kv_store   rank 0 -> r: command{kv_store, tier, index} + block bytes; r -> 0: reply (+ text)
-//   stop       rank 0 -> r: command{stop}; the rank releases everything and exits 0
+//   stop       rank 0 -> r: command{stop}; r -> 0: reply once it released everything; it exits (0, or 2 after a
+//              failed start)
 #pragma once
 
 #include "engine/step_input.hpp"
@@ -21,7 +22,16 @@
 
 namespace strata::engine::pipeline_protocol {
 
-enum tag : int { tag_command = 1, tag_reply = 2, tag_text = 3, tag_step = 4, tag_hidden = 5, tag_logits = 6, tag_block = 7 };
+enum tag : int {
+    tag_command = 1,
+    tag_reply = 2,
+    tag_text = 3,
+    tag_step = 4,
+    tag_hidden = 5,
+    tag_logits = 6,
+    tag_block = 7,
+    tag_options = 8
+};
 
 enum class op : int32_t { start = 1, alloc_kv = 2, bind = 3, step = 4, kv_load = 5, kv_store = 6, stop = 7 };
 
@@ -31,6 +41,15 @@ struct command {
     int32_t x = 0, y = 0;  // start: layer_first, layer_end; bind: max_tokens, max_seqs
     uint64_t a = 0, b = 0, c = 0; // start: n_ctx, fingerprint; alloc_kv: n_blocks, align, block bytes;
                                   // bind: max_step_blocks; kv_load, kv_store: the block's index
+};
+
+// What every rank must read as rank 0 does (each reads its own command line and config file): sent with start, and
+// a rank whose own differ refuses to start, naming them. They lay out its KV blocks and size its step buffers.
+struct shared_options {
+    int32_t block_size = 0;
+    uint32_t kv_type = 0;
+    int32_t max_num_batched_tokens = 0;
+    int32_t max_num_seqs = 0;
 };
 
 struct reply {
@@ -91,7 +110,14 @@ inline bool unpack_step(const int32_t *words, size_t n, std::vector<kv::block_re
     }
     s.blocks = blocks.data();
     s.logits_tokens = w;
-    return s.seq_block_start[n_seqs] == n_blocks;
+    if (s.seq_block_start[0] != 0 || s.seq_block_start[n_seqs] != n_blocks) return false;
+    for (int32_t k = 0; k < n_seqs; ++k)
+        if (s.seq_block_start[k + 1] < s.seq_block_start[k]) return false;
+    for (int32_t i = 0; i < n_tokens; ++i)
+        if (s.token_seq[i] < 0 || s.token_seq[i] >= n_seqs || s.positions[i] < 0) return false;
+    for (int32_t i = 0; i < n_logits; ++i)
+        if (s.logits_tokens[i] < 0 || s.logits_tokens[i] >= n_tokens) return false;
+    return true;
 }
 
 } // namespace strata::engine::pipeline_protocol

@@ -33,8 +33,11 @@ class rank_server {
         if (c.what != proto::op::start) fail("pipeline rank {}: expected start-up from rank 0, got command {}", me_,
                                              static_cast<int>(c.what));
         const std::string device = link_.recv_text(0, proto::tag_text);
+        proto::shared_options shared;
+        if (link_.recv(0, proto::tag_options, &shared, sizeof shared) != sizeof shared)
+            fail("pipeline rank {}: start-up options of the wrong size from rank 0", me_);
         try {
-            start(c, device);
+            start(c, device, shared);
         } catch (const std::exception &e) {
             log::error("engine", "pipeline rank {}: {}", me_, e.what());
             refuse(e.what());
@@ -42,6 +45,7 @@ class rank_server {
             while (next_command().what != proto::op::stop) {
             }
             release(false);
+            answer_ok();
             return 2;
         }
         for (;;) {
@@ -58,6 +62,7 @@ class rank_server {
             }
         }
         release(true);
+        answer_ok(); // rank 0 waits for every rank's stop before MPI_Finalize
         return 0;
     }
 
@@ -82,7 +87,17 @@ class rank_server {
         link_.send(0, proto::tag_text, why.data(), why.size());
     }
 
-    void start(const proto::command &c, const std::string &device) {
+    void start(const proto::command &c, const std::string &device, const proto::shared_options &shared) {
+        // Each process reads its own command line and config file: what lays out the KV and sizes a step must be
+        // rank 0's.
+        auto same = [&](const char *key, int64_t mine, int64_t rank0) {
+            if (mine != rank0)
+                fail("{} is {} here but {} on rank 0; every rank must run with the same settings", key, mine, rank0);
+        };
+        same("[scheduler] block_size", opts_.kv.block_size, shared.block_size);
+        same("[memory] kv_cache_dtype (as strata_kv_type)", opts_.kv.kv_type, shared.kv_type);
+        same("[scheduler] max_num_batched_tokens", opts_.scheduler.max_num_batched_tokens, shared.max_num_batched_tokens);
+        same("[scheduler] max_num_seqs", opts_.scheduler.max_num_seqs, shared.max_num_seqs);
         file_ = open_model_file(opts_.model_path, opts_.file_open, false);
         const uint64_t mine = model_fingerprint(*file_);
         if (mine != c.b)
@@ -117,6 +132,7 @@ class rank_server {
                 pools_[c.tier] = t == kv::tier::device ? worker_->allocate_device_kv(c.a, c.c)
                                                        : worker_->allocate_tier_kv(t, name, c.a, c.b, c.c);
                 pool_bytes_[c.tier] = static_cast<size_t>(c.c);
+                pool_blocks_[c.tier] = c.a;
                 bounce_.resize(std::max<size_t>(bounce_.size(), pool_bytes_[c.tier]));
             } catch (const std::exception &e) {
                 refuse(e.what());
@@ -126,6 +142,8 @@ class rank_server {
             return;
         }
         case proto::op::bind: {
+            // Sized for the usual largest step; a step listing more block references (sequences sharing prefix
+            // blocks each list them) grows these once, as rank 0's step builder grows.
             const auto max_blocks = static_cast<size_t>(c.a);
             worker_->bind_kv(max_blocks);
             packed_.resize(proto::packed_step_words(static_cast<size_t>(c.x), static_cast<size_t>(c.y), max_blocks));
@@ -143,37 +161,38 @@ class rank_server {
     }
 
     void step() {
+        const size_t size = link_.next_size(0, proto::tag_step);
+        if (size > packed_.size() * sizeof(int32_t)) packed_.resize((size + sizeof(int32_t) - 1) / sizeof(int32_t));
         const size_t bytes = link_.recv(0, proto::tag_step, packed_.data(), packed_.size() * sizeof(int32_t));
         step_input s;
         if (bytes % sizeof(int32_t) != 0 || !proto::unpack_step(packed_.data(), bytes / sizeof(int32_t), blocks_, s))
             fail("a malformed step from rank 0 ({} bytes)", bytes);
+        for (int32_t i = 0; i < s.seq_block_start[s.n_seqs]; ++i) {
+            const kv::block_ref b = s.blocks[i];
+            if (b.index >= pool_blocks_[static_cast<int>(b.where)])
+                fail("the step names {} KV block {} of a pool of {}", kv::tier_name(b.where), b.index,
+                     pool_blocks_[static_cast<int>(b.where)]);
+        }
         const size_t stream = static_cast<size_t>(s.n_tokens) * static_cast<size_t>(hp_.n_embd);
-        // Rank 0 times out first (rank_timeout_s) and fails its requests with the reason; this is the fallback for a
-        // rank 0 that stopped answering itself.
-        const double timeout_s = 2 * opts_.rank_timeout_s + 5;
-        size_t got = 0;
-        if (!link_.recv_within(me_ - 1, proto::tag_hidden, hidden_in_.data(), hidden_in_.size() * sizeof(float),
-                               timeout_s, got))
-            fail("rank {} sent no residual stream within {} s: it hung or died (see its log)", me_ - 1, timeout_s);
+        // No timeout here: rank 0 times every step (rank_timeout_s a rank) and, when one stops answering, fails its
+        // requests with the reason and ends every rank; a rank 0 that hangs has no one left to answer anyway.
+        const size_t got = link_.recv(me_ - 1, proto::tag_hidden, hidden_in_.data(), hidden_in_.size() * sizeof(float));
         if (got != stream * sizeof(float))
             fail("rank {} sent {} bytes of the residual stream for {} tokens of {}", me_ - 1, got, s.n_tokens,
                  hp_.n_embd);
         const step_output out =
             worker_->execute_model(s, hidden_in_.data(), worker_->last_stage() ? nullptr : hidden_out_.data());
-        const int to = worker_->last_stage() ? 0 : me_ + 1;
-        const bool sent =
-            worker_->last_stage()
-                ? link_.send_within(0, proto::tag_logits, out.logits,
-                                    sizeof(float) * static_cast<size_t>(out.n_rows) * static_cast<size_t>(out.n_vocab),
-                                    timeout_s)
-                : link_.send_within(me_ + 1, proto::tag_hidden, hidden_out_.data(), stream * sizeof(float), timeout_s);
-        if (!sent) fail("rank {} took no {} within {} s: it hung or died (see its log)", to,
-                        to == 0 ? "logits" : "residual stream", timeout_s);
+        if (worker_->last_stage())
+            link_.send(0, proto::tag_logits, out.logits,
+                       sizeof(float) * static_cast<size_t>(out.n_rows) * static_cast<size_t>(out.n_vocab));
+        else
+            link_.send(me_ + 1, proto::tag_hidden, hidden_out_.data(), stream * sizeof(float));
     }
 
     void move_block(const proto::command &c) {
         kv::block_storage *pool = c.tier >= 0 && c.tier < kv::n_tiers ? pools_[c.tier].get() : nullptr;
-        if (pool == nullptr) fail("KV block {} of a pool of tier {} this rank does not have", c.a, c.tier);
+        if (pool == nullptr || c.a >= pool_blocks_[c.tier])
+            fail("KV block {} of a pool of tier {} this rank does not have", c.a, c.tier);
         const auto i = static_cast<uint32_t>(c.a);
         if (c.what == proto::op::kv_store) {
             const size_t got = link_.recv(0, proto::tag_block, bounce_.data(), bounce_.size());
@@ -215,6 +234,7 @@ class rank_server {
     pipeline_stage stage_;
     std::unique_ptr<kv::block_storage> pools_[kv::n_tiers];
     size_t pool_bytes_[kv::n_tiers] = {};
+    uint64_t pool_blocks_[kv::n_tiers] = {};
     std::vector<int32_t> packed_;
     std::vector<kv::block_ref> blocks_;
     std::vector<float> hidden_in_, hidden_out_;

@@ -5,10 +5,8 @@
 #include "distributed/transport.hpp"
 #include "engine/pipeline_protocol.hpp"
 
-#include <chrono>
 #include <exception>
 #include <mutex>
-#include <thread>
 
 namespace strata::engine {
 
@@ -29,12 +27,9 @@ void fail_pipeline(distributed::transport &link, const std::string &why) {
         if (first) g_broken = why;
     }
     if (first) {
-        log::error("engine", "{}; the requests in flight fail with this reason and every rank ends in 2 s", why);
-        std::thread([&link] {
-            std::this_thread::sleep_for(std::chrono::seconds(2));
-            log::error("engine", "ending every pipeline rank");
-            link.abort(4);
-        }).detach();
+        log::error("engine", "{}; the requests in flight fail with this reason and every pipeline rank ends in 2 s",
+                   why);
+        link.abort_after(2, 4);
     }
     fail("{}", why);
 }
@@ -120,11 +115,13 @@ remote_rank::~remote_rank() {
     }
 }
 
-void remote_rank::begin_start(const std::string &device, int32_t n_ctx, uint64_t fingerprint) {
+void remote_rank::begin_start(const std::string &device, int32_t n_ctx, uint64_t fingerprint,
+                              const proto::shared_options &options) {
     proto::command c{proto::op::start, 0, stage_.layer_first, stage_.layer_end, static_cast<uint64_t>(n_ctx),
                      fingerprint, 0};
     send_command(link_, stage_.rank, c, timeout_s_);
     send_text(link_, stage_.rank, device, timeout_s_);
+    send_to_rank(link_, stage_.rank, proto::tag_options, &options, sizeof options, timeout_s_);
     started_ = true;
 }
 
@@ -176,10 +173,22 @@ void remote_rank::send_step(const int32_t *words, size_t n) {
 void remote_rank::stop() {
     if (!started_ || stopped_) return;
     stopped_ = true;
-    // A rank that stopped answering is left to the end of the job (fail_pipeline ends every rank).
+    // The rank acknowledges once it has released everything; one that does not (it stopped answering, or the
+    // pipeline broke already) makes the job end instead of MPI_Finalize waiting for it.
     const proto::command c{proto::op::stop, 0, 0, 0, 0, 0, 0};
-    if (!link_.send_within(stage_.rank, proto::tag_command, &c, sizeof c, timeout_s_))
-        log::error("engine", "pipeline rank {} took no stop within {} s", stage_.rank, timeout_s_);
+    proto::reply r;
+    size_t got = 0;
+    bool broken = false;
+    try {
+        check_pipeline();
+    } catch (const std::exception &) {
+        broken = true;
+    }
+    if (broken || !link_.send_within(stage_.rank, proto::tag_command, &c, sizeof c, timeout_s_) ||
+        !link_.recv_within(stage_.rank, proto::tag_reply, &r, sizeof r, timeout_s_, got)) {
+        log::error("engine", "pipeline rank {} did not stop within {} s; ending every rank", stage_.rank, timeout_s_);
+        link_.abort_after(0, 4);
+    }
 }
 
 } // namespace strata::engine

@@ -4,6 +4,7 @@
 // block through messages, as it does a local rank's through that rank's memory.
 #pragma once
 
+#include "engine/pipeline_protocol.hpp"
 #include "engine/pipeline_rank.hpp"
 
 #include <cstdint>
@@ -35,7 +36,8 @@ class remote_rank final : public pipeline_rank {
     // Start-up, in two halves so that the ranks load their models while rank 0 loads its own: begin_start sends the
     // stage, the context length, the model's fingerprint and rank 0's device name; finish_start waits until the rank
     // has loaded its layers and placed them (its memory plan), and throws its error naming the rank.
-    void begin_start(const std::string &device, int32_t n_ctx, uint64_t fingerprint);
+    void begin_start(const std::string &device, int32_t n_ctx, uint64_t fingerprint,
+                     const pipeline_protocol::shared_options &options);
     void finish_start();
 
     const pipeline_stage &stage() const override { return stage_; }

@@ -220,6 +220,13 @@ TEST(MpiPipeline, ARankThatOpenedAnotherModelOrAWrongProcessCountIsRefusedNaming
     EXPECT_NE(mixed.exit_code, 0);
     EXPECT_NE(mixed.err.find("pipeline rank 1 of 2 (layers [3, 5)) could not start: "), std::string::npos) << mixed.err;
     EXPECT_NE(mixed.err.find("is not rank 0's model (fingerprints "), std::string::npos) << mixed.err;
+    // Settings that lay out the KV or size a step must be rank 0's on every rank (each reads its own command line).
+    const run_result settings = run_shell(k_mpiexec + " -np 1 " + k_runtime + " --model " + k_model + k_prompt +
+                                          "-pp 2 : -np 1 " + k_runtime + " --model " + k_model + k_prompt +
+                                          "-pp 2 --block-size 8");
+    EXPECT_NE(settings.exit_code, 0);
+    EXPECT_NE(settings.err.find("[scheduler] block_size is 8 here but 16 on rank 0"), std::string::npos)
+        << settings.err;
     // Every process is one rank: two processes for a one-rank pipeline are refused, saying how to mend it.
     const run_result count = run_shell(mpirun(2) + k_runtime + " --model " + k_model + k_prompt);
     EXPECT_NE(count.exit_code, 0);
@@ -234,6 +241,65 @@ TEST(MpiPipeline, ARankThatOpenedAnotherModelOrAWrongProcessCountIsRefusedNaming
     EXPECT_NE(plan.err.find("runtime plan under mpirun: run it as one process"), std::string::npos) << plan.err;
 }
 
+// Serves `flags` (after `runtime`) with `launcher` in front (empty: one process), sends `first` alone when set, then
+// every prompt at once, and returns the texts; checks that the engine ends idle with no KV block held and that the
+// server stops cleanly. `preemptions`: the server's count at the end.
+struct served {
+    std::vector<std::string> texts;
+    double preemptions = 0;
+};
+
+served serve_and_ask(const std::vector<std::string> &launcher, const std::vector<std::string> &flags,
+                     const std::vector<std::string> &prompts, int max_tokens, const std::string &first = {}) {
+    auto completion = [&](const std::string &prompt) {
+        const json body{{"model", k_model}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+        const http_reply r = request("POST", "/v1/completions", body.dump());
+        if (r.status != 200) return "HTTP " + std::to_string(r.status) + " " + r.body;
+        return json::parse(r.body)["choices"][0]["text"].get<std::string>();
+    };
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() /
+                         ("strata_mpi_serve_" + std::to_string(::getpid()) + "_" + std::to_string(launcher.size()) + ".log");
+    std::vector<std::string> args = launcher;
+    args.push_back(k_runtime);
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--port", std::to_string(g_port), "--api-key", k_key});
+    const pid_t pid = await_ready(spawn(args, log), g_port, log);
+    served out;
+    out.texts.resize(prompts.size());
+    if (pid == 0) {
+        ADD_FAILURE() << "the server did not start:\n" << read_text(log);
+        return out;
+    }
+    if (!first.empty()) {
+        EXPECT_EQ(completion(first).rfind("HTTP ", 0), std::string::npos);
+    }
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < prompts.size(); ++i)
+        clients.emplace_back([&, i] { out.texts[i] = completion(prompts[i]); });
+    for (auto &t : clients) t.join();
+    const http_reply metrics = request("GET", "/metrics");
+    EXPECT_EQ(metrics.status, 200);
+    out.preemptions = metric_value(metrics.body, "vllm:num_preemptions_total");
+    EXPECT_EQ(metric_value(metrics.body, "vllm:num_requests_running"), 0.0) << metrics.body;
+    EXPECT_EQ(metric_value(metrics.body, "vllm:gpu_cache_usage_perc"), 0.0) << metrics.body;
+    EXPECT_EQ(metric_value(metrics.body, "vllm:cpu_cache_usage_perc"), 0.0) << metrics.body;
+    // A clean stop: SIGINT to rank 0's process (mpirun's own Ctrl-C ends every process with SIGTERM, then SIGKILL a
+    // second later); rank 0 stops its frontend and engine and then the other ranks, and mpirun exits 0.
+    if (launcher.empty()) {
+        stop_runtime(pid, log);
+    } else {
+        const pid_t rank0 = rank_process(pid, 0);
+        EXPECT_NE(rank0, 0);
+        ::kill(rank0 != 0 ? rank0 : pid, SIGINT);
+        const int status = wait_exit(pid);
+        EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+        EXPECT_NE(read_text(log).find("signal 2: stopping"), std::string::npos) << read_text(log);
+    }
+    fs::remove(log);
+    return out;
+}
+
 // The OpenAI server with two ranks as processes under load: a KV cache too small for the requests at once, so the
 // scheduler swaps sequences out to the host tier and back (each rank moving its layers' part of every block); every
 // answer equals one process's, and every KV block is back in its pool at the end.
@@ -245,59 +311,39 @@ TEST(MpiPipeline, AServerOfTwoRanksUnderSwapPreemptionAnswersAsOneProcess) {
                                             "--kv-cache-memory", "40KiB", "--max-num-seqs", "6",
                                             "--preemption-mode", "swap", "--swap-space", "0.01",
                                             "--no-enable-prefix-caching"};
-    auto completion = [&](size_t i) {
-        const json body{{"model", k_model}, {"prompt", prompts[i]}, {"max_tokens", 40}, {"temperature", 0}};
-        const http_reply r = request("POST", "/v1/completions", body.dump());
-        if (r.status != 200) return "HTTP " + std::to_string(r.status) + " " + r.body;
-        return json::parse(r.body)["choices"][0]["text"].get<std::string>();
-    };
-    auto serve_all = [&](const std::vector<std::string> &launcher, const std::vector<std::string> &extra,
-                         const char *name, double *preemptions) {
-        g_port = free_port();
-        const fs::path log = fs::temp_directory_path() / (std::string("strata_mpi_serve_") + name + ".log");
-        std::vector<std::string> args = launcher;
-        args.push_back(k_runtime);
-        args.insert(args.end(), flags.begin(), flags.end());
-        args.insert(args.end(), extra.begin(), extra.end());
-        args.insert(args.end(), {"--port", std::to_string(g_port), "--api-key", k_key});
-        const pid_t pid = await_ready(spawn(args, log), g_port, log);
-        std::vector<std::string> got(prompts.size());
-        if (pid == 0) {
-            ADD_FAILURE() << name << " did not start:\n" << read_text(log);
-            return got;
-        }
-        std::vector<std::thread> clients;
-        for (size_t i = 0; i < prompts.size(); ++i) clients.emplace_back([&, i] { got[i] = completion(i); });
-        for (auto &t : clients) t.join();
-        const http_reply metrics = request("GET", "/metrics");
-        EXPECT_EQ(metrics.status, 200);
-        *preemptions = metric_value(metrics.body, "vllm:num_preemptions_total");
-        EXPECT_EQ(metric_value(metrics.body, "vllm:num_requests_running"), 0.0) << metrics.body;
-        EXPECT_EQ(metric_value(metrics.body, "vllm:gpu_cache_usage_perc"), 0.0) << metrics.body;
-        EXPECT_EQ(metric_value(metrics.body, "vllm:cpu_cache_usage_perc"), 0.0) << metrics.body;
-        // A clean stop: SIGINT to rank 0's process (mpirun's own Ctrl-C ends every process with SIGTERM, then
-        // SIGKILL a second later); rank 0 stops its frontend and engine and then the other ranks, and mpirun exits 0.
-        if (launcher.empty()) {
-            stop_runtime(pid, log);
-        } else {
-            const pid_t rank0 = rank_process(pid, 0);
-            EXPECT_NE(rank0, 0);
-            if (rank0 != 0) ::kill(rank0, SIGINT);
-            const int status = wait_exit(pid);
-            EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
-            EXPECT_NE(read_text(log).find("signal 2: stopping"), std::string::npos) << read_text(log);
-        }
-        fs::remove(log);
-        return got;
-    };
-    double alone_preempted = 0, ranks_preempted = 0;
-    const std::vector<std::string> alone = serve_all({}, {}, "one", &alone_preempted);
-    const std::vector<std::string> ranks = serve_all({k_mpiexec, "-np", "2"}, {"-pp", "2"}, "two", &ranks_preempted);
+    const served alone = serve_and_ask({}, flags, prompts, 40);
+    std::vector<std::string> pp = flags;
+    pp.insert(pp.end(), {"-pp", "2"});
+    const served ranks = serve_and_ask({k_mpiexec, "-np", "2"}, pp, prompts, 40);
     for (size_t i = 0; i < prompts.size(); ++i) {
-        EXPECT_GT(alone[i].size(), 20u) << alone[i];
-        EXPECT_EQ(ranks[i], alone[i]) << prompts[i];
+        EXPECT_GT(alone.texts[i].size(), 20u) << alone.texts[i];
+        EXPECT_EQ(ranks.texts[i], alone.texts[i]) << prompts[i];
     }
-    EXPECT_GT(ranks_preempted, 0.0) << "the KV cache was meant to be too small for every request at once";
+    EXPECT_GT(ranks.preemptions, 0.0) << "the KV cache was meant to be too small for every request at once";
+}
+
+// Prefix caching on: requests that share a cached prompt prefix each list its blocks in the step, so a step names
+// more block references than the pools hold; the ranks take such steps as one process does.
+TEST(MpiPipeline, RequestsSharingCachedPrefixBlocksAnswerAsOneProcess) {
+    SKIP_WITHOUT_MPI();
+    const std::string prefix = "Once upon a time, there was a little girl named Lily. She loved to play outside in "
+                               "the park with her friends and her big dog";
+    const std::vector<std::string> prompts = {prefix + ". One day", prefix + " Max.", prefix + ", and the cat",
+                                              prefix + ". Then", prefix + ". She saw", prefix + " every day"};
+    // 32 device blocks of 4 tokens, 16 tokens a step, no host tier: six sequences over one ~10-block prefix list
+    // ~80 block references in a decode step against a reserve of 32 + 6.
+    const std::vector<std::string> flags = {"serve", k_model, "--device", "cpu", "--block-size", "4",
+                                            "--kv-cache-memory", "160KiB", "--max-num-seqs", "6",
+                                            "--max-num-batched-tokens", "16", "--max-model-len", "100",
+                                            "--swap-space", "0"};
+    const served alone = serve_and_ask({}, flags, prompts, 12, prefix);
+    std::vector<std::string> pp = flags;
+    pp.insert(pp.end(), {"-pp", "2"});
+    const served ranks = serve_and_ask({k_mpiexec, "-np", "2"}, pp, prompts, 12, prefix);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        EXPECT_GT(alone.texts[i].size(), 8u) << alone.texts[i];
+        EXPECT_EQ(ranks.texts[i], alone.texts[i]) << prompts[i];
+    }
 }
 
 // A rank that stops answering (here: stopped by SIGSTOP, as a hung process) fails the request in flight with the
@@ -316,6 +362,7 @@ TEST(MpiPipeline, ARankThatHangsFailsTheRequestInFlightNamingTheTimeoutAndEndsEv
         json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
     EXPECT_EQ(request("POST", "/v1/completions", body).status, 200);
     const pid_t rank1 = rank_process(pid, 1);
+    if (rank1 == 0) ::kill(pid, SIGKILL), wait_exit(pid);
     ASSERT_NE(rank1, 0);
     ::kill(rank1, SIGSTOP);
     const http_reply failed = request("POST", "/v1/completions", body);
@@ -325,8 +372,8 @@ TEST(MpiPipeline, ARankThatHangsFailsTheRequestInFlightNamingTheTimeoutAndEndsEv
     EXPECT_NE(failed.body.find("hung or died"), std::string::npos) << failed.body;
     const int status = wait_exit(pid); // mpirun ends the job, the stopped rank too
     EXPECT_NE(status, -1) << "the job did not end after the rank timed out:\n" << read_text(log);
+    if (status == -1) ::kill(rank1, SIGKILL); // mpirun was killed: its stopped rank may be left
     EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
-    EXPECT_NE(read_text(log).find("ending every pipeline rank"), std::string::npos) << read_text(log);
-    ::kill(rank1, SIGKILL); // in case mpirun left it
+    EXPECT_NE(read_text(log).find("every pipeline rank ends in 2 s"), std::string::npos) << read_text(log);
     fs::remove(log);
 }
