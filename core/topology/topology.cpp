@@ -32,6 +32,12 @@ topology_ptr load_topology(const std::string *xml = nullptr) {
     // PCI devices are filtered out by default; keep the important ones (GPUs among them). Their locality is what
     // puts pinned staging memory next to a GPU; the cost is a walk of /sys/bus/pci at start-up.
     hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    // hwloc's optional plugins (Debian's libhwloc-plugins, which OpenMPI depends on) are left out, so discovery is
+    // the same with or without them: the built-in Linux backend reads PCI devices from sysfs, which the `pci` plugin
+    // (libpciaccess) would repeat, leaking its state at exit (LeakSanitizer reports it in every process); `opencl` and
+    // `gl` start GPU runtimes for OS devices Strata does not use (its CUDA plugin enumerates GPUs itself).
+    for (const char *plugin : {"pci", "opencl", "gl"})
+        hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, plugin);
     if (xml != nullptr) {
         if (hwloc_topology_set_xmlbuffer(raw, xml->c_str(), static_cast<int>(xml->size() + 1)) != 0 ||
             hwloc_topology_load(raw) != 0)
