@@ -63,21 +63,6 @@ run_result run_shell(const std::string &command) {
     return r;
 }
 
-// Starts `argv` (argv[0] a path) with stderr to `log`; its pid, or 0.
-pid_t spawn(std::vector<std::string> args, const fs::path &log) {
-    std::vector<char *> argv;
-    for (auto &a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid = 0;
-    if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid = 0;
-    posix_spawn_file_actions_destroy(&fa);
-    return pid;
-}
-
 // Waits for `pid` to exit, at most a minute (a hang detector, not a speed check); its wait status, or -1 after
 // killing it.
 int wait_exit(pid_t pid) {
@@ -264,7 +249,7 @@ served serve_and_ask(const std::vector<std::string> &launcher, const std::vector
     args.push_back(k_runtime);
     args.insert(args.end(), flags.begin(), flags.end());
     args.insert(args.end(), {"--port", std::to_string(g_port), "--api-key", k_key});
-    const pid_t pid = await_ready(spawn(args, log), g_port, log);
+    const pid_t pid = await_ready(spawn_argv(log, args), g_port, log);
     served out;
     out.texts.resize(prompts.size());
     if (pid == 0) {
@@ -352,10 +337,9 @@ TEST(MpiPipeline, ARankThatHangsFailsTheRequestInFlightNamingTheTimeoutAndEndsEv
     SKIP_WITHOUT_MPI();
     g_port = free_port();
     const fs::path log = fs::temp_directory_path() / ("strata_mpi_hang_" + std::to_string(::getpid()) + ".log");
-    const pid_t pid = await_ready(spawn({k_mpiexec, "-np", "2", k_runtime, "serve", k_model, "--device", "cpu", "-pp",
-                                         "2", "--rank-timeout", "2", "--kv-cache-memory", "8MiB", "--port",
-                                         std::to_string(g_port), "--api-key", k_key},
-                                        log),
+    const pid_t pid = await_ready(spawn_argv(log, {k_mpiexec, "-np", "2", k_runtime, "serve", k_model, "--device",
+                                                   "cpu", "-pp", "2", "--rank-timeout", "2", "--kv-cache-memory",
+                                                   "8MiB", "--port", std::to_string(g_port), "--api-key", k_key}),
                                   g_port, log);
     ASSERT_NE(pid, 0) << read_text(log);
     const std::string body =

@@ -96,10 +96,9 @@ inline std::string read_text(const fs::path &p) {
 
 // Spawns `runtime --model <stories> --frontend openai_http --port <port> ARGS` with stdin from /dev/null and stderr
 // to `log`; returns its pid, or 0 when it could not be started.
-// Spawns `runtime ARGS` as given, stderr to `log`; returns its pid (0 when it could not start).
-inline pid_t spawn_runtime_argv(const fs::path &log, std::vector<std::string> args) {
-    const std::string runtime = STRATA_BINARY_DIR "/bin/runtime";
-    args.insert(args.begin(), runtime);
+// Spawns `args` (args[0] the program's path), stderr to `log`, stdin /dev/null; returns its pid (0 when it could not
+// start).
+inline pid_t spawn_argv(const fs::path &log, std::vector<std::string> args) {
     std::vector<char *> argv;
     for (auto &a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -108,9 +107,15 @@ inline pid_t spawn_runtime_argv(const fs::path &log, std::vector<std::string> ar
     posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     pid_t pid = 0;
-    const int rc = posix_spawn(&pid, runtime.c_str(), &fa, nullptr, argv.data(), environ);
+    const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     return rc == 0 ? pid : 0;
+}
+
+// Spawns `runtime ARGS` as given, stderr to `log`; returns its pid (0 when it could not start).
+inline pid_t spawn_runtime_argv(const fs::path &log, std::vector<std::string> args) {
+    args.insert(args.begin(), STRATA_BINARY_DIR "/bin/runtime");
+    return spawn_argv(log, std::move(args));
 }
 
 // The KV cache is 16 MiB (13k tokens of stories260K, 25 sequences of the full 512) and swap 32 MiB, not the CPU
