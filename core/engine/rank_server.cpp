@@ -80,6 +80,19 @@ class rank_server {
         link_.send(0, proto::tag_reply, &r, sizeof r);
     }
 
+    // Runs `fn` and answers rank 0 with ok or with its error (the pipeline goes on: rank 0 fails what needed it);
+    // true when it succeeded.
+    template <class Fn> bool answer_after(Fn &&fn) {
+        try {
+            fn();
+        } catch (const std::exception &e) {
+            refuse(e.what());
+            return false;
+        }
+        answer_ok();
+        return true;
+    }
+
     void refuse(const std::string &why) {
         proto::reply r;
         r.ok = 0;
@@ -128,17 +141,13 @@ class rank_server {
             const std::string name = link_.recv_text(0, proto::tag_text);
             if (c.tier < 0 || c.tier >= kv::n_tiers) fail("pipeline rank {}: KV pool of tier {}", me_, c.tier);
             const auto t = static_cast<kv::tier>(c.tier);
-            try {
+            answer_after([&] {
                 pools_[c.tier] = t == kv::tier::device ? worker_->allocate_device_kv(c.a, c.c)
                                                        : worker_->allocate_tier_kv(t, name, c.a, c.b, c.c);
                 pool_bytes_[c.tier] = static_cast<size_t>(c.c);
                 pool_blocks_[c.tier] = c.a;
                 bounce_.resize(std::max<size_t>(bounce_.size(), pool_bytes_[c.tier]));
-            } catch (const std::exception &e) {
-                refuse(e.what());
-                return;
-            }
-            answer_ok();
+            });
             return;
         }
         case proto::op::bind: {
@@ -198,23 +207,11 @@ class rank_server {
             const size_t got = link_.recv(0, proto::tag_block, bounce_.data(), bounce_.size());
             if (got != pool_bytes_[c.tier]) fail("{} bytes of KV block {} from rank 0 where a block is {}", got, i,
                                                  pool_bytes_[c.tier]);
-            try {
-                pool->store(i, bounce_.data());
-            } catch (const std::exception &e) {
-                refuse(e.what());
-                return;
-            }
-            answer_ok();
+            answer_after([&] { pool->store(i, bounce_.data()); });
             return;
         }
-        try {
-            pool->load(i, bounce_.data());
-        } catch (const std::exception &e) {
-            refuse(e.what());
-            return;
-        }
-        answer_ok();
-        link_.send(0, proto::tag_block, bounce_.data(), pool_bytes_[c.tier]);
+        if (answer_after([&] { pool->load(i, bounce_.data()); }))
+            link_.send(0, proto::tag_block, bounce_.data(), pool_bytes_[c.tier]);
     }
 
     void release(bool clean) {
