@@ -213,7 +213,11 @@ config::schema core_schema() {
             "reuse the KV of shared prompt prefixes (full blocks), across tiers", "--enable-prefix-caching"),
     }});
     s.add_table({"parallel", "splitting one model over several devices or processes (vLLM's parallel sizes)", {
-        key("tensor_parallel_size", STRATA_CONFIG_INT, "1", "devices each layer is split over",
+        key("tensor_parallel_size", STRATA_CONFIG_INT, "1",
+            "ranks each layer is split over (Megatron's split: each holds its share of the attention heads, KV heads "
+            "and feed-forward columns and computes every step at the same time, the partial sums added after the "
+            "attention output and the feed-forward); in this process, on the CPU device, its threads divided among "
+            "the ranks",
             "--tensor-parallel-size|-tp", 1, 4096),
         key("pipeline_parallel_size", STRATA_CONFIG_INT, "1",
             "stages the layers are split into, one after another each step: each with its own weights, KV and "

@@ -72,11 +72,6 @@ void check_foreign_keys(const config::document &doc, const config::schema &s) {
     if (dtype != "auto" && dtype != "float" && dtype != "float32")
         fail("--dtype {}: every device computes activations in float32 (the weights keep their file's types); use "
              "--dtype auto or float32", dtype);
-    if (const int64_t n = doc.get_int("parallel", "tensor_parallel_size", s).value_or(1); n > 1)
-        fail("[parallel] tensor_parallel_size = {}: splitting each layer over several devices is not available yet; "
-             "split the layers into stages instead (--pipeline-parallel-size {}, a GPU each) or offload them "
-             "(--cpu-offload-gb, -ngl)",
-             n, n);
     // Data parallel runs its replicas in this process (replica_set.hpp); one prefix store folder takes one writer.
     if (doc.get_int("parallel", "data_parallel_size", s).value_or(1) > 1 &&
         !doc.get_string("memory", "prefix_store_dir", s).value_or("").empty())
@@ -211,6 +206,7 @@ engine::engine_options engine_options_from(const plugins::registry &registry, co
         static_cast<int32_t>(doc.get_int("parallel", "pipeline_parallel_size", s).value_or(1));
     opts.pipeline_layer_partition = layer_partition_from(doc, s);
     opts.data_parallel_size = static_cast<int32_t>(doc.get_int("parallel", "data_parallel_size", s).value_or(1));
+    opts.tensor_parallel_size = static_cast<int32_t>(doc.get_int("parallel", "tensor_parallel_size", s).value_or(1));
     opts.rank_timeout_s = doc.get_float("parallel", "rank_timeout_s", s).value_or(300);
     opts.device = doc.get_string("engine", "device", s).value_or("auto");
     opts.offload = offload_from(doc, s, views);

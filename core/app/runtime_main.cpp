@@ -174,9 +174,17 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
             settings.push_back({{"key", x.key}, {"value", x.value}, {"from", x.origin}});
         j["settings"] = settings;
         j["data_parallel_size"] = opts.data_parallel_size; // the plan above is each replica's
-        // Pipeline parallel: the plan above is rank 0's; every rank's, with its layers, follows.
-        j["pipeline_parallel_size"] = static_cast<int32_t>(ranks.size());
-        if (ranks.size() > 1) {
+        // Pipeline parallel: the plan above is rank 0's; every rank's, with its layers, follows. Tensor parallel:
+        // the same, each rank's plan its share of the weights and KV.
+        const bool tensor_parallel = mp.tensor_parallel_size > 1;
+        j["tensor_parallel_size"] = mp.tensor_parallel_size;
+        j["pipeline_parallel_size"] = tensor_parallel ? 1 : static_cast<int32_t>(ranks.size());
+        if (tensor_parallel) {
+            nlohmann::json per_rank = nlohmann::json::array();
+            for (const engine::rank_plan &r : ranks)
+                per_rank.push_back({{"rank", r.tensor_parallel_rank}, {"plan", planner::to_json(r.plan, r.inputs)}});
+            j["tensor_parallel_ranks"] = per_rank;
+        } else if (ranks.size() > 1) {
             nlohmann::json per_rank = nlohmann::json::array();
             for (const engine::rank_plan &r : ranks)
                 per_rank.push_back({{"rank", r.stage.rank},
@@ -188,7 +196,10 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
         std::cout << j.dump(2) << "\n";
     } else {
         for (const engine::rank_plan &r : ranks) {
-            if (ranks.size() > 1)
+            if (r.tensor_parallel_size > 1)
+                std::cout << fmt::format("tensor-parallel rank {} of {}: its heads and feed-forward columns of every "
+                                         "layer\n", r.tensor_parallel_rank, r.tensor_parallel_size);
+            else if (ranks.size() > 1)
                 std::cout << fmt::format("pipeline rank {} of {}: layers [{}, {})\n", r.stage.rank, ranks.size(),
                                          r.stage.layer_first, r.stage.layer_end);
             std::cout << planner::to_table(r.plan, r.inputs);
@@ -345,6 +356,10 @@ int main_impl(int argc, char **argv) {
             fail("data_parallel_size {} under mpirun: data-parallel replicas run in one process only (drop "
                  "--data-parallel-size, or run without mpirun)",
                  opts.data_parallel_size);
+        if (opts.tensor_parallel_size > 1)
+            fail("tensor_parallel_size {} under mpirun: tensor-parallel ranks run in one process only so far (drop "
+                 "--tensor-parallel-size, or run without mpirun)",
+                 opts.tensor_parallel_size);
         // Each rank's machine in the launch log (`runtime topology` there), since each plans its own memory.
         log::info("runtime", "pipeline rank {} of {} on host {} ({} of {} processes there):\n{}", g_link->rank(),
                   g_link->size(), g_link->host_name(), g_link->local_rank() + 1, g_link->local_size(),

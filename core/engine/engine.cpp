@@ -8,6 +8,7 @@
 #include "engine/model_fingerprint.hpp"
 #include "engine/pipeline_split.hpp"
 #include "engine/prefix_store_adapter.hpp"
+#include "engine/tensor_parallel_split.hpp"
 #include "tokenizer/vocab_from_gguf.hpp"
 
 #include <algorithm>
@@ -61,16 +62,45 @@ void engine::init() {
     if (link != nullptr && (link->rank() != 0 || link->size() != n_ranks))
         fail("internal: the engine runs on pipeline rank 0 of {} processes, not rank {} of {}", n_ranks, link->rank(),
              link->size());
+    const int32_t n_tp = opts_.tensor_parallel_size;
+    if (n_tp < 1) fail("tensor_parallel_size {} must be at least 1", n_tp);
     std::vector<std::unique_ptr<worker>> workers;
-    for (int32_t r = 0; r < (link != nullptr ? 1 : n_ranks); ++r)
-        workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin));
+    if (n_tp > 1) {
+        start_tensor_parallel_ranks(arch_plugin, workers);
+    } else {
+        for (int32_t r = 0; r < (link != nullptr ? 1 : n_ranks); ++r)
+            workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin));
+    }
     executor_ = std::make_unique<executor>(std::move(workers));
     worker &w = executor_->driver_worker();
-    // A process's device is its host's: the processes on one host take its devices in turn (a GPU each).
-    if (link != nullptr) w.init_device(link->local_rank(), link->local_size());
-    else w.init_device(0, n_ranks);
-    w.load_model();
+    if (n_tp > 1) {
+        for (const auto &rank : executor_->workers()) {
+            rank->init_device(0, 1, &*rank == &w ? std::string() : w.device_name());
+            if (!rank->device_reads_host())
+                fail("tensor_parallel_size {}: device '{}' has memory of its own, and joining the ranks' partial sums "
+                     "there needs NCCL's all-reduce, which is not built yet; run tensor parallel on the CPU device, or "
+                     "split the layers into stages instead (--pipeline-parallel-size {}, a GPU each)",
+                     n_tp, rank->device_name(), n_tp);
+            rank->load_model();
+        }
+    } else if (link != nullptr) {
+        // A process's device is its host's: the processes on one host take its devices in turn (a GPU each).
+        w.init_device(link->local_rank(), link->local_size());
+        w.load_model();
+    } else {
+        w.init_device(0, n_ranks);
+        w.load_model();
+    }
     hp_ = w.hparams();
+    if (n_tp > 1) {
+        // The model's sizes, not a rank's part of them (the KV block is every rank's heads).
+        hp_.n_head *= n_tp;
+        hp_.n_head_kv *= n_tp;
+        hp_.n_ff *= n_tp;
+        log::info("engine", "tensor parallel: {} ranks of {} heads ({} KV) and {} feed-forward columns each, on device "
+                  "'{}' with {} threads each", n_tp, hp_.n_head / n_tp, hp_.n_head_kv / n_tp, hp_.n_ff / n_tp,
+                  w.device_name(), w.device_threads());
+    }
     std::vector<pipeline_stage> remote_stages;
     if (n_ranks > 1 || !opts_.pipeline_layer_partition.empty()) {
         // The split is known from rank 0's model before the other ranks start their devices.
@@ -144,6 +174,8 @@ void engine::init() {
     if (link == nullptr) fingerprint_ = strata::engine::model_fingerprint(*file_);
 
     const auto &sc = opts_.scheduler;
+    if (n_tp > 1)
+        executor_->make_tensor_parallel(static_cast<size_t>(sc.max_num_batched_tokens) * static_cast<size_t>(hp_.n_embd));
     executor_->allocate_step_memory(sc.max_num_batched_tokens, hp_.n_embd, sc.max_num_seqs, hp_.n_vocab);
     setup_kv();
     executor_->bind_kv(step_block_reserve(*kv_, sc.max_num_seqs), sc.max_num_batched_tokens, sc.max_num_seqs);
@@ -165,6 +197,23 @@ void engine::init() {
               device_threads(), sc.max_num_seqs, sc.max_num_batched_tokens);
     publish_stats();
     step_thread_ = std::thread([this] { step_loop(); });
+}
+
+// Tensor parallel (#16 item 3): the model's plugin says how each weight splits, each rank gets a file of its part
+// (tensor_parallel_shard) and a worker over it; their devices start in init.
+void engine::start_tensor_parallel_ranks(const plugins::handle<strata_model_arch_desc> &arch,
+                                         std::vector<std::unique_ptr<worker>> &workers) {
+    const int32_t n_tp = opts_.tensor_parallel_size;
+    if (opts_.pipeline_parallel_size > 1 || opts_.pipeline_transport != nullptr)
+        fail("tensor_parallel_size {} with pipeline_parallel_size {}: tensor-parallel ranks inside pipeline stages are "
+             "not built yet; use one of the two", n_tp, opts_.pipeline_parallel_size);
+    const auto rules = read_tensor_splits(*file_, registry_, host_, arch, opts_.model_path, n_tp);
+    for (int32_t r = 0; r < n_tp; ++r) {
+        shards_.push_back(std::make_unique<tensor_parallel_shard>(*file_, rules, r, n_tp, quant_blocks(registry_),
+                                                                  opts_.plan_only));
+        workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *shards_.back(), arch));
+        workers.back()->set_tensor_parallel({r, n_tp, nullptr, nullptr});
+    }
 }
 
 engine::~engine() {

@@ -12,6 +12,7 @@
 #include "engine/step_builder.hpp"
 #include "engine/tiered_weights.hpp"
 #include "model_file/open_model_file.hpp"
+#include "model_file/tensor_parallel_shard.hpp"
 #include "kv/kv_cache.hpp"
 #include "planner/memory_planner.hpp"
 #include "plugin_host/registry.hpp"
@@ -111,6 +112,8 @@ class engine {
     void init();
     void release_resources(bool persist);
     void setup_kv();
+    void start_tensor_parallel_ranks(const plugins::handle<strata_model_arch_desc> &arch,
+                                     std::vector<std::unique_ptr<worker>> &workers);
     void step_loop();
     // Runs fn on the step thread between two steps and waits for it; rethrows what fn threw.
     void run_between_steps(const std::function<void()> &fn);
@@ -133,6 +136,8 @@ class engine {
     const strata_host_services *host_;
     engine_options opts_;
     std::unique_ptr<model_file> file_;
+    // Tensor parallel: each rank's part of the file (its workers read it; declared before executor_ to outlive it).
+    std::vector<std::unique_ptr<tensor_parallel_shard>> shards_;
     std::unique_ptr<class tokenizer> tokenizer_;
     std::unique_ptr<chat::chat_formatter> chat_;
     // Constrained decoding's view of the vocabulary, built by the first request that needs it.

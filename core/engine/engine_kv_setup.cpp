@@ -23,7 +23,13 @@ using namespace detail;
 void engine::setup_kv() {
     const kv_options &o = opts_.kv;
     const int64_t kv_dim = int64_t{hp_.n_head_kv} * hp_.head_dim;
-    const uint64_t block_bytes = kv_layout::block_bytes(hp_.n_layer, o.block_size, kv_dim, o.kv_type);
+    uint64_t block_bytes = kv_layout::block_bytes(hp_.n_layer, o.block_size, kv_dim, o.kv_type);
+    const bool tensor_parallel = executor_->tensor_parallel();
+    if (tensor_parallel) {
+        // Each rank keeps its heads of every layer: the block is their shares one after another.
+        block_bytes = 0;
+        for (const pipeline_rank *r : executor_->ranks()) block_bytes += r->kv_block_bytes();
+    }
     const uint64_t per_token = block_bytes / static_cast<uint64_t>(o.block_size);
     // Device KV as planned: kv_cache_memory when set, else what the device budget leaves (bounded on the CPU). Each
     // pipeline rank planned its own (kv_cache_memory is each rank's) for its layers' share of a block: the pool has
@@ -37,9 +43,10 @@ void engine::setup_kv() {
     }
     if (n_device == 0) {
         const std::string who =
-            ranks.size() > 1 ? fmt::format(" of pipeline rank {} (layers [{}, {}))", tightest->stage().rank,
-                                           tightest->stage().layer_first, tightest->stage().layer_end)
-                             : std::string();
+            tensor_parallel ? " of each tensor-parallel rank"
+            : ranks.size() > 1 ? fmt::format(" of pipeline rank {} (layers [{}, {}))", tightest->stage().rank,
+                                             tightest->stage().layer_first, tightest->stage().layer_end)
+                               : std::string();
         const uint64_t share = tightest->kv_block_bytes();
         fail("the device KV cache{} ({}) holds no block of {} ({} tokens x {} per token); raise --kv-cache-memory or "
              "lower --block-size",
@@ -51,13 +58,14 @@ void engine::setup_kv() {
     kc.block_size = o.block_size;
     kc.block_bytes = block_bytes;
     kc.prefix_caching = o.enable_prefix_caching;
-    const uint64_t kv_identity = kv_fingerprint(fingerprint_, o.kv_type);
+    const uint64_t kv_identity = kv_fingerprint(fingerprint_, o.kv_type, opts_.tensor_parallel_size);
     kc.fingerprint = kv_identity;
     const bool device_reads_host = executor_->driver_worker().device_reads_host();
     kc.device_reads_host = device_reads_host;
     kv_ = std::make_unique<kv::kv_cache>(kc);
     // The blocks' memory is the workers' (device, and the host and NVMe tiers); the KV cache decides what they hold.
-    // Pipeline ranks each keep their layers' share of every block; the shares joined are the whole block.
+    // Pipeline ranks each keep their layers' share of every block, tensor-parallel ranks their heads' share of every
+    // layer; the shares joined are the whole block.
     auto pool_storage = [&](const auto &allocate_share) -> std::unique_ptr<kv::block_storage> {
         if (ranks.size() == 1) return allocate_share(*ranks.front());
         std::vector<kv::layer_striped_storage::part> shares;

@@ -57,6 +57,10 @@ struct engine_options {
     // by bytes, or pipeline_layer_partition's layers per rank) with its own weights and KV, the residual stream
     // passing rank to rank: [parallel] pipeline_parallel_size and pipeline_layer_partition.
     int32_t pipeline_parallel_size = 1;
+    // Tensor-parallel ranks in this process (#16 item 3): each holds its share of every layer's heads and
+    // feed-forward columns (and its heads' KV), all computing each step at once, the partial sums joined after the
+    // attention output and the feed-forward: [parallel] tensor_parallel_size.
+    int32_t tensor_parallel_size = 1;
     std::vector<int32_t> pipeline_layer_partition;
     // Pipeline ranks as processes (#16): when mpirun started this process as one of pipeline_parallel_size, the link
     // to the others (borrowed; rank 0 runs the engine, the others serve_pipeline_rank); null: every rank in this one.

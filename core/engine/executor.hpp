@@ -1,6 +1,8 @@
 // The executor (vLLM v1's Executor): where a step the scheduler decided crosses to the workers that run it. One worker
 // runs the whole model (vLLM's UniProcExecutor); with pipeline_parallel_size N, N workers in this process each run a
-// contiguous range of the layers over KV blocks of their own, and each step passes the residual stream rank to rank.
+// contiguous range of the layers over KV blocks of their own, and each step passes the residual stream rank to rank;
+// with tensor_parallel_size N, N workers each hold their share of every layer's heads and feed-forward columns and
+// run each step at once (tensor_parallel_group).
 // Under mpirun the ranks are processes (vLLM's multi-node executors; #16): this process keeps rank 0's worker, the
 // others are remote_ranks, each step goes to every rank, the residual stream passes from process to process and the
 // last rank's logits come back here. The engine above does not change.
@@ -11,6 +13,7 @@
 #include "engine/pipeline_protocol.hpp"
 #include "engine/remote_rank.hpp"
 #include "engine/step_input.hpp"
+#include "engine/tensor_parallel_group.hpp"
 #include "engine/worker.hpp"
 
 #include <algorithm>
@@ -30,6 +33,15 @@ class executor {
     const worker &driver_worker() const { return *workers_.front(); }
     // The workers in this process, rank by rank (one unless pipeline parallel in one process).
     const std::vector<std::unique_ptr<worker>> &workers() const { return workers_; }
+
+    // The workers are tensor-parallel ranks (#16 item 3): each step runs on all of them at once, their partial sums
+    // joined by all_reduce (tensor_parallel_group); up to max_floats floats each (max_num_batched_tokens x n_embd).
+    void make_tensor_parallel(size_t max_floats) {
+        std::vector<worker *> ranks;
+        for (auto &w : workers_) ranks.push_back(w.get());
+        tensor_parallel_ = std::make_unique<tensor_parallel_group>(std::move(ranks), max_floats);
+    }
+    bool tensor_parallel() const { return tensor_parallel_ != nullptr; }
 
     // Pipeline ranks that are processes (after rank 0's worker, in rank order), reached through `link`; each rank's
     // part of a step may take timeout_s seconds ([parallel] rank_timeout_s).
@@ -53,7 +65,7 @@ class executor {
         for (auto &w : workers_) w->allocate_step_memory();
         n_embd_ = n_embd;
         n_vocab_ = n_vocab;
-        if (workers_.size() + remote_.size() > 1)
+        if (workers_.size() + remote_.size() > 1 && !tensor_parallel_)
             stream_.resize(static_cast<size_t>(max_tokens) * static_cast<size_t>(n_embd));
         if (!remote_.empty()) logits_.resize(static_cast<size_t>(max_seqs) * static_cast<size_t>(n_vocab));
     }
@@ -70,6 +82,7 @@ class executor {
     // Runs one step on the workers, rank after rank, and returns the logits rows the last rank holds.
     step_output execute_model(const step_input &step) {
         if (!remote_.empty()) return execute_across_processes(step);
+        if (tensor_parallel_) return tensor_parallel_->execute_model(step);
         if (workers_.size() == 1) return workers_.front()->execute_model(step);
         step_output out;
         for (size_t r = 0; r < workers_.size(); ++r) {
@@ -82,6 +95,7 @@ class executor {
     // Stops the remote ranks, then releases the workers here.
     void release(bool clean_shutdown) {
         for (auto &r : remote_) r->stop();
+        tensor_parallel_.reset(); // its threads, before the workers they run
         for (auto it = workers_.rbegin(); it != workers_.rend(); ++it) (*it)->release(clean_shutdown);
     }
 
@@ -131,6 +145,7 @@ class executor {
 
     std::vector<std::unique_ptr<worker>> workers_;
     std::vector<std::unique_ptr<remote_rank>> remote_;
+    std::unique_ptr<tensor_parallel_group> tensor_parallel_;
     distributed::transport *link_ = nullptr;
     double timeout_s_ = 0;
     int32_t n_embd_ = 0, n_vocab_ = 0;

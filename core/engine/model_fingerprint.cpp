@@ -34,13 +34,22 @@ uint64_t model_fingerprint(const model_file &file) {
     return h;
 }
 
-uint64_t kv_fingerprint(uint64_t model, uint32_t kv_type) {
-    if (kv_type == STRATA_KV_F32) return model;
-    // splitmix64's finaliser over the model's fingerprint and the type: distinct types give unrelated values.
-    uint64_t z = model ^ (0x9e3779b97f4a7c15ull * (uint64_t{kv_type} + 1));
+namespace {
+
+// splitmix64's finaliser over a fingerprint and a value: distinct values give unrelated results.
+uint64_t mix(uint64_t h, uint64_t v) {
+    uint64_t z = h ^ (0x9e3779b97f4a7c15ull * (v + 1));
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
+}
+
+} // namespace
+
+uint64_t kv_fingerprint(uint64_t model, uint32_t kv_type, int32_t tensor_parallel_size) {
+    const uint64_t typed = kv_type == STRATA_KV_F32 ? model : mix(model, kv_type);
+    // A tensor-parallel block is its ranks' head shares one after another, not one layer's heads together.
+    return tensor_parallel_size > 1 ? mix(typed ^ 0x7470u, static_cast<uint64_t>(tensor_parallel_size)) : typed;
 }
 
 } // namespace strata::engine

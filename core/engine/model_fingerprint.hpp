@@ -13,7 +13,9 @@ uint64_t model_fingerprint(const model_file &file);
 
 // The identity of KV computed by that model into a cache of kv_type (strata_kv_type): the model's fingerprint for
 // float32 (so earlier prefix stores stay valid), another value for each other type, so a block stored in one type is
-// never read as another (in memory or in the prefix store, whose folders are named by it).
-uint64_t kv_fingerprint(uint64_t model, uint32_t kv_type);
+// never read as another (in memory or in the prefix store, whose folders are named by it). With tensor parallel
+// (tensor_parallel_size > 1) a block holds each rank's heads in turn: another value for each size, so a store written
+// by one split is never read by another.
+uint64_t kv_fingerprint(uint64_t model, uint32_t kv_type, int32_t tensor_parallel_size = 1);
 
 } // namespace strata::engine

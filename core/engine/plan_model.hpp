@@ -11,6 +11,7 @@ namespace strata::engine {
 // One pipeline rank's plan (the whole model's without pipeline parallel).
 struct rank_plan {
     pipeline_stage stage;
+    int32_t tensor_parallel_rank = 0, tensor_parallel_size = 1; // a tensor-parallel rank's plan: its share
     planner::inputs inputs;
     planner::plan plan;
 };

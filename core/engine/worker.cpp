@@ -36,6 +36,7 @@ void worker::load_model() {
     check_model_reads_input_order(file_, arch_, opts_.model_path);
     source_ = std::make_unique<model_source>(file_, registry_, host_);
     source_->set_context_per_sequence(std::max(0, opts_.max_model_len));
+    if (tp_.size > 1) source_->set_tensor_parallel(tp_.rank, tp_.size);
     model_ = arch_.desc->create(source_->view(), &st);
     if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
     const std::string arch = arch_.desc->header.name;
@@ -95,12 +96,12 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
     // Tier instances are numbered across the process's replicas and ranks. Replicas and ranks on the CPU device share
     // the host's RAM; a device with memory of its own gives each replica, and since ABI 1.28 each rank, a device of its
     // own (cuda: a GPU each), while an older one's ranks share their replica's.
-    offload_.rank = opts_.data_parallel_rank * stage_.n_ranks + stage_.rank;
+    offload_.rank = (opts_.data_parallel_rank * tp_.size + tp_.rank) * stage_.n_ranks + stage_.rank;
     // Ranks that are processes share the memory of their host with the other processes on it (a GPU each has its
     // own); ranks in one process share its device.
     const distributed::transport *link = opts_.pipeline_transport;
     const int32_t sharing = link != nullptr ? link->local_size() : stage_.n_ranks;
-    offload_.device_share = device_reads_host_                        ? sharing * opts_.data_parallel_size
+    offload_.device_share = device_reads_host_                        ? sharing * opts_.data_parallel_size * tp_.size
                             : has_device_per_stage() || link != nullptr ? 1
                                                                         : stage_.n_ranks;
     // The ranks run one after another: on one device they divide its memory, not the time.
@@ -129,6 +130,12 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
                                   static_cast<uint64_t>(hp_.n_embd);
     shape.activation_bytes += (stage_.first() ? 0 : stream_bytes) + (last_stage() ? 0 : stream_bytes);
     shape.kv_type = opts_.kv.kv_type;
+    if (tp_.size > 1 && opts_.print_plan) {
+        uint64_t bytes = 0;
+        for (const auto &t : file_.tensors()) bytes += t.n_bytes;
+        std::fprintf(stderr, "tensor-parallel rank %d of %d: its heads and feed-forward columns (%s of the file's "
+                     "tensors)\n", tp_.rank, tp_.size, human(bytes).c_str());
+    }
     if (stage_.n_ranks > 1) {
         shape.layer_first = stage_.layer_first;
         shape.layer_end = stage_.layer_end;
@@ -166,6 +173,8 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
     if (!plan_.fits) {
         std::string all;
         for (const auto &p : plan_.problems) all += "\n  " + p;
+        if (tp_.size > 1)
+            fail("tensor-parallel rank {} of {} does not fit as configured:{}", tp_.rank, tp_.size, all);
         if (stage_.n_ranks > 1)
             fail("pipeline rank {} of {} (layers [{}, {})) does not fit as configured:{}", stage_.rank, stage_.n_ranks,
                  stage_.layer_first, stage_.layer_end, all);

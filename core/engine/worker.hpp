@@ -47,6 +47,17 @@ class worker final : public pipeline_rank {
     // a device of its own, cuda a GPU each; the split of the layers comes later, set_stage). `device` names the device
     // plugin instead of [engine] device (the later ranks take rank 0's choice by name: no fallback of their own).
     void init_device(int32_t pipeline_rank = 0, int32_t n_pipeline_ranks = 1, const std::string &device = {});
+    // Tensor-parallel rank `rank` of `size` (#16 item 3; before init_device): its file is that rank's part of the
+    // weights (tensor_parallel_shard), its model is created as the part (ABI 1.29), its device is that share of the
+    // hardware (a device instance of its own: the CPU's threads divided, since the ranks compute at the same time), and
+    // each step's forward joins the ranks' partial sums through `all_reduce` (tensor_parallel_group).
+    struct tensor_parallel_link {
+        int32_t rank = 0, size = 1;
+        int32_t (*all_reduce)(void *user, float *data, int64_t n, strata_status *st) = nullptr;
+        void *user = nullptr;
+    };
+    void set_tensor_parallel(const tensor_parallel_link &link) { tp_ = link; }
+    const tensor_parallel_link &tensor_parallel() const { return tp_; }
     // Creates the model on the file and asks the device, at load, for every op, shape and KV type it will need.
     void load_model();
     // A pipeline rank: the layers this worker runs and keeps the KV of (after load_model; the model must run as
@@ -155,6 +166,7 @@ class worker final : public pipeline_rank {
     std::atomic<uint64_t> hybrid_steps_{0}, hybrid_streamed_steps_{0};
 
     pipeline_stage stage_;
+    tensor_parallel_link tp_;
     int32_t device_stage_ = 0, device_stages_ = 1; // the pipeline stage the device was started for (init_device)
 
     // Buffers allocated once; nothing is allocated per token or per step.

@@ -28,8 +28,9 @@ void worker::init_device(int32_t pipeline_rank, int32_t n_pipeline_ranks, const 
         dargs.host = host_;
         auto it = opts_.device_configs.find(h.desc->header.name);
         dargs.config = it != opts_.device_configs.end() ? it->second : opts_.device_config;
-        dargs.instance = opts_.data_parallel_rank;
-        dargs.n_instances = opts_.data_parallel_size;
+        // Replicas and tensor-parallel ranks compute at the same time: each a device instance of its own.
+        dargs.instance = opts_.data_parallel_rank * tp_.size + tp_.rank;
+        dargs.n_instances = opts_.data_parallel_size * tp_.size;
         dargs.pipeline_rank = pipeline_rank;
         dargs.n_pipeline_ranks = n_pipeline_ranks;
         return h.desc->create(&dargs, why);

@@ -68,6 +68,8 @@ void worker::forward(const step_input &step, const float *hidden_in, float *hidd
     a.token_seq = step.token_seq;
     a.logits_tokens = step.logits_tokens;
     a.n_logits = step.n_logits;
+    a.all_reduce = tp_.all_reduce; // a tensor-parallel rank: the ranks' partial sums joined (ABI 1.29)
+    a.all_reduce_user = tp_.user;
     if (stage_.n_ranks > 1) {
         // A pipeline rank: its layers, over KV blocks holding only them; the residual stream crosses in host memory.
         const uint64_t stream_bytes = sizeof(float) * static_cast<uint64_t>(step.n_tokens) * hp_.n_embd;

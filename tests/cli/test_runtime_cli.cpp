@@ -629,8 +629,9 @@ TEST(SeedCommands, TheSeedsYamlConfigRunsAndShowsEveryKeysEffect) {
 
 TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     const std::vector<std::pair<std::string, std::string>> cases = {
-        {"-tp 2", "tensor_parallel_size = 2: splitting each layer over several devices is not available yet; split "
-                  "the layers into stages instead (--pipeline-parallel-size 2, a GPU each)"},
+        {"-tp 3 -t 3", "has 64 rows in a part, which tensor_parallel_size 3 does not divide"},
+        {"-tp 2 -pp 2", "tensor-parallel ranks inside pipeline stages are not built yet"},
+        {"-tp 2 --set cpu.separate_memory=true", "needs NCCL's all-reduce, which is not built yet"},
         {"-pp 6", "pipeline_parallel_size 6 must be between 1 and the model's 5 layers"},
         {"-pp 2 --pipeline-layer-partition 2,x", "pipeline_layer_partition = \"2,x\": 'x' is not a positive number of "
                                                  "layers"},
@@ -668,8 +669,18 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     for (const std::string flags : {"--dtype float32", "--kv-cache-dtype auto", "--kv-cache-dtype float16",
                                     "--kv-cache-dtype bf16", "--kv-cache-dtype fp8", "--kv-cache-dtype fp8_e5m2", "-ctk f16 -ctv f16", "-q gguf", "-ctk f32 -ctv f32", "-tp 1",
                                     "--tensor-parallel-size 1", "--n-gpu-layers 20 --ctx-size 4096", "--cpu-kv-cache",
-                                    "-dp 2 -t 2", "--data-parallel-size 1"})
+                                    "-dp 2 -t 2", "--data-parallel-size 1", "-tp 2 -t 2", "-tp 4 -t 4"})
         EXPECT_EQ(greedy_tokens(flags).size(), 16u) << flags;
+    // Tensor parallel on stories260K (float32): one process's tokens; `plan` shows each rank's share.
+    EXPECT_EQ(greedy_tokens("-tp 2 -t 2"), greedy_tokens(""));
+    {
+        const nlohmann::json tp = plan_json("--model " + k_model + " -tp 2 -t 2");
+        const nlohmann::json one = plan_json("--model " + k_model);
+        EXPECT_EQ(tp["tensor_parallel_size"], 2);
+        ASSERT_EQ(tp["tensor_parallel_ranks"].size(), 2u);
+        EXPECT_EQ(tp["kv_bytes_per_token"].get<int64_t>() * 2, one["kv_bytes_per_token"].get<int64_t>())
+            << "each rank keeps its KV heads";
+    }
     // Data parallel: `plan` shows one replica's plan and says how many there are (that a replica plans half the RAM
     // is DataParallel.*'s, with the RAM pinned: the free RAM two processes read moves under parallel tests).
     EXPECT_EQ(plan_json("--model " + k_model + " -dp 2 -t 2")["data_parallel_size"], 2);

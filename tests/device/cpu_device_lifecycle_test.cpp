@@ -215,7 +215,8 @@ TEST(CpuDeviceLifecycle, DataParallelInstancesTakeTheirShareOfThreadsAndCores) {
     EXPECT_EQ(create(0, 1, &st, -1, 2), nullptr);
     EXPECT_NE(std::string(st.message).find("pipeline rank -1 of 2 is out of range"), std::string::npos) << st.message;
     EXPECT_EQ(create(0, 5, &st), nullptr);
-    EXPECT_NE(std::string(st.message).find("5 data-parallel replicas need a thread each, but the cpu device has 4"),
+    EXPECT_NE(std::string(st.message).find("5 data-parallel replicas need a thread each (tensor-parallel ranks count as "
+                                           "replicas here: each computes at the same time), but the cpu device has 4"),
               std::string::npos)
         << st.message;
 }

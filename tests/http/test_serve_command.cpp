@@ -136,7 +136,8 @@ TEST(ServeCommand, DataParallelReplicasAnswerConcurrentRequestsAsOneEngineAndMet
     server two("dp2", {"serve", k_model, "--device", "cpu", "-t", "2", "--data-parallel-size", "2"});
     ASSERT_NE(two.pid, 0) << read_text(two.log);
     const std::string log = read_text(two.log);
-    EXPECT_NE(log.find("data-parallel replica 1 of 2: 1 thread,"), std::string::npos) << log;
+    EXPECT_NE(log.find("instance 1 of 2 (data-parallel replicas x tensor-parallel ranks): 1 thread,"), std::string::npos)
+        << log;
     completion_tokens = 0;
     prompt_tokens = 0;
     std::vector<std::string> got(prompts.size());

@@ -142,6 +142,36 @@ TEST(PlacementInvariance, PipelineRanksGiveTheSameTokensWhereverEachRanksWeights
     }
 }
 
+// Tensor-parallel ranks (#16 item 3): two ranks in this process, each holding its half of every layer's heads and
+// feed-forward columns of stories260K (attn_output's and ffn_down's columns gathered into memory of their own), each
+// placing its share by the same offload keys (every tier in place or streamed, by count and by size, each prefetch
+// depth): one process's tokens every time (float32 weights: the partial sums' order moves the logits by ulps only).
+TEST(PlacementInvariance, TensorParallelRanksGiveTheSameTokensWhereverEachRanksWeightsLive) {
+    const std::string model = shared_path("models/stories260K-f32.gguf");
+    constexpr int32_t n = 48;
+    const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, n);
+    ASSERT_EQ(want.size(), static_cast<size_t>(n));
+    for (const variant &v : stories_placements()) {
+        fs::remove(nvme_table().strings["path"] + ".rank1"); // left over by an earlier run that was killed
+        strata::engine::engine_options o = test_engine_options(model, 256, 16);
+        o.scheduler.max_num_batched_tokens = 16;
+        o.scheduler.max_num_seqs = 4;
+        o.tensor_parallel_size = 2;
+        o.offload = v.opts;
+        o.offload.kv_cache_memory = uint64_t{16} << 20;
+        o.offload.measure_bandwidth = false;
+        o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
+        auto e = std::make_unique<strata::engine::engine>(test_registry(), test_host(), o);
+        ASSERT_EQ(e->ranks().size(), 2u);
+        for (const auto *rank : e->ranks())
+            EXPECT_GT(rank->memory_plan().offloaded_layers, 0) << v.name << ": a rank offloaded nothing";
+        EXPECT_EQ(generate(*e, "Once upon a time", greedy(n)).tokens, want) << v.name;
+        if (v.name == "tier nvme streamed") {
+            EXPECT_TRUE(fs::exists(nvme_table().strings["path"] + ".rank1")) << "rank 1's own tier file";
+        }
+    }
+}
+
 // The same for an HF checkpoint (three safetensors shards, BF16 matrices, norms widened to F32 by the reader): its
 // tensors point into the shards' mappings, and every tier and streaming path must read them there.
 TEST(PlacementInvariance, HfCheckpointGreedyTokensAreTheSameWhereverTheWeightsLive) {

@@ -7,6 +7,7 @@
 //         [--offload-compute device|cpu|auto [--op-offload-min-batch N]]   (cuda: where offloaded layers compute;
 //                               default device = streamed. cpu = hybrid placement: the CPU computes them in the tier)
 //         [--kv-cache-dtype float32|float16|bfloat16|fp8|fp8_e5m2|q8_0]   (the KV bytes of the bound follow it)
+//         [--tensor-parallel-size N]   (N ranks splitting every layer, --threads divided among them)
 //
 // Hybrid (--offload-compute cpu, or auto choosing it): the layers run one after another, so the bound per token is
 // the all-resident compute time plus the CPU-computed layers' bytes at the measured memory bandwidth.
@@ -69,10 +70,11 @@ struct options {
     std::string offload_compute = "device";
     int op_offload_min_batch = 0; // 0 = the engine's measured choice
     uint32_t kv_type = STRATA_KV_F32; // --kv-cache-dtype
+    int tensor_parallel = 1;          // --tensor-parallel-size: ranks splitting each layer, the threads divided among them
 };
 
 [[noreturn]] void usage(const std::string &why) {
-    std::fprintf(stderr, "bench: %s\nusage: bench --model F.gguf [--threads N] [--prompt-tokens N] [--decode-tokens N] [--repeat N] [--warmup N] [--device cpu|cuda] [--kv-cache-dtype T]\n",
+    std::fprintf(stderr, "bench: %s\nusage: bench --model F.gguf [--threads N] [--prompt-tokens N] [--decode-tokens N] [--repeat N] [--warmup N] [--device cpu|cuda] [--kv-cache-dtype T] [--tensor-parallel-size N]\n",
                  why.c_str());
     std::exit(2);
 }
@@ -221,6 +223,7 @@ int main(int argc, char **argv) try {
         else if (a == "--device") o.device = val();
         else if (a == "--offload-compute") o.offload_compute = val();
         else if (a == "--op-offload-min-batch") o.op_offload_min_batch = std::atoi(val().c_str());
+        else if (a == "--tensor-parallel-size") o.tensor_parallel = std::atoi(val().c_str());
         else if (a == "--kv-cache-dtype") {
             if (!strata::bench::kv_type_named(val(), &o.kv_type))
                 usage(std::string("--kv-cache-dtype is ") + strata::bench::kv_type_words);
@@ -253,6 +256,7 @@ int main(int argc, char **argv) try {
     // Every repeat sends the same prompt: with the prefix cache on, repeats after the first would skip the prefill.
     eo.kv.enable_prefix_caching = false;
     eo.kv.kv_type = o.kv_type;
+    eo.tensor_parallel_size = o.tensor_parallel;
     auto eng_ptr = std::make_unique<strata::engine::engine>(registry, &host, eo);
     strata::engine::engine &eng = *eng_ptr;
     const auto &hp = eng.hparams();

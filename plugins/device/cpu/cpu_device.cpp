@@ -109,8 +109,9 @@ strata_device *create(const strata_device_create_args *args, strata_status *st) 
         if (strata::plugin::device_pipeline_rank(args, "cpu", &stage, &n_stages, st) != STRATA_OK) return nullptr;
         if (n_instances > all_threads) {
             fail(st, STRATA_ERR_INVALID_ARGUMENT,
-                 "cpu create: %d data-parallel replicas need a thread each, but the cpu device has %d ([cpu] threads); "
-                 "lower --data-parallel-size or raise --threads",
+                 "cpu create: %d data-parallel replicas need a thread each (tensor-parallel ranks count as replicas "
+                 "here: each computes at the same time), but the cpu device has %d ([cpu] threads); lower "
+                 "--data-parallel-size or --tensor-parallel-size, or raise --threads",
                  n_instances, all_threads);
             return nullptr;
         }
@@ -130,7 +131,8 @@ strata_device *create(const strata_device_create_args *args, strata_status *st) 
         if (host != nullptr) {
             if (n_instances > 1)
                 strata::plugin::log(host, STRATA_LOG_INFO, plugin_name,
-                                    "data-parallel replica %d of %d: %d thread%s, %s kernels, %s %d", instance,
+                                    "instance %d of %d (data-parallel replicas x tensor-parallel ranks): %d thread%s, %s "
+                                    "kernels, %s %d", instance,
                                     n_instances, threads, threads == 1 ? "" : "s", dev->kern.name,
                                     cpus.empty() ? "unpinned; share" : "workers pinned from cpu",
                                     cpus.empty() ? instance : cpus.front());

@@ -215,7 +215,7 @@ void read_attention(const strata_model_source *src, const family &fam, model &m)
     const strata_model_hparams &hp = m.hp;
     const gemma_terms &g = fam.gemma;
     const float scale = g.embd_per_head_scale_layers == hp.n_layer
-                            ? 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head))
+                            ? 1.0f / std::sqrt(static_cast<float>(hp.n_embd / m.n_head_whole))
                             : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
     m.attn_scale = g.scale_queries ? 1.0f : scale;
     m.query_scale = g.scale_queries ? scale : 0.0f;
@@ -335,6 +335,36 @@ strata_model_hparams read_hparams(const strata_model_source *src, const family &
     return hp;
 }
 
+// Tensor parallel (ABI 1.29): this model is rank r's part of `size`, as Megatron splits a layer — its share of the
+// query and KV heads and of the FFN's inner columns; every other size stays the file's. The host hands the weights
+// already sliced to these shapes, so the shape checks below hold them to the part's sizes.
+void split_for_tensor_parallel(const strata_model_source *src, const family &fam, model &m) {
+    const bool has = src->struct_size >= offsetof(strata_model_source, tensor_parallel_size) +
+                                             sizeof(src->tensor_parallel_size);
+    const int32_t size = has ? src->tensor_parallel_size : 0;
+    if (size <= 1) return;
+    const int32_t rank = src->tensor_parallel_rank;
+    if (rank < 0 || rank >= size)
+        throw std::runtime_error("tensor-parallel rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                                 " is out of range");
+    if (m.experts.n_expert > 0)
+        throw std::runtime_error(std::string(fam.arch) + " with experts cannot be split by tensor parallel yet (its "
+                                 "experts would need splitting too); run it with tensor_parallel_size 1");
+    strata_model_hparams &hp = m.hp;
+    auto divide = [&](int32_t &n, const char *what) {
+        if (n % size != 0)
+            throw std::runtime_error(std::string(what) + " " + std::to_string(n) + " is not a multiple of "
+                                     "tensor_parallel_size " + std::to_string(size) + ": every rank must hold as many; "
+                                     "choose a size that divides it");
+        n /= size;
+    };
+    divide(hp.n_head, "head_count");
+    divide(hp.n_head_kv, "head_count_kv");
+    divide(hp.n_ff, "feed_forward_length");
+    m.tp_rank = rank;
+    m.tp_size = size;
+}
+
 } // namespace
 
 model *load(const family &fam, const strata_model_source *src) {
@@ -345,6 +375,8 @@ model *load(const family &fam, const strata_model_source *src) {
     hp = read_hparams(src, fam);
     refuse_unimplemented_keys(src, fam, hp);
     m->experts = read_experts(src, fam, hp);
+    m->n_head_whole = hp.n_head;
+    split_for_tensor_parallel(src, fam, *m);
     const std::array<presence, role_count> layer = layer_presence(fam, m->experts.n_expert > 0);
 
     strata_tensor_view probe{};
@@ -391,7 +423,7 @@ model *load(const family &fam, const strata_model_source *src) {
             if (!found) continue;
             if (lt.is_vector && w[lt.r].ggml_type != 0)
                 throw std::runtime_error("tensor '" + b + lt.name + "' must be F32 (norm weights and biases are)");
-            m->listed.push_back({w[lt.r], l});
+            m->listed.push_back({w[lt.r], l, static_cast<int32_t>(lt.r)});
         }
     }
     m->listed.push_back({m->output_norm, hp.n_layer});
@@ -411,6 +443,30 @@ model *load(const family &fam, const strata_model_source *src) {
         if (!m->host_layers.empty()) split_fused(m->host_layers[l], hp, fam, l);
     }
     return m.release();
+}
+
+strata_tensor_split tensor_split(const model &m, const listed_tensor &t) {
+    strata_tensor_split out{};
+    out.struct_size = sizeof out;
+    out.axis = STRATA_SPLIT_NONE;
+    if (t.role_index < 0) return out; // embedding, output norm, classifier, its bias: whole on every rank
+    const layer_tensor &lt = k_layer_tensors[static_cast<size_t>(t.role_index)];
+    auto per_rank = [](dim d) { return d == dim::q || d == dim::kv || d == dim::qkv || d == dim::ff || d == dim::ff2; };
+    // A vector's elements are its columns (a bias of q is split as q's rows are).
+    const bool rows = !lt.is_vector && per_rank(lt.rows);
+    const dim along = rows ? lt.rows : lt.cols;
+    if (!per_rank(along)) return out;
+    out.axis = rows ? STRATA_SPLIT_ROWS : STRATA_SPLIT_COLS;
+    const expert_dims no_experts{};
+    out.n_parts = 1;
+    out.part[0] = resolve(along, m.hp, no_experts);
+    for (const fused_tensor &f : k_fused) {
+        if (f.whole != lt.r) continue;
+        out.n_parts = f.n_parts;
+        for (int i = 0; i < f.n_parts; ++i)
+            out.part[i] = resolve(f.sizes[static_cast<size_t>(i)], m.hp, no_experts);
+    }
+    return out;
 }
 
 namespace {
@@ -656,6 +712,14 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
         STRATA_TRY(ops->matmul(dev, &w[weight], x, n, y, st));
         return add_bias(ops, dev, w[bias], y, n, st);
     };
+    // A linear layer whose input is this tensor-parallel rank's share (its heads, its FFN columns): the ranks'
+    // partial products summed (all_reduce, ABI 1.29), then the bias once. Alone, `linear`.
+    auto row_parallel = [&](role weight, role bias, const float *x, float *y) -> int32_t {
+        if (m.tp_size <= 1) return linear(weight, bias, x, y);
+        STRATA_TRY(ops->matmul(dev, &w[weight], x, n, y, st));
+        STRATA_TRY(a->all_reduce(a->all_reduce_user, y, nd, st));
+        return add_bias(ops, dev, w[bias], y, n, st);
+    };
     // Per-head RMSNorm (Qwen3's attn_q_norm / attn_k_norm): every head of every token is a row of head_dim.
     auto head_norm = [&](role norm, float *x, int32_t heads) -> int32_t {
         if (!w.has(norm)) return STRATA_OK;
@@ -679,7 +743,7 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
     if (m.query_scale != 0.0f) // Gemma: the queries scaled, attention at scale 1 (read_attention asked for `scale`)
         STRATA_TRY(ops->scale(dev, b.q, static_cast<int64_t>(n) * hp.n_head * hp.head_dim, m.query_scale, b.q, st));
     STRATA_TRY(attend(b));
-    STRATA_TRY(linear(role::wo, role::bo, b.attn, b.xb));
+    STRATA_TRY(row_parallel(role::wo, role::bo, b.attn, b.xb));
     if (w.has(role::attn_post_norm)) STRATA_TRY(norm(role::attn_post_norm, b.xb, b.xb));
     STRATA_TRY(ops->add(dev, b.x, b.xb, nd, b.x, st));
     // Feed-forward block (SwiGLU, or GeGLU for Gemma; dense or the experts').
@@ -690,7 +754,7 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
         STRATA_TRY(linear(role::w_gate, role::b_gate, b.xb, b.gate));
         STRATA_TRY(linear(role::w_up, role::b_up, b.xb, b.up));
         STRATA_TRY(activate(m, ops, dev, b.gate, b.up, static_cast<int64_t>(n) * hp.n_ff, st));
-        STRATA_TRY(linear(role::w_down, role::b_down, b.gate, b.xb));
+        STRATA_TRY(row_parallel(role::w_down, role::b_down, b.gate, b.xb));
     }
     if (w.has(role::ffn_post_norm)) STRATA_TRY(norm(role::ffn_post_norm, b.xb, b.xb));
     return ops->add(dev, b.x, b.xb, nd, b.x, st);
@@ -985,6 +1049,10 @@ int32_t forward(const model &m, const strata_forward_args *a, strata_status *st)
                     "layers the call runs", stage.kv_first, stage.first);
     if (a->logits == nullptr && stage.end == m.hp.n_layer)
         return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: logits is NULL");
+    if (m.tp_size > 1 && (a->struct_size < offsetof(strata_forward_args, all_reduce_user) + sizeof(a->all_reduce_user) ||
+                          a->all_reduce == nullptr))
+        return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: the model is tensor-parallel rank %d of %d but "
+                    "all_reduce is NULL (the ranks' partial sums cannot be joined)", m.tp_rank, m.tp_size);
     const int32_t n = a->n_tokens;
     if (a->workspace == nullptr || a->workspace_size < workspace_bytes(m, n)) {
         return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: workspace of %llu bytes is smaller than %llu",

@@ -25,6 +25,7 @@ struct layer_weights {
 struct listed_tensor {
     strata_tensor_view view;
     int32_t layer;
+    int32_t role_index = -1; // a layer tensor's role, -1 for the embedding, output norm, classifier and its bias
 };
 
 // A mixture-of-experts model's expert count, experts used per token, the experts' inner size and the shared
@@ -81,6 +82,10 @@ struct model {
         std::string what;
     };
     std::vector<op_need> op_needs;
+    // Tensor parallel (ABI 1.29): this model is part tp_rank of tp_size (hp's head counts and FFN size are the
+    // part's); n_head_whole is the file's head count.
+    int32_t tp_rank = 0, tp_size = 1;
+    int32_t n_head_whole = 0;
 };
 
 // Reads hyperparameters and resolves every tensor of family `fam`, checking shapes; throws std::runtime_error with a
@@ -89,6 +94,10 @@ model *load(const family &fam, const strata_model_source *src);
 
 // Covers a batch of n_tokens in either KV layout, with logits for up to n_tokens of them.
 uint64_t workspace_bytes(const model &m, int32_t n_tokens);
+
+// How listed tensor `t` of the whole model splits among tensor-parallel ranks (ABI 1.29): along its per-rank size
+// (heads, KV heads, FFN columns; k_layer_tensors' dims), in the parts a fused tensor holds (k_fused).
+strata_tensor_split tensor_split(const model &m, const listed_tensor &t);
 
 // One forward step. With the ABI 1.5 tail and paged_kv set: a batch of several sequences over the paged KV cache
 // (device kv_store + paged_attention per layer, logits of the tokens in logits_tokens); otherwise one sequence over

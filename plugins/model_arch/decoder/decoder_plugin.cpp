@@ -4,6 +4,7 @@
 
 #include <strata/plugin.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <utility>
@@ -74,6 +75,19 @@ int32_t host_experts(const strata_model *m) { return as_model(m).experts.n_exper
 // Every family runs as pipeline stages (layer ranges with the residual stream in and out, ABI 1.24).
 int32_t pipeline_stages(const strata_model *) { return 1; }
 
+// Dense families split by tensor parallel (ABI 1.29: heads and FFN columns, all_reduce after attn_output and
+// ffn_down); a mixture of experts not yet.
+int32_t tensor_parallel(const strata_model *m) { return as_model(m).experts.n_expert > 0 ? 0 : 1; }
+
+int32_t tensor_split(const strata_model *m, int32_t index, strata_tensor_split *out) {
+    const auto &listed = as_model(m).listed;
+    if (index < 0 || static_cast<size_t>(index) >= listed.size() || out == nullptr) return STRATA_ERR_INVALID_ARGUMENT;
+    const strata_tensor_split split = strata::decoder::tensor_split(as_model(m), listed[static_cast<size_t>(index)]);
+    std::memcpy(out, &split, std::min<size_t>(sizeof split, std::max<size_t>(out->struct_size, sizeof(uint32_t))));
+    out->struct_size = static_cast<uint32_t>(std::min<size_t>(sizeof split, std::max<size_t>(out->struct_size, sizeof(uint32_t))));
+    return STRATA_OK;
+}
+
 template <size_t I> constexpr strata_model_arch_desc make_desc() {
     return {
         strata::plugin::make_header<strata_model_arch_desc>(STRATA_KIND_MODEL_ARCH, k_families[I].arch,
@@ -89,6 +103,8 @@ template <size_t I> constexpr strata_model_arch_desc make_desc() {
         device_op_need,
         host_experts,
         pipeline_stages,
+        tensor_parallel,
+        tensor_split,
     };
 }
 

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 28
+#define STRATA_ABI_MINOR 29
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -597,6 +597,14 @@ typedef struct strata_model_source {
      * (the model's trained context applies). A model whose forward depends on it reads it: Phi-3's LongRoPE picks its
      * long frequency factors when it exceeds the original context, as llama.cpp does with its context size. */
     int64_t n_ctx_seq;
+    /* optional, since 1.29: tensor parallel (Megatron's split, vLLM's --tensor-parallel-size). When struct_size covers
+     * these and tensor_parallel_size > 1, the model is created as rank tensor_parallel_rank's part: the host hands
+     * every weight as that rank's part of it, as the whole model's tensor_split said (get_tensor's shapes are the
+     * part's), the model reads the file's sizes and divides those it splits (head counts, FFN size) by the size (each
+     * a multiple of it, else create fails saying so), and its forward sums the ranks' partial products with
+     * strata_forward_args.all_reduce. 0/0 and 0/1 mean the whole model. */
+    int32_t tensor_parallel_rank;
+    int32_t tensor_parallel_size;
 } strata_model_source;
 
 typedef struct strata_model_hparams {
@@ -679,7 +687,29 @@ typedef struct strata_forward_args {
      * are at kv_layout::layer_offset(l - kv_first_layer). 0 <= kv_first_layer <= layer_first; 0 (or a struct without
      * it) is the whole model's block, every layer from 0. */
     int32_t kv_first_layer;
+    /* optional, since 1.29: tensor parallel. For a model created as a rank's part
+     * (strata_model_source.tensor_parallel_size > 1) the host sets all_reduce: forward calls it on each partial sum
+     * (a decoder: the n_tokens x n_embd outputs of attn_output and ffn_down, in the memory of the device that computed
+     * them) before their biases and the residual; it returns when `data` holds the sum of every rank's `data`, the
+     * same bits on every rank, or an error (a rank failed: the others return too, never wait for ever). */
+    int32_t (*all_reduce)(void *user, float *data, int64_t n, strata_status *st);
+    void *all_reduce_user;
 } strata_forward_args;
+
+/* since 1.29: how a tensor-parallel rank takes its part of a weight (strata_model_arch_desc.tensor_split). The view's
+ * rows (STRATA_SPLIT_ROWS) or columns (STRATA_SPLIT_COLS; a bias vector's elements) are n_parts consecutive groups of
+ * part[0], part[1], ... (one group, unless the tensor is fused: Phi-3's attn_qkv holds q, k and v rows); each group is
+ * cut into tensor_parallel_size equal pieces and rank r holds piece r of every group, in order. STRATA_SPLIT_NONE:
+ * every rank holds the whole tensor. */
+enum { STRATA_SPLIT_NONE = 0, STRATA_SPLIT_ROWS = 1, STRATA_SPLIT_COLS = 2 };
+
+typedef struct strata_tensor_split {
+    uint32_t struct_size;
+    int32_t axis;    /* STRATA_SPLIT_* */
+    int32_t n_parts; /* 1..4 */
+    int32_t reserved;
+    int64_t part[4];
+} strata_tensor_split;
 
 typedef struct strata_model_arch_desc {
     strata_descriptor_header header;
@@ -711,6 +741,15 @@ typedef struct strata_model_arch_desc {
     /* 1 when forward honours strata_forward_args.layer_first / layer_end / hidden_in / hidden_out for this model (it
      * can run as pipeline stages), else 0. Without the slot the host never splits it. */
     int32_t (*pipeline_stages)(const strata_model *model);
+    /* optional, since 1.29 */
+    /* 1 when this model can be created as tensor-parallel parts (strata_model_source.tensor_parallel_rank/size),
+     * says how each weight splits (tensor_split) and its forward calls strata_forward_args.all_reduce, else 0 (a
+     * mixture of experts, today). Asked of the whole model, before any part is created. Without the slot the host
+     * never splits it. */
+    int32_t (*tensor_parallel)(const strata_model *model);
+    /* How tensor_at's weight `index` is split among tensor-parallel ranks (asked of the whole model, with
+     * tensor_parallel). Returns STRATA_OK, or an error for an index out of range. */
+    int32_t (*tensor_split)(const strata_model *model, int32_t index, strata_tensor_split *out);
 } strata_model_arch_desc;
 
 /* ------------------------------------------------------------------------------------------------------------ */

@@ -1,0 +1,155 @@
+#include "engine/tensor_parallel_group.hpp"
+
+#include "common/error.hpp"
+
+#include <strata/thread_pool.hpp>
+
+#include <cstdio>
+#include <cstring>
+
+namespace strata::engine {
+
+tensor_parallel_group::tensor_parallel_group(std::vector<worker *> ranks, size_t max_floats)
+    : ranks_(std::move(ranks)), sum_(max_floats), partial_(ranks_.size(), nullptr), outputs_(ranks_.size()) {
+    contexts_.reserve(ranks_.size());
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+        contexts_.push_back({this, static_cast<int32_t>(r)});
+        worker::tensor_parallel_link link = ranks_[r]->tensor_parallel();
+        link.all_reduce = &tensor_parallel_group::all_reduce;
+        link.user = &contexts_.back();
+        ranks_[r]->set_tensor_parallel(link);
+    }
+    threads_.reserve(ranks_.size() - 1);
+    for (size_t r = 1; r < ranks_.size(); ++r) threads_.emplace_back([this, r] { serve(static_cast<int32_t>(r)); });
+}
+
+tensor_parallel_group::~tensor_parallel_group() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto &t : threads_) t.join();
+}
+
+step_output tensor_parallel_group::execute_model(const step_input &step) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        step_ = &step;
+        ranks_done_ = 0;
+        arrived_.store(0, std::memory_order_relaxed);
+        broken_.store(false, std::memory_order_relaxed);
+        failure_ = nullptr;
+        ++step_generation_;
+    }
+    cv_.notify_all();
+    run_rank(0);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return ranks_done_ == static_cast<int32_t>(ranks_.size()) - 1; });
+    step_ = nullptr;
+    if (failure_) std::rethrow_exception(failure_);
+    return outputs_.front();
+}
+
+void tensor_parallel_group::serve(int32_t rank) {
+    uint64_t seen = 0;
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(mu_);
+            cv_.wait(lock, [&] { return stopping_ || step_generation_ != seen; });
+            if (stopping_) return;
+            seen = step_generation_;
+        }
+        run_rank(rank);
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            ++ranks_done_;
+        }
+        cv_.notify_all();
+    }
+}
+
+void tensor_parallel_group::run_rank(int32_t rank) {
+    try {
+        outputs_[static_cast<size_t>(rank)] = ranks_[static_cast<size_t>(rank)]->execute_model(*step_);
+    } catch (...) {
+        record_failure(std::current_exception());
+    }
+}
+
+// The first error of the step is its reason (the others' all_reduce fails because of it); the barrier breaks so
+// that no rank waits for one that has stopped.
+void tensor_parallel_group::record_failure(std::exception_ptr e) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!failure_) failure_ = e;
+        broken_.store(true, std::memory_order_release);
+    }
+    cv_.notify_all();
+}
+
+bool tensor_parallel_group::barrier() {
+    if (broken_.load(std::memory_order_acquire)) return false;
+    const uint64_t generation = barrier_generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == static_cast<int32_t>(ranks_.size())) {
+        arrived_.store(0, std::memory_order_relaxed);
+        barrier_generation_.fetch_add(1, std::memory_order_release);
+        { std::lock_guard<std::mutex> lock(mu_); } // a rank between its check and its wait sees the new generation
+        cv_.notify_all();
+        return true;
+    }
+    for (int i = 0; i < thread_pool_detail::spin_iterations; ++i) {
+        if (barrier_generation_.load(std::memory_order_acquire) != generation) return true;
+        if (broken_.load(std::memory_order_acquire)) return false;
+        thread_pool_detail::cpu_relax();
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] {
+        return broken_.load(std::memory_order_acquire) ||
+               barrier_generation_.load(std::memory_order_acquire) != generation;
+    });
+    return barrier_generation_.load(std::memory_order_acquire) != generation;
+}
+
+int32_t tensor_parallel_group::all_reduce(void *user, float *data, int64_t n, strata_status *st) {
+    auto *c = static_cast<rank_context *>(user);
+    return c->group->reduce(c->rank, data, n, st);
+}
+
+// Each rank publishes its partial sums; once all have, rank r adds up its slice of the elements over the ranks in
+// rank order into sum_; once all slices are done, every rank copies sum_. Rank k's pointer is read only between the
+// first and the second barrier, and sum_ is rewritten only after every rank has passed the first barrier of the next
+// call, which each reaches only after its copy: no rank overtakes another.
+int32_t tensor_parallel_group::reduce(int32_t rank, float *data, int64_t n, strata_status *st) {
+    if (n < 0 || static_cast<size_t>(n) > sum_.size()) {
+        if (st != nullptr) {
+            st->code = STRATA_ERR_INVALID_ARGUMENT;
+            std::snprintf(st->message, sizeof st->message,
+                          "tensor parallel: all_reduce of %lld floats exceeds the %zu a step holds",
+                          static_cast<long long>(n), sum_.size());
+        }
+        return STRATA_ERR_INVALID_ARGUMENT;
+    }
+    const auto broken = [&] {
+        if (st != nullptr) {
+            st->code = STRATA_ERR_CANCELLED;
+            std::snprintf(st->message, sizeof st->message,
+                          "tensor parallel: another rank failed during this step (its error is the step's)");
+        }
+        return static_cast<int32_t>(STRATA_ERR_CANCELLED);
+    };
+    partial_[static_cast<size_t>(rank)] = data;
+    if (!barrier()) return broken();
+    const auto size = static_cast<int64_t>(ranks_.size());
+    const int64_t first = n * rank / size, end = n * (rank + 1) / size;
+    for (int64_t i = first; i < end; ++i) {
+        float s = partial_[0][i];
+        for (size_t k = 1; k < ranks_.size(); ++k) s += partial_[k][i];
+        sum_[static_cast<size_t>(i)] = s;
+    }
+    if (!barrier()) return broken();
+    std::memcpy(data, sum_.data(), static_cast<size_t>(n) * sizeof(float));
+    return STRATA_OK;
+}
+
+} // namespace strata::engine

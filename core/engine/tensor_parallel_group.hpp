@@ -1,0 +1,69 @@
+// Tensor-parallel ranks in this process (#16 item 3; vLLM's --tensor-parallel-size): each worker holds its heads and
+// feed-forward columns of every layer (tensor_parallel_shard) and its heads' KV; a step runs on all of them at once —
+// rank 0 on the calling thread, the others on a thread each, started once — and after each row-parallel matmul
+// (attn_output, ffn_down) the model calls all_reduce, which sums the ranks' partial products in rank order, so every
+// rank gets the same bits in every run. A rank that fails breaks the group's barrier: the others' all_reduce returns
+// an error instead of waiting, the step fails with the first rank's reason, and the next step starts afresh.
+#pragma once
+
+#include "engine/step_input.hpp"
+#include "engine/worker.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace strata::engine {
+
+class tensor_parallel_group {
+  public:
+    // Borrows the workers (rank order) for its lifetime, gives each its all_reduce, and starts a thread per rank past
+    // the first. max_floats: the largest partial sum (max_num_batched_tokens x n_embd).
+    tensor_parallel_group(std::vector<worker *> ranks, size_t max_floats);
+    ~tensor_parallel_group();
+    tensor_parallel_group(const tensor_parallel_group &) = delete;
+    tensor_parallel_group &operator=(const tensor_parallel_group &) = delete;
+
+    // Runs the step on every rank at once; rank 0's logits (every rank computes the same ones). Throws the first
+    // failing rank's error.
+    step_output execute_model(const step_input &step);
+
+  private:
+    struct rank_context {
+        tensor_parallel_group *group;
+        int32_t rank;
+    };
+    static int32_t all_reduce(void *user, float *data, int64_t n, strata_status *st);
+    int32_t reduce(int32_t rank, float *data, int64_t n, strata_status *st);
+    // Every rank waits here for the others; false when the group is broken (a rank failed).
+    bool barrier();
+    void run_rank(int32_t rank);
+    void serve(int32_t rank);
+    void record_failure(std::exception_ptr e);
+
+    std::vector<worker *> ranks_;
+    std::vector<rank_context> contexts_;
+    std::vector<std::thread> threads_;
+    std::vector<float> sum_;           // the reduced values, written a slice per rank
+    std::vector<float *> partial_;     // each rank's data in the current all_reduce
+    std::vector<step_output> outputs_; // each rank's step output
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    const step_input *step_ = nullptr;
+    uint64_t step_generation_ = 0; // a new step for the rank threads
+    int32_t ranks_done_ = 0;       // rank threads finished with the current step
+    bool stopping_ = false;
+    // The barrier: how many arrived in this generation, and whether a failure broke it for this step. A rank spins
+    // briefly on the generation (the ranks reach each all_reduce microseconds apart) before it sleeps on cv_.
+    alignas(64) std::atomic<int32_t> arrived_{0};
+    alignas(64) std::atomic<uint64_t> barrier_generation_{0};
+    std::atomic<bool> broken_{false};
+    std::exception_ptr failure_; // the first rank's error in this step (mu_)
+};
+
+} // namespace strata::engine

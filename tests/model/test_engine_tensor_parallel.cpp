@@ -1,0 +1,371 @@
+// Tensor parallel in one process (#16 item 3): N workers, each holding its share of every layer's query and KV heads
+// and feed-forward columns (tensor_parallel_shard) and its heads' KV, all computing each step at once, the partial
+// products of attn_output and ffn_down summed in rank order (tensor_parallel_group). The sums run in another order than
+// one process's, so the logits are compared within a stated tolerance and the greedy tokens must be one process's;
+// the same split gives the same bits in every run; each rank plans and holds only its share of the split weights.
+#include "engine/worker.hpp"
+#include "engine_fixture.hpp"
+#include "model_file/open_model_file.hpp"
+#include "model_file/tensor_parallel_shard.hpp"
+#include "sanitizer_build.hpp"
+
+#include <strata/kv_layout.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace strata;
+using namespace strata::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr uint64_t kib = 1024;
+
+std::string stories() { return shared_path("models/stories260K-f32.gguf"); }
+
+// A random model of a family, 4 layers of 4 heads (2 KV heads) over a real SentencePiece vocabulary.
+std::string family_model(const std::string &name, const std::string &args) {
+    return made_model("tensor-parallel-" + name + ".gguf",
+                      args + " --layers 4 --heads 4 --kv-heads 2 --ctx 256 --seed 11 --vocab-from " +
+                          shared_path("models/vocab/ggml-vocab-llama-spm.gguf"));
+}
+
+engine::engine_options tp_options(const std::string &model, int32_t tp, uint64_t kv_bytes,
+                                  engine::preemption_mode mode = engine::preemption_mode::recompute, double swap_gib = 0) {
+    engine::engine_options o = batching_options(model, kv_bytes, mode, swap_gib);
+    o.tensor_parallel_size = tp;
+    return o;
+}
+
+// Every position's logits of a teacher-forced text (forward_logits).
+std::vector<float> logits_of(engine::engine &e, const std::vector<int32_t> &tokens) {
+    std::vector<float> out(tokens.size() * static_cast<size_t>(e.hparams().n_vocab));
+    e.forward_logits(tokens.data(), static_cast<int32_t>(tokens.size()), 0, out.data());
+    return out;
+}
+
+struct tp_case {
+    const char *name;
+    const char *args; // make-model's architecture, features, dimensions and type
+    int32_t tp;
+    uint64_t kv_bytes_per_token; // one process's
+    // Float weights: the partial sums join in another order, a few ulps apart (logits within 1e-4 of the largest,
+    // one process's greedy tokens). Quantized weights: each matmul's input is quantized to 8 bits a block, and an
+    // ulp's difference can move a value across a rounding boundary, one quantization step: logits within 3% of the
+    // largest, the same top token wherever one process's top two are further apart than twice that.
+    bool quantized;
+};
+
+void PrintTo(const tp_case &c, std::ostream *os) { *os << c.name << " x" << c.tp; }
+
+class TensorParallelFamilies : public ::testing::TestWithParam<tp_case> {};
+
+int32_t argmax(const float *row, int32_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
+
+// The gap between the largest and the second largest value of a row.
+float top2_gap(const float *row, int32_t n) {
+    float a = -INFINITY, b = -INFINITY;
+    for (int32_t i = 0; i < n; ++i) {
+        if (row[i] > a) b = a, a = row[i];
+        else if (row[i] > b) b = row[i];
+    }
+    return a - b;
+}
+
+} // namespace
+
+// Each family's attention and feed-forward split by heads and columns: every position's logits of a teacher-forced
+// text within the case's tolerance of one process's (and the same top token where it is decided), eight prompts'
+// greedy tokens one process's for float weights, and — the placement invariance — sixteen sequences under forced
+// preemption (swap and recompute) each given the tokens the same ranks give it alone, every pool full after.
+TEST_P(TensorParallelFamilies, RanksGiveOneProcessesLogitsWithinTheSumOrdersRoundingAndTheirAloneTokensUnderPreemption) {
+    if (strata::testing::under_thread_sanitizer)
+        GTEST_SKIP() << "kernel work on the families' weights: the group's threads are covered by "
+                        "TensorParallel.TheSameSplitGivesTheSameBitsEveryRun under ThreadSanitizer";
+    const tp_case &c = GetParam();
+    const std::string model = std::string(c.name) == "stories260K" ? stories() : family_model(c.name, c.args);
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    const uint64_t blocks = c.kv_bytes_per_token * 16; // one process's 16-token blocks
+    constexpr int n = 16;
+    constexpr int32_t max_tokens = 32;
+    test_table threads; // [cpu]: a thread per rank at least, on this 2-core machine too
+    threads.ints["threads"] = std::max(2, c.tp);
+    auto with_threads = [&](engine::engine_options o) {
+        o.device_config = &threads.view;
+        return o;
+    };
+    std::vector<std::vector<int32_t>> prompts, one_tokens, want;
+    std::vector<int32_t> text;
+    std::vector<float> one_logits;
+    {
+        auto one = engine_from(tp_options(model, 1, 256 * blocks));
+        for (int i = 0; i < n; ++i) prompts.push_back(story_prompt(*one, i));
+        for (int i = 0; i < 8; ++i) one_tokens.push_back(run_all(*one, {prompts[static_cast<size_t>(i)]}, max_tokens)[0]);
+        text = one->tokenizer().encode("Once upon a time there was a little girl named Lily. She loved to play outside "
+                                       "in the park with her friends and her dog. One day they found a big red ball "
+                                       "under a tree and",
+                                       true);
+        one_logits = logits_of(*one, text);
+    }
+    {
+        auto e = engine_from(with_threads(tp_options(model, c.tp, 256 * blocks / static_cast<uint64_t>(c.tp))));
+        ASSERT_EQ(e->ranks().size(), static_cast<size_t>(c.tp));
+        const auto got = logits_of(*e, text);
+        ASSERT_EQ(got.size(), one_logits.size());
+        const int32_t vocab = e->hparams().n_vocab;
+        float largest = 0, worst = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+            largest = std::max(largest, std::fabs(one_logits[i]));
+            worst = std::max(worst, std::fabs(got[i] - one_logits[i]));
+        }
+        const float allowed = (c.quantized ? 0.03f : 1e-4f) * largest;
+        EXPECT_LE(worst, allowed) << "largest logit " << largest;
+        EXPECT_GT(largest, 0.0f);
+        int decided = 0;
+        for (size_t t = 0; t < text.size(); ++t) {
+            const float *want_row = one_logits.data() + t * static_cast<size_t>(vocab);
+            if (top2_gap(want_row, vocab) <= 2 * allowed) continue;
+            ++decided;
+            EXPECT_EQ(argmax(got.data() + t * static_cast<size_t>(vocab), vocab), argmax(want_row, vocab))
+                << "position " << t;
+        }
+        EXPECT_GE(decided, 5) << "too few positions where one process's top token is decided to compare";
+        for (int i = 0; i < n; ++i) want.push_back(run_all(*e, {prompts[static_cast<size_t>(i)]}, max_tokens)[0]);
+        if (!c.quantized) {
+            for (int i = 0; i < 8; ++i)
+                EXPECT_EQ(want[static_cast<size_t>(i)], one_tokens[static_cast<size_t>(i)]) << "prompt " << i;
+        }
+    }
+    for (auto mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
+        SCOPED_TRACE(mode == engine::preemption_mode::swap ? "swap" : "recompute");
+        // 24 blocks (each rank its share of every one) for 16 sequences of ~3 blocks each.
+        auto e = engine_from(with_threads(tp_options(model, c.tp, 24 * blocks / static_cast<uint64_t>(c.tp), mode,
+                                                     mode == engine::preemption_mode::swap ? 0.01 : 0)));
+        const auto got = run_all(*e, prompts, max_tokens);
+        for (int i = 0; i < n; ++i) EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+        const strata_engine_stats s = e->stats();
+        EXPECT_EQ(s.kv_blocks_total[0], 24);
+        EXPECT_GT(mode == engine::preemption_mode::swap ? s.preemptions_swap : s.preemptions_recompute, 0)
+            << "the KV budget was meant to force preemption";
+        if (mode == engine::preemption_mode::swap) {
+            EXPECT_EQ(s.kv_bytes_swapped_in, s.kv_bytes_swapped_out);
+        }
+        expect_pools_full(*e);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Decoder, TensorParallelFamilies,
+    ::testing::Values(tp_case{"stories260K", "", 2, 5 * 2 * 32 * 4, false},
+                      tp_case{"stories260K", "", 4, 5 * 2 * 32 * 4, false},
+                      tp_case{"llama_f16_512", "--dim 512 --ff 512 --type f16 --feature rope-freqs", 2, 4 * 2 * 256 * 4, false},
+                      tp_case{"llama_biases_f32", "--dim 64 --ff 128 --type f32 --feature qkv-bias --feature mlp-bias",
+                              2, 4 * 2 * 32 * 4, false},
+                      tp_case{"llama_q8_0_512", "--dim 512 --ff 512 --type q8_0", 2, 4 * 2 * 256 * 4, true},
+                      tp_case{"llama_q4_k_m_512", "--dim 512 --ff 512 --type q4_k_m", 2, 4 * 2 * 256 * 4, true},
+                      tp_case{"qwen2_q8_0", "--arch qwen2 --dim 128 --ff 256 --type q8_0 --feature output-bias", 2,
+                              4 * 2 * 64 * 4, true},
+                      tp_case{"qwen3_f16", "--arch qwen3 --dim 128 --head-dim 64 --ff 256 --type f16", 2,
+                              4 * 2 * 128 * 4, false},
+                      tp_case{"phi3_q4_0", "--arch phi3 --dim 128 --ff 256 --type q4_0 --feature fused-qkv", 2,
+                              4 * 2 * 64 * 4, true},
+                      tp_case{"gemma2_q8_0", "--arch gemma2 --dim 128 --ff 256 --window 8 --type q8_0", 2,
+                              4 * 2 * 64 * 4, true},
+                      tp_case{"gemma3_f32", "--arch gemma3 --dim 128 --ff 256 --window 8 --swa-pattern 2 --type f32", 2,
+                              4 * 2 * 64 * 4, false}),
+    [](const auto &info) { return std::string(info.param.name) + "_" + std::to_string(info.param.tp) + "_ranks"; });
+
+// The ranks' sums join in rank order whatever the threads' timing: two engines of the same split give the same logits
+// bit for bit. (Also the ThreadSanitizer case of the group's threads and barrier.)
+TEST(TensorParallel, TheSameSplitGivesTheSameBitsEveryRun) {
+    std::vector<float> first;
+    for (int run = 0; run < 2; ++run) {
+        auto e = engine_from(tp_options(stories(), 2, 64 * 16 * 5 * 2 * 32 * 4));
+        const auto text = e->tokenizer().encode("Once upon a time there was a little dog named Max who loved to run.", true);
+        const auto got = logits_of(*e, text);
+        if (run == 0) first = got;
+        else EXPECT_EQ(got, first);
+        EXPECT_EQ(run_all(*e, {text}, 16)[0].size(), 16u);
+    }
+}
+
+// Each rank holds its share of the split weights (attn_q/k/v, attn_output, ffn_gate/up/down: 1/N of their bytes) and
+// every other weight whole (norms, embedding, classifier), and plans exactly those bytes; its KV block is 1/N of one
+// process's. The shares are cut from the file: rows of one part stay in the mapping, columns are gathered.
+TEST(TensorParallel, EachRankPlansAndHoldsItsShareOfTheSplitWeights) {
+    const std::string model = family_model("llama_q8_0_rope_freqs", "--dim 128 --ff 256 --type q8_0 --feature rope-freqs");
+    ASSERT_FALSE(model.empty());
+    const auto file = open_model_file(model, {}, false);
+    auto split = [](const std::string &name) {
+        for (const char *s : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "ffn_gate.weight",
+                              "ffn_up.weight", "ffn_down.weight"})
+            if (name.ends_with(s)) return true;
+        return false;
+    };
+    uint64_t split_bytes = 0, whole_bytes = 0, listed_whole = 0;
+    for (const auto &t : file->tensors()) {
+        (split(t.name) ? split_bytes : whole_bytes) += t.n_bytes;
+        if (!split(t.name) && t.name != "rope_freqs.weight") listed_whole += t.n_bytes; // rope_freqs is read at load
+    }
+    ASSERT_GT(split_bytes, 0u);
+    {
+        const int32_t tp = 2; // (4 ranks would split 2 KV heads)
+        auto o = tp_options(model, tp, 64 * 16 * 4 * 2 * 64 * 4);
+        auto e = engine_from(o);
+        ASSERT_EQ(e->ranks().size(), static_cast<size_t>(tp));
+        for (const engine::worker *w : e->ranks()) {
+            const auto &p = w->memory_plan();
+            EXPECT_EQ(p.device_weights + p.offloaded_bytes, listed_whole + split_bytes / static_cast<uint64_t>(tp));
+            EXPECT_EQ(w->kv_block_bytes(), kv_layout::block_bytes(4, 16, 64 / tp, STRATA_KV_F32));
+            EXPECT_EQ(w->hparams().n_head, 4 / tp);
+            EXPECT_EQ(w->hparams().n_head_kv, 2 / tp);
+            EXPECT_EQ(w->hparams().n_ff, 256 / tp);
+        }
+        EXPECT_EQ(e->hparams().n_head, 4) << "the engine reports the model's sizes";
+        EXPECT_EQ(e->hparams().n_ff, 256);
+    }
+}
+
+// The shard's parts against the file's bytes: attn_q's rows of rank r are the file's rows [r*R/N, (r+1)*R/N) in place,
+// attn_output's columns of rank r each row's byte range of those columns (gathered), phi3's fused attn_qkv rank r's
+// rows of q, then of k, then of v; norms are the file's tensors.
+TEST(TensorParallelShard, PartsAreTheFilesRowsAndColumnsOfEachRank) {
+    const std::string model = family_model("phi3_q8_0", "--arch phi3 --dim 128 --ff 256 --type q8_0 --feature fused-qkv");
+    ASSERT_FALSE(model.empty());
+    const auto file = open_model_file(model, {}, false);
+    using axis = tensor_split_rule::axis;
+    const std::map<std::string, tensor_split_rule> rules{
+        {"blk.0.attn_qkv.weight", {axis::rows, {128, 64, 64}}},
+        {"blk.0.attn_output.weight", {axis::cols, {128}}},
+        {"blk.0.ffn_up.weight", {axis::rows, {256, 256}}},
+        {"blk.0.attn_norm.weight", {axis::none, {}}},
+    };
+    const auto blocks = [](uint32_t type) -> std::pair<int64_t, int64_t> {
+        return type == 8 ? std::pair<int64_t, int64_t>{32, 34} : std::pair<int64_t, int64_t>{1, 4};
+    };
+    const int64_t row = 128 / 32 * 34; // a Q8_0 row of 128
+    for (int32_t r = 0; r < 2; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        tensor_parallel_shard shard(*file, rules, r, 2, blocks);
+        const auto *qkv = shard.find_tensor("blk.0.attn_qkv.weight");
+        const auto *whole_qkv = file->find_tensor("blk.0.attn_qkv.weight");
+        ASSERT_NE(qkv, nullptr);
+        EXPECT_EQ(qkv->ne[1], 128);
+        EXPECT_EQ(qkv->n_bytes, static_cast<uint64_t>(128 * row));
+        // q rows [64r, 64r+64), k rows 128 + [32r, 32r+32), v rows 192 + [32r, 32r+32).
+        EXPECT_EQ(std::memcmp(qkv->data, whole_qkv->data + 64 * r * row, static_cast<size_t>(64 * row)), 0);
+        EXPECT_EQ(std::memcmp(qkv->data + 64 * row, whole_qkv->data + (128 + 32 * r) * row, static_cast<size_t>(32 * row)), 0);
+        EXPECT_EQ(std::memcmp(qkv->data + 96 * row, whole_qkv->data + (192 + 32 * r) * row, static_cast<size_t>(32 * row)), 0);
+        const auto *out = shard.find_tensor("blk.0.attn_output.weight");
+        const auto *whole_out = file->find_tensor("blk.0.attn_output.weight");
+        EXPECT_EQ(out->ne[0], 64);
+        EXPECT_EQ(out->ne[1], 128);
+        for (int64_t i = 0; i < 128; ++i)
+            ASSERT_EQ(std::memcmp(out->data + i * (row / 2), whole_out->data + i * row + r * (row / 2),
+                                  static_cast<size_t>(row / 2)), 0) << "row " << i;
+        const auto *up = shard.find_tensor("blk.0.ffn_up.weight");
+        EXPECT_EQ(up->ne[1], 256);
+        const auto *norm = shard.find_tensor("blk.0.attn_norm.weight");
+        EXPECT_EQ(norm->data, file->find_tensor("blk.0.attn_norm.weight")->data) << "a whole tensor is the file's";
+        EXPECT_EQ(shard.find_tensor("blk.1.attn_qkv.weight")->data, file->find_tensor("blk.1.attn_qkv.weight")->data)
+            << "a tensor without a rule is the file's";
+    }
+    // One group of rows stays in the mapping.
+    const std::map<std::string, tensor_split_rule> q_rows{{"blk.0.ffn_down.weight", {axis::cols, {256}}},
+                                                          {"blk.0.attn_qkv.weight", {axis::rows, {256}}}};
+    tensor_parallel_shard second(*file, q_rows, 1, 2, blocks);
+    EXPECT_EQ(second.find_tensor("blk.0.attn_qkv.weight")->data, file->find_tensor("blk.0.attn_qkv.weight")->data + 128 * row);
+    EXPECT_EQ(second.gathered_bytes(), second.find_tensor("blk.0.ffn_down.weight")->n_bytes) << "only columns gathered";
+    // Cuts that cannot be made are refused naming the tensor.
+    auto refused = [&](const std::map<std::string, tensor_split_rule> &bad, int32_t size, const std::string &says) {
+        try {
+            tensor_parallel_shard s(*file, bad, 0, size, blocks);
+            ADD_FAILURE() << "not refused: " << says;
+        } catch (const error &e) {
+            EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+        }
+    };
+    refused({{"blk.0.attn_qkv.weight", {axis::rows, {128, 64, 64}}}}, 3, "'blk.0.attn_qkv.weight' has 128 rows");
+    refused({{"blk.0.attn_output.weight", {axis::cols, {128}}}}, 8, "not a whole number of its type's 32-element blocks");
+    refused({{"blk.0.attn_output.weight", {axis::cols, {100}}}}, 2, "do not add up");
+    refused({{"no.such.weight", {axis::rows, {1}}}}, 2, "'no.such.weight'");
+}
+
+// What cannot be split is refused at start-up with the reason: heads the size does not divide, a K-quant whose column
+// share is not whole 256-element blocks, a mixture of experts, tensor-parallel ranks inside pipeline stages, and a
+// device with memory of its own (no NCCL yet).
+TEST(TensorParallel, WhatCannotBeSplitIsRefusedWithTheReason) {
+    auto refused = [](const engine::engine_options &o, const std::string &says) {
+        try {
+            auto e = engine_from(o);
+            ADD_FAILURE() << "started: " << says;
+        } catch (const error &e) {
+            EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+        }
+    };
+    refused(tp_options(stories(), 3, 1 << 20), "tensor_parallel_size 3 does not divide");
+    const std::string kq = family_model("llama_q4_k_m_small", "--dim 256 --ff 512 --type q4_k_m");
+    ASSERT_FALSE(kq.empty());
+    refused(tp_options(kq, 2, 1 << 20), "not a whole number of its type's 256-element blocks");
+    const std::string moe =
+        family_model("qwen3moe_q8_0", "--arch qwen3moe --dim 128 --ff 256 --experts 8 --experts-used 2 --expert-ff 128 "
+                                      "--type q8_0");
+    ASSERT_FALSE(moe.empty());
+    refused(tp_options(moe, 2, 1 << 20), "experts are not split yet");
+    auto pp = tp_options(stories(), 2, 1 << 20);
+    pp.pipeline_parallel_size = 2;
+    refused(pp, "tensor-parallel ranks inside pipeline stages are not built yet");
+    cpu_table gpu;
+    auto own_memory = tp_options(stories(), 2, 1 << 20);
+    own_memory.device_config = &gpu.view;
+    refused(own_memory, "needs NCCL's all-reduce");
+    refused(tp_options(stories(), 0, 1 << 20), "tensor_parallel_size 0 must be at least 1");
+}
+
+// A block of a tensor-parallel engine is its ranks' head shares one after another, not one process's layout: the
+// persistent store's entries are keyed by the split, so a prefix two ranks saved serves two ranks after a restart
+// and is never read by one process (which computes it again and gives the same tokens).
+TEST(TensorParallelPrefix, AStoreIsReadBackByTheSameSplitOnly) {
+    const int32_t max_tokens = 24;
+    const fs::path dir = fs::path(STRATA_BINARY_DIR) / ("test-tp-prefix-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    auto opts = [&](int32_t tp) {
+        auto o = tp_options(stories(), tp, 64 * 16 * 5 * 2 * 32 * 4 / static_cast<uint64_t>(tp));
+        o.kv.enable_prefix_caching = true;
+        o.kv.prefix_store_dir = dir.string();
+        o.kv.prefix_store_gib = 0.01;
+        return o;
+    };
+    std::vector<int32_t> p, miss;
+    {
+        auto plain = engine_from(tp_options(stories(), 1, 1 << 20));
+        p = plain->tokenizer().encode("Once upon a time there was a little girl named Lily. She loved to play outside "
+                                      "in the park with her friends and her dog.",
+                                      true);
+        ASSERT_GE(p.size(), 33u);
+        miss = run_all(*plain, {p}, max_tokens)[0];
+    }
+    {
+        auto w = engine_from(opts(2));
+        EXPECT_EQ(run_all(*w, {p}, max_tokens)[0], miss);
+    } // a clean shutdown writes the cached prefixes
+    {
+        auto one = engine_from(opts(1));
+        EXPECT_EQ(run_all(*one, {p}, max_tokens)[0], miss);
+        EXPECT_EQ(one->stats().prefix_hits[2], 0) << "one process read two ranks' blocks";
+    }
+    {
+        auto again = engine_from(opts(2));
+        EXPECT_EQ(run_all(*again, {p}, max_tokens)[0], miss);
+        EXPECT_GE(again->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
+        expect_pools_full(*again);
+    }
+    fs::remove_all(dir);
+}
