@@ -65,8 +65,9 @@ void engine::init() {
     const int32_t n_tp = opts_.tensor_parallel_size;
     if (n_tp < 1) fail("tensor_parallel_size {} must be at least 1", n_tp);
     std::vector<std::unique_ptr<worker>> workers;
+    strata_model_hparams whole{};
     if (n_tp > 1) {
-        start_tensor_parallel_ranks(arch_plugin, workers);
+        whole = start_tensor_parallel_ranks(arch_plugin, workers);
     } else {
         for (int32_t r = 0; r < (link != nullptr ? 1 : n_ranks); ++r)
             workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin));
@@ -74,8 +75,10 @@ void engine::init() {
     executor_ = std::make_unique<executor>(std::move(workers));
     worker &w = executor_->driver_worker();
     if (n_tp > 1) {
+        // device = "auto" takes the CPU: a device with memory of its own cannot join the partial sums yet.
+        const std::string first = opts_.device == "auto" ? std::string("cpu") : std::string();
         for (const auto &rank : executor_->workers()) {
-            rank->init_device(0, 1, &*rank == &w ? std::string() : w.device_name());
+            rank->init_device(0, 1, &*rank == &w ? first : w.device_name());
             if (!rank->device_reads_host())
                 fail("tensor_parallel_size {}: device '{}' has memory of its own, and joining the ranks' partial sums "
                      "there needs NCCL's all-reduce, which is not built yet; run tensor parallel on the CPU device, or "
@@ -94,11 +97,9 @@ void engine::init() {
     hp_ = w.hparams();
     if (n_tp > 1) {
         // The model's sizes, not a rank's part of them (the KV block is every rank's heads).
-        hp_.n_head *= n_tp;
-        hp_.n_head_kv *= n_tp;
-        hp_.n_ff *= n_tp;
+        hp_ = whole;
         log::info("engine", "tensor parallel: {} ranks of {} heads ({} KV) and {} feed-forward columns each, on device "
-                  "'{}' with {} threads each", n_tp, hp_.n_head / n_tp, hp_.n_head_kv / n_tp, hp_.n_ff / n_tp,
+                  "'{}' with {} threads each", n_tp, w.hparams().n_head, w.hparams().n_head_kv, w.hparams().n_ff,
                   w.device_name(), w.device_threads());
     }
     std::vector<pipeline_stage> remote_stages;
@@ -175,7 +176,8 @@ void engine::init() {
 
     const auto &sc = opts_.scheduler;
     if (n_tp > 1)
-        executor_->make_tensor_parallel(static_cast<size_t>(sc.max_num_batched_tokens) * static_cast<size_t>(hp_.n_embd));
+        executor_->make_tensor_parallel(static_cast<size_t>(sc.max_num_batched_tokens) * static_cast<size_t>(hp_.n_embd),
+                                        hp_.n_vocab, sc.max_num_seqs);
     executor_->allocate_step_memory(sc.max_num_batched_tokens, hp_.n_embd, sc.max_num_seqs, hp_.n_vocab);
     setup_kv();
     executor_->bind_kv(step_block_reserve(*kv_, sc.max_num_seqs), sc.max_num_batched_tokens, sc.max_num_seqs);
@@ -201,19 +203,20 @@ void engine::init() {
 
 // Tensor parallel (#16 item 3): the model's plugin says how each weight splits, each rank gets a file of its part
 // (tensor_parallel_shard) and a worker over it; their devices start in init.
-void engine::start_tensor_parallel_ranks(const plugins::handle<strata_model_arch_desc> &arch,
-                                         std::vector<std::unique_ptr<worker>> &workers) {
+strata_model_hparams engine::start_tensor_parallel_ranks(const plugins::handle<strata_model_arch_desc> &arch,
+                                                         std::vector<std::unique_ptr<worker>> &workers) {
     const int32_t n_tp = opts_.tensor_parallel_size;
     if (opts_.pipeline_parallel_size > 1 || opts_.pipeline_transport != nullptr)
         fail("tensor_parallel_size {} with pipeline_parallel_size {}: tensor-parallel ranks inside pipeline stages are "
              "not built yet; use one of the two", n_tp, opts_.pipeline_parallel_size);
-    const auto rules = read_tensor_splits(*file_, registry_, host_, arch, opts_.model_path, n_tp);
+    const tensor_splits splits = read_tensor_splits(*file_, registry_, host_, arch, opts_.model_path, n_tp);
     for (int32_t r = 0; r < n_tp; ++r) {
-        shards_.push_back(std::make_unique<tensor_parallel_shard>(*file_, rules, r, n_tp, quant_blocks(registry_),
+        shards_.push_back(std::make_unique<tensor_parallel_shard>(*file_, splits.rules, r, n_tp, quant_blocks(registry_),
                                                                   opts_.plan_only));
         workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *shards_.back(), arch));
         workers.back()->set_tensor_parallel({r, n_tp, nullptr, nullptr});
     }
+    return splits.whole;
 }
 
 engine::~engine() {

@@ -112,8 +112,9 @@ class engine {
     void init();
     void release_resources(bool persist);
     void setup_kv();
-    void start_tensor_parallel_ranks(const plugins::handle<strata_model_arch_desc> &arch,
-                                     std::vector<std::unique_ptr<worker>> &workers);
+    // Returns the whole model's hyperparameters.
+    strata_model_hparams start_tensor_parallel_ranks(const plugins::handle<strata_model_arch_desc> &arch,
+                                                     std::vector<std::unique_ptr<worker>> &workers);
     void step_loop();
     // Runs fn on the step thread between two steps and waits for it; rethrows what fn threw.
     void run_between_steps(const std::function<void()> &fn);

@@ -35,11 +35,12 @@ class executor {
     const std::vector<std::unique_ptr<worker>> &workers() const { return workers_; }
 
     // The workers are tensor-parallel ranks (#16 item 3): each step runs on all of them at once, their partial sums
-    // joined by all_reduce (tensor_parallel_group); up to max_floats floats each (max_num_batched_tokens x n_embd).
-    void make_tensor_parallel(size_t max_floats) {
+    // joined by all_reduce (tensor_parallel_group); up to max_floats floats each (max_num_batched_tokens x n_embd),
+    // and their pieces of up to max_seqs logits rows.
+    void make_tensor_parallel(size_t max_floats, int32_t n_vocab, int32_t max_seqs) {
         std::vector<worker *> ranks;
         for (auto &w : workers_) ranks.push_back(w.get());
-        tensor_parallel_ = std::make_unique<tensor_parallel_group>(std::move(ranks), max_floats);
+        tensor_parallel_ = std::make_unique<tensor_parallel_group>(std::move(ranks), max_floats, n_vocab, max_seqs);
     }
     bool tensor_parallel() const { return tensor_parallel_ != nullptr; }
 

@@ -9,8 +9,10 @@
 
 namespace strata::engine {
 
-tensor_parallel_group::tensor_parallel_group(std::vector<worker *> ranks, size_t max_floats)
-    : ranks_(std::move(ranks)), sum_(max_floats), partial_(ranks_.size(), nullptr), outputs_(ranks_.size()) {
+tensor_parallel_group::tensor_parallel_group(std::vector<worker *> ranks, size_t max_floats, int32_t n_vocab,
+                                             int32_t max_rows)
+    : ranks_(std::move(ranks)), sum_(max_floats), partial_(ranks_.size(), nullptr), outputs_(ranks_.size()),
+      n_vocab_(n_vocab), logits_(static_cast<size_t>(max_rows) * static_cast<size_t>(n_vocab)) {
     contexts_.reserve(ranks_.size());
     for (size_t r = 0; r < ranks_.size(); ++r) {
         contexts_.push_back({this, static_cast<int32_t>(r)});
@@ -20,16 +22,24 @@ tensor_parallel_group::tensor_parallel_group(std::vector<worker *> ranks, size_t
         ranks_[r]->set_tensor_parallel(link);
     }
     threads_.reserve(ranks_.size() - 1);
-    for (size_t r = 1; r < ranks_.size(); ++r) threads_.emplace_back([this, r] { serve(static_cast<int32_t>(r)); });
+    try {
+        for (size_t r = 1; r < ranks_.size(); ++r) threads_.emplace_back([this, r] { serve(static_cast<int32_t>(r)); });
+    } catch (...) {
+        stop_threads(); // the ones started, before the error leaves
+        throw;
+    }
 }
 
-tensor_parallel_group::~tensor_parallel_group() {
+tensor_parallel_group::~tensor_parallel_group() { stop_threads(); }
+
+void tensor_parallel_group::stop_threads() {
     {
         std::lock_guard<std::mutex> lock(mu_);
         stopping_ = true;
     }
     cv_.notify_all();
-    for (auto &t : threads_) t.join();
+    for (auto &t : threads_)
+        if (t.joinable()) t.join();
 }
 
 step_output tensor_parallel_group::execute_model(const step_input &step) {
@@ -39,6 +49,7 @@ step_output tensor_parallel_group::execute_model(const step_input &step) {
         ranks_done_ = 0;
         arrived_.store(0, std::memory_order_relaxed);
         broken_.store(false, std::memory_order_relaxed);
+        finished_.store(0, std::memory_order_relaxed);
         failure_ = nullptr;
         ++step_generation_;
     }
@@ -48,7 +59,27 @@ step_output tensor_parallel_group::execute_model(const step_input &step) {
     cv_.wait(lock, [&] { return ranks_done_ == static_cast<int32_t>(ranks_.size()) - 1; });
     step_ = nullptr;
     if (failure_) std::rethrow_exception(failure_);
-    return outputs_.front();
+    lock.unlock();
+    // Rank r wrote its piece of each row, n_rows rows of `count` floats one after another (ABI 1.29).
+    const int32_t n_rows = outputs_.front().n_rows;
+    const auto size = static_cast<int32_t>(ranks_.size());
+    for (int32_t r = 0; r < size; ++r) {
+        int64_t first = 0, count = 0;
+        strata_split_piece(n_vocab_, r, size, &first, &count);
+        const float *piece = outputs_[static_cast<size_t>(r)].logits;
+        if (n_rows > 0 && (piece == nullptr || outputs_[static_cast<size_t>(r)].n_rows != n_rows))
+            fail("internal: tensor-parallel rank {} returned {} logits rows where rank 0 has {}", r,
+                 outputs_[static_cast<size_t>(r)].n_rows, n_rows);
+        for (int32_t i = 0; i < n_rows; ++i)
+            std::memcpy(logits_.data() + static_cast<size_t>(i) * static_cast<size_t>(n_vocab_) + first,
+                        piece + static_cast<size_t>(i) * static_cast<size_t>(count),
+                        static_cast<size_t>(count) * sizeof(float));
+    }
+    step_output out;
+    out.logits = logits_.data();
+    out.n_rows = n_rows;
+    out.n_vocab = n_vocab_;
+    return out;
 }
 
 void tensor_parallel_group::serve(int32_t rank) {
@@ -75,6 +106,9 @@ void tensor_parallel_group::run_rank(int32_t rank) {
     } catch (...) {
         record_failure(std::current_exception());
     }
+    finished_.fetch_add(1, std::memory_order_acq_rel);
+    { std::lock_guard<std::mutex> lock(mu_); } // a rank between its check and its wait sees it
+    cv_.notify_all();
 }
 
 // The first error of the step is its reason (the others' all_reduce fails because of it); the barrier breaks so
@@ -88,6 +122,22 @@ void tensor_parallel_group::record_failure(std::exception_ptr e) {
     cv_.notify_all();
 }
 
+std::optional<bool> tensor_parallel_group::barrier_state(uint64_t generation) {
+    // finished_ first: a rank that finished had passed every barrier, and having seen its count this rank sees the
+    // generation it advanced (the other order could see the count and an old generation, a false alarm).
+    const int32_t finished = finished_.load(std::memory_order_acquire);
+    if (barrier_generation_.load(std::memory_order_acquire) != generation) return true;
+    if (broken_.load(std::memory_order_acquire)) return false;
+    if (finished > 0) {
+        // A rank ended its step while this barrier still waits for it: it will never arrive.
+        record_failure(std::make_exception_ptr(error(
+            "tensor parallel: a rank finished its forward pass while another waited for it in all_reduce (the model "
+            "plugin called all_reduce a different number of times on different ranks)")));
+        return false;
+    }
+    return std::nullopt;
+}
+
 bool tensor_parallel_group::barrier() {
     if (broken_.load(std::memory_order_acquire)) return false;
     const uint64_t generation = barrier_generation_.load(std::memory_order_acquire);
@@ -99,16 +149,20 @@ bool tensor_parallel_group::barrier() {
         return true;
     }
     for (int i = 0; i < thread_pool_detail::spin_iterations; ++i) {
-        if (barrier_generation_.load(std::memory_order_acquire) != generation) return true;
-        if (broken_.load(std::memory_order_acquire)) return false;
+        if (const std::optional<bool> done = barrier_state(generation)) return *done;
         thread_pool_detail::cpu_relax();
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] {
-        return broken_.load(std::memory_order_acquire) ||
-               barrier_generation_.load(std::memory_order_acquire) != generation;
-    });
-    return barrier_generation_.load(std::memory_order_acquire) != generation;
+    std::optional<bool> done;
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] {
+            // (barrier_state may record a failure, which takes mu_: look without it here.)
+            return barrier_generation_.load(std::memory_order_acquire) != generation ||
+                   broken_.load(std::memory_order_acquire) || finished_.load(std::memory_order_acquire) > 0;
+        });
+    }
+    done = barrier_state(generation);
+    return done.value_or(false);
 }
 
 int32_t tensor_parallel_group::all_reduce(void *user, float *data, int64_t n, strata_status *st) {

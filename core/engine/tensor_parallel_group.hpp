@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -22,14 +23,15 @@ namespace strata::engine {
 class tensor_parallel_group {
   public:
     // Borrows the workers (rank order) for its lifetime, gives each its all_reduce, and starts a thread per rank past
-    // the first. max_floats: the largest partial sum (max_num_batched_tokens x n_embd).
-    tensor_parallel_group(std::vector<worker *> ranks, size_t max_floats);
+    // the first. max_floats: the largest partial sum (max_num_batched_tokens x n_embd); the step's logits are up to
+    // max_rows rows of n_vocab, each rank's piece of the vocabulary (strata_split_piece) joined here.
+    tensor_parallel_group(std::vector<worker *> ranks, size_t max_floats, int32_t n_vocab, int32_t max_rows);
     ~tensor_parallel_group();
     tensor_parallel_group(const tensor_parallel_group &) = delete;
     tensor_parallel_group &operator=(const tensor_parallel_group &) = delete;
 
-    // Runs the step on every rank at once; rank 0's logits (every rank computes the same ones). Throws the first
-    // failing rank's error.
+    // Runs the step on every rank at once and joins the ranks' pieces of each logits row. Throws the first failing
+    // rank's error.
     step_output execute_model(const step_input &step);
 
   private:
@@ -41,9 +43,12 @@ class tensor_parallel_group {
     int32_t reduce(int32_t rank, float *data, int64_t n, strata_status *st);
     // Every rank waits here for the others; false when the group is broken (a rank failed).
     bool barrier();
+    // Whether the barrier of `generation` is complete (true), broken or abandoned (false), or still open (nullopt).
+    std::optional<bool> barrier_state(uint64_t generation);
     void run_rank(int32_t rank);
     void serve(int32_t rank);
     void record_failure(std::exception_ptr e);
+    void stop_threads();
 
     std::vector<worker *> ranks_;
     std::vector<rank_context> contexts_;
@@ -51,6 +56,8 @@ class tensor_parallel_group {
     std::vector<float> sum_;           // the reduced values, written a slice per rank
     std::vector<float *> partial_;     // each rank's data in the current all_reduce
     std::vector<step_output> outputs_; // each rank's step output
+    int32_t n_vocab_;
+    std::vector<float> logits_; // the step's logits rows, joined from the ranks' pieces
 
     std::mutex mu_;
     std::condition_variable cv_;
@@ -63,6 +70,9 @@ class tensor_parallel_group {
     alignas(64) std::atomic<int32_t> arrived_{0};
     alignas(64) std::atomic<uint64_t> barrier_generation_{0};
     std::atomic<bool> broken_{false};
+    // Ranks whose forward returned this step: one still waiting in a barrier then waits for a rank that will not
+    // come (a model that called all_reduce fewer times on one rank), which breaks the step instead of hanging it.
+    std::atomic<int32_t> finished_{0};
     std::exception_ptr failure_; // the first rank's error in this step (mu_)
 };
 

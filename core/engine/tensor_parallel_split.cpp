@@ -10,10 +10,9 @@ namespace strata::engine {
 
 using namespace detail;
 
-std::map<std::string, tensor_split_rule> read_tensor_splits(const model_file &file, const plugins::registry &registry,
-                                                            const strata_host_services *host,
-                                                            const plugins::handle<strata_model_arch_desc> &arch,
-                                                            const std::string &model_path, int32_t size) {
+tensor_splits read_tensor_splits(const model_file &file, const plugins::registry &registry,
+                                 const strata_host_services *host, const plugins::handle<strata_model_arch_desc> &arch,
+                                 const std::string &model_path, int32_t size) {
     const strata_model_arch_desc *desc = arch.desc;
     const uint32_t minor = arch.lib ? arch.lib->info->abi_minor : STRATA_ABI_MINOR;
     if (minor < 29 || !STRATA_HAS_SLOT(desc, tensor_parallel) || !STRATA_HAS_SLOT(desc, tensor_split) ||
@@ -28,7 +27,16 @@ std::map<std::string, tensor_split_rule> read_tensor_splits(const model_file &fi
         fail("{}: model plugin '{}' cannot split this model among tensor-parallel ranks (a mixture of experts, whose "
              "experts are not split yet); run it with tensor_parallel_size 1 (pipeline stages, -pp {}, split it by "
              "layers)", model_path, desc->header.name, size);
-    std::map<std::string, tensor_split_rule> rules;
+    tensor_splits out;
+    out.whole.struct_size = sizeof out.whole;
+    desc->get_hparams(model.get(), &out.whole);
+    std::map<std::string, tensor_split_rule> &rules = out.rules;
+    // A tensor listed twice (a tied classifier is the embedding) must be split the same way each time.
+    auto add = [&](const char *name, tensor_split_rule rule) {
+        auto [it, fresh] = rules.emplace(name, rule);
+        if (!fresh && (it->second.along != rule.along || it->second.groups != rule.groups))
+            fail("{}: model plugin '{}' splits tensor '{}' two ways", model_path, desc->header.name, name);
+    };
     const int32_t n = desc->tensor_count(model.get());
     for (int32_t i = 0; i < n; ++i) {
         strata_tensor_view v{};
@@ -43,7 +51,7 @@ std::map<std::string, tensor_split_rule> read_tensor_splits(const model_file &fi
                  v.name);
         tensor_split_rule rule;
         if (s.axis == STRATA_SPLIT_NONE) {
-            rules.emplace(v.name, rule);
+            add(v.name, rule);
             continue;
         }
         if ((s.axis != STRATA_SPLIT_ROWS && s.axis != STRATA_SPLIT_COLS) || s.n_parts < 1 || s.n_parts > 4)
@@ -51,10 +59,9 @@ std::map<std::string, tensor_split_rule> read_tensor_splits(const model_file &fi
                  "1 to 4", model_path, desc->header.name, v.name, s.axis, s.n_parts);
         rule.along = s.axis == STRATA_SPLIT_ROWS ? tensor_split_rule::axis::rows : tensor_split_rule::axis::cols;
         rule.groups.assign(s.part, s.part + s.n_parts);
-        // A fused tensor's parts (listed under the one name) appear once.
-        rules.emplace(v.name, std::move(rule));
+        add(v.name, std::move(rule));
     }
-    return rules;
+    return out;
 }
 
 tensor_parallel_shard::block_lookup quant_blocks(const plugins::registry &registry) {

@@ -101,7 +101,7 @@ tiered_weights::tiered_weights(const model_file &file, const plugins::registry &
             fail("writing tensor '{}' to tier '{}' failed: {}", p.tensor, p.home, status_text(st));
         }
         ti.bytes += t->n_bytes;
-        drop_mapped_pages(t->data, t->n_bytes);
+        if (!opts.may_drop_pages || opts.may_drop_pages(*t)) drop_mapped_pages(t->data, t->n_bytes);
         if (p.how == planner::mode::in_place && !device_reads_host) {
             fail("the plan computes '{}' in place in tier '{}', but device '{}' cannot read host memory; stream it",
                  p.tensor, p.home, device_desc_->header.name);

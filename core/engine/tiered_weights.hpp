@@ -10,6 +10,7 @@
 
 #include <strata/plugin_abi.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,6 +22,11 @@ namespace strata::engine {
 
 // Everything about weight placement the user can set ([memory] and each tier's own table).
 struct offload_options {
+    // Whether the pages of an offloaded tensor's source memory may be dropped once it is in its tier (set by the
+    // worker, not by the user): empty means every one (this worker alone reads the file). With several ranks in one
+    // process another rank may still read the same bytes — dropping anonymous pages (--no-mmap, an HF folder's
+    // widened vectors) would zero them — so only memory the rank owns alone is dropped.
+    std::function<bool(const gguf::tensor_info &)> may_drop_pages;
     std::optional<uint64_t> device_memory;
     std::optional<double> cpu_offload_gb;
     std::optional<int32_t> cpu_offload_layers;

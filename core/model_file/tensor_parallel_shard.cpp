@@ -2,6 +2,8 @@
 
 #include "common/error.hpp"
 
+#include <strata/plugin_abi.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -78,12 +80,12 @@ gguf::tensor_info tensor_parallel_shard::cut(const gguf::tensor_info &t, const t
     std::vector<std::pair<int64_t, int64_t>> ranges; // offset, bytes
     int64_t at = 0, kept = 0;
     for (const int64_t group : rule.groups) {
-        if (group % size_ != 0)
-            fail("{}: tensor '{}' has {} {} in a part, which tensor_parallel_size {} does not divide; choose a size "
-                 "that divides the model's heads and feed-forward size",
+        int64_t offset = 0, piece = 0;
+        strata_split_piece(group, rank_, size_, &offset, &piece);
+        if (piece == 0)
+            fail("{}: tensor '{}' has {} {} in a part, too few for {} tensor-parallel ranks to hold a piece each",
                  whole_.name(), t.name, group, by_rows ? "rows" : "columns", size_);
-        const int64_t piece = group / size_;
-        const int64_t first = at + piece * rank_;
+        const int64_t first = at + offset;
         if (by_rows) {
             ranges.emplace_back(first * row_bytes, piece * row_bytes);
         } else {
@@ -91,10 +93,10 @@ gguf::tensor_info tensor_parallel_shard::cut(const gguf::tensor_info &t, const t
             if (elems <= 0 || bytes <= 0 || cols % elems != 0)
                 fail("{}: tensor '{}' of type {} cannot be cut into columns (its block size is unknown here)",
                      whole_.name(), t.name, t.type);
-            if (piece % elems != 0)
-                fail("{}: tensor '{}' would give each of {} ranks {} columns, not a whole number of its type's "
-                     "{}-element blocks; choose a tensor_parallel_size whose share is whole blocks (or a file of "
-                     "another type)", whole_.name(), t.name, size_, piece, elems);
+            if (piece % elems != 0 || first % elems != 0)
+                fail("{}: tensor '{}' would give rank {} of {} its columns [{}, {}), not whole {}-element blocks of its "
+                     "type; choose a tensor_parallel_size whose share is whole blocks (or a file of another type)",
+                     whole_.name(), t.name, rank_, size_, first, first + piece, elems);
             ranges.emplace_back(first / elems * bytes, piece / elems * bytes);
         }
         at += group;
@@ -134,6 +136,7 @@ gguf::tensor_info tensor_parallel_shard::cut(const gguf::tensor_info &t, const t
         }
     }
     out.data = owned_.back().get();
+    gathered_.insert(t.name);
     return out;
 }
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,9 @@ class tensor_parallel_shard final : public model_file {
     // Bytes of the tensors this rank holds (whole ones included) and the bytes gathered into memory of its own.
     uint64_t tensor_bytes() const;
     uint64_t gathered_bytes() const { return gathered_bytes_; }
+    // Whether the tensor's bytes are memory this shard gathered (this rank's alone), not the file's, which other
+    // ranks in the process may read too.
+    bool owns(const gguf::tensor_info &t) const { return gathered_.count(t.name) != 0; }
 
     const std::string &name() const override { return whole_.name(); }
     std::string_view format() const override { return whole_.format(); }
@@ -90,6 +94,7 @@ class tensor_parallel_shard final : public model_file {
     };
     std::vector<std::unique_ptr<unsigned char, free_deleter>> owned_;
     uint64_t gathered_bytes_ = 0;
+    std::unordered_set<std::string> gathered_; // names of the parts in owned_
     mapped_file zeros_; // shapes_only: every gathered part's data
 };
 

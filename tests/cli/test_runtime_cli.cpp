@@ -629,7 +629,7 @@ TEST(SeedCommands, TheSeedsYamlConfigRunsAndShowsEveryKeysEffect) {
 
 TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     const std::vector<std::pair<std::string, std::string>> cases = {
-        {"-tp 3 -t 3", "has 64 rows in a part, which tensor_parallel_size 3 does not divide"},
+        {"-tp 3 -t 3", "head_count 8 is not a multiple of tensor_parallel_size 3"},
         {"-tp 2 -pp 2", "tensor-parallel ranks inside pipeline stages are not built yet"},
         {"-tp 2 --set cpu.separate_memory=true", "needs NCCL's all-reduce, which is not built yet"},
         {"-pp 6", "pipeline_parallel_size 6 must be between 1 and the model's 5 layers"},

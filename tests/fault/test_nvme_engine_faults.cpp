@@ -200,6 +200,51 @@ TEST(WeightStreamingRealFault, ATierFileTruncatedUnderTheEngineFailsRequestsClea
     expect_pools_full(*e);
 }
 
+// Tensor parallel (#16 item 3): two ranks each stream their half of every layer from a tier file of their own, and
+// rank 1's file is truncated under the running engine. Rank 0's forward goes on to the next all_reduce and waits
+// there for rank 1, whose read fails: the group's barrier breaks, the step fails with rank 1's reason (not a hang,
+// not rank 0's "another rank failed"), and later steps fail the same clear way, promptly.
+TEST(WeightStreamingRealFault, ATensorParallelRankWhoseTierFileIsTruncatedFailsTheStepAndNoRankWaitsForIt) {
+    constexpr int32_t max_tokens = 40;
+    const auto want = undisturbed(1, max_tokens);
+    const std::string path = tier_path("weights_truncated_tp");
+    fs::remove(path + ".rank1");
+    nvme_table nvme(path, "");
+    auto o = base_options();
+    o.offload.kv_cache_memory = 4096 * kib;
+    o.kv.swap_space_gib = 0;
+    o.offload.cpu_offload_layers = 5;
+    o.offload.tiers = {"nvme"};
+    o.offload.prefetch_depth = 1;
+    o.offload.tier_configs["nvme"] = &nvme.view;
+    o.tensor_parallel_size = 2;
+    auto e = std::make_unique<engine::engine>(test_registry(), test_host(), o);
+    ASSERT_EQ(e->ranks().size(), 2u);
+    ASSERT_TRUE(fs::exists(path + ".rank1")) << "rank 1's own tier file";
+    const auto prompts = story_prompts(*e, 1);
+    const outcome hit = run(*e, prompts, max_tokens, [&](const outcome &out) {
+        if (out.tokens.size() == 3) {
+            ASSERT_EQ(::truncate((path + ".rank1").c_str(), 0), 0);
+        }
+    })[0];
+    EXPECT_EQ(hit.finish, STRATA_FINISH_ERROR);
+    EXPECT_GE(hit.tokens.size(), 3u);
+    EXPECT_TRUE(std::equal(hit.tokens.begin(), hit.tokens.end(), want[0].begin()));
+    EXPECT_NE(hit.error.find("tier 'nvme'"), std::string::npos) << hit.error;
+    EXPECT_NE(hit.error.find("truncated"), std::string::npos) << hit.error;
+    EXPECT_EQ(hit.error.find("another rank failed"), std::string::npos) << "the reason is rank 1's: " << hit.error;
+    expect_pools_full(*e);
+    for (int i = 0; i < 2; ++i) {
+        const outcome later = run(*e, prompts, max_tokens)[0];
+        EXPECT_EQ(later.finish, STRATA_FINISH_ERROR);
+        EXPECT_TRUE(later.tokens.empty()) << "no token may come from weights that are gone";
+        EXPECT_NE(later.error.find("tier 'nvme'"), std::string::npos) << later.error;
+    }
+    expect_pools_full(*e);
+    e.reset();
+    fs::remove(path + ".rank1");
+}
+
 // ---- KV blocks swapped to the nvme tier ------------------------------------------------------------------------
 
 // 24 device blocks of KV for 16 sequences that each grow to ~4 blocks, no host pool: every preemption swaps to the

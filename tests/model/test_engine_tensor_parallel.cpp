@@ -172,7 +172,7 @@ INSTANTIATE_TEST_SUITE_P(
                       tp_case{"llama_q4_k_m_512", "--dim 512 --ff 512 --type q4_k_m", 2, 4 * 2 * 256 * 4, true},
                       tp_case{"qwen2_q8_0", "--arch qwen2 --dim 128 --ff 256 --type q8_0 --feature output-bias", 2,
                               4 * 2 * 64 * 4, true},
-                      tp_case{"qwen3_f16", "--arch qwen3 --dim 128 --head-dim 64 --ff 256 --type f16", 2,
+                      tp_case{"qwen3_f16_untied", "--arch qwen3 --dim 128 --head-dim 64 --ff 256 --type f16 --untied", 2,
                               4 * 2 * 128 * 4, false},
                       tp_case{"phi3_q4_0", "--arch phi3 --dim 128 --ff 256 --type q4_0 --feature fused-qkv", 2,
                               4 * 2 * 64 * 4, true},
@@ -196,16 +196,18 @@ TEST(TensorParallel, TheSameSplitGivesTheSameBitsEveryRun) {
     }
 }
 
-// Each rank holds its share of the split weights (attn_q/k/v, attn_output, ffn_gate/up/down: 1/N of their bytes) and
-// every other weight whole (norms, embedding, classifier), and plans exactly those bytes; its KV block is 1/N of one
-// process's. The shares are cut from the file: rows of one part stay in the mapping, columns are gathered.
+// Each rank holds its share of the split weights (attn_q/k/v, attn_output, ffn_gate/up/down and an untied classifier
+// by vocabulary: 1/N of their bytes) and every other weight whole (norms, embedding), and plans exactly those bytes;
+// its KV block is 1/N of one process's. The shares are cut from the file: rows of one part stay in the mapping,
+// columns are gathered.
 TEST(TensorParallel, EachRankPlansAndHoldsItsShareOfTheSplitWeights) {
-    const std::string model = family_model("llama_q8_0_rope_freqs", "--dim 128 --ff 256 --type q8_0 --feature rope-freqs");
+    const std::string model =
+        family_model("llama_q8_0_rope_freqs_untied", "--dim 128 --ff 256 --type q8_0 --feature rope-freqs --untied");
     ASSERT_FALSE(model.empty());
     const auto file = open_model_file(model, {}, false);
     auto split = [](const std::string &name) {
         for (const char *s : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "ffn_gate.weight",
-                              "ffn_up.weight", "ffn_down.weight"})
+                              "ffn_up.weight", "ffn_down.weight", "output.weight"})
             if (name.ends_with(s)) return true;
         return false;
     };
@@ -284,16 +286,18 @@ TEST(TensorParallelShard, PartsAreTheFilesRowsAndColumnsOfEachRank) {
     EXPECT_EQ(second.find_tensor("blk.0.attn_qkv.weight")->data, file->find_tensor("blk.0.attn_qkv.weight")->data + 128 * row);
     EXPECT_EQ(second.gathered_bytes(), second.find_tensor("blk.0.ffn_down.weight")->n_bytes) << "only columns gathered";
     // Cuts that cannot be made are refused naming the tensor.
-    auto refused = [&](const std::map<std::string, tensor_split_rule> &bad, int32_t size, const std::string &says) {
+    auto refused = [&](const std::map<std::string, tensor_split_rule> &bad, int32_t size, const std::string &says,
+                       int32_t rank = 0) {
         try {
-            tensor_parallel_shard s(*file, bad, 0, size, blocks);
+            tensor_parallel_shard s(*file, bad, rank, size, blocks);
             ADD_FAILURE() << "not refused: " << says;
         } catch (const error &e) {
             EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
         }
     };
-    refused({{"blk.0.attn_qkv.weight", {axis::rows, {128, 64, 64}}}}, 3, "'blk.0.attn_qkv.weight' has 128 rows");
-    refused({{"blk.0.attn_output.weight", {axis::cols, {128}}}}, 8, "not a whole number of its type's 32-element blocks");
+    refused({{"blk.0.attn_qkv.weight", {axis::rows, {2, 254}}}}, 3, "too few for 3 tensor-parallel ranks");
+    refused({{"blk.0.attn_output.weight", {axis::cols, {128}}}}, 8, "columns [16, 32), not whole 32-element blocks", 1);
+    refused({{"blk.0.attn_output.weight", {axis::cols, {128}}}}, 3, "columns [0, 42), not whole 32-element blocks");
     refused({{"blk.0.attn_output.weight", {axis::cols, {100}}}}, 2, "do not add up");
     refused({{"no.such.weight", {axis::rows, {1}}}}, 2, "'no.such.weight'");
 }
@@ -310,10 +314,16 @@ TEST(TensorParallel, WhatCannotBeSplitIsRefusedWithTheReason) {
             EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
         }
     };
-    refused(tp_options(stories(), 3, 1 << 20), "tensor_parallel_size 3 does not divide");
+    {
+        test_table threads;
+        threads.ints["threads"] = 3;
+        auto three = tp_options(stories(), 3, 1 << 20);
+        three.device_config = &threads.view;
+        refused(three, "head_count 8 is not a multiple of tensor_parallel_size 3");
+    }
     const std::string kq = family_model("llama_q4_k_m_small", "--dim 256 --ff 512 --type q4_k_m");
     ASSERT_FALSE(kq.empty());
-    refused(tp_options(kq, 2, 1 << 20), "not a whole number of its type's 256-element blocks");
+    refused(tp_options(kq, 2, 1 << 20), "columns [0, 128), not whole 256-element blocks of its type");
     const std::string moe =
         family_model("qwen3moe_q8_0", "--arch qwen3moe --dim 128 --ff 256 --experts 8 --experts-used 2 --expert-ff 128 "
                                       "--type q8_0");

@@ -146,14 +146,22 @@ TEST(PlacementInvariance, PipelineRanksGiveTheSameTokensWhereverEachRanksWeights
 // feed-forward columns of stories260K (attn_output's and ffn_down's columns gathered into memory of their own), each
 // placing its share by the same offload keys (every tier in place or streamed, by count and by size, each prefetch
 // depth): one process's tokens every time (float32 weights: the partial sums' order moves the logits by ulps only).
+//
+// With --no-mmap the file is anonymous memory that the ranks share: a rank that moved a tensor to its tier must not drop
+// those pages (they would read back as zeros for the other rank), only the columns it gathered itself.
 TEST(PlacementInvariance, TensorParallelRanksGiveTheSameTokensWhereverEachRanksWeightsLive) {
     const std::string model = shared_path("models/stories260K-f32.gguf");
     constexpr int32_t n = 48;
     const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, n);
     ASSERT_EQ(want.size(), static_cast<size_t>(n));
-    for (const variant &v : stories_placements()) {
+    std::vector<variant> vs = stories_placements();
+    offload_options embedding = with_tier(layers(5), "numa_ram");
+    embedding.override_tensor = {"token_embd=numa_ram"};
+    vs.push_back({"no-mmap: every layer and the embedding in numa_ram", embedding});
+    for (const variant &v : vs) {
         fs::remove(nvme_table().strings["path"] + ".rank1"); // left over by an earlier run that was killed
         strata::engine::engine_options o = test_engine_options(model, 256, 16);
+        o.file_open.mmap = v.name.rfind("no-mmap", 0) != 0;
         o.scheduler.max_num_batched_tokens = 16;
         o.scheduler.max_num_seqs = 4;
         o.tensor_parallel_size = 2;

@@ -259,7 +259,7 @@ int main(int argc, char **argv) try {
     eo.tensor_parallel_size = o.tensor_parallel;
     auto eng_ptr = std::make_unique<strata::engine::engine>(registry, &host, eo);
     strata::engine::engine &eng = *eng_ptr;
-    const auto &hp = eng.hparams();
+    const strata_model_hparams hp = eng.hparams(); // a copy: used after the engine is released below
 
     // Bytes one decode step reads: every weight matrix once, except the embedding table (one row per token).
     const double weight_bytes = strata::bench::decode_weight_bytes(strata::gguf::file::open(o.model));

@@ -392,15 +392,29 @@ model *load(const family &fam, const strata_model_source *src) {
         throw std::runtime_error("the vocabulary has " + std::to_string(vocab) + " tokens ('" + p +
                                  "vocab_size', else the rows of token_embd.weight); a model needs 1 to 2147483647");
     hp.n_vocab = static_cast<int32_t>(vocab);
+    // A tensor-parallel rank's classifier holds its piece of the vocabulary (ABI 1.29; vLLM's ParallelLMHead).
+    int64_t vocab_first = 0, vocab_rows = hp.n_vocab;
+    if (m->tp_size > 1) strata_split_piece(hp.n_vocab, m->tp_rank, m->tp_size, &vocab_first, &vocab_rows);
+    if (vocab_rows == 0)
+        throw std::runtime_error("a vocabulary of " + std::to_string(hp.n_vocab) + " tokens leaves tensor-parallel "
+                                 "rank " + std::to_string(m->tp_rank) + " of " + std::to_string(m->tp_size) +
+                                 " none; use fewer ranks");
+    m->vocab_rows = static_cast<int32_t>(vocab_rows);
     m->tok_embd = tensor(src, fam, "token_embd.weight", d, hp.n_vocab);
     m->output_norm = tensor(src, fam, "output_norm.weight", d, 1);
     bool has_output = false;
     if (fam.output != presence::absent)
-        m->output = tensor(src, fam, "output.weight", d, hp.n_vocab, fam.output == presence::required, &has_output);
-    if (!has_output) m->output = m->tok_embd; // tied classifier, as llama.cpp does when output.weight is absent
+        m->output = tensor(src, fam, "output.weight", d, vocab_rows, fam.output == presence::required, &has_output);
+    if (!has_output) {
+        // Tied classifier, as llama.cpp does when output.weight is absent: the embedding's rows (a rank's: its piece).
+        m->output = m->tok_embd;
+        m->output.data = static_cast<const char *>(m->tok_embd.data) + vocab_first * m->tok_embd.row_bytes;
+        m->output.rows = vocab_rows;
+        m->output.ne[1] = vocab_rows;
+    }
     if (m->output_norm.ggml_type != 0) throw std::runtime_error("output_norm.weight must be F32");
     if (fam.output_bias != presence::absent) {
-        m->output_bias = tensor(src, fam, "output.bias", hp.n_vocab, 1, fam.output_bias == presence::required);
+        m->output_bias = tensor(src, fam, "output.bias", vocab_rows, 1, fam.output_bias == presence::required);
         if (m->output_bias.data != nullptr && m->output_bias.ggml_type != 0)
             throw std::runtime_error("tensor 'output.bias' must be F32 (norm weights and biases are)");
     }
@@ -427,7 +441,7 @@ model *load(const family &fam, const strata_model_source *src) {
         }
     }
     m->listed.push_back({m->output_norm, hp.n_layer});
-    m->listed.push_back({m->output, hp.n_layer});
+    m->listed.push_back({has_output ? m->output : m->tok_embd, hp.n_layer});
     if (m->output_bias.data != nullptr) m->listed.push_back({m->output_bias, hp.n_layer});
     // What the forward will ask of the device beyond the required ops (checked by the host at load).
     if (m->rope.op != 0) m->op_needs.push_back({m->rope.op, m->rope.op_reason});
@@ -449,7 +463,17 @@ strata_tensor_split tensor_split(const model &m, const listed_tensor &t) {
     strata_tensor_split out{};
     out.struct_size = sizeof out;
     out.axis = STRATA_SPLIT_NONE;
-    if (t.role_index < 0) return out; // embedding, output norm, classifier, its bias: whole on every rank
+    if (t.role_index < 0) {
+        // The classifier and its bias by vocabulary (each rank its piece of the logits); the embedding (whole: any
+        // rank may look any token up) and the output norm whole.
+        const std::string name = t.view.name != nullptr ? t.view.name : "";
+        if (name == "output.weight" || name == "output.bias") {
+            out.axis = name == "output.weight" ? STRATA_SPLIT_ROWS : STRATA_SPLIT_COLS;
+            out.n_parts = 1;
+            out.part[0] = m.hp.n_vocab;
+        }
+        return out;
+    }
     const layer_tensor &lt = k_layer_tensors[static_cast<size_t>(t.role_index)];
     auto per_rank = [](dim d) { return d == dim::q || d == dim::kv || d == dim::qkv || d == dim::ff || d == dim::ff2; };
     // A vector's elements are its columns (a bias of q is split as q's rows are).
@@ -850,7 +874,7 @@ int32_t classify(const model &m, const strata_device_desc *ops, strata_device *d
     if (!STRATA_HAS_SLOT(ops, softcap))
         return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: %s soft-caps its logits with the softcap op (ABI "
                     "1.14), which device '%s' does not offer", m.fam->arch, ops->header.name);
-    return ops->softcap(dev, logits, static_cast<int64_t>(n) * m.hp.n_vocab, m.final_softcap, logits, st);
+    return ops->softcap(dev, logits, static_cast<int64_t>(n) * m.vocab_rows, m.final_softcap, logits, st);
 }
 
 // One sequence over its contiguous per-layer cache (k_cache[l], v_cache[l], n_ctx rows); logits of the last token.

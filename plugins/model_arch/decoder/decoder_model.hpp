@@ -86,6 +86,7 @@ struct model {
     // part's); n_head_whole is the file's head count.
     int32_t tp_rank = 0, tp_size = 1;
     int32_t n_head_whole = 0;
+    int32_t vocab_rows = 0; // the classifier's rows: n_vocab, or a tensor-parallel rank's piece (strata_split_piece)
 };
 
 // Reads hyperparameters and resolves every tensor of family `fam`, checking shapes; throws std::runtime_error with a

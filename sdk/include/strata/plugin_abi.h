@@ -602,7 +602,9 @@ typedef struct strata_model_source {
      * every weight as that rank's part of it, as the whole model's tensor_split said (get_tensor's shapes are the
      * part's), the model reads the file's sizes and divides those it splits (head counts, FFN size) by the size (each
      * a multiple of it, else create fails saying so), and its forward sums the ranks' partial products with
-     * strata_forward_args.all_reduce. 0/0 and 0/1 mean the whole model. */
+     * strata_forward_args.all_reduce. Its classifier holds rank r's piece of the vocabulary (strata_split_piece of
+     * n_vocab): forward writes each logits row's columns [first, first + count) only, n_logits rows of `count`
+     * floats one after another, and the host joins the ranks' pieces. 0/0 and 0/1 mean the whole model. */
     int32_t tensor_parallel_rank;
     int32_t tensor_parallel_size;
 } strata_model_source;
@@ -699,9 +701,20 @@ typedef struct strata_forward_args {
 /* since 1.29: how a tensor-parallel rank takes its part of a weight (strata_model_arch_desc.tensor_split). The view's
  * rows (STRATA_SPLIT_ROWS) or columns (STRATA_SPLIT_COLS; a bias vector's elements) are n_parts consecutive groups of
  * part[0], part[1], ... (one group, unless the tensor is fused: Phi-3's attn_qkv holds q, k and v rows); each group is
- * cut into tensor_parallel_size equal pieces and rank r holds piece r of every group, in order. STRATA_SPLIT_NONE:
- * every rank holds the whole tensor. */
+ * cut into tensor_parallel_size pieces (strata_split_piece) and rank r holds piece r of every group, in order.
+ * STRATA_SPLIT_NONE: every rank holds the whole tensor. */
 enum { STRATA_SPLIT_NONE = 0, STRATA_SPLIT_ROWS = 1, STRATA_SPLIT_COLS = 2 };
+
+/* Rank r's piece of a group of n rows (or columns) split among `size` ranks: [n * r / size, n * (r + 1) / size),
+ * equal pieces when size divides n, else pieces one apart (none empty while n >= size). Heads and FFN columns are
+ * multiples of the size (a model refuses other sizes); a vocabulary need not be. */
+static inline void strata_split_piece(int64_t n, int32_t rank, int32_t size, int64_t *first, int64_t *count) {
+    if (size < 1) size = 1;
+    const int64_t a = n * rank / size;
+    const int64_t b = n * (rank + 1) / size;
+    *first = a;
+    *count = b - a;
+}
 
 typedef struct strata_tensor_split {
     uint32_t struct_size;
