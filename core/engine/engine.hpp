@@ -77,7 +77,13 @@ class engine {
     // how many steps ran each way.
     using hybrid_report = worker::hybrid_report;
     hybrid_report hybrid() const { return executor_->driver_worker().hybrid(); }
-    int32_t device_threads() const { return executor_->driver_worker().device_threads(); }
+    // The threads the device computes with (tensor-parallel ranks: all of theirs together).
+    int32_t device_threads() const {
+        if (!executor_->tensor_parallel()) return executor_->driver_worker().device_threads();
+        int32_t n = 0;
+        for (const auto &w : executor_->workers()) n += w->device_threads();
+        return n;
+    }
     // Each pipeline rank's stage (one rank: every layer). memory_plan(), offload_report(), offload_stats() and
     // hybrid() above are rank 0's.
     std::vector<pipeline_stage> pipeline_stages() const {

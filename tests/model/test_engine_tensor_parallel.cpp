@@ -26,7 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr uint64_t kib = 1024;
 
 std::string stories() { return shared_path("models/stories260K-f32.gguf"); }
 
