@@ -60,6 +60,7 @@ struct tp_case {
     // ulp's difference can move a value across a rounding boundary, one quantization step: logits within 3% of the
     // largest, the same top token wherever one process's top two are further apart than twice that.
     bool quantized;
+    const char *hf_export = nullptr; // the model written as an HF folder by hf-export with these arguments
 };
 
 void PrintTo(const tp_case &c, std::ostream *os) { *os << c.name << " x" << c.tp; }
@@ -89,8 +90,10 @@ TEST_P(TensorParallelFamilies, RanksGiveOneProcessesLogitsWithinTheSumOrdersRoun
         GTEST_SKIP() << "kernel work on the families' weights: the group's threads are covered by "
                         "TensorParallel.TheSameSplitGivesTheSameBitsEveryRun under ThreadSanitizer";
     const tp_case &c = GetParam();
-    const std::string model = std::string(c.name) == "stories260K" ? stories() : family_model(c.name, c.args);
+    std::string model = std::string(c.name) == "stories260K" ? stories() : family_model(c.name, c.args);
     ASSERT_FALSE(model.empty()) << "make-model failed";
+    if (c.hf_export != nullptr) model = exported_hf(std::string("tensor-parallel-") + c.name, model, c.hf_export);
+    ASSERT_FALSE(model.empty()) << "hf-export failed";
     const uint64_t blocks = c.kv_bytes_per_token * 16; // one process's 16-token blocks
     constexpr int n = 16;
     constexpr int32_t max_tokens = 32;
@@ -178,7 +181,10 @@ INSTANTIATE_TEST_SUITE_P(
                       tp_case{"gemma2_q8_0", "--arch gemma2 --dim 128 --ff 256 --window 8 --type q8_0", 2,
                               4 * 2 * 64 * 4, true},
                       tp_case{"gemma3_f32", "--arch gemma3 --dim 128 --ff 256 --window 8 --swa-pattern 2 --type f32", 2,
-                              4 * 2 * 64 * 4, false}),
+                              4 * 2 * 64 * 4, false},
+                      // An HF folder in two shards: Phi-3's fused qkv_proj and gate_up_proj, cut in their parts.
+                      tp_case{"phi3_bf16_hf", "--arch phi3 --dim 128 --ff 256 --type bf16", 2, 4 * 2 * 64 * 4, false,
+                              "--shards 2"}),
     [](const auto &info) { return std::string(info.param.name) + "_" + std::to_string(info.param.tp) + "_ranks"; });
 
 // The ranks' sums join in rank order whatever the threads' timing: two engines of the same split give the same logits
