@@ -209,6 +209,9 @@ strata_model_hparams engine::start_tensor_parallel_ranks(const plugins::handle<s
     if (opts_.pipeline_parallel_size > 1 || opts_.pipeline_transport != nullptr)
         fail("tensor_parallel_size {} with pipeline_parallel_size {}: tensor-parallel ranks inside pipeline stages are "
              "not built yet; use one of the two", n_tp, opts_.pipeline_parallel_size);
+    if (opts_.plan_gpu_memory)
+        fail("tensor_parallel_size {} with plan_gpu_memory: tensor-parallel ranks run on the CPU device only so far "
+             "(GPU ranks need NCCL's all-reduce); plan GPUs with --pipeline-parallel-size {} instead", n_tp, n_tp);
     const tensor_splits splits = read_tensor_splits(*file_, registry_, host_, arch, opts_.model_path, n_tp);
     for (int32_t r = 0; r < n_tp; ++r) {
         shards_.push_back(std::make_unique<tensor_parallel_shard>(*file_, splits.rules, r, n_tp, quant_blocks(registry_),

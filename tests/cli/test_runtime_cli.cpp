@@ -632,6 +632,7 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
         {"-tp 3 -t 3", "head_count 8 is not a multiple of tensor_parallel_size 3"},
         {"-tp 2 -pp 2", "tensor-parallel ranks inside pipeline stages are not built yet"},
         {"-tp 2 --set cpu.separate_memory=true", "needs NCCL's all-reduce, which is not built yet"},
+        {"-tp 2 --plan-gpu-memory 24GiB", "tensor-parallel ranks run on the CPU device only so far"},
         {"-pp 6", "pipeline_parallel_size 6 must be between 1 and the model's 5 layers"},
         {"-pp 2 --pipeline-layer-partition 2,x", "pipeline_layer_partition = \"2,x\": 'x' is not a positive number of "
                                                  "layers"},
