@@ -117,7 +117,8 @@ std::vector<std::vector<int32_t>> undisturbed(int n, int32_t max_tokens) {
 // ---- weights streamed from the nvme tier -----------------------------------------------------------------------
 
 // Every layer of stories260K in the nvme tier, streamed through a ring of two slots: every token reads five layers.
-std::unique_ptr<engine::engine> streaming_engine(nvme_table &nvme) {
+// With tensor_parallel ranks, each streams its share from a tier file of its own (rank r > 0: `path`.rank<r>).
+std::unique_ptr<engine::engine> streaming_engine(nvme_table &nvme, int32_t tensor_parallel = 1) {
     auto o = base_options();
     o.offload.kv_cache_memory = 4096 * kib;
     o.kv.swap_space_gib = 0;
@@ -125,6 +126,7 @@ std::unique_ptr<engine::engine> streaming_engine(nvme_table &nvme) {
     o.offload.tiers = {"nvme"};
     o.offload.prefetch_depth = 1;
     o.offload.tier_configs["nvme"] = &nvme.view;
+    o.tensor_parallel_size = tensor_parallel;
     return std::make_unique<engine::engine>(test_registry(), test_host(), o);
 }
 
@@ -171,18 +173,17 @@ INSTANTIATE_TEST_SUITE_P(
                       weight_fault{"short", "read:short:after=60", "the tier file ended at offset"}),
     [](const auto &info) { return std::string(info.param.name); });
 
-// A real failure: the weights' tier file is truncated under the running engine. The request then running fails with
-// the reason; the weights are gone, so later requests fail the same clear way, promptly, and the engine stays up.
-TEST(WeightStreamingRealFault, ATierFileTruncatedUnderTheEngineFailsRequestsClearlyAndNeverHangs) {
-    constexpr int32_t max_tokens = 40;
+namespace {
+
+// `file` (a tier file the engine streams weights from) truncated after the third token of a request: the request
+// fails naming the tier and the truncation, after the undisturbed tokens only; two later requests fail the same
+// clear way without a token; every block is back in its pool. Returns the failed request's outcome.
+outcome expect_truncation_fails_clearly(engine::engine &e, const std::string &file, int32_t max_tokens) {
     const auto want = undisturbed(1, max_tokens);
-    const std::string path = tier_path("weights_truncated");
-    nvme_table nvme(path, "");
-    auto e = streaming_engine(nvme);
-    const auto prompts = story_prompts(*e, 1);
-    const outcome hit = run(*e, prompts, max_tokens, [&](const outcome &o) {
+    const auto prompts = story_prompts(e, 1);
+    const outcome hit = run(e, prompts, max_tokens, [&](const outcome &o) {
         if (o.tokens.size() == 3) {
-            ASSERT_EQ(::truncate(path.c_str(), 0), 0);
+            ASSERT_EQ(::truncate(file.c_str(), 0), 0);
         }
     })[0];
     EXPECT_EQ(hit.finish, STRATA_FINISH_ERROR);
@@ -190,14 +191,26 @@ TEST(WeightStreamingRealFault, ATierFileTruncatedUnderTheEngineFailsRequestsClea
     EXPECT_TRUE(std::equal(hit.tokens.begin(), hit.tokens.end(), want[0].begin()));
     EXPECT_NE(hit.error.find("tier 'nvme'"), std::string::npos) << hit.error;
     EXPECT_NE(hit.error.find("truncated"), std::string::npos) << hit.error;
-    expect_pools_full(*e);
+    expect_pools_full(e);
     for (int i = 0; i < 2; ++i) {
-        const outcome later = run(*e, prompts, max_tokens)[0];
+        const outcome later = run(e, prompts, max_tokens)[0];
         EXPECT_EQ(later.finish, STRATA_FINISH_ERROR);
         EXPECT_TRUE(later.tokens.empty()) << "no token may come from weights that are gone";
         EXPECT_NE(later.error.find("tier 'nvme'"), std::string::npos) << later.error;
     }
-    expect_pools_full(*e);
+    expect_pools_full(e);
+    return hit;
+}
+
+} // namespace
+
+// A real failure: the weights' tier file is truncated under the running engine. The request then running fails with
+// the reason; the weights are gone, so later requests fail the same clear way, promptly, and the engine stays up.
+TEST(WeightStreamingRealFault, ATierFileTruncatedUnderTheEngineFailsRequestsClearlyAndNeverHangs) {
+    const std::string path = tier_path("weights_truncated");
+    nvme_table nvme(path, "");
+    auto e = streaming_engine(nvme);
+    expect_truncation_fails_clearly(*e, path, 40);
 }
 
 // Tensor parallel (#16 item 3): two ranks each stream their half of every layer from a tier file of their own, and
@@ -205,42 +218,14 @@ TEST(WeightStreamingRealFault, ATierFileTruncatedUnderTheEngineFailsRequestsClea
 // there for rank 1, whose read fails: the group's barrier breaks, the step fails with rank 1's reason (not a hang,
 // not rank 0's "another rank failed"), and later steps fail the same clear way, promptly.
 TEST(WeightStreamingRealFault, ATensorParallelRankWhoseTierFileIsTruncatedFailsTheStepAndNoRankWaitsForIt) {
-    constexpr int32_t max_tokens = 40;
-    const auto want = undisturbed(1, max_tokens);
     const std::string path = tier_path("weights_truncated_tp");
     fs::remove(path + ".rank1");
     nvme_table nvme(path, "");
-    auto o = base_options();
-    o.offload.kv_cache_memory = 4096 * kib;
-    o.kv.swap_space_gib = 0;
-    o.offload.cpu_offload_layers = 5;
-    o.offload.tiers = {"nvme"};
-    o.offload.prefetch_depth = 1;
-    o.offload.tier_configs["nvme"] = &nvme.view;
-    o.tensor_parallel_size = 2;
-    auto e = std::make_unique<engine::engine>(test_registry(), test_host(), o);
+    auto e = streaming_engine(nvme, 2);
     ASSERT_EQ(e->ranks().size(), 2u);
     ASSERT_TRUE(fs::exists(path + ".rank1")) << "rank 1's own tier file";
-    const auto prompts = story_prompts(*e, 1);
-    const outcome hit = run(*e, prompts, max_tokens, [&](const outcome &out) {
-        if (out.tokens.size() == 3) {
-            ASSERT_EQ(::truncate((path + ".rank1").c_str(), 0), 0);
-        }
-    })[0];
-    EXPECT_EQ(hit.finish, STRATA_FINISH_ERROR);
-    EXPECT_GE(hit.tokens.size(), 3u);
-    EXPECT_TRUE(std::equal(hit.tokens.begin(), hit.tokens.end(), want[0].begin()));
-    EXPECT_NE(hit.error.find("tier 'nvme'"), std::string::npos) << hit.error;
-    EXPECT_NE(hit.error.find("truncated"), std::string::npos) << hit.error;
+    const outcome hit = expect_truncation_fails_clearly(*e, path + ".rank1", 40);
     EXPECT_EQ(hit.error.find("another rank failed"), std::string::npos) << "the reason is rank 1's: " << hit.error;
-    expect_pools_full(*e);
-    for (int i = 0; i < 2; ++i) {
-        const outcome later = run(*e, prompts, max_tokens)[0];
-        EXPECT_EQ(later.finish, STRATA_FINISH_ERROR);
-        EXPECT_TRUE(later.tokens.empty()) << "no token may come from weights that are gone";
-        EXPECT_NE(later.error.find("tier 'nvme'"), std::string::npos) << later.error;
-    }
-    expect_pools_full(*e);
     e.reset();
     fs::remove(path + ".rank1");
 }
