@@ -16,7 +16,6 @@
 #include "engine/hybrid_policy.hpp"
 #include "engine/model_coverage.hpp"
 #include "engine/plan_inputs.hpp"
-#include "model_file/tensor_parallel_shard.hpp"
 #include "planner/plan_report.hpp"
 
 #include <algorithm>
@@ -96,10 +95,8 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
     offload_.device_reads_host = device_reads_host_;
     // Several ranks in this process read one file: an offloaded tensor's source pages are dropped only where this
     // rank owns them alone (a tensor-parallel rank's gathered columns); the file's stay for the others.
-    if (tp_.size > 1 || (stage_.n_ranks > 1 && opts_.pipeline_transport == nullptr)) {
-        const auto *shard = dynamic_cast<const tensor_parallel_shard *>(&file_);
-        offload_.may_drop_pages = [shard](const gguf::tensor_info &t) { return shard != nullptr && shard->owns(t); };
-    }
+    if (tp_.size > 1 || (stage_.n_ranks > 1 && opts_.pipeline_transport == nullptr))
+        offload_.may_drop_pages = [this](const gguf::tensor_info &t) { return file_.tensor_memory_is_private(t); };
     // Tier instances are numbered across the process's replicas and ranks. Replicas and ranks on the CPU device share
     // the host's RAM; a device with memory of its own gives each replica, and since ABI 1.28 each rank, a device of its
     // own (cuda: a GPU each), while an older one's ranks share their replica's.

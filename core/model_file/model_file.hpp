@@ -54,6 +54,11 @@ class model_file {
     // quantized HF checkpoint; empty otherwise (a GGUF's types are its tensors').
     virtual std::string_view quantization() const { return {}; }
 
+    // Whether a tensor's bytes are memory no other reader of the underlying file shares (a tensor-parallel rank's
+    // gathered columns), so that dropping their pages once the tensor lives elsewhere harms no one. The file's own
+    // bytes are not: several ranks in one process read them, and under --no-mmap dropped pages read back as zeros.
+    virtual bool tensor_memory_is_private(const gguf::tensor_info &) const { return false; }
+
     // A vocabulary that comes beside the weights (an HF folder's tokenizer.json) rather than in the metadata
     // (GGUF's tokenizer.ggml.* keys); nullptr when the metadata holds it.
     virtual const vocab_data *own_vocab() const { return nullptr; }

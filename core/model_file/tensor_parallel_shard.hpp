@@ -45,9 +45,8 @@ class tensor_parallel_shard final : public model_file {
     // Bytes of the tensors this rank holds (whole ones included) and the bytes gathered into memory of its own.
     uint64_t tensor_bytes() const;
     uint64_t gathered_bytes() const { return gathered_bytes_; }
-    // Whether the tensor's bytes are memory this shard gathered (this rank's alone), not the file's, which other
-    // ranks in the process may read too.
-    bool owns(const gguf::tensor_info &t) const { return gathered_.count(t.name) != 0; }
+    // The parts this shard gathered are this rank's alone; the rest are the file's, which other ranks read too.
+    bool tensor_memory_is_private(const gguf::tensor_info &t) const override { return gathered_.count(t.name) != 0; }
 
     const std::string &name() const override { return whole_.name(); }
     std::string_view format() const override { return whole_.format(); }
