@@ -674,6 +674,8 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
         EXPECT_EQ(greedy_tokens(flags).size(), 16u) << flags;
     // Tensor parallel on stories260K (float32): one process's tokens; `plan` shows each rank's share.
     EXPECT_EQ(greedy_tokens("-tp 2 -t 2"), greedy_tokens(""));
+    // Two data-parallel replicas of two tensor-parallel ranks each: four device instances of one thread.
+    EXPECT_EQ(greedy_tokens("-tp 2 -dp 2 -t 4"), greedy_tokens(""));
     {
         const nlohmann::json tp = plan_json("--model " + k_model + " -tp 2 -t 2");
         const nlohmann::json one = plan_json("--model " + k_model);

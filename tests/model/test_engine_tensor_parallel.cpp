@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -139,6 +140,11 @@ TEST_P(TensorParallelFamilies, RanksGiveOneProcessesLogitsWithinTheSumOrdersRoun
                 << "position " << t;
         }
         EXPECT_GE(decided, 5) << "too few positions where one process's top token is decided to compare";
+        // The figures docs/STATUS.md quotes come from this line.
+        std::printf("[tensor parallel] %s on %d ranks: max |logit - one process's| %.3g, %.3g of the largest logit "
+                    "%.3g; top token compared at %d of %zu positions\n",
+                    c.name, c.tp, static_cast<double>(worst), static_cast<double>(worst / largest),
+                    static_cast<double>(largest), decided, text.size());
         for (int i = 0; i < n; ++i) want.push_back(run_all(*e, {prompts[static_cast<size_t>(i)]}, max_tokens)[0]);
         if (!c.quantized) {
             for (int i = 0; i < 8; ++i)
