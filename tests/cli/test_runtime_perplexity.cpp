@@ -163,6 +163,18 @@ TEST(RuntimePerplexity, KlDivergenceOfAModelAgainstItselfIsZeroWithEveryTopToken
     EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
 }
 
+// Tensor parallel (#16 item 3): two ranks score the text as one process does; their logits differ by the partial
+// sums' order only (a few ulps on float weights), so the perplexity agrees to 1e-5.
+TEST(RuntimePerplexity, TwoTensorParallelRanksGiveOneProcesssPerplexity) {
+    const run_result one = run("-m " + k_f32 + " -f " + story_file() + " --ctx 128 --chunks 4" + k_engine);
+    const run_result two = run("-m " + k_f32 + " -f " + story_file() + " --ctx 128 --chunks 4 -tp 2 -t 2" + k_engine);
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    ASSERT_EQ(two.exit_code, 0) << two.err;
+    const double a = final_ppl(one.out), b = final_ppl(two.out);
+    ASSERT_TRUE(std::isfinite(a) && a > 1.0) << one.out;
+    EXPECT_NEAR(b, a, 1e-5 * a) << two.out;
+}
+
 TEST(RuntimePerplexity, Q8_0AgainstF32HasASmallPositiveKlAndReportsBothPerplexities) {
     const std::string common = " -f " + story_file() + " --ctx 128 --chunks 12" + k_engine;
     const run_result r = run("-m " + k_q8 + common + " --kl-divergence-model " + k_f32);
