@@ -216,8 +216,8 @@ config::schema core_schema() {
         key("tensor_parallel_size", STRATA_CONFIG_INT, "1",
             "ranks each layer is split over (Megatron's split: each holds its share of the attention heads, KV heads "
             "and feed-forward columns and computes every step at the same time, the partial sums added after the "
-            "attention output and the feed-forward); in this process, on the CPU device, its threads divided among "
-            "the ranks",
+            "attention output and the feed-forward); on the CPU device, its threads divided among the ranks, in this "
+            "process or under mpirun a process each (mpirun -np N)",
             "--tensor-parallel-size|-tp", 1, 4096),
         key("pipeline_parallel_size", STRATA_CONFIG_INT, "1",
             "stages the layers are split into, one after another each step: each with its own weights, KV and "
@@ -231,8 +231,8 @@ config::schema core_schema() {
             "replicas of the whole model in this process, each on its share of the device (CPU: threads and cores "
             "divided; CUDA: a GPU each), requests to the least loaded", "--data-parallel-size|-dp", 1, 4096),
         key("rank_timeout_s", STRATA_CONFIG_FLOAT, "300",
-            "pipeline ranks that are processes (mpirun): the longest each rank's part of a step, a message to a rank "
-            "or its answer may take before rank 0 counts it as hung or dead; the requests in flight then fail with the "
+            "ranks that are processes (mpirun): the longest each rank's part of a step, a message to a rank, its "
+            "answer or its partial sums may take before it counts as hung or dead; the requests in flight then fail with the "
             "reason and every rank exits (vLLM's VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS)", "--rank-timeout", 0.001, 86400),
     }});
     return s;

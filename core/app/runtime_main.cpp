@@ -112,7 +112,7 @@ void bind_to_numa_node(topology::machine &machine, int node) {
 // SIGINT/SIGTERM are blocked in every thread and received here, so stopping the frontend runs in normal context.
 std::atomic<const strata_frontend_desc *> g_fe_desc{nullptr};
 std::atomic<strata_frontend *> g_fe{nullptr};
-// A pipeline rank serving rank 0 (under mpirun) ignores them: mpirun hands them to every process, and rank 0, stopping
+// A rank serving rank 0 (under mpirun) ignores them: mpirun hands them to every process, and rank 0, stopping
 // its frontend and engine, stops the ranks in order.
 std::atomic<bool> g_serving_rank{false};
 // The link to the other processes when mpirun started this one (null otherwise); set by main.
@@ -131,7 +131,7 @@ void start_signal_thread() {
             const strata_frontend_desc *d = g_fe_desc.load();
             strata_frontend *fe = g_fe.load();
             if (g_serving_rank.load()) {
-                log::info("runtime", "signal {}: pipeline rank {} waits for rank 0 to stop it", sig,
+                log::info("runtime", "signal {}: rank {} waits for rank 0 to stop it", sig,
                           g_link != nullptr ? g_link->rank() : 0);
             } else if (d != nullptr && fe != nullptr) {
                 log::info("runtime", "signal {}: stopping", sig);
@@ -342,26 +342,31 @@ int main_impl(int argc, char **argv) {
         return 0;
     }
     if (g_link != nullptr) {
-        // Under mpirun every process is a pipeline rank (#16): rank 0 runs what was asked, the others serve it.
+        // Under mpirun every process is a pipeline or tensor-parallel rank (#16): rank 0 runs what was asked, the
+        // others serve it.
         if (cl.subcommand == "plan" || perplexity)
-            fail("runtime {} under mpirun: run it as one process (-pp N plans and runs the pipeline ranks in it)",
+            fail("runtime {} under mpirun: run it as one process (-pp N and -tp N plan and run the ranks in it)",
                  perplexity ? "perplexity" : "plan");
         std::vector<std::unique_ptr<config::plugin_config_view>> views;
         engine::engine_options opts = engine_options_from(registry, doc, schema, model_argument, views);
-        if (opts.pipeline_parallel_size != g_link->size())
-            fail("mpirun started {} processes but pipeline_parallel_size is {}; each process is one pipeline rank: "
-                 "pass --pipeline-parallel-size {} (or start {} processes)",
-                 g_link->size(), opts.pipeline_parallel_size, g_link->size(), opts.pipeline_parallel_size);
+        const int64_t ranks = int64_t{opts.pipeline_parallel_size} * opts.tensor_parallel_size;
+        if (ranks != g_link->size())
+            fail("mpirun started {} processes but pipeline_parallel_size is {} and tensor_parallel_size {}; each "
+                 "process is one pipeline or tensor-parallel rank: pass --pipeline-parallel-size {} or "
+                 "--tensor-parallel-size {} (or start {} processes)",
+                 g_link->size(), opts.pipeline_parallel_size, opts.tensor_parallel_size, g_link->size(), g_link->size(),
+                 ranks);
+        if (opts.pipeline_parallel_size > 1 && opts.tensor_parallel_size > 1)
+            fail("pipeline_parallel_size {} with tensor_parallel_size {}: tensor-parallel ranks inside pipeline stages "
+                 "are not built yet; use one of the two",
+                 opts.pipeline_parallel_size, opts.tensor_parallel_size);
         if (opts.data_parallel_size > 1)
             fail("data_parallel_size {} under mpirun: data-parallel replicas run in one process only (drop "
                  "--data-parallel-size, or run without mpirun)",
                  opts.data_parallel_size);
-        if (opts.tensor_parallel_size > 1)
-            fail("tensor_parallel_size {} under mpirun: tensor-parallel ranks run in one process only so far (drop "
-                 "--tensor-parallel-size, or run without mpirun)",
-                 opts.tensor_parallel_size);
         // Each rank's machine in the launch log (`runtime topology` there), since each plans its own memory.
-        log::info("runtime", "pipeline rank {} of {} on host {} ({} of {} processes there):\n{}", g_link->rank(),
+        log::info("runtime", "{} rank {} of {} on host {} ({} of {} processes there):\n{}",
+                  opts.tensor_parallel_size > 1 ? "tensor-parallel" : "pipeline", g_link->rank(),
                   g_link->size(), g_link->host_name(), g_link->local_rank() + 1, g_link->local_size(),
                   topology::to_text(machine));
         if (g_link->rank() > 0) {
@@ -396,7 +401,7 @@ int main(int argc, char **argv) {
         rc = strata::app::main_impl(argc, argv);
     } catch (const std::exception &e) {
         if (strata::app::g_link != nullptr && strata::app::g_link->size() > 1) {
-            std::fprintf(stderr, "error: pipeline rank %d of %d: %s\n", strata::app::g_link->rank(),
+            std::fprintf(stderr, "error: rank %d of %d (mpirun): %s\n", strata::app::g_link->rank(),
                          strata::app::g_link->size(), e.what());
             // The other ranks may be waiting for this one: end the whole job.
             std::fflush(stderr);

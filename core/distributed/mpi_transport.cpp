@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -118,6 +119,45 @@ class mpi_transport final : public transport {
         return text;
     }
 
+    bool all_gather_within(int tag, const void *mine, size_t bytes, void *all, double timeout_s, int &late) override {
+        if (bytes > static_cast<size_t>(INT_MAX)) fail("MPI all-gather of {} bytes: over 2 GiB", bytes);
+        const int n = static_cast<int>(bytes);
+        // One receive from and one send to every other rank (reserved once: nothing is allocated per call).
+        requests_.assign(2 * static_cast<size_t>(size_), MPI_REQUEST_NULL);
+        auto *out = static_cast<unsigned char *>(all);
+        for (int k = 0; k < size_; ++k) {
+            if (k == rank_) continue;
+            check(MPI_Irecv(out + static_cast<size_t>(k) * bytes, n, MPI_BYTE, k, tag, MPI_COMM_WORLD,
+                            &requests_[static_cast<size_t>(k)]),
+                  "Irecv");
+        }
+        for (int k = 0; k < size_; ++k) {
+            if (k == rank_) continue;
+            check(MPI_Isend(mine, n, MPI_BYTE, k, tag, MPI_COMM_WORLD, &requests_[static_cast<size_t>(size_ + k)]),
+                  "Isend");
+        }
+        if (bytes > 0) std::memcpy(out + static_cast<size_t>(rank_) * bytes, mine, bytes);
+        // The ranks reach each all-gather about together: polled without sleeping first, then with short sleeps, so
+        // that ranks sharing a core leave it to the one still computing.
+        const bool done = poll(timeout_s, /*sleep=*/true, [&] {
+            int all_done = 0;
+            check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE),
+                  "Testall");
+            return all_done != 0;
+        });
+        if (done) return true;
+        // (MPI_Testall leaves every request as it was unless all completed: test the receives one by one.)
+        late = -1;
+        for (int k = 0; k < size_ && late < 0; ++k) {
+            if (k == rank_) continue;
+            int arrived = 0;
+            check(MPI_Test(&requests_[static_cast<size_t>(k)], &arrived, MPI_STATUS_IGNORE), "Test");
+            if (arrived == 0) late = k;
+        }
+        if (late < 0) late = rank_ == 0 ? 1 : 0; // every receive arrived: a send is stuck at its receiver
+        return false;
+    }
+
     [[noreturn]] void abort(int code) override { abort_job(code); }
 
     void abort_after(double seconds, int code) override {
@@ -157,6 +197,7 @@ class mpi_transport final : public transport {
 
     int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
     std::string host_;
+    std::vector<MPI_Request> requests_; // all_gather_within's
 };
 
 // The process's transport lives until exit (abort_after's thread may still end the job after main returns).

@@ -1,6 +1,6 @@
-// The link between the processes of one pipeline (#16): pipeline ranks that are processes of their own, launched by
-// mpirun (one process per rank, on one host or several), exchange commands, steps, the residual stream and KV blocks
-// through this interface. The only implementation is MPI's (mpi_transport.cpp, OpenMPI from Debian); the engine never
+// The link between the processes of one job (#16): pipeline and tensor-parallel ranks that are processes of their own,
+// launched by mpirun (one process per rank, on one host or several), exchange commands, steps, the residual stream,
+// partial sums and KV blocks through this interface. The only implementation is MPI's (mpi_transport.cpp, OpenMPI from Debian); the engine never
 // names MPI, and a build without MPI (STRATA_WITH_MPI=OFF) has no transport and refuses to start under mpirun.
 #pragma once
 
@@ -36,6 +36,12 @@ class transport {
     virtual size_t next_size(int src, int tag) = 0;
     // A message of any length (text: an error, a name).
     virtual std::string recv_text(int src, int tag) = 0;
+    // An all-gather among every process of the job, in point-to-point messages with `tag`: each sends its `bytes` at
+    // `mine` to every other and rank k's land at all + k * bytes (this one's own copied there too). Every process
+    // must call it, in the same order. A waiting process polls and sleeps in between, as recv does. False when some
+    // rank's bytes did not arrive within timeout_s (> 0) seconds: `late` is the first such rank, and the link is
+    // broken (a message may still be under way).
+    virtual bool all_gather_within(int tag, const void *mine, size_t bytes, void *all, double timeout_s, int &late) = 0;
     // Ends every process of the job with `code` (a rank that cannot go on and cannot tell rank 0 why in a message).
     [[noreturn]] virtual void abort(int code) = 0;
     // The pipeline broke (a rank stopped answering): every process of the job ends with `code` after `seconds` (time

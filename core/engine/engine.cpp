@@ -57,13 +57,13 @@ void engine::init() {
 
     const int32_t n_ranks = opts_.pipeline_parallel_size;
     if (n_ranks < 1) fail("pipeline_parallel_size {} must be at least 1", n_ranks);
-    // Under mpirun the other ranks are processes (remote_rank): only rank 0's worker lives here.
-    distributed::transport *link = opts_.pipeline_transport;
-    if (link != nullptr && (link->rank() != 0 || link->size() != n_ranks))
-        fail("internal: the engine runs on pipeline rank 0 of {} processes, not rank {} of {}", n_ranks, link->rank(),
-             link->size());
     const int32_t n_tp = opts_.tensor_parallel_size;
     if (n_tp < 1) fail("tensor_parallel_size {} must be at least 1", n_tp);
+    // Under mpirun the other ranks are processes (remote_rank): only rank 0's worker lives here.
+    distributed::transport *link = opts_.pipeline_transport;
+    if (link != nullptr && (link->rank() != 0 || link->size() != n_ranks * n_tp))
+        fail("internal: the engine runs on rank 0 of {} processes, not rank {} of {}", n_ranks * n_tp, link->rank(),
+             link->size());
     std::vector<std::unique_ptr<worker>> workers;
     strata_model_hparams whole{};
     if (n_tp > 1) {
@@ -103,7 +103,10 @@ void engine::init() {
                   w.device_name(), w.device_threads());
     }
     std::vector<pipeline_stage> remote_stages;
-    if (n_ranks > 1 || !opts_.pipeline_layer_partition.empty()) {
+    if (n_tp > 1 && link != nullptr) {
+        // Tensor-parallel ranks that are processes: each holds its share of every layer.
+        for (int32_t r = 1; r < n_tp; ++r) remote_stages.push_back(pipeline_stage{r, n_tp, 0, hp_.n_layer});
+    } else if (n_ranks > 1 || !opts_.pipeline_layer_partition.empty()) {
         // The split is known from rank 0's model before the other ranks start their devices.
         const std::vector<layer_range> ranges =
             split_layers(w.layer_slot_bytes(), n_ranks, opts_.pipeline_layer_partition);
@@ -154,9 +157,9 @@ void engine::init() {
         fingerprint_ = strata::engine::model_fingerprint(*file_);
         const pipeline_protocol::shared_options shared{opts_.kv.block_size, opts_.kv.kv_type,
                                                        opts_.scheduler.max_num_batched_tokens,
-                                                       opts_.scheduler.max_num_seqs};
+                                                       opts_.scheduler.max_num_seqs, n_tp, 0};
         for (const pipeline_stage &stage : remote_stages) {
-            auto rank = std::make_unique<remote_rank>(*link, stage, opts_.rank_timeout_s);
+            auto rank = std::make_unique<remote_rank>(*link, stage, opts_.rank_timeout_s, n_tp > 1);
             rank->begin_start(w.device_name(), n_ctx_, fingerprint_, shared);
             executor_->add_remote(*link, opts_.rank_timeout_s, std::move(rank));
         }
@@ -164,8 +167,11 @@ void engine::init() {
     for (const auto &rank : executor_->workers()) rank->place_weights(offload, n_ctx_);
     for (const auto &rank : executor_->remote_ranks()) {
         rank->finish_start();
-        log::info("engine", "pipeline rank {} of {}: layers [{}, {}) in its own process", rank->stage().rank, n_ranks,
-                  rank->stage().layer_first, rank->stage().layer_end);
+        if (n_tp > 1)
+            log::info("engine", "tensor-parallel rank {} of {}: in its own process", rank->stage().rank, n_tp);
+        else
+            log::info("engine", "pipeline rank {} of {}: layers [{}, {}) in its own process", rank->stage().rank,
+                      n_ranks, rank->stage().layer_first, rank->stage().layer_end);
     }
     if (opts_.plan_only) return;
     if (opts_.max_model_len > hp_.n_ctx_train) {
@@ -175,9 +181,11 @@ void engine::init() {
     if (link == nullptr) fingerprint_ = strata::engine::model_fingerprint(*file_);
 
     const auto &sc = opts_.scheduler;
-    if (n_tp > 1)
-        executor_->make_tensor_parallel(static_cast<size_t>(sc.max_num_batched_tokens) * static_cast<size_t>(hp_.n_embd),
-                                        hp_.n_vocab, sc.max_num_seqs);
+    const size_t max_partial = static_cast<size_t>(sc.max_num_batched_tokens) * static_cast<size_t>(hp_.n_embd);
+    if (n_tp > 1 && link != nullptr)
+        executor_->make_tensor_parallel_across_processes(max_partial, hp_.n_vocab, sc.max_num_seqs);
+    else if (n_tp > 1)
+        executor_->make_tensor_parallel(max_partial, hp_.n_vocab, sc.max_num_seqs);
     executor_->allocate_step_memory(sc.max_num_batched_tokens, hp_.n_embd, sc.max_num_seqs, hp_.n_vocab);
     setup_kv();
     executor_->bind_kv(step_block_reserve(*kv_, sc.max_num_seqs), sc.max_num_batched_tokens, sc.max_num_seqs);
@@ -206,14 +214,16 @@ void engine::init() {
 strata_model_hparams engine::start_tensor_parallel_ranks(const plugins::handle<strata_model_arch_desc> &arch,
                                                          std::vector<std::unique_ptr<worker>> &workers) {
     const int32_t n_tp = opts_.tensor_parallel_size;
-    if (opts_.pipeline_parallel_size > 1 || opts_.pipeline_transport != nullptr)
+    if (opts_.pipeline_parallel_size > 1)
         fail("tensor_parallel_size {} with pipeline_parallel_size {}: tensor-parallel ranks inside pipeline stages are "
              "not built yet; use one of the two", n_tp, opts_.pipeline_parallel_size);
     if (opts_.plan_gpu_memory)
         fail("tensor_parallel_size {} with plan_gpu_memory: tensor-parallel ranks run on the CPU device only so far "
              "(GPU ranks need NCCL's all-reduce); plan GPUs with --pipeline-parallel-size {} instead", n_tp, n_tp);
     const tensor_splits splits = read_tensor_splits(*file_, registry_, host_, arch, opts_.model_path, n_tp);
-    for (int32_t r = 0; r < n_tp; ++r) {
+    // Under mpirun rank 0's part is made here and each other rank's in its own process (rank_server).
+    const int32_t here = opts_.pipeline_transport != nullptr ? 1 : n_tp;
+    for (int32_t r = 0; r < here; ++r) {
         shards_.push_back(std::make_unique<tensor_parallel_shard>(*file_, splits.rules, r, n_tp, quant_blocks(registry_),
                                                                   opts_.plan_only));
         workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *shards_.back(), arch));

@@ -4,16 +4,19 @@
 // with tensor_parallel_size N, N workers each hold their share of every layer's heads and feed-forward columns and
 // run each step at once (tensor_parallel_group).
 // Under mpirun the ranks are processes (vLLM's multi-node executors; #16): this process keeps rank 0's worker, the
-// others are remote_ranks, each step goes to every rank, the residual stream passes from process to process and the
-// last rank's logits come back here. The engine above does not change.
+// others are remote_ranks, each step goes to every rank; pipeline ranks pass the residual stream from process to
+// process and the last rank's logits come back here, tensor-parallel ranks all run the step at once, their partial
+// sums meeting through the transport, and each sends its piece of the logits here. The engine above does not change.
 #pragma once
 
 #include "common/error.hpp"
 #include "distributed/transport.hpp"
 #include "engine/pipeline_protocol.hpp"
+#include "engine/process_all_reduce.hpp"
 #include "engine/remote_rank.hpp"
 #include "engine/step_input.hpp"
 #include "engine/tensor_parallel_group.hpp"
+#include "engine/vocab_pieces.hpp"
 #include "engine/worker.hpp"
 
 #include <algorithm>
@@ -42,7 +45,24 @@ class executor {
         for (auto &w : workers_) ranks.push_back(w.get());
         tensor_parallel_ = std::make_unique<tensor_parallel_group>(std::move(ranks), max_floats, n_vocab, max_seqs);
     }
-    bool tensor_parallel() const { return tensor_parallel_ != nullptr; }
+    // The same across processes (under mpirun): rank 0's worker here, the other ranks remote (add_remote first); each
+    // step goes to every rank, their partial sums meet through the transport (process_all_reduce) and each sends its
+    // piece of the logits here.
+    void make_tensor_parallel_across_processes(size_t max_floats, int32_t n_vocab, int32_t max_seqs) {
+        if (link_ == nullptr || workers_.size() != 1) fail("internal: tensor parallel across processes without ranks");
+        reducer_ = std::make_unique<process_all_reduce>(*link_, max_floats, timeout_s_);
+        worker::tensor_parallel_link tp = workers_.front()->tensor_parallel();
+        tp.all_reduce = &process_all_reduce::all_reduce;
+        tp.user = reducer_.get();
+        workers_.front()->set_tensor_parallel(tp);
+        pieces_.assign(remote_.size() + 1, nullptr);
+        remote_logits_.resize(remote_.size());
+        for (size_t i = 0; i < remote_.size(); ++i)
+            remote_logits_[i].resize(static_cast<size_t>(max_seqs) *
+                                     static_cast<size_t>(vocab_piece_width(n_vocab, remote_[i]->stage().rank,
+                                                                           static_cast<int32_t>(pieces_.size()))));
+    }
+    bool tensor_parallel() const { return tensor_parallel_ != nullptr || reducer_ != nullptr; }
 
     // Pipeline ranks that are processes (after rank 0's worker, in rank order), reached through `link`; each rank's
     // part of a step may take timeout_s seconds ([parallel] rank_timeout_s).
@@ -66,7 +86,7 @@ class executor {
         for (auto &w : workers_) w->allocate_step_memory();
         n_embd_ = n_embd;
         n_vocab_ = n_vocab;
-        if (workers_.size() + remote_.size() > 1 && !tensor_parallel_)
+        if (workers_.size() + remote_.size() > 1 && !tensor_parallel())
             stream_.resize(static_cast<size_t>(max_tokens) * static_cast<size_t>(n_embd));
         if (!remote_.empty()) logits_.resize(static_cast<size_t>(max_seqs) * static_cast<size_t>(n_vocab));
     }
@@ -82,6 +102,7 @@ class executor {
 
     // Runs one step on the workers, rank after rank, and returns the logits rows the last rank holds.
     step_output execute_model(const step_input &step) {
+        if (reducer_) return execute_tensor_parallel_across_processes(step);
         if (!remote_.empty()) return execute_across_processes(step);
         if (tensor_parallel_) return tensor_parallel_->execute_model(step);
         if (workers_.size() == 1) return workers_.front()->execute_model(step);
@@ -144,8 +165,52 @@ class executor {
         return out;
     }
 
+    // A step of tensor-parallel ranks that are processes: each runs it at once (their forwards meet in each
+    // all_reduce); any failure leaves the others inside the step's forward, waiting for partial sums that will not
+    // come, so it stops every rank (fail_pipeline) with its reason.
+    step_output execute_tensor_parallel_across_processes(const step_input &step) {
+        check_pipeline();
+        const size_t words = pipeline_protocol::pack_step(step, packed_);
+        const auto n_ranks = static_cast<int32_t>(pieces_.size());
+        try {
+            for (auto &r : remote_) r->send_step(packed_.data(), words);
+            const step_output mine = workers_.front()->execute_model(step);
+            if (mine.n_rows != step.n_logits)
+                fail("internal: tensor-parallel rank 0 returned {} logits rows for {}", mine.n_rows, step.n_logits);
+            pieces_[0] = mine.logits;
+            for (size_t i = 0; i < remote_.size(); ++i) {
+                const int rank = remote_[i]->stage().rank;
+                const size_t bytes = sizeof(float) * static_cast<size_t>(step.n_logits) *
+                                     static_cast<size_t>(vocab_piece_width(n_vocab_, rank, n_ranks));
+                size_t got = 0;
+                std::vector<float> &piece = remote_logits_[i];
+                if (!link_->recv_within(rank, pipeline_protocol::tag_logits, piece.data(),
+                                        piece.size() * sizeof(float), timeout_s_, got))
+                    fail("tensor-parallel rank {} did not return its logits within {} s: it hung or died (see its "
+                         "log; [parallel] rank_timeout_s)", rank, timeout_s_);
+                if (got != bytes)
+                    fail("tensor-parallel rank {} sent {} bytes of logits where the step's {} rows of its piece are {}",
+                         rank, got, step.n_logits, bytes);
+                pieces_[i + 1] = piece.data();
+            }
+        } catch (const std::exception &e) {
+            check_pipeline(); // a rank that stopped taking the step: already stopped, with its reason
+            fail_pipeline(*link_, fmt::format("a step of the tensor-parallel ranks failed, and ranks that are processes "
+                                              "cannot go on without each other: {}", e.what()));
+        }
+        join_vocab_pieces(pieces_.data(), n_ranks, step.n_logits, n_vocab_, logits_.data());
+        step_output out;
+        out.logits = logits_.data();
+        out.n_rows = step.n_logits;
+        out.n_vocab = n_vocab_;
+        return out;
+    }
+
     std::vector<std::unique_ptr<worker>> workers_;
     std::vector<std::unique_ptr<remote_rank>> remote_;
+    std::unique_ptr<process_all_reduce> reducer_; // tensor-parallel ranks that are processes
+    std::vector<std::vector<float>> remote_logits_; // their pieces of the logits, rank by rank
+    std::vector<const float *> pieces_;
     std::unique_ptr<tensor_parallel_group> tensor_parallel_;
     distributed::transport *link_ = nullptr;
     double timeout_s_ = 0;

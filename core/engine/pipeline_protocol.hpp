@@ -8,6 +8,8 @@
 //   alloc_kv   rank 0 -> r: command{alloc_kv, tier, n_blocks, align} + text(tier name); r -> 0: reply (+ text)
 //   bind       rank 0 -> r: command{bind, max_step_blocks}
 //   step       rank 0 -> r: command{step} + the packed step; r-1 -> r: hidden; last -> 0: logits
+//              (tensor-parallel ranks: every rank runs the step at once, all-gathering its partial sums with every
+//              other after each row-parallel matmul (tag_partial); each sends rank 0 its piece of the logits)
 //   kv_load    rank 0 -> r: command{kv_load, tier, index}; r -> 0: reply, then block bytes (or text)
 //   kv_store   rank 0 -> r: command{kv_store, tier, index} + block bytes; r -> 0: reply (+ text)
 //   stop       rank 0 -> r: command{stop}; r -> 0: reply once it released everything; it exits (0, or 2 after a
@@ -30,7 +32,8 @@ enum tag : int {
     tag_hidden = 5,
     tag_logits = 6,
     tag_block = 7,
-    tag_options = 8
+    tag_options = 8,
+    tag_partial = 9 // tensor-parallel ranks' partial sums (process_all_reduce)
 };
 
 enum class op : int32_t { start = 1, alloc_kv = 2, bind = 3, step = 4, kv_load = 5, kv_store = 6, stop = 7 };
@@ -50,6 +53,8 @@ struct shared_options {
     uint32_t kv_type = 0;
     int32_t max_num_batched_tokens = 0;
     int32_t max_num_seqs = 0;
+    int32_t tensor_parallel_size = 1; // each rank holds its share of every layer's heads (the KV layout's too)
+    int32_t reserved = 0;
 };
 
 struct reply {

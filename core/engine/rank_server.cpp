@@ -6,13 +6,19 @@
 #include "engine/engine_util.hpp"
 #include "engine/model_fingerprint.hpp"
 #include "engine/pipeline_protocol.hpp"
+#include "engine/process_all_reduce.hpp"
+#include "engine/tensor_parallel_split.hpp"
+#include "engine/vocab_pieces.hpp"
 #include "engine/worker.hpp"
 #include "model_file/open_model_file.hpp"
+#include "model_file/tensor_parallel_shard.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace strata::engine {
@@ -25,21 +31,22 @@ namespace {
 class rank_server {
   public:
     rank_server(const plugins::registry &registry, const strata_host_services *host, const engine_options &opts)
-        : registry_(registry), host_(host), opts_(opts), link_(*opts.pipeline_transport), me_(link_.rank()) {}
+        : registry_(registry), host_(host), opts_(opts), link_(*opts.pipeline_transport), me_(link_.rank()),
+          what_(fmt::format("{} rank {}", opts.tensor_parallel_size > 1 ? "tensor-parallel" : "pipeline", me_)) {}
 
     int run() {
         proto::command c = next_command();
         if (c.what == proto::op::stop) return 0; // rank 0 stopped before starting the ranks
-        if (c.what != proto::op::start) fail("pipeline rank {}: expected start-up from rank 0, got command {}", me_,
+        if (c.what != proto::op::start) fail("{}: expected start-up from rank 0, got command {}", what_,
                                              static_cast<int>(c.what));
         const std::string device = link_.recv_text(0, proto::tag_text);
         proto::shared_options shared;
         if (link_.recv(0, proto::tag_options, &shared, sizeof shared) != sizeof shared)
-            fail("pipeline rank {}: start-up options of the wrong size from rank 0", me_);
+            fail("{}: start-up options of the wrong size from rank 0", what_);
         try {
             start(c, device, shared);
         } catch (const std::exception &e) {
-            log::error("engine", "pipeline rank {}: {}", me_, e.what());
+            log::error("engine", "{}: {}", what_, e.what());
             refuse(e.what());
             // Rank 0 names this rank in its error and stops every rank.
             while (next_command().what != proto::op::stop) {
@@ -56,8 +63,14 @@ class rank_server {
             } catch (const std::exception &e) {
                 // A step's part that fails leaves rank 0 waiting for this rank's residual stream or logits: the job
                 // cannot go on. (KV block moves and allocations answer their error instead: see serve.)
-                log::error("engine", "pipeline rank {} (layers [{}, {})) failed: {}; ending every rank", me_,
-                           stage_.layer_first, stage_.layer_end, e.what());
+                log::error("engine", "{} failed: {}; ending every rank", what_, e.what());
+                if (reducer_) {
+                    // The other tensor-parallel ranks wait in the forward for this one's partial sums; when the
+                    // failure is another rank that hung, they and rank 0 time out with this one, and rank 0 answers
+                    // the requests in flight naming that rank before it ends the job (2 s): give it the time.
+                    link_.abort_after(5, 3);
+                    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+                }
                 link_.abort(3);
             }
         }
@@ -70,7 +83,7 @@ class rank_server {
     proto::command next_command() {
         proto::command c;
         if (link_.recv(0, proto::tag_command, &c, sizeof c) != sizeof c)
-            fail("pipeline rank {}: a command of the wrong size from rank 0", me_);
+            fail("{}: a command of the wrong size from rank 0", what_);
         return c;
     }
 
@@ -111,6 +124,7 @@ class rank_server {
         same("[memory] kv_cache_dtype (as strata_kv_type)", opts_.kv.kv_type, shared.kv_type);
         same("[scheduler] max_num_batched_tokens", opts_.scheduler.max_num_batched_tokens, shared.max_num_batched_tokens);
         same("[scheduler] max_num_seqs", opts_.scheduler.max_num_seqs, shared.max_num_seqs);
+        same("[parallel] tensor_parallel_size", opts_.tensor_parallel_size, shared.tensor_parallel_size);
         file_ = open_model_file(opts_.model_path, opts_.file_open, false);
         const uint64_t mine = model_fingerprint(*file_);
         if (mine != c.b)
@@ -122,14 +136,45 @@ class rank_server {
         if (arch_plugin.desc == nullptr)
             fail("{}: no model_arch plugin here handles architecture '{}'; every rank needs the same plugins",
                  opts_.model_path, arch);
-        worker_ = std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin);
-        worker_->init_device(link_.local_rank(), link_.local_size(), device); // rank 0's device kind, no fallback
+        const int32_t n_tp = opts_.tensor_parallel_size;
+        if (n_tp > 1) {
+            // A tensor-parallel rank: its share of every layer (the model plugin's split, as rank 0 cuts its own).
+            const tensor_splits splits = read_tensor_splits(*file_, registry_, host_, arch_plugin, opts_.model_path,
+                                                            n_tp);
+            n_vocab_ = splits.whole.n_vocab;
+            shard_ = std::make_unique<tensor_parallel_shard>(*file_, splits.rules, me_, n_tp, quant_blocks(registry_),
+                                                             false);
+            worker_ = std::make_unique<worker>(registry_, host_, opts_, *shard_, arch_plugin);
+            worker_->set_tensor_parallel({me_, n_tp, nullptr, nullptr});
+            worker_->init_device(0, 1, device); // rank 0's device kind, no fallback; the host's share (worker)
+        } else {
+            worker_ = std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin);
+            worker_->init_device(link_.local_rank(), link_.local_size(), device); // rank 0's device kind
+        }
         worker_->load_model();
         hp_ = worker_->hparams();
-        stage_ = pipeline_stage{me_, link_.size(), c.x, c.y};
-        worker_->set_stage(stage_);
-        log::info("engine", "pipeline rank {} of {}: layers [{}, {}) on device '{}' (process on {})", me_,
-                  link_.size(), stage_.layer_first, stage_.layer_end, worker_->device_name(), link_.host_name());
+        if (n_tp > 1) {
+            if (!worker_->device_reads_host())
+                fail("tensor_parallel_size {}: device '{}' has memory of its own (NCCL's all-reduce is not built yet)",
+                     n_tp, worker_->device_name());
+            stage_ = pipeline_stage{me_, link_.size(), 0, hp_.n_layer};
+            reducer_ = std::make_unique<process_all_reduce>(
+                link_, static_cast<size_t>(shared.max_num_batched_tokens) * static_cast<size_t>(hp_.n_embd),
+                opts_.rank_timeout_s);
+            worker::tensor_parallel_link tp = worker_->tensor_parallel();
+            tp.all_reduce = &process_all_reduce::all_reduce;
+            tp.user = reducer_.get();
+            worker_->set_tensor_parallel(tp);
+            log::info("engine", "tensor-parallel rank {} of {}: {} heads ({} KV) and {} feed-forward columns of every "
+                      "layer on device '{}' with {} threads (process on {})", me_, n_tp, hp_.n_head, hp_.n_head_kv,
+                      hp_.n_ff, worker_->device_name(), worker_->device_threads(), link_.host_name());
+        } else {
+            stage_ = pipeline_stage{me_, link_.size(), c.x, c.y};
+            worker_->set_stage(stage_);
+            what_ = fmt::format("pipeline rank {} (layers [{}, {}))", me_, stage_.layer_first, stage_.layer_end);
+            log::info("engine", "pipeline rank {} of {}: layers [{}, {}) on device '{}' (process on {})", me_,
+                      link_.size(), stage_.layer_first, stage_.layer_end, worker_->device_name(), link_.host_name());
+        }
         worker_->place_weights(offload_with_kv_tiers(opts_, worker_->device_reads_host()), static_cast<int32_t>(c.a));
         worker_->allocate_step_memory();
         answer_ok(worker_->kv_block_bytes(), worker_->device_kv_budget());
@@ -139,7 +184,7 @@ class rank_server {
         switch (c.what) {
         case proto::op::alloc_kv: {
             const std::string name = link_.recv_text(0, proto::tag_text);
-            if (c.tier < 0 || c.tier >= kv::n_tiers) fail("pipeline rank {}: KV pool of tier {}", me_, c.tier);
+            if (c.tier < 0 || c.tier >= kv::n_tiers) fail("{}: KV pool of tier {}", what_, c.tier);
             const auto t = static_cast<kv::tier>(c.tier);
             answer_after([&] {
                 pools_[c.tier] = t == kv::tier::device ? worker_->allocate_device_kv(c.a, c.c)
@@ -157,6 +202,7 @@ class rank_server {
             worker_->bind_kv(max_blocks);
             packed_.resize(proto::packed_step_words(static_cast<size_t>(c.x), static_cast<size_t>(c.y), max_blocks));
             blocks_.reserve(max_blocks);
+            if (reducer_) return; // tensor-parallel ranks pass no residual stream
             const size_t stream = static_cast<size_t>(c.x) * static_cast<size_t>(hp_.n_embd);
             hidden_in_.resize(stream);
             if (!worker_->last_stage()) hidden_out_.resize(stream);
@@ -165,7 +211,7 @@ class rank_server {
         case proto::op::step: return step();
         case proto::op::kv_load:
         case proto::op::kv_store: return move_block(c);
-        default: fail("pipeline rank {}: unknown command {} from rank 0", me_, static_cast<int>(c.what));
+        default: fail("{}: unknown command {} from rank 0", what_, static_cast<int>(c.what));
         }
     }
 
@@ -181,6 +227,16 @@ class rank_server {
             if (b.index >= pool_blocks_[static_cast<int>(b.where)])
                 fail("the step names {} KV block {} of a pool of {}", kv::tier_name(b.where), b.index,
                      pool_blocks_[static_cast<int>(b.where)]);
+        }
+        if (reducer_) {
+            // Every rank runs the step at once (their partial sums meet in process_all_reduce); this one's piece of
+            // each logits row goes to rank 0, which joins them.
+            const step_output out = worker_->execute_model(s);
+            if (out.n_rows != s.n_logits) fail("{} logits rows for a step of {}", out.n_rows, s.n_logits);
+            link_.send(0, proto::tag_logits, out.logits,
+                       sizeof(float) * static_cast<size_t>(out.n_rows) *
+                           static_cast<size_t>(vocab_piece_width(n_vocab_, me_, opts_.tensor_parallel_size)));
+            return;
         }
         const size_t stream = static_cast<size_t>(s.n_tokens) * static_cast<size_t>(hp_.n_embd);
         // No timeout here: rank 0 times every step (rank_timeout_s a rank) and, when one stops answering, fails its
@@ -218,6 +274,7 @@ class rank_server {
         for (auto &p : pools_) p.reset();
         if (worker_) worker_->release(clean);
         worker_.reset();
+        shard_.reset();
     }
 
     const plugins::registry &registry_;
@@ -226,6 +283,10 @@ class rank_server {
     distributed::transport &link_;
     const int me_;
     std::unique_ptr<model_file> file_;
+    std::unique_ptr<tensor_parallel_shard> shard_;  // a tensor-parallel rank's part of file_
+    std::unique_ptr<process_all_reduce> reducer_;   // a tensor-parallel rank's all_reduce
+    int32_t n_vocab_ = 0;                           // the whole vocabulary (a tensor-parallel rank writes its piece)
+    std::string what_;                              // "pipeline rank 1 (layers [3, 5))", "tensor-parallel rank 1"
     std::unique_ptr<worker> worker_;
     strata_model_hparams hp_{};
     pipeline_stage stage_;

@@ -27,7 +27,7 @@ void fail_pipeline(distributed::transport &link, const std::string &why) {
         if (first) g_broken = why;
     }
     if (first) {
-        log::error("engine", "{}; the requests in flight fail with this reason and every pipeline rank ends in 2 s",
+        log::error("engine", "{}; the requests in flight fail with this reason and every rank ends in 2 s",
                    why);
         link.abort_after(2, 4);
     }
@@ -41,7 +41,7 @@ void check_pipeline() {
 
 void send_to_rank(distributed::transport &link, int rank, int tag, const void *data, size_t bytes, double timeout_s) {
     if (!link.send_within(rank, tag, data, bytes, timeout_s))
-        fail_pipeline(link, fmt::format("pipeline rank {} took no message within {} s: it hung or died (see its log; "
+        fail_pipeline(link, fmt::format("rank {} took no message within {} s: it hung or died (see its log; "
                                         "[parallel] rank_timeout_s)",
                                         rank, timeout_s));
 }
@@ -59,8 +59,9 @@ void send_text(distributed::transport &link, int rank, const std::string &s, dou
 // A remote rank's part of every block of one pool: each access is a message to the rank and its answer.
 class remote_block_storage final : public kv::block_storage {
   public:
-    remote_block_storage(distributed::transport &link, int rank, kv::tier t, uint64_t block_bytes, double timeout_s)
-        : link_(link), rank_(rank), tier_(t), block_bytes_(block_bytes), timeout_s_(timeout_s) {}
+    remote_block_storage(distributed::transport &link, int rank, std::string name, kv::tier t, uint64_t block_bytes,
+                         double timeout_s)
+        : link_(link), rank_(rank), name_(std::move(name)), tier_(t), block_bytes_(block_bytes), timeout_s_(timeout_s) {}
     void *device_address(uint32_t) override { return nullptr; }
     void *host_address(uint32_t) override { return nullptr; }
     void load(uint32_t i, void *host_dst) override {
@@ -70,9 +71,9 @@ class remote_block_storage final : public kv::block_storage {
         answer("read", i);
         size_t got = 0;
         if (!link_.recv_within(rank_, proto::tag_block, host_dst, block_bytes_, timeout_s_, got))
-            fail_pipeline(link_, fmt::format("pipeline rank {} sent no KV block {} within {} s", rank_, i, timeout_s_));
+            fail_pipeline(link_, fmt::format("{} sent no KV block {} within {} s", name_, i, timeout_s_));
         if (got != block_bytes_)
-            fail("pipeline rank {} sent {} bytes of KV block {} where its part is {}", rank_, got, i, block_bytes_);
+            fail("{} sent {} bytes of KV block {} where its part is {}", name_, got, i, block_bytes_);
     }
     void store(uint32_t i, const void *host_src) override {
         check_pipeline();
@@ -87,16 +88,17 @@ class remote_block_storage final : public kv::block_storage {
         proto::reply r;
         size_t got = 0;
         if (!link_.recv_within(rank_, proto::tag_reply, &r, sizeof r, timeout_s_, got))
-            fail_pipeline(link_, fmt::format("pipeline rank {} did not {} its part of KV block {} within {} s (the "
+            fail_pipeline(link_, fmt::format("{} did not {} its part of KV block {} within {} s (the "
                                              "rank hung or died: see its log; [parallel] rank_timeout_s)",
-                                             rank_, what, i, timeout_s_));
+                                             name_, what, i, timeout_s_));
         if (!r.ok)
-            fail("pipeline rank {} could not {} its part of {} KV block {}: {}", rank_, what, kv::tier_name(tier_), i,
+            fail("{} could not {} its part of {} KV block {}: {}", name_, what, kv::tier_name(tier_), i,
                  link_.recv_text(rank_, proto::tag_text));
     }
 
     distributed::transport &link_;
     int rank_;
+    std::string name_; // "pipeline rank 1", "tensor-parallel rank 1"
     kv::tier tier_;
     uint64_t block_bytes_;
     double timeout_s_;
@@ -104,14 +106,17 @@ class remote_block_storage final : public kv::block_storage {
 
 } // namespace
 
-remote_rank::remote_rank(distributed::transport &link, const pipeline_stage &stage, double timeout_s)
-    : link_(link), stage_(stage), timeout_s_(timeout_s) {}
+remote_rank::remote_rank(distributed::transport &link, const pipeline_stage &stage, double timeout_s,
+                         bool tensor_parallel)
+    : link_(link), stage_(stage), timeout_s_(timeout_s),
+      name_(fmt::format("{} rank {}", tensor_parallel ? "tensor-parallel" : "pipeline", stage.rank)),
+      tensor_parallel_(tensor_parallel) {}
 
 remote_rank::~remote_rank() {
     try {
         stop();
     } catch (const std::exception &e) {
-        log::error("engine", "stopping pipeline rank {}: {}", stage_.rank, e.what());
+        log::error("engine", "stopping {}: {}", name_, e.what());
     }
 }
 
@@ -129,11 +134,13 @@ void remote_rank::finish_start() {
     proto::reply r;
     link_.recv(stage_.rank, proto::tag_reply, &r, sizeof r);
     if (!r.ok)
-        fail("pipeline rank {} of {} (layers [{}, {})) could not start: {}", stage_.rank, stage_.n_ranks,
-             stage_.layer_first, stage_.layer_end, link_.recv_text(stage_.rank, proto::tag_text));
+        fail("{} of {}{} could not start: {}", name_, stage_.n_ranks,
+             tensor_parallel_ ? std::string()
+                              : fmt::format(" (layers [{}, {}))", stage_.layer_first, stage_.layer_end),
+             link_.recv_text(stage_.rank, proto::tag_text));
     kv_block_bytes_ = r.a;
     device_kv_ = r.b;
-    if (kv_block_bytes_ == 0) fail("pipeline rank {} reported KV blocks of 0 bytes", stage_.rank);
+    if (kv_block_bytes_ == 0) fail("{} reported KV blocks of 0 bytes", name_);
 }
 
 std::unique_ptr<kv::block_storage> remote_rank::allocate(kv::tier t, const std::string &name, uint64_t n_blocks,
@@ -145,9 +152,9 @@ std::unique_ptr<kv::block_storage> remote_rank::allocate(kv::tier t, const std::
     proto::reply r;
     link_.recv(stage_.rank, proto::tag_reply, &r, sizeof r);
     if (!r.ok)
-        fail("pipeline rank {} could not allocate its {} KV pool of {} blocks: {}", stage_.rank, kv::tier_name(t),
+        fail("{} could not allocate its {} KV pool of {} blocks: {}", name_, kv::tier_name(t),
              n_blocks, link_.recv_text(stage_.rank, proto::tag_text));
-    return std::make_unique<remote_block_storage>(link_, stage_.rank, t, block_bytes, timeout_s_);
+    return std::make_unique<remote_block_storage>(link_, stage_.rank, name_, t, block_bytes, timeout_s_);
 }
 
 std::unique_ptr<kv::block_storage> remote_rank::allocate_device_kv(uint64_t n_blocks, uint64_t block_bytes) {
@@ -186,7 +193,7 @@ void remote_rank::stop() {
     }
     if (broken || !link_.send_within(stage_.rank, proto::tag_command, &c, sizeof c, timeout_s_) ||
         !link_.recv_within(stage_.rank, proto::tag_reply, &r, sizeof r, timeout_s_, got)) {
-        log::error("engine", "pipeline rank {} did not stop within {} s; ending every rank", stage_.rank, timeout_s_);
+        log::error("engine", "{} did not stop within {} s; ending every rank", name_, timeout_s_);
         link_.abort_after(0, 4);
     }
 }

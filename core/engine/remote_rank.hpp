@@ -1,6 +1,6 @@
-// A pipeline rank that is a process of its own (#16; rank 0's view of it): start-up, its KV pools and its part of
-// every step go to it through the transport (pipeline_protocol.hpp); the process runs serve_pipeline_rank
-// (rank_server.hpp). Its KV pools are remote_block_storage: the KV cache swaps, spills and persists its part of a
+// A pipeline or tensor-parallel rank that is a process of its own (#16; rank 0's view of it): start-up, its KV pools
+// and its part of every step go to it through the transport (pipeline_protocol.hpp); the process runs
+// serve_pipeline_rank (rank_server.hpp). Its KV pools are remote_block_storage: the KV cache swaps, spills and persists its part of a
 // block through messages, as it does a local rank's through that rank's memory.
 #pragma once
 
@@ -27,8 +27,10 @@ void send_to_rank(distributed::transport &link, int rank, int tag, const void *d
 
 class remote_rank final : public pipeline_rank {
   public:
-    // timeout_s: [parallel] rank_timeout_s, for the rank's answers to KV block moves.
-    remote_rank(distributed::transport &link, const pipeline_stage &stage, double timeout_s);
+    // timeout_s: [parallel] rank_timeout_s, for the rank's answers to KV block moves. A tensor-parallel rank's stage
+    // is every layer (its share of each: the rank serves with its own -tp).
+    remote_rank(distributed::transport &link, const pipeline_stage &stage, double timeout_s,
+                bool tensor_parallel = false);
     ~remote_rank() override; // stops the rank when it was started and not stopped
     remote_rank(const remote_rank &) = delete;
     remote_rank &operator=(const remote_rank &) = delete;
@@ -41,6 +43,8 @@ class remote_rank final : public pipeline_rank {
     void finish_start();
 
     const pipeline_stage &stage() const override { return stage_; }
+    // "pipeline rank 1", "tensor-parallel rank 1": how errors name it.
+    const std::string &name() const { return name_; }
     uint64_t kv_block_bytes() const override { return kv_block_bytes_; }
     uint64_t device_kv_budget() const override { return device_kv_; }
     std::unique_ptr<kv::block_storage> allocate_device_kv(uint64_t n_blocks, uint64_t block_bytes) override;
@@ -60,6 +64,8 @@ class remote_rank final : public pipeline_rank {
     distributed::transport &link_;
     pipeline_stage stage_;
     double timeout_s_;
+    std::string name_;
+    bool tensor_parallel_;
     bool started_ = false, stopped_ = false;
     uint64_t kv_block_bytes_ = 0, device_kv_ = 0;
 };

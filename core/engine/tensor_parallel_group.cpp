@@ -1,6 +1,7 @@
 #include "engine/tensor_parallel_group.hpp"
 
 #include "common/error.hpp"
+#include "engine/vocab_pieces.hpp"
 
 #include <strata/thread_pool.hpp>
 
@@ -12,6 +13,7 @@ namespace strata::engine {
 tensor_parallel_group::tensor_parallel_group(std::vector<worker *> ranks, size_t max_floats, int32_t n_vocab,
                                              int32_t max_rows)
     : ranks_(std::move(ranks)), sum_(max_floats), partial_(ranks_.size(), nullptr), outputs_(ranks_.size()),
+      pieces_(ranks_.size(), nullptr),
       n_vocab_(n_vocab), logits_(static_cast<size_t>(max_rows) * static_cast<size_t>(n_vocab)) {
     contexts_.reserve(ranks_.size());
     for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -60,21 +62,16 @@ step_output tensor_parallel_group::execute_model(const step_input &step) {
     step_ = nullptr;
     if (failure_) std::rethrow_exception(failure_);
     lock.unlock();
-    // Rank r wrote its piece of each row, n_rows rows of `count` floats one after another (ABI 1.29).
+    // Rank r wrote its piece of each row, n_rows rows of its width one after another (ABI 1.29).
     const int32_t n_rows = outputs_.front().n_rows;
     const auto size = static_cast<int32_t>(ranks_.size());
     for (int32_t r = 0; r < size; ++r) {
-        int64_t first = 0, count = 0;
-        strata_split_piece(n_vocab_, r, size, &first, &count);
-        const float *piece = outputs_[static_cast<size_t>(r)].logits;
-        if (n_rows > 0 && (piece == nullptr || outputs_[static_cast<size_t>(r)].n_rows != n_rows))
-            fail("internal: tensor-parallel rank {} returned {} logits rows where rank 0 has {}", r,
-                 outputs_[static_cast<size_t>(r)].n_rows, n_rows);
-        for (int32_t i = 0; i < n_rows; ++i)
-            std::memcpy(logits_.data() + static_cast<size_t>(i) * static_cast<size_t>(n_vocab_) + first,
-                        piece + static_cast<size_t>(i) * static_cast<size_t>(count),
-                        static_cast<size_t>(count) * sizeof(float));
+        const step_output &o = outputs_[static_cast<size_t>(r)];
+        if (o.n_rows != n_rows)
+            fail("internal: tensor-parallel rank {} returned {} logits rows where rank 0 has {}", r, o.n_rows, n_rows);
+        pieces_[static_cast<size_t>(r)] = o.logits;
     }
+    join_vocab_pieces(pieces_.data(), size, n_rows, n_vocab_, logits_.data());
     step_output out;
     out.logits = logits_.data();
     out.n_rows = n_rows;

@@ -56,6 +56,7 @@ class tensor_parallel_group {
     std::vector<float> sum_;           // the reduced values, written a slice per rank
     std::vector<float *> partial_;     // each rank's data in the current all_reduce
     std::vector<step_output> outputs_; // each rank's step output
+    std::vector<const float *> pieces_; // their logits pieces, rank by rank
     int32_t n_vocab_;
     std::vector<float> logits_; // the step's logits rows, joined from the ranks' pieces
 

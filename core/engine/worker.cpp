@@ -105,12 +105,14 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
     // own); ranks in one process share its device.
     const distributed::transport *link = opts_.pipeline_transport;
     const int32_t sharing = link != nullptr ? link->local_size() : stage_.n_ranks;
-    offload_.device_share = device_reads_host_                        ? sharing * opts_.data_parallel_size * tp_.size
+    // (Under mpirun every rank on the host is a process there: tensor-parallel ones too.)
+    const int32_t host_share = link != nullptr ? sharing : sharing * opts_.data_parallel_size * tp_.size;
+    offload_.device_share = device_reads_host_                        ? host_share
                             : has_device_per_stage() || link != nullptr ? 1
                                                                         : stage_.n_ranks;
     // The ranks run one after another: on one device they divide its memory, not the time.
     const bool first_here = link != nullptr ? link->local_rank() == 0 : stage_.rank == 0;
-    if (first_here && sharing > 1 && offload_.device_share > 1)
+    if (first_here && sharing > 1 && offload_.device_share > 1 && tp_.size == 1)
         log::info("engine", "the {} pipeline ranks{} share device '{}' (each plans 1/{} of its memory) and run one "
                   "after another each step: they split the model's memory, not its time",
                   sharing, link != nullptr ? " on host " + link->host_name() : std::string(),

@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "distributed/transport.hpp"
 #include "engine/engine_util.hpp"
 
 #include <algorithm>
@@ -28,9 +29,12 @@ void worker::init_device(int32_t pipeline_rank, int32_t n_pipeline_ranks, const 
         dargs.host = host_;
         auto it = opts_.device_configs.find(h.desc->header.name);
         dargs.config = it != opts_.device_configs.end() ? it->second : opts_.device_config;
-        // Replicas and tensor-parallel ranks compute at the same time: each a device instance of its own.
-        dargs.instance = opts_.data_parallel_rank * tp_.size + tp_.rank;
-        dargs.n_instances = opts_.data_parallel_size * tp_.size;
+        // Replicas and tensor-parallel ranks compute at the same time: each a device instance of its own. Ranks that
+        // are processes (under mpirun) divide their host among the processes on it.
+        const distributed::transport *link = opts_.pipeline_transport;
+        const bool rank_process = link != nullptr && tp_.size > 1;
+        dargs.instance = rank_process ? link->local_rank() : opts_.data_parallel_rank * tp_.size + tp_.rank;
+        dargs.n_instances = rank_process ? link->local_size() : opts_.data_parallel_size * tp_.size;
         dargs.pipeline_rank = pipeline_rank;
         dargs.n_pipeline_ranks = n_pipeline_ranks;
         return h.desc->create(&dargs, why);

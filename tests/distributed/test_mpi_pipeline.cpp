@@ -3,132 +3,9 @@
 // logits passing between them by MPI. Greedy tokens must be one process's, bit for bit, whatever the split and the
 // placement of each rank's weights and KV (offload, streaming, tiers, swap preemption); start-up refuses a rank that
 // opened another model, and a launch whose process count is not the pipeline's.
-#include "http_test_support.hpp"
+#include "mpi_launch.hpp"
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include <cstdlib>
-#include <sstream>
-#include <thread>
-
-using namespace strata_http_test;
-using json = nlohmann::json;
-
-namespace {
-
-const std::string k_mpiexec = STRATA_MPIEXEC;
-const std::string k_runtime = STRATA_BINARY_DIR "/bin/runtime";
-
-// The environment every launch gets: OpenMPI refuses to run as root (CI containers) unless told, and runs more
-// processes than cores only when oversubscription is allowed (three ranks on this 2-core machine); the shared-memory
-// transport's single-copy mechanism (CMA) needs ptrace rights containers often lack, so it copies through a buffer.
-void set_launch_environment() {
-    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    ::setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-    ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
-    ::setenv("XDG_CACHE_HOME", STRATA_BINARY_DIR "/test-xdg-default", 1);
-    // In the ASan build: OpenMPI's own allocations that outlive MPI_Finalize are suppressed by library (full stacks,
-    // so that the library's frames show; openmpi_leaks.supp says why), Strata's are still reported.
-    const char *asan = std::getenv("ASAN_OPTIONS");
-    const std::string options = (asan != nullptr && *asan != '\0' ? std::string(asan) + ":" : std::string()) +
-                                "fast_unwind_on_malloc=0";
-    ::setenv("ASAN_OPTIONS", options.c_str(), 1);
-    ::setenv("LSAN_OPTIONS", "suppressions=" STRATA_SOURCE_DIR "/tests/distributed/openmpi_leaks.supp", 1);
-}
-
-#define SKIP_WITHOUT_MPI()                                                                                             \
-    do {                                                                                                               \
-        if (k_mpiexec.empty()) GTEST_SKIP() << "built without MPI (STRATA_WITH_MPI, Debian's libopenmpi-dev)";        \
-        set_launch_environment();                                                                                      \
-    } while (0)
-
-struct run_result {
-    int exit_code = -1;
-    std::string out, err;
-};
-
-run_result run_shell(const std::string &command) {
-    static int n = 0;
-    const fs::path base = fs::temp_directory_path() / ("strata_mpi_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    const std::string out = base.string() + ".out", err = base.string() + ".err";
-    const int rc = std::system((command + " >" + out + " 2>" + err + " </dev/null").c_str());
-    run_result r;
-    r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    r.out = read_text(out);
-    r.err = read_text(err);
-    fs::remove(out);
-    fs::remove(err);
-    return r;
-}
-
-// Waits for `pid` to exit, at most a minute (a hang detector, not a speed check); its wait status, or -1 after
-// killing it.
-int wait_exit(pid_t pid) {
-    int status = 0;
-    for (int i = 0; i < 600; ++i) {
-        if (::waitpid(pid, &status, WNOHANG) == pid) return status;
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-    return -1;
-}
-
-std::string mpirun(int n) { return k_mpiexec + " -np " + std::to_string(n) + " "; }
-
-// The process of rank `rank` among mpirun's children (its environment says OMPI_COMM_WORLD_RANK=rank); 0 if none.
-pid_t rank_process(pid_t mpirun_pid, int rank) {
-    for (const auto &e : fs::directory_iterator("/proc")) {
-        const std::string name = e.path().filename().string();
-        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::istringstream stat(read_text(e.path() / "stat"));
-        std::string pid, comm, state;
-        long ppid = 0;
-        stat >> pid >> comm >> state >> ppid;
-        if (ppid != mpirun_pid) continue;
-        std::string env = read_text(e.path() / "environ");
-        for (char &c : env)
-            if (c == '\0') c = '\n';
-        if (("\n" + env).find("\nOMPI_COMM_WORLD_RANK=" + std::to_string(rank) + "\n") != std::string::npos)
-            return std::stoi(name);
-    }
-    return 0;
-}
-
-const std::string k_prompt = " --prompt \"Once upon a time\" --temperature 0 --max-tokens 24 --output json --device cpu ";
-
-std::vector<int> tokens_of(const run_result &r, const std::string &what) {
-    EXPECT_EQ(r.exit_code, 0) << what << "\n" << r.err;
-    if (r.exit_code != 0) return {};
-    return json::parse(r.out)["completion_tokens"].get<std::vector<int>>();
-}
-
-std::vector<int> one_process(const std::string &model, const std::string &flags) {
-    return tokens_of(run_shell(k_runtime + " --model " + model + k_prompt + flags), flags);
-}
-
-std::vector<int> processes(int n, const std::string &model, const std::string &flags) {
-    return tokens_of(run_shell(mpirun(n) + k_runtime + " --model " + model + k_prompt + "-pp " + std::to_string(n) +
-                               " " + flags),
-                     "mpirun -np " + std::to_string(n) + " " + flags);
-}
-
-// A GQA model in Q8_0 beside stories260K (make-model: random weights, 8 heads of 32 over 2 KV heads, 6 layers).
-const std::string &q8_model() {
-    static const std::string path = [] {
-        const std::string p = STRATA_BINARY_DIR "/test-mpi-gqa-q8_0.gguf";
-        const run_result r = run_shell(STRATA_BINARY_DIR "/bin/make-model --out " + p +
-                                       " --dim 256 --layers 6 --heads 8 --kv-heads 2 --ff 512 --ctx 256 --type q8_0 "
-                                       "--seed 7");
-        EXPECT_EQ(r.exit_code, 0) << r.err;
-        return p;
-    }();
-    return path;
-}
-
-} // namespace
+using namespace strata_mpi_test;
 
 TEST(MpiPipeline, RanksAsProcessesGiveOneProcesssGreedyTokensOnEverySplitAndPlacement) {
     SKIP_WITHOUT_MPI();
@@ -215,8 +92,9 @@ TEST(MpiPipeline, ARankThatOpenedAnotherModelOrAWrongProcessCountIsRefusedNaming
     // Every process is one rank: two processes for a one-rank pipeline are refused, saying how to mend it.
     const run_result count = run_shell(mpirun(2) + k_runtime + " --model " + k_model + k_prompt);
     EXPECT_NE(count.exit_code, 0);
-    EXPECT_NE(count.err.find("mpirun started 2 processes but pipeline_parallel_size is 1; each process is one "
-                             "pipeline rank: pass --pipeline-parallel-size 2"),
+    EXPECT_NE(count.err.find("mpirun started 2 processes but pipeline_parallel_size is 1 and tensor_parallel_size 1; "
+                             "each process is one pipeline or tensor-parallel rank: pass --pipeline-parallel-size 2 "
+                             "or --tensor-parallel-size 2"),
               std::string::npos) << count.err;
     const run_result dp = run_shell(mpirun(2) + k_runtime + " --model " + k_model + k_prompt + "-pp 2 -dp 2 -t 2");
     EXPECT_NE(dp.exit_code, 0);
@@ -224,65 +102,6 @@ TEST(MpiPipeline, ARankThatOpenedAnotherModelOrAWrongProcessCountIsRefusedNaming
     const run_result plan = run_shell(mpirun(2) + k_runtime + " plan --model " + k_model + " -pp 2");
     EXPECT_NE(plan.exit_code, 0);
     EXPECT_NE(plan.err.find("runtime plan under mpirun: run it as one process"), std::string::npos) << plan.err;
-}
-
-// Serves `flags` (after `runtime`) with `launcher` in front (empty: one process), sends `first` alone when set, then
-// every prompt at once, and returns the texts; checks that the engine ends idle with no KV block held and that the
-// server stops cleanly. `preemptions`: the server's count at the end.
-struct served {
-    std::vector<std::string> texts;
-    double preemptions = 0;
-};
-
-served serve_and_ask(const std::vector<std::string> &launcher, const std::vector<std::string> &flags,
-                     const std::vector<std::string> &prompts, int max_tokens, const std::string &first = {}) {
-    auto completion = [&](const std::string &prompt) {
-        const json body{{"model", k_model}, {"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
-        const http_reply r = request("POST", "/v1/completions", body.dump());
-        if (r.status != 200) return "HTTP " + std::to_string(r.status) + " " + r.body;
-        return json::parse(r.body)["choices"][0]["text"].get<std::string>();
-    };
-    g_port = free_port();
-    const fs::path log = fs::temp_directory_path() /
-                         ("strata_mpi_serve_" + std::to_string(::getpid()) + "_" + std::to_string(launcher.size()) + ".log");
-    std::vector<std::string> args = launcher;
-    args.push_back(k_runtime);
-    args.insert(args.end(), flags.begin(), flags.end());
-    args.insert(args.end(), {"--port", std::to_string(g_port), "--api-key", k_key});
-    const pid_t pid = await_ready(spawn_argv(log, args), g_port, log);
-    served out;
-    out.texts.resize(prompts.size());
-    if (pid == 0) {
-        ADD_FAILURE() << "the server did not start:\n" << read_text(log);
-        return out;
-    }
-    if (!first.empty()) {
-        EXPECT_EQ(completion(first).rfind("HTTP ", 0), std::string::npos);
-    }
-    std::vector<std::thread> clients;
-    for (size_t i = 0; i < prompts.size(); ++i)
-        clients.emplace_back([&, i] { out.texts[i] = completion(prompts[i]); });
-    for (auto &t : clients) t.join();
-    const http_reply metrics = request("GET", "/metrics");
-    EXPECT_EQ(metrics.status, 200);
-    out.preemptions = metric_value(metrics.body, "vllm:num_preemptions_total");
-    EXPECT_EQ(metric_value(metrics.body, "vllm:num_requests_running"), 0.0) << metrics.body;
-    EXPECT_EQ(metric_value(metrics.body, "vllm:gpu_cache_usage_perc"), 0.0) << metrics.body;
-    EXPECT_EQ(metric_value(metrics.body, "vllm:cpu_cache_usage_perc"), 0.0) << metrics.body;
-    // A clean stop: SIGINT to rank 0's process (mpirun's own Ctrl-C ends every process with SIGTERM, then SIGKILL a
-    // second later); rank 0 stops its frontend and engine and then the other ranks, and mpirun exits 0.
-    if (launcher.empty()) {
-        stop_runtime(pid, log);
-    } else {
-        const pid_t rank0 = rank_process(pid, 0);
-        EXPECT_NE(rank0, 0);
-        ::kill(rank0 != 0 ? rank0 : pid, SIGINT);
-        const int status = wait_exit(pid);
-        EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
-        EXPECT_NE(read_text(log).find("signal 2: stopping"), std::string::npos) << read_text(log);
-    }
-    fs::remove(log);
-    return out;
 }
 
 // The OpenAI server with two ranks as processes under load: a KV cache too small for the requests at once, so the
@@ -358,6 +177,6 @@ TEST(MpiPipeline, ARankThatHangsFailsTheRequestInFlightNamingTheTimeoutAndEndsEv
     EXPECT_NE(status, -1) << "the job did not end after the rank timed out:\n" << read_text(log);
     if (status == -1) ::kill(rank1, SIGKILL); // mpirun was killed: its stopped rank may be left
     EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
-    EXPECT_NE(read_text(log).find("every pipeline rank ends in 2 s"), std::string::npos) << read_text(log);
+    EXPECT_NE(read_text(log).find("every rank ends in 2 s"), std::string::npos) << read_text(log);
     fs::remove(log);
 }
