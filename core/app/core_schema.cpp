@@ -234,6 +234,11 @@ config::schema core_schema() {
             "ranks that are processes (mpirun): the longest each rank's part of a step, a message to a rank, its "
             "answer or its partial sums may take before it counts as hung or dead; the requests in flight then fail with the "
             "reason and every rank exits (vLLM's VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS)", "--rank-timeout", 0.001, 86400),
+        key("rank_start_timeout_s", STRATA_CONFIG_FLOAT, "600",
+            "ranks that are processes (mpirun): the longest rank 0 waits, once its own share is loaded, for each other "
+            "rank to load and place its share; past it start-up fails naming the rank and every rank exits (unset: "
+            "vLLM's VLLM_ENGINE_READY_TIMEOUT_S when set); start-up says every 30 s which rank it waits for",
+            "--rank-start-timeout", 0.001, 86400),
     }});
     return s;
 }

@@ -155,6 +155,23 @@ std::vector<int32_t> layer_partition_from(const config::document &doc, const con
     return out;
 }
 
+// [parallel] rank_start_timeout_s, else vLLM's environment variable VLLM_ENGINE_READY_TIMEOUT_S (how long its
+// frontend waits for the engine cores to start), else the schema's default.
+double rank_start_timeout_from(const config::document &doc, const config::schema &s) {
+    if (const char *env = std::getenv("VLLM_ENGINE_READY_TIMEOUT_S");
+        !doc.is_set("parallel", "rank_start_timeout_s") && env != nullptr && *env != '\0') {
+        double v = 0;
+        const std::string_view text(env);
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || end != text.data() + text.size() || !(v > 0))
+            fail("VLLM_ENGINE_READY_TIMEOUT_S = \"{}\" is not a positive number of seconds; unset it or set "
+                 "[parallel] rank_start_timeout_s (--rank-start-timeout)",
+                 text);
+        return v;
+    }
+    return doc.get_float("parallel", "rank_start_timeout_s", s).value_or(600);
+}
+
 } // namespace
 
 engine::engine_options engine_options_from(const plugins::registry &registry, const config::document &doc,
@@ -208,6 +225,7 @@ engine::engine_options engine_options_from(const plugins::registry &registry, co
     opts.data_parallel_size = static_cast<int32_t>(doc.get_int("parallel", "data_parallel_size", s).value_or(1));
     opts.tensor_parallel_size = static_cast<int32_t>(doc.get_int("parallel", "tensor_parallel_size", s).value_or(1));
     opts.rank_timeout_s = doc.get_float("parallel", "rank_timeout_s", s).value_or(300);
+    opts.rank_start_timeout_s = rank_start_timeout_from(doc, s);
     opts.device = doc.get_string("engine", "device", s).value_or("auto");
     opts.offload = offload_from(doc, s, views);
     return opts;

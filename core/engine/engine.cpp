@@ -166,7 +166,7 @@ void engine::init() {
     }
     for (const auto &rank : executor_->workers()) rank->place_weights(offload, n_ctx_);
     for (const auto &rank : executor_->remote_ranks()) {
-        rank->finish_start();
+        rank->finish_start(opts_.rank_start_timeout_s);
         if (n_tp > 1)
             log::info("engine", "tensor-parallel rank {} of {}: in its own process", rank->stage().rank, n_tp);
         else

@@ -68,6 +68,9 @@ struct engine_options {
     // The longest a rank that is a process may take over its part of a step, a message or an answer ([parallel]
     // rank_timeout_s): past it the rank counts as hung or dead, the step's requests fail naming it, every rank exits.
     double rank_timeout_s = 300;
+    // The longest rank 0 waits for a rank that is a process to load and place its share of the model at start-up
+    // ([parallel] rank_start_timeout_s): past it start-up fails naming the rank, and the job ends.
+    double rank_start_timeout_s = 600;
     // This engine is data-parallel replica `data_parallel_rank` of `data_parallel_size` in this process (#16,
     // replica_set.hpp): its device is that share of the hardware (ABI 1.27 device instances: the CPU's threads and
     // cores divided, a GPU each), it plans 1/N of the device's memory, and its tiers are instances of their own.

@@ -5,6 +5,8 @@
 #include "distributed/transport.hpp"
 #include "engine/pipeline_protocol.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <exception>
 #include <mutex>
 
@@ -130,9 +132,26 @@ void remote_rank::begin_start(const std::string &device, int32_t n_ctx, uint64_t
     started_ = true;
 }
 
-void remote_rank::finish_start() {
+void remote_rank::finish_start(double timeout_s) {
     proto::reply r;
-    link_.recv(stage_.rank, proto::tag_reply, &r, sizeof r);
+    // Loading a large model takes minutes: say every 30 s whom start-up waits for, and give up after timeout_s (a rank
+    // that hung; one that died ends the job through mpirun).
+    using clock = std::chrono::steady_clock;
+    const auto began = clock::now();
+    for (size_t got = 0;;) {
+        const double waited = std::chrono::duration<double>(clock::now() - began).count();
+        if (waited >= timeout_s) {
+            stopped_ = true; // it answers no stop either: the job ends with start-up's error
+            fail("{} of {} did not finish loading its share of the model within {} s ([parallel] "
+                 "rank_start_timeout_s, --rank-start-timeout): it hung (see its log), or it needs longer",
+                 name_, stage_.n_ranks, timeout_s);
+        }
+        if (link_.recv_within(stage_.rank, proto::tag_reply, &r, sizeof r, std::min(30.0, timeout_s - waited), got))
+            break;
+        if (const double now = std::chrono::duration<double>(clock::now() - began).count(); now < timeout_s)
+            log::info("engine", "start-up waits for {} to load its share of the model ({:.0f} s of at most {} s)",
+                      name_, now, timeout_s);
+    }
     if (!r.ok)
         fail("{} of {}{} could not start: {}", name_, stage_.n_ranks,
              tensor_parallel_ ? std::string()

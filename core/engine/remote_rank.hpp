@@ -37,10 +37,11 @@ class remote_rank final : public pipeline_rank {
 
     // Start-up, in two halves so that the ranks load their models while rank 0 loads its own: begin_start sends the
     // stage, the context length, the model's fingerprint and rank 0's device name; finish_start waits until the rank
-    // has loaded its layers and placed them (its memory plan), and throws its error naming the rank.
+    // has loaded its layers and placed them (its memory plan), and throws its error naming the rank, or a timeout after
+    // timeout_s seconds ([parallel] rank_start_timeout_s).
     void begin_start(const std::string &device, int32_t n_ctx, uint64_t fingerprint,
                      const pipeline_protocol::shared_options &options);
-    void finish_start();
+    void finish_start(double timeout_s);
 
     const pipeline_stage &stage() const override { return stage_; }
     // "pipeline rank 1", "tensor-parallel rank 1": how errors name it.

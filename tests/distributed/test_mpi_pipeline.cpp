@@ -5,6 +5,8 @@
 // opened another model, and a launch whose process count is not the pipeline's.
 #include "mpi_launch.hpp"
 
+#include <sys/stat.h>
+
 using namespace strata_mpi_test;
 
 TEST(MpiPipeline, RanksAsProcessesGiveOneProcesssGreedyTokensOnEverySplitAndPlacement) {
@@ -102,6 +104,32 @@ TEST(MpiPipeline, ARankThatOpenedAnotherModelOrAWrongProcessCountIsRefusedNaming
     const run_result plan = run_shell(mpirun(2) + k_runtime + " plan --model " + k_model + " -pp 2");
     EXPECT_NE(plan.exit_code, 0);
     EXPECT_NE(plan.err.find("runtime plan under mpirun: run it as one process"), std::string::npos) << plan.err;
+}
+
+// A rank that hangs while it loads (here: its model "file" a FIFO no one writes, as a stalled network filesystem):
+// start-up waits for it no longer than [parallel] rank_start_timeout_s (or vLLM's VLLM_ENGINE_READY_TIMEOUT_S), then
+// fails naming the rank, and the job ends; pipeline and tensor-parallel ranks alike.
+TEST(MpiPipeline, ARankThatHangsWhileLoadingFailsStartUpNamingItWithinTheStartTimeout) {
+    SKIP_WITHOUT_MPI();
+    const std::string fifo = STRATA_BINARY_DIR "/test-mpi-hanging-model.gguf";
+    fs::remove(fifo);
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    struct launch {
+        const char *split, *setting, *env, *rank;
+    };
+    for (const launch &l : {launch{"-pp 2", " --rank-start-timeout 3", "", "pipeline"},
+                            launch{"-tp 2", "", "VLLM_ENGINE_READY_TIMEOUT_S=3 ", "tensor-parallel"}}) {
+        SCOPED_TRACE(l.split);
+        const run_result r = run_shell(std::string(l.env) + k_mpiexec + " -np 1 " + k_runtime + " --model " + k_model +
+                                       k_prompt + l.split + l.setting + " : -np 1 " + k_runtime + " --model " + fifo +
+                                       k_prompt + l.split + l.setting);
+        EXPECT_NE(r.exit_code, 0);
+        EXPECT_NE(r.err.find(std::string(l.rank) + " rank 1 of 2 did not finish loading its share of the model within "
+                                                   "3 s ([parallel] rank_start_timeout_s, --rank-start-timeout)"),
+                  std::string::npos)
+            << r.err;
+    }
+    fs::remove(fifo);
 }
 
 // The OpenAI server with two ranks as processes under load: a KV cache too small for the requests at once, so the
