@@ -5,6 +5,7 @@
 #include "common/error.hpp"
 
 #include <mpi.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -137,9 +138,10 @@ class mpi_transport final : public transport {
                   "Isend");
         }
         if (bytes > 0) std::memcpy(out + static_cast<size_t>(rank_) * bytes, mine, bytes);
-        // The ranks reach each all-gather about together: polled without sleeping first, then with short sleeps, so
-        // that ranks sharing a core leave it to the one still computing.
-        const bool done = poll(timeout_s, /*sleep=*/true, [&] {
+        // The ranks reach each all-gather about together (it sits between two layers' matmuls, twice a layer): a
+        // sleep, whose least is the kernel's timer slack (50 us), would cost more than the exchange. So the wait
+        // spins, yielding the core after a while to a rank that shares it, and sleeps only after milliseconds.
+        const bool done = poll_yielding(timeout_s, [&] {
             int all_done = 0;
             check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE),
                   "Testall");
@@ -178,6 +180,23 @@ class mpi_transport final : public transport {
             check(MPI_Iprobe(src, tag, MPI_COMM_WORLD, &ready, &status), "Iprobe");
             return ready != 0;
         });
+    }
+
+    // Calls done() until it says true (then true) or timeout_s seconds passed when > 0 (then false): spinning for the
+    // first 20 microseconds, then yielding the core between calls (sched_yield: at once when no one else wants it)
+    // up to 5 ms, then as poll with sleeps.
+    template <class Done> static bool poll_yielding(double timeout_s, Done &&done) {
+        using clock = std::chrono::steady_clock;
+        const auto start = clock::now();
+        for (;;) {
+            if (done()) return true;
+            const double waited = std::chrono::duration<double>(clock::now() - start).count();
+            if (timeout_s > 0 && waited > timeout_s) return false;
+            if (waited > 5e-3) break;
+            if (waited > 20e-6) sched_yield();
+        }
+        const double spent = std::chrono::duration<double>(clock::now() - start).count();
+        return poll(timeout_s > 0 ? std::max(timeout_s - spent, 1e-9) : 0, /*sleep=*/true, done);
     }
 
     // Calls done() until it says true (then true) or timeout_s seconds passed when > 0 (then false); with `sleep`,
