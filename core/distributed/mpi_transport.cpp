@@ -120,11 +120,13 @@ class mpi_transport final : public transport {
         return text;
     }
 
-    bool all_gather_within(int tag, const void *mine, size_t bytes, void *all, double timeout_s, int &late) override {
+    bool all_gather_within(int tag, const void *mine, size_t bytes, void *all, size_t *received, double timeout_s,
+                           int &late) override {
         if (bytes > static_cast<size_t>(INT_MAX)) fail("MPI all-gather of {} bytes: over 2 GiB", bytes);
         const int n = static_cast<int>(bytes);
         // One receive from and one send to every other rank (reserved once: nothing is allocated per call).
         requests_.assign(2 * static_cast<size_t>(size_), MPI_REQUEST_NULL);
+        statuses_.resize(requests_.size());
         auto *out = static_cast<unsigned char *>(all);
         for (int k = 0; k < size_; ++k) {
             if (k == rank_) continue;
@@ -143,11 +145,18 @@ class mpi_transport final : public transport {
         // spins, yielding the core after a while to a rank that shares it, and sleeps only after milliseconds.
         const bool done = poll_yielding(timeout_s, [&] {
             int all_done = 0;
-            check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all_done, MPI_STATUSES_IGNORE),
+            check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &all_done, statuses_.data()),
                   "Testall");
             return all_done != 0;
         });
-        if (done) return true;
+        if (done) {
+            for (int k = 0; k < size_; ++k) {
+                int count = static_cast<int>(bytes);
+                if (k != rank_) check(MPI_Get_count(&statuses_[static_cast<size_t>(k)], MPI_BYTE, &count), "Get_count");
+                received[k] = static_cast<size_t>(count);
+            }
+            return true;
+        }
         // (MPI_Testall leaves every request as it was unless all completed: test the receives one by one.)
         late = -1;
         for (int k = 0; k < size_ && late < 0; ++k) {
@@ -217,6 +226,7 @@ class mpi_transport final : public transport {
     int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
     std::string host_;
     std::vector<MPI_Request> requests_; // all_gather_within's
+    std::vector<MPI_Status> statuses_;
 };
 
 // The process's transport lives until exit (abort_after's thread may still end the job after main returns).

@@ -37,11 +37,13 @@ class transport {
     // A message of any length (text: an error, a name).
     virtual std::string recv_text(int src, int tag) = 0;
     // An all-gather among every process of the job, in point-to-point messages with `tag`: each sends its `bytes` at
-    // `mine` to every other and rank k's land at all + k * bytes (this one's own copied there too). Every process
-    // must call it, in the same order. A waiting process polls and sleeps in between, as recv does. False when some
-    // rank's bytes did not arrive within timeout_s (> 0) seconds: `late` is the first such rank, and the link is
+    // `mine` to every other and rank k's message lands at all + k * bytes (this one's own copied there too), its
+    // length in received[k] (a rank may send a shorter message: process_all_reduce's end of a step). Every process
+    // must call it, in the same order. A waiting process spins, then yields its core, then sleeps. False when some
+    // rank's message did not arrive within timeout_s (> 0) seconds: `late` is the first such rank, and the link is
     // broken (a message may still be under way).
-    virtual bool all_gather_within(int tag, const void *mine, size_t bytes, void *all, double timeout_s, int &late) = 0;
+    virtual bool all_gather_within(int tag, const void *mine, size_t bytes, void *all, size_t *received,
+                                   double timeout_s, int &late) = 0;
     // Ends every process of the job with `code` (a rank that cannot go on and cannot tell rank 0 why in a message).
     [[noreturn]] virtual void abort(int code) = 0;
     // The pipeline broke (a rank stopped answering): every process of the job ends with `code` after `seconds` (time

@@ -165,39 +165,66 @@ class executor {
         return out;
     }
 
-    // A step of tensor-parallel ranks that are processes: each runs it at once (their forwards meet in each
-    // all_reduce); any failure leaves the others inside the step's forward, waiting for partial sums that will not
-    // come, so it stops every rank (fail_pipeline) with its reason.
+    // A step of tensor-parallel ranks that are processes: each runs it at once, their forwards meeting in each
+    // all_reduce, and each ends it with process_all_reduce::end_step. A step that failed on some rank (here or there)
+    // fails alone with that rank's reason, as in one process: no logits come, the ranks that failed of themselves
+    // send their reasons, and the next step starts in step. A rank that hung or an error talking to the ranks leaves
+    // them out of step: that stops every rank (fail_pipeline) with its reason.
     step_output execute_tensor_parallel_across_processes(const step_input &step) {
         check_pipeline();
         const size_t words = pipeline_protocol::pack_step(step, packed_);
         const auto n_ranks = static_cast<int32_t>(pieces_.size());
+        std::exception_ptr local;
+        std::string why; // the reason of the first rank that failed of itself
         try {
+            reducer_->begin_step();
             for (auto &r : remote_) r->send_step(packed_.data(), words);
-            const step_output mine = workers_.front()->execute_model(step);
-            if (mine.n_rows != step.n_logits)
-                fail("internal: tensor-parallel rank 0 returned {} logits rows for {}", mine.n_rows, step.n_logits);
-            pieces_[0] = mine.logits;
-            for (size_t i = 0; i < remote_.size(); ++i) {
-                const int rank = remote_[i]->stage().rank;
-                const size_t bytes = sizeof(float) * static_cast<size_t>(step.n_logits) *
-                                     static_cast<size_t>(vocab_piece_width(n_vocab_, rank, n_ranks));
-                size_t got = 0;
-                std::vector<float> &piece = remote_logits_[i];
-                if (!link_->recv_within(rank, pipeline_protocol::tag_logits, piece.data(),
-                                        piece.size() * sizeof(float), timeout_s_, got))
-                    fail("tensor-parallel rank {} did not return its logits within {} s: it hung or died (see its "
-                         "log; [parallel] rank_timeout_s)", rank, timeout_s_);
-                if (got != bytes)
-                    fail("tensor-parallel rank {} sent {} bytes of logits where the step's {} rows of its piece are {}",
-                         rank, got, step.n_logits, bytes);
-                pieces_[i + 1] = piece.data();
+            step_output mine;
+            try {
+                mine = workers_.front()->execute_model(step);
+                if (mine.n_rows != step.n_logits)
+                    fail("internal: tensor-parallel rank 0 returned {} logits rows for {}", mine.n_rows, step.n_logits);
+            } catch (...) {
+                local = std::current_exception();
             }
+            const std::vector<process_all_reduce::ending> &ends = reducer_->end_step(local == nullptr);
+            const bool whole = std::all_of(ends.begin(), ends.end(),
+                                           [](auto e) { return e == process_all_reduce::ending::ok; });
+            if (!whole) {
+                for (size_t i = 0; i < remote_.size(); ++i) {
+                    const int rank = remote_[i]->stage().rank;
+                    if (ends[static_cast<size_t>(rank)] != process_all_reduce::ending::failed) continue;
+                    const std::string text = recv_text_within(rank);
+                    if (why.empty()) why = fmt::format("tensor-parallel rank {}: {}", rank, text);
+                }
+            } else {
+                pieces_[0] = mine.logits;
+                for (size_t i = 0; i < remote_.size(); ++i) {
+                    const int rank = remote_[i]->stage().rank;
+                    const size_t bytes = sizeof(float) * static_cast<size_t>(step.n_logits) *
+                                         static_cast<size_t>(vocab_piece_width(n_vocab_, rank, n_ranks));
+                    size_t got = 0;
+                    std::vector<float> &piece = remote_logits_[i];
+                    if (!link_->recv_within(rank, pipeline_protocol::tag_logits, piece.data(),
+                                            piece.size() * sizeof(float), timeout_s_, got))
+                        fail("tensor-parallel rank {} did not return its logits within {} s: it hung or died (see its "
+                             "log; [parallel] rank_timeout_s)", rank, timeout_s_);
+                    if (got != bytes)
+                        fail("tensor-parallel rank {} sent {} bytes of logits where the step's {} rows of its piece "
+                             "are {}", rank, got, step.n_logits, bytes);
+                    pieces_[i + 1] = piece.data();
+                }
+            }
+            if (!whole && ends[0] == process_all_reduce::ending::failed) why.clear(); // rank 0's own reason first
+            if (!whole && local == nullptr && why.empty())
+                fail("internal: a tensor-parallel step failed on no rank of its own accord");
         } catch (const std::exception &e) {
             check_pipeline(); // a rank that stopped taking the step: already stopped, with its reason
-            fail_pipeline(*link_, fmt::format("a step of the tensor-parallel ranks failed, and ranks that are processes "
-                                              "cannot go on without each other: {}", e.what()));
+            fail_pipeline(*link_, fmt::format("the tensor-parallel ranks (processes) cannot go on together: {}",
+                                              e.what()));
         }
+        if (!why.empty()) fail("{}", why);
+        if (local) std::rethrow_exception(local);
         join_vocab_pieces(pieces_.data(), n_ranks, step.n_logits, n_vocab_, logits_.data());
         step_output out;
         out.logits = logits_.data();
@@ -206,11 +233,21 @@ class executor {
         return out;
     }
 
+    // A remote rank's text message (its reason for a failed step), within the rank timeout.
+    std::string recv_text_within(int rank) {
+        text_.resize(4096);
+        size_t got = 0;
+        if (!link_->recv_within(rank, pipeline_protocol::tag_text, text_.data(), text_.size(), timeout_s_, got))
+            fail("tensor-parallel rank {} did not say why its step failed within {} s", rank, timeout_s_);
+        return std::string(text_.data(), got);
+    }
+
     std::vector<std::unique_ptr<worker>> workers_;
     std::vector<std::unique_ptr<remote_rank>> remote_;
     std::unique_ptr<process_all_reduce> reducer_; // tensor-parallel ranks that are processes
     std::vector<std::vector<float>> remote_logits_; // their pieces of the logits, rank by rank
     std::vector<const float *> pieces_;
+    std::vector<char> text_;
     std::unique_ptr<tensor_parallel_group> tensor_parallel_;
     distributed::transport *link_ = nullptr;
     double timeout_s_ = 0;

@@ -65,9 +65,10 @@ class rank_server {
                 // cannot go on. (KV block moves and allocations answer their error instead: see serve.)
                 log::error("engine", "{} failed: {}; ending every rank", what_, e.what());
                 if (reducer_) {
-                    // The other tensor-parallel ranks wait in the forward for this one's partial sums; when the
-                    // failure is another rank that hung, they and rank 0 time out with this one, and rank 0 answers
-                    // the requests in flight naming that rank before it ends the job (2 s): give it the time.
+                    // (A tensor-parallel step that fails answers rank 0 and goes on: this is a rank that hung, or
+                    // an error talking to the ranks.) When another rank hung, this one and rank 0 time out about
+                    // together, and rank 0 answers the requests in flight naming that rank before it ends the job
+                    // (2 s): give it the time.
                     link_.abort_after(5, 3);
                     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
                 }
@@ -229,13 +230,30 @@ class rank_server {
                      pool_blocks_[static_cast<int>(b.where)]);
         }
         if (reducer_) {
-            // Every rank runs the step at once (their partial sums meet in process_all_reduce); this one's piece of
-            // each logits row goes to rank 0, which joins them.
-            const step_output out = worker_->execute_model(s);
-            if (out.n_rows != s.n_logits) fail("{} logits rows for a step of {}", out.n_rows, s.n_logits);
-            link_.send(0, proto::tag_logits, out.logits,
-                       sizeof(float) * static_cast<size_t>(out.n_rows) *
-                           static_cast<size_t>(vocab_piece_width(n_vocab_, me_, opts_.tensor_parallel_size)));
+            // Every rank runs the step at once (their partial sums meet in process_all_reduce) and ends it together
+            // (end_step); when every rank's forward returned, this one's piece of each logits row goes to rank 0,
+            // which joins them; when this one's failed of itself, its reason goes instead (the step fails alone).
+            reducer_->begin_step();
+            step_output out;
+            std::string why;
+            try {
+                out = worker_->execute_model(s);
+                if (out.n_rows != s.n_logits) fail("{} logits rows for a step of {}", out.n_rows, s.n_logits);
+            } catch (const std::exception &e) {
+                why = e.what();
+            }
+            const std::vector<process_all_reduce::ending> &ends = reducer_->end_step(why.empty());
+            const bool whole = std::all_of(ends.begin(), ends.end(),
+                                           [](auto e) { return e == process_all_reduce::ending::ok; });
+            if (whole) {
+                link_.send(0, proto::tag_logits, out.logits,
+                           sizeof(float) * static_cast<size_t>(s.n_logits) *
+                               static_cast<size_t>(vocab_piece_width(n_vocab_, me_, opts_.tensor_parallel_size)));
+            } else if (ends[static_cast<size_t>(me_)] == process_all_reduce::ending::failed) {
+                log::error("engine", "{}: a step failed: {}", what_, why);
+                why.resize(std::min<size_t>(why.size(), 4000)); // rank 0 takes up to 4096 bytes
+                link_.send(0, proto::tag_text, why.data(), why.size());
+            }
             return;
         }
         const size_t stream = static_cast<size_t>(s.n_tokens) * static_cast<size_t>(hp_.n_embd);
