@@ -20,6 +20,7 @@
 #include "engine/worker.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <utility>
@@ -125,11 +126,13 @@ class executor {
     step_output execute_across_processes(const step_input &step) {
         check_pipeline();
         // Every rank waits for this step's residual stream once it has the step: from then on anything that goes
-        // wrong in talking to the ranks leaves them out of step, so it stops the pipeline (fail_pipeline). Only rank
-        // 0's own layers may fail alone: zeros go on and the logits that come back are dropped, so the ranks stay in
-        // step and only this step fails (as in one process).
+        // wrong in talking to the ranks leaves them out of step, so it stops the pipeline (fail_pipeline). A rank's
+        // own layers may fail alone, so that only this step fails (as in one process): rank 0's send zeros on and the
+        // logits that come back are dropped; another's send their number on in place of the stream and the logits,
+        // then their reason.
         const size_t words = pipeline_protocol::pack_step(step, packed_);
         std::exception_ptr local_error;
+        std::string remote_error; // a rank's reason when its layers failed the step
         size_t got = 0;
         try {
             for (auto &r : remote_) r->send_step(packed_.data(), words);
@@ -149,11 +152,24 @@ class executor {
                                                   "({} s a rank): a rank hung or died (see the ranks' logs; "
                                                   "[parallel] rank_timeout_s)",
                                                   remote_.back()->stage().rank, wait_s, timeout_s_));
+            if (got == pipeline_protocol::failed_step_bytes) {
+                // A rank's layers failed: its number came in place of the logits, its reason follows.
+                int32_t rank = 0;
+                std::memcpy(&rank, logits_.data(), sizeof rank);
+                if (rank < 1 || rank > static_cast<int32_t>(remote_.size()))
+                    fail("the pipeline said rank {} failed the step, which is no rank here", rank);
+                text_.resize(pipeline_protocol::max_reason_bytes);
+                size_t len = 0;
+                if (!link_->recv_within(rank, pipeline_protocol::tag_text, text_.data(), text_.size(), timeout_s_, len))
+                    fail("pipeline rank {} failed the step but did not say why within {} s", rank, timeout_s_);
+                remote_error = fmt::format("pipeline rank {}: {}", rank, std::string_view(text_.data(), len));
+            }
         } catch (const std::exception &e) {
             check_pipeline(); // a timeout above: already stopped, with its reason
             fail_pipeline(*link_, fmt::format("talking to the pipeline ranks failed: {}", e.what()));
         }
         if (local_error) std::rethrow_exception(local_error);
+        if (!remote_error.empty()) fail("{}", remote_error);
         const size_t bytes = sizeof(float) * static_cast<size_t>(step.n_logits) * static_cast<size_t>(n_vocab_);
         if (got != bytes)
             fail_pipeline(*link_, fmt::format("pipeline rank {} sent {} bytes of logits where the step has {} rows of {}",
@@ -235,7 +251,7 @@ class executor {
 
     // A remote rank's text message (its reason for a failed step), within the rank timeout.
     std::string recv_text_within(int rank) {
-        text_.resize(4096);
+        text_.resize(pipeline_protocol::max_reason_bytes);
         size_t got = 0;
         if (!link_->recv_within(rank, pipeline_protocol::tag_text, text_.data(), text_.size(), timeout_s_, got))
             fail("tensor-parallel rank {} did not say why its step failed within {} s", rank, timeout_s_);
@@ -247,7 +263,7 @@ class executor {
     std::unique_ptr<process_all_reduce> reducer_; // tensor-parallel ranks that are processes
     std::vector<std::vector<float>> remote_logits_; // their pieces of the logits, rank by rank
     std::vector<const float *> pieces_;
-    std::vector<char> text_;
+    std::vector<char> text_; // a rank's reason for a failed step
     std::unique_ptr<tensor_parallel_group> tensor_parallel_;
     distributed::transport *link_ = nullptr;
     double timeout_s_ = 0;

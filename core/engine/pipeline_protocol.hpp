@@ -7,7 +7,8 @@
 //              r -> 0: reply{ok, kv_block_bytes, device_kv} or reply{!ok} + text(the error)
 //   alloc_kv   rank 0 -> r: command{alloc_kv, tier, n_blocks, align} + text(tier name); r -> 0: reply (+ text)
 //   bind       rank 0 -> r: command{bind, max_step_blocks}
-//   step       rank 0 -> r: command{step} + the packed step; r-1 -> r: hidden; last -> 0: logits
+//   step       rank 0 -> r: command{step} + the packed step; r-1 -> r: hidden; last -> 0: logits (or, from the
+//              rank whose layers failed on, failed_step_bytes in their place, then its reason r -> 0: text)
 //              (tensor-parallel ranks: every rank runs the step at once, all-gathering its partial sums with every
 //              other after each row-parallel matmul (tag_partial); each sends rank 0 its piece of the logits)
 //   kv_load    rank 0 -> r: command{kv_load, tier, index}; r -> 0: reply, then block bytes (or text)
@@ -35,6 +36,13 @@ enum tag : int {
     tag_options = 8,
     tag_partial = 9 // tensor-parallel ranks' partial sums (process_all_reduce)
 };
+
+// A pipeline rank whose layers failed a step sends, in place of the residual stream (and the last rank in place of
+// the logits), this many bytes: the failing rank's number (int32) and two zero bytes — no residual stream or logits
+// message has a length that is not a multiple of 4. It then sends rank 0 its reason (tag_text, at most
+// max_reason_bytes), and the step fails alone.
+constexpr size_t failed_step_bytes = 6;
+constexpr size_t max_reason_bytes = 4000;
 
 enum class op : int32_t { start = 1, alloc_kv = 2, bind = 3, step = 4, kv_load = 5, kv_store = 6, stop = 7 };
 

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
@@ -251,7 +252,7 @@ class rank_server {
                                static_cast<size_t>(vocab_piece_width(n_vocab_, me_, opts_.tensor_parallel_size)));
             } else if (ends[static_cast<size_t>(me_)] == process_all_reduce::ending::failed) {
                 log::error("engine", "{}: a step failed: {}", what_, why);
-                why.resize(std::min<size_t>(why.size(), 4000)); // rank 0 takes up to 4096 bytes
+                why.resize(std::min<size_t>(why.size(), proto::max_reason_bytes));
                 link_.send(0, proto::tag_text, why.data(), why.size());
             }
             return;
@@ -260,14 +261,37 @@ class rank_server {
         // No timeout here: rank 0 times every step (rank_timeout_s a rank) and, when one stops answering, fails its
         // requests with the reason and ends every rank; a rank 0 that hangs has no one left to answer anyway.
         const size_t got = link_.recv(me_ - 1, proto::tag_hidden, hidden_in_.data(), hidden_in_.size() * sizeof(float));
+        // Where the step goes on from this rank: the next rank's residual stream, or rank 0's logits.
+        const int next = worker_->last_stage() ? 0 : me_ + 1;
+        const int next_tag = worker_->last_stage() ? proto::tag_logits : proto::tag_hidden;
+        if (got == proto::failed_step_bytes) {
+            // A rank before this one failed the step: pass its word on, compute nothing.
+            link_.send(next, next_tag, hidden_in_.data(), got);
+            return;
+        }
         if (got != stream * sizeof(float))
             fail("rank {} sent {} bytes of the residual stream for {} tokens of {}", me_ - 1, got, s.n_tokens,
                  hp_.n_embd);
-        const step_output out =
-            worker_->execute_model(s, hidden_in_.data(), worker_->last_stage() ? nullptr : hidden_out_.data());
+        step_output out;
+        try {
+            out = worker_->execute_model(s, hidden_in_.data(), worker_->last_stage() ? nullptr : hidden_out_.data());
+        } catch (const std::exception &e) {
+            // This step fails alone (as in one process): the word that it failed here goes down the pipeline to rank
+            // 0 in place of the residual stream and the logits, then this rank's reason (in that order: rank 0 takes
+            // the reason once the word has reached it).
+            log::error("engine", "{}: a step failed: {}", what_, e.what());
+            char word[proto::failed_step_bytes] = {};
+            const int32_t rank = me_;
+            std::memcpy(word, &rank, sizeof rank);
+            link_.send(next, next_tag, word, sizeof word);
+            std::string why = e.what();
+            why.resize(std::min<size_t>(why.size(), proto::max_reason_bytes));
+            link_.send(0, proto::tag_text, why.data(), why.size());
+            return;
+        }
         if (worker_->last_stage())
             link_.send(0, proto::tag_logits, out.logits,
-                       sizeof(float) * static_cast<size_t>(out.n_rows) * static_cast<size_t>(out.n_vocab));
+                       sizeof(float) * static_cast<size_t>(s.n_logits) * static_cast<size_t>(out.n_vocab));
         else
             link_.send(me_ + 1, proto::tag_hidden, hidden_out_.data(), stream * sizeof(float));
     }

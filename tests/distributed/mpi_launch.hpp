@@ -194,4 +194,53 @@ inline served serve_and_ask(const std::vector<std::string> &launcher, const std:
     return out;
 }
 
+// A server of two ranks as processes (`split`: "-tp 2", or "-pp 2" and its options) streaming every layer's weights
+// from an nvme tier file of each rank's own (rank 1's is `path`.rank1) through a ring of one layer ahead; rank
+// `rank`'s file is truncated under it after one good request. The next two requests fail with that rank's I/O reason
+// ("<kind> rank 1: ..." for rank 1, rank 0's own otherwise; never "another rank failed"), the server still answers
+// `/health`, no request or KV block is left, and SIGINT to rank 0 stops it with exit status 0.
+inline void expect_truncated_tier_fails_steps_alone(const std::vector<std::string> &split, int rank,
+                                                    const std::string &kind) {
+    SCOPED_TRACE(kind + " rank " + std::to_string(rank) + "'s tier file");
+    const std::string tier = STRATA_BINARY_DIR "/test-mpi-weights-" + kind + "-" + std::to_string(rank) + ".bin";
+    const std::string file = rank == 0 ? tier : tier + ".rank" + std::to_string(rank);
+    fs::remove(tier);
+    fs::remove(tier + ".rank1");
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() /
+                         ("strata_mpi_fault_" + std::to_string(::getpid()) + "_" + kind + std::to_string(rank) + ".log");
+    std::vector<std::string> args = {k_mpiexec, "-np", "2", k_runtime, "serve", k_model, "--device", "cpu"};
+    args.insert(args.end(), split.begin(), split.end());
+    args.insert(args.end(), {"--tiers", "nvme", "--stream-weights", "--cpu-offload-layers", "5", "--prefetch-depth",
+                             "1", "--set", "nvme.path=" + tier, "--kv-cache-memory", "8MiB", "--rank-timeout", "30",
+                             "--port", std::to_string(g_port), "--api-key", k_key});
+    const pid_t pid = await_ready(spawn_argv(log, args), g_port, log);
+    ASSERT_NE(pid, 0) << read_text(log);
+    const std::string body =
+        json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
+    EXPECT_EQ(request("POST", "/v1/completions", body).status, 200);
+    EXPECT_TRUE(fs::exists(file)) << "rank " << rank << "'s own tier file";
+    EXPECT_EQ(::truncate(file.c_str(), 0), 0);
+    for (int i = 0; i < 2; ++i) {
+        const http_reply failed = request("POST", "/v1/completions", body);
+        EXPECT_EQ(failed.status, 500) << failed.body;
+        EXPECT_NE(failed.body.find("tier 'nvme'"), std::string::npos) << failed.body;
+        EXPECT_NE(failed.body.find("truncated"), std::string::npos) << failed.body;
+        EXPECT_EQ(failed.body.find("another rank failed"), std::string::npos) << "the reason is the rank's own";
+        EXPECT_EQ(failed.body.find(kind + " rank 1: ") != std::string::npos, rank == 1) << failed.body;
+    }
+    EXPECT_EQ(request("GET", "/health").status, 200);
+    const http_reply metrics = request("GET", "/metrics");
+    EXPECT_EQ(metric_value(metrics.body, "vllm:num_requests_running"), 0.0) << metrics.body;
+    EXPECT_EQ(metric_value(metrics.body, "vllm:gpu_cache_usage_perc"), 0.0) << metrics.body;
+    const pid_t rank0 = rank_process(pid, 0);
+    EXPECT_NE(rank0, 0);
+    ::kill(rank0 != 0 ? rank0 : pid, SIGINT);
+    const int status = wait_exit(pid);
+    EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+    fs::remove(log);
+    fs::remove(tier);
+    fs::remove(tier + ".rank1");
+}
+
 } // namespace strata_mpi_test

@@ -208,3 +208,14 @@ TEST(MpiPipeline, ARankThatHangsFailsTheRequestInFlightNamingTheTimeoutAndEndsEv
     EXPECT_NE(read_text(log).find("every rank ends in 2 s"), std::string::npos) << read_text(log);
     fs::remove(log);
 }
+
+// A real fault on one stage: its weights' tier file truncated under the running server (the stage holds four of the
+// five layers, so that its ring of one layer ahead reads them again every token). The step fails alone, with that
+// rank's reason: rank 1 sends its number on in place of the logits, then its reason; rank 0's layers send zeros on
+// and drop the logits that come back. The server goes on.
+TEST(MpiPipeline, AStageWhoseTierFileIsTruncatedFailsTheStepAloneWithItsReasonAndTheServerGoesOn) {
+    SKIP_WITHOUT_MPI();
+    expect_truncated_tier_fails_steps_alone({"-pp", "2", "--pipeline-layer-partition", "1,4"}, 1, "pipeline");
+    expect_truncated_tier_fails_steps_alone({"-pp", "2", "--pipeline-layer-partition", "4,1"}, 0, "pipeline");
+}
+

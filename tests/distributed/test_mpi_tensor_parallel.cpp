@@ -168,52 +168,10 @@ TEST(MpiTensorParallel, ARankThatHangsFailsTheRequestInFlightNamingItAndEndsEver
     }
 }
 
-// A real fault on one rank: its weights' tier file (each rank streams its share from a file of its own: rank r > 0's
-// is `path`.rank<r>) truncated under the running server. The step fails on every rank and only that step: the request
-// fails with the failing rank's reason, the server stays up and answers later requests (with the same reason: the
-// weights are gone) without a hang, no KV block is left held, and it stops cleanly — for rank 1's file and rank 0's.
+// A real fault on one rank: its weights' tier file truncated under the running server (mpi_launch.hpp,
+// expect_truncated_tier_fails_steps_alone). The step fails on every rank and only that step, with the failing rank's
+// reason, and the server goes on — for rank 1's file and rank 0's.
 TEST(MpiTensorParallel, ARankWhoseTierFileIsTruncatedFailsTheStepAloneWithItsReasonAndTheServerGoesOn) {
     SKIP_WITHOUT_MPI();
-    for (const std::string rank : {"1", "0"}) {
-        SCOPED_TRACE("rank " + rank + "'s file");
-        const std::string tier = STRATA_BINARY_DIR "/test-mpi-tp-weights-" + rank + ".bin";
-        const std::string file = rank == "0" ? tier : tier + ".rank" + rank;
-        fs::remove(tier);
-        fs::remove(tier + ".rank1");
-        g_port = free_port();
-        const fs::path log =
-            fs::temp_directory_path() / ("strata_mpi_tp_fault_" + std::to_string(::getpid()) + "_" + rank + ".log");
-        const pid_t pid = await_ready(
-            spawn_argv(log, {k_mpiexec, "-np", "2", k_runtime, "serve", k_model, "--device", "cpu", "-tp", "2",
-                             "--tiers", "nvme", "--stream-weights", "--cpu-offload-layers", "5", "--set",
-                             "nvme.path=" + tier, "--kv-cache-memory", "8MiB", "--rank-timeout", "30", "--port",
-                             std::to_string(g_port), "--api-key", k_key}),
-            g_port, log);
-        ASSERT_NE(pid, 0) << read_text(log);
-        const std::string body =
-            json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
-        EXPECT_EQ(request("POST", "/v1/completions", body).status, 200);
-        ASSERT_TRUE(fs::exists(file)) << "rank " << rank << "'s own tier file";
-        ASSERT_EQ(::truncate(file.c_str(), 0), 0);
-        for (int i = 0; i < 2; ++i) {
-            const http_reply failed = request("POST", "/v1/completions", body);
-            EXPECT_EQ(failed.status, 500) << failed.body;
-            EXPECT_NE(failed.body.find("tier 'nvme'"), std::string::npos) << failed.body;
-            EXPECT_NE(failed.body.find("truncated"), std::string::npos) << failed.body;
-            EXPECT_EQ(failed.body.find("another rank failed"), std::string::npos) << "the reason is the rank's own";
-            EXPECT_EQ(failed.body.find("tensor-parallel rank 1: ") != std::string::npos, rank == "1") << failed.body;
-        }
-        EXPECT_EQ(request("GET", "/health").status, 200);
-        const http_reply metrics = request("GET", "/metrics");
-        EXPECT_EQ(metric_value(metrics.body, "vllm:num_requests_running"), 0.0) << metrics.body;
-        EXPECT_EQ(metric_value(metrics.body, "vllm:gpu_cache_usage_perc"), 0.0) << metrics.body;
-        const pid_t rank0 = rank_process(pid, 0);
-        EXPECT_NE(rank0, 0);
-        ::kill(rank0 != 0 ? rank0 : pid, SIGINT);
-        const int status = wait_exit(pid);
-        EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
-        fs::remove(log);
-        fs::remove(tier);
-        fs::remove(tier + ".rank1");
-    }
+    for (const int rank : {1, 0}) expect_truncated_tier_fails_steps_alone({"-tp", "2"}, rank, "tensor-parallel");
 }
