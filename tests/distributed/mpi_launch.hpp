@@ -140,6 +140,19 @@ struct served {
     double preemptions = 0;
 };
 
+// The server's /metrics once no request is running and no device KV block is held (the engine publishes its stats
+// after it has answered a step's requests: a client can ask before it did), or the last read after 10 s.
+inline std::string settled_metrics() {
+    std::string text;
+    for (int i = 0; i < 200; ++i) {
+        text = request("GET", "/metrics").body;
+        if (metric_value(text, "vllm:num_requests_running") == 0 && metric_value(text, "vllm:gpu_cache_usage_perc") == 0)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return text;
+}
+
 inline served serve_and_ask(const std::vector<std::string> &launcher, const std::vector<std::string> &flags,
                             const std::vector<std::string> &prompts, int max_tokens, const std::string &first = {},
                             int logprobs = 0) {
@@ -172,12 +185,11 @@ inline served serve_and_ask(const std::vector<std::string> &launcher, const std:
     for (size_t i = 0; i < prompts.size(); ++i)
         clients.emplace_back([&, i] { out.texts[i] = completion(prompts[i]); });
     for (auto &t : clients) t.join();
-    const http_reply metrics = request("GET", "/metrics");
-    EXPECT_EQ(metrics.status, 200);
-    out.preemptions = metric_value(metrics.body, "vllm:num_preemptions_total");
-    EXPECT_EQ(metric_value(metrics.body, "vllm:num_requests_running"), 0.0) << metrics.body;
-    EXPECT_EQ(metric_value(metrics.body, "vllm:gpu_cache_usage_perc"), 0.0) << metrics.body;
-    EXPECT_EQ(metric_value(metrics.body, "vllm:cpu_cache_usage_perc"), 0.0) << metrics.body;
+    const std::string metrics = settled_metrics();
+    out.preemptions = metric_value(metrics, "vllm:num_preemptions_total");
+    EXPECT_EQ(metric_value(metrics, "vllm:num_requests_running"), 0.0) << metrics;
+    EXPECT_EQ(metric_value(metrics, "vllm:gpu_cache_usage_perc"), 0.0) << metrics;
+    EXPECT_EQ(metric_value(metrics, "vllm:cpu_cache_usage_perc"), 0.0) << metrics;
     // A clean stop: SIGINT to rank 0's process (mpirun's own Ctrl-C ends every process with SIGTERM, then SIGKILL a
     // second later); rank 0 stops its frontend and engine and then the other ranks, and mpirun exits 0.
     if (launcher.empty()) {
@@ -230,9 +242,9 @@ inline void expect_truncated_tier_fails_steps_alone(const std::vector<std::strin
         EXPECT_EQ(failed.body.find(kind + " rank 1: ") != std::string::npos, rank == 1) << failed.body;
     }
     EXPECT_EQ(request("GET", "/health").status, 200);
-    const http_reply metrics = request("GET", "/metrics");
-    EXPECT_EQ(metric_value(metrics.body, "vllm:num_requests_running"), 0.0) << metrics.body;
-    EXPECT_EQ(metric_value(metrics.body, "vllm:gpu_cache_usage_perc"), 0.0) << metrics.body;
+    const std::string metrics = settled_metrics();
+    EXPECT_EQ(metric_value(metrics, "vllm:num_requests_running"), 0.0) << metrics;
+    EXPECT_EQ(metric_value(metrics, "vllm:gpu_cache_usage_perc"), 0.0) << metrics;
     const pid_t rank0 = rank_process(pid, 0);
     EXPECT_NE(rank0, 0);
     ::kill(rank0 != 0 ? rank0 : pid, SIGINT);
