@@ -22,6 +22,7 @@ int32_t process_all_reduce::all_reduce(void *user, float *data, int64_t n, strat
 }
 
 void process_all_reduce::begin_step() {
+    if (!broken_.empty()) fail("{}", broken_);
     std::fill(ended_.begin(), ended_.end(), 0);
     std::fill(endings_.begin(), endings_.end(), ending::ok);
     cancelled_ = false;
@@ -50,16 +51,21 @@ int32_t process_all_reduce::reduce(float *data, int64_t n, strata_status *st) {
                           fmt::format("tensor parallel: all_reduce of {} floats exceeds the {} a step holds", n,
                                       max_floats_)
                               .c_str());
+        if (!broken_.empty()) return failed(STRATA_ERR_IO, broken_.c_str());
         if (std::find(ended_.begin(), ended_.end(), 1) != ended_.end()) {
             cancelled_ = true; // a rank has ended its forward: its sums will not come
             return failed(STRATA_ERR_CANCELLED, cancelled);
         }
+        if (n == 0) return STRATA_OK; // every rank's is empty too (the same step): nothing to exchange
         const auto count = static_cast<size_t>(n);
         const size_t bytes = count * sizeof(float);
         int late = -1;
         if (!link_.all_gather_within(pipeline_protocol::tag_partial, data, bytes, gathered_.data(), received_.data(),
-                                     timeout_s_, late))
-            return failed(STRATA_ERR_IO, timeout_text(late).c_str());
+                                     timeout_s_, late)) {
+            // Messages of this exchange may still be under way: the ranks cannot go on together (end_step throws).
+            broken_ = timeout_text(late);
+            return failed(STRATA_ERR_IO, broken_.c_str());
+        }
         // A rank that ended its forward (it failed) sent its one-byte end message in place of its sums.
         bool someone_ended = false;
         for (size_t k = 0; k < received_.size(); ++k) {
@@ -93,11 +99,16 @@ int32_t process_all_reduce::reduce(float *data, int64_t n, strata_status *st) {
             std::snprintf(st->message, sizeof st->message, "tensor parallel: exchanging partial sums failed: %s",
                           e.what());
         }
+        try {
+            broken_ = std::string("exchanging partial sums failed: ") + e.what();
+        } catch (...) {
+        }
         return STRATA_ERR_IO;
     }
 }
 
 const std::vector<process_all_reduce::ending> &process_all_reduce::end_step(bool ok) {
+    if (!broken_.empty()) fail("{}", broken_); // a rank hung in this step: no end of it is coming
     const ending mine = ok ? ending::ok : cancelled_ ? ending::cancelled : ending::failed;
     endings_[static_cast<size_t>(me_)] = mine;
     const auto byte = static_cast<unsigned char>(mine);

@@ -18,6 +18,7 @@
 #include <strata/plugin_abi.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace strata::engine {
@@ -33,11 +34,11 @@ class process_all_reduce {
     // strata_forward_args.all_reduce, with `user` this object. Never throws (it is called through the plugin ABI).
     static int32_t all_reduce(void *user, float *data, int64_t n, strata_status *st);
 
-    // Before each step's forward.
+    // Before each step's forward (throws once the ranks cannot go on together, as end_step).
     void begin_step();
     // After it, on every rank, whether the forward returned (ok) or not: returns each rank's ending (this one's
     // included: cancelled when an all_reduce of this step was). Throws strata::error naming a rank whose messages did
-    // not arrive within the timeout.
+    // not arrive within the timeout, here or in an all_reduce of the step (then at once: the ranks cannot go on).
     const std::vector<ending> &end_step(bool ok);
 
   private:
@@ -53,6 +54,7 @@ class process_all_reduce {
     std::vector<ending> endings_;  // this step's, by rank
     std::vector<char> ended_;      // ranks whose end message arrived in this step
     bool cancelled_ = false;       // an all_reduce of this step failed because another rank had ended
+    std::string broken_;           // why the ranks cannot go on together (a rank's sums did not come in time)
 };
 
 } // namespace strata::engine

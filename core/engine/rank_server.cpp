@@ -236,14 +236,19 @@ class rank_server {
             // which joins them; when this one's failed of itself, its reason goes instead (the step fails alone).
             reducer_->begin_step();
             step_output out;
+            bool ok = true;
             std::string why;
             try {
                 out = worker_->execute_model(s);
                 if (out.n_rows != s.n_logits) fail("{} logits rows for a step of {}", out.n_rows, s.n_logits);
             } catch (const std::exception &e) {
+                ok = false;
                 why = e.what();
+            } catch (...) {
+                ok = false;
+                why = "an unknown error";
             }
-            const std::vector<process_all_reduce::ending> &ends = reducer_->end_step(why.empty());
+            const std::vector<process_all_reduce::ending> &ends = reducer_->end_step(ok);
             const bool whole = std::all_of(ends.begin(), ends.end(),
                                            [](auto e) { return e == process_all_reduce::ending::ok; });
             if (whole) {
