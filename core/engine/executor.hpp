@@ -158,11 +158,7 @@ class executor {
                 std::memcpy(&rank, logits_.data(), sizeof rank);
                 if (rank < 1 || rank > static_cast<int32_t>(remote_.size()))
                     fail("the pipeline said rank {} failed the step, which is no rank here", rank);
-                text_.resize(pipeline_protocol::max_reason_bytes);
-                size_t len = 0;
-                if (!link_->recv_within(rank, pipeline_protocol::tag_text, text_.data(), text_.size(), timeout_s_, len))
-                    fail("pipeline rank {} failed the step but did not say why within {} s", rank, timeout_s_);
-                remote_error = fmt::format("pipeline rank {}: {}", rank, std::string_view(text_.data(), len));
+                remote_error = reason_of(*remote_[static_cast<size_t>(rank) - 1]);
             }
         } catch (const std::exception &e) {
             check_pipeline(); // a timeout above: already stopped, with its reason
@@ -207,11 +203,10 @@ class executor {
             const bool whole = std::all_of(ends.begin(), ends.end(),
                                            [](auto e) { return e == process_all_reduce::ending::ok; });
             if (!whole) {
-                for (size_t i = 0; i < remote_.size(); ++i) {
-                    const int rank = remote_[i]->stage().rank;
-                    if (ends[static_cast<size_t>(rank)] != process_all_reduce::ending::failed) continue;
-                    const std::string text = recv_text_within(rank);
-                    if (why.empty()) why = fmt::format("tensor-parallel rank {}: {}", rank, text);
+                for (const auto &r : remote_) {
+                    if (ends[static_cast<size_t>(r->stage().rank)] != process_all_reduce::ending::failed) continue;
+                    const std::string reason = reason_of(*r);
+                    if (why.empty()) why = reason;
                 }
             } else {
                 pieces_[0] = mine.logits;
@@ -223,11 +218,11 @@ class executor {
                     std::vector<float> &piece = remote_logits_[i];
                     if (!link_->recv_within(rank, pipeline_protocol::tag_logits, piece.data(),
                                             piece.size() * sizeof(float), timeout_s_, got))
-                        fail("tensor-parallel rank {} did not return its logits within {} s: it hung or died (see its "
-                             "log; [parallel] rank_timeout_s)", rank, timeout_s_);
+                        fail("{} did not return its logits within {} s: it hung or died (see its log; [parallel] "
+                             "rank_timeout_s)", remote_[i]->name(), timeout_s_);
                     if (got != bytes)
-                        fail("tensor-parallel rank {} sent {} bytes of logits where the step's {} rows of its piece "
-                             "are {}", rank, got, step.n_logits, bytes);
+                        fail("{} sent {} bytes of logits where the step's {} rows of its piece are {}",
+                             remote_[i]->name(), got, step.n_logits, bytes);
                     pieces_[i + 1] = piece.data();
                 }
             }
@@ -249,13 +244,14 @@ class executor {
         return out;
     }
 
-    // A remote rank's text message (its reason for a failed step), within the rank timeout.
-    std::string recv_text_within(int rank) {
+    // "<rank's name>: <its reason>", the text a remote rank whose step failed sends rank 0, within the rank timeout.
+    std::string reason_of(const remote_rank &r) {
         text_.resize(pipeline_protocol::max_reason_bytes);
         size_t got = 0;
-        if (!link_->recv_within(rank, pipeline_protocol::tag_text, text_.data(), text_.size(), timeout_s_, got))
-            fail("tensor-parallel rank {} did not say why its step failed within {} s", rank, timeout_s_);
-        return std::string(text_.data(), got);
+        if (!link_->recv_within(r.stage().rank, pipeline_protocol::tag_text, text_.data(), text_.size(), timeout_s_,
+                                got))
+            fail("{} failed the step but did not say why within {} s", r.name(), timeout_s_);
+        return fmt::format("{}: {}", r.name(), std::string_view(text_.data(), got));
     }
 
     std::vector<std::unique_ptr<worker>> workers_;

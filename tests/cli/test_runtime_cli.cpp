@@ -551,6 +551,12 @@ TEST(SeedCommands, PipelineParallelSizeSplitsTheLayersIntoStagesWithOneStagesTok
     EXPECT_EQ(bad_env.exit_code, 2);
     EXPECT_NE(bad_env.err.find("VLLM_PP_LAYER_PARTITION = \"4\" gives 1 stage but pipeline_parallel_size is 2"),
               std::string::npos) << bad_env.err;
+    // vLLM's VLLM_ENGINE_READY_TIMEOUT_S stands for [parallel] rank_start_timeout_s; a value that is not seconds is
+    // refused by name.
+    const run_result bad_ready = run("plan --model " + k_model, xdg + " VLLM_ENGINE_READY_TIMEOUT_S=soon");
+    EXPECT_EQ(bad_ready.exit_code, 2);
+    EXPECT_NE(bad_ready.err.find("VLLM_ENGINE_READY_TIMEOUT_S = \"soon\" is not a positive number of seconds"),
+              std::string::npos) << bad_ready.err;
     const nlohmann::json p = plan_json("--model " + k_model + " -pp 3 --pipeline-layer-partition 1,1,3");
     EXPECT_EQ(p["pipeline_parallel_size"], 3);
     ASSERT_EQ(p["pipeline_ranks"].size(), 3u);

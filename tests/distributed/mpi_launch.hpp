@@ -118,16 +118,19 @@ inline std::vector<int> processes(int n, const std::string &model, const std::st
                      "mpirun -np " + std::to_string(n) + " " + split + " " + flags);
 }
 
+// A model make-model writes once per test binary at STRATA_BINARY_DIR/`name` with `shape` (its flags after --out).
+inline std::string made_model(const std::string &name, const std::string &shape) {
+    const std::string p = STRATA_BINARY_DIR "/" + name;
+    const run_result r = run_shell(STRATA_BINARY_DIR "/bin/make-model --out " + p + " " + shape);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return p;
+}
+
 // A GQA model in Q8_0 beside stories260K (make-model: random weights, 8 heads of 32 over 2 KV heads, 6 layers).
 inline const std::string &q8_model() {
-    static const std::string path = [] {
-        const std::string p = STRATA_BINARY_DIR "/test-mpi-gqa-q8_0.gguf";
-        const run_result r = run_shell(STRATA_BINARY_DIR "/bin/make-model --out " + p +
-                                       " --dim 256 --layers 6 --heads 8 --kv-heads 2 --ff 512 --ctx 256 --type q8_0 "
-                                       "--seed 7");
-        EXPECT_EQ(r.exit_code, 0) << r.err;
-        return p;
-    }();
+    static const std::string path = made_model(
+        "test-mpi-gqa-q8_0.gguf",
+        "--dim 256 --layers 6 --heads 8 --kv-heads 2 --ff 512 --ctx 256 --type q8_0 --seed 7");
     return path;
 }
 
@@ -255,4 +258,38 @@ inline void expect_truncated_tier_fails_steps_alone(const std::vector<std::strin
     fs::remove(tier + ".rank1");
 }
 
+// A server of `n` ranks as processes (`split`: "-pp", or "-tp" with a thread per rank) with a rank timeout of 2 s;
+// after one good request rank 1 is stopped (SIGSTOP, as a hung process). The request then in flight fails with
+// HTTP 500 holding each of `says` instead of waiting, and every rank ends (not with status 0), the log saying so.
+inline void expect_hung_rank_fails_request_and_ends_job(const std::string &split, int n,
+                                                        const std::vector<std::string> &says) {
+    SCOPED_TRACE(split + " " + std::to_string(n));
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_mpi_hang_" + std::to_string(::getpid()) + ".log");
+    std::vector<std::string> args = {k_mpiexec, "-np", std::to_string(n), k_runtime, "serve", k_model, "--device",
+                                     "cpu", split, std::to_string(n)};
+    if (split == "-tp") args.insert(args.end(), {"-t", std::to_string(n)});
+    args.insert(args.end(), {"--rank-timeout", "2", "--kv-cache-memory", "8MiB", "--port", std::to_string(g_port),
+                             "--api-key", k_key});
+    const pid_t pid = await_ready(spawn_argv(log, args), g_port, log);
+    ASSERT_NE(pid, 0) << read_text(log);
+    const std::string body =
+        json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
+    EXPECT_EQ(request("POST", "/v1/completions", body).status, 200);
+    const pid_t rank1 = rank_process(pid, 1);
+    if (rank1 == 0) ::kill(pid, SIGKILL), wait_exit(pid);
+    ASSERT_NE(rank1, 0);
+    ::kill(rank1, SIGSTOP);
+    const http_reply failed = request("POST", "/v1/completions", body);
+    EXPECT_EQ(failed.status, 500) << failed.body;
+    for (const std::string &text : says) EXPECT_NE(failed.body.find(text), std::string::npos) << failed.body;
+    const int status = wait_exit(pid); // mpirun ends the job, the stopped rank too
+    EXPECT_NE(status, -1) << "the job did not end after the rank timed out:\n" << read_text(log);
+    if (status == -1) ::kill(rank1, SIGKILL); // mpirun was killed: its stopped rank may be left
+    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+    EXPECT_NE(read_text(log).find("every rank ends in 2 s"), std::string::npos) << read_text(log);
+    fs::remove(log);
+}
+
 } // namespace strata_mpi_test
+

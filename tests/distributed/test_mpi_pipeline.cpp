@@ -182,31 +182,8 @@ TEST(MpiPipeline, RequestsSharingCachedPrefixBlocksAnswerAsOneProcess) {
 // reason instead of leaving its client waiting, and every rank then ends, with the reason in the log.
 TEST(MpiPipeline, ARankThatHangsFailsTheRequestInFlightNamingTheTimeoutAndEndsEveryRank) {
     SKIP_WITHOUT_MPI();
-    g_port = free_port();
-    const fs::path log = fs::temp_directory_path() / ("strata_mpi_hang_" + std::to_string(::getpid()) + ".log");
-    const pid_t pid = await_ready(spawn_argv(log, {k_mpiexec, "-np", "2", k_runtime, "serve", k_model, "--device",
-                                                   "cpu", "-pp", "2", "--rank-timeout", "2", "--kv-cache-memory",
-                                                   "8MiB", "--port", std::to_string(g_port), "--api-key", k_key}),
-                                  g_port, log);
-    ASSERT_NE(pid, 0) << read_text(log);
-    const std::string body =
-        json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
-    EXPECT_EQ(request("POST", "/v1/completions", body).status, 200);
-    const pid_t rank1 = rank_process(pid, 1);
-    if (rank1 == 0) ::kill(pid, SIGKILL), wait_exit(pid);
-    ASSERT_NE(rank1, 0);
-    ::kill(rank1, SIGSTOP);
-    const http_reply failed = request("POST", "/v1/completions", body);
-    EXPECT_EQ(failed.status, 500) << failed.body;
     // Rank 0 notices at whichever message the rank stopped taking or answering (MPI buffers small ones).
-    EXPECT_NE(failed.body.find("within 2 s"), std::string::npos) << failed.body;
-    EXPECT_NE(failed.body.find("hung or died"), std::string::npos) << failed.body;
-    const int status = wait_exit(pid); // mpirun ends the job, the stopped rank too
-    EXPECT_NE(status, -1) << "the job did not end after the rank timed out:\n" << read_text(log);
-    if (status == -1) ::kill(rank1, SIGKILL); // mpirun was killed: its stopped rank may be left
-    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
-    EXPECT_NE(read_text(log).find("every rank ends in 2 s"), std::string::npos) << read_text(log);
-    fs::remove(log);
+    expect_hung_rank_fails_request_and_ends_job("-pp", 2, {"within 2 s", "hung or died"});
 }
 
 // A real fault on one stage: its weights' tier file truncated under the running server (the stage holds four of the

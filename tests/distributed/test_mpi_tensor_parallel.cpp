@@ -13,14 +13,9 @@ namespace {
 
 // 8 heads of 32 over 4 KV heads (make-model, random weights): splits two and four ways.
 const std::string &four_kv_heads_model() {
-    static const std::string path = [] {
-        const std::string p = STRATA_BINARY_DIR "/test-mpi-tp-kv4-q8_0.gguf";
-        const run_result r = run_shell(STRATA_BINARY_DIR "/bin/make-model --out " + p +
-                                       " --dim 256 --layers 4 --heads 8 --kv-heads 4 --ff 512 --ctx 256 --type q8_0 "
-                                       "--seed 11");
-        EXPECT_EQ(r.exit_code, 0) << r.err;
-        return p;
-    }();
+    static const std::string path = made_model(
+        "test-mpi-tp-kv4-q8_0.gguf",
+        "--dim 256 --layers 4 --heads 8 --kv-heads 4 --ff 512 --ctx 256 --type q8_0 --seed 11");
     return path;
 }
 
@@ -137,35 +132,9 @@ TEST(MpiTensorParallel, LaunchesThatCannotWorkAreRefusedSayingHowToMendThem) {
 // answer.
 TEST(MpiTensorParallel, ARankThatHangsFailsTheRequestInFlightNamingItAndEndsEveryRank) {
     SKIP_WITHOUT_MPI();
-    for (const char *n : {"2", "4"}) {
-        SCOPED_TRACE(std::string(n) + " ranks");
-        g_port = free_port();
-        const fs::path log = fs::temp_directory_path() / ("strata_mpi_tp_hang_" + std::to_string(::getpid()) + ".log");
-        const pid_t pid = await_ready(spawn_argv(log, {k_mpiexec, "-np", n, k_runtime, "serve", k_model, "--device",
-                                                       "cpu", "-tp", n, "-t", n, "--rank-timeout", "2",
-                                                       "--kv-cache-memory", "8MiB", "--port", std::to_string(g_port),
-                                                       "--api-key", k_key}),
-                                      g_port, log);
-        ASSERT_NE(pid, 0) << read_text(log);
-        const std::string body =
-            json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
-        EXPECT_EQ(request("POST", "/v1/completions", body).status, 200);
-        const pid_t rank1 = rank_process(pid, 1);
-        if (rank1 == 0) ::kill(pid, SIGKILL), wait_exit(pid);
-        ASSERT_NE(rank1, 0);
-        ::kill(rank1, SIGSTOP);
-        const http_reply failed = request("POST", "/v1/completions", body);
-        EXPECT_EQ(failed.status, 500) << failed.body;
-        EXPECT_NE(failed.body.find("tensor-parallel rank 1 sent no partial sums within 2 s: it hung or died"),
-                  std::string::npos)
-            << failed.body;
-        const int status = wait_exit(pid); // mpirun ends the job, the stopped rank too
-        EXPECT_NE(status, -1) << "the job did not end after the rank timed out:\n" << read_text(log);
-        if (status == -1) ::kill(rank1, SIGKILL); // mpirun was killed: its stopped rank may be left
-        EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
-        EXPECT_NE(read_text(log).find("every rank ends in 2 s"), std::string::npos) << read_text(log);
-        fs::remove(log);
-    }
+    for (const int n : {2, 4})
+        expect_hung_rank_fails_request_and_ends_job(
+            "-tp", n, {"tensor-parallel rank 1 sent no partial sums within 2 s: it hung or died"});
 }
 
 // A real fault on one rank: its weights' tier file truncated under the running server (mpi_launch.hpp,
