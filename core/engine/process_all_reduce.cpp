@@ -13,7 +13,7 @@ namespace strata::engine {
 
 process_all_reduce::process_all_reduce(distributed::transport &link, size_t max_floats, double timeout_s)
     : link_(link), max_floats_(max_floats), timeout_s_(timeout_s), me_(link.rank()),
-      gathered_(static_cast<size_t>(link.size()) * std::max<size_t>(max_floats, 1)),
+      gathered_(held_floats(link.size(), max_floats)),
       received_(static_cast<size_t>(link.size())), endings_(static_cast<size_t>(link.size()), ending::ok),
       ended_(static_cast<size_t>(link.size()), 0) {}
 

@@ -17,6 +17,7 @@
 
 #include <strata/plugin_abi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ class process_all_reduce {
 
     // max_floats: the largest partial sum (max_num_batched_tokens x n_embd); timeout_s: [parallel] rank_timeout_s.
     process_all_reduce(distributed::transport &link, size_t max_floats, double timeout_s);
+    // The floats each process holds for a link of `ranks` (every rank's partial sums), for the memory plan.
+    static size_t held_floats(int32_t ranks, size_t max_floats) {
+        return static_cast<size_t>(ranks) * std::max<size_t>(max_floats, 1);
+    }
 
     // strata_forward_args.all_reduce, with `user` this object. Never throws (it is called through the plugin ABI).
     static int32_t all_reduce(void *user, float *data, int64_t n, strata_status *st);

@@ -27,6 +27,10 @@ class tensor_parallel_group {
     // max_rows rows of n_vocab, each rank's piece of the vocabulary (strata_split_piece) joined here.
     tensor_parallel_group(std::vector<worker *> ranks, size_t max_floats, int32_t n_vocab, int32_t max_rows);
     ~tensor_parallel_group();
+    // The floats the group holds for those arguments (the reduced sum and the joined logits rows), for the memory plan.
+    static size_t held_floats(size_t max_floats, int32_t n_vocab, int32_t max_rows) {
+        return max_floats + static_cast<size_t>(max_rows) * static_cast<size_t>(n_vocab);
+    }
     tensor_parallel_group(const tensor_parallel_group &) = delete;
     tensor_parallel_group &operator=(const tensor_parallel_group &) = delete;
 
@@ -58,7 +62,7 @@ class tensor_parallel_group {
     std::vector<step_output> outputs_; // each rank's step output
     std::vector<const float *> pieces_; // their logits pieces, rank by rank
     int32_t n_vocab_;
-    std::vector<float> logits_; // the step's logits rows, joined from the ranks' pieces
+    std::vector<float> logits_; // the step's logits rows, joined from the ranks' pieces (with sum_: held_floats)
 
     std::mutex mu_;
     std::condition_variable cv_;

@@ -689,6 +689,20 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
         ASSERT_EQ(tp["tensor_parallel_ranks"].size(), 2u);
         EXPECT_EQ(tp["kv_bytes_per_token"].get<int64_t>() * 2, one["kv_bytes_per_token"].get<int64_t>())
             << "each rank keeps its KV heads";
+        // Each rank's plan counts its share of what the ranks exchange through: in one process, half the group's
+        // reduced sum and joined logits rows (a row of n_vocab per sequence) each, on top of the whole logits rows
+        // every plan counts; so a sequence more adds 1.5 times the activation bytes to a rank's plan that it adds to
+        // one process's.
+        const auto activations = [](const nlohmann::json &plan) { return plan["device_activation"].get<int64_t>(); };
+        const nlohmann::json tp8 = plan_json("--model " + k_model + " -tp 2 -t 2 -np 8");
+        const nlohmann::json tp4 = plan_json("--model " + k_model + " -tp 2 -t 2 -np 4");
+        const int64_t one_more = activations(plan_json("--model " + k_model + " -np 8")) -
+                                 activations(plan_json("--model " + k_model + " -np 4"));
+        EXPECT_EQ(one_more, 4 * 4 * 512) << "four sequences more: four float rows of stories260K's 512 tokens";
+        for (size_t r = 0; r < 2; ++r)
+            EXPECT_EQ(2 * (activations(tp8["tensor_parallel_ranks"][r]["plan"]) -
+                           activations(tp4["tensor_parallel_ranks"][r]["plan"])),
+                      3 * one_more) << "rank " << r;
     }
     // Data parallel: `plan` shows one replica's plan and says how many there are (that a replica plans half the RAM
     // is DataParallel.*'s, with the RAM pinned: the free RAM two processes read moves under parallel tests).
