@@ -49,17 +49,11 @@ tensor_splits read_tensor_splits(const model_file &file, const plugins::registry
         if (desc->tensor_split(model.get(), i, &s) != STRATA_OK)
             fail("{}: model plugin '{}' gives no tensor-parallel split for tensor '{}'", model_path, desc->header.name,
                  v.name);
-        tensor_split_rule rule;
-        if (s.axis == STRATA_SPLIT_NONE) {
-            add(v.name, rule);
-            continue;
-        }
-        if ((s.axis != STRATA_SPLIT_ROWS && s.axis != STRATA_SPLIT_COLS) || s.n_parts < 1 || s.n_parts > 4)
+        std::optional<tensor_split_rule> rule = split_rule_of(s);
+        if (!rule)
             fail("{}: model plugin '{}' splits tensor '{}' along axis {} in {} parts; the ABI knows rows or columns in "
                  "1 to 4", model_path, desc->header.name, v.name, s.axis, s.n_parts);
-        rule.along = s.axis == STRATA_SPLIT_ROWS ? tensor_split_rule::axis::rows : tensor_split_rule::axis::cols;
-        rule.groups.assign(s.part, s.part + s.n_parts);
-        add(v.name, std::move(rule));
+        add(v.name, std::move(*rule));
     }
     return out;
 }

@@ -9,10 +9,13 @@
 #include "common/mapped_file.hpp"
 #include "model_file/model_file.hpp"
 
+#include <strata/plugin_abi.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,6 +29,18 @@ struct tensor_split_rule {
     axis along = axis::none;
     std::vector<int64_t> groups; // rows (or columns) of each consecutive group, summing to the tensor's
 };
+
+// The rule a model plugin's strata_tensor_split gives (ABI 1.29), or nullopt for one the ABI does not know (an axis
+// other than none / rows / columns, or other than 1 to 4 parts).
+inline std::optional<tensor_split_rule> split_rule_of(const strata_tensor_split &s) {
+    tensor_split_rule rule;
+    if (s.axis == STRATA_SPLIT_NONE) return rule;
+    if ((s.axis != STRATA_SPLIT_ROWS && s.axis != STRATA_SPLIT_COLS) || s.n_parts < 1 || s.n_parts > 4)
+        return std::nullopt;
+    rule.along = s.axis == STRATA_SPLIT_ROWS ? tensor_split_rule::axis::rows : tensor_split_rule::axis::cols;
+    rule.groups.assign(s.part, s.part + s.n_parts);
+    return rule;
+}
 
 class tensor_parallel_shard final : public model_file {
   public:

@@ -3,14 +3,20 @@
 // key, tensors as row views, any GGML type). Every key the families read (RoPE scaling, YaRN, LongRoPE, Gemma's caps
 // and windows, experts), every shape check and the fused splits run on hostile values. Only a refusal
 // (std::runtime_error, which strata::error is) may come out; a crash, a sanitizer report, another exception, or a
-// weight view outside the input is a bug.
+// weight view outside the input is a bug. A dense model that loads is then cut into the tensor-parallel parts of 2, 3 or
+// 4 ranks (the last byte picks) as the engine cuts them (tensor_parallel_shard, from the model's own tensor_split),
+// and each part is loaded as its rank's model: a cut or a part may be refused; a part that loads must hold its share
+// of the heads and FFN columns, and its views must lie inside its shard's tensors, and those inside the input or the
+// shard's own memory.
 #include "common/error.hpp"
 #include "decoder_model.hpp"
 #include "gguf/gguf_file.hpp"
+#include "model_file/tensor_parallel_shard.hpp"
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -42,14 +48,17 @@ const strata_quant_desc *quant_for(uint32_t type) {
     return type < descs.size() && descs[type].block_elems > 0 ? &descs[type] : nullptr;
 }
 
-// A strata_model_source over a parsed file. Getters never throw (the C ABI): a wrong-typed key reads as absent.
+// A strata_model_source over a parsed file, or a tensor-parallel rank's part of one (rank of size). Getters never throw
+// (the C ABI): a wrong-typed key reads as absent.
 struct gguf_source {
-    const strata::gguf::file &f;
+    const strata::model_file &f;
     strata_model_source view{};
 
-    explicit gguf_source(const strata::gguf::file &file) : f(file) {
+    explicit gguf_source(const strata::model_file &file, int32_t rank = 0, int32_t size = 1) : f(file) {
         view.struct_size = sizeof view;
         view.ctx = this;
+        view.tensor_parallel_rank = rank;
+        view.tensor_parallel_size = size;
         view.get_u64 = [](void *ctx, const char *key, uint64_t *out) -> int32_t {
             try {
                 const auto v = static_cast<gguf_source *>(ctx)->f.get_uint(key);
@@ -104,20 +113,68 @@ struct gguf_source {
     }
 };
 
+// Inside the input: [p, p + bytes) within [data, data + size).
+bool in_input(const void *p, uint64_t bytes, const uint8_t *data, size_t size) {
+    const auto *b = static_cast<const uint8_t *>(p);
+    return b >= data && static_cast<uint64_t>(b - data) <= size && bytes <= size - static_cast<uint64_t>(b - data);
+}
+
 // A model that loaded must describe only bytes of the input: every weight view (fused parts included) inside it.
 void check_views(const strata::decoder::model &m, const uint8_t *data, size_t size) {
     auto inside = [&](const strata_tensor_view &v) {
         if (v.data == nullptr) return;
-        const auto *p = static_cast<const uint8_t *>(v.data);
-        check(v.rows > 0 && v.cols > 0 && p >= data);
-        check(static_cast<uint64_t>(p - data) + static_cast<uint64_t>(v.rows) * static_cast<uint64_t>(v.row_bytes) <=
-              size);
+        check(v.rows > 0 && v.cols > 0 &&
+              in_input(v.data, static_cast<uint64_t>(v.rows) * static_cast<uint64_t>(v.row_bytes), data, size));
     };
     for (const auto &t : m.listed) inside(t.view);
     for (const auto &layer : m.layers)
         for (const strata_tensor_view &v : layer.t) inside(v);
     check(m.windowed.size() == m.layers.size());
     check(strata::decoder::workspace_bytes(m, 1) > 0 && strata::decoder::workspace_bytes(m, 7) > 0);
+}
+
+void check_parts(const strata::decoder::family &fam, const strata::decoder::model &whole, const strata::gguf::file &f,
+                 const uint8_t *data, size_t size, int32_t n) {
+    // The rules as the engine reads them (read_tensor_splits): every split one the ABI knows, a tensor listed twice
+    // (a tied classifier) split the same way each time.
+    std::map<std::string, strata::tensor_split_rule> rules;
+    for (const auto &t : whole.listed) {
+        const std::optional<strata::tensor_split_rule> rule =
+            strata::split_rule_of(strata::decoder::tensor_split(whole, t));
+        check(rule.has_value());
+        const auto [it, fresh] = rules.emplace(t.view.name, *rule);
+        check(fresh || (it->second.along == rule->along && it->second.groups == rule->groups));
+    }
+    const auto blocks = [](uint32_t type) -> std::pair<int64_t, int64_t> {
+        const strata::gguf::type_traits *t = strata::gguf::ggml_type_traits(type);
+        return t != nullptr ? std::pair<int64_t, int64_t>{t->block_elems, t->block_bytes} : std::pair<int64_t, int64_t>{0, 0};
+    };
+    for (int32_t r = 0; r < n; ++r) {
+        try {
+            const strata::tensor_parallel_shard shard(f, rules, r, n, blocks);
+            for (const auto &t : shard.tensors())
+                check(shard.tensor_memory_is_private(t) || in_input(t.data, t.n_bytes, data, size));
+            gguf_source src(shard, r, n);
+            const std::unique_ptr<strata::decoder::model> part(strata::decoder::load(fam, &src.view));
+            check(part != nullptr && part->tp_rank == r && part->tp_size == n);
+            check(part->hp.n_head * n == whole.hp.n_head && part->hp.n_head_kv * n == whole.hp.n_head_kv &&
+                  part->hp.n_ff * n == whole.hp.n_ff && part->hp.n_embd == whole.hp.n_embd);
+            auto inside_shard = [&](const strata_tensor_view &v) {
+                if (v.data == nullptr) return;
+                const strata::gguf::tensor_info *t = shard.find_tensor(v.name);
+                check(t != nullptr && v.rows > 0 && v.cols > 0);
+                const auto *p = static_cast<const uint8_t *>(v.data);
+                check(p >= t->data && static_cast<uint64_t>(p - t->data) +
+                                              static_cast<uint64_t>(v.rows) * static_cast<uint64_t>(v.row_bytes) <=
+                                          t->n_bytes);
+            };
+            for (const auto &t : part->listed) inside_shard(t.view);
+            for (const auto &layer : part->layers)
+                for (const strata_tensor_view &v : layer.t) inside_shard(v);
+            check(strata::decoder::workspace_bytes(*part, 3) > 0);
+        } catch (const std::runtime_error &) {
+        }
+    }
 }
 
 } // namespace
@@ -133,6 +190,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 std::unique_ptr<strata::decoder::model> m(strata::decoder::load(fam, &src.view));
                 check(m != nullptr);
                 check_views(*m, data, size);
+                if (m->experts.n_expert == 0) check_parts(fam, *m, f, data, size, 2 + data[size - 1] % 3);
             } catch (const std::runtime_error &) {
             }
         }

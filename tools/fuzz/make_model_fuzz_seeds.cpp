@@ -1,6 +1,7 @@
 // Seeds for fuzz_model_load: one tiny complete GGUF per decoder family (and Mixtral-style experts on llama), written
 // from the family table itself (decoder_family.hpp): every tensor a family's layers must have, with the shape the
-// decoder resolves for it.
+// decoder resolves for it. The dense families have a second seed with as many KV heads as heads, which fuzz_model_load
+// can cut into two tensor-parallel parts (its last byte, 0x3f, picks two).
 //   make_model_fuzz_seeds <folder>
 #include "decoder_model.hpp"
 #include "gguf/gguf_file.hpp"
@@ -13,8 +14,9 @@ namespace {
 
 using namespace strata::decoder;
 
-// dim 8, 2 heads of 4 (1 KV head), ff 16, 2 layers, vocab 8; experts: 4 of 8, 2 per token.
-constexpr int64_t n_embd = 8, n_head = 2, n_kv = 1, head = 4, n_ff = 16, n_layer = 2, n_vocab = 8;
+// dim 8, 2 heads of 4 (1 KV head, or 2 in the tensor-parallel seeds), ff 16, 2 layers, vocab 8; experts: 4 of 8, 2
+// per token.
+constexpr int64_t n_embd = 8, n_head = 2, head = 4, n_ff = 16, n_layer = 2, n_vocab = 8;
 constexpr int64_t n_expert = 4, n_used = 2, n_ff_exp = 8;
 
 
@@ -26,7 +28,7 @@ void f32_tensor(strata::gguf::writer &w, const std::string &name, std::vector<in
     w.add_tensor(name, 0, std::move(ne), std::move(bytes));
 }
 
-void write_seed(const std::string &folder, const family &fam, bool experts) {
+void write_seed(const std::string &folder, const family &fam, bool experts, int64_t n_kv = 1) {
     strata::gguf::writer w;
     const std::string p = std::string(fam.arch) + ".";
     w.add_string("general.architecture", fam.arch);
@@ -77,7 +79,7 @@ void write_seed(const std::string &folder, const family &fam, bool experts) {
             f32_tensor(w, "blk." + std::to_string(l) + "." + t.name, ne);
         }
     }
-    const std::string path = folder + "/" + fam.arch + (experts ? "-experts" : "") + ".gguf";
+    const std::string path = folder + "/" + fam.arch + (experts ? "-experts" : "") + (n_kv > 1 ? "-tp" : "") + ".gguf";
     w.write(path);
 }
 
@@ -90,6 +92,7 @@ int main(int argc, char **argv) {
     }
     for (const family &fam : k_families) {
         if (fam.experts != presence::required) write_seed(argv[1], fam, false);
+        if (fam.experts != presence::required) write_seed(argv[1], fam, false, 2);
         if (fam.experts != presence::absent) write_seed(argv[1], fam, true);
     }
     return 0;
