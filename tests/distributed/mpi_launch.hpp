@@ -291,5 +291,61 @@ inline void expect_hung_rank_fails_request_and_ends_job(const std::string &split
     fs::remove(log);
 }
 
+// A server of `n` ranks as processes (`split`: "-pp", or "-tp" with a thread per rank) whose rank 1 dies (SIGKILL) while
+// a request waits on it: rank 1 is first stopped (SIGSTOP) so that the request sent next is surely in flight on it
+// (the rank timeout, 60 s, is far off), then killed. mpirun ends the job at once, naming the rank; the client gets no
+// answer of a finished request (its connection closes, or an error), never a wait; no process of the job is left.
+inline void expect_killed_rank_ends_job(const std::string &split, int n) {
+    SCOPED_TRACE(split + " " + std::to_string(n));
+    g_port = free_port();
+    const fs::path log = fs::temp_directory_path() / ("strata_mpi_kill_" + std::to_string(::getpid()) + ".log");
+    std::vector<std::string> args = {k_mpiexec, "-np", std::to_string(n), k_runtime, "serve", k_model, "--device",
+                                     "cpu", split, std::to_string(n)};
+    if (split == "-tp") args.insert(args.end(), {"-t", std::to_string(n)});
+    args.insert(args.end(), {"--rank-timeout", "60", "--kv-cache-memory", "8MiB", "--port", std::to_string(g_port),
+                             "--api-key", k_key});
+    const pid_t pid = await_ready(spawn_argv(log, args), g_port, log);
+    ASSERT_NE(pid, 0) << read_text(log);
+    const std::string body =
+        json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
+    EXPECT_EQ(request("POST", "/v1/completions", body).status, 200);
+    std::vector<pid_t> ranks;
+    for (int r = 0; r < n; ++r) ranks.push_back(rank_process(pid, r));
+    if (ranks[1] == 0) ::kill(pid, SIGKILL), wait_exit(pid);
+    ASSERT_NE(ranks[1], 0);
+    ::kill(ranks[1], SIGSTOP);
+    http_reply reply;
+    std::thread client([&] { reply = request("POST", "/v1/completions", body); });
+    // The request reaches rank 1's queue (a stopped process takes nothing): it is in flight on it.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::kill(ranks[1], SIGKILL);
+    const int status = wait_exit(pid);
+    client.join(); // the job's end closes the connection: a hang would hold it here (CTest's timeout then fails it)
+    EXPECT_NE(status, -1) << "the job did not end after rank 1 died:\n" << read_text(log);
+    EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+    EXPECT_NE(reply.status, 200) << "a request whose rank died cannot have finished:\n" << reply.body;
+    const std::string text = read_text(log);
+    EXPECT_NE(text.find("process rank 1"), std::string::npos) << text;
+    EXPECT_NE(text.find("signal 9"), std::string::npos) << text;
+    // No process of the job is left: the others end with it (rank 0 after its own stop, once mpirun has gone).
+    for (int r = 0; r < n; ++r) {
+        if (ranks[r] == 0) continue;
+        // Gone: no /proc entry, or a zombie (whoever adopted it reaps it; a container's init may not).
+        const auto running = [](pid_t p) {
+            std::istringstream stat(read_text(fs::path("/proc") / std::to_string(p) / "stat"));
+            std::string id, comm, state;
+            return static_cast<bool>(stat >> id >> comm >> state) && state != "Z";
+        };
+        bool gone = false;
+        for (int i = 0; i < 300 && !gone; ++i) {
+            gone = !running(ranks[r]);
+            if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        EXPECT_TRUE(gone) << "rank " << r << " (pid " << ranks[r] << ") outlived the job";
+        if (!gone) ::kill(ranks[r], SIGKILL);
+    }
+    fs::remove(log);
+}
+
 } // namespace strata_mpi_test
 

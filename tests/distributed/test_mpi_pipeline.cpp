@@ -186,6 +186,13 @@ TEST(MpiPipeline, ARankThatHangsFailsTheRequestInFlightNamingTheTimeoutAndEndsEv
     expect_hung_rank_fails_request_and_ends_job("-pp", 2, {"within 2 s", "hung or died"});
 }
 
+// A rank that dies (SIGKILL) with a request in flight on it ends the job at once, named in mpirun's log; the request
+// gets no finished answer and no process is left (mpi_launch.hpp, expect_killed_rank_ends_job).
+TEST(MpiPipeline, ARankThatDiesWithARequestInFlightEndsTheJobNamingItAndLeavesNoProcess) {
+    SKIP_WITHOUT_MPI();
+    expect_killed_rank_ends_job("-pp", 2);
+}
+
 // A real fault on one stage: its weights' tier file truncated under the running server (the stage holds four of the
 // five layers, so that its ring of one layer ahead reads them again every token). The step fails alone, with that
 // rank's reason: rank 1 sends its number on in place of the logits, then its reason; rank 0's layers send zeros on

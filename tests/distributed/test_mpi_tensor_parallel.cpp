@@ -137,6 +137,13 @@ TEST(MpiTensorParallel, ARankThatHangsFailsTheRequestInFlightNamingItAndEndsEver
             "-tp", n, {"tensor-parallel rank 1 sent no partial sums within 2 s: it hung or died"});
 }
 
+// A tensor-parallel rank that dies (SIGKILL) with a request in flight on it: the job ends at once, named in mpirun's
+// log; the request gets no finished answer and no process is left.
+TEST(MpiTensorParallel, ARankThatDiesWithARequestInFlightEndsTheJobNamingItAndLeavesNoProcess) {
+    SKIP_WITHOUT_MPI();
+    expect_killed_rank_ends_job("-tp", 2);
+}
+
 // A real fault on one rank: its weights' tier file truncated under the running server (mpi_launch.hpp,
 // expect_truncated_tier_fails_steps_alone). The step fails on every rank and only that step, with the failing rank's
 // reason, and the server goes on — for rank 1's file and rank 0's.
