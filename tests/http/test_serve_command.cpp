@@ -1,6 +1,7 @@
 // The seeds' server command lines as users of vLLM and llama.cpp type them: `runtime serve MODEL` with vLLM's flags,
 // and llama.cpp's server flags, each answering the seeds' curl request (whose "model" is the path given to serve).
 #include "http_test_support.hpp"
+#include "made_model.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -157,4 +158,82 @@ TEST(ServeCommand, DataParallelReplicasAnswerConcurrentRequestsAsOneEngineAndMet
     EXPECT_GE(metric_value(metrics.body, "vllm:generation_tokens_total"), static_cast<double>(completion_tokens.load()))
         << metrics.body;
     EXPECT_EQ(metric_value(metrics.body, "vllm:num_requests_running"), 0.0);
+}
+
+// vLLM's --shutdown-timeout: a stop (SIGTERM) lets the requests being served finish for up to that many seconds,
+// accepting nothing new, then cancels the rest; a second signal ends the wait; 0 (the default) cancels at once. A
+// model slow enough that a long request is surely still generating when the signal comes (2,000 tokens), and a short
+// one that finishes within the wait.
+TEST(ServeCommand, ShutdownTimeoutLetsRequestsInFlightFinishThenCancelsTheRest) {
+    const std::string slow = strata::testing::made_model(
+        "serve-shutdown-f32.gguf", std::string("--dim 384 --layers 8 --heads 6 --kv-heads 6 --ff 1024 --ctx 2048 "
+                                               "--type f32 --seed 3 --vocab-from ") + k_model);
+    ASSERT_FALSE(slow.empty()) << "make-model failed";
+    struct outcome {
+        http_reply reply;
+        int status = -1; // the server's wait status
+        std::string log;
+    };
+    // Serves `slow` with `flags`, sends a request of `max_tokens` and, once it runs, sends `signals` SIGTERMs.
+    auto stop_during = [&](const std::string &name, const std::vector<std::string> &flags, int max_tokens, int signals) {
+        outcome o;
+        g_port = free_port();
+        const fs::path log = fs::temp_directory_path() / ("strata_shutdown_" + name + "_" + std::to_string(::getpid()) + ".log");
+        std::vector<std::string> args = {"serve", slow, "--device", "cpu", "-t", "1", "--kv-cache-memory", "64MiB",
+                                         "--port", std::to_string(g_port), "--api-key", k_key};
+        args.insert(args.end(), flags.begin(), flags.end());
+        const pid_t pid = await_ready(spawn_runtime_argv(log, args), g_port, log);
+        if (pid == 0) {
+            ADD_FAILURE() << read_text(log);
+            return o;
+        }
+        const std::string body = json{{"model", slow}, {"prompt", "Once upon a time"}, {"max_tokens", max_tokens},
+                                      {"temperature", 0}, {"ignore_eos", true}}.dump();
+        std::thread client([&] { o.reply = request("POST", "/v1/completions", body); });
+        bool running = false;
+        for (int i = 0; i < 600 && !running; ++i) {
+            running = metric_value(request("GET", "/metrics").body, "vllm:num_requests_running") == 1.0;
+            if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        EXPECT_TRUE(running) << "the request never ran";
+        for (int i = 0; i < signals; ++i) {
+            ::kill(pid, SIGTERM);
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+        for (int i = 0; i < 1200; ++i) { // a hang detector (2 minutes), not a speed check
+            if (::waitpid(pid, &o.status, WNOHANG) == pid) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            if (i == 1199) ::kill(pid, SIGKILL), ::waitpid(pid, &o.status, 0), o.status = -1;
+        }
+        client.join();
+        o.log = read_text(log);
+        fs::remove(log);
+        return o;
+    };
+    // Within the wait: the request finishes whole, and the server then ends cleanly.
+    const outcome drained = stop_during("drain", {"--shutdown-timeout", "600"}, 48, 1);
+    EXPECT_EQ(drained.reply.status, 200) << drained.reply.body << drained.log;
+    if (drained.reply.status == 200) {
+        const json answer = json::parse(drained.reply.body);
+        EXPECT_EQ(answer["usage"]["completion_tokens"], 48);
+        EXPECT_EQ(answer["choices"][0]["finish_reason"], "length");
+    }
+    EXPECT_TRUE(WIFEXITED(drained.status) && WEXITSTATUS(drained.status) == 0) << drained.log;
+    EXPECT_NE(drained.log.find("1 request(s) in flight may finish within 600 s"), std::string::npos) << drained.log;
+    // Past the wait (1 s against 2,000 tokens): the request is cancelled and its connection closed, the stop clean.
+    const outcome cut = stop_during("cut", {"--shutdown-timeout", "1"}, 2000, 1);
+    EXPECT_NE(cut.reply.status, 200) << cut.reply.body;
+    EXPECT_TRUE(WIFEXITED(cut.status) && WEXITSTATUS(cut.status) == 0) << cut.log;
+    EXPECT_NE(cut.log.find("stopping with 1 connection(s) still open: their requests are cancelled"), std::string::npos)
+        << cut.log;
+    // A second signal ends a long wait at once.
+    const outcome again = stop_during("again", {"--shutdown-timeout", "600"}, 2000, 2);
+    EXPECT_NE(again.reply.status, 200) << again.reply.body;
+    EXPECT_TRUE(WIFEXITED(again.status) && WEXITSTATUS(again.status) == 0) << again.log;
+    EXPECT_NE(again.log.find("stopped again: not waiting for the requests in flight"), std::string::npos) << again.log;
+    // The default, 0: cancelled at once, no wait announced.
+    const outcome now = stop_during("now", {}, 2000, 1);
+    EXPECT_NE(now.reply.status, 200) << now.reply.body;
+    EXPECT_TRUE(WIFEXITED(now.status) && WEXITSTATUS(now.status) == 0) << now.log;
+    EXPECT_EQ(now.log.find("may finish within"), std::string::npos) << now.log;
 }

@@ -125,6 +125,7 @@ struct http_server::impl {
     strata_sampling_params defaults;
     const strata_host_services *host;
     std::atomic<bool> stopping{false};
+    std::atomic<bool> draining{false}; // a stop lets the requests being served finish (shutdown_timeout_s)
     std::atomic<uint64_t> next_id{1};
     frontend_metrics metrics;
     // Every open connection by serial number (to choose one to close, and to close all at shutdown). Sessions are
@@ -146,6 +147,11 @@ struct http_server::impl {
     void refuse(const std::shared_ptr<session> &newcomer);
     void set_state(uint64_t serial, conn_state st);
     void forget(uint64_t serial);
+    // Closes every open connection (when `all`), or every one not serving a request; returns how many are left open.
+    size_t close_connections(bool all);
+    // The drain's end: once no connection is left, or at `deadline` (the rest closed), or when a second stop ended
+    // the drain, the io_context stops.
+    void finish_drain(std::shared_ptr<net::steady_timer> timer, clock_type::time_point deadline);
     void handle_request(const std::shared_ptr<session> &s, http::request<http::string_body> &&req);
     void generate(const std::shared_ptr<session> &s, generation_request req, clock_type::time_point arrival, bool keep);
     // A generation's choices have all had their final event: its answer is built on a worker (complete), posted there
@@ -1220,25 +1226,75 @@ void http_server::run() {
     m.workers.join();
 }
 
-void http_server::request_stop() {
-    impl &m = *impl_;
-    if (m.stopping.exchange(true)) return;
+size_t http_server::impl::close_connections(bool all) {
     // Take references under the lock but abort (and maybe drop the last reference, whose destructor takes the lock)
     // outside it.
     std::vector<std::shared_ptr<session>> open;
+    size_t left = 0;
     {
-        std::lock_guard<std::mutex> lock(m.sessions_mu);
-        open.reserve(m.sessions.size());
-        for (auto &[serial, e] : m.sessions) {
+        std::lock_guard<std::mutex> lock(sessions_mu);
+        open.reserve(sessions.size());
+        for (auto &[serial, e] : sessions) {
+            if (!all && e.state == conn_state::busy) {
+                ++left;
+                continue;
+            }
             if (auto alive = e.conn.lock()) open.push_back(std::move(alive)); // skip one being destroyed
         }
     }
     for (const auto &s : open) s->abort();
-    open.clear();
-    net::post(m.ioc, [&m] {
+    return left;
+}
+
+void http_server::impl::finish_drain(std::shared_ptr<net::steady_timer> timer, clock_type::time_point deadline) {
+    size_t left = 0;
+    {
+        std::lock_guard<std::mutex> lock(sessions_mu);
+        left = sessions.size();
+    }
+    if (left > 0 && draining && clock_type::now() < deadline) {
+        timer->expires_after(std::chrono::milliseconds(50));
+        timer->async_wait([this, timer, deadline](beast::error_code) { finish_drain(timer, deadline); });
+        return;
+    }
+    if (left > 0)
+        strata::plugin::log(host, STRATA_LOG_WARN, "openai_http", "stopping with %zu connection(s) still open: their "
+                            "requests are cancelled", left);
+    draining = false;
+    close_connections(true);
+    ioc.stop();
+}
+
+void http_server::request_stop() {
+    impl &m = *impl_;
+    if (m.stopping.exchange(true)) {
+        // A second stop while the requests in flight finish: end the wait now.
+        if (m.draining.exchange(false))
+            strata::plugin::log(m.host, STRATA_LOG_INFO, "openai_http", "stopped again: not waiting for the requests in "
+                                "flight");
+        return;
+    }
+    const int64_t wait_s = m.opts.shutdown_timeout_s;
+    const size_t serving = m.close_connections(wait_s <= 0);
+    if (wait_s <= 0) {
+        net::post(m.ioc, [&m] {
+            beast::error_code ec;
+            m.acceptor.close(ec);
+            m.ioc.stop();
+        });
+        return;
+    }
+    // vLLM's --shutdown-timeout: no new connection or request; the ones being served finish (each connection closes
+    // after its answer), for up to shutdown_timeout_s.
+    m.draining = true;
+    strata::plugin::log(m.host, STRATA_LOG_INFO, "openai_http", "stopping: %zu request(s) in flight may finish within "
+                        "%lld s (shutdown_timeout_s; stop again to end them now)", serving,
+                        static_cast<long long>(wait_s));
+    const auto deadline = clock_type::now() + std::chrono::seconds(wait_s);
+    net::post(m.ioc, [&m, deadline] {
         beast::error_code ec;
         m.acceptor.close(ec);
-        m.ioc.stop();
+        m.finish_drain(std::make_shared<net::steady_timer>(m.ioc), deadline);
     });
 }
 

@@ -29,6 +29,10 @@ struct server_options {
     // Open connections at most. One more closes the connection that has waited longest while idle or before its
     // header was complete; only when none is in such a state is the newcomer answered 503.
     int64_t max_connections = 256;
+    // On a stop (SIGINT/SIGTERM): 0 closes every connection at once, its requests cancelled (vLLM's default); N > 0
+    // stops accepting and lets the requests being served finish for up to N seconds, then cancels the rest (vLLM's
+    // --shutdown-timeout). A second stop during the wait ends it at once.
+    int64_t shutdown_timeout_s = 0;
     bool log_requests = false; // one info line per generation request (vLLM --enable-log-requests)
     // Model ids a request may name (--served-model-name, several allowed); the first is the one listed and used when a
     // request names none.

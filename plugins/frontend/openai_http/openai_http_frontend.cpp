@@ -70,6 +70,7 @@ strata_frontend *http_create(const strata_frontend_create_args *args, strata_sta
         o.read_timeout_s = cfg.get_int("read_timeout_s").value_or(o.read_timeout_s);
         o.idle_timeout_s = cfg.get_int("idle_timeout_s").value_or(o.idle_timeout_s);
         o.max_connections = cfg.get_int("max_connections").value_or(o.max_connections);
+        o.shutdown_timeout_s = cfg.get_int("shutdown_timeout_s").value_or(o.shutdown_timeout_s);
         o.log_requests = cfg.get_bool("log_requests").value_or(false);
         // vLLM's default: the model's own name and the model argument as the user wrote it (what its curl examples
         // send); --served-model-name replaces both with its names.
@@ -165,6 +166,10 @@ const strata_config_key k_keys[] = {
     {"max_connections", STRATA_CONFIG_INT, "256", 1, 65536,
      "open connections at most; one more closes the longest idle or header-pending one, or gets 503 when none is",
      nullptr, nullptr},
+    {"shutdown_timeout_s", STRATA_CONFIG_INT, "0", 0, 86400,
+     "seconds a stop (SIGINT/SIGTERM) lets the requests being served finish, accepting no new ones; 0 cancels them at "
+     "once (vLLM's --shutdown-timeout); a second signal ends the wait",
+     "--shutdown-timeout", nullptr},
     {"log_requests", STRATA_CONFIG_BOOL, "false", 0, 0,
      "log one line per generation request: id, endpoint, model, prompt tokens, max_tokens (vLLM's default is off too)",
      "--enable-log-requests|!--disable-log-requests", nullptr},
