@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cerrno>
 #include <cstring>
 #include <sched.h>
@@ -112,6 +113,9 @@ void bind_to_numa_node(topology::machine &machine, int node) {
 // SIGINT/SIGTERM are blocked in every thread and received here, so stopping the frontend runs in normal context.
 std::atomic<const strata_frontend_desc *> g_fe_desc{nullptr};
 std::atomic<strata_frontend *> g_fe{nullptr};
+// Held while a signal stops the frontend and while the frontend is taken away, so a stop never reaches a frontend
+// being destroyed (a second Ctrl-C as a drain ends).
+std::mutex g_fe_mu;
 // A rank serving rank 0 (under mpirun) ignores them: mpirun hands them to every process, and rank 0, stopping
 // its frontend and engine, stops the ranks in order.
 std::atomic<bool> g_serving_rank{false};
@@ -128,6 +132,7 @@ void start_signal_thread() {
         for (;;) {
             int sig = 0;
             if (sigwait(&set, &sig) != 0) return;
+            std::lock_guard<std::mutex> lock(g_fe_mu);
             const strata_frontend_desc *d = g_fe_desc.load();
             strata_frontend *fe = g_fe.load();
             if (g_serving_rank.load()) {
@@ -253,7 +258,10 @@ int run_frontend(const plugins::registry &registry, const strata_host_services *
     g_fe_desc = fe_handle.desc;
     g_fe = fe;
     const int32_t rc = fe_handle.desc->run(fe, &st);
-    g_fe = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(g_fe_mu);
+        g_fe = nullptr;
+    }
     fe_handle.desc->destroy(fe);
     if (rc != 0 && st.code != STRATA_OK) log::error(frontend_name, "{}", st.message);
     return rc;

@@ -18,6 +18,7 @@
 #include "engine/plan_inputs.hpp"
 #include "engine/process_all_reduce.hpp"
 #include "engine/tensor_parallel_group.hpp"
+#include "engine/vocab_pieces.hpp"
 #include "planner/plan_report.hpp"
 
 #include <algorithm>
@@ -138,17 +139,22 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
                                   static_cast<uint64_t>(hp_.n_embd);
     shape.activation_bytes += (stage_.first() ? 0 : stream_bytes) + (last_stage() ? 0 : stream_bytes);
     // A tensor-parallel rank's part of the buffers the ranks exchange through: a rank that is a process holds every
-    // rank's partial sums (process_all_reduce) and rank 0 the other ranks' logits pieces (under a whole row each); ranks
-    // in one process share their group's sum and joined logits (tensor_parallel_group), a 1/size share each.
+    // rank's partial sums (process_all_reduce), and rank 0 the other ranks' logits pieces and the rows joined from
+    // all pieces (executor: remote_logits_, logits_); ranks in one process share their group's sum and joined logits
+    // (tensor_parallel_group), a 1/size share each. (The logits rows every plan counts cover a rank's own piece.)
     if (tp_.size > 1) {
         const auto &sc = opts_.scheduler;
         const size_t max_floats =
             static_cast<size_t>(sc.max_num_batched_tokens) * static_cast<size_t>(hp_.n_embd);
-        const size_t logits_floats = static_cast<size_t>(sc.max_num_seqs) * static_cast<size_t>(hp_.n_vocab);
+        const size_t rows = static_cast<size_t>(sc.max_num_seqs);
+        const size_t others_pieces =
+            static_cast<size_t>(hp_.n_vocab - vocab_piece_width(hp_.n_vocab, 0, tp_.size));
         const size_t floats =
-            link != nullptr ? process_all_reduce::held_floats(tp_.size, max_floats) + (tp_.rank == 0 ? logits_floats : 0)
-                            : (tensor_parallel_group::held_floats(max_floats, hp_.n_vocab, sc.max_num_seqs) +
-                               static_cast<size_t>(tp_.size) - 1) / static_cast<size_t>(tp_.size);
+            link != nullptr
+                ? process_all_reduce::held_floats(tp_.size, max_floats) +
+                      (tp_.rank == 0 ? rows * (static_cast<size_t>(hp_.n_vocab) + others_pieces) : 0)
+                : (tensor_parallel_group::held_floats(max_floats, hp_.n_vocab, sc.max_num_seqs) +
+                   static_cast<size_t>(tp_.size) - 1) / static_cast<size_t>(tp_.size);
         shape.activation_bytes += sizeof(float) * static_cast<uint64_t>(floats);
     }
     shape.kv_type = opts_.kv.kv_type;

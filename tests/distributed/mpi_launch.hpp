@@ -293,7 +293,8 @@ inline void expect_hung_rank_fails_request_and_ends_job(const std::string &split
 
 // A server of `n` ranks as processes (`split`: "-pp", or "-tp" with a thread per rank) whose rank 1 dies (SIGKILL) while
 // a request waits on it: rank 1 is first stopped (SIGSTOP) so that the request sent next is surely in flight on it
-// (the rank timeout, 60 s, is far off), then killed. mpirun ends the job at once, naming the rank; the client gets no
+// (the rank timeout, 600 s, is far past the minute wait_exit allows: only mpirun's own end can end the job), then
+// killed. mpirun ends the job at once, naming the rank; the client gets no
 // answer of a finished request (its connection closes, or an error), never a wait; no process of the job is left.
 inline void expect_killed_rank_ends_job(const std::string &split, int n) {
     SCOPED_TRACE(split + " " + std::to_string(n));
@@ -302,20 +303,44 @@ inline void expect_killed_rank_ends_job(const std::string &split, int n) {
     std::vector<std::string> args = {k_mpiexec, "-np", std::to_string(n), k_runtime, "serve", k_model, "--device",
                                      "cpu", split, std::to_string(n)};
     if (split == "-tp") args.insert(args.end(), {"-t", std::to_string(n)});
-    args.insert(args.end(), {"--rank-timeout", "60", "--kv-cache-memory", "8MiB", "--port", std::to_string(g_port),
+    args.insert(args.end(), {"--rank-timeout", "600", "--kv-cache-memory", "8MiB", "--port", std::to_string(g_port),
                              "--api-key", k_key});
     const pid_t pid = await_ready(spawn_argv(log, args), g_port, log);
     ASSERT_NE(pid, 0) << read_text(log);
     const std::string body =
         json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
     EXPECT_EQ(request("POST", "/v1/completions", body).status, 200);
+    // Each rank's process and its start time (field 22 of /proc/PID/stat), so that a number reused after it ended is
+    // never taken for it.
+    const auto start_time = [](pid_t p) {
+        const std::string stat = read_text(fs::path("/proc") / std::to_string(p) / "stat");
+        const size_t paren = stat.rfind(')');
+        if (paren == std::string::npos) return std::string();
+        std::istringstream fields(stat.substr(paren + 2));
+        std::string field;
+        for (int i = 3; i <= 22 && fields >> field; ++i) {
+        }
+        return field;
+    };
     std::vector<pid_t> ranks;
-    for (int r = 0; r < n; ++r) ranks.push_back(rank_process(pid, r));
+    std::vector<std::string> started;
+    for (int r = 0; r < n; ++r) {
+        ranks.push_back(rank_process(pid, r));
+        EXPECT_NE(ranks.back(), 0) << "rank " << r << "'s process";
+        started.push_back(ranks.back() != 0 ? start_time(ranks.back()) : std::string());
+    }
     if (ranks[1] == 0) ::kill(pid, SIGKILL), wait_exit(pid);
     ASSERT_NE(ranks[1], 0);
     ::kill(ranks[1], SIGSTOP);
     http_reply reply;
-    std::thread client([&] { reply = request("POST", "/v1/completions", body); });
+    std::thread client([&] {
+        try {
+            reply = request("POST", "/v1/completions", body);
+        } catch (const std::exception &e) { // the job ended before the connection was made
+            reply.status = -1;
+            reply.body = e.what();
+        }
+    });
     // The request reaches rank 1's queue (a stopped process takes nothing): it is in flight on it.
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     ::kill(ranks[1], SIGKILL);
@@ -330,11 +355,12 @@ inline void expect_killed_rank_ends_job(const std::string &split, int n) {
     // No process of the job is left: the others end with it (rank 0 after its own stop, once mpirun has gone).
     for (int r = 0; r < n; ++r) {
         if (ranks[r] == 0) continue;
-        // Gone: no /proc entry, or a zombie (whoever adopted it reaps it; a container's init may not).
-        const auto running = [](pid_t p) {
-            std::istringstream stat(read_text(fs::path("/proc") / std::to_string(p) / "stat"));
-            std::string id, comm, state;
-            return static_cast<bool>(stat >> id >> comm >> state) && state != "Z";
+        // Gone: no /proc entry, another process under its number, or a zombie (whoever adopted it reaps it; a
+        // container's init may not).
+        const auto running = [&](pid_t p) {
+            const std::string stat = read_text(fs::path("/proc") / std::to_string(p) / "stat");
+            const size_t paren = stat.rfind(')');
+            return paren != std::string::npos && stat.compare(paren + 2, 1, "Z") != 0 && start_time(p) == started[r];
         };
         bool gone = false;
         for (int i = 0; i < 300 && !gone; ++i) {
@@ -342,7 +368,7 @@ inline void expect_killed_rank_ends_job(const std::string &split, int n) {
             if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(100));
         }
         EXPECT_TRUE(gone) << "rank " << r << " (pid " << ranks[r] << ") outlived the job";
-        if (!gone) ::kill(ranks[r], SIGKILL);
+        if (!gone && start_time(ranks[r]) == started[r]) ::kill(ranks[r], SIGKILL);
     }
     fs::remove(log);
 }

@@ -219,12 +219,12 @@ TEST(ServeCommand, ShutdownTimeoutLetsRequestsInFlightFinishThenCancelsTheRest) 
         EXPECT_EQ(answer["choices"][0]["finish_reason"], "length");
     }
     EXPECT_TRUE(WIFEXITED(drained.status) && WEXITSTATUS(drained.status) == 0) << drained.log;
-    EXPECT_NE(drained.log.find("1 request(s) in flight may finish within 600 s"), std::string::npos) << drained.log;
+    EXPECT_NE(drained.log.find("1 connection(s) serving a request may finish within 600 s"), std::string::npos) << drained.log;
     // Past the wait (1 s against 2,000 tokens): the request is cancelled and its connection closed, the stop clean.
     const outcome cut = stop_during("cut", {"--shutdown-timeout", "1"}, 2000, 1);
     EXPECT_NE(cut.reply.status, 200) << cut.reply.body;
     EXPECT_TRUE(WIFEXITED(cut.status) && WEXITSTATUS(cut.status) == 0) << cut.log;
-    EXPECT_NE(cut.log.find("stopping with 1 connection(s) still open: their requests are cancelled"), std::string::npos)
+    EXPECT_NE(cut.log.find("stopping with 1 connection(s) still serving a request: their requests are cancelled"), std::string::npos)
         << cut.log;
     // A second signal ends a long wait at once.
     const outcome again = stop_during("again", {"--shutdown-timeout", "600"}, 2000, 2);

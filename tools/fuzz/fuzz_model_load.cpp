@@ -113,11 +113,14 @@ struct gguf_source {
     }
 };
 
-// Inside the input: [p, p + bytes) within [data, data + size).
-bool in_input(const void *p, uint64_t bytes, const uint8_t *data, size_t size) {
-    const auto *b = static_cast<const uint8_t *>(p);
-    return b >= data && static_cast<uint64_t>(b - data) <= size && bytes <= size - static_cast<uint64_t>(b - data);
+// Inside [base, base + size): [p, p + bytes) (addresses compared as integers: p may point anywhere).
+bool within(const void *p, uint64_t bytes, const void *base, uint64_t size) {
+    const auto at = reinterpret_cast<uintptr_t>(p), first = reinterpret_cast<uintptr_t>(base);
+    return at >= first && at - first <= size && bytes <= size - (at - first);
 }
+
+// Inside the input.
+bool in_input(const void *p, uint64_t bytes, const uint8_t *data, size_t size) { return within(p, bytes, data, size); }
 
 // A model that loaded must describe only bytes of the input: every weight view (fused parts included) inside it.
 void check_views(const strata::decoder::model &m, const uint8_t *data, size_t size) {
@@ -163,10 +166,8 @@ void check_parts(const strata::decoder::family &fam, const strata::decoder::mode
                 if (v.data == nullptr) return;
                 const strata::gguf::tensor_info *t = shard.find_tensor(v.name);
                 check(t != nullptr && v.rows > 0 && v.cols > 0);
-                const auto *p = static_cast<const uint8_t *>(v.data);
-                check(p >= t->data && static_cast<uint64_t>(p - t->data) +
-                                              static_cast<uint64_t>(v.rows) * static_cast<uint64_t>(v.row_bytes) <=
-                                          t->n_bytes);
+                check(within(v.data, static_cast<uint64_t>(v.rows) * static_cast<uint64_t>(v.row_bytes), t->data,
+                             t->n_bytes));
             };
             for (const auto &t : part->listed) inside_shard(t.view);
             for (const auto &layer : part->layers)

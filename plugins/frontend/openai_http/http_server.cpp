@@ -1247,10 +1247,11 @@ size_t http_server::impl::close_connections(bool all) {
 }
 
 void http_server::impl::finish_drain(std::shared_ptr<net::steady_timer> timer, clock_type::time_point deadline) {
+    // The connections still serving a request (one answered and lingering is not waited for).
     size_t left = 0;
     {
         std::lock_guard<std::mutex> lock(sessions_mu);
-        left = sessions.size();
+        for (const auto &[serial, e] : sessions) left += e.state == conn_state::busy ? 1 : 0;
     }
     if (left > 0 && draining && clock_type::now() < deadline) {
         timer->expires_after(std::chrono::milliseconds(50));
@@ -1258,8 +1259,8 @@ void http_server::impl::finish_drain(std::shared_ptr<net::steady_timer> timer, c
         return;
     }
     if (left > 0)
-        strata::plugin::log(host, STRATA_LOG_WARN, "openai_http", "stopping with %zu connection(s) still open: their "
-                            "requests are cancelled", left);
+        strata::plugin::log(host, STRATA_LOG_WARN, "openai_http", "stopping with %zu connection(s) still serving a "
+                            "request: their requests are cancelled", left);
     draining = false;
     close_connections(true);
     ioc.stop();
@@ -1287,9 +1288,10 @@ void http_server::request_stop() {
     // vLLM's --shutdown-timeout: no new connection or request; the ones being served finish (each connection closes
     // after its answer), for up to shutdown_timeout_s.
     m.draining = true;
-    strata::plugin::log(m.host, STRATA_LOG_INFO, "openai_http", "stopping: %zu request(s) in flight may finish within "
-                        "%lld s (shutdown_timeout_s; stop again to end them now)", serving,
-                        static_cast<long long>(wait_s));
+    strata::plugin::log(m.host, STRATA_LOG_INFO, "openai_http",
+                        "stopping: %zu connection(s) serving a request may finish within %lld s (shutdown_timeout_s; "
+                        "stop again to end them now)",
+                        serving, static_cast<long long>(wait_s));
     const auto deadline = clock_type::now() + std::chrono::seconds(wait_s);
     net::post(m.ioc, [&m, deadline] {
         beast::error_code ec;
