@@ -23,9 +23,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <sched.h>
 #include <csignal>
 #include <cstdio>

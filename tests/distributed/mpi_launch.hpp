@@ -258,24 +258,41 @@ inline void expect_truncated_tier_fails_steps_alone(const std::vector<std::strin
     fs::remove(tier + ".rank1");
 }
 
+// A server of `n` ranks as processes (`split`: "-pp", or "-tp" with a thread per rank) with a rank timeout of
+// `rank_timeout` seconds, started and past one good request (`body`); pid 0 when it did not start. `what` names its log.
+struct rank_job {
+    pid_t pid = 0;
+    fs::path log;
+    std::string body; // a short completion request
+};
+inline rank_job start_rank_job(const std::string &what, const std::string &split, int n, int rank_timeout) {
+    rank_job job;
+    g_port = free_port();
+    job.log = fs::temp_directory_path() / ("strata_mpi_" + what + "_" + std::to_string(::getpid()) + ".log");
+    std::vector<std::string> args = {k_mpiexec, "-np", std::to_string(n), k_runtime, "serve", k_model, "--device",
+                                     "cpu", split, std::to_string(n)};
+    if (split == "-tp") args.insert(args.end(), {"-t", std::to_string(n)});
+    args.insert(args.end(), {"--rank-timeout", std::to_string(rank_timeout), "--kv-cache-memory", "8MiB", "--port",
+                             std::to_string(g_port), "--api-key", k_key});
+    job.pid = await_ready(spawn_argv(job.log, args), g_port, job.log);
+    job.body = json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
+    if (job.pid != 0) {
+        EXPECT_EQ(request("POST", "/v1/completions", job.body).status, 200);
+    }
+    return job;
+}
+
 // A server of `n` ranks as processes (`split`: "-pp", or "-tp" with a thread per rank) with a rank timeout of 2 s;
 // after one good request rank 1 is stopped (SIGSTOP, as a hung process). The request then in flight fails with
 // HTTP 500 holding each of `says` instead of waiting, and every rank ends (not with status 0), the log saying so.
 inline void expect_hung_rank_fails_request_and_ends_job(const std::string &split, int n,
                                                         const std::vector<std::string> &says) {
     SCOPED_TRACE(split + " " + std::to_string(n));
-    g_port = free_port();
-    const fs::path log = fs::temp_directory_path() / ("strata_mpi_hang_" + std::to_string(::getpid()) + ".log");
-    std::vector<std::string> args = {k_mpiexec, "-np", std::to_string(n), k_runtime, "serve", k_model, "--device",
-                                     "cpu", split, std::to_string(n)};
-    if (split == "-tp") args.insert(args.end(), {"-t", std::to_string(n)});
-    args.insert(args.end(), {"--rank-timeout", "2", "--kv-cache-memory", "8MiB", "--port", std::to_string(g_port),
-                             "--api-key", k_key});
-    const pid_t pid = await_ready(spawn_argv(log, args), g_port, log);
-    ASSERT_NE(pid, 0) << read_text(log);
-    const std::string body =
-        json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
-    EXPECT_EQ(request("POST", "/v1/completions", body).status, 200);
+    const rank_job job = start_rank_job("hang", split, n, 2);
+    ASSERT_NE(job.pid, 0) << read_text(job.log);
+    const pid_t pid = job.pid;
+    const fs::path &log = job.log;
+    const std::string &body = job.body;
     const pid_t rank1 = rank_process(pid, 1);
     if (rank1 == 0) ::kill(pid, SIGKILL), wait_exit(pid);
     ASSERT_NE(rank1, 0);
@@ -298,18 +315,11 @@ inline void expect_hung_rank_fails_request_and_ends_job(const std::string &split
 // answer of a finished request (its connection closes, or an error), never a wait; no process of the job is left.
 inline void expect_killed_rank_ends_job(const std::string &split, int n) {
     SCOPED_TRACE(split + " " + std::to_string(n));
-    g_port = free_port();
-    const fs::path log = fs::temp_directory_path() / ("strata_mpi_kill_" + std::to_string(::getpid()) + ".log");
-    std::vector<std::string> args = {k_mpiexec, "-np", std::to_string(n), k_runtime, "serve", k_model, "--device",
-                                     "cpu", split, std::to_string(n)};
-    if (split == "-tp") args.insert(args.end(), {"-t", std::to_string(n)});
-    args.insert(args.end(), {"--rank-timeout", "600", "--kv-cache-memory", "8MiB", "--port", std::to_string(g_port),
-                             "--api-key", k_key});
-    const pid_t pid = await_ready(spawn_argv(log, args), g_port, log);
-    ASSERT_NE(pid, 0) << read_text(log);
-    const std::string body =
-        json{{"model", k_model}, {"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}}.dump();
-    EXPECT_EQ(request("POST", "/v1/completions", body).status, 200);
+    const rank_job job = start_rank_job("kill", split, n, 600);
+    ASSERT_NE(job.pid, 0) << read_text(job.log);
+    const pid_t pid = job.pid;
+    const fs::path &log = job.log;
+    const std::string &body = job.body;
     // Each rank's process and its start time (field 22 of /proc/PID/stat), so that a number reused after it ended is
     // never taken for it.
     const auto start_time = [](pid_t p) {
