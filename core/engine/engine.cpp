@@ -227,7 +227,7 @@ strata_model_hparams engine::start_tensor_parallel_ranks(const plugins::handle<s
         shards_.push_back(std::make_unique<tensor_parallel_shard>(*file_, splits.rules, r, n_tp, quant_blocks(registry_),
                                                                   opts_.plan_only));
         workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *shards_.back(), arch));
-        workers.back()->set_tensor_parallel({r, n_tp, nullptr, nullptr});
+        workers.back()->set_tensor_parallel({r, n_tp, splits.whole.n_vocab, nullptr, nullptr});
     }
     return splits.whole;
 }

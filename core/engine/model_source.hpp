@@ -21,10 +21,12 @@ class model_source {
     // The context one sequence may reach as the user set it (max_model_len; 0: unset), for models whose forward
     // depends on it (strata_model_source.n_ctx_seq, ABI 1.13: Phi-3's LongRoPE factors).
     void set_context_per_sequence(int64_t n_ctx_seq) { view_.n_ctx_seq = n_ctx_seq; }
-    // The model is created as tensor-parallel rank `rank` of `size` (ABI 1.29); the file is that rank's part.
-    void set_tensor_parallel(int32_t rank, int32_t size) {
+    // The model is created as tensor-parallel rank `rank` of `size` (ABI 1.29); the file is that rank's part, and
+    // n_vocab the whole model's vocabulary (ABI 1.30: a part's embedding may hold only its piece of it).
+    void set_tensor_parallel(int32_t rank, int32_t size, int32_t n_vocab) {
         view_.tensor_parallel_rank = rank;
         view_.tensor_parallel_size = size;
+        view_.tensor_parallel_n_vocab = n_vocab;
     }
     // From now on tensors the placement moved resolve to their new address (tier memory or a ring slot).
     void set_placement(const class tiered_weights *placement) { placement_ = placement; }

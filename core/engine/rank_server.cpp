@@ -147,7 +147,7 @@ class rank_server {
             shard_ = std::make_unique<tensor_parallel_shard>(*file_, splits.rules, me_, n_tp, quant_blocks(registry_),
                                                              false);
             worker_ = std::make_unique<worker>(registry_, host_, opts_, *shard_, arch_plugin);
-            worker_->set_tensor_parallel({me_, n_tp, nullptr, nullptr});
+            worker_->set_tensor_parallel({me_, n_tp, n_vocab_, nullptr, nullptr});
             worker_->init_device(0, 1, device); // rank 0's device kind, no fallback; the host's share (worker)
         } else {
             worker_ = std::make_unique<worker>(registry_, host_, opts_, *file_, arch_plugin);

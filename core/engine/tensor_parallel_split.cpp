@@ -24,9 +24,9 @@ tensor_splits read_tensor_splits(const model_file &file, const plugins::registry
     std::unique_ptr<strata_model, void (*)(strata_model *)> model(desc->create(source.view(), &st), desc->destroy);
     if (!model) fail("{}: {}", model_path, status_text(st));
     if (desc->tensor_parallel(model.get()) != 1)
-        fail("{}: model plugin '{}' cannot split this model among tensor-parallel ranks (a mixture of experts, whose "
-             "experts are not split yet); run it with tensor_parallel_size 1 (pipeline stages, -pp {}, split it by "
-             "layers)", model_path, desc->header.name, size);
+        fail("{}: model plugin '{}' cannot split this model among tensor-parallel ranks (it answered no: a mixture of "
+             "experts, say, from a plugin that does not split experts); run it with tensor_parallel_size 1 (pipeline stages, -pp {}, "
+             "split it by layers)", model_path, desc->header.name, size);
     tensor_splits out;
     out.whole.struct_size = sizeof out.whole;
     desc->get_hparams(model.get(), &out.whole);

@@ -39,7 +39,7 @@ void worker::load_model() {
     check_model_reads_input_order(file_, arch_, opts_.model_path);
     source_ = std::make_unique<model_source>(file_, registry_, host_);
     source_->set_context_per_sequence(std::max(0, opts_.max_model_len));
-    if (tp_.size > 1) source_->set_tensor_parallel(tp_.rank, tp_.size);
+    if (tp_.size > 1) source_->set_tensor_parallel(tp_.rank, tp_.size, tp_.n_vocab);
     model_ = arch_.desc->create(source_->view(), &st);
     if (model_ == nullptr) fail("{}: {}", opts_.model_path, status_text(st));
     const std::string arch = arch_.desc->header.name;

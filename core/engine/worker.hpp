@@ -53,6 +53,7 @@ class worker final : public pipeline_rank {
     // each step's forward joins the ranks' partial sums through `all_reduce` (tensor_parallel_group).
     struct tensor_parallel_link {
         int32_t rank = 0, size = 1;
+        int32_t n_vocab = 0; // the whole model's vocabulary (its part's embedding may hold a piece, ABI 1.30)
         int32_t (*all_reduce)(void *user, float *data, int64_t n, strata_status *st) = nullptr;
         void *user = nullptr;
     };

@@ -63,16 +63,26 @@ unsigned char *tensor_parallel_shard::own(uint64_t bytes) {
 gguf::tensor_info tensor_parallel_shard::cut(const gguf::tensor_info &t, const tensor_split_rule &rule,
                                              const block_lookup &blocks) {
     const bool by_rows = rule.along == tensor_split_rule::axis::rows;
-    if (t.n_dims > 2)
-        fail("{}: tensor '{}' has {} dimensions; tensor parallel splits matrices and vectors only", whole_.name(), t.name,
-             t.n_dims);
+    // A 3-D tensor is a stack of matrices (a mixture's experts [cols, rows, n_expert]): its rows are every matrix's,
+    // one after another, and a split of its rows must cut each matrix alike (the plugin's groups repeated per matrix).
+    if (t.n_dims > 3 || (t.n_dims == 3 && t.ne[3] > 1))
+        fail("{}: tensor '{}' has {} dimensions; tensor parallel splits stacks of matrices, matrices and vectors only",
+             whole_.name(), t.name, t.n_dims);
+    const int64_t stack = t.n_dims == 3 ? t.ne[2] : 1;
     if (t.input_order)
         fail("{}: tensor '{}' has an act-order input order (GPTQ desc_act), which tensor parallel cannot split yet; "
              "run it with tensor_parallel_size 1", whole_.name(), t.name);
-    const int64_t cols = t.ne[0], rows = t.ne[1];
+    const int64_t cols = t.ne[0], rows = t.ne[1] * stack;
     const int64_t extent = by_rows ? rows : cols;
     if (rule.groups.empty() || std::accumulate(rule.groups.begin(), rule.groups.end(), int64_t{0}) != extent)
         fail("internal: tensor '{}''s split groups do not add up to its {} {}", t.name, extent, by_rows ? "rows" : "columns");
+    if (by_rows && stack > 1) {
+        const size_t per = rule.groups.size() / static_cast<size_t>(stack);
+        bool alike = per > 0 && rule.groups.size() % static_cast<size_t>(stack) == 0;
+        for (size_t i = 0; alike && i < rule.groups.size(); ++i) alike = rule.groups[i] == rule.groups[i % per];
+        if (!alike)
+            fail("internal: tensor '{}''s row split does not cut each of its {} stacked matrices alike", t.name, stack);
+    }
     if (rows <= 0 || t.n_bytes % static_cast<uint64_t>(rows) != 0)
         fail("{}: tensor '{}' has {} bytes for {} rows", whole_.name(), t.name, t.n_bytes, rows);
     const auto row_bytes = static_cast<int64_t>(t.n_bytes / static_cast<uint64_t>(rows));
@@ -103,7 +113,7 @@ gguf::tensor_info tensor_parallel_shard::cut(const gguf::tensor_info &t, const t
         kept += piece;
     }
     gguf::tensor_info out = t;
-    if (by_rows) out.ne[1] = kept;
+    if (by_rows) out.ne[1] = kept / stack;
     else out.ne[0] = kept;
     const int64_t out_rows = by_rows ? kept : rows;
     const int64_t out_row_bytes = by_rows ? row_bytes

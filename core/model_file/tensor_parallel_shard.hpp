@@ -11,6 +11,7 @@
 
 #include <strata/plugin_abi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,15 +31,17 @@ struct tensor_split_rule {
     std::vector<int64_t> groups; // rows (or columns) of each consecutive group, summing to the tensor's
 };
 
-// The rule a model plugin's strata_tensor_split gives (ABI 1.29), or nullopt for one the ABI does not know (an axis
-// other than none / rows / columns, or other than 1 to 4 parts).
+// The rule a model plugin's strata_tensor_split gives (ABI 1.29; its groups repeated `repeat` times since 1.30: a stack
+// of experts), or nullopt for one the ABI does not know (an axis other than none / rows / columns, other than 1 to 4
+// parts, a repeat outside 0..65536).
 inline std::optional<tensor_split_rule> split_rule_of(const strata_tensor_split &s) {
     tensor_split_rule rule;
     if (s.axis == STRATA_SPLIT_NONE) return rule;
-    if ((s.axis != STRATA_SPLIT_ROWS && s.axis != STRATA_SPLIT_COLS) || s.n_parts < 1 || s.n_parts > 4)
+    if ((s.axis != STRATA_SPLIT_ROWS && s.axis != STRATA_SPLIT_COLS) || s.n_parts < 1 || s.n_parts > 4 ||
+        s.repeat < 0 || s.repeat > 65536)
         return std::nullopt;
     rule.along = s.axis == STRATA_SPLIT_ROWS ? tensor_split_rule::axis::rows : tensor_split_rule::axis::cols;
-    rule.groups.assign(s.part, s.part + s.n_parts);
+    for (int32_t i = 0; i < std::max(s.repeat, 1); ++i) rule.groups.insert(rule.groups.end(), s.part, s.part + s.n_parts);
     return rule;
 }
 

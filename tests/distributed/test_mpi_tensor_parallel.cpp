@@ -19,6 +19,14 @@ const std::string &four_kv_heads_model() {
     return path;
 }
 
+// A Qwen3-MoE-shaped mixture: 8 experts of 128 columns, 2 per token; each rank holds half of every expert's columns.
+const std::string &experts_model() {
+    static const std::string path = made_model(
+        "test-mpi-tp-qwen3moe-q8_0.gguf", "--arch qwen3moe --dim 128 --layers 4 --heads 4 --kv-heads 2 --ff 256 "
+                                          "--experts 8 --experts-used 2 --expert-ff 128 --ctx 256 --type q8_0 --seed 11");
+    return path;
+}
+
 } // namespace
 
 TEST(MpiTensorParallel, RanksAsProcessesGiveOneProcesssTokensOnEveryPlacement) {
@@ -38,6 +46,12 @@ TEST(MpiTensorParallel, RanksAsProcessesGiveOneProcesssTokensOnEveryPlacement) {
         EXPECT_EQ(processes(2, model, "-ngl 1", "-tp"), tp2);
         EXPECT_EQ(processes(2, model, "--no-mmap --enable-cpu-prefetch false", "-tp"), tp2);
     }
+    // A mixture of experts (ABI 1.30: the experts split by their inner columns), in place and streamed.
+    const std::vector<int> experts_tp2 = one_process(experts_model(), "-tp 2");
+    ASSERT_EQ(experts_tp2.size(), 24u);
+    EXPECT_EQ(processes(2, experts_model(), "", "-tp"), experts_tp2);
+    EXPECT_EQ(processes(2, experts_model(), "--cpu-offload-layers 3 --stream-weights --tiers numa_ram", "-tp"),
+              experts_tp2);
     // Four ranks on this 2-core machine: a thread each (-t 4; the ranks compute at the same time).
     EXPECT_EQ(processes(4, four_kv_heads_model(), "-t 4", "-tp"), one_process(four_kv_heads_model(), "-tp 4 -t 4"));
     // A KV type of its own on every rank (the reference is one process's with it).

@@ -667,3 +667,85 @@ TEST(DecoderLoad, WhatTheFamilyLacksIsRefusedByName) {
 }
 
 } // namespace
+
+// Tensor parallel (ABI 1.30): a host that tells the parts the whole vocabulary gets the embedding split by it, as the
+// classifier is (vLLM's VocabParallelEmbedding); an older host's struct keeps it whole. A part takes the vocabulary
+// from the host (its embedding holds only its piece: 7 rows of a 16-token vocabulary cut in 3 would say 5 or 6),
+// refuses to load without it and when the file's vocab_size disagrees, and asks the device for `scale` (the rows of
+// other ranks' tokens are zeroed before the ranks' rows are summed).
+TEST(DecoderLoad, ATensorParallelPartTakesTheVocabularyFromTheHostAndHoldsItsPieceOfTheEmbedding) {
+    const auto arch = test_registry().find_model_arch_for("llama");
+    ASSERT_TRUE(arch);
+    auto embedding_split = [&](fake_source &s) {
+        strata_status st{};
+        strata_model *m = arch->create(&s.view, &st);
+        EXPECT_NE(m, nullptr) << st.message;
+        strata_tensor_split out{};
+        if (m == nullptr) return out;
+        for (int32_t i = 0; i < arch->tensor_count(m); ++i) {
+            strata_tensor_view v{};
+            v.struct_size = sizeof v;
+            int32_t layer = 0;
+            if (arch->tensor_at(m, i, &v, &layer) != STRATA_OK || std::string(v.name) != "token_embd.weight") continue;
+            out.struct_size = sizeof out;
+            arch->tensor_split(m, i, &out);
+            break;
+        }
+        arch->destroy(m);
+        return out;
+    };
+    {
+        fake_source whole;
+        fill(whole, "llama");
+        const strata_tensor_split old_host = embedding_split(whole);
+        EXPECT_EQ(old_host.axis, STRATA_SPLIT_NONE) << "a host before 1.30 cannot give the parts the vocabulary";
+        whole.view.struct_size = sizeof whole.view;
+        const strata_tensor_split split = embedding_split(whole);
+        EXPECT_EQ(split.axis, STRATA_SPLIT_ROWS);
+        EXPECT_EQ(split.n_parts, 1);
+        EXPECT_EQ(split.part[0], 16);
+    }
+    // Rank 2 of 3 holds tokens [10, 16) (strata_split_piece): its attention heads and FFN columns too.
+    fake_source part;
+    fill(part, "llama", 8, false, 1);
+    part.view.struct_size = sizeof part.view;
+    part.view.tensor_parallel_rank = 2;
+    part.view.tensor_parallel_size = 3;
+    part.u64["llama.attention.head_count"] = 6;
+    part.u64["llama.attention.head_count_kv"] = 3;
+    part.u64["llama.embedding_length"] = 48;
+    part.u64["llama.feed_forward_length"] = 96;
+    part.tensor("token_embd.weight", 48, 6);
+    part.tensor("output_norm.weight", 48);
+    part.tensor("blk.0.attn_norm.weight", 48);
+    part.tensor("blk.0.attn_q.weight", 48, 16);
+    part.tensor("blk.0.attn_k.weight", 48, 8);
+    part.tensor("blk.0.attn_v.weight", 48, 8);
+    part.tensor("blk.0.attn_output.weight", 16, 48);
+    part.tensor("blk.0.ffn_norm.weight", 48);
+    part.tensor("blk.0.ffn_gate.weight", 48, 32);
+    part.tensor("blk.0.ffn_up.weight", 48, 32);
+    part.tensor("blk.0.ffn_down.weight", 32, 48);
+    expect_refused(part, "a tensor-parallel part needs the whole model's vocabulary from the host");
+    part.view.tensor_parallel_n_vocab = 16;
+    strata_status st{};
+    strata_model *m = arch->create(&part.view, &st);
+    ASSERT_NE(m, nullptr) << st.message;
+    strata_model_hparams hp{};
+    hp.struct_size = sizeof hp;
+    arch->get_hparams(m, &hp);
+    EXPECT_EQ(hp.n_vocab, 16) << "the whole vocabulary, not the piece's 6 rows";
+    EXPECT_EQ(hp.n_head, 2);
+    bool asks_scale = false;
+    int32_t op = 0;
+    const char *what = nullptr;
+    for (int32_t i = 0; arch->device_op_need(m, i, &op, &what) == 1; ++i)
+        if (op == STRATA_DEVICE_OP_SCALE && std::string(what).find("embedding split") != std::string::npos) asks_scale = true;
+    EXPECT_TRUE(asks_scale);
+    arch->destroy(m);
+    part.tensor("token_embd.weight", 48, 5); // rank 2's piece of 16 is 6 rows
+    expect_refused(part, "tensor 'token_embd.weight' has shape [48, 5], expected [48, 6]");
+    part.tensor("token_embd.weight", 48, 6);
+    part.u64["llama.vocab_size"] = 17;
+    expect_refused(part, "'llama.vocab_size' is 17 but the host says the model's vocabulary is 16");
+}

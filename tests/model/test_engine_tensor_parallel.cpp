@@ -188,6 +188,13 @@ INSTANTIATE_TEST_SUITE_P(
                               4 * 2 * 64 * 4, true},
                       tp_case{"gemma3_f32", "--arch gemma3 --dim 128 --ff 256 --window 8 --swa-pattern 2 --type f32", 2,
                               4 * 2 * 64 * 4, false},
+                      // Mixtures of experts: every expert's inner columns split (ABI 1.30), the router whole.
+                      tp_case{"mixtral_f32", "--dim 128 --ff 256 --experts 4 --experts-used 2 --type f32", 2,
+                              4 * 2 * 64 * 4, false},
+                      tp_case{"qwen3moe_q8_0", "--arch qwen3moe --dim 128 --ff 256 --experts 8 --experts-used 2 "
+                              "--expert-ff 128 --type q8_0", 2, 4 * 2 * 64 * 4, true},
+                      tp_case{"qwen2moe_shared_expert_f32", "--arch qwen2moe --dim 128 --ff 256 --experts 8 "
+                              "--experts-used 2 --expert-ff 128 --type f32", 2, 4 * 2 * 64 * 4, false},
                       // An HF folder in two shards: Phi-3's fused qkv_proj and gate_up_proj, cut in their parts.
                       tp_case{"phi3_bf16_hf", "--arch phi3 --dim 128 --ff 256 --type bf16", 2, 4 * 2 * 64 * 4, false,
                               "--shards 2"}),
@@ -207,8 +214,8 @@ TEST(TensorParallel, TheSameSplitGivesTheSameBitsEveryRun) {
     }
 }
 
-// Each rank holds its share of the split weights (attn_q/k/v, attn_output, ffn_gate/up/down and an untied classifier
-// by vocabulary: 1/N of their bytes) and every other weight whole (norms, embedding), and plans exactly those bytes;
+// Each rank holds its share of the split weights (attn_q/k/v, attn_output, ffn_gate/up/down, the embedding and an
+// untied classifier by vocabulary: 1/N of their bytes) and every other weight whole (norms), and plans exactly those bytes;
 // its KV block is 1/N of one process's. The shares are cut from the file: rows of one part stay in the mapping,
 // columns are gathered.
 TEST(TensorParallel, EachRankPlansAndHoldsItsShareOfTheSplitWeights) {
@@ -218,7 +225,7 @@ TEST(TensorParallel, EachRankPlansAndHoldsItsShareOfTheSplitWeights) {
     const auto file = open_model_file(model, {}, false);
     auto split = [](const std::string &name) {
         for (const char *s : {"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight", "ffn_gate.weight",
-                              "ffn_up.weight", "ffn_down.weight", "output.weight"})
+                              "ffn_up.weight", "ffn_down.weight", "output.weight", "token_embd.weight"})
             if (name.ends_with(s)) return true;
         return false;
     };
@@ -313,9 +320,69 @@ TEST(TensorParallelShard, PartsAreTheFilesRowsAndColumnsOfEachRank) {
     refused({{"no.such.weight", {axis::rows, {1}}}}, 2, "'no.such.weight'");
 }
 
+// A stack of experts [cols, rows, n_expert] (ABI 1.30's repeat): ffn_gate_exps' rows split expert by expert — rank r
+// holds rows [r*R/N, (r+1)*R/N) of every expert, gathered in expert order —, ffn_down_exps' columns every row's; a rows
+// rule that would cut the experts unalike is refused.
+TEST(TensorParallelShard, StackedExpertsSplitEachExpertAlike) {
+    const std::string model = family_model(
+        "qwen3moe_q8_0", "--arch qwen3moe --dim 128 --ff 256 --experts 8 --experts-used 2 --expert-ff 128 --type q8_0");
+    ASSERT_FALSE(model.empty());
+    const auto file = open_model_file(model, {}, false);
+    const auto blocks = [](uint32_t type) -> std::pair<int64_t, int64_t> {
+        return type == 8 ? std::pair<int64_t, int64_t>{32, 34} : std::pair<int64_t, int64_t>{1, 4};
+    };
+    strata_tensor_split gate{};
+    gate.axis = STRATA_SPLIT_ROWS;
+    gate.n_parts = 1;
+    gate.repeat = 8;
+    gate.part[0] = 128;
+    strata_tensor_split down{};
+    down.axis = STRATA_SPLIT_COLS;
+    down.n_parts = 1;
+    down.part[0] = 128;
+    const std::map<std::string, tensor_split_rule> rules{{"blk.0.ffn_gate_exps.weight", *split_rule_of(gate)},
+                                                         {"blk.0.ffn_down_exps.weight", *split_rule_of(down)}};
+    const int64_t gate_row = 128 / 32 * 34, down_row = 128 / 32 * 34; // Q8_0 rows of 128 (dim; expert ff)
+    for (int32_t r = 0; r < 2; ++r) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        tensor_parallel_shard shard(*file, rules, r, 2, blocks);
+        const auto *g = shard.find_tensor("blk.0.ffn_gate_exps.weight");
+        const auto *whole_g = file->find_tensor("blk.0.ffn_gate_exps.weight");
+        ASSERT_NE(g, nullptr);
+        EXPECT_EQ(g->n_dims, 3u);
+        EXPECT_EQ(g->ne[0], 128);
+        EXPECT_EQ(g->ne[1], 64);
+        EXPECT_EQ(g->ne[2], 8);
+        EXPECT_EQ(g->n_bytes, static_cast<uint64_t>(8 * 64 * gate_row));
+        for (int64_t e = 0; e < 8; ++e)
+            EXPECT_EQ(std::memcmp(g->data + e * 64 * gate_row, whole_g->data + (e * 128 + 64 * r) * gate_row,
+                                  static_cast<size_t>(64 * gate_row)), 0) << "expert " << e;
+        const auto *d = shard.find_tensor("blk.0.ffn_down_exps.weight");
+        const auto *whole_d = file->find_tensor("blk.0.ffn_down_exps.weight");
+        EXPECT_EQ(d->ne[0], 64);
+        EXPECT_EQ(d->ne[1], 128);
+        EXPECT_EQ(d->ne[2], 8);
+        for (int64_t i = 0; i < 128 * 8; ++i)
+            ASSERT_EQ(std::memcmp(d->data + i * (down_row / 2), whole_d->data + i * down_row + r * (down_row / 2),
+                                  static_cast<size_t>(down_row / 2)), 0) << "row " << i;
+    }
+    // Without the repeat the rows of the stack would be cut as one matrix: refused.
+    gate.repeat = 0;
+    gate.part[0] = 1024;
+    try {
+        tensor_parallel_shard s(*file, {{"blk.0.ffn_gate_exps.weight", *split_rule_of(gate)}}, 0, 2, blocks);
+        ADD_FAILURE() << "a rows rule that cuts the experts unalike was not refused";
+    } catch (const error &e) {
+        EXPECT_NE(std::string(e.what()).find("does not cut each of its 8 stacked matrices alike"), std::string::npos)
+            << e.what();
+    }
+    gate.repeat = 70000;
+    EXPECT_FALSE(split_rule_of(gate).has_value()) << "a repeat past 65536 is not a rule the ABI knows";
+}
+
 // What cannot be split is refused at start-up with the reason: heads the size does not divide, a K-quant whose column
-// share is not whole 256-element blocks, a mixture of experts, tensor-parallel ranks inside pipeline stages, and a
-// device with memory of its own (no NCCL yet).
+// share is not whole 256-element blocks, tensor-parallel ranks inside pipeline stages, and a device with memory of its
+// own (no NCCL yet).
 TEST(TensorParallel, WhatCannotBeSplitIsRefusedWithTheReason) {
     auto refused = [](const engine::engine_options &o, const std::string &says) {
         try {
@@ -335,11 +402,12 @@ TEST(TensorParallel, WhatCannotBeSplitIsRefusedWithTheReason) {
     const std::string kq = family_model("llama_q4_k_m_small", "--dim 256 --ff 512 --type q4_k_m");
     ASSERT_FALSE(kq.empty());
     refused(tp_options(kq, 2, 1 << 20), "columns [0, 128), not whole 256-element blocks of its type");
+    // Experts of 96 inner columns: rank 1's 48 of ffn_down_exps' Q8_0 rows are not whole 32-element blocks.
     const std::string moe =
-        family_model("qwen3moe_q8_0", "--arch qwen3moe --dim 128 --ff 256 --experts 8 --experts-used 2 --expert-ff 128 "
-                                      "--type q8_0");
+        family_model("qwen3moe_q8_0_ff96", "--arch qwen3moe --dim 128 --ff 256 --experts 8 --experts-used 2 "
+                                           "--expert-ff 96 --type q8_0");
     ASSERT_FALSE(moe.empty());
-    refused(tp_options(moe, 2, 1 << 20), "experts are not split yet");
+    refused(tp_options(moe, 2, 1 << 20), "ffn_down_exps.weight' would give rank 0 of 2 its columns [0, 48)");
     auto pp = tp_options(stories(), 2, 1 << 20);
     pp.pipeline_parallel_size = 2;
     refused(pp, "tensor-parallel ranks inside pipeline stages are not built yet");

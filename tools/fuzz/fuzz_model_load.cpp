@@ -3,11 +3,11 @@
 // key, tensors as row views, any GGML type). Every key the families read (RoPE scaling, YaRN, LongRoPE, Gemma's caps
 // and windows, experts), every shape check and the fused splits run on hostile values. Only a refusal
 // (std::runtime_error, which strata::error is) may come out; a crash, a sanitizer report, another exception, or a
-// weight view outside the input is a bug. A dense model that loads is then cut into the tensor-parallel parts of 2, 3 or
-// 4 ranks (the last byte picks) as the engine cuts them (tensor_parallel_shard, from the model's own tensor_split),
-// and each part is loaded as its rank's model: a cut or a part may be refused; a part that loads must hold its share
-// of the heads and FFN columns, and its views must lie inside its shard's tensors, and those inside the input or the
-// shard's own memory.
+// weight view outside the input is a bug. A model that loads is then cut into the tensor-parallel parts of 2, 3 or 4
+// ranks (the last byte picks) as the engine cuts them (tensor_parallel_shard, from the model's own tensor_split: stacked
+// experts too), and each part is loaded as its rank's model: a cut or a part may be refused; a part that loads must hold
+// its share of the heads and FFN columns (the experts' too) and the whole vocabulary, and its views must lie inside its
+// shard's tensors, and those inside the input or the shard's own memory.
 #include "common/error.hpp"
 #include "decoder_model.hpp"
 #include "gguf/gguf_file.hpp"
@@ -48,17 +48,20 @@ const strata_quant_desc *quant_for(uint32_t type) {
     return type < descs.size() && descs[type].block_elems > 0 ? &descs[type] : nullptr;
 }
 
-// A strata_model_source over a parsed file, or a tensor-parallel rank's part of one (rank of size). Getters never throw
+// A strata_model_source over a parsed file, or a tensor-parallel rank's part of one (rank of size, the whole model's
+// vocabulary n_vocab). Getters never throw
 // (the C ABI): a wrong-typed key reads as absent.
 struct gguf_source {
     const strata::model_file &f;
     strata_model_source view{};
 
-    explicit gguf_source(const strata::model_file &file, int32_t rank = 0, int32_t size = 1) : f(file) {
+    explicit gguf_source(const strata::model_file &file, int32_t rank = 0, int32_t size = 1, int32_t n_vocab = 0)
+        : f(file) {
         view.struct_size = sizeof view;
         view.ctx = this;
         view.tensor_parallel_rank = rank;
         view.tensor_parallel_size = size;
+        view.tensor_parallel_n_vocab = n_vocab;
         view.get_u64 = [](void *ctx, const char *key, uint64_t *out) -> int32_t {
             try {
                 const auto v = static_cast<gguf_source *>(ctx)->f.get_uint(key);
@@ -157,11 +160,14 @@ void check_parts(const strata::decoder::family &fam, const strata::decoder::mode
             const strata::tensor_parallel_shard shard(f, rules, r, n, blocks);
             for (const auto &t : shard.tensors())
                 check(shard.tensor_memory_is_private(t) || in_input(t.data, t.n_bytes, data, size));
-            gguf_source src(shard, r, n);
+            gguf_source src(shard, r, n, whole.hp.n_vocab);
             const std::unique_ptr<strata::decoder::model> part(strata::decoder::load(fam, &src.view));
             check(part != nullptr && part->tp_rank == r && part->tp_size == n);
             check(part->hp.n_head * n == whole.hp.n_head && part->hp.n_head_kv * n == whole.hp.n_head_kv &&
-                  part->hp.n_ff * n == whole.hp.n_ff && part->hp.n_embd == whole.hp.n_embd);
+                  part->hp.n_ff * n == whole.hp.n_ff && part->hp.n_embd == whole.hp.n_embd &&
+                  part->hp.n_vocab == whole.hp.n_vocab && part->experts.n_expert == whole.experts.n_expert &&
+                  part->experts.n_ff * n == whole.experts.n_ff &&
+                  part->experts.n_ff_shared * n == whole.experts.n_ff_shared);
             auto inside_shard = [&](const strata_tensor_view &v) {
                 if (v.data == nullptr) return;
                 const strata::gguf::tensor_info *t = shard.find_tensor(v.name);
@@ -191,7 +197,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 std::unique_ptr<strata::decoder::model> m(strata::decoder::load(fam, &src.view));
                 check(m != nullptr);
                 check_views(*m, data, size);
-                if (m->experts.n_expert == 0) check_parts(fam, *m, f, data, size, 2 + data[size - 1] % 3);
+                check_parts(fam, *m, f, data, size, 2 + data[size - 1] % 3);
             } catch (const std::runtime_error &) {
             }
         }

@@ -347,9 +347,9 @@ void split_for_tensor_parallel(const strata_model_source *src, const family &fam
     if (rank < 0 || rank >= size)
         throw std::runtime_error("tensor-parallel rank " + std::to_string(rank) + " of " + std::to_string(size) +
                                  " is out of range");
-    if (m.experts.n_expert > 0)
-        throw std::runtime_error(std::string(fam.arch) + " with experts cannot be split by tensor parallel yet (its "
-                                 "experts would need splitting too); run it with tensor_parallel_size 1");
+    if (m.experts.n_expert > 0 && !m.host_1_30)
+        throw std::runtime_error(std::string(fam.arch) + "'s experts are split by tensor parallel only by a host of ABI "
+                                 "1.30 or later; upgrade Strata or run it with tensor_parallel_size 1");
     strata_model_hparams &hp = m.hp;
     auto divide = [&](int32_t &n, const char *what) {
         if (n % size != 0)
@@ -361,6 +361,9 @@ void split_for_tensor_parallel(const strata_model_source *src, const family &fam
     divide(hp.n_head, "head_count");
     divide(hp.n_head_kv, "head_count_kv");
     divide(hp.n_ff, "feed_forward_length");
+    // A mixture's experts (and its shared expert) by their inner columns, as vLLM's FusedMoE splits them.
+    if (m.experts.n_expert > 0) divide(m.experts.n_ff, "the experts' feed_forward_length");
+    if (m.experts.n_ff_shared > 0) divide(m.experts.n_ff_shared, "the shared expert's feed_forward_length");
     m.tp_rank = rank;
     m.tp_size = size;
 }
@@ -376,6 +379,9 @@ model *load(const family &fam, const strata_model_source *src) {
     refuse_unimplemented_keys(src, fam, hp);
     m->experts = read_experts(src, fam, hp);
     m->n_head_whole = hp.n_head;
+    // A host at ABI 1.30 gives a tensor-parallel part the whole vocabulary and cuts stacked experts.
+    m->host_1_30 = src->struct_size >= offsetof(strata_model_source, tensor_parallel_n_vocab) +
+                                           sizeof(src->tensor_parallel_n_vocab);
     split_for_tensor_parallel(src, fam, *m);
     const std::array<presence, role_count> layer = layer_presence(fam, m->experts.n_expert > 0);
 
@@ -387,12 +393,24 @@ model *load(const family &fam, const strata_model_source *src) {
     const int64_t d = hp.n_embd;
     // The vocabulary: the file's key, else the embedding's rows; none (a 0-row embedding), or more than int32 holds,
     // is refused rather than narrowed (fuzz_model_load's second finding: a phi3 file with token_embd [8, 0] loaded).
-    const uint64_t vocab = meta_u64(src, p + "vocab_size", false, static_cast<uint64_t>(std::max<int64_t>(probe.rows, 0)));
+    uint64_t vocab = meta_u64(src, p + "vocab_size", false, static_cast<uint64_t>(std::max<int64_t>(probe.rows, 0)));
+    if (m->tp_size > 1) {
+        // A part's embedding holds its piece of the vocabulary: the whole one comes from the host.
+        const int64_t whole = m->host_1_30 ? src->tensor_parallel_n_vocab : 0;
+        if (whole < 1)
+            throw std::runtime_error("a tensor-parallel part needs the whole model's vocabulary from the host "
+                                     "(strata_model_source.tensor_parallel_n_vocab, ABI 1.30); upgrade Strata");
+        if (meta_u64(src, p + "vocab_size", false, 0) != 0 && vocab != static_cast<uint64_t>(whole))
+            throw std::runtime_error("'" + p + "vocab_size' is " + std::to_string(vocab) + " but the host says the "
+                                     "model's vocabulary is " + std::to_string(whole));
+        vocab = static_cast<uint64_t>(whole);
+    }
     if (vocab < 1 || vocab > static_cast<uint64_t>(INT32_MAX))
         throw std::runtime_error("the vocabulary has " + std::to_string(vocab) + " tokens ('" + p +
                                  "vocab_size', else the rows of token_embd.weight); a model needs 1 to 2147483647");
     hp.n_vocab = static_cast<int32_t>(vocab);
-    // A tensor-parallel rank's classifier holds its piece of the vocabulary (ABI 1.29; vLLM's ParallelLMHead).
+    // A tensor-parallel rank's embedding and classifier hold its piece of the vocabulary (ABI 1.29/1.30; vLLM's
+    // VocabParallelEmbedding and ParallelLMHead).
     int64_t vocab_first = 0, vocab_rows = hp.n_vocab;
     if (m->tp_size > 1) strata_split_piece(hp.n_vocab, m->tp_rank, m->tp_size, &vocab_first, &vocab_rows);
     if (vocab_rows == 0)
@@ -400,17 +418,18 @@ model *load(const family &fam, const strata_model_source *src) {
                                  "rank " + std::to_string(m->tp_rank) + " of " + std::to_string(m->tp_size) +
                                  " none; use fewer ranks");
     m->vocab_rows = static_cast<int32_t>(vocab_rows);
-    m->tok_embd = tensor(src, fam, "token_embd.weight", d, hp.n_vocab);
+    m->vocab_first = vocab_first;
+    m->tok_embd = tensor(src, fam, "token_embd.weight", d, vocab_rows);
+    if (m->tp_size > 1)
+        m->op_needs.push_back({STRATA_DEVICE_OP_SCALE, "the embedding split among tensor-parallel ranks (the rows of "
+                                                       "other ranks' tokens zeroed)"});
     m->output_norm = tensor(src, fam, "output_norm.weight", d, 1);
     bool has_output = false;
     if (fam.output != presence::absent)
         m->output = tensor(src, fam, "output.weight", d, vocab_rows, fam.output == presence::required, &has_output);
     if (!has_output) {
-        // Tied classifier, as llama.cpp does when output.weight is absent: the embedding's rows (a rank's: its piece).
+        // Tied classifier, as llama.cpp does when output.weight is absent: the embedding (a rank's: its piece).
         m->output = m->tok_embd;
-        m->output.data = static_cast<const char *>(m->tok_embd.data) + vocab_first * m->tok_embd.row_bytes;
-        m->output.rows = vocab_rows;
-        m->output.ne[1] = vocab_rows;
     }
     if (m->output_norm.ggml_type != 0) throw std::runtime_error("output_norm.weight must be F32");
     if (fam.output_bias != presence::absent) {
@@ -464,31 +483,36 @@ strata_tensor_split tensor_split(const model &m, const listed_tensor &t) {
     out.struct_size = sizeof out;
     out.axis = STRATA_SPLIT_NONE;
     if (t.role_index < 0) {
-        // The classifier and its bias by vocabulary (each rank its piece of the logits); the embedding (whole: any
-        // rank may look any token up) and the output norm whole.
+        // The classifier and its bias by vocabulary (each rank its piece of the logits), the embedding too when the
+        // host tells the parts the vocabulary (each rank looks up its piece's tokens; ABI 1.30); the output norm
+        // whole.
         const std::string name = t.view.name != nullptr ? t.view.name : "";
-        if (name == "output.weight" || name == "output.bias") {
-            out.axis = name == "output.weight" ? STRATA_SPLIT_ROWS : STRATA_SPLIT_COLS;
+        if (name == "output.weight" || name == "output.bias" || (name == "token_embd.weight" && m.host_1_30)) {
+            out.axis = name == "output.bias" ? STRATA_SPLIT_COLS : STRATA_SPLIT_ROWS;
             out.n_parts = 1;
             out.part[0] = m.hp.n_vocab;
         }
         return out;
     }
     const layer_tensor &lt = k_layer_tensors[static_cast<size_t>(t.role_index)];
-    auto per_rank = [](dim d) { return d == dim::q || d == dim::kv || d == dim::qkv || d == dim::ff || d == dim::ff2; };
+    auto per_rank = [](dim d) {
+        return d == dim::q || d == dim::kv || d == dim::qkv || d == dim::ff || d == dim::ff2 || d == dim::ff_exp ||
+               d == dim::ff_shexp;
+    };
     // A vector's elements are its columns (a bias of q is split as q's rows are).
     const bool rows = !lt.is_vector && per_rank(lt.rows);
     const dim along = rows ? lt.rows : lt.cols;
     if (!per_rank(along)) return out;
     out.axis = rows ? STRATA_SPLIT_ROWS : STRATA_SPLIT_COLS;
-    const expert_dims no_experts{};
     out.n_parts = 1;
-    out.part[0] = resolve(along, m.hp, no_experts);
+    out.part[0] = resolve(along, m.hp, m.experts);
+    // A stack of experts' matrices splits each expert's rows alike (ABI 1.30); its columns are every row's anyway.
+    if (rows && lt.stack != dim::one) out.repeat = static_cast<int32_t>(resolve(lt.stack, m.hp, m.experts));
     for (const fused_tensor &f : k_fused) {
         if (f.whole != lt.r) continue;
         out.n_parts = f.n_parts;
         for (int i = 0; i < f.n_parts; ++i)
-            out.part[i] = resolve(f.sizes[static_cast<size_t>(i)], m.hp, no_experts);
+            out.part[i] = resolve(f.sizes[static_cast<size_t>(i)], m.hp, m.experts);
     }
     return out;
 }
@@ -698,10 +722,11 @@ int32_t routed_experts(const model &m, const strata_device_desc *ops, strata_dev
 
 // The mixture-of-experts feed-forward of n tokens from b.xb into b.xb: Qwen2-MoE's shared expert (its SwiGLU and its
 // gate logit, while b.xb still holds the normed input), the router's logits, the routed experts — on this device, or
-// wherever `routed(b)` runs them — and the shared expert's sigmoid-gated sum.
+// wherever `routed(b)` runs them — and the shared expert's sigmoid-gated sum; a tensor-parallel part's partial sums
+// then joined.
 template <class Routed>
-int32_t experts_ffn(const model &m, const strata_device_desc *ops, strata_device *dev, const layer_weights &w,
-                    const activations &b, int32_t n, const Routed &routed, strata_status *st) {
+int32_t experts_ffn(const model &m, const strata_forward_args *a, const strata_device_desc *ops, strata_device *dev,
+                    const layer_weights &w, const activations &b, int32_t n, const Routed &routed, strata_status *st) {
     const expert_dims &ex = m.experts;
     const bool shared = w.has(role::shexp_gate_inp);
     if (shared) {
@@ -716,8 +741,11 @@ int32_t experts_ffn(const model &m, const strata_device_desc *ops, strata_device
     }
     STRATA_TRY(ops->matmul(dev, &w[role::router], b.xb, n, b.router, st));
     STRATA_TRY(routed(b));
-    if (!shared) return STRATA_OK;
-    return ops->sigmoid_gate_add(dev, b.shared_out, b.shared_gate, n, m.hp.n_embd, b.xb, st);
+    if (shared) STRATA_TRY(ops->sigmoid_gate_add(dev, b.shared_out, b.shared_gate, n, m.hp.n_embd, b.xb, st));
+    // A tensor-parallel part computed its share of every expert's inner columns (the router, so the routing, is
+    // every rank's whole): the ranks' partial sums joined, as after ffn_down (ABI 1.29).
+    if (m.tp_size > 1) return a->all_reduce(a->all_reduce_user, b.xb, static_cast<int64_t>(n) * m.hp.n_embd, st);
+    return STRATA_OK;
 }
 
 // One layer's ops on `ops`/`dev` over buffers `b` with weights `w`: whatever tensors the layer has (the family table
@@ -773,7 +801,7 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
     // Feed-forward block (SwiGLU, or GeGLU for Gemma; dense or the experts').
     STRATA_TRY(norm(role::ffn_norm, b.x, b.xb));
     if (w.has(role::router)) {
-        STRATA_TRY(experts_ffn(m, ops, dev, w, b, n, routed, st));
+        STRATA_TRY(experts_ffn(m, a, ops, dev, w, b, n, routed, st));
     } else {
         STRATA_TRY(linear(role::w_gate, role::b_gate, b.xb, b.gate));
         STRATA_TRY(linear(role::w_up, role::b_up, b.xb, b.up));
@@ -782,6 +810,46 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
     }
     if (w.has(role::ffn_post_norm)) STRATA_TRY(norm(role::ffn_post_norm, b.xb, b.xb));
     return ops->add(dev, b.x, b.xb, nd, b.x, st);
+}
+
+// The embedding rows of the step's tokens into x (n_tokens x n_embd). A tensor-parallel part holds the rows of its
+// piece of the vocabulary only (ABI 1.30), as vLLM's VocabParallelEmbedding: it looks up its piece's tokens, zeros
+// the rows of the others (scale by 0) and the ranks' rows are summed (all_reduce), exactly one of them not zero.
+int32_t embed(const model &m, const strata_forward_args *a, float *x, strata_status *st) {
+    const strata_device_desc *ops = a->device_ops;
+    strata_device *dev = a->device;
+    const int32_t n = a->n_tokens;
+    if (m.tp_size <= 1) return ops->embedding(dev, &m.tok_embd, a->tokens, n, x, st);
+    if (!STRATA_HAS_SLOT(ops, scale))
+        return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: an embedding split among tensor-parallel ranks needs "
+                    "the scale op (ABI 1.14), which device '%s' does not offer", ops->header.name);
+    std::vector<int32_t> &rows = m.piece_tokens;
+    if (rows.size() < static_cast<size_t>(n)) rows.resize(static_cast<size_t>(n));
+    for (int32_t t = 0; t < n; ++t) {
+        const int32_t token = a->tokens[t];
+        if (token < 0 || token >= m.hp.n_vocab)
+            return fail(st, STRATA_ERR_INVALID_ARGUMENT, "decoder forward: token %d at %d is outside the vocabulary of "
+                        "%d", token, t, m.hp.n_vocab);
+        const int64_t row = token - m.vocab_first;
+        rows[static_cast<size_t>(t)] = row >= 0 && row < m.vocab_rows ? static_cast<int32_t>(row) : 0;
+    }
+    STRATA_TRY(ops->embedding(dev, &m.tok_embd, rows.data(), n, x, st));
+    const int64_t d = m.hp.n_embd;
+    for (int32_t t = 0; t < n;) { // each run of other ranks' tokens zeroed at once
+        auto mine = [&](int32_t i) {
+            const int64_t row = a->tokens[i] - m.vocab_first;
+            return row >= 0 && row < m.vocab_rows;
+        };
+        if (mine(t)) {
+            ++t;
+            continue;
+        }
+        int32_t end = t + 1;
+        while (end < n && !mine(end)) ++end;
+        STRATA_TRY(ops->scale(dev, x + t * d, (end - t) * d, 0.0f, x + t * d, st));
+        t = end;
+    }
+    return a->all_reduce(a->all_reduce_user, x, n * d, st);
 }
 
 // Embedding and every layer. attend(l, b) stores layer l's K/V rows wherever the cache keeps them and writes the
@@ -807,7 +875,7 @@ int32_t run_layers(const model &m, const strata_forward_args *a, const stage_ran
         // A later pipeline stage: the residual stream the stage before left.
         STRATA_TRY(copy_on_device(ops, dev, b.x, stage.hidden_in, nd, st));
     } else {
-        STRATA_TRY(ops->embedding(dev, &m.tok_embd, a->tokens, n, b.x, st));
+        STRATA_TRY(embed(m, a, b.x, st));
     }
     if (stage.first == 0 && m.embed_scale != 0.0f) {
         if (!STRATA_HAS_SLOT(ops, scale))

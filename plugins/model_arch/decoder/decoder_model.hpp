@@ -87,6 +87,13 @@ struct model {
     int32_t tp_rank = 0, tp_size = 1;
     int32_t n_head_whole = 0;
     int32_t vocab_rows = 0; // the classifier's rows: n_vocab, or a tensor-parallel rank's piece (strata_split_piece)
+    int64_t vocab_first = 0; // the first token of that piece
+    // The host's model source is ABI 1.30 or later: it tells a part the whole vocabulary and cuts stacked experts, so
+    // the embedding splits by vocabulary as the classifier does and a mixture's experts by their FFN columns
+    // (tensor_split).
+    bool host_1_30 = false;
+    // A part's forward: the step's tokens as rows of its piece of the embedding (grows to the largest step once).
+    mutable std::vector<int32_t> piece_tokens;
 };
 
 // Reads hyperparameters and resolves every tensor of family `fam`, checking shapes; throws std::runtime_error with a

@@ -75,9 +75,13 @@ int32_t host_experts(const strata_model *m) { return as_model(m).experts.n_exper
 // Every family runs as pipeline stages (layer ranges with the residual stream in and out, ABI 1.24).
 int32_t pipeline_stages(const strata_model *) { return 1; }
 
-// Dense families split by tensor parallel (ABI 1.29: heads and FFN columns, all_reduce after attn_output and
-// ffn_down); a mixture of experts not yet.
-int32_t tensor_parallel(const strata_model *m) { return as_model(m).experts.n_expert > 0 ? 0 : 1; }
+// Every family splits by tensor parallel (ABI 1.29: heads and FFN columns, all_reduce after attn_output and
+// ffn_down); a mixture of experts only for a host that cuts stacked experts (ABI 1.30: each expert's inner columns,
+// all_reduce after the experts' weighted sum).
+int32_t tensor_parallel(const strata_model *m) {
+    const auto &model = as_model(m);
+    return model.experts.n_expert == 0 || model.host_1_30 ? 1 : 0;
+}
 
 int32_t tensor_split(const strata_model *m, int32_t index, strata_tensor_split *out) {
     const auto &listed = as_model(m).listed;

@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 #define STRATA_ABI_MAJOR 1
-#define STRATA_ABI_MINOR 29
+#define STRATA_ABI_MINOR 30
 #define STRATA_PLUGIN_ENTRY_SYMBOL "strata_plugin_entry"
 
 #if defined(_WIN32)
@@ -607,6 +607,13 @@ typedef struct strata_model_source {
      * floats one after another, and the host joins the ranks' pieces. 0/0 and 0/1 mean the whole model. */
     int32_t tensor_parallel_rank;
     int32_t tensor_parallel_size;
+    /* optional, since 1.30: the whole model's vocabulary (the whole model's n_vocab) for a model created as a part
+     * (tensor_parallel_size > 1). A host whose struct covers this field sets it for every part, so a model created by
+     * such a host may split its embedding by vocabulary (tensor_split: ROWS in one group of n_vocab, Megatron's and
+     * vLLM's VocabParallelEmbedding): a part's embedding then holds rows [first, first + count) of strata_split_piece
+     * only, and the part cannot count the vocabulary from it. Its forward looks up the tokens of its piece, writes
+     * zeros for the others and sums the ranks' rows with all_reduce. A part without it (0) is refused. */
+    int64_t tensor_parallel_n_vocab;
 } strata_model_source;
 
 typedef struct strata_model_hparams {
@@ -720,7 +727,11 @@ typedef struct strata_tensor_split {
     uint32_t struct_size;
     int32_t axis;    /* STRATA_SPLIT_* */
     int32_t n_parts; /* 1..4 */
-    int32_t reserved;
+    /* since 1.30 (reserved, 0, before): the groups part[0..n_parts) follow one another `repeat` times along the axis
+     * (0 or 1: once). A 3-D expert tensor [cols, rows, n_expert] splits its rows as n_expert repeats of one group of
+     * `rows`, so rank r holds piece r of every expert's rows; its columns split as a matrix's (every row's). A model
+     * asks for it only from a host whose strata_model_source covers tensor_parallel_n_vocab (1.30). */
+    int32_t repeat;
     int64_t part[4];
 } strata_tensor_split;
 
