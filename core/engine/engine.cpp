@@ -157,7 +157,8 @@ void engine::init() {
         fingerprint_ = strata::engine::model_fingerprint(*file_);
         const pipeline_protocol::shared_options shared{opts_.kv.block_size, opts_.kv.kv_type,
                                                        opts_.scheduler.max_num_batched_tokens,
-                                                       opts_.scheduler.max_num_seqs, n_tp, 0};
+                                                       opts_.scheduler.max_num_seqs, n_tp,
+                                                       std::max(0, opts_.max_model_len)};
         for (const pipeline_stage &stage : remote_stages) {
             auto rank = std::make_unique<remote_rank>(*link, stage, opts_.rank_timeout_s, n_tp > 1);
             rank->begin_start(w.device_name(), n_ctx_, fingerprint_, shared);

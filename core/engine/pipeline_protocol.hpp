@@ -62,7 +62,7 @@ struct shared_options {
     int32_t max_num_batched_tokens = 0;
     int32_t max_num_seqs = 0;
     int32_t tensor_parallel_size = 1; // each rank holds its share of every layer's heads (the KV layout's too)
-    int32_t reserved = 0;
+    int32_t max_model_len = 0; // the model may read it (Phi-3's LongRoPE picks its factors by it): every rank alike
 };
 
 struct reply {

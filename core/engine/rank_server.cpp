@@ -127,6 +127,7 @@ class rank_server {
         same("[scheduler] max_num_batched_tokens", opts_.scheduler.max_num_batched_tokens, shared.max_num_batched_tokens);
         same("[scheduler] max_num_seqs", opts_.scheduler.max_num_seqs, shared.max_num_seqs);
         same("[parallel] tensor_parallel_size", opts_.tensor_parallel_size, shared.tensor_parallel_size);
+        same("[model] max_model_len", std::max(0, opts_.max_model_len), shared.max_model_len);
         file_ = open_model_file(opts_.model_path, opts_.file_open, false);
         const uint64_t mine = model_fingerprint(*file_);
         if (mine != c.b)

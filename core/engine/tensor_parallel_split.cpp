@@ -49,10 +49,12 @@ tensor_splits read_tensor_splits(const model_file &file, const plugins::registry
         if (desc->tensor_split(model.get(), i, &s) != STRATA_OK)
             fail("{}: model plugin '{}' gives no tensor-parallel split for tensor '{}'", model_path, desc->header.name,
                  v.name);
+        if (minor < 30) s.repeat = 0; // `reserved` before 1.30, never required to be 0
         std::optional<tensor_split_rule> rule = split_rule_of(s);
         if (!rule)
-            fail("{}: model plugin '{}' splits tensor '{}' along axis {} in {} parts; the ABI knows rows or columns in "
-                 "1 to 4", model_path, desc->header.name, v.name, s.axis, s.n_parts);
+            fail("{}: model plugin '{}' splits tensor '{}' along axis {} in {} parts repeated {} times; the ABI knows "
+                 "rows or columns in 1 to 4 parts repeated 0 to 65536 times", model_path, desc->header.name, v.name,
+                 s.axis, s.n_parts, s.repeat);
         add(v.name, std::move(*rule));
     }
     return out;

@@ -91,6 +91,12 @@ TEST(MpiPipeline, ARankThatOpenedAnotherModelOrAWrongProcessCountIsRefusedNaming
     EXPECT_NE(settings.exit_code, 0);
     EXPECT_NE(settings.err.find("[scheduler] block_size is 8 here but 16 on rank 0"), std::string::npos)
         << settings.err;
+    // The context a sequence may reach, which a model may read (Phi-3's LongRoPE picks its factors by it).
+    const run_result context = run_shell(k_mpiexec + " -np 1 " + k_runtime + " --model " + k_model + k_prompt +
+                                         "-pp 2 : -np 1 " + k_runtime + " --model " + k_model + k_prompt +
+                                         "-pp 2 --max-model-len 128");
+    EXPECT_NE(context.exit_code, 0);
+    EXPECT_NE(context.err.find("max_model_len is 128 here but 0 on rank 0"), std::string::npos) << context.err;
     // Every process is one rank: two processes for a one-rank pipeline are refused, saying how to mend it.
     const run_result count = run_shell(mpirun(2) + k_runtime + " --model " + k_model + k_prompt);
     EXPECT_NE(count.exit_code, 0);

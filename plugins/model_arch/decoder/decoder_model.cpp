@@ -420,9 +420,7 @@ model *load(const family &fam, const strata_model_source *src) {
     m->vocab_rows = static_cast<int32_t>(vocab_rows);
     m->vocab_first = vocab_first;
     m->tok_embd = tensor(src, fam, "token_embd.weight", d, vocab_rows);
-    if (m->tp_size > 1)
-        m->op_needs.push_back({STRATA_DEVICE_OP_SCALE, "the embedding split among tensor-parallel ranks (the rows of "
-                                                       "other ranks' tokens zeroed)"});
+    if (m->tp_size > 1) m->zero_row.assign(static_cast<size_t>(d), 0.0f); // written over other ranks' tokens' rows
     m->output_norm = tensor(src, fam, "output_norm.weight", d, 1);
     bool has_output = false;
     if (fam.output != presence::absent)
@@ -813,16 +811,14 @@ int32_t run_layer(const model &m, const strata_forward_args *a, const strata_dev
 }
 
 // The embedding rows of the step's tokens into x (n_tokens x n_embd). A tensor-parallel part holds the rows of its
-// piece of the vocabulary only (ABI 1.30), as vLLM's VocabParallelEmbedding: it looks up its piece's tokens, zeros
-// the rows of the others (scale by 0) and the ranks' rows are summed (all_reduce), exactly one of them not zero.
+// piece of the vocabulary only (ABI 1.30), as vLLM's VocabParallelEmbedding: it looks up its piece's tokens, writes
+// zeros over the rows of the others (copied from a zero row, not scaled by 0, so that a NaN or Inf in the row looked up
+// in their place cannot reach them) and the ranks' rows are summed (all_reduce), exactly one of them not zero.
 int32_t embed(const model &m, const strata_forward_args *a, float *x, strata_status *st) {
     const strata_device_desc *ops = a->device_ops;
     strata_device *dev = a->device;
     const int32_t n = a->n_tokens;
     if (m.tp_size <= 1) return ops->embedding(dev, &m.tok_embd, a->tokens, n, x, st);
-    if (!STRATA_HAS_SLOT(ops, scale))
-        return fail(st, STRATA_ERR_UNSUPPORTED, "decoder forward: an embedding split among tensor-parallel ranks needs "
-                    "the scale op (ABI 1.14), which device '%s' does not offer", ops->header.name);
     std::vector<int32_t> &rows = m.piece_tokens;
     if (rows.size() < static_cast<size_t>(n)) rows.resize(static_cast<size_t>(n));
     for (int32_t t = 0; t < n; ++t) {
@@ -835,19 +831,10 @@ int32_t embed(const model &m, const strata_forward_args *a, float *x, strata_sta
     }
     STRATA_TRY(ops->embedding(dev, &m.tok_embd, rows.data(), n, x, st));
     const int64_t d = m.hp.n_embd;
-    for (int32_t t = 0; t < n;) { // each run of other ranks' tokens zeroed at once
-        auto mine = [&](int32_t i) {
-            const int64_t row = a->tokens[i] - m.vocab_first;
-            return row >= 0 && row < m.vocab_rows;
-        };
-        if (mine(t)) {
-            ++t;
-            continue;
-        }
-        int32_t end = t + 1;
-        while (end < n && !mine(end)) ++end;
-        STRATA_TRY(ops->scale(dev, x + t * d, (end - t) * d, 0.0f, x + t * d, st));
-        t = end;
+    for (int32_t t = 0; t < n; ++t) {
+        const int64_t row = a->tokens[t] - m.vocab_first;
+        if (row < 0 || row >= m.vocab_rows)
+            STRATA_TRY(transfer(ops, dev, x + t * d, m.zero_row.data(), d, STRATA_COPY_H2D, st));
     }
     return a->all_reduce(a->all_reduce_user, x, n * d, st);
 }

@@ -92,8 +92,10 @@ struct model {
     // the embedding splits by vocabulary as the classifier does and a mixture's experts by their FFN columns
     // (tensor_split).
     bool host_1_30 = false;
-    // A part's forward: the step's tokens as rows of its piece of the embedding (grows to the largest step once).
+    // A part's forward: the step's tokens as rows of its piece of the embedding (grows to the largest step once), and
+    // the zeros written over the rows of the tokens other ranks hold (n_embd floats, host memory).
     mutable std::vector<int32_t> piece_tokens;
+    std::vector<float> zero_row;
 };
 
 // Reads hyperparameters and resolves every tensor of family `fam`, checking shapes; throws std::runtime_error with a

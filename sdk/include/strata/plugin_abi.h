@@ -698,8 +698,9 @@ typedef struct strata_forward_args {
     int32_t kv_first_layer;
     /* optional, since 1.29: tensor parallel. For a model created as a rank's part
      * (strata_model_source.tensor_parallel_size > 1) the host sets all_reduce: forward calls it on each partial sum
-     * (a decoder: the n_tokens x n_embd outputs of attn_output and ffn_down, in the memory of the device that computed
-     * them) before their biases and the residual; it returns when `data` holds the sum of every rank's `data`, the
+     * (a decoder: the n_tokens x n_embd outputs of attn_output and ffn_down, and since 1.30 the embedding rows of a
+     * vocabulary split and a mixture's weighted sum of its experts, in the memory of the device that computed them)
+     * before their biases and the residual; it returns when `data` holds the sum of every rank's `data`, the
      * same bits on every rank, or an error (a rank failed: the others return too, never wait for ever). */
     int32_t (*all_reduce)(void *user, float *data, int64_t n, strata_status *st);
     void *all_reduce_user;
@@ -767,9 +768,9 @@ typedef struct strata_model_arch_desc {
     int32_t (*pipeline_stages)(const strata_model *model);
     /* optional, since 1.29 */
     /* 1 when this model can be created as tensor-parallel parts (strata_model_source.tensor_parallel_rank/size),
-     * says how each weight splits (tensor_split) and its forward calls strata_forward_args.all_reduce, else 0 (a
-     * mixture of experts, today). Asked of the whole model, before any part is created. Without the slot the host
-     * never splits it. */
+     * says how each weight splits (tensor_split) and its forward calls strata_forward_args.all_reduce, else 0 (the
+     * decoder answers 0 for a mixture of experts when the host is older than 1.30 and cannot cut stacked experts).
+     * Asked of the whole model, before any part is created. Without the slot the host never splits it. */
     int32_t (*tensor_parallel)(const strata_model *model);
     /* How tensor_at's weight `index` is split among tensor-parallel ranks (asked of the whole model, with
      * tensor_parallel). Returns STRATA_OK, or an error for an index out of range. */
