@@ -68,6 +68,11 @@ void PrintTo(const tp_case &c, std::ostream *os) { *os << c.name << " x" << c.tp
 
 class TensorParallelFamilies : public ::testing::TestWithParam<tp_case> {};
 
+// Block shapes for cutting the test files' columns: Q8_0 (type 8) and F32.
+std::pair<int64_t, int64_t> file_blocks(uint32_t type) {
+    return type == 8 ? std::pair<int64_t, int64_t>{32, 34} : std::pair<int64_t, int64_t>{1, 4};
+}
+
 int32_t argmax(const float *row, int32_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
 
 // The gap between the largest and the second largest value of a row.
@@ -267,13 +272,10 @@ TEST(TensorParallelShard, PartsAreTheFilesRowsAndColumnsOfEachRank) {
         {"blk.0.ffn_up.weight", {axis::rows, {256, 256}}},
         {"blk.0.attn_norm.weight", {axis::none, {}}},
     };
-    const auto blocks = [](uint32_t type) -> std::pair<int64_t, int64_t> {
-        return type == 8 ? std::pair<int64_t, int64_t>{32, 34} : std::pair<int64_t, int64_t>{1, 4};
-    };
     const int64_t row = 128 / 32 * 34; // a Q8_0 row of 128
     for (int32_t r = 0; r < 2; ++r) {
         SCOPED_TRACE("rank " + std::to_string(r));
-        tensor_parallel_shard shard(*file, rules, r, 2, blocks);
+        tensor_parallel_shard shard(*file, rules, r, 2, file_blocks);
         const auto *qkv = shard.find_tensor("blk.0.attn_qkv.weight");
         const auto *whole_qkv = file->find_tensor("blk.0.attn_qkv.weight");
         ASSERT_NE(qkv, nullptr);
@@ -300,14 +302,14 @@ TEST(TensorParallelShard, PartsAreTheFilesRowsAndColumnsOfEachRank) {
     // One group of rows stays in the mapping.
     const std::map<std::string, tensor_split_rule> q_rows{{"blk.0.ffn_down.weight", {axis::cols, {256}}},
                                                           {"blk.0.attn_qkv.weight", {axis::rows, {256}}}};
-    tensor_parallel_shard second(*file, q_rows, 1, 2, blocks);
+    tensor_parallel_shard second(*file, q_rows, 1, 2, file_blocks);
     EXPECT_EQ(second.find_tensor("blk.0.attn_qkv.weight")->data, file->find_tensor("blk.0.attn_qkv.weight")->data + 128 * row);
     EXPECT_EQ(second.gathered_bytes(), second.find_tensor("blk.0.ffn_down.weight")->n_bytes) << "only columns gathered";
     // Cuts that cannot be made are refused naming the tensor.
     auto refused = [&](const std::map<std::string, tensor_split_rule> &bad, int32_t size, const std::string &says,
                        int32_t rank = 0) {
         try {
-            tensor_parallel_shard s(*file, bad, rank, size, blocks);
+            tensor_parallel_shard s(*file, bad, rank, size, file_blocks);
             ADD_FAILURE() << "not refused: " << says;
         } catch (const error &e) {
             EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
@@ -328,9 +330,6 @@ TEST(TensorParallelShard, StackedExpertsSplitEachExpertAlike) {
         "qwen3moe_q8_0", "--arch qwen3moe --dim 128 --ff 256 --experts 8 --experts-used 2 --expert-ff 128 --type q8_0");
     ASSERT_FALSE(model.empty());
     const auto file = open_model_file(model, {}, false);
-    const auto blocks = [](uint32_t type) -> std::pair<int64_t, int64_t> {
-        return type == 8 ? std::pair<int64_t, int64_t>{32, 34} : std::pair<int64_t, int64_t>{1, 4};
-    };
     strata_tensor_split gate{};
     gate.axis = STRATA_SPLIT_ROWS;
     gate.n_parts = 1;
@@ -342,10 +341,10 @@ TEST(TensorParallelShard, StackedExpertsSplitEachExpertAlike) {
     down.part[0] = 128;
     const std::map<std::string, tensor_split_rule> rules{{"blk.0.ffn_gate_exps.weight", *split_rule_of(gate)},
                                                          {"blk.0.ffn_down_exps.weight", *split_rule_of(down)}};
-    const int64_t gate_row = 128 / 32 * 34, down_row = 128 / 32 * 34; // Q8_0 rows of 128 (dim; expert ff)
+    const int64_t row = 128 / 32 * 34; // a Q8_0 row of 128 (dim, and the experts' inner size)
     for (int32_t r = 0; r < 2; ++r) {
         SCOPED_TRACE("rank " + std::to_string(r));
-        tensor_parallel_shard shard(*file, rules, r, 2, blocks);
+        tensor_parallel_shard shard(*file, rules, r, 2, file_blocks);
         const auto *g = shard.find_tensor("blk.0.ffn_gate_exps.weight");
         const auto *whole_g = file->find_tensor("blk.0.ffn_gate_exps.weight");
         ASSERT_NE(g, nullptr);
@@ -353,24 +352,24 @@ TEST(TensorParallelShard, StackedExpertsSplitEachExpertAlike) {
         EXPECT_EQ(g->ne[0], 128);
         EXPECT_EQ(g->ne[1], 64);
         EXPECT_EQ(g->ne[2], 8);
-        EXPECT_EQ(g->n_bytes, static_cast<uint64_t>(8 * 64 * gate_row));
+        EXPECT_EQ(g->n_bytes, static_cast<uint64_t>(8 * 64 * row));
         for (int64_t e = 0; e < 8; ++e)
-            EXPECT_EQ(std::memcmp(g->data + e * 64 * gate_row, whole_g->data + (e * 128 + 64 * r) * gate_row,
-                                  static_cast<size_t>(64 * gate_row)), 0) << "expert " << e;
+            EXPECT_EQ(std::memcmp(g->data + e * 64 * row, whole_g->data + (e * 128 + 64 * r) * row,
+                                  static_cast<size_t>(64 * row)), 0) << "expert " << e;
         const auto *d = shard.find_tensor("blk.0.ffn_down_exps.weight");
         const auto *whole_d = file->find_tensor("blk.0.ffn_down_exps.weight");
         EXPECT_EQ(d->ne[0], 64);
         EXPECT_EQ(d->ne[1], 128);
         EXPECT_EQ(d->ne[2], 8);
         for (int64_t i = 0; i < 128 * 8; ++i)
-            ASSERT_EQ(std::memcmp(d->data + i * (down_row / 2), whole_d->data + i * down_row + r * (down_row / 2),
-                                  static_cast<size_t>(down_row / 2)), 0) << "row " << i;
+            ASSERT_EQ(std::memcmp(d->data + i * (row / 2), whole_d->data + i * row + r * (row / 2),
+                                  static_cast<size_t>(row / 2)), 0) << "row " << i;
     }
     // Without the repeat the rows of the stack would be cut as one matrix: refused.
     gate.repeat = 0;
     gate.part[0] = 1024;
     try {
-        tensor_parallel_shard s(*file, {{"blk.0.ffn_gate_exps.weight", *split_rule_of(gate)}}, 0, 2, blocks);
+        tensor_parallel_shard s(*file, {{"blk.0.ffn_gate_exps.weight", *split_rule_of(gate)}}, 0, 2, file_blocks);
         ADD_FAILURE() << "a rows rule that cuts the experts unalike was not refused";
     } catch (const error &e) {
         EXPECT_NE(std::string(e.what()).find("does not cut each of its 8 stacked matrices alike"), std::string::npos)
