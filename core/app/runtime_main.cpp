@@ -180,14 +180,22 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
         j["settings"] = settings;
         j["data_parallel_size"] = opts.data_parallel_size; // the plan above is each replica's
         // Pipeline parallel: the plan above is rank 0's; every rank's, with its layers, follows. Tensor parallel:
-        // the same, each rank's plan its share of the weights and KV.
+        // the same, each rank's plan its share of the weights and KV (inside pipeline stages: of its stage's layers,
+        // with the stage's rank and layers).
         const bool tensor_parallel = mp.tensor_parallel_size > 1;
         j["tensor_parallel_size"] = mp.tensor_parallel_size;
-        j["pipeline_parallel_size"] = tensor_parallel ? 1 : static_cast<int32_t>(ranks.size());
+        j["pipeline_parallel_size"] = mp.stage.n_ranks;
         if (tensor_parallel) {
             nlohmann::json per_rank = nlohmann::json::array();
-            for (const engine::rank_plan &r : ranks)
-                per_rank.push_back({{"rank", r.tensor_parallel_rank}, {"plan", planner::to_json(r.plan, r.inputs)}});
+            for (const engine::rank_plan &r : ranks) {
+                nlohmann::json one = {{"rank", r.tensor_parallel_rank}, {"plan", planner::to_json(r.plan, r.inputs)}};
+                if (r.stage.n_ranks > 1) {
+                    one["pipeline_rank"] = r.stage.rank;
+                    one["layer_first"] = r.stage.layer_first;
+                    one["layer_end"] = r.stage.layer_end;
+                }
+                per_rank.push_back(std::move(one));
+            }
             j["tensor_parallel_ranks"] = per_rank;
         } else if (ranks.size() > 1) {
             nlohmann::json per_rank = nlohmann::json::array();
@@ -201,7 +209,12 @@ int print_plan(const plugins::registry &registry, const strata_host_services *ho
         std::cout << j.dump(2) << "\n";
     } else {
         for (const engine::rank_plan &r : ranks) {
-            if (r.tensor_parallel_size > 1)
+            if (r.tensor_parallel_size > 1 && r.stage.n_ranks > 1)
+                std::cout << fmt::format("tensor-parallel rank {} of {} in pipeline rank {} of {}: its heads and "
+                                         "feed-forward columns of layers [{}, {})\n",
+                                         r.tensor_parallel_rank, r.tensor_parallel_size, r.stage.rank, r.stage.n_ranks,
+                                         r.stage.layer_first, r.stage.layer_end);
+            else if (r.tensor_parallel_size > 1)
                 std::cout << fmt::format("tensor-parallel rank {} of {}: its heads and feed-forward columns of every "
                                          "layer\n", r.tensor_parallel_rank, r.tensor_parallel_size);
             else if (ranks.size() > 1)
@@ -365,8 +378,8 @@ int main_impl(int argc, char **argv) {
                  g_link->size(), opts.pipeline_parallel_size, opts.tensor_parallel_size, g_link->size(), g_link->size(),
                  ranks);
         if (opts.pipeline_parallel_size > 1 && opts.tensor_parallel_size > 1)
-            fail("pipeline_parallel_size {} with tensor_parallel_size {}: tensor-parallel ranks inside pipeline stages "
-                 "are not built yet; use one of the two",
+            fail("pipeline_parallel_size {} with tensor_parallel_size {} under mpirun: tensor-parallel ranks inside "
+                 "pipeline stages run in one process only so far (run without mpirun, or use one of the two)",
                  opts.pipeline_parallel_size, opts.tensor_parallel_size);
         if (opts.data_parallel_size > 1)
             fail("data_parallel_size {} under mpirun: data-parallel replicas run in one process only (drop "

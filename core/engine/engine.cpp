@@ -74,11 +74,16 @@ void engine::init() {
     }
     executor_ = std::make_unique<executor>(std::move(workers));
     worker &w = executor_->driver_worker();
+    // Tensor-parallel ranks inside pipeline stages (in this process): the workers are rank-major, worker t * S + s
+    // being tensor-parallel rank t of stage s, so that the ranks' shares of a KV block join in one process's -tp
+    // layout (each rank's heads of every layer, stage after stage: its layers in order).
+    const int32_t n_stages = n_tp > 1 && link == nullptr ? n_ranks : 1;
     if (n_tp > 1) {
         // device = "auto" takes the CPU: a device with memory of its own cannot join the partial sums yet.
         const std::string first = opts_.device == "auto" ? std::string("cpu") : std::string();
+        int32_t i = 0;
         for (const auto &rank : executor_->workers()) {
-            rank->init_device(0, 1, &*rank == &w ? first : w.device_name());
+            rank->init_device(i++ % n_stages, n_stages, &*rank == &w ? first : w.device_name());
             if (!rank->device_reads_host())
                 fail("tensor_parallel_size {}: device '{}' has memory of its own, and joining the ranks' partial sums "
                      "there needs NCCL's all-reduce, which is not built yet; run tensor parallel on the CPU device, or "
@@ -117,14 +122,20 @@ void engine::init() {
                 remote_stages.push_back(stage); // started below, once the context length is known
                 continue;
             }
-            worker &rank = *executor_->workers()[static_cast<size_t>(r)];
-            if (r > 0) {
-                rank.init_device(r, n_ranks, w.device_name()); // rank 0's device kind, never a fallback
-                rank.load_model();
+            if (n_tp > 1) { // each tensor-parallel rank's worker of the stage, started above
+                for (int32_t t = 0; t < n_tp; ++t)
+                    executor_->workers()[static_cast<size_t>(t * n_ranks + r)]->set_stage(stage);
+            } else {
+                worker &rank = *executor_->workers()[static_cast<size_t>(r)];
+                if (r > 0) {
+                    rank.init_device(r, n_ranks, w.device_name()); // rank 0's device kind, never a fallback
+                    rank.load_model();
+                }
+                rank.set_stage(stage);
             }
-            rank.set_stage(stage);
-            log::info("engine", "pipeline rank {} of {}: layers [{}, {}) on device '{}'{}", r, n_ranks,
+            log::info("engine", "pipeline rank {} of {}: layers [{}, {}) on device '{}'{}{}", r, n_ranks,
                       stage.layer_first, stage.layer_end, executor_->workers()[static_cast<size_t>(r)]->device_name(),
+                      n_tp > 1 ? fmt::format(", {} tensor-parallel ranks", n_tp) : std::string(),
                       link != nullptr ? fmt::format(" (process on {})", link->host_name()) : std::string());
         }
     }
@@ -186,7 +197,7 @@ void engine::init() {
     if (n_tp > 1 && link != nullptr)
         executor_->make_tensor_parallel_across_processes(max_partial, hp_.n_vocab, sc.max_num_seqs);
     else if (n_tp > 1)
-        executor_->make_tensor_parallel(max_partial, hp_.n_vocab, sc.max_num_seqs);
+        executor_->make_tensor_parallel(max_partial, hp_.n_vocab, sc.max_num_seqs, n_stages);
     executor_->allocate_step_memory(sc.max_num_batched_tokens, hp_.n_embd, sc.max_num_seqs, hp_.n_vocab);
     setup_kv();
     executor_->bind_kv(step_block_reserve(*kv_, sc.max_num_seqs), sc.max_num_batched_tokens, sc.max_num_seqs);
@@ -215,20 +226,24 @@ void engine::init() {
 strata_model_hparams engine::start_tensor_parallel_ranks(const plugins::handle<strata_model_arch_desc> &arch,
                                                          std::vector<std::unique_ptr<worker>> &workers) {
     const int32_t n_tp = opts_.tensor_parallel_size;
-    if (opts_.pipeline_parallel_size > 1)
-        fail("tensor_parallel_size {} with pipeline_parallel_size {}: tensor-parallel ranks inside pipeline stages are "
-             "not built yet; use one of the two", n_tp, opts_.pipeline_parallel_size);
+    // Under mpirun rank 0's part is made here and each other rank's in its own process (rank_server); in this process
+    // every tensor-parallel rank has a worker per pipeline stage (rank-major), over one shard of its part.
+    const bool processes = opts_.pipeline_transport != nullptr;
+    if (processes && opts_.pipeline_parallel_size > 1)
+        fail("internal: tensor-parallel ranks inside pipeline stages as processes");
     if (opts_.plan_gpu_memory)
         fail("tensor_parallel_size {} with plan_gpu_memory: tensor-parallel ranks run on the CPU device only so far "
              "(GPU ranks need NCCL's all-reduce); plan GPUs with --pipeline-parallel-size {} instead", n_tp, n_tp);
     const tensor_splits splits = read_tensor_splits(*file_, registry_, host_, arch, opts_.model_path, n_tp);
-    // Under mpirun rank 0's part is made here and each other rank's in its own process (rank_server).
-    const int32_t here = opts_.pipeline_transport != nullptr ? 1 : n_tp;
+    const int32_t here = processes ? 1 : n_tp;
+    const int32_t stages = processes ? 1 : opts_.pipeline_parallel_size;
     for (int32_t r = 0; r < here; ++r) {
         shards_.push_back(std::make_unique<tensor_parallel_shard>(*file_, splits.rules, r, n_tp, quant_blocks(registry_),
                                                                   opts_.plan_only));
-        workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *shards_.back(), arch));
-        workers.back()->set_tensor_parallel({r, n_tp, splits.whole.n_vocab, nullptr, nullptr});
+        for (int32_t s = 0; s < stages; ++s) {
+            workers.push_back(std::make_unique<worker>(registry_, host_, opts_, *shards_.back(), arch));
+            workers.back()->set_tensor_parallel({r, n_tp, splits.whole.n_vocab, nullptr, nullptr});
+        }
     }
     return splits.whole;
 }

@@ -77,11 +77,12 @@ class engine {
     // how many steps ran each way.
     using hybrid_report = worker::hybrid_report;
     hybrid_report hybrid() const { return executor_->driver_worker().hybrid(); }
-    // The threads the device computes with (tensor-parallel ranks: all of theirs together).
+    // The threads the device computes with (tensor-parallel ranks: all of theirs together, those of one stage).
     int32_t device_threads() const {
         if (!executor_->tensor_parallel()) return executor_->driver_worker().device_threads();
         int32_t n = 0;
-        for (const auto &w : executor_->workers()) n += w->device_threads();
+        for (const auto &w : executor_->workers())
+            if (w->stage().rank == 0) n += w->device_threads();
         return n;
     }
     // Each pipeline rank's stage (one rank: every layer). memory_plan(), offload_report(), offload_stats() and

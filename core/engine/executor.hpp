@@ -40,11 +40,20 @@ class executor {
 
     // The workers are tensor-parallel ranks (#16 item 3): each step runs on all of them at once, their partial sums
     // joined by all_reduce (tensor_parallel_group); up to max_floats floats each (max_num_batched_tokens x n_embd),
-    // and their pieces of up to max_seqs logits rows.
-    void make_tensor_parallel(size_t max_floats, int32_t n_vocab, int32_t max_seqs) {
-        std::vector<worker *> ranks;
-        for (auto &w : workers_) ranks.push_back(w.get());
-        tensor_parallel_ = std::make_unique<tensor_parallel_group>(std::move(ranks), max_floats, n_vocab, max_seqs);
+    // and their pieces of up to max_seqs logits rows. Inside n_stages pipeline stages the workers are rank-major
+    // (worker t * n_stages + s: rank t of stage s): a group per stage, run stage after stage, the residual stream
+    // passing between them; only the last stage's group has logits.
+    void make_tensor_parallel(size_t max_floats, int32_t n_vocab, int32_t max_seqs, int32_t n_stages = 1) {
+        const auto n_tp = static_cast<int32_t>(workers_.size()) / n_stages;
+        if (n_stages < 1 || n_tp * n_stages != static_cast<int32_t>(workers_.size()))
+            fail("internal: {} workers are not {} pipeline stages of tensor-parallel ranks", workers_.size(), n_stages);
+        for (int32_t s = 0; s < n_stages; ++s) {
+            std::vector<worker *> ranks;
+            for (int32_t t = 0; t < n_tp; ++t) ranks.push_back(workers_[static_cast<size_t>(t * n_stages + s)].get());
+            const bool last = s + 1 == n_stages;
+            tensor_parallel_.push_back(std::make_unique<tensor_parallel_group>(
+                std::move(ranks), max_floats, n_vocab, last ? max_seqs : 0, last ? 0 : max_floats));
+        }
     }
     // The same across processes (under mpirun): rank 0's worker here, the other ranks remote (add_remote first); each
     // step goes to every rank, their partial sums meet through the transport (process_all_reduce) and each sends its
@@ -63,7 +72,7 @@ class executor {
                                      static_cast<size_t>(vocab_piece_width(n_vocab, remote_[i]->stage().rank,
                                                                            static_cast<int32_t>(pieces_.size()))));
     }
-    bool tensor_parallel() const { return tensor_parallel_ != nullptr || reducer_ != nullptr; }
+    bool tensor_parallel() const { return !tensor_parallel_.empty() || reducer_ != nullptr; }
 
     // Pipeline ranks that are processes (after rank 0's worker, in rank order), reached through `link`; each rank's
     // part of a step may take timeout_s seconds ([parallel] rank_timeout_s).
@@ -87,8 +96,10 @@ class executor {
         for (auto &w : workers_) w->allocate_step_memory();
         n_embd_ = n_embd;
         n_vocab_ = n_vocab;
-        if (workers_.size() + remote_.size() > 1 && !tensor_parallel())
-            stream_.resize(static_cast<size_t>(max_tokens) * static_cast<size_t>(n_embd));
+        const size_t stream_floats = static_cast<size_t>(max_tokens) * static_cast<size_t>(n_embd);
+        if (workers_.size() + remote_.size() > 1 && !tensor_parallel()) stream_.resize(stream_floats);
+        // Tensor-parallel stages: the stream in and the stream out apart, since a stage's ranks read it at once.
+        if (tensor_parallel_.size() > 1) stream_.resize(stream_floats), stream_next_.resize(stream_floats);
         if (!remote_.empty()) logits_.resize(static_cast<size_t>(max_seqs) * static_cast<size_t>(n_vocab));
     }
 
@@ -105,7 +116,8 @@ class executor {
     step_output execute_model(const step_input &step) {
         if (reducer_) return execute_tensor_parallel_across_processes(step);
         if (!remote_.empty()) return execute_across_processes(step);
-        if (tensor_parallel_) return tensor_parallel_->execute_model(step);
+        if (tensor_parallel_.size() == 1) return tensor_parallel_.front()->execute_model(step);
+        if (!tensor_parallel_.empty()) return execute_tensor_parallel_stages(step);
         if (workers_.size() == 1) return workers_.front()->execute_model(step);
         step_output out;
         for (size_t r = 0; r < workers_.size(); ++r) {
@@ -118,11 +130,25 @@ class executor {
     // Stops the remote ranks, then releases the workers here.
     void release(bool clean_shutdown) {
         for (auto &r : remote_) r->stop();
-        tensor_parallel_.reset(); // its threads, before the workers they run
+        tensor_parallel_.clear(); // their threads, before the workers they run
         for (auto it = workers_.rbegin(); it != workers_.rend(); ++it) (*it)->release(clean_shutdown);
     }
 
   private:
+    // Tensor-parallel ranks inside pipeline stages: stage after stage, each stage's ranks at once; the residual stream
+    // goes from one buffer to the other between stages.
+    step_output execute_tensor_parallel_stages(const step_input &step) {
+        float *in = nullptr, *out = stream_.data(), *spare = stream_next_.data();
+        step_output result;
+        for (size_t s = 0; s < tensor_parallel_.size(); ++s) {
+            const bool last = s + 1 == tensor_parallel_.size();
+            result = tensor_parallel_[s]->execute_model(step, in, last ? nullptr : out);
+            in = out;
+            std::swap(out, spare);
+        }
+        return result;
+    }
+
     step_output execute_across_processes(const step_input &step) {
         check_pipeline();
         // Every rank waits for this step's residual stream once it has the step: from then on anything that goes
@@ -260,11 +286,12 @@ class executor {
     std::vector<std::vector<float>> remote_logits_; // their pieces of the logits, rank by rank
     std::vector<const float *> pieces_;
     std::vector<char> text_; // a rank's reason for a failed step
-    std::unique_ptr<tensor_parallel_group> tensor_parallel_;
+    std::vector<std::unique_ptr<tensor_parallel_group>> tensor_parallel_; // a group per pipeline stage in this process
     distributed::transport *link_ = nullptr;
     double timeout_s_ = 0;
     int32_t n_embd_ = 0, n_vocab_ = 0;
     std::vector<float> stream_;
+    std::vector<float> stream_next_; // tensor-parallel stages: the next stage's stream while one reads stream_
     std::vector<float> logits_;   // the last remote rank's logits rows
     std::vector<int32_t> packed_; // the step as sent to the remote ranks
 };

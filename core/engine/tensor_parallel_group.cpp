@@ -11,10 +11,11 @@
 namespace strata::engine {
 
 tensor_parallel_group::tensor_parallel_group(std::vector<worker *> ranks, size_t max_floats, int32_t n_vocab,
-                                             int32_t max_rows)
+                                             int32_t max_rows, size_t stream_floats)
     : ranks_(std::move(ranks)), sum_(max_floats), partial_(ranks_.size(), nullptr), outputs_(ranks_.size()),
       pieces_(ranks_.size(), nullptr),
-      n_vocab_(n_vocab), logits_(static_cast<size_t>(max_rows) * static_cast<size_t>(n_vocab)) {
+      n_vocab_(n_vocab), logits_(static_cast<size_t>(max_rows) * static_cast<size_t>(n_vocab)),
+      stream_floats_(stream_floats), streams_((ranks_.size() - 1) * stream_floats) {
     contexts_.reserve(ranks_.size());
     for (size_t r = 0; r < ranks_.size(); ++r) {
         contexts_.push_back({this, static_cast<int32_t>(r)});
@@ -44,10 +45,14 @@ void tensor_parallel_group::stop_threads() {
         if (t.joinable()) t.join();
 }
 
-step_output tensor_parallel_group::execute_model(const step_input &step) {
+step_output tensor_parallel_group::execute_model(const step_input &step, const float *hidden_in, float *hidden_out) {
+    if (hidden_out != nullptr && stream_floats_ == 0)
+        fail("internal: a tensor-parallel group made for the last pipeline stage asked for a residual stream");
     {
         std::lock_guard<std::mutex> lock(mu_);
         step_ = &step;
+        hidden_in_ = hidden_in;
+        hidden_out_ = hidden_out;
         ranks_done_ = 0;
         arrived_.store(0, std::memory_order_relaxed);
         broken_.store(false, std::memory_order_relaxed);
@@ -62,6 +67,7 @@ step_output tensor_parallel_group::execute_model(const step_input &step) {
     step_ = nullptr;
     if (failure_) std::rethrow_exception(failure_);
     lock.unlock();
+    if (hidden_out != nullptr) return {}; // a stage before the last: the residual stream went on
     // Rank r wrote its piece of each row, n_rows rows of its width one after another (ABI 1.29).
     const int32_t n_rows = outputs_.front().n_rows;
     const auto size = static_cast<int32_t>(ranks_.size());
@@ -99,7 +105,11 @@ void tensor_parallel_group::serve(int32_t rank) {
 
 void tensor_parallel_group::run_rank(int32_t rank) {
     try {
-        outputs_[static_cast<size_t>(rank)] = ranks_[static_cast<size_t>(rank)]->execute_model(*step_);
+        // Every rank of a stage before the last ends with the same residual stream: rank 0's goes on.
+        float *out = hidden_out_ == nullptr || rank == 0
+                         ? hidden_out_
+                         : streams_.data() + static_cast<size_t>(rank - 1) * stream_floats_;
+        outputs_[static_cast<size_t>(rank)] = ranks_[static_cast<size_t>(rank)]->execute_model(*step_, hidden_in_, out);
     } catch (...) {
         record_failure(std::current_exception());
     }

@@ -24,19 +24,26 @@ class tensor_parallel_group {
   public:
     // Borrows the workers (rank order) for its lifetime, gives each its all_reduce, and starts a thread per rank past
     // the first. max_floats: the largest partial sum (max_num_batched_tokens x n_embd); the step's logits are up to
-    // max_rows rows of n_vocab, each rank's piece of the vocabulary (strata_split_piece) joined here.
-    tensor_parallel_group(std::vector<worker *> ranks, size_t max_floats, int32_t n_vocab, int32_t max_rows);
+    // max_rows rows of n_vocab, each rank's piece of the vocabulary (strata_split_piece) joined here. A pipeline
+    // stage before the last (stream_floats > 0: the largest residual stream) has no logits: its ranks end the step
+    // with the same residual stream, rank 0's goes on and the others' into a buffer each.
+    tensor_parallel_group(std::vector<worker *> ranks, size_t max_floats, int32_t n_vocab, int32_t max_rows,
+                          size_t stream_floats = 0);
     ~tensor_parallel_group();
-    // The floats the group holds for those arguments (the reduced sum and the joined logits rows), for the memory plan.
-    static size_t held_floats(size_t max_floats, int32_t n_vocab, int32_t max_rows) {
-        return max_floats + static_cast<size_t>(max_rows) * static_cast<size_t>(n_vocab);
+    // The floats the group holds for those arguments (the reduced sum, the joined logits rows, the streams of ranks
+    // past the first), for the memory plan.
+    static size_t held_floats(size_t max_floats, int32_t n_vocab, int32_t max_rows, size_t n_ranks = 1,
+                              size_t stream_floats = 0) {
+        return max_floats + static_cast<size_t>(max_rows) * static_cast<size_t>(n_vocab) +
+               (n_ranks - 1) * stream_floats;
     }
     tensor_parallel_group(const tensor_parallel_group &) = delete;
     tensor_parallel_group &operator=(const tensor_parallel_group &) = delete;
 
     // Runs the step on every rank at once and joins the ranks' pieces of each logits row. Throws the first failing
-    // rank's error.
-    step_output execute_model(const step_input &step);
+    // rank's error. Inside pipeline stages: a stage past the first reads hidden_in, one before the last writes its
+    // residual stream to hidden_out (and returns no logits).
+    step_output execute_model(const step_input &step, const float *hidden_in = nullptr, float *hidden_out = nullptr);
 
   private:
     struct rank_context {
@@ -63,10 +70,14 @@ class tensor_parallel_group {
     std::vector<const float *> pieces_; // their logits pieces, rank by rank
     int32_t n_vocab_;
     std::vector<float> logits_; // the step's logits rows, joined from the ranks' pieces (with sum_: held_floats)
+    size_t stream_floats_;
+    std::vector<float> streams_; // ranks past the first: the residual stream each writes (a stage before the last)
 
     std::mutex mu_;
     std::condition_variable cv_;
     const step_input *step_ = nullptr;
+    const float *hidden_in_ = nullptr;
+    float *hidden_out_ = nullptr;
     uint64_t step_generation_ = 0; // a new step for the rank threads
     int32_t ranks_done_ = 0;       // rank threads finished with the current step
     bool stopping_ = false;

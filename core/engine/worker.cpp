@@ -141,7 +141,9 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
     // A tensor-parallel rank's part of the buffers the ranks exchange through: a rank that is a process holds every
     // rank's partial sums (process_all_reduce), and rank 0 the other ranks' logits pieces and the rows joined from
     // all pieces (executor: remote_logits_, logits_); ranks in one process share their group's sum and joined logits
-    // (tensor_parallel_group), a 1/size share each. (The logits rows every plan counts cover a rank's own piece.)
+    // (tensor_parallel_group; inside pipeline stages their stage's group: no logits before the last stage, but the
+    // residual stream of each rank past the first), a 1/size share each. (The logits rows every plan counts cover a
+    // rank's own piece.)
     if (tp_.size > 1) {
         const auto &sc = opts_.scheduler;
         const size_t max_floats =
@@ -153,7 +155,8 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
             link != nullptr
                 ? process_all_reduce::held_floats(tp_.size, max_floats) +
                       (tp_.rank == 0 ? rows * (static_cast<size_t>(hp_.n_vocab) + others_pieces) : 0)
-                : (tensor_parallel_group::held_floats(max_floats, hp_.n_vocab, sc.max_num_seqs) +
+                : (tensor_parallel_group::held_floats(max_floats, hp_.n_vocab, last_stage() ? sc.max_num_seqs : 0,
+                                                      static_cast<size_t>(tp_.size), last_stage() ? 0 : max_floats) +
                    static_cast<size_t>(tp_.size) - 1) / static_cast<size_t>(tp_.size);
         shape.activation_bytes += sizeof(float) * static_cast<uint64_t>(floats);
     }

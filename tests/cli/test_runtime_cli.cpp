@@ -636,7 +636,6 @@ TEST(SeedCommands, TheSeedsYamlConfigRunsAndShowsEveryKeysEffect) {
 TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"-tp 3 -t 3", "head_count 8 is not a multiple of tensor_parallel_size 3"},
-        {"-tp 2 -pp 2", "tensor-parallel ranks inside pipeline stages are not built yet"},
         {"-tp 2 --set cpu.separate_memory=true", "needs NCCL's all-reduce, which is not built yet"},
         {"-tp 2 --plan-gpu-memory 24GiB", "tensor-parallel ranks run on the CPU device only so far"},
         {"-pp 6", "pipeline_parallel_size 6 must be between 1 and the model's 5 layers"},
@@ -682,6 +681,21 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     EXPECT_EQ(greedy_tokens("-tp 2 -t 2"), greedy_tokens(""));
     // Two data-parallel replicas of two tensor-parallel ranks each: four device instances of one thread.
     EXPECT_EQ(greedy_tokens("-tp 2 -dp 2 -t 4"), greedy_tokens(""));
+    // Tensor-parallel ranks inside pipeline stages (vLLM's -tp 2 -pp 2): the same tokens; `plan` shows each
+    // worker's stage and layers.
+    EXPECT_EQ(greedy_tokens("-tp 2 -pp 2 -t 2"), greedy_tokens(""));
+    {
+        const nlohmann::json grid = plan_json("--model " + k_model + " -tp 2 -pp 2 -t 2 --pipeline-layer-partition 2,3");
+        EXPECT_EQ(grid["tensor_parallel_size"], 2);
+        EXPECT_EQ(grid["pipeline_parallel_size"], 2);
+        ASSERT_EQ(grid["tensor_parallel_ranks"].size(), 4u);
+        for (size_t i = 0; i < 4; ++i) {
+            const nlohmann::json &r = grid["tensor_parallel_ranks"][i];
+            EXPECT_EQ(r["rank"], static_cast<int>(i / 2)) << i;
+            EXPECT_EQ(r["pipeline_rank"], static_cast<int>(i % 2)) << i;
+            EXPECT_EQ(r["layer_end"].get<int>() - r["layer_first"].get<int>(), i % 2 == 0 ? 2 : 3) << i;
+        }
+    }
     {
         const nlohmann::json tp = plan_json("--model " + k_model + " -tp 2 -t 2");
         const nlohmann::json one = plan_json("--model " + k_model);

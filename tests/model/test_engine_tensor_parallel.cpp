@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -206,11 +207,14 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto &info) { return std::string(info.param.name) + "_" + std::to_string(info.param.tp) + "_ranks"; });
 
 // The ranks' sums join in rank order whatever the threads' timing: two engines of the same split give the same logits
-// bit for bit. (Also the ThreadSanitizer case of the group's threads and barrier.)
+// bit for bit, and so do the same ranks inside two pipeline stages (a group per stage, the residual stream between
+// them). (Also the ThreadSanitizer case of the groups' threads, barrier and stream hand-over.)
 TEST(TensorParallel, TheSameSplitGivesTheSameBitsEveryRun) {
     std::vector<float> first;
-    for (int run = 0; run < 2; ++run) {
-        auto e = engine_from(tp_options(stories(), 2, 64 * 16 * 5 * 2 * 32 * 4));
+    for (int run = 0; run < 3; ++run) {
+        auto o = tp_options(stories(), 2, 64 * 16 * 5 * 2 * 32 * 4);
+        if (run == 2) o.pipeline_parallel_size = 2;
+        auto e = engine_from(o);
         const auto text = e->tokenizer().encode("Once upon a time there was a little dog named Max who loved to run.", true);
         const auto got = logits_of(*e, text);
         if (run == 0) first = got;
@@ -380,8 +384,7 @@ TEST(TensorParallelShard, StackedExpertsSplitEachExpertAlike) {
 }
 
 // What cannot be split is refused at start-up with the reason: heads the size does not divide, a K-quant whose column
-// share is not whole 256-element blocks, tensor-parallel ranks inside pipeline stages, and a device with memory of its
-// own (no NCCL yet).
+// share is not whole 256-element blocks, and a device with memory of its own (no NCCL yet).
 TEST(TensorParallel, WhatCannotBeSplitIsRefusedWithTheReason) {
     auto refused = [](const engine::engine_options &o, const std::string &says) {
         try {
@@ -407,9 +410,6 @@ TEST(TensorParallel, WhatCannotBeSplitIsRefusedWithTheReason) {
                                            "--expert-ff 96 --type q8_0");
     ASSERT_FALSE(moe.empty());
     refused(tp_options(moe, 2, 1 << 20), "ffn_down_exps.weight' would give rank 0 of 2 its columns [0, 48)");
-    auto pp = tp_options(stories(), 2, 1 << 20);
-    pp.pipeline_parallel_size = 2;
-    refused(pp, "tensor-parallel ranks inside pipeline stages are not built yet");
     cpu_table gpu;
     auto own_memory = tp_options(stories(), 2, 1 << 20);
     own_memory.device_config = &gpu.view;
@@ -454,6 +454,131 @@ TEST(TensorParallelPrefix, AStoreIsReadBackByTheSameSplitOnly) {
         EXPECT_EQ(run_all(*again, {p}, max_tokens)[0], miss);
         EXPECT_GE(again->stats().prefix_hits[2], 32) << "the prefix came from the persistent store";
         expect_pools_full(*again);
+    }
+    fs::remove_all(dir);
+}
+
+// Tensor-parallel ranks inside pipeline stages (-tp 2 -pp N in one process; vLLM's TP x PP): a stage's ranks hold
+// their heads and columns of its layers and run it at once, the residual stream goes stage to stage unchanged and each
+// all_reduce sums the same ranks' partial products in the same order as -tp 2 alone, so every logit is -tp 2's bit
+// for bit, on every split; sixteen sequences under swap and recompute preemption get their alone tokens; each worker
+// keeps its heads of its layers' KV, and the shares joined rank by rank are -tp 2's block, so a prefix -tp 2 saved in
+// the persistent store serves -tp 2 -pp 2 after a restart and the other way round.
+TEST(TensorParallelPipeline, RanksInsideStagesGiveTheTensorParallelRanksBitsOnEverySplitUnderPreemption) {
+    if (strata::testing::under_thread_sanitizer)
+        GTEST_SKIP() << "kernel work: the groups' threads are covered by TensorParallel.TheSameSplitGivesTheSameBits…";
+    struct split_case {
+        std::string model;
+        std::vector<int32_t> layers; // per stage
+        uint64_t kv_bytes_per_token; // one process's
+    };
+    const std::string gqa = family_model("llama_q8_0_512", "--dim 512 --ff 512 --type q8_0");
+    const std::string moe = family_model("qwen3moe_q8_0", "--arch qwen3moe --dim 128 --ff 256 --experts 8 "
+                                                          "--experts-used 2 --expert-ff 128 --type q8_0");
+    ASSERT_FALSE(gqa.empty());
+    ASSERT_FALSE(moe.empty());
+    const std::vector<split_case> cases = {{stories(), {2, 3}, 5 * 2 * 32 * 4},
+                                           {stories(), {1, 1, 3}, 5 * 2 * 32 * 4},
+                                           {gqa, {3, 1}, 4 * 2 * 256 * 4},
+                                           {moe, {2, 2}, 4 * 2 * 64 * 4}};
+    constexpr int n = 16;
+    constexpr int32_t max_tokens = 24;
+    for (const split_case &c : cases) {
+        SCOPED_TRACE(c.model + " in " + std::to_string(c.layers.size()) + " stages");
+        const uint64_t blocks = c.kv_bytes_per_token * 16;
+        auto staged = [&](engine::engine_options o) {
+            o.pipeline_parallel_size = static_cast<int32_t>(c.layers.size());
+            o.pipeline_layer_partition = c.layers;
+            return o;
+        };
+        std::vector<std::vector<int32_t>> prompts, want;
+        std::vector<int32_t> text;
+        std::vector<float> tp_logits;
+        {
+            auto tp = engine_from(tp_options(c.model, 2, 256 * blocks / 2));
+            for (int i = 0; i < n; ++i) prompts.push_back(story_prompt(*tp, i));
+            for (int i = 0; i < n; ++i) want.push_back(run_all(*tp, {prompts[static_cast<size_t>(i)]}, max_tokens)[0]);
+            text = tp->tokenizer().encode("Once upon a time there was a little girl named Lily. She loved to play "
+                                          "outside in the park with her friends.",
+                                          true);
+            tp_logits = logits_of(*tp, text);
+        }
+        // kv_cache_memory is each worker's: n blocks of the largest stage's share.
+        const int32_t most = *std::max_element(c.layers.begin(), c.layers.end());
+        const int32_t n_layer = std::accumulate(c.layers.begin(), c.layers.end(), 0);
+        const auto worker_blocks = [&](uint64_t n_blocks) {
+            return n_blocks * blocks / 2 * static_cast<uint64_t>(most) / static_cast<uint64_t>(n_layer);
+        };
+        {
+            auto e = engine_from(staged(tp_options(c.model, 2, worker_blocks(256))));
+            ASSERT_EQ(e->ranks().size(), 2 * c.layers.size());
+            for (size_t i = 0; i < e->ranks().size(); ++i) {
+                const engine::worker &w = *e->ranks()[i];
+                const size_t stage = i % c.layers.size(); // rank-major: rank t of stage s is worker t * S + s
+                EXPECT_EQ(w.tensor_parallel().rank, static_cast<int32_t>(i / c.layers.size()));
+                EXPECT_EQ(w.stage().layer_end - w.stage().layer_first, c.layers[stage]);
+                EXPECT_EQ(w.kv_block_bytes() * static_cast<uint64_t>(n_layer),
+                          blocks / 2 * static_cast<uint64_t>(c.layers[stage]))
+                    << "its heads of its layers";
+            }
+            EXPECT_EQ(logits_of(*e, text), tp_logits) << "-tp 2's logits bit for bit";
+            for (int i = 0; i < n; ++i)
+                EXPECT_EQ(run_all(*e, {prompts[static_cast<size_t>(i)]}, max_tokens)[0], want[static_cast<size_t>(i)])
+                    << "prompt " << i;
+        }
+        for (auto mode : {engine::preemption_mode::swap, engine::preemption_mode::recompute}) {
+            SCOPED_TRACE(mode == engine::preemption_mode::swap ? "swap" : "recompute");
+            // 24 blocks (each worker its share of every one) for 16 sequences of ~3 blocks each.
+            auto e = engine_from(staged(tp_options(c.model, 2, worker_blocks(24), mode,
+                                                   mode == engine::preemption_mode::swap ? 0.01 : 0)));
+            const auto got = run_all(*e, prompts, max_tokens);
+            for (int i = 0; i < n; ++i)
+                EXPECT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "sequence " << i;
+            const strata_engine_stats s = e->stats();
+            EXPECT_EQ(s.kv_blocks_total[0], 24) << "the largest stage's workers hold 24 blocks";
+            EXPECT_GT(mode == engine::preemption_mode::swap ? s.preemptions_swap : s.preemptions_recompute, 0)
+                << "the KV budget was meant to force preemption";
+            if (mode == engine::preemption_mode::swap) {
+                EXPECT_EQ(s.kv_bytes_swapped_in, s.kv_bytes_swapped_out);
+            }
+            expect_pools_full(*e);
+        }
+    }
+    // The persistent store: -tp 2 and -tp 2 -pp 2 lay a block out alike.
+    const fs::path dir = fs::path(STRATA_BINARY_DIR) / ("test-tp-pp-prefix-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    auto stored = [&](int32_t stages) {
+        auto o = tp_options(stories(), 2, 64 * 16 * 5 * 2 * 32 * 4 / 2);
+        o.kv.enable_prefix_caching = true;
+        o.kv.prefix_store_dir = dir.string();
+        o.kv.prefix_store_gib = 0.01;
+        o.pipeline_parallel_size = stages;
+        return o;
+    };
+    std::vector<int32_t> p, miss;
+    {
+        auto tp = engine_from(stored(1));
+        p = tp->tokenizer().encode("Once upon a time there was a little girl named Lily. She loved to play outside "
+                                   "in the park with her friends and her dog.",
+                                   true);
+        ASSERT_GE(p.size(), 33u);
+        miss = run_all(*tp, {p}, 24)[0];
+    } // a clean shutdown writes the cached prefixes
+    {
+        auto staged_store = engine_from(stored(2));
+        EXPECT_EQ(run_all(*staged_store, {p}, 24)[0], miss);
+        EXPECT_GE(staged_store->stats().prefix_hits[2], 32) << "-tp 2's prefix read back by -tp 2 -pp 2";
+    }
+    fs::remove_all(dir);
+    {
+        auto staged_store = engine_from(stored(2));
+        EXPECT_EQ(run_all(*staged_store, {p}, 24)[0], miss);
+    }
+    {
+        auto tp = engine_from(stored(1));
+        EXPECT_EQ(run_all(*tp, {p}, 24)[0], miss);
+        EXPECT_GE(tp->stats().prefix_hits[2], 32) << "-tp 2 -pp 2's prefix read back by -tp 2";
+        expect_pools_full(*tp);
     }
     fs::remove_all(dir);
 }

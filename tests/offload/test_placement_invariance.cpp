@@ -145,7 +145,8 @@ TEST(PlacementInvariance, PipelineRanksGiveTheSameTokensWhereverEachRanksWeights
 // Tensor-parallel ranks (#16 item 3): two ranks in this process, each holding its half of every layer's heads and
 // feed-forward columns of stories260K (attn_output's and ffn_down's columns gathered into memory of their own), each
 // placing its share by the same offload keys (every tier in place or streamed, by count and by size, each prefetch
-// depth): one process's tokens every time (float32 weights: the partial sums' order moves the logits by ulps only).
+// depth): one process's tokens every time (float32 weights: the partial sums' order moves the logits by ulps only);
+// and the same two ranks inside two pipeline stages, each of the four workers placing its heads of its layers.
 //
 // With --no-mmap the file is anonymous memory that the ranks share: a rank that moved a tensor to its tier must not drop
 // those pages (they would read back as zeros for the other rank), only the columns it gathered itself.
@@ -158,24 +159,75 @@ TEST(PlacementInvariance, TensorParallelRanksGiveTheSameTokensWhereverEachRanksW
     offload_options embedding = with_tier(layers(5), "numa_ram");
     embedding.override_tensor = {"token_embd=numa_ram"};
     vs.push_back({"no-mmap: every layer and the embedding in numa_ram", embedding});
-    for (const variant &v : vs) {
-        fs::remove(nvme_table().strings["path"] + ".rank1"); // left over by an earlier run that was killed
-        strata::engine::engine_options o = test_engine_options(model, 256, 16);
-        o.file_open.mmap = v.name.rfind("no-mmap", 0) != 0;
-        o.scheduler.max_num_batched_tokens = 16;
-        o.scheduler.max_num_seqs = 4;
-        o.tensor_parallel_size = 2;
-        o.offload = v.opts;
-        o.offload.kv_cache_memory = uint64_t{16} << 20;
-        o.offload.measure_bandwidth = false;
-        o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
-        auto e = std::make_unique<strata::engine::engine>(test_registry(), test_host(), o);
-        ASSERT_EQ(e->ranks().size(), 2u);
-        for (const auto *rank : e->ranks())
-            EXPECT_GT(rank->memory_plan().offloaded_layers, 0) << v.name << ": a rank offloaded nothing";
-        EXPECT_EQ(generate(*e, "Once upon a time", greedy(n)).tokens, want) << v.name;
-        if (v.name == "tier nvme streamed") {
-            EXPECT_TRUE(fs::exists(nvme_table().strings["path"] + ".rank1")) << "rank 1's own tier file";
+    // Alone, and inside two pipeline stages (layers [0, 2) and [2, 5): four workers, each its heads of its layers).
+    for (const int32_t stages : {1, 2}) {
+        for (const variant &v : vs) {
+            SCOPED_TRACE(stages == 1 ? "-tp 2" : "-tp 2 -pp 2");
+            for (int r = 1; r < 4; ++r) // left over by an earlier run that was killed
+                fs::remove(nvme_table().strings["path"] + ".rank" + std::to_string(r));
+            strata::engine::engine_options o = test_engine_options(model, 256, 16);
+            o.file_open.mmap = v.name.rfind("no-mmap", 0) != 0;
+            o.scheduler.max_num_batched_tokens = 16;
+            o.scheduler.max_num_seqs = 4;
+            o.tensor_parallel_size = 2;
+            o.pipeline_parallel_size = stages;
+            if (stages > 1) o.pipeline_layer_partition = {2, 3};
+            o.offload = v.opts;
+            o.offload.kv_cache_memory = uint64_t{16} << 20;
+            o.offload.measure_bandwidth = false;
+            o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
+            auto e = std::make_unique<strata::engine::engine>(test_registry(), test_host(), o);
+            ASSERT_EQ(e->ranks().size(), 2u * static_cast<size_t>(stages));
+            for (const auto *rank : e->ranks())
+                EXPECT_GT(rank->memory_plan().offloaded_layers, 0) << v.name << ": a rank offloaded nothing";
+            EXPECT_EQ(generate(*e, "Once upon a time", greedy(n)).tokens, want) << v.name;
+            if (v.name == "tier nvme streamed") {
+                for (int r = 1; r < 2 * stages; ++r)
+                    EXPECT_TRUE(fs::exists(nvme_table().strings["path"] + ".rank" + std::to_string(r)))
+                        << "rank " << r << "'s own tier file";
+            }
+        }
+    }
+}
+
+// The same for a mixture of experts split by each expert's inner columns (qwen3moe, F32): offloaded, streamed from
+// NVMe, and the experts alone in a host tier (--n-cpu-moe's split on the CPU device: the expert rows of the plan),
+// alone and inside two pipeline stages: one process's tokens every time.
+TEST(PlacementInvariance, TensorParallelMixtureGivesTheSameTokensWhereverEachRanksWeightsLive) {
+    const std::string model = strata::testing::made_model(
+        "pi-tp-qwen3moe-4l.gguf", "--arch qwen3moe --type f32 --experts 8 --experts-used 2 --expert-ff 64 --dim 64 "
+                                  "--layers 4 --heads 4 --kv-heads 2 --ff 128 --ctx 256 --vocab-from " +
+                                      shared_path("models/stories260K-f32.gguf"));
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    constexpr int32_t n = 48;
+    const std::vector<int32_t> want = greedy_tokens(model, 256, offload_options{}, n);
+    ASSERT_EQ(want.size(), static_cast<size_t>(n));
+    std::vector<variant> vs;
+    vs.push_back({"cpu_offload_layers=2", layers(2)});
+    offload_options streamed = with_tier(layers(4), "nvme");
+    streamed.stream_weights = true;
+    vs.push_back({"tier nvme streamed", streamed});
+    offload_options experts;
+    experts.override_tensor = {"exps=numa_ram"};
+    vs.push_back({"experts in numa_ram", experts});
+    for (const int32_t stages : {1, 2}) {
+        for (const variant &v : vs) {
+            SCOPED_TRACE(stages == 1 ? "-tp 2" : "-tp 2 -pp 2");
+            for (int r = 1; r < 4; ++r) fs::remove(nvme_table().strings["path"] + ".rank" + std::to_string(r));
+            strata::engine::engine_options o = test_engine_options(model, 256, 16);
+            o.scheduler.max_num_batched_tokens = 16;
+            o.scheduler.max_num_seqs = 4;
+            o.tensor_parallel_size = 2;
+            o.pipeline_parallel_size = stages;
+            o.offload = v.opts;
+            o.offload.kv_cache_memory = uint64_t{16} << 20;
+            o.offload.measure_bandwidth = false;
+            o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
+            auto e = std::make_unique<strata::engine::engine>(test_registry(), test_host(), o);
+            ASSERT_EQ(e->ranks().size(), 2u * static_cast<size_t>(stages));
+            for (const auto *rank : e->ranks())
+                EXPECT_GT(rank->memory_plan().offloaded_bytes, 0u) << v.name << ": a rank offloaded nothing";
+            EXPECT_EQ(generate(*e, "Once upon a time", greedy(n)).tokens, want) << v.name;
         }
     }
 }
