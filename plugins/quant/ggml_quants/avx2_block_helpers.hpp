@@ -28,6 +28,11 @@ STRATA_KERNEL_INLINE float horizontal_sum(__m256 v) {
 
 STRATA_KERNEL_INLINE float block_scale(const half_bits *d) { return _cvtsh_ss(*d); }
 
+// An empty asm that takes and gives back v in a vector register: the compiler must have it there, as it stands. After
+// each step of a chain of integer adds it keeps the adds in order: otherwise GCC may reassociate them (integer addition
+// is associative), compute every step's products first and spill them to the stack to add them later.
+STRATA_KERNEL_INLINE void keep_in_register(__m256i &v) { __asm__("" : "+x"(v)); }
+
 // A multi-vector kernel's passes over n_x activation vectors: pass(i, std::make_index_sequence<W>{}) for vectors
 // [i, i + W), in passes of Widest (8 or 4), then of 4, then one pass of the 3, 2 or 1 left.
 template <int Widest, class Pass> STRATA_KERNEL_INLINE void in_passes(int32_t n_x, const Pass &pass) {

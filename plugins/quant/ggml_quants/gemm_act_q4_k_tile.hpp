@@ -67,6 +67,8 @@ STRATA_KERNEL_INLINE void add_chunk_pair_q4_k(const unsigned char *const *p, int
             const int e = 64 * J + 16 * h + 4 * k; // the activation index of the dword's first low-nibble element
             ((even[T] = _mm256_add_epi16(even[T], _mm256_maddubs_epi16(lo, broadcast_dword(a[T]->qs + e)))), ...);
             ((odd[T] = _mm256_add_epi16(odd[T], _mm256_maddubs_epi16(hi, broadcast_dword(a[T]->qs + e + 32)))), ...);
+            (keep_in_register(even[T]), ...);
+            (keep_in_register(odd[T]), ...);
         };
         step(q.d0, 0);
         step(q.d1, 1);

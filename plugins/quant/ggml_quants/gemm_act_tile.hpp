@@ -115,6 +115,7 @@ STRATA_KERNEL_INLINE void block_sums_q4_0(const row_dwords &q, const block_q8_ac
         } else {
             ((s[0][T] = _mm256_add_epi16(s[0][T], _mm256_maddubs_epi16(lo, act_dword(*a[T], k)))), ...);
             ((s[0][T] = _mm256_add_epi16(s[0][T], _mm256_maddubs_epi16(hi, act_dword(*a[T], 4 + k)))), ...);
+            (keep_in_register(s[0][T]), ...);
         }
     };
     step(q.d0, 0);
@@ -209,6 +210,7 @@ STRATA_KERNEL_INLINE void add_sums_q8_0(const row_dwords &q, int k0, const block
         } else {
             const __m256i abs_w = _mm256_sign_epi8(d, d);
             ((s[c][T] = add_products<false>(s[c][T], abs_w, _mm256_sign_epi8(act_dword(*a[T], k), d))), ...);
+            (keep_in_register(s[c][T]), ...);
         }
     };
     step(q.d0, k0);

@@ -30,9 +30,6 @@
 namespace strata::quants {
 namespace {
 
-// An empty asm that takes and gives back v in a vector register: the compiler must have it there, as it stands.
-STRATA_KERNEL_INLINE void keep_in_register(__m256i &v) { __asm__("" : "+x"(v)); }
-
 // Chunk C of a block against N activation vectors: isum[i] += the chunk's scaled pair sums, in k_block_ints.hpp's
 // lanes.
 template <class F, int C, size_t... I>
@@ -43,8 +40,7 @@ STRATA_KERNEL_INLINE void chunk_step(const typename F::block &w, const k_block_v
     ((isum[I] = _mm256_add_epi32(
           isum[I], _mm256_madd_epi16(pair_products<F::signed_values>(v, load32(a[I][b].qs + 32 * C)), sc))),
      ...);
-    // Each sum in a register here: without this the compiler reorders the (associative) integer adds across the
-    // eight chunks, computes every chunk's products first and spills them to the stack.
+    // Each sum in a register here, chunk after chunk (keep_in_register): reassociated, the products spilled.
     (keep_in_register(isum[I]), ...);
 }
 
