@@ -621,6 +621,75 @@ INSTANTIATE_TEST_SUITE_P(Decoder, ExpertsOnTheCpu,
                                                        "--arch qwen2moe --experts 8 --experts-used 2 --expert-ff 64"}),
                          [](const auto &info) { return std::string(info.param.name); });
 
+// A device without the mixture-of-experts ops (moe_route, matmul_id, moe_combine), as a GPU plugin built without them
+// would be: tests/model/fixtures/cpu_without_experts_device.cpp, the CPU device under another name with those slots
+// cleared, on the paths a GPU takes (separate_memory). With --cpu-moe every routed expert stays in host RAM and the
+// CPU computes it, so the device needs none of the three: the tokens of a device holding every weight. A plan that
+// leaves any layer's experts to it is refused at start-up, naming the ops, the device and --cpu-moe; and the same
+// device as the offload device cannot compute them either: its experts stream to the main device instead, and a
+// plan that insists on the CPU (offload_compute = cpu) is refused naming it.
+TEST(ExpertsOnTheCpuBesideADeviceWithoutExpertOps, CpuMoeRunsTheMixtureAndAnythingElseIsRefusedNamingTheOps) {
+    const std::string model = family_model({"qwen3moe", "--arch qwen3moe --head-dim 32 --experts 8 --experts-used 2 "
+                                                        "--expert-ff 64"});
+    ASSERT_FALSE(model.empty()) << "make-model failed";
+    static strata::plugins::registry reg = [] {
+        strata::plugins::registry r(test_host());
+        r.load_directory(STRATA_PLUGIN_DIR);
+        r.load_directory(STRATA_DEVICE_FIXTURE_DIR);
+        return r;
+    }();
+    ASSERT_NE(reg.find_device("cpu_without_experts").desc, nullptr);
+    EXPECT_EQ(reg.find_device("cpu_without_experts").desc->matmul_id, nullptr);
+    cpu_table gpu;
+    auto engine_on = [&](const std::string &device, offload_options o) {
+        strata::engine::engine_options e = test_engine_options(model, 256, 16);
+        e.device = device;
+        e.scheduler.max_num_batched_tokens = 16;
+        e.scheduler.max_num_seqs = 4;
+        e.device_config = &gpu.view;
+        o.measure_bandwidth = false;
+        o.bandwidth_cache_path = e.offload.bandwidth_cache_path;
+        e.offload = std::move(o);
+        return std::make_unique<strata::engine::engine>(reg, test_host(), e);
+    };
+    const std::vector<int32_t> want = generate(*engine_on("cpu", offload_options{}), "Once upon a time", greedy(60)).tokens;
+    ASSERT_EQ(want.size(), 60u);
+    offload_options all;
+    all.cpu_moe = true;
+    {
+        auto e = engine_on("cpu_without_experts", all);
+        EXPECT_EQ(generate(*e, "Once upon a time", greedy(60)).tokens, want) << "--cpu-moe";
+        EXPECT_EQ(e->hybrid().expert_layers, (std::vector<int32_t>{0, 1, 2, 3}));
+    }
+    auto refused = [&](const std::string &device, const offload_options &o, const std::vector<std::string> &says) {
+        try {
+            engine_on(device, o);
+            ADD_FAILURE() << "started on " << device;
+        } catch (const std::exception &e) {
+            for (const std::string &s : says) EXPECT_NE(std::string(e.what()).find(s), std::string::npos) << e.what();
+        }
+    };
+    refused("cpu_without_experts", offload_options{}, {"moe_route, matmul_id and moe_combine", "cpu_without_experts"});
+    offload_options first_two;
+    first_two.n_cpu_moe = 2;
+    refused("cpu_without_experts", first_two, {"moe_route, matmul_id and moe_combine", "--cpu-moe"});
+    // The device that lacks them as the offload device: the experts stream to the main device (which has the ops).
+    offload_options elsewhere = all;
+    elsewhere.offload_device = "cpu_without_experts";
+    {
+        auto e = engine_on("cpu", elsewhere);
+        EXPECT_EQ(generate(*e, "Once upon a time", greedy(60)).tokens, want) << "experts streamed to the device";
+        EXPECT_TRUE(e->hybrid().expert_layers.empty());
+        const auto notes = e->memory_plan().notes;
+        EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string &n) {
+            return n.find("'cpu_without_experts' cannot compute the experts") != std::string::npos;
+        })) << "the plan says why the experts stream";
+    }
+    offload_options insisting = elsewhere;
+    insisting.offload_compute = "cpu";
+    refused("cpu", insisting, {"cpu_without_experts"});
+}
+
 TEST(PlacementInvariance, TooSmallABudgetIsAClearErrorNamingTheKnob) {
     offload_options o;
     o.device_memory = 1ull << 20; // 1 MiB cannot even hold the overhead
