@@ -370,6 +370,10 @@ int main_impl(int argc, char **argv) {
                  perplexity ? "perplexity" : "plan");
         std::vector<std::unique_ptr<config::plugin_config_view>> views;
         engine::engine_options opts = engine_options_from(registry, doc, schema, model_argument, views);
+        if (opts.pipeline_parallel_size > 1 && opts.tensor_parallel_size > 1)
+            fail("pipeline_parallel_size {} with tensor_parallel_size {} under mpirun: tensor-parallel ranks inside "
+                 "pipeline stages run in one process only so far (run without mpirun, or use one of the two)",
+                 opts.pipeline_parallel_size, opts.tensor_parallel_size);
         const int64_t ranks = int64_t{opts.pipeline_parallel_size} * opts.tensor_parallel_size;
         if (ranks != g_link->size())
             fail("mpirun started {} processes but pipeline_parallel_size is {} and tensor_parallel_size {}; each "
@@ -377,10 +381,6 @@ int main_impl(int argc, char **argv) {
                  "--tensor-parallel-size {} (or start {} processes)",
                  g_link->size(), opts.pipeline_parallel_size, opts.tensor_parallel_size, g_link->size(), g_link->size(),
                  ranks);
-        if (opts.pipeline_parallel_size > 1 && opts.tensor_parallel_size > 1)
-            fail("pipeline_parallel_size {} with tensor_parallel_size {} under mpirun: tensor-parallel ranks inside "
-                 "pipeline stages run in one process only so far (run without mpirun, or use one of the two)",
-                 opts.pipeline_parallel_size, opts.tensor_parallel_size);
         if (opts.data_parallel_size > 1)
             fail("data_parallel_size {} under mpirun: data-parallel replicas run in one process only (drop "
                  "--data-parallel-size, or run without mpirun)",

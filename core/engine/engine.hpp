@@ -85,14 +85,15 @@ class engine {
             if (w->stage().rank == 0) n += w->device_threads();
         return n;
     }
-    // Each pipeline rank's stage (one rank: every layer). memory_plan(), offload_report(), offload_stats() and
-    // hybrid() above are rank 0's.
+    // Each pipeline rank's stage (one rank: every layer; tensor-parallel ranks inside stages: each worker's, in
+    // ranks()' order). memory_plan(), offload_report(), offload_stats() and hybrid() above are rank 0's.
     std::vector<pipeline_stage> pipeline_stages() const {
         std::vector<pipeline_stage> out;
         for (const pipeline_rank *r : executor_->ranks()) out.push_back(r->stage());
         return out;
     }
-    // Each pipeline rank's worker, rank by rank (one without pipeline parallel): its stage and memory plan.
+    // Each rank's worker, rank by rank (one without pipeline or tensor parallel; tensor-parallel ranks inside pipeline
+    // stages rank-major, worker t * S + s being rank t of stage s): its stage and memory plan.
     std::vector<const worker *> ranks() const {
         std::vector<const worker *> out;
         for (const auto &r : executor_->workers()) out.push_back(r.get());

@@ -42,11 +42,12 @@ void engine::setup_kv() {
         if (n < n_device) n_device = n, tightest = r;
     }
     if (n_device == 0) {
-        const std::string who =
-            tensor_parallel ? " of each tensor-parallel rank"
-            : ranks.size() > 1 ? fmt::format(" of pipeline rank {} (layers [{}, {}))", tightest->stage().rank,
-                                             tightest->stage().layer_first, tightest->stage().layer_end)
-                               : std::string();
+        const pipeline_stage &st = tightest->stage();
+        const std::string layers = fmt::format("pipeline rank {} (layers [{}, {}))", st.rank, st.layer_first, st.layer_end);
+        const std::string who = tensor_parallel && st.n_ranks > 1 ? " of each tensor-parallel rank of " + layers
+                                : tensor_parallel                  ? " of each tensor-parallel rank"
+                                : ranks.size() > 1                 ? " of " + layers
+                                                                   : std::string();
         const uint64_t share = tightest->kv_block_bytes();
         fail("the device KV cache{} ({}) holds no block of {} ({} tokens x {} per token); raise --kv-cache-memory or "
              "lower --block-size",

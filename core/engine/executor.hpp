@@ -35,7 +35,8 @@ class executor {
     // The worker that reports for start-up (rank 0: the device, the plan, the hyperparameters).
     worker &driver_worker() { return *workers_.front(); }
     const worker &driver_worker() const { return *workers_.front(); }
-    // The workers in this process, rank by rank (one unless pipeline parallel in one process).
+    // The workers in this process, rank by rank (one unless pipeline or tensor parallel in one process; tensor-parallel
+    // ranks inside pipeline stages rank-major: worker t * S + s is rank t of stage s).
     const std::vector<std::unique_ptr<worker>> &workers() const { return workers_; }
 
     // The workers are tensor-parallel ranks (#16 item 3): each step runs on all of them at once, their partial sums
@@ -44,8 +45,9 @@ class executor {
     // (worker t * n_stages + s: rank t of stage s): a group per stage, run stage after stage, the residual stream
     // passing between them; only the last stage's group has logits.
     void make_tensor_parallel(size_t max_floats, int32_t n_vocab, int32_t max_seqs, int32_t n_stages = 1) {
+        if (n_stages < 1) fail("internal: {} pipeline stages of tensor-parallel ranks", n_stages);
         const auto n_tp = static_cast<int32_t>(workers_.size()) / n_stages;
-        if (n_stages < 1 || n_tp * n_stages != static_cast<int32_t>(workers_.size()))
+        if (n_tp * n_stages != static_cast<int32_t>(workers_.size()))
             fail("internal: {} workers are not {} pipeline stages of tensor-parallel ranks", workers_.size(), n_stages);
         for (int32_t s = 0; s < n_stages; ++s) {
             std::vector<worker *> ranks;
