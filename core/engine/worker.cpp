@@ -138,6 +138,11 @@ void worker::place_weights(offload_options offload, int32_t max_model_len) {
     const uint64_t stream_bytes = sizeof(float) * static_cast<uint64_t>(opts_.scheduler.max_num_batched_tokens) *
                                   static_cast<uint64_t>(hp_.n_embd);
     shape.activation_bytes += (stage_.first() ? 0 : stream_bytes) + (last_stage() ? 0 : stream_bytes);
+    // The executor's residual stream between the stages (host memory: this process's, or rank 0's with ranks as
+    // processes; two with tensor-parallel stages, one read while the other is written), counted once, by the first
+    // stage's first rank, where the host is the device (a GPU's plan counts the GPU only).
+    if (device_reads_host_ && stage_.n_ranks > 1 && stage_.rank == 0 && tp_.rank == 0)
+        shape.activation_bytes += (tp_.size > 1 ? 2 : 1) * stream_bytes;
     // A tensor-parallel rank's part of the buffers the ranks exchange through: a rank that is a process holds every
     // rank's partial sums (process_all_reduce), and rank 0 the other ranks' logits pieces and the rows joined from
     // all pieces (executor: remote_logits_, logits_); ranks in one process share their group's sum and joined logits
