@@ -684,6 +684,7 @@ TEST(SeedCommands, FlagsForMissingMechanismsAreRefusedWithTheReason) {
     // Tensor-parallel ranks inside pipeline stages (vLLM's -tp 2 -pp 2): the same tokens; `plan` shows each
     // worker's stage and layers.
     EXPECT_EQ(greedy_tokens("-tp 2 -pp 2 -t 2"), greedy_tokens(""));
+    EXPECT_EQ(greedy_tokens("-tp 2 -pp 2 -dp 2 -t 4"), greedy_tokens("")) << "two replicas of that grid";
     {
         const nlohmann::json grid = plan_json("--model " + k_model + " -tp 2 -pp 2 -t 2 --pipeline-layer-partition 2,3");
         EXPECT_EQ(grid["tensor_parallel_size"], 2);

@@ -165,7 +165,7 @@ TEST(RuntimePerplexity, KlDivergenceOfAModelAgainstItselfIsZeroWithEveryTopToken
 
 // Tensor parallel (#16 item 3): two ranks score the text as one process does; their logits differ by the partial
 // sums' order only (a few ulps on float weights), so the perplexity agrees to 1e-5.
-TEST(RuntimePerplexity, TwoTensorParallelRanksGiveOneProcesssPerplexity) {
+TEST(RuntimePerplexity, TwoTensorParallelRanksGiveOneProcesssPerplexityAlsoInsidePipelineStages) {
     const run_result one = run("-m " + k_f32 + " -f " + story_file() + " --ctx 128 --chunks 4" + k_engine);
     const run_result two = run("-m " + k_f32 + " -f " + story_file() + " --ctx 128 --chunks 4 -tp 2 -t 2" + k_engine);
     ASSERT_EQ(one.exit_code, 0) << one.err;
@@ -173,6 +173,10 @@ TEST(RuntimePerplexity, TwoTensorParallelRanksGiveOneProcesssPerplexity) {
     const double a = final_ppl(one.out), b = final_ppl(two.out);
     ASSERT_TRUE(std::isfinite(a) && a > 1.0) << one.out;
     EXPECT_NEAR(b, a, 1e-5 * a) << two.out;
+    // The same two ranks inside two pipeline stages: -tp 2's logits bit for bit, so its perplexity as printed.
+    const run_result grid = run("-m " + k_f32 + " -f " + story_file() + " --ctx 128 --chunks 4 -tp 2 -pp 2 -t 2" + k_engine);
+    ASSERT_EQ(grid.exit_code, 0) << grid.err;
+    EXPECT_EQ(final_ppl(grid.out), b) << grid.out;
 }
 
 TEST(RuntimePerplexity, Q8_0AgainstF32HasASmallPositiveKlAndReportsBothPerplexities) {

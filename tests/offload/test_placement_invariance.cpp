@@ -142,6 +142,31 @@ TEST(PlacementInvariance, PipelineRanksGiveTheSameTokensWhereverEachRanksWeights
     }
 }
 
+namespace {
+
+// Two tensor-parallel ranks in this process, alone (no layers given) or inside pipeline stages of these layers each,
+// placing their shares by `offload` (a 16 MiB KV cache each); the nvme tier files a killed earlier run left behind
+// (one per rank past the first) are removed first.
+std::unique_ptr<strata::engine::engine> two_tensor_parallel_ranks(const std::string &model,
+                                                                  const std::vector<int32_t> &stage_layers,
+                                                                  offload_options offload, bool mmap = true) {
+    for (int r = 1; r < 4; ++r) fs::remove(nvme_table().strings["path"] + ".rank" + std::to_string(r));
+    strata::engine::engine_options o = test_engine_options(model, 256, 16);
+    o.file_open.mmap = mmap;
+    o.scheduler.max_num_batched_tokens = 16;
+    o.scheduler.max_num_seqs = 4;
+    o.tensor_parallel_size = 2;
+    o.pipeline_parallel_size = std::max<int32_t>(1, static_cast<int32_t>(stage_layers.size()));
+    o.pipeline_layer_partition = stage_layers;
+    offload.kv_cache_memory = uint64_t{16} << 20;
+    offload.measure_bandwidth = o.offload.measure_bandwidth;
+    offload.bandwidth_cache_path = o.offload.bandwidth_cache_path;
+    o.offload = std::move(offload);
+    return std::make_unique<strata::engine::engine>(test_registry(), test_host(), o);
+}
+
+} // namespace
+
 // Tensor-parallel ranks (#16 item 3): two ranks in this process, each holding its half of every layer's heads and
 // feed-forward columns of stories260K (attn_output's and ffn_down's columns gathered into memory of their own), each
 // placing its share by the same offload keys (every tier in place or streamed, by count and by size, each prefetch
@@ -163,20 +188,8 @@ TEST(PlacementInvariance, TensorParallelRanksGiveTheSameTokensWhereverEachRanksW
     for (const int32_t stages : {1, 2}) {
         for (const variant &v : vs) {
             SCOPED_TRACE(stages == 1 ? "-tp 2" : "-tp 2 -pp 2");
-            for (int r = 1; r < 4; ++r) // left over by an earlier run that was killed
-                fs::remove(nvme_table().strings["path"] + ".rank" + std::to_string(r));
-            strata::engine::engine_options o = test_engine_options(model, 256, 16);
-            o.file_open.mmap = v.name.rfind("no-mmap", 0) != 0;
-            o.scheduler.max_num_batched_tokens = 16;
-            o.scheduler.max_num_seqs = 4;
-            o.tensor_parallel_size = 2;
-            o.pipeline_parallel_size = stages;
-            if (stages > 1) o.pipeline_layer_partition = {2, 3};
-            o.offload = v.opts;
-            o.offload.kv_cache_memory = uint64_t{16} << 20;
-            o.offload.measure_bandwidth = false;
-            o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
-            auto e = std::make_unique<strata::engine::engine>(test_registry(), test_host(), o);
+            auto e = two_tensor_parallel_ranks(model, stages == 1 ? std::vector<int32_t>{} : std::vector<int32_t>{2, 3},
+                                               v.opts, v.name.rfind("no-mmap", 0) != 0);
             ASSERT_EQ(e->ranks().size(), 2u * static_cast<size_t>(stages));
             for (const auto *rank : e->ranks())
                 EXPECT_GT(rank->memory_plan().offloaded_layers, 0) << v.name << ": a rank offloaded nothing";
@@ -213,17 +226,8 @@ TEST(PlacementInvariance, TensorParallelMixtureGivesTheSameTokensWhereverEachRan
     for (const int32_t stages : {1, 2}) {
         for (const variant &v : vs) {
             SCOPED_TRACE(stages == 1 ? "-tp 2" : "-tp 2 -pp 2");
-            for (int r = 1; r < 4; ++r) fs::remove(nvme_table().strings["path"] + ".rank" + std::to_string(r));
-            strata::engine::engine_options o = test_engine_options(model, 256, 16);
-            o.scheduler.max_num_batched_tokens = 16;
-            o.scheduler.max_num_seqs = 4;
-            o.tensor_parallel_size = 2;
-            o.pipeline_parallel_size = stages;
-            o.offload = v.opts;
-            o.offload.kv_cache_memory = uint64_t{16} << 20;
-            o.offload.measure_bandwidth = false;
-            o.offload.bandwidth_cache_path = std::string(STRATA_BINARY_DIR) + "/test-bandwidth.json";
-            auto e = std::make_unique<strata::engine::engine>(test_registry(), test_host(), o);
+            auto e = two_tensor_parallel_ranks(model, stages == 1 ? std::vector<int32_t>{} : std::vector<int32_t>{2, 2},
+                                               v.opts);
             ASSERT_EQ(e->ranks().size(), 2u * static_cast<size_t>(stages));
             for (const auto *rank : e->ranks())
                 EXPECT_GT(rank->memory_plan().offloaded_bytes, 0u) << v.name << ": a rank offloaded nothing";
@@ -622,7 +626,7 @@ INSTANTIATE_TEST_SUITE_P(Decoder, ExpertsOnTheCpu,
                          [](const auto &info) { return std::string(info.param.name); });
 
 // A device without the mixture-of-experts ops (moe_route, matmul_id, moe_combine), as a GPU plugin built without them
-// would be: tests/model/fixtures/cpu_without_experts_device.cpp, the CPU device under another name with those slots
+// would be: tests/offload/fixtures/cpu_without_experts_device.cpp, the CPU device under another name with those slots
 // cleared, on the paths a GPU takes (separate_memory). With --cpu-moe every routed expert stays in host RAM and the
 // CPU computes it, so the device needs none of the three: the tokens of a device holding every weight. A plan that
 // leaves any layer's experts to it is refused at start-up, naming the ops, the device and --cpu-moe; and the same
