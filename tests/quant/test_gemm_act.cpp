@@ -499,6 +499,10 @@ std::vector<float_gemm_case> float_gemm_cases() {
             {"avx512 f16", q::gemm_f32_f16_avx512, q::gemm_one_f16, 2, q::quantize_row_f16, q::dequantize_row_f16});
         out.push_back({"avx512 bf16", q::gemm_f32_bf16_avx512, q::gemm_one_bf16, 2, q::quantize_row_bf16,
                        q::dequantize_row_bf16});
+        out.push_back({"avx512 tall f16", q::gemm_f32_f16_avx512_tall, q::gemm_one_f16, 2, q::quantize_row_f16,
+                       q::dequantize_row_f16});
+        out.push_back({"avx512 tall bf16", q::gemm_f32_bf16_avx512_tall, q::gemm_one_bf16, 2, q::quantize_row_bf16,
+                       q::dequantize_row_bf16});
     }
     return out;
 }
@@ -577,7 +581,9 @@ TEST(GemmAct, DescriptorsOfferItWithItsTile) {
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[6].gemm_act, &q::gemm_act_q5_0_scalar);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[6].gemm_act, &q::gemm_act_q5_0_avx2_or_vnni);
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[11].gemm_act, &q::gemm_act_q4_k_scalar);
-    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[11].gemm_act, &q::gemm_act_q4_k_avx2);
+    // Q4_K: the 16-row AVX-512 tile where the CPU has AVX-512 F/BW/VL/VNNI, else the 8-row AVX2 one.
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[11].gemm_act,
+              q::cpu_has_avx512_vnni() ? &q::gemm_act_q4_k_avx512 : &q::gemm_act_q4_k_avx2);
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[1].gemm_f32, &q::gemm_f32_f16_scalar);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[0].gemm_f32, &q::gemm_f32_f32_x86);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[1].gemm_f32, &q::gemm_f32_f16_x86);

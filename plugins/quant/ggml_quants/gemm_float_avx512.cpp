@@ -6,10 +6,10 @@
 // eight elements of row 2k in its low half, the same eight of row 2k + 1 in its high half, and the activation's
 // eight broadcast to both halves. A tile is 4 rows x up to 8 activation vectors: per 8 elements, two widened
 // weight registers (one conversion for two rows) and one activation broadcast per vector feed sixteen 512-bit FMAs
-// into sixteen accumulators — twice the AVX2 tile's (gemm_float_avx2.cpp) products per instruction, and four times
+// into sixteen accumulators (F16 and BF16 on AMD CPUs: 12 rows x 4 vectors, below) — twice the AVX2 tile's (gemm_float_avx2.cpp) products per instruction, and four times
 // its products per weight conversion. Each half's lanes take exactly the scalar definition's steps, then the same
-// finish (float_elements_avx2.hpp), so every output has gemm_one_*'s bits in any call; the rows past the last whole 4
-// go to the AVX2 kernel (its one-output tail).
+// finish (float_elements_avx2.hpp), so every output has gemm_one_*'s bits in any call and either shape; the rows past
+// the last whole tile go to the AVX2 kernel (its one-output tail).
 #include "ggml_quants.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -33,11 +33,21 @@
 namespace strata::quants {
 namespace {
 
-// 2 x 8 accumulators, 2 weight registers and a broadcast: 19 of 32 zmm. Of the shapes tried (one thread, 2048 x 768
-// F16 against 64 vectors in cache, on a Xeon with AVX-512; BENCHMARKS.md "The float formats' AVX-512 tile"), 4 rows
-// x 8 vectors was the fastest (108 GFLOP/s; 8 x 4 91, 6 x 8 97, 2 x 8 62, the AVX2 tile 59).
-constexpr int tile_rows = 4;
-constexpr int tile_vectors = 8;
+// Two tile shapes, the same steps per output (so the same bits):
+// - 4 rows x 8 vectors: 2 x 8 accumulators, 2 weight registers and a broadcast, 19 of 32 zmm. Of the shapes tried on
+//   a Xeon with AVX-512 (one thread, 2048 x 768 F16 against 64 vectors in cache; BENCHMARKS.md "The float formats'
+//   AVX-512 tile") the fastest: 108 GFLOP/s; 8 x 4 91, 6 x 8 97, 2 x 8 62, the AVX2 tile 59. Its port 5, which
+//   runs 512-bit FMAs, also takes the half of each conversion and insert there.
+// - 12 rows x 4 vectors ("tall"): 6 x 4 accumulators, 6 weight registers and a broadcast, 31 zmm: fewer broadcasts
+//   per FMA, more conversions. On an AMD Zen 5 (full 512-bit FMAs on their own ports; BENCHMARKS.md "The float
+//   formats' tall AVX-512 tile") F16 and BF16 ran at 77-79 % and 74-76 % of the FMA bound, against 69-71 % and
+//   66-68 % for 4 x 8 (8 x 4: 74-75 %, 16 x 4: 59-62 %); F32, which loads twice the weight bytes, stays fastest at 4
+//   x 8 there too (58 % against 51 % for 8 x 4 and 12 x 4).
+template <int Rows, int Vectors> struct tile_shape {
+    static constexpr int rows = Rows, vectors = Vectors;
+};
+using wide_tile = tile_shape<4, 8>;
+using tall_tile = tile_shape<12, 4>;
 
 // Eight elements at a (row 2k) in the low half, eight at b (row 2k + 1) in the high half, widened (exactly).
 template <class E> STRATA_KERNEL_INLINE __m512 load_pair(const unsigned char *a, const unsigned char *b);
@@ -68,7 +78,7 @@ STRATA_KERNEL_INLINE __m256 high_half(__m512 v) {
 
 // Rows p[0..tile_rows) (the tile_rows rows after them start at `next`) x the vectors x + t * x_stride for
 // t < sizeof...(T); writes out[t * out_stride + r]. acc[k][t]: rows 2k (low half) and 2k + 1 (high half) x vector t.
-template <class E, size_t... T>
+template <class E, int tile_rows, size_t... T>
 STRATA_KERNEL_INLINE void float_tile(const unsigned char *const *p, const unsigned char *next, const float *x,
                                      int64_t x_stride, int64_t n, float *out, int64_t out_stride,
                                      std::index_sequence<T...>) {
@@ -107,16 +117,16 @@ STRATA_KERNEL_INLINE void float_tile(const unsigned char *const *p, const unsign
         ...);
 }
 
-template <class E>
+template <class E, class Shape>
 void float_rows(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
                 int64_t n, float *out, int64_t out_stride, gemm_f32_fn rest) {
     const auto *rows = static_cast<const unsigned char *>(w);
     const auto *xb = reinterpret_cast<const unsigned char *>(x);
     const int64_t x_stride_bytes = x_stride * static_cast<int64_t>(sizeof(float));
-    gemm_walk<tile_rows, tile_vectors>(
+    gemm_walk<Shape::rows, Shape::vectors>(
         rows, row_bytes, n_rows, xb, x_stride_bytes, n_x, out, out_stride,
         [&](const unsigned char *const *p, const unsigned char *next, const unsigned char *xt, float *o, auto seq) {
-            float_tile<E>(p, next, reinterpret_cast<const float *>(xt), x_stride, n, o, out_stride, seq);
+            float_tile<E, Shape::rows>(p, next, reinterpret_cast<const float *>(xt), x_stride, n, o, out_stride, seq);
         },
         [&](int64_t first) {
             rest(rows + first * row_bytes, row_bytes, n_rows - first, x, x_stride, n_x, n, out + first, out_stride);
@@ -127,15 +137,25 @@ void float_rows(const void *w, int64_t row_bytes, int64_t n_rows, const float *x
 
 void gemm_f32_f32_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                          int32_t n_x, int64_t n, float *out, int64_t out_stride) {
-    float_rows<f32_elements>(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride, gemm_f32_f32_avx2);
+    float_rows<f32_elements, wide_tile>(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride, gemm_f32_f32_avx2);
 }
 void gemm_f32_f16_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                          int32_t n_x, int64_t n, float *out, int64_t out_stride) {
-    float_rows<f16_elements>(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride, gemm_f32_f16_avx2);
+    float_rows<f16_elements, wide_tile>(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride, gemm_f32_f16_avx2);
 }
 void gemm_f32_bf16_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride) {
-    float_rows<bf16_elements>(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride, gemm_f32_bf16_avx2);
+    float_rows<bf16_elements, wide_tile>(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride,
+                                         gemm_f32_bf16_avx2);
+}
+void gemm_f32_f16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
+                              int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    float_rows<f16_elements, tall_tile>(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride, gemm_f32_f16_avx2);
+}
+void gemm_f32_bf16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
+                               int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    float_rows<bf16_elements, tall_tile>(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride,
+                                         gemm_f32_bf16_avx2);
 }
 
 } // namespace strata::quants
@@ -153,6 +173,14 @@ void gemm_f32_f16_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const
 }
 void gemm_f32_bf16_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_f32_bf16_scalar(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
+}
+void gemm_f32_f16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
+                              int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_f32_f16_scalar(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
+}
+void gemm_f32_bf16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
+                               int32_t n_x, int64_t n, float *out, int64_t out_stride) {
     gemm_f32_bf16_scalar(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
 }
 } // namespace strata::quants

@@ -114,7 +114,7 @@ void dot_act_multi_q4_0_avx2_or_vnni(const void *row, const void *xq, int64_t xq
 // out[t * out_stride + r] = gemm_one(row r, activation vector t): per block the exact int32 quant sum, then
 // acc = fma(d_w * d_a, float(sum), acc) from +0 (Q4_K: per super-block its exact scaled sum and min sum, then two
 // such FMAs; gemm_act_scalar.cpp). The AVX2 and AVX-VNNI kernels compute eight rows at a time (gemm_act_tile.hpp;
-// Q4_K in AVX2 only, gemm_act_q4_k_tile.hpp) with the same bits, whatever the call's shape. (Q5_0's and Q4_K's dot_act keep their own lanes, k_block_ints.hpp; the device takes
+// Q4_K in AVX2 and, sixteen rows at a time, AVX-512: gemm_act_q4_k_tile.hpp, gemm_act_avx512.cpp) with the same bits, whatever the call's shape. (Q5_0's and Q4_K's dot_act keep their own lanes, k_block_ints.hpp; the device takes
 // gemm_act wherever a descriptor has it, so the two never meet. The other K-quants' gemm_act on x86 is k_gemm_act,
 // with dot_act's bits.)
 inline constexpr uint32_t gemm_row_tile = 8;
@@ -129,6 +129,8 @@ float gemm_one_q4_k(const void *row, const void *xq, int64_t n); // Q8_K activat
 void gemm_act_q8_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_act_q4_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_act_q4_k_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_act_q8_0_x86(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                        int32_t n_x, int64_t n, float *out, int64_t out_stride);
@@ -195,6 +197,13 @@ void gemm_f32_f16_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const
                          int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_f32_bf16_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride);
+// The F16 / BF16 tiles of 12 rows x 4 vectors, the same bits: what the x86 entries below pick on AMD CPUs
+// (gemm_float_avx512.cpp says why).
+void gemm_f32_f16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
+                              int32_t n_x, int64_t n, float *out, int64_t out_stride);
+void gemm_f32_bf16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
+                               int32_t n_x, int64_t n, float *out, int64_t out_stride);
+bool cpu_is_amd();
 // The AVX2 descriptors' gemm_f32: the AVX-512 tiles where the CPU has them (checked once at load), else the AVX2 ones.
 void gemm_f32_f32_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
                       int64_t n, float *out, int64_t out_stride);

@@ -124,9 +124,9 @@ format_kernels added_format_kernels_avx512(uint32_t type) {
         [&]<class F, void (*Dequantize)(const void *, float *, int64_t), bool K>() {
             k.dot_act = dot_single<F, K>;
             k.dot_act_multi = dot_multi<F, K>;
-            // Q4_K keeps the AVX2 table's tile (its GEMM has its own definition, gemm_one_q4_k).
-            if constexpr (K && !std::is_same_v<F, k_formats::q4_k>)
-                k.gemm_act = k_gemm_act<dot_multi<F, K>, dot_single<F, K>>;
+            // Q4_K's GEMM has its own definition (gemm_one_q4_k): the 16-row tile of gemm_act_avx512.cpp.
+            if constexpr (std::is_same_v<F, k_formats::q4_k>) k.gemm_act = gemm_act_q4_k_avx512;
+            else if constexpr (K) k.gemm_act = k_gemm_act<dot_multi<F, K>, dot_single<F, K>>;
         },
         [] {});
     return k;

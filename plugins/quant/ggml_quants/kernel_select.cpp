@@ -246,8 +246,18 @@ void gemm_act_q5_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows
     gemm_act_q5_0_avx2(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
 }
 
+bool cpu_is_amd() {
+#if defined(__x86_64__) || defined(_M_X64)
+    return __builtin_cpu_is("amd");
+#else
+    return false;
+#endif
+}
+
 namespace {
 const bool avx512_available = cpu_has_avx512_vnni();
+// The F16 / BF16 tile shape (the same bits either way): 12 rows x 4 vectors on AMD, 4 x 8 elsewhere.
+const bool avx512_tall_float_tiles = avx512_available && cpu_is_amd();
 } // namespace
 
 void gemm_act_q8_0_x86(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
@@ -270,12 +280,16 @@ void gemm_f32_f32_x86(const void *w, int64_t row_bytes, int64_t n_rows, const fl
 
 void gemm_f32_f16_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
                       int64_t n, float *out, int64_t out_stride) {
+    if (avx512_tall_float_tiles)
+        return gemm_f32_f16_avx512_tall(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
     if (avx512_available) return gemm_f32_f16_avx512(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
     gemm_f32_f16_avx2(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
 }
 
 void gemm_f32_bf16_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
                        int64_t n, float *out, int64_t out_stride) {
+    if (avx512_tall_float_tiles)
+        return gemm_f32_bf16_avx512_tall(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
     if (avx512_available) return gemm_f32_bf16_avx512(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
     gemm_f32_bf16_avx2(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
 }
