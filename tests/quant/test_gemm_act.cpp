@@ -206,7 +206,7 @@ TEST(GemmAct, KQuantsEveryOutputHasItsDefinitionsBitsInAnyCallShape) {
                         want[t * n_rows + r] = bits(q4_k ? q::gemm_one_q4_k(row, x, n) : d.dot_act(row, x, n));
                     }
                 expect_bits_in_every_call_shape(
-                    want, n_rows, n_x, {0, 3}, {1, 4, 8, 16}, {0, 1}, {1, 2, 3, 8, 9, 16, 17, 33, 36},
+                    want, n_rows, n_x, {0, 3}, {1, 4, 8, 16, 17, 19}, {0, 1}, {1, 2, 3, 8, 9, 16, 17, 33, 36},
                     set_name + " " + d.header.name + ": " + std::to_string(n_blocks) + " blocks",
                     [&](int64_t r0, int64_t nr, int32_t t0, int32_t nt, float *out, int64_t out_stride) {
                         gemm(rows.data() + r0 * row_bytes, row_bytes, nr, xq.data() + t0 * stride, stride, nt, n, out,
@@ -327,17 +327,23 @@ TEST(GemmAct, Q4KTileHasItsDefinitionsBitsOnAnyBytes) {
         for (int32_t t = 0; t < n_x; ++t)
             for (int64_t r = 0; r < n_rows; ++r)
                 want[t * n_rows + r] = bits(q::gemm_one_q4_k(rows.data() + r * row_bytes, xq.data() + t * stride, n));
-        std::vector<float> out(static_cast<size_t>(n_rows * n_x));
-        q::gemm_act_q4_k_avx2(rows.data(), row_bytes, n_rows, xq.data(), stride, n_x, n, out.data(), n_rows);
-        for (int32_t t = 0; t < n_x; ++t)
-            for (int64_t r = 0; r < n_rows; ++r) {
-                const float got = out[t * n_rows + r];
-                if (nan_scale) {
-                    EXPECT_EQ(std::isnan(got), t == 4) << "row " << r << " vector " << t;
-                    if (t == 4) continue;
+        // The AVX2 tile and, where the CPU has AVX-512, the 16-row tile (21 rows: a whole tile and its AVX2 rest).
+        std::vector<std::pair<const char *, q::gemm_act_fn>> kernels = {{"avx2", q::gemm_act_q4_k_avx2}};
+        if (q::cpu_has_avx512_vnni()) kernels.emplace_back("avx512", q::gemm_act_q4_k_avx512);
+        for (const auto &[name, gemm] : kernels) {
+            std::vector<float> out(static_cast<size_t>(n_rows * n_x));
+            gemm(rows.data(), row_bytes, n_rows, xq.data(), stride, n_x, n, out.data(), n_rows);
+            for (int32_t t = 0; t < n_x; ++t)
+                for (int64_t r = 0; r < n_rows; ++r) {
+                    const float got = out[t * n_rows + r];
+                    if (nan_scale) {
+                        EXPECT_EQ(std::isnan(got), t == 4) << name << " row " << r << " vector " << t;
+                        if (t == 4) continue;
+                    }
+                    EXPECT_EQ(bits(got), want[t * n_rows + r])
+                        << name << " nan " << nan_scale << " row " << r << " vector " << t;
                 }
-                EXPECT_EQ(bits(got), want[t * n_rows + r]) << "nan " << nan_scale << " row " << r << " vector " << t;
-            }
+        }
     }
 }
 
@@ -507,7 +513,7 @@ std::vector<float_gemm_case> float_gemm_cases() {
     return out;
 }
 
-// Every output has gemm_one's bits in calls over any rows (4-row tiles and the tail) and vectors (the AVX2 tiles'
+// Every output has gemm_one's bits in calls over any rows (4- and 12-row tiles and the tail) and vectors (the AVX2 tiles'
 // passes of 3, the two 2s that replace a 3 and a 1, the rest; the AVX-512 tiles' passes of 8, 4 and the rest), at offsets, with n % 8 tails and padded strides;
 // and is within float rounding of the float64 dot. (The AVX-512 cases run only on CPUs with AVX-512 F/BW/VL/VNNI.)
 TEST(GemmF32, EveryOutputHasTheOneOutputBitsInAnyCallShape) {
@@ -566,8 +572,13 @@ TEST(GemmAct, DescriptorsOfferItWithItsTile) {
             const bool floating = table[i].ggml_type == q::ggml_type_f32 || table[i].ggml_type == q::ggml_type_f16 ||
                                   table[i].ggml_type == q::ggml_type_bf16;
             EXPECT_EQ(STRATA_HAS_SLOT(&table[i], gemm_f32), floating) << table[i].header.name;
-            EXPECT_EQ(table[i].gemm_row_tile,
-                      legacy || k_quant ? q::gemm_row_tile : floating ? q::float_gemm_row_tile : 0u)
+            // F16 and BF16 on an AMD CPU with AVX-512 take the tall tile, and say so (the device keeps tiles whole).
+            const bool tall = set == q::kernel_set::avx2_fma && q::avx512_tall_float_tiles() &&
+                              (table[i].ggml_type == q::ggml_type_f16 || table[i].ggml_type == q::ggml_type_bf16);
+            EXPECT_EQ(table[i].gemm_row_tile, legacy || k_quant ? q::gemm_row_tile
+                                              : tall             ? q::tall_float_gemm_row_tile
+                                              : floating         ? q::float_gemm_row_tile
+                                                                 : 0u)
                 << table[i].header.name;
             if (legacy) {
                 EXPECT_TRUE(STRATA_HAS_SLOT(&table[i], dot_act)) << table[i].header.name;

@@ -9,7 +9,7 @@
 // into sixteen accumulators (F16 and BF16 on AMD CPUs: 12 rows x 4 vectors, below) — twice the AVX2 tile's (gemm_float_avx2.cpp) products per instruction, and four times
 // its products per weight conversion. Each half's lanes take exactly the scalar definition's steps, then the same
 // finish (float_elements_avx2.hpp), so every output has gemm_one_*'s bits in any call and either shape; the rows past
-// the last whole tile go to the AVX2 kernel (its one-output tail).
+// the last whole tall tile go to the 4 x 8 tiles, those past the last whole 4 to the AVX2 kernel (its one-output tail).
 #include "ggml_quants.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -39,15 +39,15 @@ namespace {
 //   AVX-512 tile") the fastest: 108 GFLOP/s; 8 x 4 91, 6 x 8 97, 2 x 8 62, the AVX2 tile 59. Its port 5, which
 //   runs 512-bit FMAs, also takes the half of each conversion and insert there.
 // - 12 rows x 4 vectors ("tall"): 6 x 4 accumulators, 6 weight registers and a broadcast, 31 zmm: fewer broadcasts
-//   per FMA, more conversions. On an AMD Zen 5 (full 512-bit FMAs on their own ports; BENCHMARKS.md "The float
-//   formats' tall AVX-512 tile") F16 and BF16 ran at 77-79 % and 74-76 % of the FMA bound, against 69-71 % and
-//   66-68 % for 4 x 8 (8 x 4: 74-75 %, 16 x 4: 59-62 %); F32, which loads twice the weight bytes, stays fastest at 4
-//   x 8 there too (58 % against 51 % for 8 x 4 and 12 x 4).
+//   per FMA, more conversions. On an AMD Zen 5 (full 512-bit FMAs; BENCHMARKS.md "AVX-512 on an AMD Zen 5") F16 and
+//   BF16 ran at 75-79 % and 72-76 % of the FMA bound at 4-64 vectors, against 59-71 % and 60-68 % for 4 x 8 (8 x 4:
+//   74-75 %, 16 x 4: 59-62 %); F32, which loads twice the weight bytes, stays fastest at 4 x 8 there too (58 %
+//   against 51 % for 8 x 4 and 12 x 4). Not timed on a Zen 4 (512-bit operations in two halves).
 template <int Rows, int Vectors> struct tile_shape {
     static constexpr int rows = Rows, vectors = Vectors;
 };
 using wide_tile = tile_shape<4, 8>;
-using tall_tile = tile_shape<12, 4>;
+using tall_tile = tile_shape<tall_float_gemm_row_tile, 4>;
 
 // Eight elements at a (row 2k) in the low half, eight at b (row 2k + 1) in the high half, widened (exactly).
 template <class E> STRATA_KERNEL_INLINE __m512 load_pair(const unsigned char *a, const unsigned char *b);
@@ -150,12 +150,14 @@ void gemm_f32_bf16_avx512(const void *w, int64_t row_bytes, int64_t n_rows, cons
 }
 void gemm_f32_f16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                               int32_t n_x, int64_t n, float *out, int64_t out_stride) {
-    float_rows<f16_elements, tall_tile>(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride, gemm_f32_f16_avx2);
+    // The rows past the last whole tall tile through the 4 x 8 tiles (and theirs through the AVX2 kernel).
+    float_rows<f16_elements, tall_tile>(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride,
+                                        gemm_f32_f16_avx512);
 }
 void gemm_f32_bf16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                                int32_t n_x, int64_t n, float *out, int64_t out_stride) {
     float_rows<bf16_elements, tall_tile>(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride,
-                                         gemm_f32_bf16_avx2);
+                                         gemm_f32_bf16_avx512);
 }
 
 } // namespace strata::quants

@@ -197,8 +197,11 @@ void gemm_f32_f16_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const
                          int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_f32_bf16_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride);
-// The F16 / BF16 tiles of 12 rows x 4 vectors, the same bits: what the x86 entries below pick on AMD CPUs
-// (gemm_float_avx512.cpp says why).
+// The F16 / BF16 tiles of tall_float_gemm_row_tile rows x 4 vectors, the same bits: what the x86 entries below pick
+// where avx512_tall_float_tiles() (AVX-512 F/BW/VL/VNNI on an AMD CPU; gemm_float_avx512.cpp says why), and then the
+// F16 / BF16 descriptors' gemm_row_tile.
+inline constexpr uint32_t tall_float_gemm_row_tile = 12;
+bool avx512_tall_float_tiles();
 void gemm_f32_f16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                               int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_f32_bf16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,

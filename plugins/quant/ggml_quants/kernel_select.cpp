@@ -73,9 +73,11 @@ strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_
     return d;
 }
 
-// A float format's descriptor with its GEMM kernel (ABI 1.22 gemm_f32).
+// A float format's descriptor with its GEMM kernel (ABI 1.22 gemm_f32) and the rows that kernel computes at once (the
+// CPU device hands its threads whole tiles): 12 where the x86 F16 / BF16 entries take the tall AVX-512 tile, else 4.
 strata_quant_desc with_float_gemm(strata_quant_desc d, gemm_f32_fn gemm) {
-    d.gemm_row_tile = float_gemm_row_tile;
+    const bool tall = (gemm == gemm_f32_f16_x86 || gemm == gemm_f32_bf16_x86) && avx512_tall_float_tiles();
+    d.gemm_row_tile = tall ? tall_float_gemm_row_tile : float_gemm_row_tile;
     d.gemm_f32 = gemm;
     return d;
 }
@@ -248,16 +250,19 @@ void gemm_act_q5_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows
 
 bool cpu_is_amd() {
 #if defined(__x86_64__) || defined(_M_X64)
+    __builtin_cpu_init(); // it may run before the runtime's own constructor has filled the CPU model in
     return __builtin_cpu_is("amd");
 #else
     return false;
 #endif
 }
 
+bool avx512_tall_float_tiles() { return cpu_has_avx512_vnni() && cpu_is_amd(); }
+
 namespace {
 const bool avx512_available = cpu_has_avx512_vnni();
 // The F16 / BF16 tile shape (the same bits either way): 12 rows x 4 vectors on AMD, 4 x 8 elsewhere.
-const bool avx512_tall_float_tiles = avx512_available && cpu_is_amd();
+const bool tall_float_tiles = avx512_tall_float_tiles();
 } // namespace
 
 void gemm_act_q8_0_x86(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
@@ -280,7 +285,7 @@ void gemm_f32_f32_x86(const void *w, int64_t row_bytes, int64_t n_rows, const fl
 
 void gemm_f32_f16_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
                       int64_t n, float *out, int64_t out_stride) {
-    if (avx512_tall_float_tiles)
+    if (tall_float_tiles)
         return gemm_f32_f16_avx512_tall(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
     if (avx512_available) return gemm_f32_f16_avx512(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
     gemm_f32_f16_avx2(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
@@ -288,7 +293,7 @@ void gemm_f32_f16_x86(const void *w, int64_t row_bytes, int64_t n_rows, const fl
 
 void gemm_f32_bf16_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
                        int64_t n, float *out, int64_t out_stride) {
-    if (avx512_tall_float_tiles)
+    if (tall_float_tiles)
         return gemm_f32_bf16_avx512_tall(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
     if (avx512_available) return gemm_f32_bf16_avx512(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
     gemm_f32_bf16_avx2(w, row_bytes, n_rows, x, x_stride, n_x, n, out, out_stride);
