@@ -206,7 +206,6 @@ void gemm_f32_f16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, 
                               int32_t n_x, int64_t n, float *out, int64_t out_stride);
 void gemm_f32_bf16_avx512_tall(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride,
                                int32_t n_x, int64_t n, float *out, int64_t out_stride);
-bool cpu_is_amd();
 // The AVX2 descriptors' gemm_f32: the AVX-512 tiles where the CPU has them (checked once at load), else the AVX2 ones.
 void gemm_f32_f32_x86(const void *w, int64_t row_bytes, int64_t n_rows, const float *x, int64_t x_stride, int32_t n_x,
                       int64_t n, float *out, int64_t out_stride);

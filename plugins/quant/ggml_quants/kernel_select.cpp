@@ -248,6 +248,7 @@ void gemm_act_q5_0_avx2_or_vnni(const void *w, int64_t row_bytes, int64_t n_rows
     gemm_act_q5_0_avx2(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
 }
 
+namespace {
 bool cpu_is_amd() {
 #if defined(__x86_64__) || defined(_M_X64)
     __builtin_cpu_init(); // it may run before the runtime's own constructor has filled the CPU model in
@@ -256,6 +257,7 @@ bool cpu_is_amd() {
     return false;
 #endif
 }
+} // namespace
 
 bool avx512_tall_float_tiles() { return cpu_has_avx512_vnni() && cpu_is_amd(); }
 
