@@ -575,7 +575,12 @@ TEST(GemmAct, DescriptorsOfferItWithItsTile) {
             // F16 and BF16 on an AMD CPU with AVX-512 take the tall tile, and say so (the device keeps tiles whole).
             const bool tall = set == q::kernel_set::avx2_fma && q::avx512_tall_float_tiles() &&
                               (table[i].ggml_type == q::ggml_type_f16 || table[i].ggml_type == q::ggml_type_bf16);
-            EXPECT_EQ(table[i].gemm_row_tile, legacy || k_quant ? q::gemm_row_tile
+            // Q8_0, Q4_0 and Q4_K take 16-row tiles on a CPU with AVX-512 VNNI, and say so too.
+            const bool sixteen = set == q::kernel_set::avx2_fma && q::cpu_has_avx512_vnni() &&
+                                 (table[i].ggml_type == q::ggml_type_q8_0 || table[i].ggml_type == q::ggml_type_q4_0 ||
+                                  table[i].ggml_type == q::ggml_type_q4_k);
+            EXPECT_EQ(table[i].gemm_row_tile, sixteen            ? q::avx512_gemm_row_tile
+                                              : legacy || k_quant ? q::gemm_row_tile
                                               : tall             ? q::tall_float_gemm_row_tile
                                               : floating         ? q::float_gemm_row_tile
                                                                  : 0u)

@@ -57,6 +57,13 @@ int64_t (*nonfinite_check(uint32_t type))(const void *, int64_t) {
     }
 }
 
+// Whether an integer GEMM kernel computes 16 rows at once here: the AVX-512 tiles (Q4_K's directly, Q8_0's and Q4_0's
+// through their x86 entries on a CPU with AVX-512 VNNI), whose descriptors say so in gemm_row_tile.
+bool sixteen_row_tiles(gemm_act_fn gemm) {
+    if (gemm == gemm_act_q4_k_avx512) return true;
+    return (gemm == gemm_act_q8_0_x86 || gemm == gemm_act_q4_0_x86) && cpu_has_avx512_vnni();
+}
+
 strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_elems, uint32_t block_bytes,
                            void (*dequantize)(const void *, float *, int64_t), quantize_fn quantize, dot_fn dot,
                            const char *(*kernel_name)(), format_kernels path = {}) {
@@ -67,7 +74,7 @@ strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_
     d.dot_act = path.dot_act;
     d.dot_act_multi = path.dot_act_multi;
     if (path.gemm_act != nullptr) {
-        d.gemm_row_tile = gemm_row_tile;
+        d.gemm_row_tile = sixteen_row_tiles(path.gemm_act) ? avx512_gemm_row_tile : gemm_row_tile;
         d.gemm_act = path.gemm_act;
     }
     return d;
