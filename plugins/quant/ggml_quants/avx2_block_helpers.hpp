@@ -34,10 +34,9 @@ STRATA_KERNEL_INLINE float block_scale(const half_bits *d) { return _cvtsh_ss(*d
 STRATA_KERNEL_INLINE void keep_in_register(__m256i &v) { __asm__("" : "+x"(v)); }
 
 // A multi-vector kernel's passes over n_x activation vectors: pass(i, std::make_index_sequence<W>{}) for vectors
-// [i, i + W), in passes of Widest (4, 8, 12 or 16), then at most one of 8 and one of 4, then one pass of the 3, 2 or 1
-// left.
+// [i, i + W), in passes of Widest (4, 8 or 12), then at most one of 8 or of 4, then one pass of the 3, 2 or 1 left.
 template <int Widest, class Pass> STRATA_KERNEL_INLINE void in_passes(int32_t n_x, const Pass &pass) {
-    static_assert(Widest == 4 || Widest == 8 || Widest == 12 || Widest == 16);
+    static_assert(Widest == 4 || Widest == 8 || Widest == 12);
     int32_t i = 0;
     for (; i + Widest <= n_x; i += Widest) pass(i, std::make_index_sequence<Widest>{});
     if constexpr (Widest > 8)

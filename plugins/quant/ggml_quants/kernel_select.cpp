@@ -57,12 +57,7 @@ int64_t (*nonfinite_check(uint32_t type))(const void *, int64_t) {
     }
 }
 
-// Whether an integer GEMM kernel computes 16 rows at once here: the AVX-512 tiles (Q4_K's directly, Q8_0's and Q4_0's
-// through their x86 entries on a CPU with AVX-512 VNNI), whose descriptors say so in gemm_row_tile.
-bool sixteen_row_tiles(gemm_act_fn gemm) {
-    if (gemm == gemm_act_q4_k_avx512) return true;
-    return (gemm == gemm_act_q8_0_x86 || gemm == gemm_act_q4_0_x86) && cpu_has_avx512_vnni();
-}
+bool sixteen_row_tiles(gemm_act_fn gemm); // below, beside the x86 entries it names
 
 strata_quant_desc describe(const char *name, uint32_t ggml_type, uint32_t block_elems, uint32_t block_bytes,
                            void (*dequantize)(const void *, float *, int64_t), quantize_fn quantize, dot_fn dot,
@@ -272,6 +267,15 @@ namespace {
 const bool avx512_available = cpu_has_avx512_vnni();
 // The F16 / BF16 tile shape (the same bits either way): 12 rows x 4 vectors on AMD, 4 x 8 elsewhere.
 const bool tall_float_tiles = avx512_tall_float_tiles();
+} // namespace
+
+namespace {
+// Whether an integer GEMM kernel computes 16 rows at once here: the AVX-512 tiles (Q4_K's directly, Q8_0's and Q4_0's
+// through their x86 entries, on the flag those entries branch on), whose descriptors say so in gemm_row_tile.
+bool sixteen_row_tiles(gemm_act_fn gemm) {
+    if (gemm == gemm_act_q4_k_avx512) return true;
+    return (gemm == gemm_act_q8_0_x86 || gemm == gemm_act_q4_0_x86) && avx512_available;
+}
 } // namespace
 
 void gemm_act_q8_0_x86(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
