@@ -52,6 +52,7 @@ std::vector<gemm_case> gemm_cases() {
     if (q::cpu_has_avx512_vnni()) {
         out.push_back({"avx512 q8_0", q::gemm_act_q8_0_avx512, q::gemm_one_q8_0, q::ggml_type_q8_0});
         out.push_back({"avx512 q4_0", q::gemm_act_q4_0_avx512, q::gemm_one_q4_0, q::ggml_type_q4_0});
+        out.push_back({"avx512 q5_0", q::gemm_act_q5_0_avx512, q::gemm_one_q5_0, q::ggml_type_q5_0});
     }
     if (q::cpu_has_avx2_fma()) {
         out.push_back({"x86 q8_0", q::gemm_act_q8_0_x86, q::gemm_one_q8_0, q::ggml_type_q8_0});
@@ -576,10 +577,10 @@ TEST(GemmAct, DescriptorsOfferItWithItsTile) {
             // F16 and BF16 on an AMD CPU with AVX-512 take the tall tile, and say so (the device keeps tiles whole).
             const bool tall = set == q::kernel_set::avx2_fma && q::avx512_tall_float_tiles() &&
                               (table[i].ggml_type == q::ggml_type_f16 || table[i].ggml_type == q::ggml_type_bf16);
-            // Q8_0, Q4_0 and Q4_K take 16-row tiles on a CPU with AVX-512 VNNI, and say so too.
+            // Q8_0, Q4_0, Q5_0 and Q4_K take 16-row tiles on a CPU with AVX-512 VNNI, and say so too.
             const bool sixteen = set == q::kernel_set::avx2_fma && q::cpu_has_avx512_vnni() &&
                                  (table[i].ggml_type == q::ggml_type_q8_0 || table[i].ggml_type == q::ggml_type_q4_0 ||
-                                  table[i].ggml_type == q::ggml_type_q4_k);
+                                  table[i].ggml_type == q::ggml_type_q5_0 || table[i].ggml_type == q::ggml_type_q4_k);
             EXPECT_EQ(table[i].gemm_row_tile, sixteen            ? q::avx512_gemm_row_tile
                                               : legacy || k_quant ? q::gemm_row_tile
                                               : tall             ? q::tall_float_gemm_row_tile
@@ -596,7 +597,8 @@ TEST(GemmAct, DescriptorsOfferItWithItsTile) {
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[3].gemm_act, &q::gemm_act_q8_0_x86);
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[4].gemm_act, &q::gemm_act_q4_0_x86);
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[6].gemm_act, &q::gemm_act_q5_0_scalar);
-    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[6].gemm_act, &q::gemm_act_q5_0_avx2_or_vnni);
+    EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[6].gemm_act,
+              q::cpu_has_avx512_vnni() ? &q::gemm_act_q5_0_avx512 : &q::gemm_act_q5_0_avx2_or_vnni);
     EXPECT_EQ(q::descriptors(q::kernel_set::scalar)[11].gemm_act, &q::gemm_act_q4_k_scalar);
     // Q4_K: the 16-row AVX-512 tile where the CPU has AVX-512 F/BW/VL/VNNI, else the 8-row AVX2 one.
     EXPECT_EQ(q::descriptors(q::kernel_set::avx2_fma)[11].gemm_act,

@@ -1,8 +1,8 @@
-// AVX-512 build of the Q8_0 / Q4_0 / Q4_K GEMM (ABI 1.22 gemm_act): gemm_act_tile.hpp's tile at twice the width, 16
+// AVX-512 build of the Q8_0 / Q4_0 / Q5_0 / Q4_K GEMM (ABI 1.22 gemm_act): gemm_act_tile.hpp's tile at twice the width, 16
 // weight rows per tile with a row per 32-bit lane of a 512-bit register, the same steps per lane — the rows' 16-byte
 // quant runs transposed in registers (four rows per 128-bit lane, the same unpacks), each activation dword
 // broadcast, one vpdpbusd for the sixteen rows, and per block acc = fma(d_w * d_a, float(exact sum), acc) — so
-// every output has gemm_one_q8_0 / gemm_one_q4_0's bits, as the AVX2 and AVX-VNNI tiles do (GemmAct.*); Q4_K's tile
+// every output has gemm_one_q8_0 / gemm_one_q4_0 / gemm_one_q5_0's bits, as the AVX2 and AVX-VNNI tiles do (GemmAct.*); Q4_K's tile
 // (below) is gemm_act_q4_k_tile.hpp's per lane, with gemm_one_q4_k's bits. Rows past the last whole 16 go through
 // the AVX2/AVX-VNNI tiles. Compiled with -mavx512f -mavx512bw -mavx512vl
 // -mavx512vnni (and the AVX2 flags); called only after cpu_has_avx512_vnni() said yes.
@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 // GCC 12's AVX-512 intrinsics pass a self-initialized "undefined" register as the unused merge source of their
@@ -33,7 +34,7 @@ namespace {
 constexpr int tile_rows = 16;
 // Activation vectors per pass: the rows' transposes and scales are made once per block for all of them, so more
 // vectors spread that work (measured on a Zen 5, BENCHMARKS.md "Wider AVX-512 integer tiles": 12 against 4, 8 and 16
-// for Q8_0 / Q4_0; 8 for Q4_K, whose tile holds two int16 chains per vector). The bits are the same in any width.
+// for Q8_0 / Q4_0, and Q5_0 with them; 8 for Q4_K, whose tile holds two int16 chains per vector). The bits are the same in any width.
 constexpr int tile_vectors = 12;
 constexpr int q4_k_tile_vectors = 8;
 
@@ -60,6 +61,23 @@ STRATA_KERNEL_INLINE row_dwords transpose_rows(const unsigned char *const *p, in
     const __m512i t2 = _mm512_unpacklo_epi32(z2, z3), t3 = _mm512_unpackhi_epi32(z2, z3);
     return {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2), _mm512_unpacklo_epi64(t1, t3),
             _mm512_unpackhi_epi64(t1, t3)};
+}
+
+// The sixteen rows' 32-bit words at p[r] + offset, lane r from row r: four rows per 128-bit lane, built in registers
+// (an array stored and loaded as one vector stalls on store forwarding).
+STRATA_KERNEL_INLINE __m512i sixteen_row_words(const unsigned char *const *p, int64_t offset) {
+    const auto four = [&](int r) __attribute__((always_inline)) {
+        const auto w = [&](int i) __attribute__((always_inline)) {
+            int32_t v;
+            std::memcpy(&v, p[r + i] + offset, sizeof v);
+            return v;
+        };
+        return _mm_setr_epi32(w(0), w(1), w(2), w(3));
+    };
+    __m512i v = _mm512_maskz_broadcast_i32x4(0x000f, four(0));
+    v = _mm512_mask_broadcast_i32x4(v, 0x00f0, four(4));
+    v = _mm512_mask_broadcast_i32x4(v, 0x0f00, four(8));
+    return _mm512_mask_broadcast_i32x4(v, 0xf000, four(12));
 }
 
 // The sixteen rows' scales, widened (exact).
@@ -97,6 +115,43 @@ STRATA_KERNEL_INLINE void block_sums_q4_0(const row_dwords &q, const block_q8_ac
     step(q.d1, 1);
     step(q.d2, 2);
     step(q.d3, 3);
+    for (int c = 1; c < chains; ++c) ((s[0][T] = _mm512_add_epi32(s[0][T], s[c][T])), ...);
+    ((isum[T] = s[0][T]), ...);
+}
+
+// 0x10 in byte j of lane r where bit 4 + j of byte Byte of the lane's word `source` is set (gemm_act_tile.hpp's
+// fifth_bits_of in each 128-bit lane).
+template <int Byte> STRATA_KERNEL_INLINE __m512i fifth_bits_of(__m512i source) {
+    const __m512i spread = _mm512_shuffle_epi8(
+        source, _mm512_broadcast_i32x4(_mm_setr_epi8(Byte, Byte, Byte, Byte, 4 + Byte, 4 + Byte, 4 + Byte, 4 + Byte,
+                                                     8 + Byte, 8 + Byte, 8 + Byte, 8 + Byte, 12 + Byte, 12 + Byte,
+                                                     12 + Byte, 12 + Byte)));
+    return _mm512_min_epu8(_mm512_and_si512(spread, _mm512_set1_epi32(static_cast<int>(0x80402010u))),
+                           _mm512_set1_epi8(0x10));
+}
+
+// Q5_0: sum u * a - 16 * sum a (twice sum_x8), u the nibble with its fifth bit from the row's word qh, as
+// gemm_act_tile.hpp's block_sums_q5_0 finds it (lane r of q.d[k]: row r's bytes 4k..4k+3).
+template <size_t... T>
+STRATA_KERNEL_INLINE void block_sums_q5_0(const row_dwords &q, __m512i qh, const block_q8_act *const *a,
+                                          __m512i *isum, std::index_sequence<T...>) {
+    constexpr int chains = chains_for<sizeof...(T)>;
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m512i qh4 = _mm512_slli_epi32(qh, 4);
+    __m512i s[chains][sizeof...(T)];
+    for (int c = 0; c < chains; ++c)
+        ((s[c][T] = c == 0 ? _mm512_set1_epi32(-2 * a[T]->sum_x8) : _mm512_setzero_si512()), ...);
+    auto step = [&](__m512i d, __m512i fifth_lo, __m512i fifth_hi, int k) __attribute__((always_inline)) {
+        const __m512i lo = _mm512_or_si512(_mm512_and_si512(d, low4), fifth_lo);
+        const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(d, 4), low4), fifth_hi);
+        const int c_lo = (2 * k) % chains, c_hi = (2 * k + 1) % chains;
+        ((s[c_lo][T] = _mm512_dpbusd_epi32(s[c_lo][T], lo, act_dword(*a[T], k))), ...);
+        ((s[c_hi][T] = _mm512_dpbusd_epi32(s[c_hi][T], hi, act_dword(*a[T], 4 + k))), ...);
+    };
+    step(q.d0, fifth_bits_of<0>(qh4), fifth_bits_of<2>(qh4), 0);
+    step(q.d1, fifth_bits_of<0>(qh), fifth_bits_of<2>(qh), 1);
+    step(q.d2, fifth_bits_of<1>(qh4), fifth_bits_of<3>(qh4), 2);
+    step(q.d3, fifth_bits_of<1>(qh), fifth_bits_of<3>(qh), 3);
     for (int c = 1; c < chains; ++c) ((s[0][T] = _mm512_add_epi32(s[0][T], s[c][T])), ...);
     ((isum[T] = s[0][T]), ...);
 }
@@ -142,8 +197,11 @@ STRATA_KERNEL_INLINE void gemm_tile(const unsigned char *const *p, const unsigne
             _mm_prefetch(reinterpret_cast<const char *>(next + tile_rows * at + line), _MM_HINT_T0);
         const __m512 dw = row_scales(p, at + offsetof(Block, d));
         __m512i isum[sizeof...(T)];
-        if constexpr (sizeof(Block) == sizeof(block_q4_0))
+        if constexpr (std::is_same_v<Block, block_q4_0>)
             block_sums_q4_0(transpose_rows(p, at + offsetof(Block, qs)), a, isum, seq);
+        else if constexpr (std::is_same_v<Block, block_q5_0>)
+            block_sums_q5_0(transpose_rows(p, at + offsetof(Block, qs)), sixteen_row_words(p, at + offsetof(Block, qh)),
+                            a, isum, seq);
         else
             block_sums_q8_0(p, at + offsetof(Block, qs), a, isum, seq);
         ((acc[T] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a[T]->d)), _mm512_cvtepi32_ps(isum[T]), acc[T])),
@@ -161,13 +219,6 @@ STRATA_KERNEL_INLINE void gemm_tile(const unsigned char *const *p, const unsigne
 // An empty asm that takes and gives back v in a vector register (any of the 32): as keep_in_register in
 // avx2_block_helpers.hpp, it keeps a chain of integer adds in order instead of reassociated and spilled.
 STRATA_KERNEL_INLINE void keep_in_register(__m512i &v) { __asm__("" : "+v"(v)); }
-
-// The sixteen rows' 32-bit words at p[r] + offset, lane r from row r.
-STRATA_KERNEL_INLINE __m512i sixteen_row_words(const unsigned char *const *p, int64_t offset) {
-    int32_t v[tile_rows];
-    for (int r = 0; r < tile_rows; ++r) std::memcpy(&v[r], p[r] + offset, sizeof v[r]);
-    return _mm512_loadu_si512(v);
-}
 
 // The rows' scales and mins (ggml's scale_min_k4, as k4_scales_of_rows): the bytes of u[0] are scales 0..3, u[1]
 // scales 4..7, u[2] mins 0..3, u[3] mins 4..7.
@@ -303,6 +354,11 @@ void gemm_act_q4_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, cons
     gemm_rows<block_q4_0>(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride, gemm_act_q4_0_avx2_or_vnni);
 }
 
+void gemm_act_q5_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_rows<block_q5_0>(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride, gemm_act_q5_0_avx2_or_vnni);
+}
+
 void gemm_act_q4_k_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride) {
     const auto *rows = static_cast<const unsigned char *>(w);
@@ -330,6 +386,10 @@ void gemm_act_q8_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, cons
 void gemm_act_q4_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride) {
     gemm_act_q4_0_scalar(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
+}
+void gemm_act_q5_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
+                          int32_t n_x, int64_t n, float *out, int64_t out_stride) {
+    gemm_act_q5_0_scalar(w, row_bytes, n_rows, xq, xq_stride_bytes, n_x, n, out, out_stride);
 }
 void gemm_act_q4_k_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride) {

@@ -132,11 +132,18 @@ STRATA_KERNEL_INLINE void block_sums_q4_0(const row_dwords &q, const block_q8_ac
     }
 }
 
-// The eight rows' 32-bit words at p[r] + offset (Q5_0's fifth bits), lane r from row r.
+// The 32-bit word at p (any alignment).
+STRATA_KERNEL_INLINE int32_t load_word(const unsigned char *p) {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// The eight rows' 32-bit words at p[r] + offset (Q5_0's fifth bits), lane r from row r: inserted into the register
+// one by one (an array of eight stored and loaded as one vector stalls every block on store forwarding).
 STRATA_KERNEL_INLINE __m256i eight_row_words(const unsigned char *const *p, int64_t offset) {
-    int32_t v[8];
-    for (int r = 0; r < 8; ++r) std::memcpy(&v[r], p[r] + offset, sizeof v[r]);
-    return _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]);
+    const auto w = [&](int r) __attribute__((always_inline)) { return load_word(p[r] + offset); };
+    return _mm256_setr_epi32(w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7));
 }
 
 // 0x10 in byte j of lane r where bit 4 + j of byte Byte of the lane's word `source` is set: byte Byte copied to

@@ -126,6 +126,8 @@ format_kernels added_format_kernels_avx512(uint32_t type) {
             k.dot_act_multi = dot_multi<F, K>;
             // Q4_K's GEMM has its own definition (gemm_one_q4_k): the 16-row tile of gemm_act_avx512.cpp.
             if constexpr (std::is_same_v<F, k_formats::q4_k>) k.gemm_act = gemm_act_q4_k_avx512;
+            // Q5_0's (Q4_0's kind, gemm_one_q5_0): the 16-row tile there too.
+            else if constexpr (std::is_same_v<F, small_formats::q5_0>) k.gemm_act = gemm_act_q5_0_avx512;
             else if constexpr (K) k.gemm_act = k_gemm_act<dot_multi<F, K>, dot_single<F, K>>;
         },
         [] {});

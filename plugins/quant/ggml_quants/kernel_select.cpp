@@ -270,10 +270,10 @@ const bool tall_float_tiles = avx512_tall_float_tiles();
 } // namespace
 
 namespace {
-// Whether an integer GEMM kernel computes 16 rows at once here: the AVX-512 tiles (Q4_K's directly, Q8_0's and Q4_0's
+// Whether an integer GEMM kernel computes 16 rows at once here: the AVX-512 tiles (Q5_0's and Q4_K's directly, Q8_0's and Q4_0's
 // through their x86 entries, on the flag those entries branch on), whose descriptors say so in gemm_row_tile.
 bool sixteen_row_tiles(gemm_act_fn gemm) {
-    if (gemm == gemm_act_q4_k_avx512) return true;
+    if (gemm == gemm_act_q4_k_avx512 || gemm == gemm_act_q5_0_avx512) return true;
     return (gemm == gemm_act_q8_0_x86 || gemm == gemm_act_q4_0_x86) && avx512_available;
 }
 } // namespace
