@@ -1,11 +1,11 @@
-// AVX-512 build of the Q8_0 / Q4_0 / Q5_0 / Q4_K GEMM (ABI 1.22 gemm_act): gemm_act_tile.hpp's tile at twice the width, 16
-// weight rows per tile with a row per 32-bit lane of a 512-bit register, the same steps per lane — the rows' 16-byte
-// quant runs transposed in registers (four rows per 128-bit lane, the same unpacks), each activation dword
-// broadcast, one vpdpbusd for the sixteen rows, and per block acc = fma(d_w * d_a, float(exact sum), acc) — so
-// every output has gemm_one_q8_0 / gemm_one_q4_0 / gemm_one_q5_0's bits, as the AVX2 and AVX-VNNI tiles do (GemmAct.*); Q4_K's tile
-// (below) is gemm_act_q4_k_tile.hpp's per lane, with gemm_one_q4_k's bits. Rows past the last whole 16 go through
-// the AVX2/AVX-VNNI tiles. Compiled with -mavx512f -mavx512bw -mavx512vl
-// -mavx512vnni (and the AVX2 flags); called only after cpu_has_avx512_vnni() said yes.
+// AVX-512 build of the Q8_0 / Q4_0 / Q5_0 / Q4_K GEMM (ABI 1.22 gemm_act): gemm_act_tile.hpp's tile at twice the
+// width, 16 weight rows per tile with a row per 32-bit lane of a 512-bit register, the same steps per lane — the rows'
+// 16-byte quant runs transposed in registers (four rows per 128-bit lane, the same unpacks), each activation dword
+// broadcast, one vpdpbusd for the sixteen rows, and per block acc = fma(d_w * d_a, float(exact sum), acc) — so every
+// output has gemm_one_q8_0 / gemm_one_q4_0 / gemm_one_q5_0's bits, as the AVX2 and AVX-VNNI tiles do (GemmAct.*);
+// Q4_K's tile (below) is gemm_act_q4_k_tile.hpp's per lane, with gemm_one_q4_k's bits. Rows past the last whole 16 go
+// through the AVX2/AVX-VNNI tiles. Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (and the AVX2 flags);
+// called only after cpu_has_avx512_vnni() said yes.
 #include "ggml_quants.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -34,7 +34,8 @@ namespace {
 constexpr int tile_rows = 16;
 // Activation vectors per pass: the rows' transposes and scales are made once per block for all of them, so more
 // vectors spread that work (measured on a Zen 5, BENCHMARKS.md "Wider AVX-512 integer tiles": 12 against 4, 8 and 16
-// for Q8_0 / Q4_0, and Q5_0 with them; 8 for Q4_K, whose tile holds two int16 chains per vector). The bits are the same in any width.
+// for Q8_0 / Q4_0, and Q5_0 with them; 8 for Q4_K, whose tile holds two int16 chains per vector). The bits are the
+// same in any width.
 constexpr int tile_vectors = 12;
 constexpr int q4_k_tile_vectors = 8;
 

@@ -139,8 +139,8 @@ STRATA_KERNEL_INLINE int32_t load_word(const unsigned char *p) {
     return v;
 }
 
-// The eight rows' 32-bit words at p[r] + offset (Q5_0's fifth bits), lane r from row r: inserted into the register
-// one by one (an array of eight stored and loaded as one vector stalls every block on store forwarding).
+// The eight rows' 32-bit words at p[r] + offset (Q5_0's fifth bits, Q4_K's scales), lane r from row r: inserted into
+// the register one by one (an array of eight stored and loaded as one vector stalls every block on store forwarding).
 STRATA_KERNEL_INLINE __m256i eight_row_words(const unsigned char *const *p, int64_t offset) {
     const auto w = [&](int r) __attribute__((always_inline)) { return load_word(p[r] + offset); };
     return _mm256_setr_epi32(w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7));
