@@ -63,6 +63,13 @@ STRATA_KERNEL_INLINE uint16_t load_u16(const unsigned char *p) {
     return v;
 }
 
+// The 32-bit word at p (any alignment).
+STRATA_KERNEL_INLINE int32_t load_word(const unsigned char *p) {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
 // The binary16 scales at p[r] + offset of eight rows (a GEMM tile's rows), in one register.
 STRATA_KERNEL_INLINE __m128i eight_row_scales(const unsigned char *const *p, int64_t offset) {
     __m128i h = _mm_cvtsi32_si128(load_u16(p[0] + offset));

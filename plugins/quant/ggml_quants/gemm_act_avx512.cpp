@@ -31,7 +31,7 @@
 namespace strata::quants {
 namespace {
 
-constexpr int tile_rows = 16;
+constexpr int tile_rows = avx512_gemm_row_tile; // what the descriptors of these tiles say
 // Activation vectors per pass: the rows' transposes and scales are made once per block for all of them, so more
 // vectors spread that work (measured on a Zen 5, BENCHMARKS.md "Wider AVX-512 integer tiles": 12 against 4, 8 and 16
 // for Q8_0 / Q4_0, and Q5_0 with them; 8 for Q4_K, whose tile holds two int16 chains per vector). The bits are the
@@ -68,12 +68,8 @@ STRATA_KERNEL_INLINE row_dwords transpose_rows(const unsigned char *const *p, in
 // (an array stored and loaded as one vector stalls on store forwarding).
 STRATA_KERNEL_INLINE __m512i sixteen_row_words(const unsigned char *const *p, int64_t offset) {
     const auto four = [&](int r) __attribute__((always_inline)) {
-        const auto w = [&](int i) __attribute__((always_inline)) {
-            int32_t v;
-            std::memcpy(&v, p[r + i] + offset, sizeof v);
-            return v;
-        };
-        return _mm_setr_epi32(w(0), w(1), w(2), w(3));
+        return _mm_setr_epi32(load_word(p[r] + offset), load_word(p[r + 1] + offset), load_word(p[r + 2] + offset),
+                              load_word(p[r + 3] + offset));
     };
     __m512i v = _mm512_maskz_broadcast_i32x4(0x000f, four(0));
     v = _mm512_mask_broadcast_i32x4(v, 0x00f0, four(4));

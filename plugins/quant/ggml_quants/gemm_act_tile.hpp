@@ -132,13 +132,6 @@ STRATA_KERNEL_INLINE void block_sums_q4_0(const row_dwords &q, const block_q8_ac
     }
 }
 
-// The 32-bit word at p (any alignment).
-STRATA_KERNEL_INLINE int32_t load_word(const unsigned char *p) {
-    int32_t v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-
 // The eight rows' 32-bit words at p[r] + offset (Q5_0's fifth bits, Q4_K's scales), lane r from row r: inserted into
 // the register one by one (an array of eight stored and loaded as one vector stalls every block on store forwarding).
 STRATA_KERNEL_INLINE __m256i eight_row_words(const unsigned char *const *p, int64_t offset) {

@@ -126,8 +126,8 @@ float gemm_one_q5_0(const void *row, const void *xq, int64_t n);
 float gemm_one_q4_k(const void *row, const void *xq, int64_t n); // Q8_K activations
 // The 16-row AVX-512 tiles (gemm_act_avx512.cpp; rows past the last 16 through the AVX2/AVX-VNNI tiles): call only
 // when cpu_has_avx512_vnni(). The table's Q8_0 / Q4_0 entries pick among the three at run time (*_x86), its Q5_0 and
-// Q4_K entries are gemm_act_q5_0_avx512 / gemm_act_q4_k_avx512 on such a CPU; their descriptors then say avx512_gemm_row_tile rows (the CPU device
-// hands its threads whole tiles).
+// Q4_K entries are gemm_act_q5_0_avx512 / gemm_act_q4_k_avx512 on such a CPU; their descriptors then say
+// avx512_gemm_row_tile rows (the CPU device hands its threads whole tiles).
 inline constexpr uint32_t avx512_gemm_row_tile = 16;
 void gemm_act_q8_0_avx512(const void *w, int64_t row_bytes, int64_t n_rows, const void *xq, int64_t xq_stride_bytes,
                           int32_t n_x, int64_t n, float *out, int64_t out_stride);
