@@ -17,6 +17,17 @@ using namespace cpu_test;
 
 constexpr double paths_tolerance = 1e-6;
 
+// Every kernel set this build has and this CPU runs: scalar, AVX2, AVX-512 (the CPU asked before avx512_kernels(),
+// which runs AVX-512 instructions).
+std::vector<const strata::cpu::kernels *> runnable_kernel_sets() {
+    std::vector<const strata::cpu::kernels *> sets{&strata::cpu::scalar_kernels()};
+    if (strata::cpu::avx2_kernels() == nullptr || !strata::plugin::cpu_has_avx2_fma_f16c()) return sets;
+    sets.push_back(strata::cpu::avx2_kernels());
+    if (strata::plugin::cpu_has_avx512_f_vl() && strata::cpu::avx512_kernels() != nullptr)
+        sets.push_back(strata::cpu::avx512_kernels());
+    return sets;
+}
+
 class CpuKernelPaths : public ::testing::Test {
   protected:
     void SetUp() override {
@@ -25,7 +36,7 @@ class CpuKernelPaths : public ::testing::Test {
         ASSERT_NE(scalar_, nullptr);
         ASSERT_NE(fast_, nullptr);
         ASSERT_STREQ(strata_cpu_device_kernel_name(scalar_.get()), "scalar");
-        if (std::strcmp(strata_cpu_device_kernel_name(fast_.get()), "avx2+fma") != 0)
+        if (std::strcmp(strata_cpu_device_kernel_name(fast_.get()), "scalar") == 0)
             GTEST_SKIP() << "this CPU or build has no AVX2+FMA kernels";
     }
     device_ptr scalar_, fast_;
@@ -35,7 +46,81 @@ class CpuKernelPaths : public ::testing::Test {
 TEST(CpuKernelSelection, ForceScalarEnvironmentVariableSelectsScalar) {
     EXPECT_STREQ(strata_cpu_device_kernel_name(make_device(1, true).get()), "scalar");
     const std::string name = strata_cpu_device_kernel_name(make_device(1, false).get());
-    EXPECT_TRUE(name == "scalar" || name == "avx2+fma") << name;
+    // The widest set the CPU runs (the AVX2 one where STRATA_NO_AVX512 is set).
+    const auto sets = runnable_kernel_sets();
+    EXPECT_EQ(name, strata::plugin::avx512_disabled_by_environment() && sets.size() == 3 ? sets[1]->name
+                                                                                          : sets.back()->name);
+}
+
+// STRATA_NO_AVX512 keeps a CPU with AVX-512 on the AVX2 set (what a CPU without it runs).
+TEST(CpuKernelSelection, NoAvx512EnvironmentVariableSelectsTheAvx2Set) {
+    if (runnable_kernel_sets().size() < 3) GTEST_SKIP() << "this CPU or build has no AVX-512 kernel set";
+    const char *was = std::getenv("STRATA_NO_AVX512");
+    const std::string saved = was != nullptr ? was : "";
+    ::setenv("STRATA_NO_AVX512", "1", 1);
+    const std::string name = strata_cpu_device_kernel_name(make_device(1, false).get());
+    ::setenv("STRATA_NO_AVX512", "0", 1);
+    const std::string wide = strata_cpu_device_kernel_name(make_device(1, false).get());
+    if (was != nullptr)
+        ::setenv("STRATA_NO_AVX512", saved.c_str(), 1);
+    else
+        ::unsetenv("STRATA_NO_AVX512");
+    EXPECT_EQ(name, "avx2+fma");
+    EXPECT_EQ(wide, "avx512+fma");
+}
+
+// The AVX-512 set's dots and axpys of float, f16 and bf16 rows (one row or several) give the AVX2 set's bits on
+// every length (32-element steps, 8-element steps, scalar tails) and row count, so a CPU's choice between them never
+// changes a token.
+TEST(CpuKernelSets, Avx512DotsAndAxpysHaveTheAvx2Bits) {
+    if (runnable_kernel_sets().size() < 3) GTEST_SKIP() << "this CPU or build has no AVX-512 kernel set";
+    const strata::cpu::kernels &a = *strata::cpu::avx2_kernels(), &b = *strata::cpu::avx512_kernels();
+    for (int64_t len = 1; len <= 150; ++len) {
+        const int64_t stride = len + 3;
+        constexpr int32_t max_rows = 17;
+        const std::vector<float> q = random_floats(size_t(len), 70 + uint32_t(len), -3.0f, 3.0f);
+        const std::vector<float> rows = random_floats(size_t(stride * max_rows), 170 + uint32_t(len), -40.0f, 40.0f);
+        std::vector<uint16_t> rh(rows.size()), rb(rows.size());
+        a.to_f16(rows.data(), rh.data(), static_cast<int64_t>(rows.size()));
+        a.to_bf16(rows.data(), rb.data(), static_cast<int64_t>(rows.size()));
+        const std::vector<float> w = random_floats(max_rows, 270 + uint32_t(len), -2.0f, 2.0f);
+        auto same = [](const float *x, const float *y, size_t n) { return std::memcmp(x, y, n * sizeof(float)) == 0; };
+        for (int32_t n_rows = 1; n_rows <= max_rows; ++n_rows) {
+            SCOPED_TRACE("length " + std::to_string(len) + ", rows " + std::to_string(n_rows));
+            float x[max_rows], y[max_rows];
+            a.dot_rows(q.data(), rows.data(), stride, n_rows, len, x);
+            b.dot_rows(q.data(), rows.data(), stride, n_rows, len, y);
+            EXPECT_TRUE(same(x, y, size_t(n_rows))) << "dot_rows";
+            a.dot_f16_rows(q.data(), rh.data(), stride, n_rows, len, x);
+            b.dot_f16_rows(q.data(), rh.data(), stride, n_rows, len, y);
+            EXPECT_TRUE(same(x, y, size_t(n_rows))) << "dot_f16_rows";
+            a.dot_bf16_rows(q.data(), rb.data(), stride, n_rows, len, x);
+            b.dot_bf16_rows(q.data(), rb.data(), stride, n_rows, len, y);
+            EXPECT_TRUE(same(x, y, size_t(n_rows))) << "dot_bf16_rows";
+            std::vector<float> ya(q), yb(q);
+            a.axpy_rows(w.data(), rows.data(), stride, n_rows, ya.data(), len);
+            b.axpy_rows(w.data(), rows.data(), stride, n_rows, yb.data(), len);
+            EXPECT_TRUE(same(ya.data(), yb.data(), ya.size())) << "axpy_rows";
+            a.axpy_f16_rows(w.data(), rh.data(), stride, n_rows, ya.data(), len);
+            b.axpy_f16_rows(w.data(), rh.data(), stride, n_rows, yb.data(), len);
+            EXPECT_TRUE(same(ya.data(), yb.data(), ya.size())) << "axpy_f16_rows";
+            a.axpy_bf16_rows(w.data(), rb.data(), stride, n_rows, ya.data(), len);
+            b.axpy_bf16_rows(w.data(), rb.data(), stride, n_rows, yb.data(), len);
+            EXPECT_TRUE(same(ya.data(), yb.data(), ya.size())) << "axpy_bf16_rows";
+        }
+        const float d1 = a.dot(q.data(), rows.data(), len), d2 = b.dot(q.data(), rows.data(), len);
+        const float h1 = a.dot_f16(q.data(), rh.data(), len), h2 = b.dot_f16(q.data(), rh.data(), len);
+        const float b1 = a.dot_bf16(q.data(), rb.data(), len), b2 = b.dot_bf16(q.data(), rb.data(), len);
+        EXPECT_TRUE(same(&d1, &d2, 1) && same(&h1, &h2, 1) && same(&b1, &b2, 1)) << "single-row dots, length " << len;
+        std::vector<float> ya(q), yb(q);
+        a.axpy(w[0], rows.data(), ya.data(), len);
+        b.axpy(w[0], rows.data(), yb.data(), len);
+        a.axpy_f16(w[1], rh.data(), ya.data(), len);
+        b.axpy_f16(w[1], rh.data(), yb.data(), len);
+        a.axpy_bf16(w[2], rb.data(), ya.data(), len);
+        b.axpy_bf16(w[2], rb.data(), yb.data(), len);
+        EXPECT_TRUE(same(ya.data(), yb.data(), ya.size())) << "single-row axpys, length " << len;
+    }
 }
 
 TEST_F(CpuKernelPaths, RmsNormAgrees) {
@@ -165,9 +250,7 @@ TEST_F(CpuKernelPaths, RopeAndMatmulDoNotDependOnTheKernelSet) {
 // (specials and ties included), and dot / axpy over 16-bit rows give the bits of the float kernels over the same rows
 // widened to float first, so a 16-bit cache attends exactly as a float cache holding the rounded values.
 TEST(CpuKernel16Bit, ConversionsMatchTheSdkAndDotsMatchTheFloatKernelsOverWidenedRows) {
-    std::vector<const strata::cpu::kernels *> sets{&strata::cpu::scalar_kernels()};
-    if (strata::cpu::avx2_kernels() != nullptr && strata::plugin::cpu_has_avx2_fma_f16c())
-        sets.push_back(strata::cpu::avx2_kernels());
+    const std::vector<const strata::cpu::kernels *> sets = runnable_kernel_sets();
     std::vector<float> x = random_floats(4099, 77, -70000.0f, 70000.0f);
     const std::vector<float> small = random_floats(4099, 78, -1.0e-5f, 1.0e-5f);
     x.insert(x.end(), small.begin(), small.end());
@@ -218,14 +301,12 @@ TEST(CpuKernel16Bit, ConversionsMatchTheSdkAndDotsMatchTheFloatKernelsOverWidene
 // row count (the 2-row pairs, the 4-row step, odd tails), lengths with and without 8- and 32-element tails, and
 // padded strides. A multi-row kernel that summed in another order would change attention's bits with the step.
 TEST(CpuKernelRows, MultiRowDotsAndAxpysHaveTheSingleRowBits) {
-    std::vector<const strata::cpu::kernels *> sets{&strata::cpu::scalar_kernels()};
-    if (strata::cpu::avx2_kernels() != nullptr && strata::plugin::cpu_has_avx2_fma_f16c())
-        sets.push_back(strata::cpu::avx2_kernels());
+    const std::vector<const strata::cpu::kernels *> sets = runnable_kernel_sets();
     for (const strata::cpu::kernels *k : sets) {
         SCOPED_TRACE(k->name);
         for (int64_t len : {1, 7, 8, 13, 32, 40, 64, 100, 128}) {
             const int64_t stride = len + 5;
-            constexpr int32_t max_rows = 7;
+            constexpr int32_t max_rows = 17; // past a step of rows_per_step
             const std::vector<float> q = random_floats(len, 90, -2.0f, 2.0f);
             const std::vector<float> rows = random_floats(stride * max_rows, 91, -3.0f, 3.0f);
             std::vector<uint16_t> rh(rows.size()), rb(rows.size());
@@ -273,9 +354,7 @@ TEST(CpuKernelFp8, TablesAreTheSdkValuesAndDotsMatchTheFloatKernelsOverWidenedRo
         ASSERT_EQ(std::memcmp(&t.e4m3[c], &e4, 4), 0) << c;
         ASSERT_EQ(std::memcmp(&t.e5m2[c], &e5, 4), 0) << c;
     }
-    std::vector<const strata::cpu::kernels *> sets{&strata::cpu::scalar_kernels()};
-    if (strata::cpu::avx2_kernels() != nullptr && strata::plugin::cpu_has_avx2_fma_f16c())
-        sets.push_back(strata::cpu::avx2_kernels());
+    const std::vector<const strata::cpu::kernels *> sets = runnable_kernel_sets();
     const std::vector<float> q = random_floats(4099, 81, -2.0f, 2.0f);
     const std::vector<float> r = random_floats(q.size(), 82, -500.0f, 500.0f);
     for (const strata::cpu::kernels *k : sets) {
@@ -330,9 +409,7 @@ TEST(CpuKernelFp8, TablesAreTheSdkValuesAndDotsMatchTheFloatKernelsOverWidenedRo
 // over the groups' values widened first (d * q, exact), for rows of 1 to 96 groups, scales from subnormal halves to
 // 2^15, every int8 value, a NaN scale (a group that held a NaN or an infinity) reaching the result.
 TEST(CpuKernelQ8_0, DotsAndAxpysMatchTheFloatKernelsOverWidenedGroups) {
-    std::vector<const strata::cpu::kernels *> sets{&strata::cpu::scalar_kernels()};
-    if (strata::cpu::avx2_kernels() != nullptr && strata::plugin::cpu_has_avx2_fma_f16c())
-        sets.push_back(strata::cpu::avx2_kernels());
+    const std::vector<const strata::cpu::kernels *> sets = runnable_kernel_sets();
     constexpr int64_t n_groups = 96;
     const std::vector<float> q = random_floats(32 * n_groups, 91, -2.0f, 2.0f);
     std::vector<strata::kv_q8_0::group> groups(n_groups);
@@ -398,9 +475,7 @@ TEST(CpuKernelQ8_0, TheQuantizerIsGgmlsReferenceAndDefinesNonFiniteGroups) {
 // float16 rows read in runs of 8 (a paged cache's blocks), with a soft-cap and a sliding window as well; and
 // heads_per_item keeps a group's heads together when an item holds more than one group.
 TEST(CpuAttentionChunks, EveryChunkOfHeadsGivesEachHeadTheBitsItGetsAlone) {
-    std::vector<const strata::cpu::kernels *> sets{&strata::cpu::scalar_kernels()};
-    if (strata::cpu::avx2_kernels() != nullptr && strata::plugin::cpu_has_avx2_fma_f16c())
-        sets.push_back(strata::cpu::avx2_kernels());
+    const std::vector<const strata::cpu::kernels *> sets = runnable_kernel_sets();
     constexpr int32_t head_dim = 40, n_kv = 37, run = 8;
     for (const strata::cpu::kernels *k : sets)
         for (int32_t group : {1, 2, 3})
@@ -459,8 +534,9 @@ TEST(CpuAttentionChunks, EveryChunkOfHeadsGivesEachHeadTheBitsItGetsAlone) {
     EXPECT_EQ(heads_per_item(32, 8, 1, 32), 2);  // more items wanted than groups: parts of a group
     EXPECT_EQ(heads_per_item(32, 1, 4, 16), 16); // 4 tokens, 8 items wanted: 2 per token
     EXPECT_EQ(heads_per_item(256, 1, 1, 1), strata::cpu::max_chunk_heads);
-    // attention_items covers every (token, head) once, each item's heads within one token, q/out at the head.
-    for (int32_t n_tokens : {1, 3, 64})
+    // attention_items covers every (token, head) once, each item's heads those of a block of consecutive tokens (of
+    // query_block tokens where there are at least 2 * threads * query_block, else one), q/out at the head.
+    for (int32_t n_tokens : {1, 3, 64, 100})
         for (auto [n_heads, n_kv_heads] : {std::pair{12, 12}, std::pair{32, 8}, std::pair{6, 2}, std::pair{200, 100}})
             for (int threads : {1, 2, 5, 16}) {
                 SCOPED_TRACE(std::to_string(n_tokens) + " tokens, " + std::to_string(n_heads) + "/" +
@@ -468,15 +544,20 @@ TEST(CpuAttentionChunks, EveryChunkOfHeadsGivesEachHeadTheBitsItGetsAlone) {
                 const strata::cpu::attention_items items(n_tokens, n_heads, n_kv_heads, 16, 100, threads, 1 << 15);
                 std::vector<int> seen(size_t(n_tokens) * n_heads, 0);
                 ASSERT_GE(items.grain, 1);
+                EXPECT_EQ(items.block, n_tokens >= 2 * threads * strata::cpu::query_block ? strata::cpu::query_block : 1);
                 for (int64_t i = 0; i < items.n_items; ++i) {
                     const strata::cpu::head_chunk c = items.chunk(i, 16);
                     const int32_t h0 = items.first_head(i);
                     ASSERT_GE(c.n_heads, 1);
                     ASSERT_LE(c.n_heads, strata::cpu::max_chunk_heads);
-                    EXPECT_EQ(items.at(i), (items.token(i) * n_heads + h0) * 16);
+                    ASSERT_LT(items.first_token(i), items.end_token(i));
+                    ASSERT_LE(items.end_token(i) - items.first_token(i), items.block);
                     EXPECT_EQ(items.kv_offset(i, 16) + c.offset(c.n_heads - 1),
                               int64_t{(h0 + c.n_heads - 1) / (n_heads / n_kv_heads)} * 16);
-                    for (int32_t h = h0; h < h0 + c.n_heads; ++h) ++seen[size_t(items.token(i) * n_heads + h)];
+                    for (int64_t t = items.first_token(i); t < items.end_token(i); ++t) {
+                        EXPECT_EQ(items.at(i, t), (t * n_heads + h0) * 16);
+                        for (int32_t h = h0; h < h0 + c.n_heads; ++h) ++seen[size_t(t * n_heads + h)];
+                    }
                 }
                 for (int x : seen) ASSERT_EQ(x, 1);
             }
@@ -493,10 +574,11 @@ TEST(CpuAttentionChunks, EveryChunkOfHeadsGivesEachHeadTheBitsItGetsAlone) {
             const int64_t pf = strata::cpu::partial_floats(items.per_item, 32);
             if (!items.split) {
                 EXPECT_EQ(items.n_items, items.n_pairs());
-                EXPECT_EQ(items.scores_per_thread(n_positions),
-                          strata::cpu::segment_rows * items.per_item + items.segments * pf);
+                EXPECT_EQ(items.scores_per_thread(),
+                          items.block * (strata::cpu::segment_rows * items.per_item + items.segments * pf));
                 continue;
             }
+            ASSERT_EQ(items.block, 1); // a split op's pairs are single tokens
             std::vector<int> seen(size_t(n_tokens) * 8 * 4, 0);
             for (int64_t i = 0; i < items.n_items; ++i) {
                 const int64_t g = items.segment(i);
@@ -504,7 +586,7 @@ TEST(CpuAttentionChunks, EveryChunkOfHeadsGivesEachHeadTheBitsItGetsAlone) {
                 EXPECT_LE((items.pair(i) * items.segments + g + 1) * pf, items.shared_partials());
                 const strata::cpu::head_chunk c = items.chunk(i, 32);
                 for (int32_t h = items.first_head(i); h < items.first_head(i) + c.n_heads; ++h)
-                    ++seen[size_t((items.token(i) * 8 + h) * 4 + g)];
+                    ++seen[size_t((items.first_token(i) * 8 + h) * 4 + g)];
             }
             for (int x : seen) ASSERT_EQ(x, 1);
         }

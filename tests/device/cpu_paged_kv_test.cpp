@@ -547,6 +547,109 @@ TEST(CpuPagedKvLong, SegmentedContextsGiveEachTokenTheSameBitsAloneOrBatchedOnAn
         }
 }
 
+// A prefill's tokens are attended in query blocks (attention_items: query_block consecutive tokens of a sequence read
+// each row together once there are 2 * threads * query_block tokens): every token keeps the bits it gets alone — for
+// prompts whose blocks straddle segment_rows (tokens attended whole and by segments in one block), the first rows
+// of a sequence, blocks cut where the sequence changes, decode tokens after a prompt, windows and soft-caps, each KV
+// type, on 1, 2, 7 and 16 threads (16: too few tokens for blocks; a long token alone on 7 threads takes the split
+// path) and both kernel sets; and the contiguous op over a prompt chunk in blocks gives the paged op's bits.
+TEST(CpuPagedKvLong, QueryBlocksGiveEachTokenTheBitsItGetsAlone) {
+    for (uint32_t type : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16},
+                          uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_Q8_0}})
+        for (bool scalar : {false, true})
+            for (const auto &[softcap, window] :
+                 {std::pair<float, int32_t>{0.0f, 0}, {2.0f, 0}, {0.0f, 40}, {0.0f, 530}}) {
+                SCOPED_TRACE("type " + std::to_string(type) + (scalar ? " scalar" : " fast") + " softcap " +
+                             std::to_string(softcap) + " window " + std::to_string(window));
+                batch_case c(23);
+                c.lengths = {600, 70, 530};
+                c.k.clear();
+                c.v.clear();
+                for (size_t s = 0; s < c.lengths.size(); ++s) {
+                    c.k.push_back(random_floats(size_t(c.lengths[s]) * kv_dim, 50 + uint32_t(s), -2.0f, 2.0f));
+                    c.v.push_back(random_floats(size_t(c.lengths[s]) * kv_dim, 60 + uint32_t(s)));
+                }
+                // Sequence 1's whole prompt (positions 0..69), sequence 0's chunk 480..560 (contexts 481..561 keys:
+                // one segment, then two), then three tokens of sequence 2 (not adjacent).
+                c.token_seq.clear();
+                c.positions.clear();
+                for (int32_t p = 0; p < 70; ++p) c.token_seq.push_back(1), c.positions.push_back(p);
+                for (int32_t p = 480; p <= 560; ++p) c.token_seq.push_back(0), c.positions.push_back(p);
+                for (int32_t p : {100, 529, 300}) c.token_seq.push_back(2), c.positions.push_back(p);
+                c.q = random_floats(c.token_seq.size() * n_heads * head_dim, 70, -2.0f, 2.0f);
+                c.softcap = softcap;
+                c.window = window;
+                paged_cache cache(16, c.lengths, 17, type);
+                const size_t row = size_t(n_heads) * head_dim;
+
+                device_ptr one = make_device(1, scalar);
+                ASSERT_NE(one, nullptr);
+                store_all(one.get(), cache, 0, c.k, c.v, c.lengths);
+                const strata_paged_kv kv = cache.layer(0);
+                std::vector<float> batched(c.q.size());
+                const strata_paged_attention_args a = c.paged_args(kv, batched.data());
+                strata_status st{};
+                ASSERT_EQ(ops().paged_attention(one.get(), &a, &st), STRATA_OK) << st.message;
+                EXPECT_TRUE(std::all_of(batched.begin(), batched.end(), [](float x) { return std::isfinite(x); }));
+                for (int32_t t = 0; t < c.n_tokens(); ++t) {
+                    std::vector<float> alone(row);
+                    strata_paged_attention_args one_token = c.paged_args(kv, alone.data());
+                    one_token.n_tokens = 1;
+                    one_token.token_seq = &c.token_seq[size_t(t)];
+                    one_token.positions = &c.positions[size_t(t)];
+                    one_token.q = c.q.data() + size_t(t) * row;
+                    ASSERT_EQ(ops().paged_attention(one.get(), &one_token, &st), STRATA_OK) << st.message;
+                    EXPECT_EQ(std::memcmp(alone.data(), batched.data() + size_t(t) * row, row * sizeof(float)), 0)
+                        << "token " << t << " (sequence " << c.token_seq[size_t(t)] << ", position "
+                        << c.positions[size_t(t)] << ") alone";
+                }
+                for (int threads : {2, 7, 16}) {
+                    device_ptr dev = make_device(threads, scalar);
+                    ASSERT_NE(dev, nullptr);
+                    std::vector<float> again(c.q.size());
+                    const strata_paged_attention_args b = c.paged_args(kv, again.data());
+                    ASSERT_EQ(ops().paged_attention(dev.get(), &b, &st), STRATA_OK) << st.message;
+                    EXPECT_EQ(std::memcmp(again.data(), batched.data(), again.size() * sizeof(float)), 0)
+                        << threads << " threads";
+                    if (threads != 7) continue;
+                    for (int32_t t = 70; t < c.n_tokens(); t += 9) { // sequence 0's and 2's: segments as items
+                        std::vector<float> alone(row);
+                        strata_paged_attention_args one_token = c.paged_args(kv, alone.data());
+                        one_token.n_tokens = 1;
+                        one_token.token_seq = &c.token_seq[size_t(t)];
+                        one_token.positions = &c.positions[size_t(t)];
+                        one_token.q = c.q.data() + size_t(t) * row;
+                        ASSERT_EQ(ops().paged_attention(dev.get(), &one_token, &st), STRATA_OK) << st.message;
+                        EXPECT_EQ(std::memcmp(alone.data(), batched.data() + size_t(t) * row, row * sizeof(float)), 0)
+                            << "token " << t << " alone on 7 threads";
+                    }
+                }
+                if (type != STRATA_KV_F32) continue;
+                // The contiguous op over sequence 0's chunk (tokens 70..150) in one call: blocks of one run.
+                std::vector<float> contiguous(size_t(81) * row);
+                strata_attention_args ca{};
+                ca.struct_size = sizeof ca;
+                ca.n_tokens = 81;
+                ca.n_heads = n_heads;
+                ca.n_kv_heads = n_kv_heads;
+                ca.head_dim = head_dim;
+                ca.kv_row_stride = kv_dim;
+                ca.positions = &c.positions[70];
+                ca.q = c.q.data() + size_t(70) * row;
+                ca.k_cache = c.k[0].data();
+                ca.v_cache = c.v[0].data();
+                ca.scale = c.scale;
+                ca.out = contiguous.data();
+                ca.softcap = softcap;
+                ca.window = window;
+                ASSERT_EQ(ops().attention(one.get(), &ca, &st), STRATA_OK) << st.message;
+                EXPECT_EQ(std::memcmp(contiguous.data(), batched.data() + size_t(70) * row,
+                                      contiguous.size() * sizeof(float)),
+                          0)
+                    << "contiguous attention in blocks";
+            }
+}
+
 // A segment whose every score is -inf (keys whose dot with the query overflows) weighs nothing, as such rows do in
 // one pass: the result is the attention over the other rows, finite.
 TEST(CpuPagedKvLong, ASegmentOfMinusInfinityScoresWeighsNothing) {

@@ -95,9 +95,11 @@ inline void kv_axpy_rows(const kernels &k, const float *w, const bf16_element *r
     k.axpy_bf16_rows(w, &row->bits, stride, n_rows, y, n);
 }
 
-// Rows one attention pass hands to the multi-row kernels at once: each head reads them while they are in L1, and
-// the weighted sum keeps its output in registers across them.
-inline constexpr int32_t rows_per_step = 4;
+// Rows one attention pass hands to the multi-row kernels at once: each head (and each token of a query block) reads
+// them while they are in L1, and the weighted sum keeps its output in registers across them. A step never crosses a
+// run (a paged block: 16 rows at the default block_size). Against 4, with query blocks, a 1,000-token prefill spent
+// about a fifth fewer cycles in the CPU device's ops (BENCHMARKS.md "Attention in query blocks").
+inline constexpr int32_t rows_per_step = 16;
 
 // The most query heads one attention item takes at once (heads_per_item): it bounds each thread's score scratch.
 inline constexpr int32_t max_chunk_heads = 64;
@@ -125,77 +127,115 @@ struct head_chunk {
     int64_t offset(int32_t c) const noexcept { return int64_t{(lead + c) / group} * head_elements; }
 };
 
+// One query token's part in a pass over rows [lo, hi) of its sequence (score_rows, then weigh_rows): q and out hold
+// the chunk's heads, head_dim floats each; head c's score of row j goes to scores[c * n() + j - lo]; its weights are
+// those scores times inv_sum[c] (normalised: attend_heads) or, with inv_sum null, the scores themselves (a segment's
+// unnormalised sums: attend_segment).
+struct query_span {
+    const float *q = nullptr;
+    float *out = nullptr;
+    float *scores = nullptr;
+    const float *inv_sum = nullptr;
+    int64_t lo = 0, hi = 0;
+    int64_t n() const noexcept { return hi - lo; }
+};
+
 // for_each_run(fn, lo, hi) must call fn(j0, count, keys, values, stride) for runs that cover rows [lo, hi) in
-// ascending order (the first may start before lo and the last end after hi: the callers skip such rows): row j0 + i has the chunk's first KV head's key at keys + i * stride and its value at values + i * stride
-// (i < count); keys and values point to float, one of the *_element types above or q8_0 groups (then stride and the
-// rows' offsets count groups). It is called twice (scores, then the weighted sums). q and out hold the chunk's heads,
-// head_dim floats each (chunk.n_heads <= max_chunk_heads, as heads_per_item gives); scores holds
-// chunk.n_heads * n_kv floats of scratch. Every q is fully read before any out is
-// written, so out may alias q. Rows before terms.first are skipped, and with first 0 and no softcap the arithmetic is
-// what it was before ABI 1.14.
+// ascending order (the first may start before lo and the last end after hi: the callers skip such rows): row j0 + i
+// has the chunk's first KV head's key at keys + i * stride and its value at values + i * stride (i < count); keys
+// and values point to float, one of the *_element types above or q8_0 groups (then stride and the rows' offsets
+// count groups). It is called twice (scores, then the weighted sums). chunk.n_heads <= max_chunk_heads, as
+// heads_per_item gives. A token's q is fully read before its out is written, so a token's out may alias its own q
+// (not another token's: in a query block one token's out is written while others still read their q). Rows before
+// terms.first are skipped, and with first 0 and no softcap the arithmetic is what it was before ABI 1.14.
 //
-// Each head's arithmetic and its order are those of one head alone (a dot per row, the max, the exponentials, an
-// axpy per row in row order), whatever the chunk: the chunk only changes the order in which memory is visited, each
-// row once per pass for all of the chunk's heads (the heads of a row lie side by side, and heads sharing a KV head
-// read it while it is in L1), rows_per_step rows at a time through the multi-row kernels (which keep each row's
-// bits).
-// The two passes every attention here makes over rows [lo, hi), row by row in order: the chunk's scores (head c's
-// score of row j at scores[c * ld + j - lo]: a dot, the scale, the soft-cap), and the weighted sums (out of head c
-// += weight(c, j) * row j's value).
+// Each head's arithmetic and its order are those of one head of one token alone (a dot per row, the max, the
+// exponentials, an axpy per row in row order), whatever the chunk and whatever other tokens share the pass: they
+// only change the order in which memory is visited. A pass visits its rows once, rows_per_step at a time, and every
+// span whose rows include some of a step's reads them for all of the chunk's heads while they are in L1 (the heads of
+// a row lie side by side, heads sharing a KV head read the same values, and the tokens of a query block read the same
+// rows). A span is handed the step's rows it attends through the multi-row kernels, which keep each row's bits
+// however the rows are grouped (CpuKernelRows.MultiRowDotsAndAxpysHaveTheSingleRowBits).
+// The two passes over rows [lo, hi) (the union of the spans' rows, each span's non-empty): the spans' scores (a dot,
+// the scale, the soft-cap), then their weighted sums (out of head c += weight(c, j) * row j's value).
 template <class ForEachRun>
-inline void score_rows(const kernels &k, const float *q, const head_chunk &chunk, int32_t head_dim, float scale,
-                       int64_t lo, int64_t hi, const ForEachRun &for_each_run, float *scores, int64_t ld,
+inline void score_rows(const kernels &k, const query_span *spans, int32_t n_spans, const head_chunk &chunk,
+                       int32_t head_dim, float scale, int64_t lo, int64_t hi, const ForEachRun &for_each_run,
                        float softcap) noexcept {
     const float inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
     for_each_run([&](int64_t j0, int64_t count, const auto *keys, const auto *, int64_t stride) {
         const int64_t end = std::min(j0 + count, hi);
         for (int64_t j = std::max(j0, lo); j < end; j += rows_per_step) {
-            const auto *row = keys + (j - j0) * stride;
-            const int32_t n_rows = static_cast<int32_t>(std::min<int64_t>(rows_per_step, end - j));
-            for (int32_t c = 0; c < chunk.n_heads; ++c) {
-                float dots[rows_per_step];
-                kv_dot_rows(k, q + int64_t{c} * head_dim, row + chunk.offset(c), stride, n_rows, head_dim, dots);
-                for (int32_t r = 0; r < n_rows; ++r) {
-                    const float s = dots[r] * scale;
-                    scores[c * ld + j + r - lo] = softcap > 0.0f ? std::tanh(s * inv_cap) * softcap : s;
+            const int64_t step_end = std::min(j + rows_per_step, end);
+            for (int32_t b = 0; b < n_spans; ++b) {
+                const query_span &span = spans[b];
+                const int64_t a = std::max(j, span.lo), z = std::min(step_end, span.hi);
+                if (a >= z) continue;
+                const auto *row = keys + (a - j0) * stride;
+                const auto n_rows = static_cast<int32_t>(z - a);
+                const int64_t n = span.n();
+                for (int32_t c = 0; c < chunk.n_heads; ++c) {
+                    float dots[rows_per_step];
+                    kv_dot_rows(k, span.q + int64_t{c} * head_dim, row + chunk.offset(c), stride, n_rows, head_dim,
+                                dots);
+                    for (int32_t r = 0; r < n_rows; ++r) {
+                        const float s = dots[r] * scale;
+                        span.scores[c * n + a + r - span.lo] = softcap > 0.0f ? std::tanh(s * inv_cap) * softcap : s;
+                    }
                 }
             }
         }
     }, lo, hi);
 }
 
-template <class ForEachRun, class Weight>
-inline void weigh_rows(const kernels &k, const head_chunk &chunk, int32_t head_dim, int64_t lo, int64_t hi,
-                       const ForEachRun &for_each_run, const Weight &weight, float *out) noexcept {
-    std::memset(out, 0, sizeof(float) * static_cast<size_t>(head_dim) * static_cast<size_t>(chunk.n_heads));
+template <class ForEachRun>
+inline void weigh_rows(const kernels &k, const query_span *spans, int32_t n_spans, const head_chunk &chunk,
+                       int32_t head_dim, int64_t lo, int64_t hi, const ForEachRun &for_each_run) noexcept {
+    for (int32_t b = 0; b < n_spans; ++b)
+        std::memset(spans[b].out, 0,
+                    sizeof(float) * static_cast<size_t>(head_dim) * static_cast<size_t>(chunk.n_heads));
     for_each_run([&](int64_t j0, int64_t count, const auto *, const auto *values, int64_t stride) {
         const int64_t end = std::min(j0 + count, hi);
         for (int64_t j = std::max(j0, lo); j < end; j += rows_per_step) {
-            const auto *row = values + (j - j0) * stride;
-            const int32_t n_rows = static_cast<int32_t>(std::min<int64_t>(rows_per_step, end - j));
-            for (int32_t c = 0; c < chunk.n_heads; ++c) {
-                float w[rows_per_step];
-                for (int32_t r = 0; r < n_rows; ++r) w[r] = weight(c, j + r);
-                kv_axpy_rows(k, w, row + chunk.offset(c), stride, n_rows, out + int64_t{c} * head_dim, head_dim);
+            const int64_t step_end = std::min(j + rows_per_step, end);
+            for (int32_t b = 0; b < n_spans; ++b) {
+                const query_span &span = spans[b];
+                const int64_t a = std::max(j, span.lo), z = std::min(step_end, span.hi);
+                if (a >= z) continue;
+                const auto *row = values + (a - j0) * stride;
+                const auto n_rows = static_cast<int32_t>(z - a);
+                const int64_t n = span.n();
+                for (int32_t c = 0; c < chunk.n_heads; ++c) {
+                    const float *s = span.scores + c * n + a - span.lo;
+                    float w[rows_per_step];
+                    if (span.inv_sum != nullptr)
+                        for (int32_t r = 0; r < n_rows; ++r) w[r] = s[r] * span.inv_sum[c];
+                    else
+                        for (int32_t r = 0; r < n_rows; ++r) w[r] = s[r];
+                    kv_axpy_rows(k, w, row + chunk.offset(c), stride, n_rows, span.out + int64_t{c} * head_dim,
+                                 head_dim);
+                }
             }
         }
     }, lo, hi);
 }
 
+// One token's chunk of heads against its rows [terms.first, n_kv) in one pass (scores holds chunk.n_heads * n_kv
+// floats of scratch): what attend_block does for a token of up to segment_rows keys, alone.
 template <class ForEachRun>
 inline void attend_heads(const kernels &k, const float *q, const head_chunk &chunk, int32_t head_dim, float scale,
                          int64_t n_kv, const ForEachRun &for_each_run, float *scores, float *out,
                          const score_terms &terms = {}) noexcept {
-    const int64_t first = terms.first, n = n_kv - first;
-    score_rows(k, q, chunk, head_dim, scale, first, n_kv, for_each_run, scores + first, n_kv, terms.softcap);
     float inv_sum[max_chunk_heads];
+    const query_span span{q, out, scores, inv_sum, terms.first, n_kv};
+    const int64_t n = span.n();
+    score_rows(k, &span, 1, chunk, head_dim, scale, span.lo, span.hi, for_each_run, terms.softcap);
     for (int32_t c = 0; c < chunk.n_heads; ++c) {
-        float *window = scores + c * n_kv + first;
+        float *window = scores + c * n;
         const float m = k.max(window, n);
         inv_sum[c] = static_cast<float>(1.0 / k.exp_sub_sum(window, m, window, n));
     }
-    weigh_rows(k, chunk, head_dim, first, n_kv, for_each_run,
-               [&](int32_t c, int64_t j) { return scores[c * n_kv + j] * inv_sum[c]; }, out);
+    weigh_rows(k, &span, 1, chunk, head_dim, span.lo, span.hi, for_each_run);
 }
 
 // Beyond this many keys a token's rows are cut into segments of this many by row index (rows [g * segment_rows,
@@ -220,19 +260,19 @@ template <class ForEachRun>
 inline void attend_segment(const kernels &k, const float *q, const head_chunk &chunk, int32_t head_dim, float scale,
                            int64_t g, int64_t n_kv, const ForEachRun &for_each_run, float *scores, float *partial,
                            const score_terms &terms = {}) noexcept {
-    const int64_t lo = std::max(g * segment_rows, terms.first), hi = std::min((g + 1) * segment_rows, n_kv);
-    const int64_t n = hi - lo;
-    if (n <= 0) return;
     const int32_t n_heads = chunk.n_heads;
     float *m = partial, *l = partial + n_heads, *o = partial + 2 * int64_t{n_heads};
-    score_rows(k, q, chunk, head_dim, scale, lo, hi, for_each_run, scores, n, terms.softcap);
+    const query_span span{q, o, scores, nullptr, std::max(g * segment_rows, terms.first),
+                          std::min((g + 1) * segment_rows, n_kv)};
+    const int64_t n = span.n();
+    if (n <= 0) return;
+    score_rows(k, &span, 1, chunk, head_dim, scale, span.lo, span.hi, for_each_run, terms.softcap);
     for (int32_t c = 0; c < n_heads; ++c) {
         float *window = scores + c * n;
         m[c] = k.max(window, n);
         l[c] = static_cast<float>(k.exp_sub_sum(window, m[c], window, n));
     }
-    weigh_rows(k, chunk, head_dim, lo, hi, for_each_run, [&](int32_t c, int64_t j) { return scores[c * n + j - lo]; },
-               o);
+    weigh_rows(k, &span, 1, chunk, head_dim, span.lo, span.hi, for_each_run);
 }
 
 // Merges segments g_first..n_segs-1 (segment g's partial at partials + g * pf, pf >= partial_floats(n_heads,
@@ -265,6 +305,86 @@ inline void merge_segments(const kernels &k, const float *partials, int64_t pf, 
     }
 }
 
+// How many consecutive query tokens of one sequence an attention item takes in a prefill (a query block): the
+// block's tokens read each row of a pass while it is in L1 (score_rows, weigh_rows), where a token alone reads all
+// its rows from L2 or memory itself; each token keeps the bits it has alone.
+inline constexpr int32_t query_block = 8;
+
+// One token of a query block: its chunk's q and out (head_dim floats a head), its rows [first, n_kv).
+struct block_token {
+    const float *q = nullptr;
+    float *out = nullptr;
+    int64_t first = 0, n_kv = 0;
+};
+
+// A query block's tokens (n_tokens <= query_block, all of one sequence: for_each_run's rows are every token's)
+// attended for a chunk of heads. Each token gets the bits attend_heads gives it alone (up to segment_rows keys) or
+// those of its segments (attend_segment) merged by merge_segments: the tokens' passes over segment g run together,
+// each token with its own rows of the segment, scores, softmax and output. scores holds n_tokens *
+// scores_per_token floats (scores_per_token >= chunk.n_heads * min(the longest context, segment_rows)); partials
+// n_tokens * segments * pf floats (pf >= partial_floats(chunk.n_heads, head_dim)), read only for tokens with more
+// than segment_rows keys (segments: the most any token has).
+template <class ForEachRun>
+inline void attend_block(const kernels &k, const block_token *tokens, int32_t n_tokens, const head_chunk &chunk,
+                         int32_t head_dim, float scale, float softcap, const ForEachRun &for_each_run, float *scores,
+                         int64_t scores_per_token, float *partials, int64_t pf, int64_t segments) noexcept {
+    const int32_t n_heads = chunk.n_heads;
+    float inv_sum[query_block][max_chunk_heads];
+    auto partial_of = [&](int32_t b, int64_t g) { return partials + (b * segments + g) * pf; };
+    int64_t g_lo = std::numeric_limits<int64_t>::max(), g_hi = 0;
+    for (int32_t b = 0; b < n_tokens; ++b) {
+        const int64_t segs = segments_of(tokens[b].n_kv);
+        g_lo = std::min(g_lo, segs == 1 ? 0 : tokens[b].first / segment_rows);
+        g_hi = std::max(g_hi, segs);
+    }
+    for (int64_t g = g_lo; g < g_hi; ++g) {
+        query_span spans[query_block];
+        int32_t token_of[query_block];
+        int32_t n_spans = 0;
+        int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0;
+        for (int32_t b = 0; b < n_tokens; ++b) {
+            const block_token &t = tokens[b];
+            query_span span;
+            if (segments_of(t.n_kv) == 1) {
+                if (g != 0) continue;
+                span = {t.q, t.out, scores + b * scores_per_token, inv_sum[b], t.first, t.n_kv};
+            } else {
+                span = {t.q, partial_of(b, g) + 2 * int64_t{n_heads}, scores + b * scores_per_token, nullptr,
+                        std::max(g * segment_rows, t.first), std::min((g + 1) * segment_rows, t.n_kv)};
+            }
+            if (span.n() <= 0) continue;
+            lo = std::min(lo, span.lo);
+            hi = std::max(hi, span.hi);
+            token_of[n_spans] = b;
+            spans[n_spans++] = span;
+        }
+        if (n_spans == 0) continue;
+        score_rows(k, spans, n_spans, chunk, head_dim, scale, lo, hi, for_each_run, softcap);
+        for (int32_t i = 0; i < n_spans; ++i) {
+            const int64_t n = spans[i].n();
+            const int32_t b = token_of[i];
+            for (int32_t c = 0; c < n_heads; ++c) {
+                float *window = spans[i].scores + c * n;
+                const float m = k.max(window, n);
+                const double sum = k.exp_sub_sum(window, m, window, n);
+                if (spans[i].inv_sum != nullptr) {
+                    inv_sum[b][c] = static_cast<float>(1.0 / sum);
+                } else {
+                    partial_of(b, g)[c] = m;
+                    partial_of(b, g)[n_heads + c] = static_cast<float>(sum);
+                }
+            }
+        }
+        weigh_rows(k, spans, n_spans, chunk, head_dim, lo, hi, for_each_run);
+    }
+    for (int32_t b = 0; b < n_tokens; ++b) {
+        const int64_t segs = segments_of(tokens[b].n_kv);
+        if (segs > 1)
+            merge_segments(k, partials + b * segments * pf, pf, tokens[b].first / segment_rows, segs, n_heads,
+                           head_dim, tokens[b].out);
+    }
+}
+
 // How many query heads one attention item takes. A token's heads stay in one item, so each pass reads whole rows
 // front to back (measured on 2 threads at a 4,096-token f16 context: decode 1.4-1.7x, prefill 1.7-1.8x faster than
 // an item per head; BENCHMARKS.md "A token's heads in one attention item"; a decode token's rows beyond
@@ -282,41 +402,54 @@ inline int32_t heads_per_item(int32_t n_heads, int32_t group, int64_t n_tokens, 
 }
 
 // How an attention op over n_tokens query tokens of n_heads heads is cut into items, said once for the contiguous
-// and the paged op. A pair is a token and a chunk of its heads: pair p is token p / chunks, heads
-// [h0, h0 + chunk.n_heads) from p % chunks; q and out of the pair start at `at` floats. A token with more than
-// segment_rows keys is attended by segments: when there are fewer pairs than threads (a decode step), each segment is
-// an item of its own (split; a second pass merges them), otherwise one item attends its pair's segments one after the
-// other and merges them itself. Both give the same bits. grain hands each thread enough work per claim.
+// and the paged op. A pair is a block of consecutive tokens (query_block of them where there are at least 2 *
+// n_threads * query_block tokens, a prefill; else one) and a chunk of their heads: pair p is block p / chunks, heads
+// [h0, h0 + chunk.n_heads) from p % chunks; q and out of the pair's token t start at at(item, t) floats. A block's
+// tokens are attended together where they share a sequence (attend_block). A token with more than segment_rows keys
+// is attended by segments: when there are fewer pairs than threads (a decode step), each segment is an item of its
+// own (split; a second pass merges them), otherwise one item attends its pair's segments one after the other and
+// merges them itself. All give the same bits. grain hands each thread enough work per claim.
 struct attention_items {
     int32_t n_tokens, n_heads, head_dim, group, per_item, chunks;
+    int32_t block;     // query tokens per pair
+    int64_t n_blocks;
     int64_t segments;  // segments of the longest context (1: no token is cut)
-    bool split;        // a pair's segments are items of their own
+    bool split;        // a pair's segments are items of their own (only where block is 1)
     int64_t seg_items; // items per pair: segments when split, else 1
     int64_t n_items, grain;
+    int64_t n_positions; // the longest context
 
-    attention_items(int32_t n_tokens_, int32_t n_heads_, int32_t n_kv_heads, int32_t head_dim_, int64_t n_positions,
+    attention_items(int32_t n_tokens_, int32_t n_heads_, int32_t n_kv_heads, int32_t head_dim_, int64_t n_positions_,
                     int n_threads, int64_t min_work) noexcept
         : n_tokens(n_tokens_), n_heads(n_heads_), head_dim(head_dim_), group(n_heads_ / n_kv_heads),
           per_item(heads_per_item(n_heads_, group, n_tokens_, n_threads)), chunks((n_heads_ + per_item - 1) / per_item),
-          segments(segments_of(n_positions)), split(segments > 1 && int64_t{n_tokens_} * chunks < n_threads),
-          seg_items(split ? segments : 1), n_items(int64_t{n_tokens_} * chunks * seg_items),
-          grain(std::max<int64_t>(1, min_work / std::max<int64_t>(1, (split ? segment_rows : n_positions) * head_dim_ *
-                                                                         2 * per_item))) {}
+          block(int64_t{n_tokens_} >= int64_t{2} * n_threads * query_block ? query_block : 1),
+          n_blocks((n_tokens_ + block - 1) / block), segments(segments_of(n_positions_)),
+          split(segments > 1 && n_blocks * chunks < n_threads), seg_items(split ? segments : 1),
+          n_items(n_blocks * chunks * seg_items),
+          grain(std::max<int64_t>(1, min_work / std::max<int64_t>(1, (split ? segment_rows : n_positions_) * head_dim_ *
+                                                                         2 * per_item * block))),
+          n_positions(n_positions_) {}
 
-    // Score scratch per thread for contexts of up to n_positions rows (with the partials of an item that attends
-    // its segments one after the other).
-    int64_t scores_per_thread(int64_t n_positions) const noexcept {
-        if (segments == 1) return n_positions * per_item;
-        return segment_rows * per_item + (split ? 0 : segments * partial_floats(per_item, head_dim));
+    // Score scratch per token of a block, and per thread (with the partials of a block whose tokens attend their
+    // segments one after the other, after the scores). The partials grow with the context and the block: at 131,072
+    // keys, 32 heads of 128 an item and a block of 8, 8 x 256 segments x 4,160 floats, about 34 MB a thread (4.3 MB
+    // for one token); the device keeps the largest it has needed.
+    int64_t scores_per_token() const noexcept { return int64_t{per_item} * std::min(n_positions, segment_rows); }
+    int64_t scores_per_thread() const noexcept {
+        return block * scores_per_token() +
+               (segments > 1 && !split ? block * segments * partial_floats(per_item, head_dim) : 0);
     }
     // Partials shared by the items of a split op (every pair's segments).
     int64_t shared_partials() const noexcept {
         return split ? int64_t{n_tokens} * chunks * segments * partial_floats(per_item, head_dim) : 0;
     }
-    int64_t n_pairs() const noexcept { return int64_t{n_tokens} * chunks; }
+    int64_t n_pairs() const noexcept { return n_blocks * chunks; }
     int64_t pair(int64_t item) const noexcept { return item / seg_items; }
     int64_t segment(int64_t item) const noexcept { return item % seg_items; }
-    int64_t token(int64_t item) const noexcept { return pair(item) / chunks; }
+    // The item's tokens: [first_token, end_token).
+    int64_t first_token(int64_t item) const noexcept { return pair(item) / chunks * block; }
+    int64_t end_token(int64_t item) const noexcept { return std::min<int64_t>(n_tokens, first_token(item) + block); }
     int32_t first_head(int64_t item) const noexcept { return static_cast<int32_t>(pair(item) % chunks) * per_item; }
     // The item's heads, head_elements elements of the row type each.
     head_chunk chunk(int64_t item, int64_t head_elements) const noexcept {
@@ -327,7 +460,8 @@ struct attention_items {
     int64_t kv_offset(int64_t item, int64_t head_elements) const noexcept {
         return int64_t{first_head(item) / group} * head_elements;
     }
-    int64_t at(int64_t item) const noexcept { return (token(item) * n_heads + first_head(item)) * head_dim; }
+    // Where q and out of the item's heads of token t start.
+    int64_t at(int64_t item, int64_t t) const noexcept { return (t * n_heads + first_head(item)) * head_dim; }
 };
 
 } // namespace strata::cpu

@@ -1,5 +1,5 @@
 // The hot float loops of the CPU device, as a table of function pointers so one op implementation can run on the
-// scalar or the AVX2+FMA set (chosen per device at create()).
+// scalar, the AVX2+FMA or the AVX-512 set (chosen per device at create()).
 #pragma once
 
 #include <strata/kv_q8_0.hpp>
@@ -71,7 +71,11 @@ const fp8_value_tables &fp8_tables();
 const kernels &scalar_kernels();
 // nullptr when this build has no AVX2 translation unit (non-x86).
 const kernels *avx2_kernels();
-// avx2_kernels() when the CPU supports AVX2, FMA and F16C and STRATA_FORCE_SCALAR is unset, "" or "0"; else scalar.
+// The AVX2 set with AVX-512 dots and axpys of the float, f16 and bf16 rows, the same bits; nullptr where the build
+// has no AVX-512 translation unit. Call it only where the CPU has AVX-512 F and VL (it runs their instructions).
+const kernels *avx512_kernels();
+// avx2_kernels() when the CPU supports AVX2, FMA and F16C and STRATA_FORCE_SCALAR is unset, "" or "0" (avx512_kernels()
+// when it also supports AVX-512 F and VL and STRATA_NO_AVX512 is unset, "" or "0"); else scalar.
 // Reads the environment on every call (devices call it once, in create()).
 const kernels &select_kernels();
 

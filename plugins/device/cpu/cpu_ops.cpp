@@ -467,10 +467,10 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
         const attention_items items(a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, n_positions,
                                     dev->pool.size(), parallel_min_work);
         std::lock_guard lock(dev->op_mutex);
-        dev->reserve_scores(items.scores_per_thread(n_positions));
+        dev->reserve_scores(items.scores_per_thread());
 
         const int64_t stride = a->kv_row_stride;
-        // Items as in paged_attention; the whole cache is one run of rows.
+        // Items as in paged_attention; the whole cache is one run of rows, every token's.
         auto rows_of = [&](int64_t t) {
             return token_context{int64_t{a->positions[t]} + 1, first_attended(a->positions[t], window)};
         };

@@ -216,13 +216,14 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
         const attention_items items(a->n_tokens, a->n_heads, a->n_kv_heads, a->head_dim, n_positions,
                                     dev->pool.size(), parallel_min_work);
         std::lock_guard lock(dev->op_mutex);
-        dev->reserve_scores(items.scores_per_thread(n_positions));
+        dev->reserve_scores(items.scores_per_thread());
 
         const strata_paged_kv *kv = a->kv;
         const int64_t kv_dim = kv->kv_dim, block_size = kv->block_size;
-        // The rows of a token's sequence come one block at a time.
+        // The rows of a token's sequence come one block at a time; tokens of a sequence read the same rows.
         auto rows_of = [&](int64_t t) {
-            return token_context{int64_t{a->positions[t]} + 1, first_attended(a->positions[t], window)};
+            return token_context{int64_t{a->positions[t]} + 1, first_attended(a->positions[t], window),
+                                 a->token_seq[t]};
         };
         with_element_type(kv, [&](const auto *element) {
             using E = std::remove_const_t<std::remove_pointer_t<decltype(element)>>;

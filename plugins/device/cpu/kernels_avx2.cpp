@@ -112,7 +112,7 @@ template <class T, __m256 (*Load)(const T *), float (*Scalar)(T)>
 void axpy_rows_of(const float *w, const T *x, int64_t stride, int32_t n_rows, float *y, int64_t n) {
     int64_t i = 0;
     if (n_rows == 4) {
-        // Attention's usual step (rows_per_step): the four weights broadcast once.
+        // Four rows: their weights broadcast once.
         const __m256 w0 = _mm256_set1_ps(w[0]), w1 = _mm256_set1_ps(w[1]), w2 = _mm256_set1_ps(w[2]),
                      w3 = _mm256_set1_ps(w[3]);
         for (; i + 8 <= n; i += 8) {

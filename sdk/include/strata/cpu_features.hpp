@@ -24,6 +24,16 @@ inline bool cpu_has_avx2_fma_f16c() {
 #endif
 }
 
+// AVX-512 F and VL; __builtin_cpu_supports also checks that the OS saves ZMM state.
+inline bool cpu_has_avx512_f_vl() {
+#if defined(__x86_64__) || defined(_M_X64)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
+}
+
 // STRATA_FORCE_SCALAR set to anything but "" or "0": plugins use their portable kernels (debugging, and tests that
 // compare both paths).
 inline bool scalar_forced_by_environment() {

@@ -1,0 +1,160 @@
+// AVX-512 forms of attention's inner loops — the float, f16 and bf16 dots and axpys, one row or several — with the
+// AVX2 set's bits, half its instructions: the AVX2 dot keeps four 8-lane accumulators over 32-element steps, and here
+// one 16-lane register holds the first two and another the last two, each lane taking the same FMAs in the same order;
+// the 8-element steps go into the first accumulator's lanes alone (a masked FMA); the reduction and the scalar tail
+// are the AVX2 set's. An axpy is elementwise, so 16 lanes at a time round as 8 do. The rest of the set is the AVX2
+// set's. Built with -mavx512f -mavx512vl on top of the AVX2 flags; chosen at run time (select_kernels).
+#include "cpu_kernels.hpp"
+
+#include <strata/avx2_sum.hpp>
+
+// GCC 12's avx512fintrin.h makes its "undefined" registers by self-initialisation (`__m512 __Y = __Y;`), which
+// -Wuninitialized reports at every inlined widening intrinsic of this file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace strata::cpu {
+namespace {
+
+// A row type's three loads: 16 values, 8 values, one value, each widened to float exactly.
+struct f32_rows {
+    static __m512 wide(const float *p) { return _mm512_loadu_ps(p); }
+    static __m256 narrow(const float *p) { return _mm256_loadu_ps(p); }
+    static float one(float v) { return v; }
+};
+struct f16_rows {
+    static __m512 wide(const uint16_t *p) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+    }
+    static __m256 narrow(const uint16_t *p) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+    }
+    static float one(uint16_t h) { return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h))); }
+};
+struct bf16_rows {
+    static __m512 wide(const uint16_t *p) {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    }
+    static __m256 narrow(const uint16_t *p) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+    static float one(uint16_t h) {
+        const uint32_t bits = static_cast<uint32_t>(h) << 16;
+        float f;
+        std::memcpy(&f, &bits, sizeof f);
+        return f;
+    }
+};
+
+__m256 upper_half(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+// R rows at once, each with its own two registers (the AVX2 dot_body's acc[r][0..1] and acc[r][2..3]).
+template <class T, class Rows, int R>
+inline __attribute__((always_inline)) void dot_body(const float *a, const T *b, int64_t stride, int64_t n, float *out) {
+    __m512 lo[R], hi[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 a_lo = _mm512_loadu_ps(a + i), a_hi = _mm512_loadu_ps(a + i + 16);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            lo[r] = _mm512_fmadd_ps(a_lo, Rows::wide(b + r * stride + i), lo[r]);
+            hi[r] = _mm512_fmadd_ps(a_hi, Rows::wide(b + r * stride + i + 16), hi[r]);
+        }
+    }
+    for (; i + 8 <= n; i += 8) {
+        const __m512 a8 = _mm512_zextps256_ps512(_mm256_loadu_ps(a + i));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r)
+            lo[r] = _mm512_mask3_fmadd_ps(a8, _mm512_zextps256_ps512(Rows::narrow(b + r * stride + i)), lo[r], 0x00ff);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+        const __m256 acc0 = _mm512_castps512_ps256(lo[r]), acc1 = upper_half(lo[r]);
+        const __m256 acc2 = _mm512_castps512_ps256(hi[r]), acc3 = upper_half(hi[r]);
+        float sum = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+        for (int64_t t = i; t < n; ++t) sum += a[t] * Rows::one(b[r * stride + t]);
+        out[r] = sum;
+    }
+}
+
+template <class T, class Rows> float dot_one(const float *a, const T *b, int64_t n) {
+    float out;
+    dot_body<T, Rows, 1>(a, b, 0, n, &out);
+    return out;
+}
+
+// Up to four rows at a time (their eight registers and the activations' two fit the 32).
+template <class T, class Rows>
+void dot_rows_of(const float *a, const T *b, int64_t stride, int32_t n_rows, int64_t n, float *out) {
+    int32_t r = 0;
+    for (; r + 4 <= n_rows; r += 4) dot_body<T, Rows, 4>(a, b + r * stride, stride, n, out + r);
+    switch (n_rows - r) {
+    case 3: dot_body<T, Rows, 3>(a, b + r * stride, stride, n, out + r); break;
+    case 2: dot_body<T, Rows, 2>(a, b + r * stride, stride, n, out + r); break;
+    case 1: dot_body<T, Rows, 1>(a, b + r * stride, stride, n, out + r); break;
+    default: break;
+    }
+}
+
+// y[i] += w[r] * row r[i] for r in order, y in a register between rows: 16 elements a step, then 8, then the AVX2
+// set's scalar tail.
+template <class T, class Rows>
+void axpy_rows_of(const float *w, const T *x, int64_t stride, int32_t n_rows, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 acc = _mm512_loadu_ps(y + i);
+        for (int32_t r = 0; r < n_rows; ++r)
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(w[r]), Rows::wide(x + r * stride + i), acc);
+        _mm512_storeu_ps(y + i, acc);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 acc = _mm256_loadu_ps(y + i);
+        for (int32_t r = 0; r < n_rows; ++r)
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(w[r]), Rows::narrow(x + r * stride + i), acc);
+        _mm256_storeu_ps(y + i, acc);
+    }
+    for (; i < n; ++i)
+        for (int32_t r = 0; r < n_rows; ++r) y[i] += w[r] * Rows::one(x[r * stride + i]);
+}
+
+template <class T, class Rows> void axpy_one(float a, const T *x, float *y, int64_t n) {
+    axpy_rows_of<T, Rows>(&a, x, 0, 1, y, n);
+}
+
+kernels make_set(const kernels &avx2) {
+    kernels k = avx2;
+    k.name = "avx512+fma";
+    k.dot = dot_one<float, f32_rows>;
+    k.axpy = axpy_one<float, f32_rows>;
+    k.dot_f16 = dot_one<uint16_t, f16_rows>;
+    k.dot_bf16 = dot_one<uint16_t, bf16_rows>;
+    k.axpy_f16 = axpy_one<uint16_t, f16_rows>;
+    k.axpy_bf16 = axpy_one<uint16_t, bf16_rows>;
+    k.dot_rows = dot_rows_of<float, f32_rows>;
+    k.dot_f16_rows = dot_rows_of<uint16_t, f16_rows>;
+    k.dot_bf16_rows = dot_rows_of<uint16_t, bf16_rows>;
+    k.axpy_rows = axpy_rows_of<float, f32_rows>;
+    k.axpy_f16_rows = axpy_rows_of<uint16_t, f16_rows>;
+    k.axpy_bf16_rows = axpy_rows_of<uint16_t, bf16_rows>;
+    return k;
+}
+
+} // namespace
+
+const kernels *avx512_kernels() {
+    const kernels *avx2 = avx2_kernels();
+    if (avx2 == nullptr) return nullptr;
+    static const kernels set = make_set(*avx2);
+    return &set;
+}
+
+} // namespace strata::cpu
