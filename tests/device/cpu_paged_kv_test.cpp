@@ -114,6 +114,16 @@ struct batch_case {
         q = random_floats(token_seq.size() * n_heads * head_dim, seed + 99, -2.0f, 2.0f);
     }
     int32_t n_tokens() const { return static_cast<int32_t>(token_seq.size()); }
+    // New sequences of these lengths, their K rows in [-2, 2) from k_seed + s and V rows from v_seed + s.
+    void set_sequences(const std::vector<int32_t> &lens, uint32_t k_seed, uint32_t v_seed) {
+        lengths = lens;
+        k.clear();
+        v.clear();
+        for (size_t s = 0; s < lengths.size(); ++s) {
+            k.push_back(random_floats(size_t(lengths[s]) * kv_dim, k_seed + uint32_t(s), -2.0f, 2.0f));
+            v.push_back(random_floats(size_t(lengths[s]) * kv_dim, v_seed + uint32_t(s)));
+        }
+    }
     // paged_attention's arguments for these queries over `kv`, into `out`.
     strata_paged_attention_args paged_args(const strata_paged_kv &kv, float *out) const {
         strata_paged_attention_args a{};
@@ -160,6 +170,34 @@ struct batch_case {
         return out;
     }
 };
+
+// paged_attention of all of c's tokens over kv in one call on dev.
+std::vector<float> attend_all(strata_device *dev, const batch_case &c, const strata_paged_kv &kv) {
+    std::vector<float> out(c.q.size());
+    const strata_paged_attention_args a = c.paged_args(kv, out.data());
+    strata_status st{};
+    EXPECT_EQ(ops().paged_attention(dev, &a, &st), STRATA_OK) << st.message;
+    return out;
+}
+
+bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// paged_attention of c's token t alone, and whether its output equals the token's rows of `batched` bit for bit.
+bool alone_equals(strata_device *dev, const batch_case &c, const strata_paged_kv &kv, int32_t t,
+                  const std::vector<float> &batched) {
+    const size_t row = size_t(n_heads) * head_dim;
+    std::vector<float> alone(row);
+    strata_paged_attention_args one_token = c.paged_args(kv, alone.data());
+    one_token.n_tokens = 1;
+    one_token.token_seq = &c.token_seq[size_t(t)];
+    one_token.positions = &c.positions[size_t(t)];
+    one_token.q = c.q.data() + size_t(t) * row;
+    strata_status st{};
+    EXPECT_EQ(ops().paged_attention(dev, &one_token, &st), STRATA_OK) << st.message;
+    return std::memcmp(alone.data(), batched.data() + size_t(t) * row, row * sizeof(float)) == 0;
+}
 
 // Writes every row of every sequence into layer l with one kv_store call, tokens of the sequences interleaved.
 void store_all(strata_device *dev, const paged_cache &cache, int32_t l, const std::vector<std::vector<float>> &k,
@@ -463,13 +501,7 @@ TEST(CpuPagedKvLong, SegmentedContextsGiveEachTokenTheSameBitsAloneOrBatchedOnAn
             SCOPED_TRACE(std::string(scalar ? "scalar" : "fast") + " softcap " + std::to_string(softcap) + " window " +
                          std::to_string(window));
             batch_case c(11);
-            c.lengths = {1500, 600, 513, 2100};
-            c.k.clear();
-            c.v.clear();
-            for (size_t s = 0; s < c.lengths.size(); ++s) {
-                c.k.push_back(random_floats(size_t(c.lengths[s]) * kv_dim, 20 + uint32_t(s), -2.0f, 2.0f));
-                c.v.push_back(random_floats(size_t(c.lengths[s]) * kv_dim, 30 + uint32_t(s)));
-            }
+            c.set_sequences({1500, 600, 513, 2100}, 20, 30);
             // Around the segment edges (511/512/513 keys), mid-segment, a sequence's last row.
             c.token_seq = {0, 0, 0, 0, 0, 0, 1, 2, 3, 3};
             c.positions = {510, 511, 512, 1023, 1024, 1499, 599, 512, 1536, 2099};
@@ -483,10 +515,7 @@ TEST(CpuPagedKvLong, SegmentedContextsGiveEachTokenTheSameBitsAloneOrBatchedOnAn
             ASSERT_NE(one, nullptr);
             store_all(one.get(), cache, 0, c.k, c.v, c.lengths);
             const strata_paged_kv kv = cache.layer(0);
-            std::vector<float> batched(c.q.size());
-            const strata_paged_attention_args a = c.paged_args(kv, batched.data());
-            strata_status st{};
-            ASSERT_EQ(ops().paged_attention(one.get(), &a, &st), STRATA_OK) << st.message;
+            const std::vector<float> batched = attend_all(one.get(), c, kv);
             // Contiguous attention, one token per call, on the same device.
             const std::vector<float> contiguous = c.reference(one.get());
             EXPECT_EQ(std::memcmp(contiguous.data(), batched.data(), batched.size() * sizeof(float)), 0);
@@ -494,22 +523,10 @@ TEST(CpuPagedKvLong, SegmentedContextsGiveEachTokenTheSameBitsAloneOrBatchedOnAn
             for (int threads : {2, 7}) {
                 device_ptr dev = make_device(threads, scalar);
                 ASSERT_NE(dev, nullptr);
-                std::vector<float> again(c.q.size());
-                const strata_paged_attention_args b = c.paged_args(kv, again.data());
-                ASSERT_EQ(ops().paged_attention(dev.get(), &b, &st), STRATA_OK) << st.message;
-                EXPECT_EQ(std::memcmp(again.data(), batched.data(), again.size() * sizeof(float)), 0)
-                    << threads << " threads, batched";
-                for (int32_t t = 0; t < c.n_tokens(); ++t) {
-                    std::vector<float> alone(row);
-                    strata_paged_attention_args one_token = c.paged_args(kv, alone.data());
-                    one_token.n_tokens = 1;
-                    one_token.token_seq = &c.token_seq[size_t(t)];
-                    one_token.positions = &c.positions[size_t(t)];
-                    one_token.q = c.q.data() + size_t(t) * row;
-                    ASSERT_EQ(ops().paged_attention(dev.get(), &one_token, &st), STRATA_OK) << st.message;
-                    EXPECT_EQ(std::memcmp(alone.data(), batched.data() + size_t(t) * row, row * sizeof(float)), 0)
+                EXPECT_TRUE(same_bits(attend_all(dev.get(), c, kv), batched)) << threads << " threads, batched";
+                for (int32_t t = 0; t < c.n_tokens(); ++t)
+                    EXPECT_TRUE(alone_equals(dev.get(), c, kv, t, batched))
                         << threads << " threads, token " << t << " (position " << c.positions[size_t(t)] << ") alone";
-                }
             }
 
             // float64: softmax over the attended rows of scale * q.k (soft-capped), then the weighted values.
@@ -562,13 +579,7 @@ TEST(CpuPagedKvLong, QueryBlocksGiveEachTokenTheBitsItGetsAlone) {
                 SCOPED_TRACE("type " + std::to_string(type) + (scalar ? " scalar" : " fast") + " softcap " +
                              std::to_string(softcap) + " window " + std::to_string(window));
                 batch_case c(23);
-                c.lengths = {600, 70, 530};
-                c.k.clear();
-                c.v.clear();
-                for (size_t s = 0; s < c.lengths.size(); ++s) {
-                    c.k.push_back(random_floats(size_t(c.lengths[s]) * kv_dim, 50 + uint32_t(s), -2.0f, 2.0f));
-                    c.v.push_back(random_floats(size_t(c.lengths[s]) * kv_dim, 60 + uint32_t(s)));
-                }
+                c.set_sequences({600, 70, 530}, 50, 60);
                 // Sequence 1's whole prompt (positions 0..69), sequence 0's chunk 480..560 (contexts 481..561 keys:
                 // one segment, then two), then three tokens of sequence 2 (not adjacent).
                 c.token_seq.clear();
@@ -586,44 +597,21 @@ TEST(CpuPagedKvLong, QueryBlocksGiveEachTokenTheBitsItGetsAlone) {
                 ASSERT_NE(one, nullptr);
                 store_all(one.get(), cache, 0, c.k, c.v, c.lengths);
                 const strata_paged_kv kv = cache.layer(0);
-                std::vector<float> batched(c.q.size());
-                const strata_paged_attention_args a = c.paged_args(kv, batched.data());
-                strata_status st{};
-                ASSERT_EQ(ops().paged_attention(one.get(), &a, &st), STRATA_OK) << st.message;
+                const std::vector<float> batched = attend_all(one.get(), c, kv);
                 EXPECT_TRUE(std::all_of(batched.begin(), batched.end(), [](float x) { return std::isfinite(x); }));
-                for (int32_t t = 0; t < c.n_tokens(); ++t) {
-                    std::vector<float> alone(row);
-                    strata_paged_attention_args one_token = c.paged_args(kv, alone.data());
-                    one_token.n_tokens = 1;
-                    one_token.token_seq = &c.token_seq[size_t(t)];
-                    one_token.positions = &c.positions[size_t(t)];
-                    one_token.q = c.q.data() + size_t(t) * row;
-                    ASSERT_EQ(ops().paged_attention(one.get(), &one_token, &st), STRATA_OK) << st.message;
-                    EXPECT_EQ(std::memcmp(alone.data(), batched.data() + size_t(t) * row, row * sizeof(float)), 0)
+                for (int32_t t = 0; t < c.n_tokens(); ++t)
+                    EXPECT_TRUE(alone_equals(one.get(), c, kv, t, batched))
                         << "token " << t << " (sequence " << c.token_seq[size_t(t)] << ", position "
                         << c.positions[size_t(t)] << ") alone";
-                }
                 for (int threads : {2, 7, 16}) {
                     device_ptr dev = make_device(threads, scalar);
                     ASSERT_NE(dev, nullptr);
-                    std::vector<float> again(c.q.size());
-                    const strata_paged_attention_args b = c.paged_args(kv, again.data());
-                    ASSERT_EQ(ops().paged_attention(dev.get(), &b, &st), STRATA_OK) << st.message;
-                    EXPECT_EQ(std::memcmp(again.data(), batched.data(), again.size() * sizeof(float)), 0)
-                        << threads << " threads";
+                    EXPECT_TRUE(same_bits(attend_all(dev.get(), c, kv), batched)) << threads << " threads";
                     if (threads != 7) continue;
-                    for (int32_t t = 70; t < c.n_tokens(); t += 9) { // sequence 0's and 2's: segments as items
-                        std::vector<float> alone(row);
-                        strata_paged_attention_args one_token = c.paged_args(kv, alone.data());
-                        one_token.n_tokens = 1;
-                        one_token.token_seq = &c.token_seq[size_t(t)];
-                        one_token.positions = &c.positions[size_t(t)];
-                        one_token.q = c.q.data() + size_t(t) * row;
-                        ASSERT_EQ(ops().paged_attention(dev.get(), &one_token, &st), STRATA_OK) << st.message;
-                        EXPECT_EQ(std::memcmp(alone.data(), batched.data() + size_t(t) * row, row * sizeof(float)), 0)
-                            << "token " << t << " alone on 7 threads";
-                    }
+                    for (int32_t t = 70; t < c.n_tokens(); t += 9) // sequence 0's and 2's: segments as items
+                        EXPECT_TRUE(alone_equals(dev.get(), c, kv, t, batched)) << "token " << t << " alone on 7 threads";
                 }
+                strata_status st{};
                 if (type != STRATA_KV_F32) continue;
                 // The contiguous op over sequence 0's chunk (tokens 70..150) in one call: blocks of one run.
                 std::vector<float> contiguous(size_t(81) * row);
