@@ -470,7 +470,7 @@ TEST(CpuKernelQ8_0, TheQuantizerIsGgmlsReferenceAndDefinesNonFiniteGroups) {
     for (int i = 0; i < 32; ++i) EXPECT_EQ(strata::kv_q8_0::value(g, i), 0.0f) << i;
 }
 
-// attend_heads over a chunk of query heads gives every head the bits it gets alone, whatever the chunk's size and
+// attend_block over a chunk of query heads gives every head the bits it gets alone, whatever the chunk's size and
 // first head (chunks that start inside a KV head's group and cross into the next one included), for float and
 // float16 rows read in runs of 8 (a paged cache's blocks), with a soft-cap and a sliding window as well; and
 // heads_per_item keeps a group's heads together when an item holds more than one group.
@@ -510,8 +510,9 @@ TEST(CpuAttentionChunks, EveryChunkOfHeadsGivesEachHeadTheBitsItGetsAlone) {
                                     fn(j0, n, keys.data() + j0 * row + offset, values.data() + j0 * row + offset, row);
                             }
                         };
-                        strata::cpu::attend_heads(*k, q.data() + int64_t{h0} * head_dim, chunk, head_dim, 0.125f,
-                                                  n_kv, runs, scores.data(), out, terms);
+                        const strata::cpu::block_token token{q.data() + int64_t{h0} * head_dim, out, terms.first, n_kv};
+                        strata::cpu::attend_block(*k, &token, 1, chunk, head_dim, 0.125f, terms.softcap, runs,
+                                                  scores.data(), int64_t{count} * n_kv, nullptr, 0, 1);
                     };
                     std::vector<float> alone(size_t(n_heads) * head_dim);
                     for (int32_t h = 0; h < n_heads; ++h) attend(h, 1, alone.data() + int64_t{h} * head_dim);

@@ -129,7 +129,7 @@ struct head_chunk {
 
 // One query token's part in a pass over rows [lo, hi) of its sequence (score_rows, then weigh_rows): q and out hold
 // the chunk's heads, head_dim floats each; head c's score of row j goes to scores[c * n() + j - lo]; its weights are
-// those scores times inv_sum[c] (normalised: attend_heads) or, with inv_sum null, the scores themselves (a segment's
+// those scores times inv_sum[c] (normalised: a token of up to segment_rows keys) or, with inv_sum null, the scores themselves (a segment's
 // unnormalised sums: attend_segment).
 struct query_span {
     const float *q = nullptr;
@@ -220,29 +220,11 @@ inline void weigh_rows(const kernels &k, const query_span *spans, int32_t n_span
     }, lo, hi);
 }
 
-// One token's chunk of heads against its rows [terms.first, n_kv) in one pass (scores holds chunk.n_heads * n_kv
-// floats of scratch): what attend_block does for a token of up to segment_rows keys, alone.
-template <class ForEachRun>
-inline void attend_heads(const kernels &k, const float *q, const head_chunk &chunk, int32_t head_dim, float scale,
-                         int64_t n_kv, const ForEachRun &for_each_run, float *scores, float *out,
-                         const score_terms &terms = {}) noexcept {
-    float inv_sum[max_chunk_heads];
-    const query_span span{q, out, scores, inv_sum, terms.first, n_kv};
-    const int64_t n = span.n();
-    score_rows(k, &span, 1, chunk, head_dim, scale, span.lo, span.hi, for_each_run, terms.softcap);
-    for (int32_t c = 0; c < chunk.n_heads; ++c) {
-        float *window = scores + c * n;
-        const float m = k.max(window, n);
-        inv_sum[c] = static_cast<float>(1.0 / k.exp_sub_sum(window, m, window, n));
-    }
-    weigh_rows(k, &span, 1, chunk, head_dim, span.lo, span.hi, for_each_run);
-}
-
 // Beyond this many keys a token's rows are cut into segments of this many by row index (rows [g * segment_rows,
 // (g + 1) * segment_rows)): each segment is attended alone (its max, the sum of its exponentials, its unnormalised
 // weighted sum of values: attend_segment) and the segments are merged in ascending order (merge_segments), as flash
 // decoding does. The cut depends on the token's context only, never on the batch, the items or the threads, so a
-// token's bits do not either; up to segment_rows keys attend_heads' arithmetic is used unchanged. The segments of one
+// token's bits do not either; up to segment_rows keys a token is attended in one pass. The segments of one
 // decode token are items of their own, so every thread reads a share of its rows (attention_items.split).
 inline constexpr int64_t segment_rows = 512;
 
@@ -255,7 +237,7 @@ inline int64_t partial_floats(int32_t n_heads, int32_t head_dim) noexcept { retu
 
 // Segment g of a token's rows [first, n_kv) (see segment_rows) for a chunk of heads, into `partial`
 // (partial_floats(chunk.n_heads, head_dim) floats); nothing is written when the segment lies before `first`. scores
-// holds chunk.n_heads * segment_rows floats of scratch; for_each_run as for attend_heads.
+// holds chunk.n_heads * segment_rows floats of scratch; for_each_run as for score_rows.
 template <class ForEachRun>
 inline void attend_segment(const kernels &k, const float *q, const head_chunk &chunk, int32_t head_dim, float scale,
                            int64_t g, int64_t n_kv, const ForEachRun &for_each_run, float *scores, float *partial,
@@ -318,7 +300,7 @@ struct block_token {
 };
 
 // A query block's tokens (n_tokens <= query_block, all of one sequence: for_each_run's rows are every token's)
-// attended for a chunk of heads. Each token gets the bits attend_heads gives it alone (up to segment_rows keys) or
+// attended for a chunk of heads. Each token gets the bits of one normalised pass over its rows (up to segment_rows keys) or
 // those of its segments (attend_segment) merged by merge_segments: the tokens' passes over segment g run together,
 // each token with its own rows of the segment, scores, softmax and output. scores holds n_tokens *
 // scores_per_token floats (scores_per_token >= chunk.n_heads * min(the longest context, segment_rows)); partials
