@@ -17,6 +17,22 @@ using namespace cpu_test;
 
 constexpr double paths_tolerance = 1e-6;
 
+// FP8 codes of the given floats (finite codes only: the formats saturate, and NaN codes have their own tests, since
+// a NaN's payload through an FMA depends on the instruction's operand order).
+std::vector<uint8_t> fp8_codes(const std::vector<float> &x, bool e4m3) {
+    std::vector<uint8_t> codes(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+        codes[i] = e4m3 ? strata::float8::fp32_to_e4m3(x[i]) : strata::float8::fp32_to_e5m2(x[i]);
+    return codes;
+}
+
+// q8_0 groups of the given floats (x.size() a multiple of 32).
+std::vector<strata::kv_q8_0::group> q8_0_groups(const std::vector<float> &x) {
+    std::vector<strata::kv_q8_0::group> groups(x.size() / 32);
+    for (size_t g = 0; g < groups.size(); ++g) strata::kv_q8_0::quantize(x.data() + 32 * g, &groups[g]);
+    return groups;
+}
+
 // Every kernel set this build has and this CPU runs: scalar, AVX2, AVX-512 (the CPU asked before avx512_kernels(),
 // which runs AVX-512 instructions).
 std::vector<const strata::cpu::kernels *> runnable_kernel_sets() {
@@ -69,8 +85,8 @@ TEST(CpuKernelSelection, NoAvx512EnvironmentVariableSelectsTheAvx2Set) {
     EXPECT_EQ(wide, "avx512+fma");
 }
 
-// The AVX-512 set's dots and axpys of float, f16 and bf16 rows (one row or several) give the AVX2 set's bits on
-// every length (32-element steps, 8-element steps, scalar tails) and row count, so a CPU's choice between them never
+// The AVX-512 set's dots and axpys of float, f16, bf16, e4m3, e5m2 and q8_0 rows (one row or several) give the AVX2
+// set's bits on every length (32-element steps, 8-element steps, scalar tails; q8_0 in whole groups) and row count, so a CPU's choice between them never
 // changes a token.
 TEST(CpuKernelSets, Avx512DotsAndAxpysHaveTheAvx2Bits) {
     if (runnable_kernel_sets().size() < 3) GTEST_SKIP() << "this CPU or build has no AVX-512 kernel set";
@@ -83,6 +99,10 @@ TEST(CpuKernelSets, Avx512DotsAndAxpysHaveTheAvx2Bits) {
         std::vector<uint16_t> rh(rows.size()), rb(rows.size());
         a.to_f16(rows.data(), rh.data(), static_cast<int64_t>(rows.size()));
         a.to_bf16(rows.data(), rb.data(), static_cast<int64_t>(rows.size()));
+        const std::vector<uint8_t> r4 = fp8_codes(rows, true), r5 = fp8_codes(rows, false);
+        const int64_t stride8 = ((len + 31) / 32) + 1; // groups per row, one of padding
+        const std::vector<strata::kv_q8_0::group> r8 =
+            q8_0_groups(random_floats(size_t(32 * stride8 * max_rows), 370 + uint32_t(len), -40.0f, 40.0f));
         const std::vector<float> w = random_floats(max_rows, 270 + uint32_t(len), -2.0f, 2.0f);
         auto same = [](const float *x, const float *y, size_t n) { return std::memcmp(x, y, n * sizeof(float)) == 0; };
         for (int32_t n_rows = 1; n_rows <= max_rows; ++n_rows) {
@@ -107,6 +127,37 @@ TEST(CpuKernelSets, Avx512DotsAndAxpysHaveTheAvx2Bits) {
             a.axpy_bf16_rows(w.data(), rb.data(), stride, n_rows, ya.data(), len);
             b.axpy_bf16_rows(w.data(), rb.data(), stride, n_rows, yb.data(), len);
             EXPECT_TRUE(same(ya.data(), yb.data(), ya.size())) << "axpy_bf16_rows";
+            a.dot_e4m3_rows(q.data(), r4.data(), stride, n_rows, len, x);
+            b.dot_e4m3_rows(q.data(), r4.data(), stride, n_rows, len, y);
+            EXPECT_TRUE(same(x, y, size_t(n_rows))) << "dot_e4m3_rows";
+            a.dot_e5m2_rows(q.data(), r5.data(), stride, n_rows, len, x);
+            b.dot_e5m2_rows(q.data(), r5.data(), stride, n_rows, len, y);
+            EXPECT_TRUE(same(x, y, size_t(n_rows))) << "dot_e5m2_rows";
+            a.axpy_e4m3_rows(w.data(), r4.data(), stride, n_rows, ya.data(), len);
+            b.axpy_e4m3_rows(w.data(), r4.data(), stride, n_rows, yb.data(), len);
+            EXPECT_TRUE(same(ya.data(), yb.data(), ya.size())) << "axpy_e4m3_rows";
+            a.axpy_e5m2_rows(w.data(), r5.data(), stride, n_rows, ya.data(), len);
+            b.axpy_e5m2_rows(w.data(), r5.data(), stride, n_rows, yb.data(), len);
+            EXPECT_TRUE(same(ya.data(), yb.data(), ya.size())) << "axpy_e5m2_rows";
+            if (len % 32 == 0) { // q8_0 rows are whole groups; the stride is in groups
+                a.dot_q8_0_rows(q.data(), r8.data(), stride8, n_rows, len, x);
+                b.dot_q8_0_rows(q.data(), r8.data(), stride8, n_rows, len, y);
+                EXPECT_TRUE(same(x, y, size_t(n_rows))) << "dot_q8_0_rows";
+                a.axpy_q8_0_rows(w.data(), r8.data(), stride8, n_rows, ya.data(), len);
+                b.axpy_q8_0_rows(w.data(), r8.data(), stride8, n_rows, yb.data(), len);
+                EXPECT_TRUE(same(ya.data(), yb.data(), ya.size())) << "axpy_q8_0_rows";
+            }
+        }
+        const float e1 = a.dot_e4m3(q.data(), r4.data(), len), e2 = b.dot_e4m3(q.data(), r4.data(), len);
+        const float f1 = a.dot_e5m2(q.data(), r5.data(), len), f2 = b.dot_e5m2(q.data(), r5.data(), len);
+        EXPECT_TRUE(same(&e1, &e2, 1) && same(&f1, &f2, 1)) << "single-row FP8 dots, length " << len;
+        if (len % 32 == 0) {
+            const float g1 = a.dot_q8_0(q.data(), r8.data(), len), g2 = b.dot_q8_0(q.data(), r8.data(), len);
+            EXPECT_TRUE(same(&g1, &g2, 1)) << "single-row q8_0 dot, length " << len;
+            std::vector<float> ya(q), yb(q);
+            a.axpy_q8_0(w[3], r8.data(), ya.data(), len);
+            b.axpy_q8_0(w[3], r8.data(), yb.data(), len);
+            EXPECT_TRUE(same(ya.data(), yb.data(), ya.size())) << "single-row q8_0 axpy, length " << len;
         }
         const float d1 = a.dot(q.data(), rows.data(), len), d2 = b.dot(q.data(), rows.data(), len);
         const float h1 = a.dot_f16(q.data(), rh.data(), len), h2 = b.dot_f16(q.data(), rh.data(), len);
@@ -119,6 +170,10 @@ TEST(CpuKernelSets, Avx512DotsAndAxpysHaveTheAvx2Bits) {
         b.axpy_f16(w[1], rh.data(), yb.data(), len);
         a.axpy_bf16(w[2], rb.data(), ya.data(), len);
         b.axpy_bf16(w[2], rb.data(), yb.data(), len);
+        a.axpy_e4m3(w[4], r4.data(), ya.data(), len);
+        b.axpy_e4m3(w[4], r4.data(), yb.data(), len);
+        a.axpy_e5m2(w[5], r5.data(), ya.data(), len);
+        b.axpy_e5m2(w[5], r5.data(), yb.data(), len);
         EXPECT_TRUE(same(ya.data(), yb.data(), ya.size())) << "single-row axpys, length " << len;
     }
 }
@@ -296,8 +351,8 @@ TEST(CpuKernel16Bit, ConversionsMatchTheSdkAndDotsMatchTheFloatKernelsOverWidene
     }
 }
 
-// The multi-row kernels attention calls (dot_*_rows, axpy_*_rows) of each kernel set: every row's dot has the
-// single-row kernel's bits, and applying n rows to y has the bits of n single-row axpy calls in row order — for any
+// The multi-row kernels attention calls (dot_*_rows, axpy_*_rows; float, f16, bf16, e4m3, e5m2 and q8_0 rows) of each
+// kernel set: every row's dot has the single-row kernel's bits, and applying n rows to y has the bits of n single-row axpy calls in row order — for any
 // row count (the 2-row pairs, the 4-row step, odd tails), lengths with and without 8- and 32-element tails, and
 // padded strides. A multi-row kernel that summed in another order would change attention's bits with the step.
 TEST(CpuKernelRows, MultiRowDotsAndAxpysHaveTheSingleRowBits) {
@@ -312,6 +367,10 @@ TEST(CpuKernelRows, MultiRowDotsAndAxpysHaveTheSingleRowBits) {
             std::vector<uint16_t> rh(rows.size()), rb(rows.size());
             k->to_f16(rows.data(), rh.data(), static_cast<int64_t>(rows.size()));
             k->to_bf16(rows.data(), rb.data(), static_cast<int64_t>(rows.size()));
+            const std::vector<uint8_t> r4 = fp8_codes(rows, true), r5 = fp8_codes(rows, false);
+            const int64_t stride8 = len / 32 + 2; // groups per row, padded
+            const std::vector<strata::kv_q8_0::group> r8 =
+                q8_0_groups(random_floats(size_t(32 * stride8 * max_rows), 93, -3.0f, 3.0f));
             const std::vector<float> w = random_floats(max_rows, 92, -1.0f, 1.0f);
             for (int32_t n_rows = 1; n_rows <= max_rows; ++n_rows) {
                 SCOPED_TRACE("length " + std::to_string(len) + ", rows " + std::to_string(n_rows));
@@ -339,6 +398,32 @@ TEST(CpuKernelRows, MultiRowDotsAndAxpysHaveTheSingleRowBits) {
                 EXPECT_EQ(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)), 0) << "f32";
                 EXPECT_EQ(std::memcmp(y_h.data(), want_h.data(), y.size() * sizeof(float)), 0) << "f16";
                 EXPECT_EQ(std::memcmp(y_b.data(), want_b.data(), y.size() * sizeof(float)), 0) << "bf16";
+                // FP8 and (in whole groups, the stride in groups) q8_0 rows.
+                float got_4[max_rows], got_5[max_rows], got_8[max_rows];
+                k->dot_e4m3_rows(q.data(), r4.data(), stride, n_rows, len, got_4);
+                k->dot_e5m2_rows(q.data(), r5.data(), stride, n_rows, len, got_5);
+                if (len % 32 == 0) k->dot_q8_0_rows(q.data(), r8.data(), stride8, n_rows, len, got_8);
+                for (int32_t r = 0; r < n_rows; ++r) {
+                    const float want_4 = k->dot_e4m3(q.data(), r4.data() + r * stride, len);
+                    const float want_5 = k->dot_e5m2(q.data(), r5.data() + r * stride, len);
+                    EXPECT_EQ(std::memcmp(&got_4[r], &want_4, sizeof(float)), 0) << "e4m3 row " << r;
+                    EXPECT_EQ(std::memcmp(&got_5[r], &want_5, sizeof(float)), 0) << "e5m2 row " << r;
+                    if (len % 32 != 0) continue;
+                    const float want_8 = k->dot_q8_0(q.data(), r8.data() + r * stride8, len);
+                    EXPECT_EQ(std::memcmp(&got_8[r], &want_8, sizeof(float)), 0) << "q8_0 row " << r;
+                }
+                std::vector<float> y_4(q), y_5(q), y_8(q), want_4(q), want_5(q), want_8(q);
+                k->axpy_e4m3_rows(w.data(), r4.data(), stride, n_rows, y_4.data(), len);
+                k->axpy_e5m2_rows(w.data(), r5.data(), stride, n_rows, y_5.data(), len);
+                if (len % 32 == 0) k->axpy_q8_0_rows(w.data(), r8.data(), stride8, n_rows, y_8.data(), len);
+                for (int32_t r = 0; r < n_rows; ++r) {
+                    k->axpy_e4m3(w[r], r4.data() + r * stride, want_4.data(), len);
+                    k->axpy_e5m2(w[r], r5.data() + r * stride, want_5.data(), len);
+                    if (len % 32 == 0) k->axpy_q8_0(w[r], r8.data() + r * stride8, want_8.data(), len);
+                }
+                EXPECT_EQ(std::memcmp(y_4.data(), want_4.data(), y.size() * sizeof(float)), 0) << "e4m3";
+                EXPECT_EQ(std::memcmp(y_5.data(), want_5.data(), y.size() * sizeof(float)), 0) << "e5m2";
+                EXPECT_EQ(std::memcmp(y_8.data(), want_8.data(), y.size() * sizeof(float)), 0) << "q8_0";
             }
         }
     }

@@ -24,47 +24,8 @@ struct e5m2_element { uint8_t bits; };
 // A q8_0 cache's rows are groups of 32 values: one element of the row pointer is one group.
 using strata::kv_q8_0::values_per_element;
 
-inline float kv_dot(const kernels &k, const float *q, const float *row, int64_t n) noexcept { return k.dot(q, row, n); }
-inline float kv_dot(const kernels &k, const float *q, const f16_element *row, int64_t n) noexcept {
-    return k.dot_f16(q, &row->bits, n);
-}
-inline float kv_dot(const kernels &k, const float *q, const bf16_element *row, int64_t n) noexcept {
-    return k.dot_bf16(q, &row->bits, n);
-}
-inline float kv_dot(const kernels &k, const float *q, const e4m3_element *row, int64_t n) noexcept {
-    return k.dot_e4m3(q, &row->bits, n);
-}
-inline float kv_dot(const kernels &k, const float *q, const e5m2_element *row, int64_t n) noexcept {
-    return k.dot_e5m2(q, &row->bits, n);
-}
-inline float kv_dot(const kernels &k, const float *q, const kv_q8_0::group *row, int64_t n) noexcept {
-    return k.dot_q8_0(q, row, n);
-}
-inline void kv_axpy(const kernels &k, float a, const float *row, float *y, int64_t n) noexcept { k.axpy(a, row, y, n); }
-inline void kv_axpy(const kernels &k, float a, const f16_element *row, float *y, int64_t n) noexcept {
-    k.axpy_f16(a, &row->bits, y, n);
-}
-inline void kv_axpy(const kernels &k, float a, const bf16_element *row, float *y, int64_t n) noexcept {
-    k.axpy_bf16(a, &row->bits, y, n);
-}
-inline void kv_axpy(const kernels &k, float a, const e4m3_element *row, float *y, int64_t n) noexcept {
-    k.axpy_e4m3(a, &row->bits, y, n);
-}
-inline void kv_axpy(const kernels &k, float a, const e5m2_element *row, float *y, int64_t n) noexcept {
-    k.axpy_e5m2(a, &row->bits, y, n);
-}
-inline void kv_axpy(const kernels &k, float a, const kv_q8_0::group *row, float *y, int64_t n) noexcept {
-    k.axpy_q8_0(a, row, y, n);
-}
-
-// Several consecutive rows of one run at once (row r at row + r * stride): out[r] = kv_dot(row r) and y += w[r] *
-// row r in row order, with the single-row kernels' bits; the float and 16-bit caches have kernels for it, the
-// others go row by row.
-template <class E>
-inline void kv_dot_rows(const kernels &k, const float *q, const E *row, int64_t stride, int32_t n_rows, int64_t n,
-                        float *out) noexcept {
-    for (int32_t r = 0; r < n_rows; ++r) out[r] = kv_dot(k, q, row + r * stride, n);
-}
+// Several consecutive rows of one run at once (row r at row + r * stride): out[r] = the dot of q and row r, and
+// y += w[r] * row r in row order, with the single-row kernels' bits (each kernel set's *_rows slots).
 inline void kv_dot_rows(const kernels &k, const float *q, const float *row, int64_t stride, int32_t n_rows, int64_t n,
                         float *out) noexcept {
     k.dot_rows(q, row, stride, n_rows, n, out);
@@ -77,10 +38,17 @@ inline void kv_dot_rows(const kernels &k, const float *q, const bf16_element *ro
                         int64_t n, float *out) noexcept {
     k.dot_bf16_rows(q, &row->bits, stride, n_rows, n, out);
 }
-template <class E>
-inline void kv_axpy_rows(const kernels &k, const float *w, const E *row, int64_t stride, int32_t n_rows, float *y,
-                         int64_t n) noexcept {
-    for (int32_t r = 0; r < n_rows; ++r) kv_axpy(k, w[r], row + r * stride, y, n);
+inline void kv_dot_rows(const kernels &k, const float *q, const e4m3_element *row, int64_t stride, int32_t n_rows,
+                        int64_t n, float *out) noexcept {
+    k.dot_e4m3_rows(q, &row->bits, stride, n_rows, n, out);
+}
+inline void kv_dot_rows(const kernels &k, const float *q, const e5m2_element *row, int64_t stride, int32_t n_rows,
+                        int64_t n, float *out) noexcept {
+    k.dot_e5m2_rows(q, &row->bits, stride, n_rows, n, out);
+}
+inline void kv_dot_rows(const kernels &k, const float *q, const kv_q8_0::group *row, int64_t stride, int32_t n_rows,
+                        int64_t n, float *out) noexcept {
+    k.dot_q8_0_rows(q, row, stride, n_rows, n, out);
 }
 inline void kv_axpy_rows(const kernels &k, const float *w, const float *row, int64_t stride, int32_t n_rows, float *y,
                          int64_t n) noexcept {
@@ -93,6 +61,18 @@ inline void kv_axpy_rows(const kernels &k, const float *w, const f16_element *ro
 inline void kv_axpy_rows(const kernels &k, const float *w, const bf16_element *row, int64_t stride, int32_t n_rows,
                          float *y, int64_t n) noexcept {
     k.axpy_bf16_rows(w, &row->bits, stride, n_rows, y, n);
+}
+inline void kv_axpy_rows(const kernels &k, const float *w, const e4m3_element *row, int64_t stride, int32_t n_rows,
+                         float *y, int64_t n) noexcept {
+    k.axpy_e4m3_rows(w, &row->bits, stride, n_rows, y, n);
+}
+inline void kv_axpy_rows(const kernels &k, const float *w, const e5m2_element *row, int64_t stride, int32_t n_rows,
+                         float *y, int64_t n) noexcept {
+    k.axpy_e5m2_rows(w, &row->bits, stride, n_rows, y, n);
+}
+inline void kv_axpy_rows(const kernels &k, const float *w, const kv_q8_0::group *row, int64_t stride, int32_t n_rows,
+                         float *y, int64_t n) noexcept {
+    k.axpy_q8_0_rows(w, row, stride, n_rows, y, n);
 }
 
 // Rows one attention pass hands to the multi-row kernels at once: each head (and each token of a query block) reads

@@ -49,8 +49,8 @@ struct kernels {
     // dot and axpy over the values widened to float first (each d * q is exact in float32).
     float (*dot_q8_0)(const float *a, const kv_q8_0::group *b, int64_t n);
     void (*axpy_q8_0)(float a, const kv_q8_0::group *x, float *y, int64_t n);
-    // Attention's passes over several rows in one call, for the float, f16 and bf16 caches: rows r < n_rows of b
-    // (or x) start at r * stride elements. dot_*_rows: out[r] = dot*(a, row r, n), each with that kernel's bits;
+    // Attention's passes over several rows in one call, for every cache type: rows r < n_rows of b (or x) start at
+    // r * stride elements (groups for q8_0). dot_*_rows: out[r] = dot*(a, row r, n), each with that kernel's bits;
     // axpy_*_rows: y[i] += w[r] * row r[i] for r = 0, 1, ... in order, the bits of one axpy* call per row in that
     // order (y stays in registers between rows where the set can).
     void (*dot_rows)(const float *a, const float *b, int64_t stride, int32_t n_rows, int64_t n, float *out);
@@ -59,6 +59,14 @@ struct kernels {
     void (*axpy_rows)(const float *w, const float *x, int64_t stride, int32_t n_rows, float *y, int64_t n);
     void (*axpy_f16_rows)(const float *w, const uint16_t *x, int64_t stride, int32_t n_rows, float *y, int64_t n);
     void (*axpy_bf16_rows)(const float *w, const uint16_t *x, int64_t stride, int32_t n_rows, float *y, int64_t n);
+    void (*dot_e4m3_rows)(const float *a, const uint8_t *b, int64_t stride, int32_t n_rows, int64_t n, float *out);
+    void (*dot_e5m2_rows)(const float *a, const uint8_t *b, int64_t stride, int32_t n_rows, int64_t n, float *out);
+    void (*dot_q8_0_rows)(const float *a, const kv_q8_0::group *b, int64_t stride, int32_t n_rows, int64_t n,
+                          float *out);
+    void (*axpy_e4m3_rows)(const float *w, const uint8_t *x, int64_t stride, int32_t n_rows, float *y, int64_t n);
+    void (*axpy_e5m2_rows)(const float *w, const uint8_t *x, int64_t stride, int32_t n_rows, float *y, int64_t n);
+    void (*axpy_q8_0_rows)(const float *w, const kv_q8_0::group *x, int64_t stride, int32_t n_rows, float *y,
+                           int64_t n);
 };
 
 // The value of each of the 256 codes of the two FP8 formats (strata/float8.hpp), built once.
@@ -71,7 +79,7 @@ const fp8_value_tables &fp8_tables();
 const kernels &scalar_kernels();
 // nullptr when this build has no AVX2 translation unit (non-x86).
 const kernels *avx2_kernels();
-// The AVX2 set with AVX-512 dots and axpys of the float, f16 and bf16 rows, the same bits; nullptr where the build
+// The AVX2 set with AVX-512 dots and axpys of every cache type's rows, the same bits; nullptr where the build
 // has no AVX-512 translation unit. Call it only where the CPU has AVX-512 F and VL (it runs their instructions).
 const kernels *avx512_kernels();
 // avx2_kernels() when the CPU supports AVX2, FMA and F16C and STRATA_FORCE_SCALAR is unset, "" or "0" (avx512_kernels()

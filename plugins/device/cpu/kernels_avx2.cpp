@@ -1,8 +1,10 @@
 // AVX2+FMA(+F16C) versions of the hot loops. Built with -mavx2 -mfma -mf16c; only called after select_kernels()
-// checked the CPU. Calls no inline function shared with other translation units (they could be linked from here).
+// checked the CPU. Calls no inline function shared with other translation units (they could be linked from here;
+// kv_loads_avx2.hpp's have internal linkage).
 // Results match the scalar set within float rounding (different summation order, FMA contraction, and a vector
 // exp accurate to about 2 ulp).
 #include "cpu_kernels.hpp"
+#include "kv_loads_avx2.hpp"
 
 #include <immintrin.h>
 
@@ -268,83 +270,77 @@ void axpy_16(float a, const uint16_t *x, float *y, int64_t n) {
     axpy_one<uint16_t, Load, Scalar>(a, x, y, n);
 }
 
-// 8 FP8 bytes to 8 floats, exactly, through F16C: an e5m2 byte is the top byte of a half (NaN and inf included); an
-// e4m3 byte's exponent and mantissa fit a half's fields as its value / 256 (subnormals included), times 256 after
-// widening, and its NaN codes (S.1111.111) are set to NaN. The same values as fp8_tables().
-__m256 load_e5m2(const uint8_t *p) {
-    const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
-    return _mm256_cvtph_ps(_mm_slli_epi16(w, 8));
-}
-__m256 load_e4m3(const uint8_t *p) {
-    const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
-    const __m128i magnitude = _mm_and_si128(w, _mm_set1_epi16(0x7f));
-    const __m128i half = _mm_or_si128(_mm_slli_epi16(magnitude, 7), _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8));
-    const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(half), _mm256_set1_ps(256.0f));
-    const __m256 nan = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(magnitude, _mm_set1_epi16(0x7f))));
-    return _mm256_blendv_ps(v, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()), nan);
-}
 float e4m3_scalar(uint8_t q) { return fp8_tables().e4m3[q]; }
 float e5m2_scalar(uint8_t q) { return fp8_tables().e5m2[q]; }
 
-// dot's steps exactly, as dot_16, over FP8 bytes.
+// dot's and axpy's steps exactly over FP8 rows widened on load (kv_loads_avx2.hpp), one row or several: the same bits
+// as dot and axpy over the rows widened to float first.
 template <__m256 (*Load)(const uint8_t *), float (*Scalar)(uint8_t)>
 float dot_fp8(const float *a, const uint8_t *b, int64_t n) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
-           acc3 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), Load(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), Load(b + i + 8), acc1);
-        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), Load(b + i + 16), acc2);
-        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), Load(b + i + 24), acc3);
-    }
-    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), Load(b + i), acc0);
-    float sum = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-    for (; i < n; ++i) sum += a[i] * Scalar(b[i]);
-    return sum;
+    return dot_one<uint8_t, Load, Scalar>(a, b, n);
 }
-
-// axpy's steps exactly, over FP8 bytes.
 template <__m256 (*Load)(const uint8_t *), float (*Scalar)(uint8_t)>
 void axpy_fp8(float a, const uint8_t *x, float *y, int64_t n) {
-    const __m256 va = _mm256_set1_ps(a);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, Load(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; ++i) y[i] += a * Scalar(x[i]);
+    axpy_one<uint8_t, Load, Scalar>(a, x, y, n);
 }
 
-// 8 of a q8_0 group's values (q[i0 .. i0 + 8) times its scale), exactly: an int8 and a half's value are exact floats
-// and their product has at most 19 significant bits.
-__m256 load_q8(const int8_t *q, __m256 d) {
-    const __m256i wide = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(q)));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(wide), d);
+// dot's steps exactly (its 32-value iteration is one group), over R rows of groups at once, each with its own four
+// accumulators: every row gets the one-row kernel's bits.
+template <int R>
+inline __attribute__((always_inline)) void dot_q8_0_body(const float *a, const kv_q8_0::group *b, int64_t stride,
+                                                         int64_t n, float *out) {
+    __m256 acc[R][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i + 32 <= n; i += 32)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const kv_q8_0::group &g = b[r * stride + i / 32];
+            const __m256 d = _mm256_set1_ps(q8_scale(g));
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j)
+                acc[r][j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), load_q8(g.q + 8 * j, d), acc[r][j]);
+        }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
+        out[r] = strata::plugin::avx2_sum(
+            _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]), _mm256_add_ps(acc[r][2], acc[r][3])));
 }
 
-// dot's steps exactly (its 32-value iteration is one group), over the groups' values.
 float dot_q8_0(const float *a, const kv_q8_0::group *b, int64_t n) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
-           acc3 = _mm256_setzero_ps();
-    for (int64_t i = 0; i + 32 <= n; i += 32) {
-        const kv_q8_0::group &g = b[i / 32];
-        const __m256 d = _mm256_set1_ps(f16_scalar(g.d));
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_q8(g.q, d), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load_q8(g.q + 8, d), acc1);
-        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), load_q8(g.q + 16, d), acc2);
-        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), load_q8(g.q + 24, d), acc3);
-    }
-    return strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    float out;
+    dot_q8_0_body<1>(a, b, 0, n, &out);
+    return out;
 }
 
-// axpy's steps exactly, over the groups' values.
-void axpy_q8_0(float a, const kv_q8_0::group *x, float *y, int64_t n) {
-    const __m256 va = _mm256_set1_ps(a);
+// Two rows at a time, as dot_rows_of.
+void dot_q8_0_rows(const float *a, const kv_q8_0::group *b, int64_t stride, int32_t n_rows, int64_t n, float *out) {
+    int32_t r = 0;
+    for (; r + 2 <= n_rows; r += 2) dot_q8_0_body<2>(a, b + r * stride, stride, n, out + r);
+    if (r < n_rows) dot_q8_0_body<1>(a, b + r * stride, stride, n, out + r);
+}
+
+// axpy's steps exactly, over the groups' values: a group's 32 outputs stay in four registers while every row's group
+// is applied to them in row order (the roundings of one call per row).
+void axpy_q8_0_rows(const float *w, const kv_q8_0::group *x, int64_t stride, int32_t n_rows, float *y, int64_t n) {
     for (int64_t i = 0; i + 32 <= n; i += 32) {
-        const kv_q8_0::group &g = x[i / 32];
-        const __m256 d = _mm256_set1_ps(f16_scalar(g.d));
-        for (int j = 0; j < 32; j += 8)
-            _mm256_storeu_ps(y + i + j, _mm256_fmadd_ps(va, load_q8(g.q + j, d), _mm256_loadu_ps(y + i + j)));
+        __m256 acc[4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) acc[j] = _mm256_loadu_ps(y + i + 8 * j);
+        for (int32_t r = 0; r < n_rows; ++r) {
+            const kv_q8_0::group &g = x[r * stride + i / 32];
+            const __m256 d = _mm256_set1_ps(q8_scale(g)), wr = _mm256_set1_ps(w[r]);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(wr, load_q8(g.q + 8 * j, d), acc[j]);
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) _mm256_storeu_ps(y + i + 8 * j, acc[j]);
     }
 }
+
+void axpy_q8_0(float a, const kv_q8_0::group *x, float *y, int64_t n) { axpy_q8_0_rows(&a, x, 0, 1, y, n); }
 
 void to_f16(const float *x, uint16_t *out, int64_t n) {
     int64_t i = 0;
@@ -408,7 +404,13 @@ constexpr kernels avx2_set{"avx2+fma",
                            dot_rows_of<uint16_t, load_bf16, bf16_scalar>,
                            axpy_rows_of<float, load_f32, f32_scalar>,
                            axpy_rows_of<uint16_t, load_f16, f16_scalar>,
-                           axpy_rows_of<uint16_t, load_bf16, bf16_scalar>};
+                           axpy_rows_of<uint16_t, load_bf16, bf16_scalar>,
+                           dot_rows_of<uint8_t, load_e4m3, e4m3_scalar>,
+                           dot_rows_of<uint8_t, load_e5m2, e5m2_scalar>,
+                           dot_q8_0_rows,
+                           axpy_rows_of<uint8_t, load_e4m3, e4m3_scalar>,
+                           axpy_rows_of<uint8_t, load_e5m2, e5m2_scalar>,
+                           axpy_q8_0_rows};
 
 } // namespace
 

@@ -1,9 +1,9 @@
-// AVX-512 forms of attention's inner loops — the float, f16 and bf16 dots and axpys, one row or several — with the
-// AVX2 set's bits, half its instructions: the AVX2 dot keeps four 8-lane accumulators over 32-element steps, and here
-// one 16-lane register holds the first two and another the last two, each lane taking the same FMAs in the same order;
-// the 8-element steps go into the first accumulator's lanes alone (a masked FMA); the reduction and the scalar tail
-// are the AVX2 set's. An axpy is elementwise, so 16 lanes at a time round as 8 do. The rest of the set is the AVX2
-// set's. Built with -mavx512f -mavx512vl on top of the AVX2 flags; chosen at run time (select_kernels).
+// AVX-512 forms of attention's inner loops — the dots and axpys of every cache type's rows, one row or several —
+// with the AVX2 set's bits, half its instructions: the AVX2 dot keeps four 8-lane accumulators over 32-element steps,
+// and here one 16-lane register holds the first two and another the last two, each lane taking the same FMAs in the
+// same order; the 8-element steps go into the first accumulator's lanes alone (a masked FMA); the reduction and the
+// scalar tail are the AVX2 set's. An axpy is elementwise, so 16 lanes at a time round as 8 do. The rest of the set is
+// the AVX2 set's. Built with -mavx512f -mavx512vl on top of the AVX2 flags; chosen at run time (select_kernels).
 #include "cpu_kernels.hpp"
 
 #include <strata/avx2_sum.hpp>
@@ -16,7 +16,10 @@
 #endif
 #include <immintrin.h>
 
+#include "kv_loads_avx2.hpp"
+
 #include <cstring>
+#include <limits>
 
 namespace strata::cpu {
 namespace {
@@ -51,6 +54,30 @@ struct bf16_rows {
         std::memcpy(&f, &bits, sizeof f);
         return f;
     }
+};
+
+// FP8 rows (kv_loads_avx2.hpp's widening, 16 values at a time: an e4m3 NaN code reads as +-480 before the blend,
+// a value no finite code has).
+struct e5m2_rows {
+    static __m512 wide(const uint8_t *p) {
+        const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+        return _mm512_cvtph_ps(_mm256_slli_epi16(w, 8));
+    }
+    static __m256 narrow(const uint8_t *p) { return load_e5m2(p); }
+    static float one(uint8_t q) { return fp8_tables().e5m2[q]; }
+};
+struct e4m3_rows {
+    static __m512 wide(const uint8_t *p) {
+        const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+        const __m256i magnitude = _mm256_and_si256(w, _mm256_set1_epi16(0x7f));
+        const __m256i half = _mm256_or_si256(_mm256_slli_epi16(magnitude, 7),
+                                             _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
+        const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(half), _mm512_set1_ps(256.0f));
+        const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(480.0f), _CMP_EQ_OQ);
+        return _mm512_mask_blend_ps(nan, v, _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()));
+    }
+    static __m256 narrow(const uint8_t *p) { return load_e4m3(p); }
+    static float one(uint8_t q) { return fp8_tables().e4m3[q]; }
 };
 
 __m256 upper_half(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
@@ -130,6 +157,72 @@ template <class T, class Rows> void axpy_one(float a, const T *x, float *y, int6
     axpy_rows_of<T, Rows>(&a, x, 0, 1, y, n);
 }
 
+// 16 of a q8_0 group's values (q[i0 .. i0 + 16) times its scale d), exactly, as load_q8.
+__m512 wide_q8(const int8_t *q, __m512 d) {
+    const __m512i wide = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(q)));
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(wide), d);
+}
+
+// The AVX2 dot_q8_0's steps: a group's first 16 values go into lo (the AVX2 acc0 and acc1), the last 16 into hi (acc2
+// and acc3); R rows at once, then dot_body's reduction.
+template <int R>
+inline __attribute__((always_inline)) void dot_q8_0_body(const float *a, const kv_q8_0::group *b, int64_t stride,
+                                                         int64_t n, float *out) {
+    __m512 lo[R], hi[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i + 32 <= n; i += 32) {
+        const __m512 a_lo = _mm512_loadu_ps(a + i), a_hi = _mm512_loadu_ps(a + i + 16);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const kv_q8_0::group &g = b[r * stride + i / 32];
+            const __m512 d = _mm512_set1_ps(q8_scale(g));
+            lo[r] = _mm512_fmadd_ps(a_lo, wide_q8(g.q, d), lo[r]);
+            hi[r] = _mm512_fmadd_ps(a_hi, wide_q8(g.q + 16, d), hi[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+        const __m256 acc0 = _mm512_castps512_ps256(lo[r]), acc1 = upper_half(lo[r]);
+        const __m256 acc2 = _mm512_castps512_ps256(hi[r]), acc3 = upper_half(hi[r]);
+        out[r] = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    }
+}
+
+float dot_q8_0(const float *a, const kv_q8_0::group *b, int64_t n) {
+    float out;
+    dot_q8_0_body<1>(a, b, 0, n, &out);
+    return out;
+}
+
+void dot_q8_0_rows(const float *a, const kv_q8_0::group *b, int64_t stride, int32_t n_rows, int64_t n, float *out) {
+    int32_t r = 0;
+    for (; r + 4 <= n_rows; r += 4) dot_q8_0_body<4>(a, b + r * stride, stride, n, out + r);
+    switch (n_rows - r) {
+    case 3: dot_q8_0_body<3>(a, b + r * stride, stride, n, out + r); break;
+    case 2: dot_q8_0_body<2>(a, b + r * stride, stride, n, out + r); break;
+    case 1: dot_q8_0_body<1>(a, b + r * stride, stride, n, out + r); break;
+    default: break;
+    }
+}
+
+// A group's 32 outputs in two registers while every row's group is applied in row order.
+void axpy_q8_0_rows(const float *w, const kv_q8_0::group *x, int64_t stride, int32_t n_rows, float *y, int64_t n) {
+    for (int64_t i = 0; i + 32 <= n; i += 32) {
+        __m512 lo = _mm512_loadu_ps(y + i), hi = _mm512_loadu_ps(y + i + 16);
+        for (int32_t r = 0; r < n_rows; ++r) {
+            const kv_q8_0::group &g = x[r * stride + i / 32];
+            const __m512 d = _mm512_set1_ps(q8_scale(g)), wr = _mm512_set1_ps(w[r]);
+            lo = _mm512_fmadd_ps(wr, wide_q8(g.q, d), lo);
+            hi = _mm512_fmadd_ps(wr, wide_q8(g.q + 16, d), hi);
+        }
+        _mm512_storeu_ps(y + i, lo);
+        _mm512_storeu_ps(y + i + 16, hi);
+    }
+}
+
+void axpy_q8_0(float a, const kv_q8_0::group *x, float *y, int64_t n) { axpy_q8_0_rows(&a, x, 0, 1, y, n); }
+
 kernels make_set(const kernels &avx2) {
     kernels k = avx2;
     k.name = "avx512+fma";
@@ -145,6 +238,18 @@ kernels make_set(const kernels &avx2) {
     k.axpy_rows = axpy_rows_of<float, f32_rows>;
     k.axpy_f16_rows = axpy_rows_of<uint16_t, f16_rows>;
     k.axpy_bf16_rows = axpy_rows_of<uint16_t, bf16_rows>;
+    k.dot_e4m3 = dot_one<uint8_t, e4m3_rows>;
+    k.dot_e5m2 = dot_one<uint8_t, e5m2_rows>;
+    k.axpy_e4m3 = axpy_one<uint8_t, e4m3_rows>;
+    k.axpy_e5m2 = axpy_one<uint8_t, e5m2_rows>;
+    k.dot_q8_0 = dot_q8_0;
+    k.axpy_q8_0 = axpy_q8_0;
+    k.dot_e4m3_rows = dot_rows_of<uint8_t, e4m3_rows>;
+    k.dot_e5m2_rows = dot_rows_of<uint8_t, e5m2_rows>;
+    k.dot_q8_0_rows = dot_q8_0_rows;
+    k.axpy_e4m3_rows = axpy_rows_of<uint8_t, e4m3_rows>;
+    k.axpy_e5m2_rows = axpy_rows_of<uint8_t, e5m2_rows>;
+    k.axpy_q8_0_rows = axpy_q8_0_rows;
     return k;
 }
 

@@ -134,7 +134,10 @@ constexpr kernels scalar_set{"scalar", dot,      axpy,      scale,     sum_squar
                              axpy_fp8<e5m2_values>, dot_q8_0, axpy_q8_0,
                              dot_rows_of<float, dot>, dot_rows_of<uint16_t, dot_f16>,
                              dot_rows_of<uint16_t, dot_bf16>, axpy_rows_of<float, axpy>,
-                             axpy_rows_of<uint16_t, axpy_f16>, axpy_rows_of<uint16_t, axpy_bf16>};
+                             axpy_rows_of<uint16_t, axpy_f16>, axpy_rows_of<uint16_t, axpy_bf16>,
+                             dot_rows_of<uint8_t, dot_fp8<e4m3_values>>, dot_rows_of<uint8_t, dot_fp8<e5m2_values>>,
+                             dot_rows_of<kv_q8_0::group, dot_q8_0>, axpy_rows_of<uint8_t, axpy_fp8<e4m3_values>>,
+                             axpy_rows_of<uint8_t, axpy_fp8<e5m2_values>>, axpy_rows_of<kv_q8_0::group, axpy_q8_0>};
 
 const float *e4m3_values() { return fp8_tables().e4m3; }
 const float *e5m2_values() { return fp8_tables().e5m2; }
