@@ -429,6 +429,50 @@ TEST(CpuKernelRows, MultiRowDotsAndAxpysHaveTheSingleRowBits) {
     }
 }
 
+// The widening a query block's tokens share (widen_*, ABI-internal): rows widened once and read by the float
+// multi-row kernels give the bits of the row type's own multi-row kernels, for every type, kernel set, row count and
+// length (tails included; q8_0 in whole groups). Attention relies on it to widen each step's rows once per block.
+TEST(CpuKernelRows, WideningOnceGivesTheRowTypesBits) {
+    constexpr int32_t max_rows = 16;
+    for (const strata::cpu::kernels *k : runnable_kernel_sets()) {
+        SCOPED_TRACE(k->name);
+        for (int64_t len : {1, 8, 13, 32, 40, 64, 100, 128, 256}) {
+            SCOPED_TRACE("length " + std::to_string(len));
+            const int64_t stride = len + 64; // a row of the cache holds other heads after this one
+            const std::vector<float> q = random_floats(len, 94, -2.0f, 2.0f);
+            const std::vector<float> rows = random_floats(stride * max_rows, 95, -300.0f, 300.0f);
+            const std::vector<float> w = random_floats(max_rows, 96, -1.0f, 1.0f);
+            std::vector<uint16_t> rh(rows.size()), rb(rows.size());
+            k->to_f16(rows.data(), rh.data(), static_cast<int64_t>(rows.size()));
+            k->to_bf16(rows.data(), rb.data(), static_cast<int64_t>(rows.size()));
+            const std::vector<uint8_t> r4 = fp8_codes(rows, true), r5 = fp8_codes(rows, false);
+            const int64_t stride8 = stride / 32 + 1;
+            const std::vector<strata::kv_q8_0::group> r8 = q8_0_groups(random_floats(size_t(32 * stride8 * max_rows), 97));
+            // Each type: its widening of n_rows rows, then the float kernels, against its own kernels.
+            auto check = [&](const char *type, auto widen, auto dot_rows, auto axpy_rows, const auto *x, int64_t s) {
+                std::vector<float> wide(size_t(max_rows * len));
+                for (int32_t n_rows : {1, 2, 3, 5, 16}) {
+                    for (int32_t r = 0; r < n_rows; ++r) widen(x + r * s, wide.data() + r * len, len);
+                    float got[max_rows], want[max_rows];
+                    k->dot_rows(q.data(), wide.data(), len, n_rows, len, got);
+                    dot_rows(q.data(), x, s, n_rows, len, want);
+                    EXPECT_EQ(std::memcmp(got, want, sizeof(float) * size_t(n_rows)), 0) << type << " dots, " << n_rows;
+                    std::vector<float> y1(q), y2(q);
+                    k->axpy_rows(w.data(), wide.data(), len, n_rows, y1.data(), len);
+                    axpy_rows(w.data(), x, s, n_rows, y2.data(), len);
+                    EXPECT_EQ(std::memcmp(y1.data(), y2.data(), sizeof(float) * y1.size()), 0)
+                        << type << " axpys, " << n_rows;
+                }
+            };
+            check("f16", k->widen_f16, k->dot_f16_rows, k->axpy_f16_rows, rh.data(), stride);
+            check("bf16", k->widen_bf16, k->dot_bf16_rows, k->axpy_bf16_rows, rb.data(), stride);
+            check("e4m3", k->widen_e4m3, k->dot_e4m3_rows, k->axpy_e4m3_rows, r4.data(), stride);
+            check("e5m2", k->widen_e5m2, k->dot_e5m2_rows, k->axpy_e5m2_rows, r5.data(), stride);
+            if (len % 32 == 0) check("q8_0", k->widen_q8_0, k->dot_q8_0_rows, k->axpy_q8_0_rows, r8.data(), stride8);
+        }
+    }
+}
+
 // The FP8 KV kernels (ABI 1.20) of each kernel set: the value tables hold the SDK's decoding of all 256 codes, and
 // dot / axpy over FP8 rows give the bits of the float kernels over the same rows widened first, every code (NaN ones
 // included) read as its table value.

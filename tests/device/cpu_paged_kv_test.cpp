@@ -572,7 +572,7 @@ TEST(CpuPagedKvLong, SegmentedContextsGiveEachTokenTheSameBitsAloneOrBatchedOnAn
 // path) and both kernel sets; and the contiguous op over a prompt chunk in blocks gives the paged op's bits.
 TEST(CpuPagedKvLong, QueryBlocksGiveEachTokenTheBitsItGetsAlone) {
     for (uint32_t type : {uint32_t{STRATA_KV_F32}, uint32_t{STRATA_KV_F16}, uint32_t{STRATA_KV_BF16},
-                          uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_Q8_0}})
+                          uint32_t{STRATA_KV_FP8_E4M3}, uint32_t{STRATA_KV_FP8_E5M2}, uint32_t{STRATA_KV_Q8_0}})
         for (bool scalar : {false, true})
             for (const auto &[softcap, window] :
                  {std::pair<float, int32_t>{0.0f, 0}, {2.0f, 0}, {0.0f, 40}, {0.0f, 530}}) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace strata::cpu {
 
@@ -75,6 +76,34 @@ inline void kv_axpy_rows(const kernels &k, const float *w, const kv_q8_0::group 
     k.axpy_q8_0_rows(w, row, stride, n_rows, y, n);
 }
 
+// n_rows rows of head_dim values (row r at row + r * stride) widened to float, exactly, into out (row r at
+// out + r * head_dim): the float kernels over them give the bits of the row type's own kernels
+// (CpuKernelRows.WideningOnceGivesTheRowTypesBits), so a query block's tokens can share one widening of a step.
+template <class E, class Widen>
+inline void widen_each(Widen widen, const E *row, int64_t stride, int32_t n_rows, int32_t head_dim, float *out) noexcept {
+    for (int32_t r = 0; r < n_rows; ++r) widen(row + r * stride, out + int64_t{r} * head_dim, head_dim);
+}
+inline void widen_rows(const kernels &k, const f16_element *row, int64_t stride, int32_t n_rows, int32_t head_dim,
+                       float *out) noexcept {
+    widen_each(k.widen_f16, &row->bits, stride, n_rows, head_dim, out);
+}
+inline void widen_rows(const kernels &k, const bf16_element *row, int64_t stride, int32_t n_rows, int32_t head_dim,
+                       float *out) noexcept {
+    widen_each(k.widen_bf16, &row->bits, stride, n_rows, head_dim, out);
+}
+inline void widen_rows(const kernels &k, const e4m3_element *row, int64_t stride, int32_t n_rows, int32_t head_dim,
+                       float *out) noexcept {
+    widen_each(k.widen_e4m3, &row->bits, stride, n_rows, head_dim, out);
+}
+inline void widen_rows(const kernels &k, const e5m2_element *row, int64_t stride, int32_t n_rows, int32_t head_dim,
+                       float *out) noexcept {
+    widen_each(k.widen_e5m2, &row->bits, stride, n_rows, head_dim, out);
+}
+inline void widen_rows(const kernels &k, const kv_q8_0::group *row, int64_t stride, int32_t n_rows, int32_t head_dim,
+                       float *out) noexcept {
+    widen_each(k.widen_q8_0, row, stride, n_rows, head_dim, out);
+}
+
 // Rows one attention pass hands to the multi-row kernels at once: each head (and each token of a query block) reads
 // them while they are in L1, and the weighted sum keeps its output in registers across them. A step never crosses a
 // run (a paged block: 16 rows at the default block_size). Against 4, with query blocks, a 1,000-token prefill spent
@@ -83,6 +112,14 @@ inline constexpr int32_t rows_per_step = 16;
 
 // The most query heads one attention item takes at once (heads_per_item): it bounds each thread's score scratch.
 inline constexpr int32_t max_chunk_heads = 64;
+
+// A pass widens a step's rows once, head by head, for all the spans that read them where the rows are not float,
+// more than one span shares the step (a query block) and a head fits this (the widened step lives on the stack).
+inline constexpr int32_t max_widened_head_dim = 256;
+template <class E> inline constexpr bool widened_type = !std::is_same_v<E, float>;
+inline bool widens_steps(int32_t n_spans, int32_t head_dim) noexcept {
+    return n_spans > 1 && head_dim <= max_widened_head_dim;
+}
 
 // What ABI 1.14 adds to a score: soft-capping (softcap > 0) and a sliding window (rows before `first` are not
 // attended). The defaults change nothing.
@@ -143,25 +180,51 @@ inline void score_rows(const kernels &k, const query_span *spans, int32_t n_span
                        int32_t head_dim, float scale, int64_t lo, int64_t hi, const ForEachRun &for_each_run,
                        float softcap) noexcept {
     const float inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
+    auto score = [&](const query_span &span, int32_t c, int64_t a, int32_t n_rows, const float *dots) {
+        const int64_t n = span.n();
+        for (int32_t r = 0; r < n_rows; ++r) {
+            const float s = dots[r] * scale;
+            span.scores[c * n + a + r - span.lo] = softcap > 0.0f ? std::tanh(s * inv_cap) * softcap : s;
+        }
+    };
     for_each_run([&](int64_t j0, int64_t count, const auto *keys, const auto *, int64_t stride) {
+        using E = std::remove_cv_t<std::remove_pointer_t<decltype(keys)>>;
         const int64_t end = std::min(j0 + count, hi);
         for (int64_t j = std::max(j0, lo); j < end; j += rows_per_step) {
             const int64_t step_end = std::min(j + rows_per_step, end);
+            if constexpr (widened_type<E>) if (widens_steps(n_spans, head_dim)) {
+                // Each KV head's rows of the step widened once, then every span's heads on it read floats.
+                float wide[rows_per_step * max_widened_head_dim];
+                int64_t widened = -1;
+                for (int32_t c = 0; c < chunk.n_heads; ++c) {
+                    if (chunk.offset(c) != widened) {
+                        widened = chunk.offset(c);
+                        widen_rows(k, keys + (j - j0) * stride + widened, stride, static_cast<int32_t>(step_end - j),
+                                   head_dim, wide);
+                    }
+                    for (int32_t b = 0; b < n_spans; ++b) {
+                        const query_span &span = spans[b];
+                        const int64_t a = std::max(j, span.lo), z = std::min(step_end, span.hi);
+                        if (a >= z) continue;
+                        float dots[rows_per_step];
+                        k.dot_rows(span.q + int64_t{c} * head_dim, wide + (a - j) * head_dim, head_dim,
+                                   static_cast<int32_t>(z - a), head_dim, dots);
+                        score(span, c, a, static_cast<int32_t>(z - a), dots);
+                    }
+                }
+                continue;
+            }
             for (int32_t b = 0; b < n_spans; ++b) {
                 const query_span &span = spans[b];
                 const int64_t a = std::max(j, span.lo), z = std::min(step_end, span.hi);
                 if (a >= z) continue;
                 const auto *row = keys + (a - j0) * stride;
                 const auto n_rows = static_cast<int32_t>(z - a);
-                const int64_t n = span.n();
                 for (int32_t c = 0; c < chunk.n_heads; ++c) {
                     float dots[rows_per_step];
                     kv_dot_rows(k, span.q + int64_t{c} * head_dim, row + chunk.offset(c), stride, n_rows, head_dim,
                                 dots);
-                    for (int32_t r = 0; r < n_rows; ++r) {
-                        const float s = dots[r] * scale;
-                        span.scores[c * n + a + r - span.lo] = softcap > 0.0f ? std::tanh(s * inv_cap) * softcap : s;
-                    }
+                    score(span, c, a, n_rows, dots);
                 }
             }
         }
@@ -174,24 +237,50 @@ inline void weigh_rows(const kernels &k, const query_span *spans, int32_t n_span
     for (int32_t b = 0; b < n_spans; ++b)
         std::memset(spans[b].out, 0,
                     sizeof(float) * static_cast<size_t>(head_dim) * static_cast<size_t>(chunk.n_heads));
+    // Head c's weights of rows [a, a + n_rows) for a span.
+    auto weights = [](const query_span &span, int32_t c, int64_t a, int32_t n_rows, float *w) {
+        const float *s = span.scores + c * span.n() + a - span.lo;
+        if (span.inv_sum != nullptr)
+            for (int32_t r = 0; r < n_rows; ++r) w[r] = s[r] * span.inv_sum[c];
+        else
+            for (int32_t r = 0; r < n_rows; ++r) w[r] = s[r];
+    };
     for_each_run([&](int64_t j0, int64_t count, const auto *, const auto *values, int64_t stride) {
+        using E = std::remove_cv_t<std::remove_pointer_t<decltype(values)>>;
         const int64_t end = std::min(j0 + count, hi);
         for (int64_t j = std::max(j0, lo); j < end; j += rows_per_step) {
             const int64_t step_end = std::min(j + rows_per_step, end);
+            if constexpr (widened_type<E>) if (widens_steps(n_spans, head_dim)) {
+                // As in score_rows: each KV head's rows widened once; a span's head applies them in row order.
+                float wide[rows_per_step * max_widened_head_dim];
+                int64_t widened = -1;
+                for (int32_t c = 0; c < chunk.n_heads; ++c) {
+                    if (chunk.offset(c) != widened) {
+                        widened = chunk.offset(c);
+                        widen_rows(k, values + (j - j0) * stride + widened, stride,
+                                   static_cast<int32_t>(step_end - j), head_dim, wide);
+                    }
+                    for (int32_t b = 0; b < n_spans; ++b) {
+                        const query_span &span = spans[b];
+                        const int64_t a = std::max(j, span.lo), z = std::min(step_end, span.hi);
+                        if (a >= z) continue;
+                        float w[rows_per_step];
+                        weights(span, c, a, static_cast<int32_t>(z - a), w);
+                        k.axpy_rows(w, wide + (a - j) * head_dim, head_dim, static_cast<int32_t>(z - a),
+                                    span.out + int64_t{c} * head_dim, head_dim);
+                    }
+                }
+                continue;
+            }
             for (int32_t b = 0; b < n_spans; ++b) {
                 const query_span &span = spans[b];
                 const int64_t a = std::max(j, span.lo), z = std::min(step_end, span.hi);
                 if (a >= z) continue;
                 const auto *row = values + (a - j0) * stride;
                 const auto n_rows = static_cast<int32_t>(z - a);
-                const int64_t n = span.n();
                 for (int32_t c = 0; c < chunk.n_heads; ++c) {
-                    const float *s = span.scores + c * n + a - span.lo;
                     float w[rows_per_step];
-                    if (span.inv_sum != nullptr)
-                        for (int32_t r = 0; r < n_rows; ++r) w[r] = s[r] * span.inv_sum[c];
-                    else
-                        for (int32_t r = 0; r < n_rows; ++r) w[r] = s[r];
+                    weights(span, c, a, n_rows, w);
                     kv_axpy_rows(k, w, row + chunk.offset(c), stride, n_rows, span.out + int64_t{c} * head_dim,
                                  head_dim);
                 }

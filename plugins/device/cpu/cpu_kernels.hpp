@@ -67,6 +67,13 @@ struct kernels {
     void (*axpy_e5m2_rows)(const float *w, const uint8_t *x, int64_t stride, int32_t n_rows, float *y, int64_t n);
     void (*axpy_q8_0_rows)(const float *w, const kv_q8_0::group *x, int64_t stride, int32_t n_rows, float *y,
                            int64_t n);
+    // out[i] = the value of element i of a row, exactly (the values the dots and axpys above read; n values, n a
+    // multiple of 32 for q8_0): a query block's tokens share one widening of each step's rows.
+    void (*widen_f16)(const uint16_t *x, float *out, int64_t n);
+    void (*widen_bf16)(const uint16_t *x, float *out, int64_t n);
+    void (*widen_e4m3)(const uint8_t *x, float *out, int64_t n);
+    void (*widen_e5m2)(const uint8_t *x, float *out, int64_t n);
+    void (*widen_q8_0)(const kv_q8_0::group *x, float *out, int64_t n);
 };
 
 // The value of each of the 256 codes of the two FP8 formats (strata/float8.hpp), built once.

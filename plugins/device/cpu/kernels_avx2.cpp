@@ -342,6 +342,20 @@ void axpy_q8_0_rows(const float *w, const kv_q8_0::group *x, int64_t stride, int
 
 void axpy_q8_0(float a, const kv_q8_0::group *x, float *y, int64_t n) { axpy_q8_0_rows(&a, x, 0, 1, y, n); }
 
+// The rows' values, widened by the loads the dots use (the tail by the scalar reads).
+template <class T, __m256 (*Load)(const T *), float (*Scalar)(T)> void widen(const T *x, float *out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, Load(x + i));
+    for (; i < n; ++i) out[i] = Scalar(x[i]);
+}
+void widen_q8_0(const kv_q8_0::group *x, float *out, int64_t n) {
+    for (int64_t i = 0; i + 32 <= n; i += 32) {
+        const kv_q8_0::group &g = x[i / 32];
+        const __m256 d = _mm256_set1_ps(q8_scale(g));
+        for (int j = 0; j < 32; j += 8) _mm256_storeu_ps(out + i + j, load_q8(g.q + j, d));
+    }
+}
+
 void to_f16(const float *x, uint16_t *out, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
@@ -410,7 +424,12 @@ constexpr kernels avx2_set{"avx2+fma",
                            dot_q8_0_rows,
                            axpy_rows_of<uint8_t, load_e4m3, e4m3_scalar>,
                            axpy_rows_of<uint8_t, load_e5m2, e5m2_scalar>,
-                           axpy_q8_0_rows};
+                           axpy_q8_0_rows,
+                           widen<uint16_t, load_f16, f16_scalar>,
+                           widen<uint16_t, load_bf16, bf16_scalar>,
+                           widen<uint8_t, load_e4m3, e4m3_scalar>,
+                           widen<uint8_t, load_e5m2, e5m2_scalar>,
+                           widen_q8_0};
 
 } // namespace
 

@@ -223,6 +223,22 @@ void axpy_q8_0_rows(const float *w, const kv_q8_0::group *x, int64_t stride, int
 
 void axpy_q8_0(float a, const kv_q8_0::group *x, float *y, int64_t n) { axpy_q8_0_rows(&a, x, 0, 1, y, n); }
 
+// The rows' values 16, then 8 at a time, then one by one.
+template <class T, class Rows> void widen(const T *x, float *out, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, Rows::wide(x + i));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, Rows::narrow(x + i));
+    for (; i < n; ++i) out[i] = Rows::one(x[i]);
+}
+void widen_q8_0(const kv_q8_0::group *x, float *out, int64_t n) {
+    for (int64_t i = 0; i + 32 <= n; i += 32) {
+        const kv_q8_0::group &g = x[i / 32];
+        const __m512 d = _mm512_set1_ps(q8_scale(g));
+        _mm512_storeu_ps(out + i, wide_q8(g.q, d));
+        _mm512_storeu_ps(out + i + 16, wide_q8(g.q + 16, d));
+    }
+}
+
 kernels make_set(const kernels &avx2) {
     kernels k = avx2;
     k.name = "avx512+fma";
@@ -250,6 +266,11 @@ kernels make_set(const kernels &avx2) {
     k.axpy_e4m3_rows = axpy_rows_of<uint8_t, e4m3_rows>;
     k.axpy_e5m2_rows = axpy_rows_of<uint8_t, e5m2_rows>;
     k.axpy_q8_0_rows = axpy_q8_0_rows;
+    k.widen_f16 = widen<uint16_t, f16_rows>;
+    k.widen_bf16 = widen<uint16_t, bf16_rows>;
+    k.widen_e4m3 = widen<uint8_t, e4m3_rows>;
+    k.widen_e5m2 = widen<uint8_t, e5m2_rows>;
+    k.widen_q8_0 = widen_q8_0;
     return k;
 }
 

@@ -118,6 +118,20 @@ void axpy_q8_0(float a, const kv_q8_0::group *x, float *y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += a * kv_q8_0::value(x[i / 32], static_cast<int>(i % 32));
 }
 
+void widen_f16(const uint16_t *x, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(x[i]);
+}
+void widen_bf16(const uint16_t *x, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(x[i]);
+}
+template <const float *(*Values)()> void widen_fp8(const uint8_t *x, float *out, int64_t n) {
+    const float *table = Values();
+    for (int64_t i = 0; i < n; ++i) out[i] = table[x[i]];
+}
+void widen_q8_0(const kv_q8_0::group *x, float *out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = kv_q8_0::value(x[i / 32], static_cast<int>(i % 32));
+}
+
 // The multi-row forms: the single-row kernels, row after row (the same bits by construction).
 template <class T, float (*Dot)(const float *, const T *, int64_t)>
 void dot_rows_of(const float *a, const T *b, int64_t stride, int32_t n_rows, int64_t n, float *out) {
@@ -137,7 +151,8 @@ constexpr kernels scalar_set{"scalar", dot,      axpy,      scale,     sum_squar
                              axpy_rows_of<uint16_t, axpy_f16>, axpy_rows_of<uint16_t, axpy_bf16>,
                              dot_rows_of<uint8_t, dot_fp8<e4m3_values>>, dot_rows_of<uint8_t, dot_fp8<e5m2_values>>,
                              dot_rows_of<kv_q8_0::group, dot_q8_0>, axpy_rows_of<uint8_t, axpy_fp8<e4m3_values>>,
-                             axpy_rows_of<uint8_t, axpy_fp8<e5m2_values>>, axpy_rows_of<kv_q8_0::group, axpy_q8_0>};
+                             axpy_rows_of<uint8_t, axpy_fp8<e5m2_values>>, axpy_rows_of<kv_q8_0::group, axpy_q8_0>,
+                             widen_f16, widen_bf16, widen_fp8<e4m3_values>, widen_fp8<e5m2_values>, widen_q8_0};
 
 const float *e4m3_values() { return fp8_tables().e4m3; }
 const float *e5m2_values() { return fp8_tables().e5m2; }
