@@ -82,6 +82,24 @@ struct e4m3_rows {
 
 __m256 upper_half(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
 
+// The AVX2 dot's reduction of four rows at once, lane for lane in its order: row r's sum is avx2_sum((acc0 + acc1) +
+// (acc2 + acc3)) with acc0, acc1 the halves of lo[r] and acc2, acc3 those of hi[r]; here the four rows' 8-lane sums
+// sit in the 128-bit lanes of two registers and each of avx2_sum's steps (lane i + lane i + 4, then the pairs, then
+// the last two) is one instruction for all four.
+inline __attribute__((always_inline)) void reduce4(const __m512 *lo, const __m512 *hi, float *sums) {
+    auto halves = [](__m512 a, __m512 b) { // [a's 8-lane halves added, b's]
+        return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+    };
+    const __m512 t01 = _mm512_add_ps(halves(lo[0], lo[1]), halves(hi[0], hi[1]));
+    const __m512 t23 = _mm512_add_ps(halves(lo[2], lo[3]), halves(hi[2], hi[3]));
+    // 128-bit lane r: row r's lanes 0-3 plus its lanes 4-7.
+    const __m512 s4 = _mm512_add_ps(_mm512_shuffle_f32x4(t01, t23, 0x88), _mm512_shuffle_f32x4(t01, t23, 0xdd));
+    const __m512 s2 = _mm512_add_ps(s4, _mm512_permute_ps(s4, 0xee));
+    const __m512 s1 = _mm512_add_ps(s2, _mm512_movehdup_ps(s2));
+    const __m512 first = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), s1);
+    _mm_storeu_ps(sums, _mm512_castps512_ps128(first));
+}
+
 // R rows at once, each with its own two registers (the AVX2 dot_body's acc[r][0..1] and acc[r][2..3]).
 template <class T, class Rows, int R>
 inline __attribute__((always_inline)) void dot_body(const float *a, const T *b, int64_t stride, int64_t n, float *out) {
@@ -103,11 +121,20 @@ inline __attribute__((always_inline)) void dot_body(const float *a, const T *b, 
         for (int r = 0; r < R; ++r)
             lo[r] = _mm512_mask3_fmadd_ps(a8, _mm512_zextps256_ps512(Rows::narrow(b + r * stride + i)), lo[r], 0x00ff);
     }
+    float sums[R];
+    if constexpr (R == 4) {
+        reduce4(lo, hi, sums);
+    } else {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const __m256 acc0 = _mm512_castps512_ps256(lo[r]), acc1 = upper_half(lo[r]);
+            const __m256 acc2 = _mm512_castps512_ps256(hi[r]), acc3 = upper_half(hi[r]);
+            sums[r] = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+        }
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-        const __m256 acc0 = _mm512_castps512_ps256(lo[r]), acc1 = upper_half(lo[r]);
-        const __m256 acc2 = _mm512_castps512_ps256(hi[r]), acc3 = upper_half(hi[r]);
-        float sum = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+        float sum = sums[r];
         for (int64_t t = i; t < n; ++t) sum += a[t] * Rows::one(b[r * stride + t]);
         out[r] = sum;
     }
@@ -181,11 +208,15 @@ inline __attribute__((always_inline)) void dot_q8_0_body(const float *a, const k
             hi[r] = _mm512_fmadd_ps(a_hi, wide_q8(g.q + 16, d), hi[r]);
         }
     }
+    if constexpr (R == 4) {
+        reduce4(lo, hi, out);
+    } else {
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-        const __m256 acc0 = _mm512_castps512_ps256(lo[r]), acc1 = upper_half(lo[r]);
-        const __m256 acc2 = _mm512_castps512_ps256(hi[r]), acc3 = upper_half(hi[r]);
-        out[r] = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+        for (int r = 0; r < R; ++r) {
+            const __m256 acc0 = _mm512_castps512_ps256(lo[r]), acc1 = upper_half(lo[r]);
+            const __m256 acc2 = _mm512_castps512_ps256(hi[r]), acc3 = upper_half(hi[r]);
+            out[r] = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+        }
     }
 }
 
