@@ -25,83 +25,59 @@ struct e5m2_element { uint8_t bits; };
 // A q8_0 cache's rows are groups of 32 values: one element of the row pointer is one group.
 using strata::kv_q8_0::values_per_element;
 
+// Each row type's kernel slots (its multi-row dot and axpy, its widening) and the pointer they take.
+template <class E> struct row_kernels;
+template <> struct row_kernels<float> {
+    static constexpr auto dot = &kernels::dot_rows;
+    static constexpr auto axpy = &kernels::axpy_rows;
+    static const float *bits(const float *row) noexcept { return row; }
+};
+template <auto Dot, auto Axpy, auto Widen, class E> struct row_kernels_of {
+    static constexpr auto dot = Dot;
+    static constexpr auto axpy = Axpy;
+    static constexpr auto widen = Widen;
+    static const auto *bits(const E *row) noexcept {
+        if constexpr (std::is_same_v<E, kv_q8_0::group>) return row;
+        else return &row->bits;
+    }
+};
+template <>
+struct row_kernels<f16_element>
+    : row_kernels_of<&kernels::dot_f16_rows, &kernels::axpy_f16_rows, &kernels::widen_f16, f16_element> {};
+template <>
+struct row_kernels<bf16_element>
+    : row_kernels_of<&kernels::dot_bf16_rows, &kernels::axpy_bf16_rows, &kernels::widen_bf16, bf16_element> {};
+template <>
+struct row_kernels<e4m3_element>
+    : row_kernels_of<&kernels::dot_e4m3_rows, &kernels::axpy_e4m3_rows, &kernels::widen_e4m3, e4m3_element> {};
+template <>
+struct row_kernels<e5m2_element>
+    : row_kernels_of<&kernels::dot_e5m2_rows, &kernels::axpy_e5m2_rows, &kernels::widen_e5m2, e5m2_element> {};
+template <>
+struct row_kernels<kv_q8_0::group>
+    : row_kernels_of<&kernels::dot_q8_0_rows, &kernels::axpy_q8_0_rows, &kernels::widen_q8_0, kv_q8_0::group> {};
+
 // Several consecutive rows of one run at once (row r at row + r * stride): out[r] = the dot of q and row r, and
 // y += w[r] * row r in row order, with the single-row kernels' bits (each kernel set's *_rows slots).
-inline void kv_dot_rows(const kernels &k, const float *q, const float *row, int64_t stride, int32_t n_rows, int64_t n,
+template <class E>
+inline void kv_dot_rows(const kernels &k, const float *q, const E *row, int64_t stride, int32_t n_rows, int64_t n,
                         float *out) noexcept {
-    k.dot_rows(q, row, stride, n_rows, n, out);
+    (k.*row_kernels<E>::dot)(q, row_kernels<E>::bits(row), stride, n_rows, n, out);
 }
-inline void kv_dot_rows(const kernels &k, const float *q, const f16_element *row, int64_t stride, int32_t n_rows,
-                        int64_t n, float *out) noexcept {
-    k.dot_f16_rows(q, &row->bits, stride, n_rows, n, out);
-}
-inline void kv_dot_rows(const kernels &k, const float *q, const bf16_element *row, int64_t stride, int32_t n_rows,
-                        int64_t n, float *out) noexcept {
-    k.dot_bf16_rows(q, &row->bits, stride, n_rows, n, out);
-}
-inline void kv_dot_rows(const kernels &k, const float *q, const e4m3_element *row, int64_t stride, int32_t n_rows,
-                        int64_t n, float *out) noexcept {
-    k.dot_e4m3_rows(q, &row->bits, stride, n_rows, n, out);
-}
-inline void kv_dot_rows(const kernels &k, const float *q, const e5m2_element *row, int64_t stride, int32_t n_rows,
-                        int64_t n, float *out) noexcept {
-    k.dot_e5m2_rows(q, &row->bits, stride, n_rows, n, out);
-}
-inline void kv_dot_rows(const kernels &k, const float *q, const kv_q8_0::group *row, int64_t stride, int32_t n_rows,
-                        int64_t n, float *out) noexcept {
-    k.dot_q8_0_rows(q, row, stride, n_rows, n, out);
-}
-inline void kv_axpy_rows(const kernels &k, const float *w, const float *row, int64_t stride, int32_t n_rows, float *y,
+template <class E>
+inline void kv_axpy_rows(const kernels &k, const float *w, const E *row, int64_t stride, int32_t n_rows, float *y,
                          int64_t n) noexcept {
-    k.axpy_rows(w, row, stride, n_rows, y, n);
-}
-inline void kv_axpy_rows(const kernels &k, const float *w, const f16_element *row, int64_t stride, int32_t n_rows,
-                         float *y, int64_t n) noexcept {
-    k.axpy_f16_rows(w, &row->bits, stride, n_rows, y, n);
-}
-inline void kv_axpy_rows(const kernels &k, const float *w, const bf16_element *row, int64_t stride, int32_t n_rows,
-                         float *y, int64_t n) noexcept {
-    k.axpy_bf16_rows(w, &row->bits, stride, n_rows, y, n);
-}
-inline void kv_axpy_rows(const kernels &k, const float *w, const e4m3_element *row, int64_t stride, int32_t n_rows,
-                         float *y, int64_t n) noexcept {
-    k.axpy_e4m3_rows(w, &row->bits, stride, n_rows, y, n);
-}
-inline void kv_axpy_rows(const kernels &k, const float *w, const e5m2_element *row, int64_t stride, int32_t n_rows,
-                         float *y, int64_t n) noexcept {
-    k.axpy_e5m2_rows(w, &row->bits, stride, n_rows, y, n);
-}
-inline void kv_axpy_rows(const kernels &k, const float *w, const kv_q8_0::group *row, int64_t stride, int32_t n_rows,
-                         float *y, int64_t n) noexcept {
-    k.axpy_q8_0_rows(w, row, stride, n_rows, y, n);
+    (k.*row_kernels<E>::axpy)(w, row_kernels<E>::bits(row), stride, n_rows, y, n);
 }
 
 // n_rows rows of head_dim values (row r at row + r * stride) widened to float, exactly, into out (row r at
 // out + r * head_dim): the float kernels over them give the bits of the row type's own kernels
 // (CpuKernelRows.WideningOnceGivesTheRowTypesBits), so a query block's tokens can share one widening of a step.
-template <class E, class Widen>
-inline void widen_each(Widen widen, const E *row, int64_t stride, int32_t n_rows, int32_t head_dim, float *out) noexcept {
-    for (int32_t r = 0; r < n_rows; ++r) widen(row + r * stride, out + int64_t{r} * head_dim, head_dim);
-}
-inline void widen_rows(const kernels &k, const f16_element *row, int64_t stride, int32_t n_rows, int32_t head_dim,
+template <class E>
+inline void widen_rows(const kernels &k, const E *row, int64_t stride, int32_t n_rows, int32_t head_dim,
                        float *out) noexcept {
-    widen_each(k.widen_f16, &row->bits, stride, n_rows, head_dim, out);
-}
-inline void widen_rows(const kernels &k, const bf16_element *row, int64_t stride, int32_t n_rows, int32_t head_dim,
-                       float *out) noexcept {
-    widen_each(k.widen_bf16, &row->bits, stride, n_rows, head_dim, out);
-}
-inline void widen_rows(const kernels &k, const e4m3_element *row, int64_t stride, int32_t n_rows, int32_t head_dim,
-                       float *out) noexcept {
-    widen_each(k.widen_e4m3, &row->bits, stride, n_rows, head_dim, out);
-}
-inline void widen_rows(const kernels &k, const e5m2_element *row, int64_t stride, int32_t n_rows, int32_t head_dim,
-                       float *out) noexcept {
-    widen_each(k.widen_e5m2, &row->bits, stride, n_rows, head_dim, out);
-}
-inline void widen_rows(const kernels &k, const kv_q8_0::group *row, int64_t stride, int32_t n_rows, int32_t head_dim,
-                       float *out) noexcept {
-    widen_each(k.widen_q8_0, row, stride, n_rows, head_dim, out);
+    for (int32_t r = 0; r < n_rows; ++r)
+        (k.*row_kernels<E>::widen)(row_kernels<E>::bits(row + r * stride), out + int64_t{r} * head_dim, head_dim);
 }
 
 // Rows one attention pass hands to the multi-row kernels at once: each head (and each token of a query block) reads

@@ -100,6 +100,20 @@ inline __attribute__((always_inline)) void reduce4(const __m512 *lo, const __m51
     _mm_storeu_ps(sums, _mm512_castps512_ps128(first));
 }
 
+// Row r's sum from lo[r] and hi[r] as the AVX2 dot reduces its four accumulators, four rows at a time where R is 4.
+template <int R> inline __attribute__((always_inline)) void reduce_rows(const __m512 *lo, const __m512 *hi, float *sums) {
+    if constexpr (R == 4) {
+        reduce4(lo, hi, sums);
+    } else {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+            const __m256 acc0 = _mm512_castps512_ps256(lo[r]), acc1 = upper_half(lo[r]);
+            const __m256 acc2 = _mm512_castps512_ps256(hi[r]), acc3 = upper_half(hi[r]);
+            sums[r] = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+        }
+    }
+}
+
 // R rows at once, each with its own two registers (the AVX2 dot_body's acc[r][0..1] and acc[r][2..3]).
 template <class T, class Rows, int R>
 inline __attribute__((always_inline)) void dot_body(const float *a, const T *b, int64_t stride, int64_t n, float *out) {
@@ -122,16 +136,7 @@ inline __attribute__((always_inline)) void dot_body(const float *a, const T *b, 
             lo[r] = _mm512_mask3_fmadd_ps(a8, _mm512_zextps256_ps512(Rows::narrow(b + r * stride + i)), lo[r], 0x00ff);
     }
     float sums[R];
-    if constexpr (R == 4) {
-        reduce4(lo, hi, sums);
-    } else {
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-            const __m256 acc0 = _mm512_castps512_ps256(lo[r]), acc1 = upper_half(lo[r]);
-            const __m256 acc2 = _mm512_castps512_ps256(hi[r]), acc3 = upper_half(hi[r]);
-            sums[r] = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-        }
-    }
+    reduce_rows<R>(lo, hi, sums);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
         float sum = sums[r];
@@ -208,16 +213,7 @@ inline __attribute__((always_inline)) void dot_q8_0_body(const float *a, const k
             hi[r] = _mm512_fmadd_ps(a_hi, wide_q8(g.q + 16, d), hi[r]);
         }
     }
-    if constexpr (R == 4) {
-        reduce4(lo, hi, out);
-    } else {
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-            const __m256 acc0 = _mm512_castps512_ps256(lo[r]), acc1 = upper_half(lo[r]);
-            const __m256 acc2 = _mm512_castps512_ps256(hi[r]), acc3 = upper_half(hi[r]);
-            out[r] = strata::plugin::avx2_sum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-        }
-    }
+    reduce_rows<R>(lo, hi, out);
 }
 
 float dot_q8_0(const float *a, const kv_q8_0::group *b, int64_t n) {
