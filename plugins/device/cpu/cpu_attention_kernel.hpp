@@ -89,8 +89,8 @@ inline constexpr int32_t rows_per_step = 16;
 // The most query heads one attention item takes at once (heads_per_item): it bounds each thread's score scratch.
 inline constexpr int32_t max_chunk_heads = 64;
 
-// A pass widens a step's rows once, head by head, for all the spans that read them where the rows are not float,
-// more than one span shares the step (a query block) and a head fits this (the widened step lives on the stack).
+// A pass widens each step's rows once, head by head, for all the spans that read them where the rows are not float,
+// the pass has more than one span (a query block) and a head fits this (the widened step lives on the stack).
 inline constexpr int32_t max_widened_head_dim = 256;
 template <class E> inline constexpr bool widened_type = !std::is_same_v<E, float>;
 inline bool widens_steps(int32_t n_spans, int32_t head_dim) noexcept {
@@ -148,7 +148,9 @@ struct query_span {
 // span whose rows include some of a step's reads them for all of the chunk's heads while they are in L1 (the heads of
 // a row lie side by side, heads sharing a KV head read the same values, and the tokens of a query block read the same
 // rows). A span is handed the step's rows it attends through the multi-row kernels, which keep each row's bits
-// however the rows are grouped (CpuKernelRows.MultiRowDotsAndAxpysHaveTheSingleRowBits).
+// however the rows are grouped (CpuKernelRows.MultiRowDotsAndAxpysHaveTheSingleRowBits); in a query block the rows
+// of a step are first widened once per KV head (heads outer, spans inner) and read by the float kernels, which give
+// the row type's bits over widened rows (CpuKernelRows.WideningOnceGivesTheRowTypesBits).
 // The two passes over rows [lo, hi) (the union of the spans' rows, each span's non-empty): the spans' scores (a dot,
 // the scale, the soft-cap), then their weighted sums (out of head c += weight(c, j) * row j's value).
 template <class ForEachRun>

@@ -61,7 +61,7 @@ __m256 exp_ps(__m256 x) {
     return _mm256_blendv_ps(result, _mm256_set1_ps(INFINITY), overflow);
 }
 
-// The dots of the float, f16 and bf16 rows: four accumulators over 32-element steps, then 8-element steps into the
+// The dots of the float, f16, bf16 and FP8 rows: four accumulators over 32-element steps, then 8-element steps into the
 // first, the fixed reduction, the scalar tail. dot_body computes R rows at once, each with exactly those steps (its
 // own accumulators), so the multi-row kernels give every row the single-row kernel's bits; the single-row kernels are
 // dot_body<1>.

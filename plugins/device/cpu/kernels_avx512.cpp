@@ -19,7 +19,6 @@
 #include "kv_loads_avx2.hpp"
 
 #include <cstring>
-#include <limits>
 
 namespace strata::cpu {
 namespace {
@@ -74,7 +73,7 @@ struct e4m3_rows {
                                              _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
         const __m512 v = _mm512_mul_ps(_mm512_cvtph_ps(half), _mm512_set1_ps(256.0f));
         const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(480.0f), _CMP_EQ_OQ);
-        return _mm512_mask_blend_ps(nan, v, _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()));
+        return _mm512_mask_blend_ps(nan, v, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000))); // the quiet NaN
     }
     static __m256 narrow(const uint8_t *p) { return load_e4m3(p); }
     static float one(uint8_t q) { return fp8_tables().e4m3[q]; }

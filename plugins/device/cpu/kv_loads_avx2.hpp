@@ -8,7 +8,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <limits>
 
 namespace strata::cpu {
 namespace {
@@ -27,7 +26,7 @@ inline __m256 load_e4m3(const uint8_t *p) {
         _mm_or_si128(_mm_slli_epi16(magnitude, 7), _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8));
     const __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(half), _mm256_set1_ps(256.0f));
     const __m256 nan = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(magnitude, _mm_set1_epi16(0x7f))));
-    return _mm256_blendv_ps(v, _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()), nan);
+    return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)), nan); // the quiet NaN
 }
 
 // A q8_0 group's scale as a float (exact).
