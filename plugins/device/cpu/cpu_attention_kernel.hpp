@@ -120,6 +120,23 @@ struct head_chunk {
     int64_t offset(int32_t c) const noexcept { return int64_t{(lead + c) / group} * head_elements; }
 };
 
+// A step's n_rows rows (row r at rows + r * stride, the chunk's first KV head first) for each head c of the chunk:
+// fn(c, wide) with wide holding the rows of head c's KV head widened (row r at wide + r * head_dim), each KV head's
+// rows widened once (the chunk's heads of one KV head are consecutive). head_dim <= max_widened_head_dim.
+template <class E, class Fn>
+inline void for_each_widened_head(const kernels &k, const E *rows, int64_t stride, int32_t n_rows,
+                                  const head_chunk &chunk, int32_t head_dim, const Fn &fn) noexcept {
+    float wide[rows_per_step * max_widened_head_dim];
+    int64_t widened = -1;
+    for (int32_t c = 0; c < chunk.n_heads; ++c) {
+        if (chunk.offset(c) != widened) {
+            widened = chunk.offset(c);
+            widen_rows(k, rows + widened, stride, n_rows, head_dim, wide);
+        }
+        fn(c, wide);
+    }
+}
+
 // One query token's part in a pass over rows [lo, hi) of its sequence (score_rows, then weigh_rows): q and out hold
 // the chunk's heads, head_dim floats each; head c's score of row j goes to scores[c * n() + j - lo]; its weights are
 // those scores times inv_sum[c] (normalised: a token of up to segment_rows keys) or, with inv_sum null, the scores themselves (a segment's
@@ -172,14 +189,8 @@ inline void score_rows(const kernels &k, const query_span *spans, int32_t n_span
             const int64_t step_end = std::min(j + rows_per_step, end);
             if constexpr (widened_type<E>) if (widens_steps(n_spans, head_dim)) {
                 // Each KV head's rows of the step widened once, then every span's heads on it read floats.
-                float wide[rows_per_step * max_widened_head_dim];
-                int64_t widened = -1;
-                for (int32_t c = 0; c < chunk.n_heads; ++c) {
-                    if (chunk.offset(c) != widened) {
-                        widened = chunk.offset(c);
-                        widen_rows(k, keys + (j - j0) * stride + widened, stride, static_cast<int32_t>(step_end - j),
-                                   head_dim, wide);
-                    }
+                for_each_widened_head(k, keys + (j - j0) * stride, stride, static_cast<int32_t>(step_end - j), chunk,
+                                      head_dim, [&](int32_t c, const float *wide) {
                     for (int32_t b = 0; b < n_spans; ++b) {
                         const query_span &span = spans[b];
                         const int64_t a = std::max(j, span.lo), z = std::min(step_end, span.hi);
@@ -189,7 +200,7 @@ inline void score_rows(const kernels &k, const query_span *spans, int32_t n_span
                                    static_cast<int32_t>(z - a), head_dim, dots);
                         score(span, c, a, static_cast<int32_t>(z - a), dots);
                     }
-                }
+                });
                 continue;
             }
             for (int32_t b = 0; b < n_spans; ++b) {
@@ -229,15 +240,9 @@ inline void weigh_rows(const kernels &k, const query_span *spans, int32_t n_span
         for (int64_t j = std::max(j0, lo); j < end; j += rows_per_step) {
             const int64_t step_end = std::min(j + rows_per_step, end);
             if constexpr (widened_type<E>) if (widens_steps(n_spans, head_dim)) {
-                // As in score_rows: each KV head's rows widened once; a span's head applies them in row order.
-                float wide[rows_per_step * max_widened_head_dim];
-                int64_t widened = -1;
-                for (int32_t c = 0; c < chunk.n_heads; ++c) {
-                    if (chunk.offset(c) != widened) {
-                        widened = chunk.offset(c);
-                        widen_rows(k, values + (j - j0) * stride + widened, stride,
-                                   static_cast<int32_t>(step_end - j), head_dim, wide);
-                    }
+                // As in score_rows; a span's head applies the widened rows in row order.
+                for_each_widened_head(k, values + (j - j0) * stride, stride, static_cast<int32_t>(step_end - j),
+                                      chunk, head_dim, [&](int32_t c, const float *wide) {
                     for (int32_t b = 0; b < n_spans; ++b) {
                         const query_span &span = spans[b];
                         const int64_t a = std::max(j, span.lo), z = std::min(step_end, span.hi);
@@ -247,7 +252,7 @@ inline void weigh_rows(const kernels &k, const query_span *spans, int32_t n_span
                         k.axpy_rows(w, wide + (a - j) * head_dim, head_dim, static_cast<int32_t>(z - a),
                                     span.out + int64_t{c} * head_dim, head_dim);
                     }
-                }
+                });
                 continue;
             }
             for (int32_t b = 0; b < n_spans; ++b) {
