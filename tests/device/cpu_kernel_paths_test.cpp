@@ -638,7 +638,7 @@ TEST(CpuAttentionChunks, EveryChunkOfHeadsGivesEachHeadTheBitsItGetsAlone) {
                         const strata::cpu::head_chunk chunk{count, group, h0 % group, head_dim};
                         const int64_t offset = int64_t{h0 / group} * head_dim;
                         std::vector<float> scores(2 * size_t(count) * n_kv);
-                        auto runs = [&](const auto &fn, int64_t lo, int64_t hi) {
+                        auto runs = [&](const auto &fn, int64_t lo, int64_t hi, strata::cpu::kv_part, bool) {
                             for (int64_t j0 = lo / run * run; j0 < hi; j0 += run) {
                                 const int64_t n = std::min<int64_t>(run, hi - j0);
                                 if (half)

@@ -150,11 +150,19 @@ struct query_span {
     int64_t n() const noexcept { return hi - lo; }
 };
 
-// for_each_run(fn, lo, hi) must call fn(j0, count, keys, values, stride) for runs that cover rows [lo, hi) in
+// Which rows of the runs a pass reads: the keys (score_rows) or the values (weigh_rows).
+enum class kv_part { keys, values };
+
+// for_each_run(fn, lo, hi, part, ahead) must call fn(j0, count, keys, values, stride) for runs that cover rows [lo, hi) in
 // ascending order (the first may start before lo and the last end after hi: the callers skip such rows): row j0 + i
 // has the chunk's first KV head's key at keys + i * stride and its value at values + i * stride (i < count); keys
 // and values point to float, one of the *_element types above or q8_0 groups (then stride and the rows' offsets
-// count groups). It is called twice (scores, then the weighted sums). chunk.n_heads <= max_chunk_heads, as
+// count groups). It is called twice: for the scores (part kv_part::keys), then the weighted sums (kv_part::values).
+// ahead: the pass reads its rows for one token (a decode step's), which finds them in memory rather than in the
+// caches a query block's earlier passes filled; a source whose runs lie apart in memory (the paged cache's blocks)
+// then fetches the part of the next run ahead while fn reads one (a 1,000-token decode on one thread: the attention's
+// cycles about a third fewer, BENCHMARKS.md "Decode at a long context, prefetched"; in a prefill the prefetches cost
+// more than they save). chunk.n_heads <= max_chunk_heads, as
 // heads_per_item gives. A token's q is fully read before its out is written, so a token's out may alias its own q
 // (not another token's: in a query block one token's out is written while others still read their q). Rows before
 // terms.first are skipped, and with first 0 and no softcap the arithmetic is what it was before ABI 1.14.
@@ -217,7 +225,7 @@ inline void score_rows(const kernels &k, const query_span *spans, int32_t n_span
                 }
             }
         }
-    }, lo, hi);
+    }, lo, hi, kv_part::keys, n_spans == 1);
 }
 
 template <class ForEachRun>
@@ -269,7 +277,7 @@ inline void weigh_rows(const kernels &k, const query_span *spans, int32_t n_span
                 }
             }
         }
-    }, lo, hi);
+    }, lo, hi, kv_part::values, n_spans == 1);
 }
 
 // Beyond this many keys a token's rows are cut into segments of this many by row index (rows [g * segment_rows,

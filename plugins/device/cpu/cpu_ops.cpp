@@ -477,7 +477,7 @@ int32_t attention(strata_device *dev, const strata_attention_args *a, strata_sta
         auto runs_of = [&](int64_t item, int64_t) {
             const float *keys = a->k_cache + items.kv_offset(item, a->head_dim);
             const float *values = a->v_cache + items.kv_offset(item, a->head_dim);
-            return [keys, values, stride](const auto &fn, int64_t lo, int64_t hi) {
+            return [keys, values, stride](const auto &fn, int64_t lo, int64_t hi, kv_part, bool) {
                 fn(lo, hi - lo, keys + lo * stride, values + lo * stride, stride);
             };
         };

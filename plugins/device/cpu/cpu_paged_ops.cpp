@@ -99,6 +99,17 @@ template <class E> inline E *layer_rows(const strata_paged_kv *kv, int32_t block
     return reinterpret_cast<E *>(static_cast<char *>(kv->block_base[block]) + kv->layer_offset_bytes);
 }
 
+// Asks for n_rows rows of `bytes` bytes each (row r at p + r * stride bytes) to be brought into the caches ahead of
+// their use: a hint, which changes no result and faults on nothing.
+inline void prefetch_rows(const void *p, int64_t n_rows, int64_t stride, int64_t bytes) noexcept {
+    constexpr uintptr_t line = 64;
+    for (int64_t r = 0; r < n_rows; ++r) {
+        const uintptr_t begin = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(r * stride);
+        for (uintptr_t at = begin & ~(line - 1); at < begin + static_cast<uintptr_t>(bytes); at += line)
+            __builtin_prefetch(reinterpret_cast<const void *>(at), 0, 3);
+    }
+}
+
 // Calls fn with a null pointer of the table's element type (float or an *_element type); the type was checked
 // by check_paged_kv.
 template <class Fn> void with_element_type(const strata_paged_kv *kv, const Fn &fn) {
@@ -232,11 +243,22 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
             auto runs_of = [&](int64_t item, int64_t t) {
                 const int32_t first_block = kv->seq_block_start[a->token_seq[t]];
                 const int64_t head_offset = items.kv_offset(item, head_elements);
-                // The blocks holding rows [lo, hi), whole (a segment or a window starts anywhere in a block).
-                return [kv, first_block, head_offset, block_size, row](const auto &fn, int64_t lo, int64_t hi) {
+                const head_chunk chunk = items.chunk(item, head_elements);
+                // The bytes of a row the item's heads read: their KV heads'.
+                const int64_t chunk_bytes = int64_t{(chunk.lead + chunk.n_heads - 1) / chunk.group + 1} *
+                                            head_elements * static_cast<int64_t>(sizeof(E));
+                // The blocks holding rows [lo, hi), whole (a segment or a window starts anywhere in a block); ahead,
+                // the part of the next block the pass reads is prefetched while fn reads one (the blocks of a layer
+                // lie a whole block of every layer apart, where the hardware's prefetchers do not follow).
+                return [kv, first_block, head_offset, block_size, row, chunk_bytes](
+                           const auto &fn, int64_t lo, int64_t hi, kv_part part, bool ahead) {
+                    const int64_t part_offset = part == kv_part::keys ? head_offset : block_size * row + head_offset;
                     auto block = static_cast<int32_t>(first_block + lo / block_size);
                     for (int64_t j0 = lo / block_size * block_size; j0 < hi; j0 += block_size, ++block) {
                         const E *rows = layer_rows<const E>(kv, block);
+                        if (ahead && j0 + block_size < hi)
+                            prefetch_rows(layer_rows<const E>(kv, block + 1) + part_offset,
+                                          std::min(block_size, hi - j0 - block_size), row * sizeof(E), chunk_bytes);
                         fn(j0, std::min(block_size, hi - j0), rows + head_offset, rows + block_size * row + head_offset,
                            row);
                     }
