@@ -158,11 +158,11 @@ enum class kv_part { keys, values };
 // has the chunk's first KV head's key at keys + i * stride and its value at values + i * stride (i < count); keys
 // and values point to float, one of the *_element types above or q8_0 groups (then stride and the rows' offsets
 // count groups). It is called twice: for the scores (part kv_part::keys), then the weighted sums (kv_part::values).
-// ahead: the pass reads its rows for one token (a decode step's), which finds them in memory rather than in the
-// caches a query block's earlier passes filled; a source whose runs lie apart in memory (the paged cache's blocks)
-// then fetches the part of the next run ahead while fn reads one (a 1,000-token decode on one thread: the attention's
-// cycles about a third fewer, BENCHMARKS.md "Decode at a long context, prefetched"; in a prefill the prefetches cost
-// more than they save). chunk.n_heads <= max_chunk_heads, as
+// ahead: the pass has one span (a decode token's, or a prefill token's where the items hold one token each), whose
+// rows come from memory rather than from the caches a query block's earlier passes filled; a source whose runs lie
+// apart in memory (the paged cache's blocks) then fetches the part of the next run ahead while fn reads one (a
+// 1,000-token decode on one thread: the f16 dots' and axpys' cycles about 40 % fewer, BENCHMARKS.md "Decode at a
+// long context, prefetched"; in query blocks the prefetches bought nothing measurable). chunk.n_heads <= max_chunk_heads, as
 // heads_per_item gives. A token's q is fully read before its out is written, so a token's out may alias its own q
 // (not another token's: in a query block one token's out is written while others still read their q). Rows before
 // terms.first are skipped, and with first 0 and no softcap the arithmetic is what it was before ABI 1.14.
