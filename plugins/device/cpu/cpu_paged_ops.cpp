@@ -244,9 +244,9 @@ int32_t paged_attention(strata_device *dev, const strata_paged_attention_args *a
                 const int32_t first_block = kv->seq_block_start[a->token_seq[t]];
                 const int64_t head_offset = items.kv_offset(item, head_elements);
                 const head_chunk chunk = items.chunk(item, head_elements);
-                // The bytes of a row the item's heads read: their KV heads'.
-                const int64_t chunk_bytes = int64_t{(chunk.lead + chunk.n_heads - 1) / chunk.group + 1} *
-                                            head_elements * static_cast<int64_t>(sizeof(E));
+                // The bytes of a row the item's heads read: up to the end of its last head's KV head.
+                const int64_t chunk_bytes =
+                    (chunk.offset(chunk.n_heads - 1) + head_elements) * static_cast<int64_t>(sizeof(E));
                 // The blocks holding rows [lo, hi), whole (a segment or a window starts anywhere in a block); ahead,
                 // the part of the next block the pass reads is prefetched while fn reads one (the blocks of a layer
                 // lie a whole block of every layer apart, where the hardware's prefetchers do not follow).
